@@ -1,0 +1,1 @@
+//! Statistics: summaries, bootstrap CIs, outliers, comparisons, histograms.

@@ -1,0 +1,1 @@
+//! Read-only facts about the machine: environment snapshot, devices, quietness.
