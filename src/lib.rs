@@ -3,9 +3,15 @@
 //! Data flows one way: CLI -> experiment registry -> runner (trials, stats,
 //! sampler) -> run model -> store / report. See `docs/` and the README.
 
+pub mod cli;
+pub mod engine;
 pub mod error;
+pub mod experiments;
 pub mod observe;
+pub mod report;
+pub mod safety;
 pub mod stats;
+pub mod store;
 pub mod system;
 
 pub use error::{Error, Result};

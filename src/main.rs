@@ -1,1 +1,6 @@
-fn main() {}
+//! The tunelab binary: everything lives in the library; this only exits with
+//! the code the CLI decided.
+
+fn main() {
+    std::process::exit(tunelab::cli::main());
+}

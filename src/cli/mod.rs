@@ -1,0 +1,119 @@
+//! The command line: one file per verb. `main` parses, dispatches and maps
+//! errors to exit codes; nothing is printed to stdout but data.
+
+mod compare;
+mod completions;
+mod export;
+mod list;
+mod output;
+mod run;
+mod runs;
+mod show;
+
+use std::path::PathBuf;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+pub use output::{output_is_terminal, Out};
+
+use crate::engine::registry;
+use crate::store::{self, Store};
+use crate::Result;
+
+/// Measure, explain and tune the performance of Linux systems.
+#[derive(Parser, Debug)]
+#[command(name = "tunelab", version, about, long_about = None, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// Print data as JSON on stdout (messages stay on stderr).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Result database (SQLite file). Default: $XDG_DATA_HOME/tunelab/results.db.
+    #[arg(long, global = true, env = "TUNELAB_DB", value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Print only data and errors.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+pub const EXIT_CODES: &str =
+    "Exit codes: 0 success · 1 measurement failed · 2 bad usage or input · \
+3 needs privileges · 4 environment problem (no space, read-only, missing device) · \
+5 regression found (--fail-on-regression) · 130 interrupted";
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List experiments with their parameters and metrics.
+    List(list::Args),
+    /// Run one experiment (parameters with -p key=value; comma lists sweep).
+    Run(run::Args),
+    /// List stored runs, newest first.
+    Runs(runs::Args),
+    /// Show one stored run.
+    Show(show::Args),
+    /// Compare two runs: environment differences, ratios with 95% CIs, verdicts.
+    Compare(compare::Args),
+    /// Export a stored run as JSON, CSV or Markdown.
+    Export(export::Args),
+    /// Print a shell completion script or the man page.
+    Completions(completions::Args),
+}
+
+/// The clap command with experiment details added to `run --help` and the man page.
+pub fn command() -> clap::Command {
+    Cli::command().mut_subcommand("run", |r| r.after_long_help(list::experiments_help()))
+}
+
+/// Entry point of the binary: returns the process exit code.
+pub fn main() -> i32 {
+    crate::safety::signals::install();
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(code) = run::help_for_experiment(&args) {
+        return code;
+    }
+    let matches = match command().try_get_matches_from(&args) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return 2;
+        }
+    };
+    let out = Out::new(cli.json, cli.quiet);
+    match dispatch(&cli, &out, &args) {
+        Ok(code) => code,
+        Err(e) => {
+            out.error(&e.to_string());
+            e.exit_code()
+        }
+    }
+}
+
+fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
+    match &cli.command {
+        Command::List(a) => list::exec(a, out),
+        Command::Run(a) => run::exec(a, out, cli, argv),
+        Command::Runs(a) => runs::exec(a, out, &open_store(cli)?),
+        Command::Show(a) => show::exec(a, out, &open_store(cli)?),
+        Command::Compare(a) => compare::exec(a, out, &open_store(cli)?),
+        Command::Export(a) => export::exec(a, out, &open_store(cli)?),
+        Command::Completions(a) => completions::exec(a),
+    }
+}
+
+pub fn open_store(cli: &Cli) -> Result<Store> {
+    let path = cli.db.clone().unwrap_or_else(store::default_path);
+    Store::open(&path)
+}
+
+/// Used by tests: every experiment can be found by the name `list` prints.
+pub fn experiment_names() -> Vec<&'static str> {
+    registry::all().iter().map(|e| e.name()).collect()
+}

@@ -1,0 +1,63 @@
+//! Where output goes: data on stdout (JSON with --json), messages on stderr.
+
+use std::io::{IsTerminal, Write};
+
+use serde::Serialize;
+
+use crate::{Error, Result};
+
+pub struct Out {
+    pub json: bool,
+    pub quiet: bool,
+    /// Progress bars only on an interactive stderr.
+    pub interactive: bool,
+}
+
+impl Out {
+    pub fn new(json: bool, quiet: bool) -> Self {
+        Out {
+            json,
+            quiet,
+            interactive: std::io::stderr().is_terminal() && !quiet,
+        }
+    }
+
+    /// A message for the human (stderr), suppressed by --quiet.
+    pub fn info(&self, msg: &str) {
+        if !self.quiet {
+            eprintln!("{msg}");
+        }
+    }
+
+    /// A warning (stderr), shown even with --quiet.
+    pub fn warn(&self, msg: &str) {
+        eprintln!("tunelab: warning: {msg}");
+    }
+
+    pub fn error(&self, msg: &str) {
+        eprintln!("tunelab: error: {msg}");
+    }
+
+    /// Write data to stdout; a closed pipe (e.g. `| head`) is not an error.
+    pub fn data(&self, text: &str) -> Result<()> {
+        let mut so = std::io::stdout().lock();
+        match so.write_all(text.as_bytes()).and_then(|_| so.flush()) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                Err(Error::environment(format!("cannot write to stdout: {e}")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub fn json_data<T: Serialize>(&self, value: &T) -> Result<()> {
+        let mut s = serde_json::to_string_pretty(value)?;
+        s.push('\n');
+        self.data(&s)
+    }
+}
+
+/// Whether stdout is an interactive terminal (tables use box drawing then,
+/// Markdown-compatible ASCII otherwise).
+pub fn output_is_terminal() -> bool {
+    std::io::stdout().is_terminal()
+}

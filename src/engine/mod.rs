@@ -1,0 +1,190 @@
+//! The experiment engine: what an experiment declares, what a trial returns,
+//! and the runner that repeats trials until the statistics are trustworthy.
+
+pub mod model;
+pub mod params;
+pub mod registry;
+pub mod runner;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use model::{MetricResult, PointResult, Run, Series};
+pub use params::{ParamKind, ParamSpec, ParamValue, Point};
+
+use crate::safety::{signals, Scratch};
+use crate::stats::HistogramData;
+use crate::system::BlockDevice;
+use crate::{Error, Result};
+
+/// Whether a larger or a smaller value of a metric is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    Higher,
+    Lower,
+}
+
+/// Declaration of one metric an experiment produces.
+#[derive(Debug, Clone)]
+pub struct MetricSpec {
+    pub name: &'static str,
+    /// Base unit: `B/s`, `s`, `ops/s`, `B`, `count`, `ratio`.
+    pub unit: &'static str,
+    pub better: Better,
+    pub help: &'static str,
+}
+
+impl MetricSpec {
+    pub const fn higher(name: &'static str, unit: &'static str, help: &'static str) -> Self {
+        MetricSpec {
+            name,
+            unit,
+            better: Better::Higher,
+            help,
+        }
+    }
+    pub const fn lower(name: &'static str, unit: &'static str, help: &'static str) -> Self {
+        MetricSpec {
+            name,
+            unit,
+            better: Better::Lower,
+            help,
+        }
+    }
+}
+
+/// What an experiment needs before it may run; checked before anything runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Needs {
+    pub root: bool,
+    pub scratch: bool,
+}
+
+/// Repetition defaults an experiment may tune (a 3-second hdparm-style read
+/// wants fewer trials than a 1 ms syscall loop). CLI flags override them.
+#[derive(Debug, Clone, Copy)]
+pub struct RunDefaults {
+    pub warmup: usize,
+    pub min_trials: usize,
+    pub max_trials: usize,
+    /// Seconds for the whole run, shared among its points.
+    pub budget: f64,
+}
+
+impl Default for RunDefaults {
+    fn default() -> Self {
+        RunDefaults {
+            warmup: 1,
+            min_trials: 5,
+            max_trials: 30,
+            budget: 60.0,
+        }
+    }
+}
+
+/// The values one trial measured, one per metric (a metric may be absent in
+/// some modes).
+#[derive(Debug, Clone, Default)]
+pub struct TrialValues(pub Vec<(&'static str, f64)>);
+
+impl TrialValues {
+    pub fn new() -> Self {
+        TrialValues(Vec::with_capacity(4))
+    }
+    pub fn set(&mut self, metric: &'static str, value: f64) -> &mut Self {
+        self.0.push((metric, value));
+        self
+    }
+    pub fn with(mut self, metric: &'static str, value: f64) -> Self {
+        self.0.push((metric, value));
+        self
+    }
+}
+
+/// What a point produces besides per-trial metrics, collected once at the end.
+#[derive(Debug, Clone, Default)]
+pub struct PointExtras {
+    pub series: Vec<Series>,
+    pub histograms: Vec<HistogramData>,
+    /// How the figures were obtained (cache dropped? fsync timed?) and caveats.
+    pub notes: Vec<String>,
+}
+
+/// Everything a running experiment may use.
+pub struct Ctx {
+    scratch: Option<Arc<Scratch>>,
+    pub target: PathBuf,
+    pub device: Option<BlockDevice>,
+    pub is_root: bool,
+}
+
+impl Ctx {
+    pub fn new(
+        scratch: Option<Arc<Scratch>>,
+        target: PathBuf,
+        device: Option<BlockDevice>,
+    ) -> Self {
+        Ctx {
+            scratch,
+            target,
+            device,
+            is_root: crate::safety::is_root(),
+        }
+    }
+
+    /// The private scratch directory of this run.
+    pub fn scratch(&self) -> Result<&Scratch> {
+        self.scratch.as_deref().ok_or_else(|| {
+            Error::measurement("internal: experiment did not declare it needs scratch space")
+        })
+    }
+
+    pub fn scratch_dir(&self) -> Result<&Path> {
+        Ok(self.scratch()?.path())
+    }
+
+    /// Returns `Err(Interrupted)` once SIGINT/SIGTERM/SIGHUP arrived; call it
+    /// in long loops so a run stops promptly and cleans up.
+    pub fn check_cancel(&self) -> Result<()> {
+        signals::check()
+    }
+}
+
+/// State for one point: created by `prepare` (allocations, files), then
+/// `trial` is called repeatedly. Drop releases everything.
+pub trait PointRun {
+    fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues>;
+    fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
+        Ok(PointExtras::default())
+    }
+}
+
+/// One experiment: a file under `src/experiments/<family>/`.
+pub trait Experiment: Send + Sync {
+    /// `family.name`, e.g. `io.record-size`.
+    fn name(&self) -> &'static str;
+    /// One line for `tunelab list`.
+    fn summary(&self) -> &'static str;
+    /// What exactly is measured and how (units, timing, cache handling).
+    fn method(&self) -> &'static str;
+    fn params(&self) -> Vec<ParamSpec>;
+    fn metrics(&self) -> Vec<MetricSpec>;
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+    fn defaults(&self) -> RunDefaults {
+        RunDefaults::default()
+    }
+    /// Cross-parameter checks, before anything runs.
+    fn validate(&self, _point: &Point) -> Result<()> {
+        Ok(())
+    }
+    /// Scratch bytes a point will write, checked against free space first.
+    fn scratch_bytes(&self, _point: &Point) -> u64 {
+        0
+    }
+    fn prepare(&self, ctx: &Ctx, point: &Point) -> Result<Box<dyn PointRun>>;
+}

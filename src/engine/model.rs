@@ -1,0 +1,139 @@
+//! The result model: what a run is, as stored and as exported
+//! (`tunelab.run/1`, see docs/result-model.md).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{params::ParamValue, Better};
+use crate::observe::sampler::MonitorSample;
+use crate::stats::{HistogramData, Summary};
+use crate::system::Quietness;
+
+pub const RUN_SCHEMA: &str = "tunelab.run/1";
+
+/// An x/y curve for the charts (throughput vs record size, latency vs size).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Series {
+    pub name: String,
+    pub x_label: String,
+    pub x_unit: String,
+    pub y_label: String,
+    pub y_unit: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// One metric of one point: every raw sample plus its summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricResult {
+    pub name: String,
+    pub unit: String,
+    pub better: Better,
+    pub samples: Vec<f64>,
+    /// Warm-up trials: recorded, not summarised.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warmup: Vec<f64>,
+    pub summary: Summary,
+}
+
+/// The measurements of one experiment at one point (one parameter combination).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointResult {
+    pub experiment: String,
+    pub params: BTreeMap<String, ParamValue>,
+    pub metrics: Vec<MetricResult>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<Series>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histograms: Vec<HistogramData>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Seconds spent on this point, warm-up included.
+    pub elapsed_s: f64,
+}
+
+impl PointResult {
+    pub fn metric(&self, name: &str) -> Option<&MetricResult> {
+        self.metrics.iter().find(|m| m.name == name)
+    }
+
+    /// `key=value …` in a stable order, for display and pairing.
+    pub fn params_label(&self) -> String {
+        self.params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Whether the run finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Complete,
+    Interrupted,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RunStatus::Complete => "complete",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+/// A run: one invocation of `run` (or a study), with its context.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run {
+    pub schema: String,
+    pub id: String,
+    #[serde(default)]
+    pub label: String,
+    pub status: RunStatus,
+    pub started: String,
+    pub finished: String,
+    pub tool_version: String,
+    pub argv: Vec<String>,
+    pub environment: BTreeMap<String, String>,
+    #[serde(default)]
+    pub quietness: Quietness,
+    pub results: Vec<PointResult>,
+    #[serde(default)]
+    pub samples: Vec<MonitorSample>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl Run {
+    /// Distinct experiment names, in order of first appearance.
+    pub fn experiments(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for r in &self.results {
+            if !out.contains(&r.experiment) {
+                out.push(r.experiment.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Current UTC time as RFC 3339.
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
+}
+
+/// A sortable, typeable run id: `20261120-231355-3fa2`.
+pub fn new_run_id() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let fmt = time::macros::format_description!("[year][month][day]-[hour][minute][second]");
+    let stamp = now
+        .format(&fmt)
+        .unwrap_or_else(|_| "00000000-000000".to_string());
+    format!("{stamp}-{:04x}", rand::random::<u16>())
+}

@@ -1,0 +1,465 @@
+//! Typed experiment parameters: unit parsing (`4k`, `256MiB`, `500ms`),
+//! comma lists that sweep, and the cartesian product of points.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// What kind of value a parameter takes, which decides how it is parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParamKind {
+    /// A byte count: `4096`, `4k` (= KiB), `4KiB`, `1M`, `1MB` (10^6), `2g`.
+    Size,
+    /// A duration stored in seconds: `500ms`, `60s`, `2m`, `1.5` (seconds).
+    Duration,
+    /// A whole number (count of files, processes, trials...).
+    Count,
+    /// A real number (ratios, rates).
+    Float,
+    /// One of a fixed list of words.
+    Choice(&'static [&'static str]),
+    /// A boolean: `yes/no`, `true/false`, `on/off`, `1/0`.
+    Bool,
+    /// Free text.
+    Text,
+}
+
+/// Declaration of one parameter of an experiment.
+#[derive(Debug, Clone)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    /// Default as the user would type it; may be a comma list (a default sweep).
+    pub default: &'static str,
+    /// Allowed range in base units (bytes, seconds, count), inclusive.
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub help: &'static str,
+}
+
+impl ParamSpec {
+    pub fn new(
+        name: &'static str,
+        kind: ParamKind,
+        default: &'static str,
+        help: &'static str,
+    ) -> Self {
+        ParamSpec {
+            name,
+            kind,
+            default,
+            min: None,
+            max: None,
+            help,
+        }
+    }
+
+    pub fn range(mut self, min: f64, max: f64) -> Self {
+        self.min = Some(min);
+        self.max = Some(max);
+        self
+    }
+
+    /// Human description of the unit and range for help text.
+    pub fn unit_text(&self) -> String {
+        let unit = match &self.kind {
+            ParamKind::Size => "bytes (4k = 4 KiB, 1M = 1 MiB, 1MB = 10^6 B)".to_string(),
+            ParamKind::Duration => "duration (500ms, 3s, 2m; plain number = seconds)".to_string(),
+            ParamKind::Count => "whole number".to_string(),
+            ParamKind::Float => "number".to_string(),
+            ParamKind::Choice(c) => format!("one of {}", c.join("|")),
+            ParamKind::Bool => "yes|no".to_string(),
+            ParamKind::Text => "text".to_string(),
+        };
+        match (self.min, self.max) {
+            (Some(lo), Some(hi)) => format!("{unit}, range {}..{}", self.show(lo), self.show(hi)),
+            _ => unit,
+        }
+    }
+
+    fn show(&self, v: f64) -> String {
+        match self.kind {
+            ParamKind::Size => format_size(v as u64),
+            ParamKind::Duration => format!("{v}s"),
+            _ => format!("{v}"),
+        }
+    }
+
+    /// Parse one (non-list) value of this parameter, checking its range.
+    pub fn parse_one(&self, raw: &str) -> Result<ParamValue> {
+        let raw = raw.trim();
+        let bad = |what: &str| {
+            Error::usage(format!(
+                "parameter {}: '{raw}' is not {what} (expected {})",
+                self.name,
+                self.unit_text()
+            ))
+        };
+        let value = match &self.kind {
+            ParamKind::Size => ParamValue::Int(parse_size(raw).ok_or_else(|| bad("a size"))?),
+            ParamKind::Duration => {
+                ParamValue::Float(parse_duration(raw).ok_or_else(|| bad("a duration"))?)
+            }
+            ParamKind::Count => {
+                ParamValue::Int(raw.parse::<u64>().map_err(|_| bad("a whole number"))?)
+            }
+            ParamKind::Float => {
+                let v: f64 = raw.parse().map_err(|_| bad("a number"))?;
+                if !v.is_finite() {
+                    return Err(bad("a finite number"));
+                }
+                ParamValue::Float(v)
+            }
+            ParamKind::Choice(choices) => {
+                let lower = raw.to_ascii_lowercase();
+                if !choices.contains(&lower.as_str()) {
+                    return Err(bad("an allowed choice"));
+                }
+                ParamValue::Text(lower)
+            }
+            ParamKind::Bool => ParamValue::Bool(match raw.to_ascii_lowercase().as_str() {
+                "yes" | "true" | "on" | "1" => true,
+                "no" | "false" | "off" | "0" => false,
+                _ => return Err(bad("yes or no")),
+            }),
+            ParamKind::Text => {
+                if raw.is_empty() {
+                    return Err(bad("a non-empty text"));
+                }
+                ParamValue::Text(raw.to_string())
+            }
+        };
+        if let Some(v) = value.as_f64() {
+            let out = self.min.is_some_and(|lo| v < lo) || self.max.is_some_and(|hi| v > hi);
+            if out {
+                return Err(Error::usage(format!(
+                    "parameter {}: {raw} is out of range (expected {})",
+                    self.name,
+                    self.unit_text()
+                )));
+            }
+        }
+        Ok(value)
+    }
+
+    /// Parse a comma list: each element is one value of a sweep.
+    pub fn parse_list(&self, raw: &str) -> Result<Vec<ParamValue>> {
+        let mut out = Vec::new();
+        for part in raw.split(',') {
+            if part.trim().is_empty() {
+                return Err(Error::usage(format!(
+                    "parameter {}: empty element in list '{raw}'",
+                    self.name
+                )));
+            }
+            let v = self.parse_one(part)?;
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A parsed parameter value in base units.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ParamValue {
+    Bool(bool),
+    Int(u64),
+    Float(f64),
+    Text(String),
+}
+
+impl ParamValue {
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            ParamValue::Int(v) => Some(*v as f64),
+            ParamValue::Float(v) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParamValue::Bool(b) => write!(f, "{}", if *b { "yes" } else { "no" }),
+            ParamValue::Int(v) => write!(f, "{v}"),
+            ParamValue::Float(v) => write!(f, "{v}"),
+            ParamValue::Text(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+/// One combination of parameter values: what a trial function is called with.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Point(pub BTreeMap<String, ParamValue>);
+
+impl Point {
+    fn get(&self, name: &str) -> Result<&ParamValue> {
+        self.0.get(name).ok_or_else(|| {
+            Error::measurement(format!("internal: parameter {name} missing from point"))
+        })
+    }
+
+    /// A size or count parameter.
+    pub fn u64(&self, name: &str) -> Result<u64> {
+        match self.get(name)? {
+            ParamValue::Int(v) => Ok(*v),
+            ParamValue::Float(v) => Ok(*v as u64),
+            other => Err(Error::measurement(format!(
+                "internal: parameter {name} is {other}, not a number"
+            ))),
+        }
+    }
+
+    pub fn usize(&self, name: &str) -> Result<usize> {
+        Ok(self.u64(name)? as usize)
+    }
+
+    /// A duration (seconds) or float parameter.
+    pub fn f64(&self, name: &str) -> Result<f64> {
+        self.get(name)?
+            .as_f64()
+            .ok_or_else(|| Error::measurement(format!("internal: parameter {name} is not numeric")))
+    }
+
+    pub fn text(&self, name: &str) -> Result<&str> {
+        match self.get(name)? {
+            ParamValue::Text(s) => Ok(s),
+            other => Err(Error::measurement(format!(
+                "internal: parameter {name} is {other}, not text"
+            ))),
+        }
+    }
+
+    pub fn bool(&self, name: &str) -> Result<bool> {
+        match self.get(name)? {
+            ParamValue::Bool(b) => Ok(*b),
+            other => Err(Error::measurement(format!(
+                "internal: parameter {name} is {other}, not yes/no"
+            ))),
+        }
+    }
+
+    /// `key=value` pairs for display, sizes shown in binary units.
+    pub fn label(&self, specs: &[ParamSpec]) -> String {
+        self.0
+            .iter()
+            .map(|(k, v)| {
+                let is_size = specs
+                    .iter()
+                    .any(|s| s.name == k && s.kind == ParamKind::Size);
+                match (is_size, v) {
+                    (true, ParamValue::Int(n)) => format!("{k}={}", format_size(*n)),
+                    _ => format!("{k}={v}"),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Parse `-p key=v[,v…]` overrides against the specs and expand every
+/// combination into points (the first parameter varies slowest).
+pub fn expand_points(specs: &[ParamSpec], overrides: &[(String, String)]) -> Result<Vec<Point>> {
+    for (key, _) in overrides {
+        if !specs.iter().any(|s| s.name == key) {
+            let known: Vec<&str> = specs.iter().map(|s| s.name).collect();
+            return Err(Error::usage(format!(
+                "unknown parameter '{key}' (this experiment takes: {})",
+                if known.is_empty() {
+                    "no parameters".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        }
+    }
+    let mut lists: Vec<(&'static str, Vec<ParamValue>)> = Vec::new();
+    for spec in specs {
+        let raw = overrides
+            .iter()
+            .rev()
+            .find(|(k, _)| k == spec.name)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or(spec.default);
+        lists.push((spec.name, spec.parse_list(raw)?));
+    }
+    let mut points = vec![Point::default()];
+    for (name, values) in lists {
+        let mut next = Vec::with_capacity(points.len() * values.len());
+        for p in &points {
+            for v in &values {
+                let mut q = p.clone();
+                q.0.insert(name.to_string(), v.clone());
+                next.push(q);
+            }
+        }
+        points = next;
+    }
+    Ok(points)
+}
+
+/// Split `key=value` (the argument of `-p`).
+pub fn split_assignment(raw: &str) -> Result<(String, String)> {
+    match raw.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
+            Ok((k.trim().to_string(), v.trim().to_string()))
+        }
+        _ => Err(Error::usage(format!(
+            "-p expects key=value (e.g. -p size=64M or -p record=4k,64k), got '{raw}'"
+        ))),
+    }
+}
+
+/// Parse a byte size. Bare suffixes and `KiB`-style are binary (4k = 4096);
+/// `kB`/`MB`/`GB` are decimal, as fio and dd do.
+pub fn parse_size(raw: &str) -> Option<u64> {
+    let s = raw.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let num: f64 = num.parse().ok()?;
+    let mult: f64 = match unit.trim() {
+        "" | "b" | "B" => 1.0,
+        "k" | "K" | "KiB" | "kiB" | "Ki" => 1024.0,
+        "m" | "M" | "MiB" | "Mi" => 1024.0 * 1024.0,
+        "g" | "G" | "GiB" | "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "T" | "TiB" | "Ti" => 1024f64.powi(4),
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        _ => return None,
+    };
+    let v = num * mult;
+    if !v.is_finite() || v < 0.0 || v > u64::MAX as f64 || v.fract() != 0.0 {
+        return None;
+    }
+    Some(v as u64)
+}
+
+/// Parse a duration into seconds: `500ms`, `3s`, `2m`, `1h`, `250us`, `1.5`.
+pub fn parse_duration(raw: &str) -> Option<f64> {
+    let s = raw.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let num: f64 = num.parse().ok()?;
+    let mult = match unit.trim() {
+        "" | "s" | "sec" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return None,
+    };
+    let v = num * mult;
+    (v.is_finite() && v >= 0.0).then_some(v)
+}
+
+/// Binary-unit size for display: `4 KiB`, `1.5 MiB`.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[i])
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_and_decimal_units() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("4k"), Some(4096));
+        assert_eq!(parse_size("4KiB"), Some(4096));
+        assert_eq!(parse_size("256MiB"), Some(256 << 20));
+        assert_eq!(parse_size("1M"), Some(1 << 20));
+        assert_eq!(parse_size("1MB"), Some(1_000_000));
+        assert_eq!(parse_size("1.5k"), Some(1536));
+        assert_eq!(parse_size("12x"), None);
+        assert_eq!(parse_size("abc"), None);
+        assert_eq!(parse_size("-4k"), None);
+        assert_eq!(parse_size("0.3"), None);
+    }
+
+    #[test]
+    fn durations_parse_to_seconds() {
+        assert_eq!(parse_duration("500ms"), Some(0.5));
+        assert_eq!(parse_duration("60s"), Some(60.0));
+        assert_eq!(parse_duration("2m"), Some(120.0));
+        assert_eq!(parse_duration("1.5"), Some(1.5));
+        assert_eq!(parse_duration("5 parsecs"), None);
+    }
+
+    fn specs() -> Vec<ParamSpec> {
+        vec![
+            ParamSpec::new("size", ParamKind::Size, "1M", "file size").range(4096.0, 1e12),
+            ParamSpec::new(
+                "mode",
+                ParamKind::Choice(&["buffered", "direct"]),
+                "buffered",
+                "mode",
+            ),
+        ]
+    }
+
+    #[test]
+    fn lists_sweep_every_combination() {
+        let o = vec![
+            ("size".to_string(), "4k,64k".to_string()),
+            ("mode".to_string(), "buffered,direct".to_string()),
+        ];
+        let pts = expand_points(&specs(), &o).unwrap();
+        assert_eq!(pts.len(), 4);
+        assert_eq!(pts[0].u64("size").unwrap(), 4096);
+        assert_eq!(pts[1].text("mode").unwrap(), "direct");
+        assert_eq!(pts[3].u64("size").unwrap(), 65536);
+    }
+
+    #[test]
+    fn bad_input_is_a_usage_error() {
+        let o = vec![("colour".to_string(), "red".to_string())];
+        let e = expand_points(&specs(), &o).unwrap_err();
+        assert!(matches!(e, Error::Usage(_)));
+        assert!(e.to_string().contains("unknown parameter 'colour'"));
+        let o = vec![("size".to_string(), "12q".to_string())];
+        assert!(expand_points(&specs(), &o)
+            .unwrap_err()
+            .to_string()
+            .contains("'12q' is not a size"));
+        let o = vec![("size".to_string(), "1".to_string())];
+        assert!(expand_points(&specs(), &o)
+            .unwrap_err()
+            .to_string()
+            .contains("out of range"));
+        let o = vec![("mode".to_string(), "sideways".to_string())];
+        assert!(expand_points(&specs(), &o).is_err());
+        assert!(split_assignment("novalue").is_err());
+    }
+
+    #[test]
+    fn format_size_is_readable() {
+        assert_eq!(format_size(4096), "4 KiB");
+        assert_eq!(format_size(1536), "1.5 KiB");
+        assert_eq!(format_size(256 << 20), "256 MiB");
+    }
+}

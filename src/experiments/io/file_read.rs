@@ -1,0 +1,158 @@
+//! `io.file-read`: read a file that is in the page cache in fixed chunks and
+//! sum the bytes — lmbench `bw_file_rd` "io_only" (`open=once`) and
+//! "open2close" (`open=each`). Measures the read() path and memory copy, not
+//! the device.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::engine::{
+    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    TrialValues,
+};
+use crate::experiments::util::{calibrate, fill_file, sum_bytes};
+use crate::safety::AlignedBuf;
+use crate::{Error, Result};
+
+pub struct FileRead;
+
+impl Experiment for FileRead {
+    fn name(&self) -> &'static str {
+        "io.file-read"
+    }
+    fn summary(&self) -> &'static str {
+        "read a cached file in chunks and sum it (lmbench bw_file_rd)"
+    }
+    fn method(&self) -> &'static str {
+        "Creates a file of `size` random bytes in the scratch directory and reads it once so it is \
+         in the page cache. A trial reads the whole file sequentially with pread() in `chunk`-byte \
+         pieces and sums every byte, repeated in passes so that one trial lasts at least 200 ms. \
+         open=each opens and closes the file for every pass (open2close). Throughput counts the \
+         file bytes once per pass, in B/s; the device is not involved."
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec::new("size", ParamKind::Size, "64M", "file size")
+                .range(4096.0, 64.0 * (1u64 << 30) as f64),
+            ParamSpec::new("chunk", ParamKind::Size, "64k", "bytes per read() call")
+                .range(1.0, (1u64 << 30) as f64),
+            ParamSpec::new(
+                "open",
+                ParamKind::Choice(&["once", "each"]),
+                "once",
+                "open the file once, or each pass",
+            ),
+        ]
+    }
+    fn metrics(&self) -> Vec<MetricSpec> {
+        vec![MetricSpec::higher(
+            "read_throughput",
+            "B/s",
+            "file bytes read and summed per second",
+        )]
+    }
+    fn needs(&self) -> Needs {
+        Needs {
+            scratch: true,
+            ..Default::default()
+        }
+    }
+    fn validate(&self, p: &Point) -> Result<()> {
+        if p.u64("chunk")? > p.u64("size")? {
+            return Err(Error::usage(format!(
+                "io.file-read: chunk ({}) is larger than the file size ({}); use a smaller chunk",
+                p.u64("chunk")?,
+                p.u64("size")?
+            )));
+        }
+        Ok(())
+    }
+    fn scratch_bytes(&self, p: &Point) -> u64 {
+        p.u64("size").unwrap_or(0)
+    }
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+        let size = p.u64("size")?;
+        let scratch = ctx.scratch()?;
+        scratch.ensure_space(size)?;
+        let name = format!("file-read-{size}");
+        let path = scratch.file_path(&name);
+        let mut f = scratch.create_file(&name, 0)?;
+        fill_file(&mut f, &path, size, 42)?;
+        let mut run = FileReadRun {
+            path,
+            file: f,
+            size,
+            each: p.text("open")? == "each",
+            buf: AlignedBuf::zeroed(p.usize("chunk")?)?,
+            chunk: p.usize("chunk")?,
+            passes: 1,
+        };
+        run.pass()?; // pulls every page into the cache
+        run.passes = calibrate(|| run.pass())?;
+        Ok(Box::new(run))
+    }
+}
+
+struct FileReadRun {
+    path: PathBuf,
+    file: File,
+    size: u64,
+    each: bool,
+    buf: AlignedBuf,
+    chunk: usize,
+    passes: u64,
+}
+
+impl FileReadRun {
+    fn pass(&mut self) -> Result<()> {
+        let reopened;
+        let file = if self.each {
+            reopened =
+                File::open(&self.path).map_err(|e| Error::io("cannot open", &self.path, e))?;
+            &reopened
+        } else {
+            &self.file
+        };
+        let buf = &mut self.buf.as_mut_slice()[..self.chunk];
+        let mut off = 0u64;
+        while off < self.size {
+            let n = file
+                .read_at(buf, off)
+                .map_err(|e| Error::io("cannot read", &self.path, e))?;
+            if n == 0 {
+                return Err(Error::measurement(format!(
+                    "{} is shorter than expected",
+                    self.path.display()
+                )));
+            }
+            sum_bytes(&buf[..n]);
+            off += n as u64;
+        }
+        Ok(())
+    }
+}
+
+impl PointRun for FileReadRun {
+    fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
+        let t = Instant::now();
+        for _ in 0..self.passes {
+            ctx.check_cancel()?;
+            self.pass()?;
+        }
+        let bytes = self.size * self.passes;
+        Ok(TrialValues::new().with("read_throughput", bytes as f64 / t.elapsed().as_secs_f64()))
+    }
+
+    fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
+        Ok(PointExtras {
+            notes: vec![format!(
+                "page cache: file pre-read, reads served from memory; {} passes per trial, {} per pass",
+                self.passes,
+                crate::engine::params::format_size(self.size)
+            )],
+            ..Default::default()
+        })
+    }
+}

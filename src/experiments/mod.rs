@@ -1,0 +1,13 @@
+//! The experiment registry: one file per experiment, grouped by family.
+
+pub mod io;
+pub mod util;
+
+use crate::engine::Experiment;
+
+/// Every experiment this build knows, in `list` order.
+pub fn all() -> Vec<Box<dyn Experiment>> {
+    let mut v: Vec<Box<dyn Experiment>> = Vec::new();
+    v.extend(io::all());
+    v
+}

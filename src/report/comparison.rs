@@ -1,0 +1,222 @@
+//! `compare A B`: pair results by experiment and point, show what differs in
+//! the environment, then per metric the ratio of medians with a bootstrap
+//! 95% CI and a verdict.
+
+use serde::Serialize;
+
+use super::table::render as table;
+use super::units::{human, sig};
+use crate::engine::model::{PointResult, Run};
+use crate::engine::Better;
+use crate::stats::{compare, Comparison, Verdict};
+
+/// Facts that change from one minute to the next and say nothing about setup.
+const VOLATILE: &[&str] = &["mem.available_bytes"];
+
+#[derive(Debug, Serialize)]
+pub struct EnvDiff {
+    pub key: String,
+    pub base: Option<String>,
+    pub new: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MetricComparison {
+    pub name: String,
+    pub unit: String,
+    pub better: Better,
+    pub base_median: f64,
+    pub new_median: f64,
+    #[serde(flatten)]
+    pub comparison: Comparison,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PairComparison {
+    pub experiment: String,
+    pub base_params: String,
+    pub new_params: String,
+    pub metrics: Vec<MetricComparison>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RunComparison {
+    pub schema: &'static str,
+    pub base: String,
+    pub new: String,
+    pub noise: f64,
+    pub environment_diff: Vec<EnvDiff>,
+    pub pairs: Vec<PairComparison>,
+    /// Results present in only one of the runs.
+    pub unpaired: Vec<String>,
+    pub regressions: usize,
+}
+
+/// Pair results: identical (experiment, params) first; what is left of the
+/// same experiment is paired in order (so `chunk=64k` vs `chunk=512` still
+/// compares, with the parameter difference shown).
+fn pair<'a>(a: &'a Run, b: &'a Run) -> (Vec<(&'a PointResult, &'a PointResult)>, Vec<String>) {
+    let mut used_b = vec![false; b.results.len()];
+    let mut pairs = Vec::new();
+    let mut left_a = Vec::new();
+    for ra in &a.results {
+        let hit = b.results.iter().enumerate().position(|(j, rb)| {
+            !used_b[j] && rb.experiment == ra.experiment && rb.params == ra.params
+        });
+        match hit {
+            Some(j) => {
+                used_b[j] = true;
+                pairs.push((ra, &b.results[j]));
+            }
+            None => left_a.push(ra),
+        }
+    }
+    let mut unpaired = Vec::new();
+    for ra in left_a {
+        let hit =
+            (0..b.results.len()).find(|&j| !used_b[j] && b.results[j].experiment == ra.experiment);
+        match hit {
+            Some(j) => {
+                used_b[j] = true;
+                pairs.push((ra, &b.results[j]));
+            }
+            None => unpaired.push(format!(
+                "only in {}: {} {}",
+                a.id,
+                ra.experiment,
+                ra.params_label()
+            )),
+        }
+    }
+    for (j, rb) in b.results.iter().enumerate() {
+        if !used_b[j] {
+            unpaired.push(format!(
+                "only in {}: {} {}",
+                b.id,
+                rb.experiment,
+                rb.params_label()
+            ));
+        }
+    }
+    (pairs, unpaired)
+}
+
+fn env_diff(a: &Run, b: &Run) -> Vec<EnvDiff> {
+    let mut keys: Vec<&String> = a.environment.keys().chain(b.environment.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| !VOLATILE.contains(&k.as_str()))
+        .filter(|k| a.environment.get(*k) != b.environment.get(*k))
+        .map(|k| EnvDiff {
+            key: k.clone(),
+            base: a.environment.get(k).cloned(),
+            new: b.environment.get(k).cloned(),
+        })
+        .collect()
+}
+
+pub fn compare_runs(a: &Run, b: &Run, noise: f64) -> RunComparison {
+    let (pairs, unpaired) = pair(a, b);
+    let pairs: Vec<PairComparison> = pairs
+        .into_iter()
+        .map(|(ra, rb)| PairComparison {
+            experiment: ra.experiment.clone(),
+            base_params: ra.params_label(),
+            new_params: rb.params_label(),
+            metrics: ra
+                .metrics
+                .iter()
+                .filter_map(|ma| {
+                    let mb = rb.metric(&ma.name)?;
+                    Some(MetricComparison {
+                        name: ma.name.clone(),
+                        unit: ma.unit.clone(),
+                        better: ma.better,
+                        base_median: ma.summary.median,
+                        new_median: mb.summary.median,
+                        comparison: compare(
+                            &ma.samples,
+                            &mb.samples,
+                            ma.better == Better::Higher,
+                            noise,
+                        ),
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    let regressions = pairs
+        .iter()
+        .flat_map(|p| &p.metrics)
+        .filter(|m| m.comparison.verdict == Verdict::Regressed)
+        .count();
+    RunComparison {
+        schema: "tunelab.compare/1",
+        base: a.id.clone(),
+        new: b.id.clone(),
+        noise,
+        environment_diff: env_diff(a, b),
+        pairs,
+        unpaired,
+        regressions,
+    }
+}
+
+pub fn render(c: &RunComparison) -> String {
+    let mut s = format!(
+        "compare {} (base) → {} (new), noise threshold ±{}%\n",
+        c.base,
+        c.new,
+        sig(c.noise * 100.0)
+    );
+    if c.environment_diff.is_empty() {
+        s.push_str("\nenvironment: identical\n");
+    } else {
+        s.push_str("\nenvironment differences (check these before trusting the numbers):\n");
+        let rows = c
+            .environment_diff
+            .iter()
+            .map(|d| {
+                vec![
+                    d.key.clone(),
+                    d.base.clone().unwrap_or_else(|| "–".into()),
+                    d.new.clone().unwrap_or_else(|| "–".into()),
+                ]
+            })
+            .collect();
+        s.push_str(&table(&["fact", "base", "new"], rows));
+    }
+    let mut rows = Vec::new();
+    for p in &c.pairs {
+        let params = if p.base_params == p.new_params {
+            p.base_params.clone()
+        } else {
+            format!("{} → {}", p.base_params, p.new_params)
+        };
+        for m in &p.metrics {
+            let x = &m.comparison;
+            rows.push(vec![
+                format!("{} {params}", p.experiment),
+                m.name.clone(),
+                human(m.base_median, &m.unit),
+                human(m.new_median, &m.unit),
+                format!("{}×", sig(x.ratio)),
+                format!("{}× … {}×", sig(x.ci95_low), sig(x.ci95_high)),
+                x.verdict.as_str().to_string(),
+            ]);
+        }
+    }
+    s.push('\n');
+    s.push_str(&table(
+        &[
+            "result", "metric", "base", "new", "new/base", "95% CI", "verdict",
+        ],
+        rows,
+    ));
+    for u in &c.unpaired {
+        s.push_str(&format!("{u}\n"));
+    }
+    s.push_str(&format!("{} regression(s)\n", c.regressions));
+    s
+}

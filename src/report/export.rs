@@ -1,0 +1,123 @@
+//! Exports of a run: the JSON document, CSV (one row per metric and point,
+//! raw samples included) and Markdown.
+
+use super::units::{human, pct};
+use crate::engine::model::Run;
+use crate::stats::summary::relative_half_width;
+use crate::Result;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Json,
+    Csv,
+    Md,
+}
+
+pub fn export(run: &Run, format: Format) -> Result<String> {
+    Ok(match format {
+        Format::Json => serde_json::to_string_pretty(run)? + "\n",
+        Format::Csv => csv(run),
+        Format::Md => markdown(run),
+    })
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+pub fn csv(run: &Run) -> String {
+    let mut out = String::from(
+        "run_id,experiment,params,metric,unit,better,n,median,mean,trimmed_mean,stddev,cv,min,max,\
+         ci95_low,ci95_high,stop_reason,samples\n",
+    );
+    for r in &run.results {
+        for m in &r.metrics {
+            let s = &m.summary;
+            let samples: Vec<String> = m.samples.iter().map(|v| v.to_string()).collect();
+            let fields = [
+                run.id.clone(),
+                r.experiment.clone(),
+                r.params_label(),
+                m.name.clone(),
+                m.unit.clone(),
+                format!("{:?}", m.better).to_lowercase(),
+                s.n.to_string(),
+                s.median.to_string(),
+                s.mean.to_string(),
+                s.trimmed_mean.to_string(),
+                s.stddev.to_string(),
+                s.cv.to_string(),
+                s.min.to_string(),
+                s.max.to_string(),
+                s.ci95_low.to_string(),
+                s.ci95_high.to_string(),
+                s.stop_reason.clone(),
+                samples.join(" "),
+            ];
+            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+            out.push_str(&line.join(","));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+pub fn markdown(run: &Run) -> String {
+    let mut s = format!("# tunelab run {}\n\n", run.id);
+    if !run.label.is_empty() {
+        s.push_str(&format!("Label: **{}**\n\n", run.label));
+    }
+    s.push_str(&format!(
+        "Status: {} · started {} · finished {} · tunelab {}\n\n## Environment\n\n| fact | value |\n|---|---|\n",
+        run.status.as_str(),
+        run.started,
+        run.finished,
+        run.tool_version
+    ));
+    for (k, v) in &run.environment {
+        s.push_str(&format!("| {k} | {} |\n", v.replace('|', "\\|")));
+    }
+    for exp in run.experiments() {
+        s.push_str(&format!(
+            "\n## {exp}\n\n| params | metric | median | 95% CI | ±CI | n | CV | stopped by |\n|---|---|---|---|---|---|---|---|\n"
+        ));
+        for r in run.results.iter().filter(|r| r.experiment == exp) {
+            for m in &r.metrics {
+                let x = &m.summary;
+                s.push_str(&format!(
+                    "| {} | {} | {} | {} … {} | {} | {} | {} | {} |\n",
+                    r.params_label(),
+                    m.name,
+                    human(x.median, &m.unit),
+                    human(x.ci95_low, &m.unit),
+                    human(x.ci95_high, &m.unit),
+                    pct(relative_half_width(x)),
+                    x.n,
+                    pct(x.cv),
+                    x.stop_reason
+                ));
+            }
+        }
+        let mut notes: Vec<&String> = run
+            .results
+            .iter()
+            .filter(|r| r.experiment == exp)
+            .flat_map(|r| &r.notes)
+            .collect();
+        notes.dedup();
+        for n in notes {
+            s.push_str(&format!("\n> {n}\n"));
+        }
+    }
+    if !run.warnings.is_empty() {
+        s.push_str("\n## Warnings\n\n");
+        for w in &run.warnings {
+            s.push_str(&format!("- {w}\n"));
+        }
+    }
+    s
+}

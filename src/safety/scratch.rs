@@ -1,0 +1,238 @@
+//! The private scratch directory: the only place tunelab ever writes files.
+//!
+//! It is created fresh (mkdir fails rather than reusing anything), mode 0700,
+//! files inside are opened with O_CREAT|O_EXCL so no existing file is ever
+//! opened for writing, and it is removed on drop, on error and on signals.
+//! Directories left by a SIGKILLed run are recognised by a marker file and the
+//! dead owner pid, and removed the next time tunelab uses the same target.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use super::signals;
+use crate::{Error, Result};
+
+const PREFIX: &str = ".tunelab-scratch-";
+const MARKER: &str = ".tunelab-owner";
+
+#[derive(Debug)]
+pub struct Scratch {
+    path: PathBuf,
+}
+
+impl Scratch {
+    /// Create a private scratch directory under `target` (default: the
+    /// system temp directory), after checking the target is a writable
+    /// directory and not a block device.
+    pub fn create(target: Option<&Path>) -> Result<Scratch> {
+        let target = match target {
+            Some(t) => t.to_path_buf(),
+            None => std::env::temp_dir(),
+        };
+        check_target(&target)?;
+        remove_stale(&target);
+        let pid = std::process::id();
+        for attempt in 0..100u32 {
+            let name = format!(
+                "{PREFIX}{pid}-{:08x}",
+                rand::random::<u32>().wrapping_add(attempt)
+            );
+            let path = target.join(name);
+            match fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => {
+                    signals::register_dir(&path);
+                    let scratch = Scratch { path };
+                    fs::write(scratch.path.join(MARKER), format!("{pid}\n")).map_err(|e| {
+                        Error::io("cannot write in scratch directory", &scratch.path, e)
+                    })?;
+                    return Ok(scratch);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(Error::io(
+                        "cannot create a scratch directory in",
+                        &target,
+                        e,
+                    ))
+                }
+            }
+        }
+        Err(Error::environment(format!(
+            "cannot find a free scratch directory name in {}",
+            target.display()
+        )))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A path inside the scratch directory (names only, no separators).
+    pub fn file_path(&self, name: &str) -> PathBuf {
+        debug_assert!(!name.contains('/'));
+        self.path.join(name)
+    }
+
+    /// Create a new file for writing; fails if it already exists.
+    pub fn create_file(&self, name: &str, extra_flags: i32) -> Result<File> {
+        let path = self.file_path(name);
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .custom_flags(extra_flags)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| Error::io("cannot create scratch file", &path, e))
+    }
+
+    /// Bytes available to us on the scratch file system.
+    pub fn free_bytes(&self) -> Result<u64> {
+        free_bytes(&self.path)
+    }
+
+    /// Fail with a clear message when fewer than `bytes` (+5% and 16 MiB of
+    /// headroom) are free.
+    pub fn ensure_space(&self, bytes: u64) -> Result<()> {
+        let free = self.free_bytes()?;
+        let want = bytes + bytes / 20 + (16 << 20);
+        if free < want {
+            return Err(Error::environment(format!(
+                "not enough free space in {}: this run writes {} but only {} is free \
+                 (free some space, choose another --target, or use a smaller size)",
+                self.path.parent().unwrap_or(&self.path).display(),
+                super::super::engine::params::format_size(want),
+                super::super::engine::params::format_size(free)
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
+        signals::unregister_dir(&self.path);
+    }
+}
+
+pub fn free_bytes(path: &Path) -> Result<u64> {
+    let st = rustix::fs::statvfs(path).map_err(|e| Error::io("cannot statvfs", path, e.into()))?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// The target must exist, be a directory (never a block device) and be
+/// mounted read-write.
+fn check_target(target: &Path) -> Result<()> {
+    let meta = match fs::metadata(target) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::usage(format!(
+                "target {} does not exist (create the directory or choose another --target)",
+                target.display()
+            )))
+        }
+        Err(e) => return Err(Error::io("cannot examine target", target, e)),
+    };
+    if meta.file_type().is_block_device() {
+        return Err(Error::usage(format!(
+            "target {} is a block device: tunelab never writes to block devices \
+             (give a directory on a mounted file system)",
+            target.display()
+        )));
+    }
+    if !meta.is_dir() {
+        return Err(Error::usage(format!(
+            "target {} is not a directory (give a directory)",
+            target.display()
+        )));
+    }
+    let st =
+        rustix::fs::statvfs(target).map_err(|e| Error::io("cannot statvfs", target, e.into()))?;
+    if st.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY) {
+        return Err(Error::environment(format!(
+            "target {} is on a read-only file system (choose a writable --target)",
+            target.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Remove scratch directories whose owner process is gone (after SIGKILL).
+fn remove_stale(target: &Path) {
+    let Ok(entries) = fs::read_dir(target) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        let dir = entry.path();
+        let owner = fs::read_to_string(dir.join(MARKER))
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok());
+        let alive = Path::new(&format!("/proc/{pid}")).exists();
+        if owner == Some(pid) && !alive {
+            let _ = fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scratch_is_private_and_removed_on_drop() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Scratch::create(Some(t.path())).unwrap();
+        let p = s.path().to_path_buf();
+        s.create_file("a", 0).unwrap();
+        assert!(
+            s.create_file("a", 0).is_err(),
+            "existing files are never reopened for writing"
+        );
+        drop(s);
+        assert!(!p.exists());
+        assert_eq!(fs::read_dir(t.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn bad_targets_are_refused() {
+        let e = Scratch::create(Some(Path::new("/nonexistent/dir"))).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let e = Scratch::create(Some(Path::new("/dev/null"))).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn stale_dirs_of_dead_processes_are_removed() {
+        let t = tempfile::tempdir().unwrap();
+        // pid 0x7ffffff0 cannot exist.
+        let stale = t.path().join(format!("{PREFIX}2147483632-deadbeef"));
+        fs::create_dir(&stale).unwrap();
+        fs::write(stale.join(MARKER), "2147483632\n").unwrap();
+        let keep = t.path().join(format!("{PREFIX}2147483632-notours"));
+        fs::create_dir(&keep).unwrap();
+        let s = Scratch::create(Some(t.path())).unwrap();
+        assert!(!stale.exists());
+        assert!(
+            keep.exists(),
+            "without our marker a directory is never touched"
+        );
+        drop(s);
+    }
+
+    #[test]
+    fn ensure_space_refuses_absurd_sizes() {
+        let s = Scratch::create(None).unwrap();
+        let e = s.ensure_space(u64::MAX / 4).unwrap_err();
+        assert_eq!(e.exit_code(), 4);
+        assert!(e.to_string().contains("not enough free space"));
+    }
+}
