@@ -1,6 +1,9 @@
 //! The experiment registry: one file per experiment, grouped by family.
 
 pub mod io;
+pub mod ipc;
+pub mod mem;
+pub mod sched;
 pub mod util;
 
 use crate::engine::Experiment;
@@ -9,5 +12,8 @@ use crate::engine::Experiment;
 pub fn all() -> Vec<Box<dyn Experiment>> {
     let mut v: Vec<Box<dyn Experiment>> = Vec::new();
     v.extend(io::all());
+    v.extend(mem::all());
+    v.extend(ipc::all());
+    v.extend(sched::all());
     v
 }

@@ -1,1 +1,80 @@
+use super::*;
+use crate::engine::model::{new_run_id, now_rfc3339};
+use crate::engine::params::ParamValue;
+use crate::engine::Better;
+use crate::stats::summarize;
 
+fn sample_run(label: &str) -> Run {
+    let samples = vec![1.0, 2.0, 3.0, 4.0, 5.0];
+    Run {
+        schema: RUN_SCHEMA.into(),
+        id: new_run_id(),
+        label: label.into(),
+        status: RunStatus::Complete,
+        started: now_rfc3339(),
+        finished: now_rfc3339(),
+        tool_version: "test".into(),
+        argv: vec!["tunelab".into(), "run".into()],
+        environment: [("kernel.release".to_string(), "6.1".to_string())].into(),
+        quietness: Default::default(),
+        results: vec![PointResult {
+            experiment: "io.file-read".into(),
+            params: [("chunk".to_string(), ParamValue::Int(65536))].into(),
+            metrics: vec![MetricResult {
+                name: "read_throughput".into(),
+                unit: "B/s".into(),
+                better: Better::Higher,
+                summary: summarize(&samples),
+                samples,
+                warmup: vec![0.5],
+            }],
+            series: vec![],
+            histograms: vec![],
+            notes: vec!["a note".into()],
+            elapsed_s: 1.5,
+        }],
+        samples: vec![],
+        warnings: vec![],
+    }
+}
+
+#[test]
+fn a_run_round_trips_through_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    let run = sample_run("before");
+    store.save(&run).unwrap();
+    let back = store.load(&run.id).unwrap();
+    assert_eq!(back.results, run.results);
+    assert_eq!(back.environment, run.environment);
+    assert_eq!(back.label, "before");
+    assert_eq!(store.list().unwrap().len(), 1);
+    assert_eq!(store.resolve("last").unwrap(), run.id);
+    assert_eq!(store.resolve(&run.id[..15]).unwrap(), run.id);
+    assert_eq!(store.resolve("nope").unwrap_err().exit_code(), 2);
+    assert_eq!(store.results_of("io.file-read", 5).unwrap().len(), 1);
+}
+
+#[test]
+fn a_duplicate_id_saves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    let run = sample_run("x");
+    store.save(&run).unwrap();
+    assert!(store.save(&run).is_err());
+    assert_eq!(store.list().unwrap().len(), 1, "the failed save left no partial run");
+}
+
+#[test]
+fn reopening_keeps_the_schema_and_a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    drop(Store::open(&path).unwrap());
+    drop(Store::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let e = Store::open(&path).err().unwrap();
+    assert_eq!(e.exit_code(), 4);
+    assert!(e.to_string().contains("newer tunelab"), "{e}");
+}

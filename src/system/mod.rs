@@ -1,1 +1,9 @@
 //! Read-only facts about the machine: environment snapshot, devices, quietness.
+
+pub mod device;
+pub mod env;
+pub mod quiet;
+
+pub use device::{device_for_path, BlockDevice};
+pub use env::{mount_for_path, snapshot, Environment, MountFact};
+pub use quiet::{check as quietness_check, BusyProcess, Quietness};

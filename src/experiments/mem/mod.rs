@@ -1,0 +1,7 @@
+//! Memory hierarchy experiments (lmbench-class).
+
+use crate::engine::Experiment;
+
+pub fn all() -> Vec<Box<dyn Experiment>> {
+    vec![]
+}

@@ -1,0 +1,7 @@
+//! Scheduler experiments (hackbench-class).
+
+use crate::engine::Experiment;
+
+pub fn all() -> Vec<Box<dyn Experiment>> {
+    vec![]
+}

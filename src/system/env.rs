@@ -1,0 +1,378 @@
+//! Environment snapshot: the facts a result depends on, recorded with every run.
+//!
+//! The snapshot is a flat map with dotted keys so that two runs can be diffed
+//! key by key. It never fails: a fact that cannot be read is simply absent
+//! (e.g. `cpu.governor` on a VM without cpufreq).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use procfs::Current;
+
+use super::device::{active_choice, device_for_path, queue_setting};
+
+/// Flat, ordered key -> value facts.
+pub type Environment = BTreeMap<String, String>;
+
+/// The mount that contains a path.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MountFact {
+    pub mount_point: PathBuf,
+    pub fs_type: String,
+    /// Mount source, e.g. "/dev/vda1", "tmpfs", "overlay".
+    pub source: String,
+    /// Per-mount options (sorted) followed by superblock options (sorted) not
+    /// already listed. procfs hands them to us as hash maps, so the kernel's
+    /// order is lost; sorting keeps snapshots of two runs comparable.
+    pub options: Vec<String>,
+}
+
+/// Queue attributes recorded for the target's disk: key suffix -> sysfs file.
+const QUEUE_FILES: &[(&str, &str)] = &[
+    ("scheduler", "scheduler"),
+    ("read_ahead_kb", "read_ahead_kb"),
+    ("rotational", "rotational"),
+    ("nr_requests", "nr_requests"),
+    ("max_sectors_kb", "max_sectors_kb"),
+    ("logical_block_size", "logical_block_size"),
+    ("physical_block_size", "physical_block_size"),
+    ("write_cache", "write_cache"),
+];
+
+/// Writeback / swap sysctls under /proc/sys/vm. procfs 0.17's `sys::vm`
+/// module does not cover these, so they are read as plain files.
+const VM_SYSCTLS: &[&str] = &[
+    "dirty_ratio",
+    "dirty_background_ratio",
+    "dirty_bytes",
+    "dirty_background_bytes",
+    "dirty_expire_centisecs",
+    "dirty_writeback_centisecs",
+    "swappiness",
+];
+
+/// Record the environment. `target` is the directory an experiment works in
+/// (its filesystem, mount and disk are recorded); `argv` is the command line.
+pub fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
+    let mut env = Environment::new();
+    let mut put = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            env.insert(k.to_string(), v);
+        }
+    };
+
+    let uts = rustix::system::uname();
+    put(
+        "host.name",
+        Some(uts.nodename().to_string_lossy().into_owned()),
+    );
+    put(
+        "kernel.release",
+        Some(uts.release().to_string_lossy().into_owned()),
+    );
+    put(
+        "kernel.version",
+        Some(uts.version().to_string_lossy().into_owned()),
+    );
+    put("kernel.cmdline", read_trimmed("/proc/cmdline"));
+
+    if let Ok(info) = procfs::CpuInfo::current() {
+        // x86 has "model name"; many ARM kernels only have "Hardware"/"Processor".
+        let model = info
+            .model_name(0)
+            .or_else(|| info.get_field(0, "Processor"))
+            .or_else(|| info.get_field(0, "Hardware"))
+            .or_else(|| info.get_field(0, "cpu model"))
+            .map(|s| s.trim().to_string());
+        put("cpu.model", model);
+    }
+    put("cpu.count", online_cpus().map(|n| n.to_string()));
+    put(
+        "cpu.governor",
+        read_trimmed("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+    );
+    put(
+        "cpu.max_mhz",
+        read_trimmed("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+            .and_then(|khz| khz.parse::<u64>().ok())
+            .map(|khz| (khz / 1000).to_string()),
+    );
+
+    if let Ok(mem) = procfs::Meminfo::current() {
+        put("mem.total_bytes", Some(mem.mem_total.to_string()));
+        put(
+            "mem.available_bytes",
+            mem.mem_available.map(|v| v.to_string()),
+        );
+    }
+
+    put(
+        "mm.thp_enabled",
+        read_trimmed("/sys/kernel/mm/transparent_hugepage/enabled").and_then(|s| active_choice(&s)),
+    );
+    put(
+        "mm.thp_defrag",
+        read_trimmed("/sys/kernel/mm/transparent_hugepage/defrag").and_then(|s| active_choice(&s)),
+    );
+    for name in VM_SYSCTLS {
+        put(
+            &format!("vm.{name}"),
+            read_trimmed(&format!("/proc/sys/vm/{name}")),
+        );
+    }
+
+    put("tool.version", Some(env!("CARGO_PKG_VERSION").to_string()));
+    put("tool.argv", Some(join_argv(argv)));
+
+    if let Some(target) = target {
+        let canon = fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf());
+        put("target.path", Some(canon.display().to_string()));
+        if let Some(m) = mount_for_path(&canon) {
+            put("target.fs", Some(m.fs_type.clone()));
+            put(
+                "target.mount_point",
+                Some(m.mount_point.display().to_string()),
+            );
+            put("target.mount_options", Some(m.options.join(",")));
+            put("target.mount_source", Some(m.source.clone()));
+        }
+        if let Some(dev) = device_for_path(&canon) {
+            for (key, file) in QUEUE_FILES {
+                put(&format!("block.{key}"), queue_setting(&dev.disk, file));
+            }
+            put("target.device", Some(dev.name));
+            put("target.disk", Some(dev.disk));
+        }
+    }
+    env
+}
+
+/// The mount containing `path`: the longest mount point that is a
+/// (component-wise) prefix of the canonical path. When mounts are stacked on
+/// the same point the last one in mountinfo is the visible one.
+pub fn mount_for_path(path: &Path) -> Option<MountFact> {
+    let canon = fs::canonicalize(path).ok()?;
+    let infos = procfs::process::Process::myself().ok()?.mountinfo().ok()?;
+    let mut best: Option<(usize, MountFact)> = None;
+    for mi in infos.0 {
+        // procfs does not undo the kernel's octal escaping (\040 for space).
+        let mp = PathBuf::from(unescape_mount(&mi.mount_point.to_string_lossy()));
+        if !canon.starts_with(&mp) {
+            continue;
+        }
+        let depth = mp.components().count();
+        if best.as_ref().is_some_and(|(d, _)| depth < *d) {
+            continue;
+        }
+        let options = merge_options(&mi.mount_options, &mi.super_options);
+        let fact = MountFact {
+            mount_point: mp,
+            fs_type: mi.fs_type,
+            source: mi
+                .mount_source
+                .map(|s| unescape_mount(&s))
+                .unwrap_or_default(),
+            options,
+        };
+        best = Some((depth, fact));
+    }
+    best.map(|(_, f)| f)
+}
+
+type OptMap = std::collections::HashMap<String, Option<String>>;
+
+fn merge_options(mount: &OptMap, sup: &OptMap) -> Vec<String> {
+    let fmt = |(k, v): (&String, &Option<String>)| match v {
+        Some(v) => format!("{k}={v}"),
+        None => k.clone(),
+    };
+    let mut first: Vec<String> = mount.iter().map(fmt).collect();
+    first.sort();
+    let mut second: Vec<String> = sup.iter().map(fmt).filter(|o| !first.contains(o)).collect();
+    second.sort();
+    first.extend(second);
+    first
+}
+
+/// Undo the octal escapes the kernel uses in mountinfo (`\040` space, `\011` tab,
+/// `\012` newline, `\134` backslash).
+pub fn unescape_mount(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') as u32 * 64
+                + (b[i + 2] - b'0') as u32 * 8
+                + (b[i + 3] - b'0') as u32;
+            if v <= 255 {
+                out.push(v as u8);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Join argv for display, quoting for a POSIX shell only where needed so the
+/// line can be pasted back to reproduce the run.
+pub fn join_argv(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Quote one word for a POSIX shell: safe words are left alone, everything
+/// else is single-quoted with embedded `'` written as `'\''`.
+pub fn shell_quote(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_-+=:,./@%^".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// Online logical CPUs from /sys/devices/system/cpu/online ("0-3,6"),
+/// falling back to sysconf when sysfs is unavailable.
+fn online_cpus() -> Option<usize> {
+    read_trimmed("/sys/devices/system/cpu/online")
+        .and_then(|s| count_cpu_list(&s))
+        .or_else(|| {
+            // SAFETY: sysconf has no memory-safety preconditions.
+            let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+            (n > 0).then_some(n as usize)
+        })
+}
+
+/// Count the CPUs in a kernel cpu list such as "0-3,6,8-9".
+pub fn count_cpu_list(s: &str) -> Option<usize> {
+    let mut n = 0usize;
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                n += b.checked_sub(a)? + 1;
+            }
+            None => {
+                part.parse::<usize>().ok()?;
+                n += 1;
+            }
+        }
+    }
+    (n > 0).then_some(n)
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    let s = fs::read_to_string(path).ok()?;
+    let t = s.trim();
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("run"), "run");
+        assert_eq!(shell_quote("record=4k,64k"), "record=4k,64k");
+        assert_eq!(shell_quote("/tmp/x"), "/tmp/x");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote("$HOME"), "'$HOME'");
+        assert_eq!(shell_quote("a*"), "'a*'");
+        let argv: Vec<String> = ["tunelab", "run", "io.x", "--label", "before change"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(join_argv(&argv), "tunelab run io.x --label 'before change'");
+        assert_eq!(join_argv(&[]), "");
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(count_cpu_list("0-1\n"), Some(2));
+        assert_eq!(count_cpu_list("0"), Some(1));
+        assert_eq!(count_cpu_list("0-3,6,8-9"), Some(7));
+        assert_eq!(count_cpu_list(""), None);
+        assert_eq!(count_cpu_list("3-1"), None);
+        assert_eq!(count_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn unescaping() {
+        assert_eq!(unescape_mount(r"/mnt/my\040disk"), "/mnt/my disk");
+        assert_eq!(unescape_mount(r"/a\134b"), r"/a\b");
+        assert_eq!(unescape_mount(r"/plain"), "/plain");
+        assert_eq!(unescape_mount(r"/trail\04"), r"/trail\04");
+    }
+
+    #[test]
+    fn option_merge_is_sorted_and_deduplicated() {
+        let mut m = OptMap::new();
+        m.insert("rw".into(), None);
+        m.insert("relatime".into(), None);
+        let mut s = OptMap::new();
+        s.insert("rw".into(), None);
+        s.insert("discard".into(), None);
+        s.insert("resuid".into(), Some("65534".into()));
+        assert_eq!(
+            merge_options(&m, &s),
+            vec!["relatime", "rw", "discard", "resuid=65534"]
+        );
+    }
+
+    #[test]
+    fn mounts() {
+        let root = mount_for_path(Path::new("/")).expect("/ is mounted");
+        assert_eq!(root.mount_point, PathBuf::from("/"));
+        let proc_ = mount_for_path(Path::new("/proc/self")).expect("/proc is mounted");
+        assert_eq!(proc_.mount_point, PathBuf::from("/proc"));
+        assert_eq!(proc_.fs_type, "proc");
+        assert!(mount_for_path(Path::new("/no/such/path")).is_none());
+    }
+
+    #[test]
+    fn snapshot_has_core_keys() {
+        let argv = vec!["tunelab".to_string(), "inspect".to_string()];
+        let env = snapshot(Some(Path::new("/")), &argv);
+        for key in [
+            "host.name",
+            "kernel.release",
+            "kernel.version",
+            "cpu.count",
+            "mem.total_bytes",
+            "vm.dirty_ratio",
+            "vm.swappiness",
+            "tool.version",
+            "tool.argv",
+            "target.path",
+            "target.fs",
+            "target.mount_point",
+            "target.mount_options",
+        ] {
+            assert!(env.contains_key(key), "missing {key}: {env:?}");
+        }
+        assert_eq!(env["tool.argv"], "tunelab inspect");
+        assert_eq!(env["target.path"], "/");
+        if env.contains_key("target.disk") {
+            assert!(env.contains_key("block.logical_block_size"));
+        }
+        // No target: no target.* or block.* keys.
+        let env = snapshot(None, &[]);
+        assert!(!env
+            .keys()
+            .any(|k| k.starts_with("target.") || k.starts_with("block.")));
+    }
+}
