@@ -12,7 +12,13 @@ const FAST: &[&str] = &["--quiet-check", "0", "--warmup", "0"];
 
 fn file_read(env: &Env, chunk: &str, trials: &str) -> std::process::Output {
     let t = env.target();
-    let mut args = vec!["run", "io.file-read", "--json", "--target", t.to_str().unwrap()];
+    let mut args = vec![
+        "run",
+        "io.file-read",
+        "--json",
+        "--target",
+        t.to_str().unwrap(),
+    ];
     args.extend(FAST);
     args.extend(["--trials", trials, "-p", "size=4M", "-p"]);
     let p = format!("chunk={chunk}");
@@ -37,11 +43,21 @@ fn run_prints_a_valid_document_and_is_stored() {
     assert_eq!(m["samples"].as_array().unwrap().len(), 3);
     assert!(m["summary"]["median"].as_f64().unwrap() > 0.0);
     assert_eq!(m["summary"]["stop_reason"], "fixed");
-    for k in ["kernel.release", "cpu.model", "target.fs", "tool.version", "vm.dirty_ratio"] {
+    for k in [
+        "kernel.release",
+        "cpu.model",
+        "target.fs",
+        "tool.version",
+        "vm.dirty_ratio",
+    ] {
         assert!(doc["environment"][k].is_string(), "environment lacks {k}");
     }
     assert!(doc["samples"].is_array());
-    assert!(env.leftovers().is_empty(), "scratch left behind: {:?}", env.leftovers());
+    assert!(
+        env.leftovers().is_empty(),
+        "scratch left behind: {:?}",
+        env.leftovers()
+    );
 
     let runs = json(&env.run(&["runs", "--json"]));
     assert_eq!(runs[0]["id"], doc["id"]);
@@ -53,11 +69,30 @@ fn run_prints_a_valid_document_and_is_stored() {
 fn precision_rule_stops_and_says_why() {
     let env = Env::new();
     let t = env.target();
-    let mut args = vec!["run", "io.file-read", "--json", "--no-store", "--target", t.to_str().unwrap()];
+    let mut args = vec![
+        "run",
+        "io.file-read",
+        "--json",
+        "--no-store",
+        "--target",
+        t.to_str().unwrap(),
+    ];
     args.extend(FAST);
-    args.extend(["-p", "size=4M", "--min-trials", "3", "--max-trials", "4", "--precision", "50%"]);
+    args.extend([
+        "-p",
+        "size=4M",
+        "--min-trials",
+        "3",
+        "--max-trials",
+        "4",
+        "--precision",
+        "50%",
+    ]);
     let doc = json(&env.run(&args));
-    let reason = doc["results"][0]["metrics"][0]["summary"]["stop_reason"].as_str().unwrap().to_string();
+    let reason = doc["results"][0]["metrics"][0]["summary"]["stop_reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(reason == "precision" || reason == "max_trials", "{reason}");
 }
 
@@ -77,7 +112,10 @@ fn a_slowed_variant_is_a_regression_and_fails_on_request() {
     // A run against itself is never a change (noisy samples may leave it inconclusive).
     let c = json(&env.run(&["compare", "last", "last", "--json"]));
     let v = &c["pairs"][0]["metrics"][0];
-    assert!(v["verdict"] == "no_change" || v["verdict"] == "inconclusive", "{v}");
+    assert!(
+        v["verdict"] == "no_change" || v["verdict"] == "inconclusive",
+        "{v}"
+    );
     assert_eq!(v["ratio"], 1.0);
     // Text view names the verdict too.
     let text = env.run(&["compare", "last~1", "last"]);
@@ -91,7 +129,14 @@ fn sigint_leaves_nothing_behind_and_exits_130() {
         .env("TUNELAB_DB", env.db())
         .args(["run", "io.file-read", "--quiet-check", "0", "--target"])
         .arg(env.target())
-        .args(["-p", "size=64M", "-p", "chunk=4k,8k,16k,32k,64k", "--trials", "30"])
+        .args([
+            "-p",
+            "size=64M",
+            "-p",
+            "chunk=4k,8k,16k,32k,64k",
+            "--trials",
+            "30",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -105,7 +150,11 @@ fn sigint_leaves_nothing_behind_and_exits_130() {
     unsafe { libc_kill(child.id() as i32, 2) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
-    assert!(env.leftovers().is_empty(), "left behind: {:?}", env.leftovers());
+    assert!(
+        env.leftovers().is_empty(),
+        "left behind: {:?}",
+        env.leftovers()
+    );
     // Stored as interrupted or not at all, and the database is readable.
     let runs = json(&env.run(&["runs", "--json"]));
     for r in runs.as_array().unwrap() {
@@ -124,9 +173,16 @@ fn expect_error(env: &Env, args: &[&str], code: i32, needle: &str) {
     let out = env.run(args);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-    assert!(err.contains(needle), "{args:?}: stderr lacks '{needle}': {err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: stderr lacks '{needle}': {err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "one-line error expected: {err}");
+    assert_eq!(
+        err.trim().lines().count(),
+        1,
+        "one-line error expected: {err}"
+    );
 }
 
 #[test]
@@ -135,13 +191,57 @@ fn bad_input_gets_a_clear_error_and_the_documented_code() {
     let t = env.target();
     let t = t.to_str().unwrap();
     expect_error(&env, &["run", "io.nope"], 2, "unknown experiment 'io.nope'");
-    expect_error(&env, &["run", "io.file-read", "-p", "colour=red", "--target", t], 2, "unknown parameter 'colour'");
-    expect_error(&env, &["run", "io.file-read", "-p", "size=12q", "--target", t], 2, "'12q' is not a size");
-    expect_error(&env, &["run", "io.file-read", "-p", "size=4k", "-p", "chunk=1M"], 2, "larger than the file size");
-    expect_error(&env, &["run", "io.file-read", "--quiet-check", "0", "--target", "/does/not/exist"], 2, "does not exist");
-    expect_error(&env, &["run", "io.file-read", "--quiet-check", "0", "--target", "/dev/null"], 2, "not a directory");
+    expect_error(
+        &env,
+        &["run", "io.file-read", "-p", "colour=red", "--target", t],
+        2,
+        "unknown parameter 'colour'",
+    );
+    expect_error(
+        &env,
+        &["run", "io.file-read", "-p", "size=12q", "--target", t],
+        2,
+        "'12q' is not a size",
+    );
+    expect_error(
+        &env,
+        &["run", "io.file-read", "-p", "size=4k", "-p", "chunk=1M"],
+        2,
+        "larger than the file size",
+    );
+    expect_error(
+        &env,
+        &[
+            "run",
+            "io.file-read",
+            "--quiet-check",
+            "0",
+            "--target",
+            "/does/not/exist",
+        ],
+        2,
+        "does not exist",
+    );
+    expect_error(
+        &env,
+        &[
+            "run",
+            "io.file-read",
+            "--quiet-check",
+            "0",
+            "--target",
+            "/dev/null",
+        ],
+        2,
+        "not a directory",
+    );
     expect_error(&env, &["show", "nope"], 2, "no run 'nope'");
-    expect_error(&env, &["export", "nope", "--format", "csv"], 2, "no run 'nope'");
+    expect_error(
+        &env,
+        &["export", "nope", "--format", "csv"],
+        2,
+        "no run 'nope'",
+    );
     let out = env.run(&["run", "io.file-read", "--trials", "abc"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(env.leftovers().is_empty());
@@ -157,22 +257,66 @@ fn read_only_and_full_targets_are_environment_errors() {
     let full = env.dir.path().join("full");
     std::fs::create_dir_all(&ro).unwrap();
     std::fs::create_dir_all(&full).unwrap();
-    let mount = |args: &[&str]| std::process::Command::new("mount").args(args).status().unwrap().success();
-    if !mount(&["-t", "tmpfs", "-o", "size=1m,ro", "tunelab-ro", ro.to_str().unwrap()]) {
+    let mount = |args: &[&str]| {
+        std::process::Command::new("mount")
+            .args(args)
+            .status()
+            .unwrap()
+            .success()
+    };
+    if !mount(&[
+        "-t",
+        "tmpfs",
+        "-o",
+        "size=1m,ro",
+        "tunelab-ro",
+        ro.to_str().unwrap(),
+    ]) {
         return common::skip("cannot mount tmpfs");
     }
-    assert!(mount(&["-t", "tmpfs", "-o", "size=2m", "tunelab-full", full.to_str().unwrap()]));
-    let ro_out = env.run(&["run", "io.file-read", "--quiet-check", "0", "--target", ro.to_str().unwrap()]);
-    let full_out = env.run(&["run", "io.file-read", "--quiet-check", "0", "--target", full.to_str().unwrap()]);
+    assert!(mount(&[
+        "-t",
+        "tmpfs",
+        "-o",
+        "size=2m",
+        "tunelab-full",
+        full.to_str().unwrap()
+    ]));
+    let ro_out = env.run(&[
+        "run",
+        "io.file-read",
+        "--quiet-check",
+        "0",
+        "--target",
+        ro.to_str().unwrap(),
+    ]);
+    let full_out = env.run(&[
+        "run",
+        "io.file-read",
+        "--quiet-check",
+        "0",
+        "--target",
+        full.to_str().unwrap(),
+    ]);
     let full_left = common::list(&full);
     for d in [&ro, &full] {
-        std::process::Command::new("umount").arg(d).status().unwrap();
+        std::process::Command::new("umount")
+            .arg(d)
+            .status()
+            .unwrap();
     }
     assert_eq!(ro_out.status.code(), Some(4), "{}", stderr(&ro_out));
     assert!(stderr(&ro_out).contains("read-only"));
     assert_eq!(full_out.status.code(), Some(4), "{}", stderr(&full_out));
-    assert!(stderr(&full_out).contains("not enough free space"), "{}", stderr(&full_out));
-    assert!(full_left.is_empty(), "left behind on the full target: {full_left:?}");
+    assert!(
+        stderr(&full_out).contains("not enough free space"),
+        "{}",
+        stderr(&full_out)
+    );
+    assert!(
+        full_left.is_empty(),
+        "left behind on the full target: {full_left:?}"
+    );
 }
 
 #[test]
@@ -190,7 +334,14 @@ fn exports_in_every_format() {
     // --output never overwrites an existing file.
     let existing = env.dir.path().join("exists.csv");
     std::fs::write(&existing, "keep me").unwrap();
-    let out = env.run(&["export", "last", "--format", "csv", "-o", existing.to_str().unwrap()]);
+    let out = env.run(&[
+        "export",
+        "last",
+        "--format",
+        "csv",
+        "-o",
+        existing.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep me");
 }
@@ -200,9 +351,16 @@ fn help_completions_and_man_page_come_from_the_definitions() {
     let env = Env::new();
     let out = env.run(&["run", "io.file-read", "--help"]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("chunk") && text.contains("default 64k") && text.contains("bytes"), "{text}");
+    assert!(
+        text.contains("chunk") && text.contains("default 64k") && text.contains("bytes"),
+        "{text}"
+    );
     let out = env.run(&["list", "--json"]);
-    assert!(json(&out).as_array().unwrap().iter().any(|e| e["name"] == "io.file-read"));
+    assert!(json(&out)
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["name"] == "io.file-read"));
     let bash = env.run(&["completions", "bash"]);
     assert!(String::from_utf8_lossy(&bash.stdout).contains("tunelab"));
     let man = env.run(&["completions", "man"]);

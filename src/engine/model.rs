@@ -57,13 +57,12 @@ impl PointResult {
         self.metrics.iter().find(|m| m.name == name)
     }
 
-    /// `key=value …` in a stable order, for display and pairing.
+    /// `key=value …` in a stable order, sizes in binary units, for display.
     pub fn params_label(&self) -> String {
-        self.params
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
+        let specs = super::registry::find(&self.experiment)
+            .map(|e| e.params())
+            .unwrap_or_default();
+        super::params::Point(self.params.clone()).label(&specs)
     }
 }
 
@@ -123,7 +122,9 @@ impl Run {
 
 /// Current UTC time as RFC 3339.
 pub fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
+    let now = time::OffsetDateTime::now_utc();
+    now.replace_nanosecond(0)
+        .unwrap_or(now)
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
 }

@@ -12,6 +12,12 @@ pub struct Env {
     pub dir: TempDir,
 }
 
+impl Default for Env {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Env {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -44,7 +50,10 @@ impl Env {
 }
 
 pub fn list(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 pub fn json(out: &Output) -> serde_json::Value {
