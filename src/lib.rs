@@ -3,6 +3,7 @@
 //! Data flows one way: CLI -> experiment registry -> runner (trials, stats,
 //! sampler) -> run model -> store / report. See `docs/` and the README.
 
+pub mod advise;
 pub mod cli;
 pub mod engine;
 pub mod error;
@@ -13,5 +14,6 @@ pub mod safety;
 pub mod stats;
 pub mod store;
 pub mod system;
+pub mod tune;
 
 pub use error::{Error, Result};

@@ -1,9 +1,11 @@
 //! The command line: one file per verb. `main` parses, dispatches and maps
 //! errors to exit codes; nothing is printed to stdout but data.
 
+mod advise;
 mod compare;
 mod completions;
 mod export;
+mod inspect;
 mod list;
 mod output;
 mod run;
@@ -56,6 +58,10 @@ pub enum Command {
     Compare(compare::Args),
     /// Export a stored run as JSON, CSV or Markdown.
     Export(export::Args),
+    /// Configuration facts that decide performance, with where each came from.
+    Inspect(inspect::Args),
+    /// Findings from configuration facts and stored measurements, with the fix and its risk.
+    Advise(advise::Args),
     /// Print a shell completion script or the man page.
     Completions(completions::Args),
 }
@@ -104,6 +110,8 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
         Command::Show(a) => show::exec(a, out, &open_store(cli)?),
         Command::Compare(a) => compare::exec(a, out, &open_store(cli)?),
         Command::Export(a) => export::exec(a, out, &open_store(cli)?),
+        Command::Inspect(a) => inspect::exec(a, out),
+        Command::Advise(a) => advise::exec(a, out, cli),
         Command::Completions(a) => completions::exec(a),
     }
 }

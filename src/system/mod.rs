@@ -7,3 +7,4 @@ pub mod quiet;
 pub use device::{device_for_path, BlockDevice};
 pub use env::{mount_for_path, snapshot, Environment, MountFact};
 pub use quiet::{check as quietness_check, BusyProcess, Quietness};
+pub mod inspect;

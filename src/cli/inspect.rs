@@ -1,0 +1,61 @@
+//! `tunelab inspect [--target DIR]`: configuration facts with their sources.
+
+use std::path::PathBuf;
+
+use super::Out;
+use crate::report::table;
+use crate::system::inspect::inspect;
+use crate::{Error, Result};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Directory whose file system and block device to inspect [default: .].
+    #[arg(long, value_name = "DIR")]
+    pub target: Option<PathBuf>,
+}
+
+pub fn exec(args: &Args, out: &Out) -> Result<i32> {
+    let target = args.target.clone().unwrap_or_else(|| PathBuf::from("."));
+    if !target.exists() {
+        return Err(Error::usage(format!(
+            "target {} does not exist (give an existing directory)",
+            target.display()
+        )));
+    }
+    let facts = inspect(Some(&target));
+    if out.json {
+        out.json_data(&facts.0)?;
+        return Ok(0);
+    }
+    let rows = facts
+        .0
+        .iter()
+        .map(|f| {
+            vec![
+                f.section.to_string(),
+                f.key.clone(),
+                display(&f.key, &f.value),
+                f.source.clone(),
+            ]
+        })
+        .collect();
+    out.data(&table::render(
+        &["section", "fact", "value", "source"],
+        rows,
+    ))?;
+    Ok(0)
+}
+
+/// Bytes in binary units (raw value kept), long values shortened (full in --json).
+fn display(key: &str, value: &str) -> String {
+    if key.ends_with("_bytes") {
+        if let Ok(b) = value.parse::<u64>() {
+            return format!("{} ({b})", crate::engine::params::format_size(b));
+        }
+    }
+    if value.chars().count() > 90 {
+        let short: String = value.chars().take(87).collect();
+        return format!("{short}… (--json for all)");
+    }
+    value.to_string()
+}

@@ -1,0 +1,577 @@
+//! `inspect`: every configuration fact that decides I/O and system
+//! performance, each with the file it came from. Read-only; a fact that
+//! cannot be read is left out (or says why).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::device::{active_choice, device_for_path, BlockDevice};
+use super::env::mount_for_path;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Fact {
+    pub section: &'static str,
+    pub key: String,
+    pub value: String,
+    /// Where the value was read (a file, or how it was derived).
+    pub source: String,
+}
+
+/// Facts in the order they are shown.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Facts(pub Vec<Fact>);
+
+impl Facts {
+    fn add(
+        &mut self,
+        section: &'static str,
+        key: &str,
+        value: impl Into<String>,
+        source: impl Into<String>,
+    ) {
+        self.0.push(Fact {
+            section,
+            key: key.to_string(),
+            value: value.into(),
+            source: source.into(),
+        });
+    }
+
+    /// Read a sysfs/procfs file into a fact if it exists.
+    fn file(&mut self, section: &'static str, key: &str, path: impl AsRef<Path>) -> Option<String> {
+        let path = path.as_ref();
+        let v = fs::read_to_string(path).ok()?.trim().to_string();
+        self.add(section, key, v.clone(), path.display().to_string());
+        Some(v)
+    }
+
+    /// Facts from key/value pairs (section "given"): for tests and replays.
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Facts {
+        let mut f = Facts::default();
+        for (k, v) in pairs {
+            f.add("given", k, *v, "given");
+        }
+        f
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|f| f.key == key)
+            .map(|f| f.value.as_str())
+    }
+
+    pub fn get_u64(&self, key: &str) -> Option<u64> {
+        self.get(key)?.split_whitespace().next()?.parse().ok()
+    }
+}
+
+/// Gather everything, for `target` (a directory) when given.
+pub fn inspect(target: Option<&Path>) -> Facts {
+    let mut f = Facts::default();
+    if let Some(t) = target {
+        filesystem(&mut f, t);
+        if let Some(dev) = device_for_path(t) {
+            block_chain(&mut f, &dev);
+        } else {
+            f.add(
+                "block",
+                "device",
+                "none (not backed by a block device)",
+                "stat st_dev",
+            );
+        }
+    }
+    vm(&mut f);
+    cpu(&mut f);
+    kernel(&mut f);
+    f
+}
+
+fn filesystem(f: &mut Facts, target: &Path) {
+    let Some(m) = mount_for_path(target) else {
+        f.add("filesystem", "mount", "unknown", "/proc/self/mountinfo");
+        return;
+    };
+    let src = "/proc/self/mountinfo";
+    f.add(
+        "filesystem",
+        "fs.path",
+        target.display().to_string(),
+        "--target",
+    );
+    f.add("filesystem", "fs.type", m.fs_type.clone(), src);
+    f.add(
+        "filesystem",
+        "fs.mount_point",
+        m.mount_point.display().to_string(),
+        src,
+    );
+    f.add("filesystem", "fs.source", m.source.clone(), src);
+    f.add("filesystem", "fs.options", m.options.join(","), src);
+    let has = |o: &str| m.options.iter().any(|x| x == o);
+    f.add(
+        "filesystem",
+        "fs.sync",
+        if has("sync") { "sync" } else { "async" },
+        src,
+    );
+    f.add("filesystem", "fs.atime", atime_mode(&m.options), src);
+    if let Some(d) = m.options.iter().find_map(|o| o.strip_prefix("data=")) {
+        f.add("filesystem", "fs.data_mode", d, src);
+    } else if m.fs_type == "ext4" || m.fs_type == "ext3" {
+        f.add(
+            "filesystem",
+            "fs.data_mode",
+            "ordered",
+            "ext4 default (no data= option)",
+        );
+    }
+    if let Some(c) = m.options.iter().find_map(|o| o.strip_prefix("commit=")) {
+        f.add("filesystem", "fs.commit_s", c, src);
+    } else if m.fs_type.starts_with("ext") {
+        f.add(
+            "filesystem",
+            "fs.commit_s",
+            "5",
+            "ext4 default (no commit= option)",
+        );
+    }
+    let barrier = if has("nobarrier") || has("barrier=0") {
+        "off"
+    } else {
+        "on"
+    };
+    f.add("filesystem", "fs.barrier", barrier, src);
+    if let Ok(st) = rustix::fs::statvfs(target) {
+        f.add(
+            "filesystem",
+            "fs.block_size",
+            st.f_bsize.to_string(),
+            "statvfs f_bsize",
+        );
+        f.add(
+            "filesystem",
+            "fs.fragment_size",
+            st.f_frsize.to_string(),
+            "statvfs f_frsize",
+        );
+        f.add(
+            "filesystem",
+            "fs.size_bytes",
+            (st.f_blocks * st.f_frsize).to_string(),
+            "statvfs",
+        );
+        f.add(
+            "filesystem",
+            "fs.free_bytes",
+            (st.f_bavail * st.f_frsize).to_string(),
+            "statvfs",
+        );
+    }
+}
+
+/// The effective access-time mode from mount options (relatime is the
+/// kernel default when none is given).
+pub fn atime_mode(options: &[String]) -> &'static str {
+    let has = |o: &str| options.iter().any(|x| x == o);
+    let base = if has("noatime") {
+        "noatime"
+    } else if has("strictatime") {
+        "strictatime"
+    } else {
+        "relatime"
+    };
+    if has("lazytime") {
+        match base {
+            "noatime" => "noatime",
+            "strictatime" => "strictatime+lazytime",
+            _ => "relatime+lazytime",
+        }
+    } else {
+        base
+    }
+}
+
+fn block_chain(f: &mut Facts, dev: &BlockDevice) {
+    let sys = PathBuf::from("/sys/class/block").join(&dev.name);
+    let chain = if dev.name == dev.disk {
+        dev.disk.clone()
+    } else {
+        format!("{} → {}", dev.name, dev.disk)
+    };
+    f.add("block", "block.chain", chain, sys.display().to_string());
+    f.add("block", "block.disk", dev.disk.clone(), "/sys/dev/block");
+    let disk = PathBuf::from("/sys/block").join(&dev.disk);
+    if let Some(b) = f.file(
+        "block",
+        "block.loop_backing_file",
+        disk.join("loop/backing_file"),
+    ) {
+        f.add(
+            "block",
+            "block.kind",
+            format!("loop device backed by {b}"),
+            "/sys/block/*/loop",
+        );
+    } else if dev.disk.starts_with("dm-") || dev.disk.starts_with("md") {
+        let slaves: Vec<String> = fs::read_dir(disk.join("slaves"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let name = fs::read_to_string(disk.join("dm/name"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        f.add(
+            "block",
+            "block.kind",
+            format!("{} {name} over {}", &dev.disk[..2], slaves.join(",")),
+            "slaves/",
+        );
+    }
+    let q = disk.join("queue");
+    for file in [
+        "rotational",
+        "scheduler",
+        "nr_requests",
+        "read_ahead_kb",
+        "max_sectors_kb",
+        "max_hw_sectors_kb",
+        "logical_block_size",
+        "physical_block_size",
+        "optimal_io_size",
+        "write_cache",
+        "wbt_lat_usec",
+    ] {
+        let path = q.join(file);
+        if let Ok(v) = fs::read_to_string(&path) {
+            let v = v.trim();
+            let v = if file == "scheduler" {
+                active_choice(v).unwrap_or_else(|| v.to_string())
+            } else {
+                v.to_string()
+            };
+            f.add(
+                "block",
+                &format!("block.{file}"),
+                v,
+                path.display().to_string(),
+            );
+        }
+    }
+    if let Some(size) = fs::read_to_string(disk.join("size"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    {
+        f.add(
+            "block",
+            "block.size_bytes",
+            (size * 512).to_string(),
+            disk.join("size").display().to_string(),
+        );
+    }
+    usb(f, &disk);
+}
+
+/// For USB storage: negotiated link speed, the device's USB version and the
+/// driver (uas or usb-storage), found by walking up the sysfs device path.
+fn usb(f: &mut Facts, disk: &Path) {
+    let Ok(real) = fs::canonicalize(disk.join("device")) else {
+        return;
+    };
+    if !real.to_string_lossy().contains("/usb") {
+        return;
+    }
+    let mut driver = None;
+    let mut p = real.as_path();
+    while let Some(parent) = p.parent() {
+        if driver.is_none() {
+            if let Ok(d) = fs::read_link(parent.join("driver")) {
+                let name = d
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if name == "uas" || name == "usb-storage" {
+                    driver = Some((name, parent.join("driver")));
+                }
+            }
+        }
+        if parent.join("speed").exists() && parent.join("version").exists() {
+            f.file("usb", "usb.speed_mbps", parent.join("speed"));
+            f.file("usb", "usb.version", parent.join("version"));
+            f.file("usb", "usb.product", parent.join("product"));
+            break;
+        }
+        p = parent;
+    }
+    if let Some((d, src)) = driver {
+        f.add("usb", "usb.driver", d, src.display().to_string());
+    }
+    let uas = Path::new("/sys/module/uas").exists();
+    f.add(
+        "usb",
+        "usb.uas_available",
+        if uas { "yes" } else { "no (module not loaded)" },
+        "/sys/module/uas",
+    );
+}
+
+fn vm(f: &mut Facts) {
+    for s in [
+        "dirty_ratio",
+        "dirty_background_ratio",
+        "dirty_bytes",
+        "dirty_background_bytes",
+        "dirty_expire_centisecs",
+        "dirty_writeback_centisecs",
+        "swappiness",
+    ] {
+        f.file("vm", &format!("vm.{s}"), format!("/proc/sys/vm/{s}"));
+    }
+    let page = procfs::page_size();
+    if let Ok(v) = fs::read_to_string("/proc/vmstat") {
+        for line in v.lines() {
+            let mut it = line.split_whitespace();
+            if let (Some(k @ ("nr_dirty_threshold" | "nr_dirty_background_threshold")), Some(n)) =
+                (it.next(), it.next())
+            {
+                if let Ok(n) = n.parse::<u64>() {
+                    f.add(
+                        "vm",
+                        &format!("vm.{k}_bytes"),
+                        (n * page).to_string(),
+                        "/proc/vmstat (pages × page size)",
+                    );
+                }
+            }
+        }
+    }
+    for (k, file) in [("mm.thp_enabled", "enabled"), ("mm.thp_defrag", "defrag")] {
+        let path = format!("/sys/kernel/mm/transparent_hugepage/{file}");
+        if let Ok(v) = fs::read_to_string(&path) {
+            f.add(
+                "vm",
+                k,
+                active_choice(v.trim()).unwrap_or_else(|| v.trim().to_string()),
+                path,
+            );
+        }
+    }
+    if let Ok(mi) = fs::read_to_string("/proc/meminfo") {
+        let get = |k: &str| {
+            mi.lines()
+                .find(|l| l.starts_with(k) && l[k.len()..].starts_with(':'))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .map(|kb| kb * 1024)
+        };
+        for (k, name) in [
+            ("MemTotal", "mem.total_bytes"),
+            ("MemAvailable", "mem.available_bytes"),
+        ] {
+            if let Some(v) = get(k) {
+                f.add("memory", name, v.to_string(), "/proc/meminfo");
+            }
+        }
+        let kernel: u64 = ["Slab", "KernelStack", "PageTables", "VmallocUsed", "Percpu"]
+            .iter()
+            .filter_map(|k| get(k))
+            .sum();
+        f.add(
+            "memory",
+            "mem.kernel_dynamic_bytes",
+            kernel.to_string(),
+            "/proc/meminfo Slab+KernelStack+PageTables+VmallocUsed+Percpu",
+        );
+        if let (Some(phys), Some(total)) = (physical_memory(), get("MemTotal")) {
+            f.add(
+                "memory",
+                "mem.physical_bytes",
+                phys.to_string(),
+                "/sys/devices/system/memory (online blocks)",
+            );
+            f.add(
+                "memory",
+                "mem.kernel_reserved_bytes",
+                phys.saturating_sub(total).to_string(),
+                "physical − MemTotal (kernel image, page structs, reservations)",
+            );
+        }
+    }
+}
+
+/// Online memory from the memory-hotplug blocks, when the kernel exposes them.
+fn physical_memory() -> Option<u64> {
+    let base = Path::new("/sys/devices/system/memory");
+    let block = u64::from_str_radix(
+        fs::read_to_string(base.join("block_size_bytes"))
+            .ok()?
+            .trim(),
+        16,
+    )
+    .ok()?;
+    let online = fs::read_dir(base)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("memory"))
+        .filter(|e| {
+            fs::read_to_string(e.path().join("online"))
+                .map(|s| s.trim() == "1")
+                .unwrap_or(false)
+        })
+        .count() as u64;
+    (online > 0).then_some(online * block)
+}
+
+fn cpu(f: &mut Facts) {
+    let cpus = Path::new("/sys/devices/system/cpu");
+    let mut govs: Vec<String> = Vec::new();
+    let mut n = 0;
+    while let Ok(g) = fs::read_to_string(cpus.join(format!("cpu{n}/cpufreq/scaling_governor"))) {
+        govs.push(g.trim().to_string());
+        n += 1;
+    }
+    if govs.is_empty() {
+        f.add(
+            "cpu",
+            "cpu.governor",
+            "none (no cpufreq: fixed frequency or a VM)",
+            "/sys/devices/system/cpu/cpu0/cpufreq",
+        );
+    } else {
+        govs.sort();
+        govs.dedup();
+        f.add(
+            "cpu",
+            "cpu.governor",
+            govs.join(","),
+            "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor",
+        );
+        f.file(
+            "cpu",
+            "cpu.driver",
+            cpus.join("cpu0/cpufreq/scaling_driver"),
+        );
+    }
+    let idle = cpus.join("cpu0/cpuidle");
+    let mut states = Vec::new();
+    for i in 0.. {
+        let d = idle.join(format!("state{i}"));
+        let Ok(name) = fs::read_to_string(d.join("name")) else {
+            break;
+        };
+        let lat = fs::read_to_string(d.join("latency")).unwrap_or_default();
+        states.push(format!("{} ({} µs)", name.trim(), lat.trim()));
+    }
+    if states.is_empty() {
+        f.add(
+            "cpu",
+            "cpu.idle_states",
+            "none exposed",
+            idle.display().to_string(),
+        );
+    } else {
+        f.add(
+            "cpu",
+            "cpu.idle_states",
+            states.join(", "),
+            idle.display().to_string(),
+        );
+    }
+    if let Some(d) = fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver").ok() {
+        f.add(
+            "cpu",
+            "cpu.idle_driver",
+            d.trim(),
+            "/sys/devices/system/cpu/cpuidle/current_driver",
+        );
+    }
+}
+
+fn kernel(f: &mut Facts) {
+    let uts = rustix::system::uname();
+    let release = uts.release().to_string_lossy().into_owned();
+    f.add("kernel", "kernel.release", release.clone(), "uname");
+    f.file("kernel", "kernel.cmdline", "/proc/cmdline");
+    // Boot to userspace: pid 1's start time, in clock ticks after boot.
+    if let Ok(stat) = fs::read_to_string("/proc/1/stat") {
+        if let Some(ticks) = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().nth(19)?.parse::<f64>().ok())
+        {
+            let hz = procfs::ticks_per_second() as f64;
+            f.add(
+                "kernel",
+                "kernel.boot_to_init_s",
+                format!("{:.2}", ticks / hz),
+                "/proc/1/stat starttime",
+            );
+        }
+    }
+    for path in [
+        format!("/boot/vmlinuz-{release}"),
+        format!("/boot/vmlinux-{release}"),
+    ] {
+        if let Ok(m) = fs::metadata(&path) {
+            f.add("kernel", "kernel.image_bytes", m.len().to_string(), path);
+            break;
+        }
+    }
+    if let Ok(mods) = fs::read_to_string("/proc/modules") {
+        let sizes: Vec<u64> = mods
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .collect();
+        f.add(
+            "kernel",
+            "kernel.modules",
+            format!(
+                "{} loaded, {} bytes",
+                sizes.len(),
+                sizes.iter().sum::<u64>()
+            ),
+            "/proc/modules",
+        );
+    } else {
+        f.add(
+            "kernel",
+            "kernel.modules",
+            "none (no /proc/modules: monolithic kernel)",
+            "/proc/modules",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(s: &str) -> Vec<String> {
+        s.split(',').map(String::from).collect()
+    }
+
+    #[test]
+    fn atime_modes() {
+        assert_eq!(atime_mode(&opts("rw")), "relatime");
+        assert_eq!(atime_mode(&opts("rw,noatime")), "noatime");
+        assert_eq!(atime_mode(&opts("rw,strictatime")), "strictatime");
+        assert_eq!(
+            atime_mode(&opts("rw,relatime,lazytime")),
+            "relatime+lazytime"
+        );
+    }
+
+    #[test]
+    fn inspects_the_root_filesystem() {
+        let f = inspect(Some(Path::new("/")));
+        assert!(f.get("fs.type").is_some());
+        assert!(f.get("vm.dirty_ratio").is_some());
+        assert!(f.get("kernel.release").is_some());
+        assert!(f.0.iter().all(|x| !x.source.is_empty()));
+    }
+}
