@@ -19,7 +19,7 @@ pub struct Args {
     pub fail_on_regression: bool,
 }
 
-fn parse_noise(s: &str) -> std::result::Result<f64, String> {
+pub fn parse_noise(s: &str) -> std::result::Result<f64, String> {
     let v = match s.strip_suffix('%') {
         Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
         None => s.parse::<f64>(),

@@ -7,10 +7,13 @@ mod completions;
 mod export;
 mod inspect;
 mod list;
+mod monitor;
 mod output;
+mod restore;
 mod run;
 mod runs;
 mod show;
+mod tune;
 
 use std::path::PathBuf;
 
@@ -62,8 +65,14 @@ pub enum Command {
     Inspect(inspect::Args),
     /// Findings from configuration facts and stored measurements, with the fix and its risk.
     Advise(advise::Args),
+    /// Sweep one knob (interleaved, randomised, repeated) and always restore it.
+    Tune(tune::Args),
+    /// Restore settings left changed by a tunelab that was killed.
+    Restore(restore::Args),
     /// Print a shell completion script or the man page.
     Completions(completions::Args),
+    /// Watch the machine: vmstat, iostat, hogs, irq, slab, dirty, psi, power (Ctrl-C stops, exit 0).
+    Monitor(monitor::Args),
 }
 
 /// The clap command with experiment details added to `run --help` and the man page.
@@ -93,6 +102,12 @@ pub fn main() -> i32 {
         }
     };
     let out = Out::new(cli.json, cli.quiet);
+    // Settings a killed tunelab left changed are put back before anything else.
+    if !matches!(cli.command, Command::Restore(_)) {
+        for m in crate::safety::journal::restore_stale(false) {
+            out.warn(&m);
+        }
+    }
     match dispatch(&cli, &out, &args) {
         Ok(code) => code,
         Err(e) => {
@@ -112,7 +127,10 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
         Command::Export(a) => export::exec(a, out, &open_store(cli)?),
         Command::Inspect(a) => inspect::exec(a, out),
         Command::Advise(a) => advise::exec(a, out, cli),
+        Command::Tune(a) => tune::exec(a, out, cli, argv),
+        Command::Restore(a) => restore::exec(a, out),
         Command::Completions(a) => completions::exec(a),
+        Command::Monitor(a) => monitor::exec(a, out, cli.json),
     }
 }
 

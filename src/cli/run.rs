@@ -2,20 +2,23 @@
 //! store and print the run.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{Cli, Out};
-use crate::engine::model::{new_run_id, now_rfc3339, Run, RunStatus, RUN_SCHEMA};
+use crate::engine::model::Run;
 use crate::engine::params::{expand_points, parse_duration, split_assignment};
-use crate::engine::runner::{run_points, Event, RunOptions};
-use crate::engine::{registry, Ctx, Experiment};
-use crate::observe::sampler::Sampler;
+use crate::engine::runner::{run_points, Event, Outcome, RunOptions};
+use crate::engine::session::{prepare_ctx, tag, worth_storing, Session, Watch};
+use crate::engine::{registry, Ctx, Experiment, Point};
 use crate::report::runview;
-use crate::safety::{is_root, Scratch};
-use crate::system::{self, device_for_path};
+use crate::safety::is_root;
+use crate::store::Store;
+use crate::tune::lab::{
+    mkfs_available, parse_fs_list, parse_throttle, throttle_for, FsSpec, LabFs,
+};
+use crate::tune::throttle::ThrottleLimits;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -28,6 +31,15 @@ pub struct Args {
     /// Directory to measure in; tunelab creates (and removes) a private scratch directory inside it.
     #[arg(long, value_name = "DIR")]
     pub target: Option<PathBuf>,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    #[command(flatten)]
+    pub lab: LabArgs,
+}
+
+/// How to repeat and record a measurement: shared by run, tune and study.
+#[derive(clap::Args, Debug, Clone)]
+pub struct MeasureArgs {
     /// Run exactly N trials per point (no precision rule).
     #[arg(long, value_name = "N")]
     pub trials: Option<usize>,
@@ -60,7 +72,36 @@ pub struct Args {
     pub sample_interval: f64,
 }
 
-fn parse_secs(s: &str) -> std::result::Result<f64, String> {
+impl MeasureArgs {
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            warmup: self.warmup,
+            min_trials: self.min_trials,
+            max_trials: self.max_trials,
+            trials: self.trials,
+            precision: self.precision,
+            budget: self.budget,
+        }
+    }
+
+    pub fn watch(&self) -> Watch {
+        Watch {
+            quiet_check: self.quiet_check,
+            sample_interval: self.sample_interval,
+        }
+    }
+
+    /// The store, unless --no-store (opened first: a bad --db fails before measuring).
+    pub fn store(&self, cli: &Cli) -> Result<Option<Store>> {
+        Ok(if self.no_store {
+            None
+        } else {
+            Some(super::open_store(cli)?)
+        })
+    }
+}
+
+pub fn parse_secs(s: &str) -> std::result::Result<f64, String> {
     parse_duration(s).ok_or_else(|| format!("'{s}' is not a duration (e.g. 500ms, 30s, 2m)"))
 }
 
@@ -111,110 +152,57 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     for p in &points {
         exp.validate(p)?;
     }
-    let opts = RunOptions {
-        warmup: args.warmup,
-        min_trials: args.min_trials,
-        max_trials: args.max_trials,
-        trials: args.trials,
-        precision: args.precision,
-        budget: args.budget,
-    };
-    let plan = opts.plan(exp.defaults())?;
+    let m = &args.measure;
+    let plan = m.options().plan(exp.defaults())?;
     if exp.needs().root && !is_root() {
         return Err(Error::privilege(format!(
             "{} needs root (run it with sudo)",
             exp.name()
         )));
     }
-    // Open the store first: a bad --db should fail before minutes of measuring.
-    let mut store = if args.no_store {
-        None
-    } else {
-        Some(super::open_store(cli)?)
-    };
-    let scratch = if exp.needs().scratch {
-        let s = Scratch::create(args.target.as_deref())?;
-        let need = points
-            .iter()
-            .map(|p| exp.scratch_bytes(p))
-            .max()
-            .unwrap_or(0);
-        s.ensure_space(need)?;
-        Some(Arc::new(s))
-    } else {
-        if let Some(t) = &args.target {
-            if !t.is_dir() {
-                return Err(Error::usage(format!(
-                    "target {} is not an existing directory",
-                    t.display()
-                )));
-            }
-        }
-        None
-    };
-    let target: PathBuf = match (&args.target, &scratch) {
-        (Some(t), _) => t.clone(),
-        (None, Some(s)) => s.path().parent().unwrap_or(Path::new("/")).to_path_buf(),
-        (None, None) => std::env::temp_dir(),
-    };
-    let device = device_for_path(&target);
-    let disk = device.as_ref().map(|d| d.name.clone());
-
-    let mut run = Run {
-        schema: RUN_SCHEMA.to_string(),
-        id: new_run_id(),
-        label: args.label.clone(),
-        status: RunStatus::Complete,
-        started: now_rfc3339(),
-        finished: String::new(),
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        argv: argv.to_vec(),
-        environment: system::snapshot(Some(&target), argv),
-        quietness: Default::default(),
-        results: Vec::new(),
-        samples: Vec::new(),
-        warnings: Vec::new(),
-    };
-    if args.quiet_check > 0.0 {
-        out.info(&format!(
-            "checking the machine is quiet for {:.1} s…",
-            args.quiet_check
-        ));
-        run.quietness =
-            system::quietness_check(Duration::from_secs_f64(args.quiet_check), disk.as_deref());
-        for w in &run.quietness.warnings {
-            out.warn(w);
-        }
-        run.warnings.extend(run.quietness.warnings.iter().cloned());
-    }
-
-    let ctx = Ctx::new(scratch.clone(), target.clone(), device);
-    let sampler = Sampler::start(disk, Duration::from_secs_f64(args.sample_interval));
-    let outcome = run_with_progress(
+    let lab = args.lab.parse()?;
+    let mut store = m.store(cli)?;
+    let mut session = begin_session(m, args.target.as_deref(), argv, out);
+    let quiet_warnings = session.run.warnings.len();
+    let error = for_each_target(
         exp.as_ref(),
         &points,
-        &ctx,
-        &plan,
-        args.trials.is_some(),
+        args.target.as_deref(),
+        &lab,
         out,
+        &mut session,
+        &mut |ctx| run_with_progress(exp.as_ref(), &points, ctx, &plan, m.trials.is_some(), out),
     );
-    run.samples = sampler.stop();
-    drop(ctx);
-    drop(scratch); // removes the scratch directory before we report
-    run.finished = now_rfc3339();
-    run.results = outcome.results;
-    run.warnings.extend(outcome.warnings);
-    run.status = match &outcome.error {
-        None => RunStatus::Complete,
-        Some(Error::Interrupted(_)) => RunStatus::Interrupted,
-        Some(_) => RunStatus::Failed,
-    };
-    for w in run.warnings.iter().skip(run.quietness.warnings.len()) {
+    let run = session.finish(error.as_ref());
+    for w in run.warnings.iter().skip(quiet_warnings) {
         out.warn(w);
     }
+    finish(run, store.as_mut(), out)?;
+    match error {
+        Some(e) => Err(e),
+        None => Ok(0),
+    }
+}
 
-    let keep = run.status == RunStatus::Complete || !run.results.is_empty();
-    if let (Some(store), true) = (store.as_mut(), keep) {
+/// Announce and start a session (quietness check, environment, sampler).
+pub fn begin_session(
+    m: &MeasureArgs,
+    target: Option<&Path>,
+    argv: &[String],
+    out: &Out,
+) -> Session {
+    if m.quiet_check > 0.0 {
+        out.info(&format!(
+            "checking the machine is quiet for {:.1} s…",
+            m.quiet_check
+        ));
+    }
+    Session::begin(target, &m.label, argv, &m.watch(), &|w| out.warn(w))
+}
+
+/// Store (unless --no-store) and print a finished run.
+pub fn finish(run: Run, store: Option<&mut Store>, out: &Out) -> Result<Run> {
+    if let (Some(store), true) = (store, worth_storing(&run)) {
         store.save(&run)?;
         out.info(&format!(
             "stored run {} ({}) in {}",
@@ -228,10 +216,131 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     } else if !run.results.is_empty() {
         out.data(&runview::render(&run))?;
     }
-    match outcome.error {
-        Some(e) => Err(e),
-        None => Ok(0),
+    Ok(run)
+}
+
+/// The filesystem lab and throttling flags, shared by run, tune and study.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LabArgs {
+    /// Run on loop-backed file systems created for the run (root), one after another:
+    /// FSTYPE[:OPTION…],… e.g. ext4,ext4:noatime,ext4:data=writeback,xfs,btrfs.
+    #[arg(long, value_name = "FS[:OPT…],…")]
+    pub fs: Option<String>,
+    /// Size of each lab file system image (sparse).
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size_arg)]
+    pub fs_size: u64,
+    /// Emulate a slow device: limit tunelab's own I/O on the target's (or lab's) device
+    /// through a blkio cgroup (root), e.g. read=20MB/s,write=20MB/s. cgroup v1 throttles
+    /// only direct I/O and reads, not buffered writeback.
+    #[arg(long, value_name = "read=R,write=W")]
+    pub throttle: Option<String>,
+}
+
+fn parse_size_arg(s: &str) -> std::result::Result<u64, String> {
+    crate::engine::params::parse_size(s)
+        .filter(|v| *v > 0)
+        .ok_or_else(|| format!("'{s}' is not a size (e.g. 512M, 2G)"))
+}
+
+/// Parsed lab flags.
+pub struct Lab {
+    pub fs: Vec<FsSpec>,
+    /// `--fs` entries skipped because their mkfs is not installed.
+    pub missing: Vec<String>,
+    pub fs_size: u64,
+    pub throttle: Option<ThrottleLimits>,
+}
+
+impl LabArgs {
+    pub fn parse(&self) -> Result<Lab> {
+        let (fs, missing): (Vec<FsSpec>, Vec<FsSpec>) = match &self.fs {
+            Some(list) => parse_fs_list(list)?
+                .into_iter()
+                .partition(|s| mkfs_available(&s.fs_type)),
+            None => (Vec::new(), Vec::new()),
+        };
+        let missing: Vec<String> = missing
+            .iter()
+            .map(|s| {
+                format!(
+                    "--fs {}: mkfs.{} is not installed, skipped",
+                    s.label, s.fs_type
+                )
+            })
+            .collect();
+        if fs.is_empty() && !missing.is_empty() {
+            return Err(Error::environment(format!(
+                "{} (install the file system's tools)",
+                missing.join("; ")
+            )));
+        }
+        let throttle = self.throttle.as_deref().map(parse_throttle).transpose()?;
+        if (!fs.is_empty() || throttle.is_some()) && !is_root() {
+            return Err(Error::privilege(
+                "--fs and --throttle need root (loop devices, mounts and cgroups): run with sudo",
+            ));
+        }
+        Ok(Lab {
+            fs,
+            missing,
+            fs_size: self.fs_size,
+            throttle,
+        })
     }
+}
+
+/// Run `measure` on the target, or on each lab file system in turn (results
+/// tagged `fs=…`), under the throttle when asked. Returns the error that
+/// stopped it; every loop device, mount and cgroup is gone when it returns.
+pub fn for_each_target(
+    exp: &dyn Experiment,
+    points: &[Point],
+    target: Option<&Path>,
+    lab: &Lab,
+    out: &Out,
+    session: &mut Session,
+    measure: &mut dyn FnMut(&Ctx) -> Outcome,
+) -> Option<Error> {
+    let mut one = |dir: Option<&Path>, label: Option<&str>, session: &mut Session| -> Result<()> {
+        let _throttle = match (&lab.throttle, dir) {
+            (Some(l), Some(d)) => Some(throttle_for(d, *l)?),
+            (Some(l), None) => Some(throttle_for(&std::env::temp_dir(), *l)?),
+            _ => None,
+        };
+        let ctx = prepare_ctx(exp, points, dir)?;
+        let mut outcome = measure(&ctx);
+        drop(ctx); // the scratch directory goes before the lab file system
+        if let Some(l) = label {
+            tag(&mut outcome.results, "fs", l);
+        }
+        match session.absorb(outcome) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    };
+    if lab.fs.is_empty() {
+        return one(target, None, session).err();
+    }
+    for m in &lab.missing {
+        out.warn(m);
+        session.run.warnings.push(m.clone());
+    }
+    for spec in &lab.fs {
+        out.info(&format!(
+            "lab: {} on a {} loop image",
+            spec.label,
+            crate::engine::params::format_size(lab.fs_size)
+        ));
+        let result = LabFs::create(spec, target, lab.fs_size).and_then(|fs| {
+            let r = one(Some(fs.mount_point()), Some(&spec.label), session);
+            drop(fs);
+            r
+        });
+        if let Err(e) = result {
+            return Some(e);
+        }
+    }
+    None
 }
 
 fn run_with_progress(

@@ -5,6 +5,7 @@ pub mod model;
 pub mod params;
 pub mod registry;
 pub mod runner;
+pub mod session;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

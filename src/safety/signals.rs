@@ -68,6 +68,7 @@ pub fn unregister_dir(path: &Path) {
 }
 
 fn emergency_cleanup() {
+    super::journal::restore_mine();
     if let Ok(dirs) = CLEANUP_DIRS.lock() {
         for d in dirs.iter() {
             let _ = std::fs::remove_dir_all(d);

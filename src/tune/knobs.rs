@@ -1,0 +1,453 @@
+//! Knobs `tune` can turn: vm sysctls, block queue attributes, the cpufreq
+//! governor and mount options. A `KnobGuard` journals the original value
+//! before the first change, refuses to overwrite a value someone else set
+//! meanwhile, and restores the original when dropped.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::safety::journal::{self, remount_options, Entry, FileState, Saved};
+use crate::system::device::{active_choice, device_for_path};
+use crate::system::mount_for_path;
+use crate::{Error, Result};
+
+/// Knob names accepted by `tune`, for help and errors.
+pub const NAMES: &[&str] = &[
+    "read_ahead_kb",
+    "scheduler",
+    "nr_requests",
+    "vm.dirty_ratio",
+    "vm.dirty_background_ratio",
+    "vm.dirty_bytes",
+    "vm.dirty_background_bytes",
+    "vm.dirty_expire_centisecs",
+    "governor",
+    "mount",
+];
+
+const MOUNT_VALUES: &[&str] = &[
+    "noatime",
+    "relatime",
+    "strictatime",
+    "lazytime",
+    "nolazytime",
+    "sync",
+    "async",
+];
+
+#[derive(Debug, Clone)]
+enum Kind {
+    /// Numeric or word values written to every file (the first one is read).
+    Files {
+        numeric: bool,
+        choices: Option<PathBuf>,
+    },
+    Mount {
+        mount_point: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Knob {
+    pub name: String,
+    kind: Kind,
+    /// Files written by `set`; `state` also includes partners that the kernel
+    /// changes as a side effect (dirty_ratio ⇄ dirty_bytes).
+    files: Vec<PathBuf>,
+    state: Vec<PathBuf>,
+}
+
+fn vm(name: &str) -> PathBuf {
+    PathBuf::from("/proc/sys/vm").join(name)
+}
+
+impl Knob {
+    /// Resolve a knob name for the file system holding `target` (block
+    /// knobs act on its disk, or on `device` when given).
+    pub fn resolve(name: &str, target: &Path, device: Option<&str>) -> Result<Knob> {
+        let numeric = |files: Vec<PathBuf>, state: Vec<PathBuf>| Knob {
+            name: name.to_string(),
+            kind: Kind::Files {
+                numeric: true,
+                choices: None,
+            },
+            files,
+            state,
+        };
+        let disk = || -> Result<String> {
+            match device {
+                Some(d) => Ok(d.trim_start_matches("/dev/").to_string()),
+                None => device_for_path(target).map(|d| d.disk).ok_or_else(|| {
+                    Error::environment(format!(
+                        "{} is not on a block device, so {name} has no device to act on (give --device NAME)",
+                        target.display()
+                    ))
+                }),
+            }
+        };
+        let knob = match name {
+            "vm.dirty_ratio" | "vm.dirty_bytes" => {
+                let own = vm(name.trim_start_matches("vm."));
+                numeric(vec![own], vec![vm("dirty_ratio"), vm("dirty_bytes")])
+            }
+            "vm.dirty_background_ratio" | "vm.dirty_background_bytes" => {
+                let own = vm(name.trim_start_matches("vm."));
+                numeric(
+                    vec![own],
+                    vec![vm("dirty_background_ratio"), vm("dirty_background_bytes")],
+                )
+            }
+            "vm.dirty_expire_centisecs" => numeric(
+                vec![vm("dirty_expire_centisecs")],
+                vec![vm("dirty_expire_centisecs")],
+            ),
+            "read_ahead_kb" | "nr_requests" => {
+                let f = PathBuf::from(format!("/sys/block/{}/queue/{name}", disk()?));
+                numeric(vec![f.clone()], vec![f])
+            }
+            "scheduler" => {
+                let f = PathBuf::from(format!("/sys/block/{}/queue/scheduler", disk()?));
+                Knob {
+                    name: name.into(),
+                    kind: Kind::Files {
+                        numeric: false,
+                        choices: Some(f.clone()),
+                    },
+                    files: vec![f.clone()],
+                    state: vec![f],
+                }
+            }
+            "governor" => {
+                let files: Vec<PathBuf> = (0..)
+                    .map(|i| {
+                        PathBuf::from(format!(
+                            "/sys/devices/system/cpu/cpu{i}/cpufreq/scaling_governor"
+                        ))
+                    })
+                    .take_while(|p| p.exists())
+                    .collect();
+                if files.is_empty() {
+                    return Err(Error::environment(
+                        "this machine exposes no cpufreq governor (no /sys/devices/system/cpu/cpu0/cpufreq)",
+                    ));
+                }
+                let choices = Some(PathBuf::from(
+                    "/sys/devices/system/cpu/cpu0/cpufreq/scaling_available_governors",
+                ));
+                Knob {
+                    name: name.into(),
+                    kind: Kind::Files {
+                        numeric: false,
+                        choices,
+                    },
+                    state: files.clone(),
+                    files,
+                }
+            }
+            "mount" => {
+                let m = mount_for_path(target).ok_or_else(|| {
+                    Error::environment(format!("cannot find the mount of {}", target.display()))
+                })?;
+                Knob {
+                    name: name.into(),
+                    kind: Kind::Mount {
+                        mount_point: m.mount_point,
+                    },
+                    files: vec![],
+                    state: vec![],
+                }
+            }
+            other => {
+                return Err(Error::usage(format!(
+                    "unknown knob '{other}' (knobs: {})",
+                    NAMES.join(", ")
+                )));
+            }
+        };
+        for f in &knob.state {
+            if !f.exists() {
+                return Err(Error::environment(format!(
+                    "{} does not exist on this machine",
+                    f.display()
+                )));
+            }
+        }
+        Ok(knob)
+    }
+
+    /// Check a value before anything is changed.
+    pub fn validate(&self, value: &str) -> Result<()> {
+        let bad = |why: String| {
+            Err(Error::usage(format!(
+                "{}: value '{value}' {why}",
+                self.name
+            )))
+        };
+        match &self.kind {
+            Kind::Files { numeric: true, .. } if value.parse::<u64>().is_err() => {
+                bad("is not a whole number".into())
+            }
+            Kind::Files {
+                numeric: false,
+                choices: Some(c),
+            } => {
+                let avail = fs::read_to_string(c).unwrap_or_default();
+                let names: Vec<&str> = avail
+                    .split_whitespace()
+                    .map(|s| s.trim_matches(['[', ']']))
+                    .collect();
+                if names.contains(&value) {
+                    Ok(())
+                } else {
+                    bad(format!(
+                        "is not available here (available: {})",
+                        names.join(", ")
+                    ))
+                }
+            }
+            Kind::Mount { .. } => {
+                if value.split('+').all(|t| MOUNT_VALUES.contains(&t)) {
+                    Ok(())
+                } else {
+                    bad(format!(
+                        "is not a mount option tune can set ({}; combine with +)",
+                        MOUNT_VALUES.join(", ")
+                    ))
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// What the journal must remember now (current values as originals).
+    fn snapshot(&self) -> Result<Saved> {
+        match &self.kind {
+            Kind::Mount { mount_point } => {
+                let m = mount_for_path(mount_point).ok_or_else(|| {
+                    Error::environment(format!(
+                        "cannot read the mount of {}",
+                        mount_point.display()
+                    ))
+                })?;
+                Ok(Saved::Mount {
+                    mount_point: mount_point.clone(),
+                    original: m.options,
+                    applied: None,
+                })
+            }
+            Kind::Files { .. } => {
+                let files = self
+                    .state
+                    .iter()
+                    .map(|p| {
+                        Ok(FileState {
+                            path: p.clone(),
+                            original: read(p)?,
+                            applied: None,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Saved::Files { files })
+            }
+        }
+    }
+
+    fn write(&self, value: &str, saved: &Saved) -> Result<()> {
+        match (&self.kind, saved) {
+            (Kind::Mount { mount_point }, Saved::Mount { original, .. }) => {
+                let opts = remount_options(&apply_mount_tokens(original, value));
+                remount(mount_point, &opts)
+            }
+            _ => {
+                for f in &self.files {
+                    fs::write(f, value).map_err(|e| match e.raw_os_error() {
+                        Some(libc::EINVAL) => Error::usage(format!(
+                            "{}: the kernel rejected '{value}' for {}",
+                            self.name,
+                            f.display()
+                        )),
+                        _ => Error::io("cannot write", f, e),
+                    })?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn read(p: &Path) -> Result<String> {
+    let raw = fs::read_to_string(p).map_err(|e| Error::io("cannot read", p, e))?;
+    let raw = raw.trim();
+    Ok(active_choice(raw).unwrap_or_else(|| raw.to_string()))
+}
+
+fn remount(mount_point: &Path, opts: &str) -> Result<()> {
+    let out = Command::new("mount")
+        .arg("-o")
+        .arg(format!("remount,{opts}"))
+        .arg(mount_point)
+        .output()
+        .map_err(|e| Error::environment(format!("cannot run mount: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::environment(format!(
+            "mount -o remount,{opts} {} failed: {}",
+            mount_point.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// The original options with `value`'s tokens (e.g. `noatime+sync`) applied.
+fn apply_mount_tokens(original: &[String], value: &str) -> Vec<String> {
+    let mut opts: Vec<String> = original.to_vec();
+    for t in value.split('+') {
+        let group: &[&str] = match t {
+            "noatime" | "relatime" | "strictatime" => &["noatime", "relatime", "strictatime"],
+            "sync" | "async" => &["sync", "async"],
+            _ => &["lazytime", "nolazytime"],
+        };
+        opts.retain(|o| !group.contains(&o.as_str()));
+        opts.push(t.to_string());
+    }
+    opts
+}
+
+/// Holds a knob changed: journalled before the first change, restored on drop.
+pub struct KnobGuard {
+    knob: Knob,
+    entry: Entry,
+    /// What happened at restore, for the report.
+    pub restore_message: Option<String>,
+}
+
+impl KnobGuard {
+    pub fn new(knob: Knob) -> Result<KnobGuard> {
+        if !crate::safety::is_root() {
+            return Err(Error::privilege(format!(
+                "changing {} needs root (run with sudo)",
+                knob.name
+            )));
+        }
+        let entry = Entry {
+            knob: knob.name.clone(),
+            pid: std::process::id(),
+            started: crate::engine::model::now_rfc3339(),
+            saved: knob.snapshot()?,
+        };
+        journal::put(entry.clone())?;
+        Ok(KnobGuard {
+            knob,
+            entry,
+            restore_message: None,
+        })
+    }
+
+    /// The original value (first file) for display.
+    pub fn original(&self) -> String {
+        match &self.entry.saved {
+            Saved::Files { files } => {
+                let own = files
+                    .iter()
+                    .find(|f| self.knob.files.first() == Some(&f.path));
+                own.map(|f| f.original.clone()).unwrap_or_default()
+            }
+            Saved::Mount { original, .. } => remount_options(original),
+        }
+    }
+
+    /// Set a value, first checking nobody changed the knob since our last write.
+    pub fn set(&mut self, value: &str) -> Result<()> {
+        self.check_untouched()?;
+        self.knob.write(value, &self.entry.saved)?;
+        match &mut self.entry.saved {
+            Saved::Files { files } => {
+                for f in files.iter_mut() {
+                    f.applied = Some(read(&f.path)?);
+                }
+            }
+            Saved::Mount {
+                mount_point,
+                applied,
+                ..
+            } => {
+                *applied = mount_for_path(mount_point).map(|m| m.options);
+            }
+        }
+        journal::put(self.entry.clone())
+    }
+
+    fn check_untouched(&self) -> Result<()> {
+        let changed = match &self.entry.saved {
+            Saved::Files { files } => files.iter().any(|f| {
+                let expect = f.applied.as_ref().unwrap_or(&f.original);
+                read(&f.path).ok().as_ref() != Some(expect)
+            }),
+            Saved::Mount {
+                mount_point,
+                original,
+                applied,
+            } => {
+                let now = mount_for_path(mount_point)
+                    .map(|m| m.options)
+                    .unwrap_or_default();
+                remount_options(&now) != remount_options(applied.as_ref().unwrap_or(original))
+            }
+        };
+        if changed {
+            return Err(Error::environment(format!(
+                "{} was changed outside tunelab during the sweep (another tool such as tuned, or a user): \
+                 stopping without overwriting their value",
+                self.knob.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Restore now and report (also done by Drop).
+    pub fn restore(&mut self) -> String {
+        if let Some(m) = &self.restore_message {
+            return m.clone();
+        }
+        let msg = match journal::restore_entry(&self.entry) {
+            Ok(m) => {
+                let _ = journal::remove(&self.entry.knob, self.entry.pid);
+                m
+            }
+            Err(e) => format!(
+                "could not restore {}: {e} (it stays in the journal; run 'tunelab restore')",
+                self.knob.name
+            ),
+        };
+        self.restore_message = Some(msg.clone());
+        msg
+    }
+}
+
+impl Drop for KnobGuard {
+    fn drop(&mut self) {
+        self.restore();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_tokens_replace_their_group() {
+        let o: Vec<String> = "rw,relatime,sync".split(',').map(String::from).collect();
+        let got = apply_mount_tokens(&o, "noatime+async");
+        assert_eq!(remount_options(&got), "noatime,async,nolazytime");
+    }
+
+    #[test]
+    fn unknown_knobs_and_bad_values_are_usage_errors() {
+        let e = Knob::resolve("vm.colour", Path::new("/"), None).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let k = Knob::resolve("vm.dirty_ratio", Path::new("/"), None).unwrap();
+        assert_eq!(k.validate("ten").unwrap_err().exit_code(), 2);
+        assert!(k.validate("10").is_ok());
+    }
+}

@@ -1,0 +1,183 @@
+//! The filesystem lab and slow-device emulation behind `--fs` and
+//! `--throttle`: each `--fs` entry becomes a loop-backed image in a scratch
+//! directory, formatted and mounted with the given options; `--throttle`
+//! limits tunelab's own I/O on that device through a blkio cgroup. Everything
+//! is torn down by guards on every exit path.
+
+use std::path::{Path, PathBuf};
+
+use super::loopdev::{LoopFs, LoopFsOptions};
+use super::throttle::{IoThrottle, ThrottleLimits};
+use crate::engine::params::parse_size;
+use crate::safety::Scratch;
+use crate::system::device_for_path;
+use crate::{Error, Result};
+
+/// One `--fs` entry: `ext4`, `ext4:noatime`, `ext4:data=writeback:commit=60`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FsSpec {
+    pub label: String,
+    pub fs_type: String,
+    pub options: Vec<String>,
+}
+
+pub fn parse_fs_list(list: &str) -> Result<Vec<FsSpec>> {
+    let mut out = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        let mut parts = item.split(':');
+        let fs_type = parts.next().unwrap_or_default().to_string();
+        if fs_type.is_empty() || !fs_type.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(Error::usage(format!(
+                "--fs: '{item}' is not FSTYPE[:OPTION…] (e.g. ext4, ext4:noatime, xfs, btrfs)"
+            )));
+        }
+        let options: Vec<String> = parts.filter(|p| !p.is_empty()).map(String::from).collect();
+        out.push(FsSpec {
+            label: item.to_string(),
+            fs_type,
+            options,
+        });
+    }
+    Ok(out)
+}
+
+/// Whether `mkfs.<fs_type>` is installed.
+pub fn mkfs_available(fs_type: &str) -> bool {
+    let name = format!("mkfs.{fs_type}");
+    std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .chain([PathBuf::from("/sbin"), PathBuf::from("/usr/sbin")])
+                .any(|d| d.join(&name).exists())
+        })
+        .unwrap_or(false)
+}
+
+/// Parse `read=20MB/s,write=20MB/s` (also `riops=`, `wiops=`).
+pub fn parse_throttle(spec: &str) -> Result<ThrottleLimits> {
+    let mut l = ThrottleLimits::default();
+    for part in spec.split(',').map(str::trim) {
+        let bad = || {
+            Error::usage(format!(
+                "--throttle: '{part}' is not KEY=VALUE (read=20MB/s, write=20MB/s, riops=100, wiops=100)"
+            ))
+        };
+        let (k, v) = part.split_once('=').ok_or_else(bad)?;
+        let rate = || {
+            parse_size(v.trim().trim_end_matches("/s"))
+                .filter(|r| *r > 0)
+                .ok_or_else(bad)
+        };
+        let count = || {
+            v.trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|r| *r > 0)
+                .ok_or_else(bad)
+        };
+        match k.trim() {
+            "read" => l.read_bps = Some(rate()?),
+            "write" => l.write_bps = Some(rate()?),
+            "riops" => l.read_iops = Some(count()?),
+            "wiops" => l.write_iops = Some(count()?),
+            _ => return Err(bad()),
+        }
+    }
+    Ok(l)
+}
+
+/// A mounted lab filesystem. Field order matters: the filesystem is
+/// unmounted before its scratch directory is removed.
+pub struct LabFs {
+    fs: LoopFs,
+    _scratch: Scratch,
+}
+
+impl LabFs {
+    pub fn create(spec: &FsSpec, outer: Option<&Path>, size: u64) -> Result<LabFs> {
+        if !crate::safety::is_root() {
+            return Err(Error::privilege(
+                "the filesystem lab (--fs) needs root to create and mount loop devices",
+            ));
+        }
+        if !mkfs_available(&spec.fs_type) {
+            return Err(Error::environment(format!(
+                "mkfs.{} is not installed (e.g. apt-get install {})",
+                spec.fs_type,
+                match spec.fs_type.as_str() {
+                    "xfs" => "xfsprogs",
+                    "btrfs" => "btrfs-progs",
+                    "f2fs" => "f2fs-tools",
+                    "vfat" => "dosfstools",
+                    _ => "the package with its mkfs",
+                }
+            )));
+        }
+        let scratch = Scratch::create(outer)?;
+        scratch.ensure_space(size.min(256 << 20))?;
+        let opts = LoopFsOptions {
+            size,
+            fs_type: spec.fs_type.clone(),
+            mount_options: spec.options.join(","),
+            ..Default::default()
+        };
+        let fs = LoopFs::create(scratch.path(), "lab", &opts)?;
+        Ok(LabFs {
+            fs,
+            _scratch: scratch,
+        })
+    }
+
+    pub fn mount_point(&self) -> &Path {
+        self.fs.mount_point()
+    }
+
+    pub fn device(&self) -> (u32, u32) {
+        self.fs.major_minor()
+    }
+}
+
+/// Throttle tunelab's own I/O on the device holding `dir` (a lab
+/// filesystem or the target). The guard leaves and removes the cgroup.
+pub fn throttle_for(dir: &Path, limits: ThrottleLimits) -> Result<IoThrottle> {
+    let dev = device_for_path(dir).ok_or_else(|| {
+        Error::environment(format!(
+            "{} is not on a block device: nothing to throttle",
+            dir.display()
+        ))
+    })?;
+    // Limits apply to whole disks: use the disk's numbers for partitions.
+    let (major, minor) = disk_numbers(&dev.disk).unwrap_or((dev.major, dev.minor));
+    let mut t = IoThrottle::create(major, minor, limits)?;
+    t.enter()?;
+    Ok(t)
+}
+
+fn disk_numbers(disk: &str) -> Option<(u32, u32)> {
+    let s = std::fs::read_to_string(format!("/sys/block/{disk}/dev")).ok()?;
+    let (a, b) = s.trim().split_once(':')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fs_specs_parse() {
+        let s = parse_fs_list("ext4,ext4:noatime,ext4:data=writeback:commit=60").unwrap();
+        assert_eq!(s[1].options, ["noatime"]);
+        assert_eq!(s[2].options, ["data=writeback", "commit=60"]);
+        assert!(parse_fs_list("ext4,,xfs").is_err());
+        assert!(parse_fs_list("../x").is_err());
+    }
+
+    #[test]
+    fn throttle_specs_parse() {
+        let l = parse_throttle("read=20MB/s,write=1M").unwrap();
+        assert_eq!(l.read_bps, Some(20_000_000));
+        assert_eq!(l.write_bps, Some(1 << 20));
+        assert!(parse_throttle("write=fast").is_err());
+        assert!(parse_throttle("speed=1M").is_err());
+    }
+}
