@@ -1,7 +1,17 @@
 //! Inter-process communication experiments (lmbench-class).
 
+pub(crate) mod child;
+pub mod fifo;
+pub(crate) mod pingpong;
+pub mod pipe;
+pub mod unix;
+
 use crate::engine::Experiment;
 
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    vec![]
+    vec![
+        Box::new(pipe::Pipe),
+        Box::new(unix::Unix),
+        Box::new(fifo::Fifo),
+    ]
 }

@@ -1,7 +1,9 @@
 //! Scheduler experiments (hackbench-class).
 
+pub mod messaging;
+
 use crate::engine::Experiment;
 
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    vec![]
+    vec![Box::new(messaging::Messaging)]
 }

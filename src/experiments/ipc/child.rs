@@ -1,0 +1,433 @@
+//! Forked worker processes for the IPC and scheduler experiments, and the
+//! few raw system calls they may use after `fork`.
+//!
+//! tunelab is multi-threaded (signal thread, background sampler), so after
+//! `fork` a child may only do async-signal-safe work: `read`, `write`,
+//! `poll`, `sched_setaffinity`, touching memory allocated before the fork, and
+//! `_exit`. Child bodies must therefore never allocate, lock, print or panic.
+//!
+//! Every child asks the kernel to kill it when tunelab dies (`PR_SET_PDEATHSIG`)
+//! and restores the default action of SIGINT/SIGTERM/SIGHUP, so Ctrl-C stops
+//! it at once; [`Children`] kills and reaps whatever is left when dropped, so
+//! neither an error nor an interruption leaves processes behind.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use crate::{Error, Result};
+
+/// A set of forked children, killed (SIGKILL) and reaped on drop.
+#[derive(Default)]
+pub(crate) struct Children {
+    pids: Vec<libc::pid_t>,
+}
+
+impl Children {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.pids.len()
+    }
+
+    /// Fork a child that runs `body` and exits with the code it returns.
+    ///
+    /// `body` runs in the child after `fork`: only async-signal-safe work (see
+    /// the module documentation); it must not allocate or panic.
+    pub fn spawn<F: FnOnce() -> i32>(&mut self, body: F) -> Result<libc::pid_t> {
+        self.pids.reserve(1); // no allocation between fork and push
+                              // SAFETY: getpid/fork have no preconditions.
+        let parent = unsafe { libc::getpid() };
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let e = io::Error::last_os_error();
+            return Err(Error::environment(format!(
+                "cannot fork a worker process: {e} (too many processes? see `ulimit -u` and \
+                 /proc/sys/kernel/pid_max, or ask for fewer processes)"
+            )));
+        }
+        if pid == 0 {
+            // SAFETY: in the child only async-signal-safe calls follow.
+            unsafe {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                libc::signal(libc::SIGHUP, libc::SIG_DFL);
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                if libc::getppid() != parent {
+                    libc::_exit(3);
+                }
+                let code = body();
+                libc::_exit(code);
+            }
+        }
+        self.pids.push(pid);
+        Ok(pid)
+    }
+
+    /// Wait for every child to exit; an error if any failed or was killed.
+    ///
+    /// Children are reaped in the order they exit; as soon as one fails the
+    /// others are killed (a dead sender would otherwise leave its receivers
+    /// blocked for ever).
+    pub fn wait_all(&mut self) -> Result<()> {
+        let mut first: Option<String> = None;
+        while !self.pids.is_empty() {
+            // Which child exited? Peek without reaping so that children that
+            // are not ours are left for their owner.
+            // SAFETY: waitid fills the siginfo we pass.
+            let peek = unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                let r = libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOWAIT);
+                if r == 0 {
+                    Some(info.si_pid())
+                } else {
+                    None
+                }
+            };
+            let pid = match peek {
+                Some(p) if self.pids.contains(&p) => p,
+                Some(_) => self.pids[0],
+                None if errno() == libc::EINTR => continue,
+                None => self.pids[0],
+            };
+            let status = reap(pid);
+            self.pids.retain(|&p| p != pid);
+            let ok = status.is_some_and(|s| libc::WIFEXITED(s) && libc::WEXITSTATUS(s) == 0);
+            if !ok && first.is_none() {
+                first = Some(match status {
+                    None => format!("cannot wait for worker {pid}"),
+                    Some(s) if libc::WIFSIGNALED(s) => {
+                        format!("worker {pid} was killed by signal {}", libc::WTERMSIG(s))
+                    }
+                    Some(s) => format!("worker {pid} exited with code {}", libc::WEXITSTATUS(s)),
+                });
+                self.kill_all();
+            }
+        }
+        crate::safety::signals::check()?;
+        match first {
+            Some(why) => Err(Error::measurement(format!(
+                "a worker process failed: {why}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// SIGKILL and reap every child still running.
+    pub fn kill_all(&mut self) {
+        for pid in std::mem::take(&mut self.pids) {
+            // SAFETY: pid is our own unreaped child, so it cannot have been reused.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                let mut status = 0;
+                while libc::waitpid(pid, &mut status, 0) < 0
+                    && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+                {
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+/// Write all of `buf` (retrying short writes and EINTR). Async-signal-safe.
+#[inline]
+pub(crate) fn write_all(fd: RawFd, buf: &[u8]) -> bool {
+    let mut done = 0usize;
+    while done < buf.len() {
+        // SAFETY: the pointer range lies inside buf.
+        let r = unsafe {
+            libc::write(
+                fd,
+                buf.as_ptr().add(done) as *const libc::c_void,
+                buf.len() - done,
+            )
+        };
+        if r > 0 {
+            done += r as usize;
+        } else if r < 0 && errno() == libc::EINTR {
+            continue;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// Read exactly `buf.len()` bytes; false on EOF or error. Async-signal-safe.
+#[inline]
+pub(crate) fn read_exact(fd: RawFd, buf: &mut [u8]) -> bool {
+    let mut done = 0usize;
+    while done < buf.len() {
+        // SAFETY: the pointer range lies inside buf.
+        let r = unsafe {
+            libc::read(
+                fd,
+                buf.as_mut_ptr().add(done) as *mut libc::c_void,
+                buf.len() - done,
+            )
+        };
+        if r > 0 {
+            done += r as usize;
+        } else if r < 0 && errno() == libc::EINTR {
+            continue;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// One read() call of at most `buf.len()` bytes: bytes read, 0 on EOF or error.
+#[inline]
+pub(crate) fn read_some(fd: RawFd, buf: &mut [u8]) -> usize {
+    loop {
+        // SAFETY: the pointer range lies inside buf.
+        let r = unsafe { libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+        if r >= 0 {
+            return r as usize;
+        }
+        if errno() != libc::EINTR {
+            return 0;
+        }
+    }
+}
+
+/// Blocking waitpid on one child: its status, or None if it cannot be waited for.
+fn reap(pid: libc::pid_t) -> Option<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: plain waitpid on our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Some(status);
+        }
+        if r < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        return None;
+    }
+}
+
+#[inline]
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// A CPU set naming one CPU, built before `fork` so that a child can pin
+/// itself with [`pin_self`] without allocating.
+#[derive(Clone, Copy)]
+pub(crate) struct CpuSet(libc::cpu_set_t);
+
+impl CpuSet {
+    pub fn one(cpu: usize) -> Self {
+        // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write into it.
+        unsafe {
+            let mut s: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_ZERO(&mut s);
+            libc::CPU_SET(cpu, &mut s);
+            CpuSet(s)
+        }
+    }
+
+    /// The calling thread's current affinity.
+    pub fn current() -> Result<Self> {
+        // SAFETY: the kernel fills the set we pass.
+        unsafe {
+            let mut s: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut s) != 0 {
+                return Err(Error::environment(format!(
+                    "sched_getaffinity: {}",
+                    io::Error::last_os_error()
+                )));
+            }
+            Ok(CpuSet(s))
+        }
+    }
+
+    /// The CPUs in this set.
+    pub fn cpus(&self) -> Vec<usize> {
+        (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: reading a plain bit set.
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &self.0) })
+            .collect()
+    }
+}
+
+/// Pin the calling thread (or child process) to `set`. Async-signal-safe.
+pub(crate) fn pin_self(set: &CpuSet) -> bool {
+    // SAFETY: passes a valid cpu_set_t of the right size.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set.0) == 0 }
+}
+
+/// Pins the calling thread for as long as it lives, then restores the
+/// previous affinity.
+pub(crate) struct PinGuard {
+    saved: Option<CpuSet>,
+}
+
+impl PinGuard {
+    /// Pin to `cpu`, or do nothing for `None`.
+    pub fn new(cpu: Option<usize>) -> Result<Self> {
+        let Some(cpu) = cpu else {
+            return Ok(PinGuard { saved: None });
+        };
+        let saved = CpuSet::current()?;
+        if !pin_self(&CpuSet::one(cpu)) {
+            return Err(Error::environment(format!(
+                "cannot pin to CPU {cpu}: {}",
+                io::Error::last_os_error()
+            )));
+        }
+        Ok(PinGuard { saved: Some(saved) })
+    }
+}
+
+impl Drop for PinGuard {
+    fn drop(&mut self) {
+        if let Some(s) = &self.saved {
+            pin_self(s);
+        }
+    }
+}
+
+/// CPUs this process may run on (at least one entry).
+pub(crate) fn usable_cpus() -> Vec<usize> {
+    let v = CpuSet::current().map(|s| s.cpus()).unwrap_or_default();
+    if v.is_empty() {
+        vec![0]
+    } else {
+        v
+    }
+}
+
+/// Refuse to start `need` more processes when the system limits cannot
+/// allow them: pid_max, threads-max, and (for non-root) RLIMIT_NPROC.
+pub(crate) fn check_process_limit(exp: &str, need: u64) -> Result<()> {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    };
+    let pid_max = read("/proc/sys/kernel/pid_max");
+    let threads_max = read("/proc/sys/kernel/threads-max");
+    let running = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                })
+                .count() as u64
+        })
+        .unwrap_or(0);
+    // SAFETY: getrlimit fills the struct we pass; geteuid has no preconditions.
+    let (nproc, root) = unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        let lim = if libc::getrlimit(libc::RLIMIT_NPROC, &mut r) == 0
+            && r.rlim_cur != libc::RLIM_INFINITY
+        {
+            Some(r.rlim_cur)
+        } else {
+            None
+        };
+        (lim, libc::geteuid() == 0)
+    };
+    process_limit_verdict(
+        exp,
+        need,
+        running,
+        pid_max,
+        threads_max,
+        if root { None } else { nproc },
+    )
+}
+
+/// Pure part of [`check_process_limit`].
+pub(crate) fn process_limit_verdict(
+    exp: &str,
+    need: u64,
+    running: u64,
+    pid_max: Option<u64>,
+    threads_max: Option<u64>,
+    nproc: Option<u64>,
+) -> Result<()> {
+    let limits = [
+        ("/proc/sys/kernel/pid_max", pid_max),
+        ("/proc/sys/kernel/threads-max", threads_max),
+        ("the per-user process limit (ulimit -u)", nproc),
+    ];
+    for (what, lim) in limits {
+        if let Some(lim) = lim {
+            let room = lim.saturating_sub(running);
+            if need > room {
+                return Err(Error::usage(format!(
+                    "{exp}: needs {need} processes but {what} allows {lim} and about {running} \
+                     already exist; ask for fewer processes (or raise the limit)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_refuse_too_many_processes() {
+        let e = process_limit_verdict("x", 5000, 100, Some(4096), None, None).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("pid_max"), "{e}");
+        let e = process_limit_verdict("x", 50, 100, Some(1 << 22), Some(1 << 20), Some(120))
+            .unwrap_err();
+        assert!(e.to_string().contains("ulimit -u"), "{e}");
+        assert!(process_limit_verdict("x", 400, 100, Some(1 << 22), Some(1 << 20), None).is_ok());
+    }
+
+    #[test]
+    fn children_are_reaped_and_failures_reported() {
+        let mut c = Children::new();
+        c.spawn(|| 0).unwrap();
+        c.spawn(|| 7).unwrap();
+        let e = c.wait_all().unwrap_err();
+        assert!(e.to_string().contains("code 7"), "{e}");
+        let mut c = Children::new();
+        c.spawn(|| {
+            // SAFETY: pause is async-signal-safe; this child would wait for ever.
+            unsafe { libc::pause() };
+            0
+        })
+        .unwrap();
+        c.spawn(|| 9).unwrap();
+        let e = c.wait_all().unwrap_err();
+        assert!(
+            e.to_string().contains("code 9"),
+            "a failure stops the others: {e}"
+        );
+        assert_eq!(c.len(), 0);
+        let mut c = Children::new();
+        let pid = c
+            .spawn(|| {
+                // SAFETY: pause is async-signal-safe.
+                unsafe { libc::pause() };
+                0
+            })
+            .unwrap();
+        drop(c);
+        // SAFETY: probing a pid that we reaped.
+        assert!(
+            unsafe { libc::kill(pid, 0) } != 0,
+            "child still exists after drop"
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! `ipc.unix`: AF_UNIX stream socket round-trip latency (1-byte ping-pong,
+//! lmbench `lat_unix`) and bandwidth (lmbench `bw_unix`).
+
+use crate::engine::{
+    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointRun, RunDefaults,
+};
+use crate::Result;
+
+use super::pingpong::{cpu_param, placement, Channel, PingPong, PingPongRun};
+
+pub struct Unix;
+
+impl Experiment for Unix {
+    fn name(&self) -> &'static str {
+        "ipc.unix"
+    }
+    fn summary(&self) -> &'static str {
+        "AF_UNIX stream socket round-trip latency and bandwidth (lmbench lat_unix/bw_unix)"
+    }
+    fn method(&self) -> &'static str {
+        "Like ipc.pipe, over a socketpair(AF_UNIX, SOCK_STREAM) per child instead of two pipes. \
+         Latency: tunelab write()s 1 byte, the forked child read()s it and writes it back; a \
+         trial times a batch of round trips lasting at least 200 ms and reports seconds per \
+         round trip (every round trip also goes into an HDR histogram). Bandwidth: a second \
+         child write()s `chunk`-byte pieces of random data, tunelab read()s them; bytes are \
+         counted once, as received, in B/s. cpu=any|same|split as in ipc.pipe."
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec::new(
+                "test",
+                ParamKind::Choice(&["both", "latency", "bandwidth"]),
+                "both",
+                "what to measure in each trial",
+            ),
+            ParamSpec::new(
+                "chunk",
+                ParamKind::Size,
+                "64k",
+                "bytes per write() for bandwidth",
+            )
+            .range(1.0, (16u64 << 20) as f64),
+            cpu_param(),
+        ]
+    }
+    fn metrics(&self) -> Vec<MetricSpec> {
+        vec![
+            MetricSpec::lower(
+                "round_trip",
+                "s",
+                "time of one 1-byte round trip over an AF_UNIX stream socket",
+            ),
+            MetricSpec::higher(
+                "bandwidth",
+                "B/s",
+                "bytes moved through the socket per second, counted once",
+            ),
+        ]
+    }
+    fn defaults(&self) -> RunDefaults {
+        RunDefaults {
+            warmup: 1,
+            min_trials: 5,
+            max_trials: 20,
+            budget: 30.0,
+        }
+    }
+    fn validate(&self, p: &Point) -> Result<()> {
+        placement(p.text("cpu")?).map(|_| ())
+    }
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+        let test = p.text("test")?;
+        let (latency, bandwidth) = (test != "bandwidth", test != "latency");
+        let bw = if bandwidth {
+            Some(Channel::unix_stream()?)
+        } else {
+            None
+        };
+        let pp = PingPong::start(
+            ctx,
+            "ipc.unix",
+            Channel::unix_stream()?,
+            bw,
+            p.usize("chunk")?,
+            p.text("cpu")?,
+        )?;
+        Ok(Box::new(PingPongRun {
+            pp,
+            latency,
+            bandwidth,
+        }))
+    }
+}

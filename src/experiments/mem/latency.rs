@@ -1,0 +1,752 @@
+//! `mem.latency`: load-to-use latency vs working-set size, by a dependent
+//! pointer chase (lmbench `lat_mem_rd`, done with a random cyclic permutation
+//! that defeats prefetchers, plus lmbench's fixed-stride chase), with page
+//! size control and the cache plateaus derived from the curve and sysfs.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use rand::{Rng, SeedableRng};
+
+use crate::engine::params::format_size;
+use crate::engine::{
+    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
+    Series, TrialValues,
+};
+use crate::{Error, Result};
+
+use super::{cache_levels, sweep_sizes};
+
+pub struct Latency;
+
+const LINE: usize = 64;
+const HUGE: usize = 2 << 20;
+/// Word (8-byte slot) of each line used by the whole-buffer random chain;
+/// the per-level chains use words 2, 4 and 6; the stride chain uses offsets
+/// that are 8 mod 16 (odd words), so all chains coexist in one buffer.
+const RANDOM_WORD: usize = 0;
+
+impl Experiment for Latency {
+    fn name(&self) -> &'static str {
+        "mem.latency"
+    }
+    fn summary(&self) -> &'static str {
+        "load-to-use latency vs working-set size: random and fixed-stride pointer chase, cache plateaus (lmbench lat_mem_rd)"
+    }
+    fn method(&self) -> &'static str {
+        "prepare() maps one anonymous buffer of `max` bytes (2 MiB aligned) once, advises it \
+         MADV_NOHUGEPAGE (pages=4k) or MADV_HUGEPAGE (pages=thp) and writes every page, outside \
+         the timing; the THP setting and how much of the buffer got huge pages are noted. A \
+         chain of pointers is then a dependent load chase (each load's address is the value of \
+         the previous load), timed with a monotonic clock over a calibrated number of loads, \
+         and reported as seconds per load. Random chase: one pointer per 64-byte cache line, \
+         the lines visited in a random cyclic permutation (Sattolo), which defeats hardware \
+         prefetchers and includes TLB misses of the page size in use. Stride chase: a pointer \
+         every `stride` bytes visited in address order, the prefetchable case lmbench calls \
+         'main memory'. Trials (the metrics, with statistics): random chase inside each cache \
+         level at a size taken from sysfs (L1/2, L2/2, L3/4), at `max` (lat_mem), and the \
+         stride chase at `max` (lat_mem_stride); each lasts ~40 ms. The curve (one point, not a \
+         sweep): finish() measures both chases at every size from `min` to `max` with \
+         `per-doubling` sizes per doubling, median of 3 timings of >= 10 ms, after one warming \
+         pass, and returns two series (latency vs working set). The L1/L2/L3/DRAM plateaus are \
+         the medians of the random curve inside each level's sysfs size range (DRAM: >= 2x the \
+         last-level cache); the step between two levels is where the curve crosses the \
+         geometric mean of their plateaus; notes flag implausible results (a level not slower \
+         than the one before it, or a step far from the sysfs size)."
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec::new(
+                "min",
+                ParamKind::Size,
+                "1k",
+                "smallest working set of the curve",
+            )
+            .range(256.0, (1u64 << 40) as f64),
+            ParamSpec::new(
+                "max",
+                ParamKind::Size,
+                "256M",
+                "largest working set (the buffer size)",
+            )
+            .range(4096.0, (1u64 << 40) as f64),
+            ParamSpec::new(
+                "per-doubling",
+                ParamKind::Count,
+                "4",
+                "curve sizes per doubling of the working set",
+            )
+            .range(1.0, 16.0),
+            ParamSpec::new(
+                "stride",
+                ParamKind::Size,
+                "64",
+                "distance between loads of the stride chase (multiple of 16 B)",
+            )
+            .range(16.0, (1u64 << 30) as f64),
+            ParamSpec::new(
+                "pages",
+                ParamKind::Choice(&["4k", "thp"]),
+                "4k",
+                "4k: MADV_NOHUGEPAGE; thp: MADV_HUGEPAGE (transparent huge pages)",
+            ),
+            ParamSpec::new(
+                "curve",
+                ParamKind::Bool,
+                "yes",
+                "measure the latency-vs-size curve (series) at the end",
+            ),
+        ]
+    }
+    fn metrics(&self) -> Vec<MetricSpec> {
+        vec![
+            MetricSpec::lower("lat_l1", "s", "random chase latency at L1/2 (sysfs)"),
+            MetricSpec::lower("lat_l2", "s", "random chase latency at L2/2 (sysfs)"),
+            MetricSpec::lower("lat_l3", "s", "random chase latency at L3/4 (sysfs)"),
+            MetricSpec::lower("lat_mem", "s", "random chase latency at max"),
+            MetricSpec::lower(
+                "lat_mem_stride",
+                "s",
+                "fixed-stride chase latency at max (prefetchable)",
+            ),
+        ]
+    }
+    fn defaults(&self) -> RunDefaults {
+        RunDefaults {
+            warmup: 1,
+            min_trials: 5,
+            max_trials: 20,
+            budget: 30.0,
+        }
+    }
+    fn validate(&self, p: &Point) -> Result<()> {
+        let (min, max, stride) = (p.u64("min")?, p.u64("max")?, p.u64("stride")?);
+        if min > max {
+            return Err(Error::usage(format!(
+                "mem.latency: min ({}) is larger than max ({}); swap them",
+                format_size(min),
+                format_size(max)
+            )));
+        }
+        if stride % 16 != 0 {
+            return Err(Error::usage(format!(
+                "mem.latency: stride {stride} is not a multiple of 16 B; use e.g. 16, 64, 128"
+            )));
+        }
+        if stride * 2 > max {
+            return Err(Error::usage(format!(
+                "mem.latency: stride ({}) is larger than half the array (max = {}): the chase \
+                 needs at least two loads; use a smaller stride or a larger max",
+                format_size(stride),
+                format_size(max)
+            )));
+        }
+        if let Some(avail) = mem_available() {
+            if max > avail / 10 * 9 {
+                return Err(Error::usage(format!(
+                    "mem.latency: max ({}) is more than the available memory ({}); use a smaller max",
+                    format_size(max),
+                    format_size(avail)
+                )));
+            }
+        }
+        Ok(())
+    }
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+        let max = (p.usize("max")? / 4096 * 4096).max(4096);
+        let thp = p.text("pages")? == "thp";
+        let region = Region::new(max, thp)?;
+        let caches = cache_levels();
+        let mut run = LatencyRun {
+            base: region.ptr,
+            region,
+            max,
+            min: p.usize("min")?.min(max),
+            per_doubling: p.u64("per-doubling")? as u32,
+            stride: p.usize("stride")?,
+            curve: p.bool("curve")?,
+            caches: caches.iter().map(|c| c.size).collect(),
+            levels: Vec::new(),
+            mem_loads: 0,
+            stride_loads: 0,
+            thp,
+        };
+        // Whole-buffer random chain (word 0) and stride chain (odd words).
+        run.build_random(max / LINE, RANDOM_WORD, 1);
+        run.build_stride(max);
+        ctx.check_cancel()?;
+        // Per-level chains inside the caches sysfs reports.
+        let names = ["lat_l1", "lat_l2", "lat_l3"];
+        let mut prev = 0u64;
+        for c in caches.iter().take(3) {
+            let target = if c.level >= 3 { c.size / 4 } else { c.size / 2 };
+            let target = (target as usize / LINE * LINE).min(max);
+            if target as u64 > prev && target >= LINE * 4 {
+                let word = 2 * c.level as usize;
+                run.build_random(target / LINE, word, 100 + c.level as u64);
+                run.levels.push(Level {
+                    metric: names[(c.level as usize - 1).min(2)],
+                    start: word * 8,
+                    bytes: target,
+                    loads: 0,
+                });
+            }
+            prev = c.size;
+        }
+        // Calibrate every chase to ~40 ms.
+        for i in 0..run.levels.len() {
+            let l = &run.levels[i];
+            run.levels[i].loads = run.calibrate(l.start, l.bytes / LINE);
+        }
+        run.mem_loads = run.calibrate(RANDOM_WORD * 8, max / LINE);
+        run.stride_loads = run.calibrate(8, max / run.stride);
+        Ok(Box::new(run))
+    }
+}
+
+fn mem_available() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+}
+
+/// An anonymous mapping aligned to 2 MiB, advised for or against THP.
+struct Region {
+    map: *mut libc::c_void,
+    map_len: usize,
+    ptr: *mut u8,
+}
+
+impl Region {
+    fn new(len: usize, thp: bool) -> Result<Self> {
+        let map_len = len.div_ceil(HUGE) * HUGE + HUGE;
+        // SAFETY: anonymous private mapping, checked for failure.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(Error::environment(format!(
+                "cannot map {} for mem.latency: {} (use a smaller max)",
+                format_size(len as u64),
+                std::io::Error::last_os_error()
+            )));
+        }
+        let ptr = ((map as usize).div_ceil(HUGE) * HUGE) as *mut u8;
+        let advice = if thp {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        // SAFETY: the range is inside the mapping. Advice failure (THP not
+        // built in) is reported in the notes through smaps, not fatal.
+        unsafe {
+            libc::madvise(ptr as *mut libc::c_void, len.div_ceil(HUGE) * HUGE, advice);
+            std::ptr::write_bytes(ptr, 0, len);
+        }
+        Ok(Region { map, map_len, ptr })
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what mmap returned.
+        unsafe { libc::munmap(self.map, self.map_len) };
+    }
+}
+
+/// (working set in bytes, seconds per load) points.
+type Curve = Vec<(f64, f64)>;
+
+struct Level {
+    metric: &'static str,
+    /// Byte offset of the chain's first slot.
+    start: usize,
+    bytes: usize,
+    loads: u64,
+}
+
+struct LatencyRun {
+    base: *mut u8,
+    /// Owns the memory `base` points into.
+    #[allow(dead_code)]
+    region: Region,
+    max: usize,
+    min: usize,
+    per_doubling: u32,
+    stride: usize,
+    curve: bool,
+    caches: Vec<u64>,
+    levels: Vec<Level>,
+    mem_loads: u64,
+    stride_loads: u64,
+    thp: bool,
+}
+
+/// Follow `loads` dependent pointers from `start`.
+///
+/// # Safety
+/// `start` must begin a cycle of pointers that each point to the next.
+#[inline(never)]
+unsafe fn chase(start: *const u8, loads: u64) -> *const u8 {
+    let mut p = start as *const *const u8;
+    for _ in 0..loads.div_ceil(16) {
+        // 16 dependent loads per iteration.
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+        p = *p as *const *const u8;
+    }
+    black_box(p as *const u8)
+}
+
+impl LatencyRun {
+    fn slot(&self, off: usize) -> *mut usize {
+        // SAFETY (callers): off + 8 <= max.
+        unsafe { self.base.add(off) as *mut usize }
+    }
+
+    /// A random cyclic chain over lines `0..lines`, in word `word` of each
+    /// line (Sattolo's algorithm run in place on the slots themselves, so no
+    /// memory besides the buffer is needed).
+    fn build_random(&mut self, lines: usize, word: usize, seed: u64) {
+        let lines = lines.max(1);
+        let off = |i: usize| i * LINE + word * 8;
+        // SAFETY: every slot lies inside the buffer (lines * 64 <= max).
+        unsafe {
+            for i in 0..lines {
+                *self.slot(off(i)) = i;
+            }
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+            for i in (1..lines).rev() {
+                let j = rng.gen_range(0..i);
+                std::ptr::swap(self.slot(off(i)), self.slot(off(j)));
+            }
+            for i in 0..lines {
+                let next = *self.slot(off(i));
+                *self.slot(off(i)) = self.base as usize + off(next);
+            }
+        }
+    }
+
+    /// A chain visiting offsets 8, 8+stride, 8+2*stride, ... below `bytes`,
+    /// then back to the first.
+    fn build_stride(&mut self, bytes: usize) {
+        let n = (bytes / self.stride).max(1);
+        // SAFETY: (n-1)*stride + 16 <= bytes <= max.
+        unsafe {
+            for k in 0..n {
+                let next = if k + 1 == n { 0 } else { k + 1 };
+                *self.slot(8 + k * self.stride) = self.base as usize + 8 + next * self.stride;
+            }
+        }
+    }
+
+    /// Seconds per load over `loads` loads from byte offset `start`.
+    fn time(&self, start: usize, loads: u64) -> f64 {
+        let t = Instant::now();
+        // SAFETY: chains are built before they are chased.
+        unsafe { chase(self.base.add(start), loads) };
+        t.elapsed().as_secs_f64() / loads.div_ceil(16).saturating_mul(16) as f64
+    }
+
+    /// Loads for ~40 ms (after one pass over `elements`, capped at 1M loads).
+    fn calibrate(&self, start: usize, elements: usize) -> u64 {
+        self.time(start, (elements as u64).clamp(16, 1 << 18));
+        let per = self.time(start, 20_000).max(1e-11);
+        ((0.04 / per) as u64).max(1000)
+    }
+
+    /// The random and stride curves, and the sizes measured.
+    fn curves(&mut self, ctx: &Ctx) -> Result<(Curve, Curve)> {
+        let mut random = Vec::new();
+        let mut stride = Vec::new();
+        for size in sweep_sizes(self.min as u64, self.max as u64, self.per_doubling) {
+            ctx.check_cancel()?;
+            let size = (size as usize).max(LINE) / LINE * LINE;
+            self.build_random(size / LINE, RANDOM_WORD, size as u64);
+            random.push((size as f64, self.measure(RANDOM_WORD * 8, size / LINE)));
+            if size >= 2 * self.stride {
+                self.build_stride(size);
+                stride.push((size as f64, self.measure(8, size / self.stride)));
+            }
+        }
+        Ok((random, stride))
+    }
+
+    /// Median of 3 timings of >= 10 ms, after a warming pass when the chain
+    /// could fit in a cache (beyond that every load misses anyway, and a
+    /// random sub-walk of a random cycle is as good as the whole cycle).
+    fn measure(&self, start: usize, elements: usize) -> f64 {
+        if elements <= 1 << 18 {
+            self.time(start, (elements as u64).max(16));
+        }
+        let per = self.time(start, 4096).max(1e-11);
+        let loads = ((0.01 / per) as u64)
+            .max((elements as u64).min(1 << 16))
+            .min(50_000_000);
+        let mut v = [0.0; 3];
+        for x in v.iter_mut() {
+            *x = self.time(start, loads);
+        }
+        v.sort_by(f64::total_cmp);
+        v[1]
+    }
+}
+
+impl PointRun for LatencyRun {
+    fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
+        let mut v = TrialValues::new();
+        for l in &self.levels {
+            ctx.check_cancel()?;
+            v.set(l.metric, self.time(l.start, l.loads));
+        }
+        ctx.check_cancel()?;
+        v.set("lat_mem", self.time(RANDOM_WORD * 8, self.mem_loads));
+        v.set("lat_mem_stride", self.time(8, self.stride_loads));
+        Ok(v)
+    }
+
+    fn finish(&mut self, ctx: &Ctx) -> Result<PointExtras> {
+        let mut notes = vec![
+            format!(
+                "buffer {} ({}), THP: enabled={} defrag={}, AnonHugePages of tunelab after \
+                 touching: {}",
+                format_size(self.max as u64),
+                if self.thp {
+                    "MADV_HUGEPAGE"
+                } else {
+                    "MADV_NOHUGEPAGE"
+                },
+                thp_setting("enabled"),
+                thp_setting("defrag"),
+                anon_huge().map_or("unknown".into(), format_size)
+            ),
+            format!(
+                "sysfs data caches: {}",
+                if self.caches.is_empty() {
+                    "unknown".to_string()
+                } else {
+                    self.caches
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| format!("L{} {}", i + 1, format_size(*s)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ),
+        ];
+        for l in &self.levels {
+            notes.push(format!(
+                "{} measured at {} working set",
+                l.metric,
+                format_size(l.bytes as u64)
+            ));
+        }
+        let mut series = Vec::new();
+        if self.curve {
+            let (random, stride) = self.curves(ctx)?;
+            let a = analyse(&random, &self.caches);
+            notes.extend(a.describe());
+            let mk = |name: String, points| Series {
+                name,
+                x_label: "working set".into(),
+                x_unit: "B".into(),
+                y_label: "load-to-use latency".into(),
+                y_unit: "s".into(),
+                points,
+            };
+            series.push(mk("random chase".into(), random));
+            series.push(mk(format!("stride chase ({} B)", self.stride), stride));
+        }
+        Ok(PointExtras {
+            series,
+            notes,
+            ..Default::default()
+        })
+    }
+}
+
+fn thp_setting(which: &str) -> String {
+    let s = std::fs::read_to_string(format!("/sys/kernel/mm/transparent_hugepage/{which}"))
+        .unwrap_or_default();
+    match (s.find('['), s.find(']')) {
+        (Some(a), Some(b)) if a < b => s[a + 1..b].to_string(),
+        _ => "unknown".into(),
+    }
+}
+
+fn anon_huge() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    let l = s.lines().find(|l| l.starts_with("AnonHugePages:"))?;
+    Some(l.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+}
+
+/// A latency plateau of the curve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plateau {
+    /// "L1", "L2", "L3", "DRAM".
+    pub name: String,
+    /// Working-set range used (bytes).
+    pub from: f64,
+    pub to: f64,
+    /// Median latency of the curve points in the range (None: no point in it).
+    pub latency: Option<f64>,
+}
+
+/// Plateaus, steps and plausibility of a latency curve.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Analysis {
+    pub plateaus: Vec<Plateau>,
+    /// For each cache level: (sysfs size, working set where the curve steps up).
+    pub steps: Vec<(f64, Option<f64>)>,
+    pub warnings: Vec<String>,
+}
+
+impl Analysis {
+    fn describe(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let p: Vec<String> = self
+            .plateaus
+            .iter()
+            .map(|p| match p.latency {
+                Some(l) => format!("{} {:.2} ns", p.name, l * 1e9),
+                None => format!("{} n/a", p.name),
+            })
+            .collect();
+        out.push(format!("plateaus (random chase): {}", p.join(", ")));
+        let s: Vec<String> = self
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, (size, at))| {
+                format!(
+                    "L{} {} -> step at {}",
+                    i + 1,
+                    format_size(*size as u64),
+                    at.map_or("n/a".into(), |a| format_size(a as u64))
+                )
+            })
+            .collect();
+        if !s.is_empty() {
+            out.push(format!(
+                "cache steps (sysfs size -> curve): {}",
+                s.join(", ")
+            ));
+        }
+        out.extend(self.warnings.iter().map(|w| format!("implausible: {w}")));
+        out
+    }
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// Derive the L1.. and DRAM plateaus of a (working set B, latency s) curve
+/// from the cache sizes sysfs reports (ascending by level), find where the
+/// curve steps between levels, and flag implausible results.
+///
+/// Level k's plateau is the median latency of the points in
+/// (1.5 x size(k-1), 0.75 x size(k)]; DRAM's of the points >= 2 x the last
+/// cache. The step between two levels is the first size past the lower
+/// level's range where the latency exceeds the geometric mean of the two
+/// plateaus; a step more than 3x away from the sysfs size, or a level not at
+/// least 10% slower than the one before it, is flagged.
+pub fn analyse(curve: &[(f64, f64)], caches: &[u64]) -> Analysis {
+    let mut a = Analysis::default();
+    let mut prev = 0.0f64;
+    for (i, &c) in caches.iter().enumerate() {
+        let (from, to) = (prev * 1.5, c as f64 * 0.75);
+        let mut v: Vec<f64> = curve
+            .iter()
+            .filter(|(s, _)| *s > from && *s <= to)
+            .map(|p| p.1)
+            .collect();
+        a.plateaus.push(Plateau {
+            name: format!("L{}", i + 1),
+            from,
+            to,
+            latency: median(&mut v),
+        });
+        prev = c as f64;
+    }
+    if let Some(&llc) = caches.last() {
+        let from = llc as f64 * 2.0;
+        let mut v: Vec<f64> = curve
+            .iter()
+            .filter(|(s, _)| *s >= from)
+            .map(|p| p.1)
+            .collect();
+        a.plateaus.push(Plateau {
+            name: "DRAM".into(),
+            from,
+            to: f64::INFINITY,
+            latency: median(&mut v),
+        });
+    }
+    for (i, &c) in caches.iter().enumerate() {
+        let (lo, hi) = (&a.plateaus[i], &a.plateaus[i + 1]);
+        let step = match (lo.latency, hi.latency) {
+            (Some(l), Some(h)) if h > l => {
+                let threshold = (l * h).sqrt();
+                curve
+                    .iter()
+                    .find(|(s, y)| *s > lo.from && *y > threshold)
+                    .map(|p| p.0)
+            }
+            _ => None,
+        };
+        if let Some(s) = step {
+            let r = s / c as f64;
+            if !(1.0 / 3.0..=3.0).contains(&r) {
+                a.warnings.push(format!(
+                    "the curve steps up at {} but sysfs says L{} is {}",
+                    format_size(s as u64),
+                    i + 1,
+                    format_size(c)
+                ));
+            }
+        }
+        a.steps.push((c as f64, step));
+    }
+    let known: Vec<&Plateau> = a.plateaus.iter().filter(|p| p.latency.is_some()).collect();
+    for w in known.windows(2) {
+        let (l, h) = (w[0].latency.unwrap_or(0.0), w[1].latency.unwrap_or(0.0));
+        if h < l * 1.1 {
+            a.warnings.push(format!(
+                "{} ({:.2} ns) is not slower than {} ({:.2} ns)",
+                w[1].name,
+                h * 1e9,
+                w[0].name,
+                l * 1e9
+            ));
+        }
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CACHES: [u64; 3] = [32 << 10, 1 << 20, 32 << 20];
+
+    fn synthetic(f: impl Fn(u64) -> f64) -> Vec<(f64, f64)> {
+        sweep_sizes(1024, 256 << 20, 4)
+            .into_iter()
+            .map(|s| (s as f64, f(s)))
+            .collect()
+    }
+
+    fn steps(s: u64) -> f64 {
+        if s <= 32 << 10 {
+            1e-9
+        } else if s <= 1 << 20 {
+            4e-9
+        } else if s <= 32 << 20 {
+            12e-9
+        } else {
+            80e-9
+        }
+    }
+
+    #[test]
+    fn plateaus_and_steps_of_a_clean_curve() {
+        let a = analyse(&synthetic(steps), &CACHES);
+        let lat: Vec<f64> = a.plateaus.iter().map(|p| p.latency.unwrap()).collect();
+        assert_eq!(lat, [1e-9, 4e-9, 12e-9, 80e-9]);
+        assert!(lat.windows(2).all(|w| w[0] < w[1]), "monotonic plateaus");
+        assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+        for (size, at) in &a.steps {
+            let at = at.expect("a step per level");
+            assert!(at > *size && at < size * 1.3, "step {at} for cache {size}");
+        }
+    }
+
+    #[test]
+    fn smooth_transitions_still_find_the_steps() {
+        // Latency ramps over a doubling after each cache size.
+        let ramp = |s: u64| {
+            let x = s as f64;
+            let mut lat = 1e-9;
+            for (c, add) in [(32768.0, 3e-9), (1048576.0, 8e-9), (33554432.0, 68e-9)] {
+                lat += add * ((x / c).log2().clamp(0.0, 1.0));
+            }
+            lat
+        };
+        let a = analyse(&synthetic(ramp), &CACHES);
+        assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+        let lat: Vec<f64> = a.plateaus.iter().map(|p| p.latency.unwrap()).collect();
+        assert!(lat.windows(2).all(|w| w[0] < w[1]), "{lat:?}");
+    }
+
+    #[test]
+    fn implausible_results_are_flagged() {
+        // "DRAM" faster than L3.
+        let a = analyse(
+            &synthetic(|s| if s > 64 << 20 { 5e-9 } else { steps(s) }),
+            &CACHES,
+        );
+        assert!(
+            a.warnings
+                .iter()
+                .any(|w| w.contains("DRAM") && w.contains("L3")),
+            "{:?}",
+            a.warnings
+        );
+        // The L2 step at 4 MiB instead of 1 MiB.
+        let a = analyse(
+            &synthetic(|s| {
+                if s <= 32 << 10 {
+                    1e-9
+                } else if s <= 4 << 20 {
+                    4e-9
+                } else if s <= 32 << 20 {
+                    12e-9
+                } else {
+                    80e-9
+                }
+            }),
+            &CACHES,
+        );
+        assert!(
+            a.warnings.iter().any(|w| w.contains("L2")),
+            "{:?}",
+            a.warnings
+        );
+    }
+
+    #[test]
+    fn no_caches_no_plateaus() {
+        let a = analyse(&synthetic(steps), &[]);
+        assert!(a.plateaus.is_empty() && a.steps.is_empty() && a.warnings.is_empty());
+    }
+}

@@ -1,0 +1,265 @@
+//! `sched.messaging`: hackbench / `perf bench sched messaging` — groups of
+//! sender and receiver processes flooding each other with small messages,
+//! a scheduler and wake-up stress test.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+use crate::engine::{
+    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
+    TrialValues,
+};
+use crate::experiments::ipc::child::{self, check_process_limit, Children};
+use crate::experiments::ipc::pingpong::pipe;
+use crate::{Error, Result};
+
+pub struct Messaging;
+
+impl Experiment for Messaging {
+    fn name(&self) -> &'static str {
+        "sched.messaging"
+    }
+    fn summary(&self) -> &'static str {
+        "hackbench-style scheduler stress: groups of senders and receivers exchanging messages (perf bench sched messaging)"
+    }
+    fn method(&self) -> &'static str {
+        "Same workload and timing as `perf bench sched messaging` (hackbench). A trial forks \
+         `groups` groups of `pairs` receivers and `pairs` senders (2 x groups x pairs \
+         processes); each receiver owns one AF_UNIX stream socketpair (ipc=socket) or pipe \
+         (ipc=pipe), and every sender of a group writes `loops` messages of `size` bytes to \
+         every receiver of its group (short writes/reads are completed). All processes first \
+         report ready on a pipe and wait in poll() on a wake-up pipe; the clock starts when \
+         tunelab writes the wake-up byte and stops when every process has exited and been \
+         reaped, so process creation is outside the timing and process exit inside (as in \
+         perf). total_time is that wall time in seconds; message_rate = groups x pairs x pairs x \
+         loops messages / total_time. Sweep groups (-p groups=1,2,4,8,16) to see how the \
+         scheduler copes with load."
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec::new("groups", ParamKind::Count, "10", "number of groups")
+                .range(1.0, 10_000.0),
+            ParamSpec::new(
+                "pairs",
+                ParamKind::Count,
+                "20",
+                "senders and receivers per group (perf: -g/--group's fds, 20)",
+            )
+            .range(1.0, 1000.0),
+            ParamSpec::new(
+                "loops",
+                ParamKind::Count,
+                "100",
+                "messages each sender sends to each receiver",
+            )
+            .range(1.0, 10_000_000.0),
+            ParamSpec::new("size", ParamKind::Size, "100", "bytes per message")
+                .range(1.0, (1u64 << 20) as f64),
+            ParamSpec::new(
+                "ipc",
+                ParamKind::Choice(&["socket", "pipe"]),
+                "socket",
+                "AF_UNIX stream socket pairs (perf default) or pipes (perf -p)",
+            ),
+        ]
+    }
+    fn metrics(&self) -> Vec<MetricSpec> {
+        vec![
+            MetricSpec::lower(
+                "total_time",
+                "s",
+                "wall time from wake-up to the last worker reaped",
+            ),
+            MetricSpec::higher("message_rate", "ops/s", "messages delivered per second"),
+        ]
+    }
+    fn defaults(&self) -> RunDefaults {
+        RunDefaults {
+            warmup: 1,
+            min_trials: 5,
+            max_trials: 10,
+            budget: 40.0,
+        }
+    }
+    fn validate(&self, p: &Point) -> Result<()> {
+        let procs = 2 * p.u64("groups")? * p.u64("pairs")?;
+        check_process_limit("sched.messaging", procs)?;
+        // Each group's descriptors are open in tunelab at the same time.
+        let fds_needed = 2 * p.u64("pairs")? + 16;
+        // SAFETY: getrlimit fills the struct.
+        let nofile = unsafe {
+            let mut r: libc::rlimit = std::mem::zeroed();
+            (libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0).then_some(r.rlim_cur)
+        };
+        if let Some(lim) = nofile {
+            if lim != libc::RLIM_INFINITY && fds_needed + 64 > lim {
+                return Err(Error::usage(format!(
+                    "sched.messaging: pairs={} needs {fds_needed} open files per group but the \
+                     limit is {lim}; use fewer pairs or raise `ulimit -n`",
+                    p.u64("pairs")?
+                )));
+            }
+        }
+        Ok(())
+    }
+    fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+        Ok(Box::new(MessagingRun {
+            groups: p.u64("groups")?,
+            pairs: p.usize("pairs")?,
+            loops: p.u64("loops")?,
+            size: p.usize("size")?,
+            sockets: p.text("ipc")? == "socket",
+        }))
+    }
+}
+
+struct MessagingRun {
+    groups: u64,
+    pairs: usize,
+    loops: u64,
+    size: usize,
+    sockets: bool,
+}
+
+fn channel(sockets: bool) -> Result<(OwnedFd, OwnedFd)> {
+    if sockets {
+        use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+        socketpair(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|e| Error::environment(format!("socketpair(AF_UNIX): {e} (too many open files?)")))
+    } else {
+        pipe()
+    }
+}
+
+/// Tell tunelab we are ready and wait for the wake-up byte (perf's ready()).
+fn ready(ready_w: RawFd, wake_r: RawFd) -> bool {
+    if !child::write_all(ready_w, b"R") {
+        return false;
+    }
+    let mut pfd = libc::pollfd {
+        fd: wake_r,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, -1) };
+        if r == 1 {
+            return true;
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return false;
+    }
+}
+
+impl MessagingRun {
+    fn procs(&self) -> u64 {
+        2 * self.groups * self.pairs as u64
+    }
+
+    /// Fork all groups, start them together, wait for all: seconds.
+    fn once(&self, ctx: &Ctx) -> Result<f64> {
+        let (ready_r, ready_w) = pipe()?;
+        let (wake_r, wake_w) = pipe()?;
+        let (rw, wr) = (ready_w.as_raw_fd(), wake_r.as_raw_fd());
+        let mut kids = Children::new();
+        let (size, loops, pairs) = (self.size, self.loops, self.pairs);
+        for _ in 0..self.groups {
+            ctx.check_cancel()?;
+            let mut out_fds: Vec<OwnedFd> = Vec::with_capacity(pairs);
+            for _ in 0..pairs {
+                let (rx, tx) = channel(self.sockets)?;
+                let rx_fd = rx.as_raw_fd();
+                let mut buf = vec![0u8; size];
+                let packets = pairs as u64 * loops;
+                kids.spawn(move || {
+                    if !ready(rw, wr) {
+                        return 2;
+                    }
+                    for _ in 0..packets {
+                        if !child::read_exact(rx_fd, &mut buf) {
+                            return 1;
+                        }
+                    }
+                    0
+                })?;
+                drop(rx);
+                out_fds.push(tx);
+            }
+            let raw: Vec<RawFd> = out_fds.iter().map(|f| f.as_raw_fd()).collect();
+            for _ in 0..pairs {
+                let data = vec![b'S'; size];
+                let raw = raw.clone();
+                kids.spawn(move || {
+                    if !ready(rw, wr) {
+                        return 2;
+                    }
+                    for _ in 0..loops {
+                        for &fd in &raw {
+                            if !child::write_all(fd, &data) {
+                                return 1;
+                            }
+                        }
+                    }
+                    0
+                })?;
+            }
+            drop(out_fds);
+        }
+        drop(ready_w);
+        drop(wake_r);
+        let mut got = vec![0u8; kids.len()];
+        if !child::read_exact(ready_r.as_raw_fd(), &mut got) {
+            ctx.check_cancel()?;
+            kids.wait_all()?;
+            return Err(Error::measurement(
+                "sched.messaging: workers did not all report ready",
+            ));
+        }
+        let start = Instant::now();
+        if !child::write_all(wake_w.as_raw_fd(), b"G") {
+            return Err(Error::measurement(
+                "sched.messaging: cannot wake the workers",
+            ));
+        }
+        kids.wait_all()?;
+        Ok(start.elapsed().as_secs_f64())
+    }
+}
+
+impl PointRun for MessagingRun {
+    fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
+        let t = self.once(ctx)?;
+        let messages = self.groups * self.pairs as u64 * self.pairs as u64 * self.loops;
+        Ok(TrialValues::new()
+            .with("total_time", t)
+            .with("message_rate", messages as f64 / t))
+    }
+    fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
+        Ok(PointExtras {
+            notes: vec![format!(
+                "{} processes per trial ({} groups x {} senders + {} receivers), {} messages \
+                 of {} B over {}; process creation outside the timing, exit and reaping inside",
+                self.procs(),
+                self.groups,
+                self.pairs,
+                self.pairs,
+                self.groups * self.pairs as u64 * self.pairs as u64 * self.loops,
+                self.size,
+                if self.sockets {
+                    "AF_UNIX stream sockets"
+                } else {
+                    "pipes"
+                }
+            )],
+            ..Default::default()
+        })
+    }
+}
