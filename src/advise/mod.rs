@@ -75,7 +75,7 @@ pub fn advise(ev: &Evidence, workload: Workload) -> Advice {
             rules::Outcome::Fine => {}
         }
     }
-    findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     Advice {
         schema: "tunelab.advice/1",
         workload,

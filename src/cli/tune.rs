@@ -11,7 +11,7 @@ use crate::engine::runner::Outcome;
 use crate::report::table;
 use crate::report::units::human;
 use crate::tune::knobs::{Knob, KnobGuard, NAMES};
-use crate::tune::sweep::{best_value, sweep};
+use crate::tune::sweep::{best_value, sweep, Sweep};
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -141,20 +141,17 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
                 guard.original(),
                 values.join(", ")
             ));
-            let outcome = sweep(
-                &mut guard,
-                &args.knob,
-                &values,
-                exp.as_ref(),
-                &points[0],
-                ctx,
-                &plan,
-                &mut |round, _| {
-                    if !out.quiet && out.interactive {
-                        eprint!("\rround {round}");
-                    }
-                },
-            );
+            let sw = Sweep {
+                knob: &args.knob,
+                values: &values,
+                exp: exp.as_ref(),
+                point: &points[0],
+            };
+            let outcome = sweep(&mut guard, &sw, ctx, &plan, &mut |round| {
+                if !out.quiet && out.interactive {
+                    eprint!("\rround {round}");
+                }
+            });
             restored.push(guard.restore());
             outcome
         },

@@ -24,6 +24,17 @@ pub struct FileState {
     pub original: String,
     /// What we last wrote (as read back); None until the first change.
     pub applied: Option<String>,
+    /// What we are about to write: journalled before the write, so a crash
+    /// between the write and the read-back still recognises our value.
+    #[serde(default)]
+    pub pending: Option<String>,
+}
+
+impl FileState {
+    /// Whether `now` is a value tunelab put there (or the original).
+    pub fn is_ours(&self, now: Option<&String>) -> bool {
+        now == Some(&self.original) || now == self.applied.as_ref() || now == self.pending.as_ref()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -129,11 +140,7 @@ pub fn restore_entry(e: &Entry) -> Result<String> {
             let changed: Vec<String> = files
                 .iter()
                 .zip(&now)
-                .filter(|(f, n)| {
-                    f.applied.is_some()
-                        && n.as_ref() != f.applied.as_ref()
-                        && n.as_ref() != Some(&f.original)
-                })
+                .filter(|(f, n)| !f.is_ours(n.as_ref()))
                 .map(|(f, n)| {
                     format!(
                         "{} is {} (we set {})",
@@ -204,12 +211,13 @@ pub fn restore_entry(e: &Entry) -> Result<String> {
 /// `original` (the only options `tune mount` changes).
 pub fn remount_options(original: &[String]) -> String {
     let has = |o: &str| original.iter().any(|x| x == o);
+    // mountinfo lists noatime or relatime; strict atime shows as neither.
     let atime = if has("noatime") {
         "noatime"
-    } else if has("strictatime") {
-        "strictatime"
-    } else {
+    } else if has("relatime") {
         "relatime"
+    } else {
+        "strictatime"
     };
     let sync = if has("sync") { "sync" } else { "async" };
     let lazy = if has("lazytime") {

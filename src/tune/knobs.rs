@@ -245,6 +245,7 @@ impl Knob {
                             path: p.clone(),
                             original: read(p)?,
                             applied: None,
+                            pending: None,
                         })
                     })
                     .collect::<Result<Vec<_>>>()?;
@@ -360,11 +361,26 @@ impl KnobGuard {
     /// Set a value, first checking nobody changed the knob since our last write.
     pub fn set(&mut self, value: &str) -> Result<()> {
         self.check_untouched()?;
+        // Journal the intended value first: a crash right after the write
+        // must still recognise it as ours.
+        if let Saved::Files { files } = &mut self.entry.saved {
+            for f in files.iter_mut() {
+                // Partners the kernel zeroes as a side effect (dirty_ratio ⇄ dirty_bytes).
+                let own = self.knob.files.contains(&f.path);
+                f.pending = Some(if own {
+                    value.to_string()
+                } else {
+                    "0".to_string()
+                });
+            }
+            journal::put(self.entry.clone())?;
+        }
         self.knob.write(value, &self.entry.saved)?;
         match &mut self.entry.saved {
             Saved::Files { files } => {
                 for f in files.iter_mut() {
                     f.applied = Some(read(&f.path)?);
+                    f.pending = None;
                 }
             }
             Saved::Mount {

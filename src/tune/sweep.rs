@@ -19,40 +19,47 @@ use crate::{Error, Result};
 
 type Samples = BTreeMap<&'static str, Vec<f64>>;
 
+/// What a sweep compares: the knob's values on one experiment point.
+pub struct Sweep<'a> {
+    pub knob: &'a str,
+    pub values: &'a [String],
+    pub exp: &'a dyn Experiment,
+    pub point: &'a Point,
+}
+
 /// Run the sweep; results are one point per value, tagged `<knob>=<value>`.
 pub fn sweep(
     guard: &mut KnobGuard,
-    knob: &str,
-    values: &[String],
-    exp: &dyn Experiment,
-    point: &Point,
+    sw: &Sweep,
     ctx: &Ctx,
     plan: &Plan,
-    progress: &mut dyn FnMut(usize, &str),
+    progress: &mut dyn FnMut(usize),
 ) -> Outcome {
     let mut out = Outcome {
         results: Vec::new(),
         warnings: Vec::new(),
         error: None,
     };
-    match run(guard, knob, values, exp, point, ctx, plan, progress) {
+    match run(guard, sw, ctx, plan, progress) {
         Ok(results) => out.results = results,
         Err(e) => out.error = Some(e),
     }
     out
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run(
     guard: &mut KnobGuard,
-    knob: &str,
-    values: &[String],
-    exp: &dyn Experiment,
-    point: &Point,
+    sw: &Sweep,
     ctx: &Ctx,
     plan: &Plan,
-    progress: &mut dyn FnMut(usize, &str),
+    progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<PointResult>> {
+    let Sweep {
+        knob,
+        values,
+        exp,
+        point,
+    } = *sw;
     let t0 = Instant::now();
     let mut state = exp.prepare(ctx, point)?;
     let mut warm: Vec<Samples> = vec![Samples::new(); values.len()];
@@ -84,7 +91,7 @@ fn run(
             trial(i, &mut samples, &mut state)?;
         }
         rounds += 1;
-        progress(rounds, "");
+        progress(rounds);
         let precise = samples.iter().all(|s| {
             !s.is_empty()
                 && s.values()

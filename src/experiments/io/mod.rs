@@ -1,9 +1,26 @@
 //! Storage experiments.
 
+pub mod api;
+pub mod atime;
+pub mod cache;
+pub mod cache_control;
+pub mod device_read;
 pub mod file_read;
+pub mod metadata;
+pub mod pregrow;
+pub mod record_size;
 
 use crate::engine::Experiment;
 
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(file_read::FileRead)]
+    vec![
+        Box::new(file_read::FileRead),
+        Box::new(record_size::RecordSize),
+        Box::new(api::Api),
+        Box::new(pregrow::Pregrow),
+        Box::new(metadata::Metadata),
+        Box::new(cache::Cache),
+        Box::new(device_read::DeviceRead),
+        Box::new(atime::Atime),
+    ]
 }

@@ -1,0 +1,344 @@
+//! `io.cache`: the page cache vs the device. (a) O_DIRECT|O_SYNC large
+//! writes give the device's raw rate; (b) buffered writes of an
+//! application-sized record over a short run that fits under the dirty
+//! limit look much faster; (c) the same over a run well past the limit
+//! converge to the device rate. A short buffered benchmark lies.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::cache_control::{open_with, IoMode};
+use crate::engine::params::format_size;
+use crate::engine::{
+    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    RunDefaults, Series, TrialValues,
+};
+use crate::experiments::util::fill_file;
+use crate::observe::dirty;
+use crate::safety::AlignedBuf;
+use crate::{Error, Result};
+
+pub struct Cache;
+
+const MIB: u64 = 1 << 20;
+
+/// (short, long) run sizes after resolving `0 = auto` against the current
+/// dirty thresholds.
+fn run_sizes(p: &Point) -> (u64, u64, String) {
+    let st = dirty::read().unwrap_or_default();
+    let hard = st
+        .kernel_threshold_bytes
+        .unwrap_or(st.threshold_bytes)
+        .max(64 * MIB);
+    let bg = st
+        .kernel_background_threshold_bytes
+        .unwrap_or(st.background_threshold_bytes)
+        .max(32 * MIB);
+    let short = match p.u64("short").unwrap_or(0) {
+        0 => (bg / 2).clamp(32 * MIB, 256 * MIB),
+        v => v,
+    };
+    let long = match p.u64("long").unwrap_or(0) {
+        0 => (hard + hard / 2).max(1 << 30),
+        v => v,
+    };
+    let why = format!(
+        "dirty thresholds now: background {} / hard {}; short run {} (auto: half the background \
+         threshold, 32-256 MiB), long run {} (auto: 1.5 x the hard threshold, at least 1 GiB)",
+        format_size(bg),
+        format_size(hard),
+        format_size(short),
+        format_size(long)
+    );
+    (short, long, why)
+}
+
+impl Experiment for Cache {
+    fn name(&self) -> &'static str {
+        "io.cache"
+    }
+    fn summary(&self) -> &'static str {
+        "page cache vs device: direct writes, short and long buffered runs, inflation factor"
+    }
+    fn method(&self) -> &'static str {
+        "A trial runs three phases in the scratch directory. (a) device rate: overwrite a \
+         `direct_size` file (laid out beforehand) with O_DIRECT|O_SYNC writes of `direct_record` \
+         bytes — each write returns when the data is on the device; direct_throughput = bytes / \
+         seconds. Then sync() (untimed) so the cache starts clean. (b) short buffered run: write a \
+         new file of `short` bytes (0 = auto: half the background dirty threshold, 32-256 MiB, so \
+         it fits under the dirty limit) in `record`-byte buffered write() calls, timed WITHOUT \
+         fsync, as a naive benchmark does (short_throughput). (c) long buffered run: the same for \
+         `long` bytes (0 = auto: 1.5 x the kernel's hard dirty threshold nr_dirty_threshold, at \
+         least 1 GiB), timed without fsync (long_throughput) and with the closing fsync \
+         (long_throughput_fsync); Dirty and Writeback are read from /proc/meminfo every 64 MiB and \
+         stored as series against the bytes written, with the cumulative throughput, so the \
+         convergence to the device rate is visible. inflation = short / direct; long_ratio = long / \
+         direct. Files are fsynced and deleted between phases, outside the timing. The background \
+         sampler's Dirty/Writeback (1 Hz) is stored with the run as well."
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec::new(
+                "record",
+                ParamKind::Size,
+                "9M",
+                "application write size for (b) and (c)",
+            )
+            .range(512.0, (1u64 << 30) as f64),
+            ParamSpec::new(
+                "direct_size",
+                ParamKind::Size,
+                "512M",
+                "bytes written in phase (a)",
+            )
+            .range(MIB as f64, (1u64 << 40) as f64),
+            ParamSpec::new(
+                "direct_record",
+                ParamKind::Size,
+                "4M",
+                "O_DIRECT|O_SYNC write size in (a)",
+            )
+            .range(4096.0, (1u64 << 30) as f64),
+            ParamSpec::new(
+                "short",
+                ParamKind::Size,
+                "0",
+                "bytes in the short run (b); 0 = auto",
+            )
+            .range(0.0, (1u64 << 40) as f64),
+            ParamSpec::new(
+                "long",
+                ParamKind::Size,
+                "0",
+                "bytes in the long run (c); 0 = auto",
+            )
+            .range(0.0, (1u64 << 42) as f64),
+        ]
+    }
+    fn metrics(&self) -> Vec<MetricSpec> {
+        vec![
+            MetricSpec::higher(
+                "direct_throughput",
+                "B/s",
+                "(a) O_DIRECT|O_SYNC write rate: the device",
+            ),
+            MetricSpec::higher(
+                "short_throughput",
+                "B/s",
+                "(b) short buffered run, no fsync",
+            ),
+            MetricSpec::higher("long_throughput", "B/s", "(c) long buffered run, no fsync"),
+            MetricSpec::higher(
+                "long_throughput_fsync",
+                "B/s",
+                "(c) long buffered run, closing fsync timed",
+            ),
+            MetricSpec::higher("inflation", "ratio", "short_throughput / direct_throughput"),
+            MetricSpec::higher("long_ratio", "ratio", "long_throughput / direct_throughput"),
+        ]
+    }
+    fn needs(&self) -> Needs {
+        Needs {
+            scratch: true,
+            ..Default::default()
+        }
+    }
+    fn defaults(&self) -> RunDefaults {
+        RunDefaults {
+            warmup: 0,
+            min_trials: 3,
+            max_trials: 3,
+            budget: 100.0,
+        }
+    }
+    fn validate(&self, p: &Point) -> Result<()> {
+        if p.u64("direct_record")? % 4096 != 0
+            || p.u64("direct_size")? % p.u64("direct_record")? != 0
+        {
+            return Err(Error::usage(
+                "io.cache: direct_record must be a multiple of 4 KiB and divide direct_size",
+            ));
+        }
+        Ok(())
+    }
+    fn scratch_bytes(&self, p: &Point) -> u64 {
+        let (short, long, _) = run_sizes(p);
+        p.u64("direct_size").unwrap_or(0) + short.max(long)
+    }
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+        let scratch = ctx.scratch()?;
+        let (short, long, why) = run_sizes(p);
+        let direct_size = p.u64("direct_size")?;
+        scratch.ensure_space(direct_size + short.max(long))?;
+        let name = "cache-direct";
+        let direct_path = scratch.file_path(name);
+        let mut f = scratch.create_file(name, 0)?;
+        fill_file(&mut f, &direct_path, direct_size, 21)?;
+        f.sync_all()
+            .map_err(|e| Error::io("cannot fsync", &direct_path, e))?;
+        drop(f);
+        let record = p.usize("record")?;
+        let direct_record = p.usize("direct_record")?;
+        Ok(Box::new(CacheRun {
+            dir: scratch.path().to_path_buf(),
+            direct_path,
+            direct_size,
+            direct_record,
+            short,
+            long,
+            why,
+            buf: AlignedBuf::random(record.max(direct_record), 23)?,
+            record,
+            n: 0,
+            trace: Vec::new(),
+        }))
+    }
+}
+
+struct CacheRun {
+    dir: PathBuf,
+    direct_path: PathBuf,
+    direct_size: u64,
+    direct_record: usize,
+    short: u64,
+    long: u64,
+    why: String,
+    buf: AlignedBuf,
+    record: usize,
+    n: u64,
+    /// (bytes written, seconds, dirty, writeback) of the last long run.
+    trace: Vec<TracePoint>,
+}
+
+/// (bytes written, seconds, Dirty, Writeback).
+type TracePoint = (f64, f64, f64, f64);
+
+struct Remove(PathBuf);
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl CacheRun {
+    /// Buffered run of `size` bytes into a new file: (seconds without
+    /// fsync, seconds with fsync).
+    fn buffered(&mut self, ctx: &Ctx, size: u64, tag: &str, trace: bool) -> Result<(f64, f64)> {
+        let path = self.dir.join(format!("cache-{tag}-{}", self.n));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| Error::io("cannot create scratch file", &path, e))?;
+        let _rm = Remove(path.clone());
+        let buf = &self.buf.as_slice()[..self.record];
+        if trace {
+            self.trace.clear();
+        }
+        let mut next_mark = 0u64;
+        let t = Instant::now();
+        let mut done = 0u64;
+        while done < size {
+            let n = (size - done).min(self.record as u64) as usize;
+            std::io::Write::write_all(&mut f, &buf[..n])
+                .map_err(|e| Error::io("cannot write", &path, e))?;
+            done += n as u64;
+            if done >= next_mark {
+                ctx.check_cancel()?;
+                if trace {
+                    let s = dirty::read().unwrap_or_default();
+                    self.trace.push((
+                        done as f64,
+                        t.elapsed().as_secs_f64(),
+                        s.dirty_bytes as f64,
+                        s.writeback_bytes as f64,
+                    ));
+                }
+                next_mark = done + 64 * MIB;
+            }
+        }
+        let nofsync = t.elapsed().as_secs_f64();
+        f.sync_all()
+            .map_err(|e| Error::io("cannot fsync", &path, e))?;
+        Ok((nofsync, t.elapsed().as_secs_f64()))
+    }
+
+    fn direct(&mut self, ctx: &Ctx) -> Result<f64> {
+        let f: File = open_with(
+            &self.direct_path,
+            true,
+            IoMode::Direct.write_flags() | libc::O_SYNC,
+        )?;
+        let buf = &self.buf.as_slice()[..self.direct_record];
+        let t = Instant::now();
+        let mut off = 0u64;
+        while off < self.direct_size {
+            ctx.check_cancel()?;
+            f.write_all_at(buf, off)
+                .map_err(|e| Error::io("cannot write", &self.direct_path, e))?;
+            off += buf.len() as u64;
+        }
+        Ok(t.elapsed().as_secs_f64())
+    }
+}
+
+fn sync_all() {
+    rustix::fs::sync();
+}
+
+impl PointRun for CacheRun {
+    fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
+        self.n += 1;
+        sync_all();
+        let direct = self.direct_size as f64 / self.direct(ctx)?;
+        sync_all();
+        let (s, _) = self.buffered(ctx, self.short, "short", false)?;
+        let short = self.short as f64 / s;
+        sync_all();
+        let (l, lf) = self.buffered(ctx, self.long, "long", true)?;
+        let (long, long_f) = (self.long as f64 / l, self.long as f64 / lf);
+        Ok(TrialValues::new()
+            .with("direct_throughput", direct)
+            .with("short_throughput", short)
+            .with("long_throughput", long)
+            .with("long_throughput_fsync", long_f)
+            .with("inflation", short / direct)
+            .with("long_ratio", long / direct))
+    }
+
+    fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
+        let mk = |name: &str, y_unit: &str, f: &dyn Fn(&TracePoint) -> f64| Series {
+            name: name.into(),
+            x_label: "bytes written".into(),
+            x_unit: "B".into(),
+            y_label: name.into(),
+            y_unit: y_unit.into(),
+            points: self.trace.iter().map(|p| (p.0, f(p))).collect(),
+        };
+        let series = vec![
+            mk("long run cumulative throughput", "B/s", &|p| {
+                if p.1 > 0.0 {
+                    p.0 / p.1
+                } else {
+                    0.0
+                }
+            }),
+            mk("Dirty", "B", &|p| p.2),
+            mk("Writeback", "B", &|p| p.3),
+        ];
+        Ok(PointExtras {
+            series,
+            notes: vec![
+                self.why.clone(),
+                "short_throughput and long_throughput exclude the closing fsync: they show what a \
+                 naive buffered benchmark reports; long_throughput_fsync includes it"
+                    .into(),
+                "series from the last trial's long run; Dirty/Writeback read from /proc/meminfo every 64 MiB"
+                    .into(),
+            ],
+            ..Default::default()
+        })
+    }
+}

@@ -1,0 +1,179 @@
+//! Controlling the page cache for storage experiments: drop a file's cached
+//! pages before a cold read, and open files with the flags of a mode
+//! (buffered, O_DIRECT, O_SYNC).
+//!
+//! Root drops the whole page cache (`sync` then `1` written to
+//! `/proc/sys/vm/drop_caches`: page cache only, dentries and inodes kept).
+//! Without root, or when that write fails, the file is `fdatasync`ed and its
+//! pages dropped with `posix_fadvise(POSIX_FADV_DONTNEED)`, which only
+//! affects clean pages of that one file. Every caller gets a note saying
+//! which method was used, for the result's notes.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// How the cache of a file was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropMethod {
+    /// `sync` + `echo 1 > /proc/sys/vm/drop_caches` (root).
+    DropCaches,
+    /// `fdatasync` + `posix_fadvise(DONTNEED)` on the file.
+    Fadvise,
+}
+
+impl DropMethod {
+    pub fn note(self) -> &'static str {
+        match self {
+            DropMethod::DropCaches => {
+                "page cache dropped before each cold read: sync + echo 1 > /proc/sys/vm/drop_caches (root)"
+            }
+            DropMethod::Fadvise => {
+                "page cache dropped before each cold read with fdatasync + posix_fadvise(DONTNEED) on \
+                 the file (not root, or drop_caches unavailable): only that file's clean pages are evicted"
+            }
+        }
+    }
+}
+
+/// Drop the cached pages of `file` (at `path`) so the next read comes from
+/// the device. Not timed by callers.
+pub fn drop_file_cache(file: &File, path: &Path, is_root: bool) -> Result<DropMethod> {
+    file.sync_data()
+        .map_err(|e| Error::io("cannot fdatasync", path, e))?;
+    if is_root && drop_all_caches().is_ok() {
+        // drop_caches skips pages still mapped or locked; fadvise as well
+        // costs nothing and covers a file that is still open by us.
+        fadvise_dontneed(file, path)?;
+        return Ok(DropMethod::DropCaches);
+    }
+    fadvise_dontneed(file, path)?;
+    Ok(DropMethod::Fadvise)
+}
+
+/// `sync` then write `1` (page cache only) to `/proc/sys/vm/drop_caches`.
+pub fn drop_all_caches() -> std::io::Result<()> {
+    rustix::fs::sync();
+    std::fs::write("/proc/sys/vm/drop_caches", "1")
+}
+
+/// `posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)`.
+pub fn fadvise_dontneed(file: &File, path: &Path) -> Result<()> {
+    // SAFETY: plain syscall on a valid descriptor.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(Error::io(
+            "cannot posix_fadvise(DONTNEED)",
+            path,
+            std::io::Error::from_raw_os_error(rc),
+        ));
+    }
+    Ok(())
+}
+
+/// How an experiment opens its data file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoMode {
+    /// Through the page cache.
+    Buffered,
+    /// O_DIRECT: bypasses the page cache (aligned buffers, block-multiple sizes).
+    Direct,
+    /// O_SYNC: every write() returns once data and metadata are on stable storage.
+    Sync,
+}
+
+impl IoMode {
+    pub const CHOICES: &'static [&'static str] = &["buffered", "direct", "sync"];
+
+    pub fn parse(s: &str) -> Result<IoMode> {
+        match s {
+            "buffered" => Ok(IoMode::Buffered),
+            "direct" => Ok(IoMode::Direct),
+            "sync" => Ok(IoMode::Sync),
+            other => Err(Error::usage(format!(
+                "unknown mode '{other}' (expected buffered, direct or sync)"
+            ))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IoMode::Buffered => "buffered",
+            IoMode::Direct => "direct",
+            IoMode::Sync => "sync",
+        }
+    }
+
+    /// Extra open flags for writing.
+    pub fn write_flags(self) -> i32 {
+        match self {
+            IoMode::Buffered => 0,
+            IoMode::Direct => libc::O_DIRECT,
+            IoMode::Sync => libc::O_SYNC,
+        }
+    }
+
+    /// Extra open flags for reading (O_SYNC has no effect on reads).
+    pub fn read_flags(self) -> i32 {
+        match self {
+            IoMode::Direct => libc::O_DIRECT,
+            _ => 0,
+        }
+    }
+}
+
+/// Logical block size of the device behind `path` (O_DIRECT granularity),
+/// from sysfs; 512 when unknown.
+pub fn logical_block_size(path: &Path) -> u64 {
+    crate::system::device_for_path(path)
+        .and_then(|d| crate::system::device::queue_setting(&d.disk, "logical_block_size"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(512)
+}
+
+/// Open an existing scratch file with extra flags (never creates).
+pub fn open_with(path: &Path, write: bool, flags: i32) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(!write)
+        .write(write)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::EINVAL) && flags & libc::O_DIRECT != 0 {
+                Error::environment(format!(
+                    "cannot open {} with O_DIRECT: the file system does not support direct I/O \
+                     (tmpfs?); choose another --target or mode=buffered",
+                    path.display()
+                ))
+            } else {
+                Error::io("cannot open", path, e)
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_round_trip() {
+        for m in IoMode::CHOICES {
+            assert_eq!(IoMode::parse(m).unwrap().as_str(), *m);
+        }
+        assert!(IoMode::parse("x").is_err());
+        assert_eq!(IoMode::Sync.read_flags(), 0);
+    }
+
+    #[test]
+    fn fadvise_works_without_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![1u8; 8192]).unwrap();
+        let f = File::open(&p).unwrap();
+        let m = drop_file_cache(&f, &p, false).unwrap();
+        assert_eq!(m, DropMethod::Fadvise);
+    }
+}
