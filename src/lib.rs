@@ -13,6 +13,7 @@ pub mod report;
 pub mod safety;
 pub mod stats;
 pub mod store;
+pub mod study;
 pub mod system;
 pub mod tune;
 

@@ -105,6 +105,30 @@ pub struct Run {
     pub samples: Vec<MonitorSample>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Present when the run is a study: key issues with verdicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub study: Option<StudySummary>,
+}
+
+/// The verdict on one key issue of a study profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IssueVerdict {
+    pub name: String,
+    /// The question the key issue answers ("can it record at 6 Mb/s?").
+    pub question: String,
+    /// The measured figures the verdict rests on, in words.
+    pub result: String,
+    /// "pass", "fail" or "unknown" (measurement missing or failed).
+    pub verdict: String,
+    pub conclusion: String,
+}
+
+/// What a study run concluded, for the summary table and the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StudySummary {
+    pub profile: String,
+    pub title: String,
+    pub issues: Vec<IssueVerdict>,
 }
 
 impl Run {

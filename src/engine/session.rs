@@ -58,6 +58,7 @@ impl Session {
             results: Vec::new(),
             samples: Vec::new(),
             warnings: Vec::new(),
+            study: None,
         };
         if watch.quiet_check > 0.0 {
             run.quietness = system::quietness_check(

@@ -78,8 +78,8 @@ impl Store {
         let tx = self.conn.transaction()?;
         tx.execute(
             "INSERT INTO runs (id, label, status, started, finished, tool_version, argv, environment,
-                               quietness, warnings, experiments)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                               quietness, warnings, experiments, study)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             params![
                 run.id,
                 run.label,
@@ -92,6 +92,7 @@ impl Store {
                 serde_json::to_string(&run.quietness)?,
                 serde_json::to_string(&run.warnings)?,
                 run.experiments().join(","),
+                run.study.as_ref().map(serde_json::to_string).transpose()?,
             ],
         )?;
         for (i, r) in run.results.iter().enumerate() {
@@ -201,7 +202,8 @@ impl Store {
         let run = self
             .conn
             .query_row(
-                "SELECT id, label, status, started, finished, tool_version, argv, environment, quietness, warnings
+                "SELECT id, label, status, started, finished, tool_version, argv, environment, quietness, warnings,
+                        study
                  FROM runs WHERE id = ?1",
                 [&id],
                 |row| {
@@ -216,6 +218,7 @@ impl Store {
                         row.get::<_, String>(7)?,
                         row.get::<_, String>(8)?,
                         row.get::<_, String>(9)?,
+                        row.get::<_, Option<String>>(10)?,
                     ))
                 },
             )
@@ -240,6 +243,7 @@ impl Store {
             warnings: serde_json::from_str(&run.9)?,
             results: self.load_results(&run.0)?,
             samples: self.load_samples(&run.0)?,
+            study: run.10.as_deref().map(serde_json::from_str).transpose()?,
         })
     }
 

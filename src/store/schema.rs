@@ -24,6 +24,8 @@ const MIGRATIONS: &[&str] = &[
      CREATE TABLE monitor_samples (
         run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE, idx INTEGER NOT NULL,
         t REAL NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, idx));",
+    // 2: study verdicts (JSON, NULL for plain runs).
+    "ALTER TABLE runs ADD COLUMN study TEXT;",
 ];
 
 pub fn version() -> i64 {

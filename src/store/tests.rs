@@ -35,6 +35,7 @@ fn sample_run(label: &str) -> Run {
         }],
         samples: vec![],
         warnings: vec![],
+        study: None,
     }
 }
 
@@ -62,7 +63,11 @@ fn a_duplicate_id_saves_nothing() {
     let run = sample_run("x");
     store.save(&run).unwrap();
     assert!(store.save(&run).is_err());
-    assert_eq!(store.list().unwrap().len(), 1, "the failed save left no partial run");
+    assert_eq!(
+        store.list().unwrap().len(),
+        1,
+        "the failed save left no partial run"
+    );
 }
 
 #[test]

@@ -1,0 +1,165 @@
+//! `tunelab study PROFILE|FILE.toml`: run a profile's key issues and judge
+//! each against its pass criteria.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::run::{begin_session, finish, for_each_target, LabArgs, MeasureArgs};
+use super::{Cli, Out};
+use crate::engine::model::StudySummary;
+use crate::engine::runner::{run_points, RunOptions};
+use crate::safety::is_root;
+use crate::study::{self, profile::parse_sets, verdict::judge};
+use crate::{Error, Result};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A built-in profile (quick, storage, micro, set-top, pvr, full) or a TOML file.
+    pub profile: String,
+    /// Directory to measure in (scratch files go in a private directory inside it).
+    #[arg(long, value_name = "DIR")]
+    pub target: Option<PathBuf>,
+    /// Set a profile variable, e.g. --set command=/usr/bin/myapp (set-top, quick).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+    /// Print the profile's key issues and exit without measuring.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    #[command(flatten)]
+    pub lab: LabArgs,
+}
+
+pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
+    // The whole profile is validated before anything runs.
+    let profile = study::load(&args.profile, &parse_sets(&args.set)?)?;
+    if args.dry_run {
+        for i in &profile.issues {
+            let crit: Vec<String> = i
+                .criteria
+                .iter()
+                .map(|c| format!("{} {} {}", c.metric, c.op.symbol(), c.value))
+                .collect();
+            out.data(&format!(
+                "{}: {} ({} points) {}\n",
+                i.name,
+                i.experiment.name(),
+                i.points.len(),
+                crit.join(", ")
+            ))?;
+        }
+        return Ok(0);
+    }
+    let lab = args.lab.parse()?;
+    let mut store = args.measure.store(cli)?;
+    let mut measure = args.measure.clone();
+    if measure.label.is_empty() {
+        measure.label = format!("study {}", profile.name);
+    }
+    out.info(&format!(
+        "study {}: {} ({} key issues)",
+        profile.name,
+        profile.title,
+        profile.issues.len()
+    ));
+    let mut session = begin_session(&measure, args.target.as_deref(), argv, out);
+    let bar = progress_bar(out, profile.issues.len());
+    let mut verdicts = Vec::new();
+    let mut stop = None;
+    for issue in &profile.issues {
+        if let Some(b) = &bar {
+            b.set_message(issue.name.clone());
+        } else {
+            out.info(&format!(
+                "[{}/{}] {}",
+                verdicts.len() + 1,
+                profile.issues.len(),
+                issue.name
+            ));
+        }
+        let exp = issue.experiment.as_ref();
+        let before = session.run.results.len();
+        let error = if exp.needs().root && !is_root() {
+            Some(Error::privilege(format!("{} needs root", exp.name())))
+        } else {
+            let opts = RunOptions {
+                trials: issue.trials.or(args.measure.trials),
+                budget: issue.budget.or(args.measure.budget),
+                ..args.measure.options()
+            };
+            match opts.plan(exp.defaults()) {
+                Ok(plan) => {
+                    let fixed = opts.trials.is_some();
+                    for_each_target(
+                        exp,
+                        &issue.points,
+                        args.target.as_deref(),
+                        &lab,
+                        out,
+                        &mut session,
+                        &mut |ctx| run_points(exp, &issue.points, ctx, &plan, fixed, &mut |_| {}),
+                    )
+                }
+                Err(e) => Some(e),
+            }
+        };
+        verdicts.push(judge(
+            issue,
+            &session.run.results[before..],
+            error.as_ref().map(|e| e.to_string()).as_deref(),
+        ));
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+        match error {
+            Some(e @ Error::Interrupted(_)) => {
+                stop = Some(e);
+                break;
+            }
+            Some(e) => {
+                let w = format!("{}: {e}", issue.name);
+                out.warn(&w);
+                session.run.warnings.push(w);
+            }
+            None => {}
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    session.run.study = Some(StudySummary {
+        profile: profile.name.clone(),
+        title: profile.title.clone(),
+        issues: verdicts,
+    });
+    let run = session.finish(stop.as_ref());
+    let run = finish(run, store.as_mut(), out)?;
+    if !out.json {
+        if let Some(s) = &run.study {
+            out.data(&study::summary_table(s))?;
+        }
+    }
+    match stop {
+        Some(e) => Err(e),
+        None => Ok(0),
+    }
+}
+
+fn progress_bar(out: &Out, len: usize) -> Option<ProgressBar> {
+    if !out.interactive {
+        return None;
+    }
+    let b = ProgressBar::new(len as u64);
+    b.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{bar:30}] {pos}/{len} key issues · {msg} · {elapsed} (ETA {eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    b.enable_steady_tick(Duration::from_millis(200));
+    Some(b)
+}

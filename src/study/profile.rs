@@ -1,0 +1,476 @@
+//! Study profiles: TOML files listing key issues, each with an experiment,
+//! its parameters and pass criteria. Built-in profiles are embedded in the
+//! binary; user profiles are validated completely — with line numbers —
+//! before anything runs.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::engine::params::{expand_points, parse_duration, parse_size, split_assignment, Point};
+use crate::engine::{registry, Experiment};
+use crate::{Error, Result};
+
+/// Built-in profiles: (name, TOML text).
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("quick", include_str!("../../profiles/quick.toml")),
+    ("storage", include_str!("../../profiles/storage.toml")),
+    ("micro", include_str!("../../profiles/micro.toml")),
+    ("set-top", include_str!("../../profiles/set-top.toml")),
+    ("pvr", include_str!("../../profiles/pvr.toml")),
+    ("full", include_str!("../../profiles/full.toml")),
+];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    name: String,
+    title: String,
+    #[serde(default)]
+    description: String,
+    /// Other built-in profiles whose key issues come first.
+    #[serde(default)]
+    include: Vec<Spanned<String>>,
+    /// Defaults for `{{name}}` placeholders in parameters (override with --set).
+    #[serde(default)]
+    vars: BTreeMap<String, String>,
+    #[serde(default)]
+    issue: Vec<RawIssue>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIssue {
+    name: String,
+    #[serde(default)]
+    question: String,
+    experiment: Spanned<String>,
+    #[serde(default)]
+    params: BTreeMap<String, Spanned<toml::Value>>,
+    #[serde(default)]
+    trials: Option<usize>,
+    #[serde(default)]
+    budget: Option<Spanned<String>>,
+    #[serde(default)]
+    criteria: Vec<Spanned<RawCriterion>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCriterion {
+    metric: String,
+    op: String,
+    value: toml::Value,
+    /// Only points whose parameters match (e.g. { mode = "paced" }).
+    #[serde(default, rename = "where")]
+    filter: BTreeMap<String, toml::Value>,
+    /// How to combine several points: "all" must pass (default), or the
+    /// "median" / "best" / "worst" of their medians.
+    #[serde(default)]
+    over: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Op {
+    Ge,
+    Gt,
+    Le,
+    Lt,
+}
+
+impl Op {
+    pub fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            Op::Ge => a >= b,
+            Op::Gt => a > b,
+            Op::Le => a <= b,
+            Op::Lt => a < b,
+        }
+    }
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op::Ge => "≥",
+            Op::Gt => ">",
+            Op::Le => "≤",
+            Op::Lt => "<",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Over {
+    All,
+    Median,
+    Best,
+    Worst,
+}
+
+#[derive(Debug, Clone)]
+pub struct Criterion {
+    pub metric: String,
+    pub unit: String,
+    pub higher_is_better: bool,
+    pub op: Op,
+    /// Threshold in the metric's base unit.
+    pub value: f64,
+    pub filter: BTreeMap<String, String>,
+    pub over: Over,
+}
+
+pub struct KeyIssue {
+    pub name: String,
+    pub question: String,
+    pub experiment: Box<dyn Experiment>,
+    pub points: Vec<Point>,
+    pub trials: Option<usize>,
+    pub budget: Option<f64>,
+    pub criteria: Vec<Criterion>,
+}
+
+pub struct Profile {
+    pub name: String,
+    pub title: String,
+    pub description: String,
+    pub issues: Vec<KeyIssue>,
+}
+
+/// Load a built-in profile by name, or a TOML file by path.
+pub fn load(name_or_path: &str, sets: &[(String, String)]) -> Result<Profile> {
+    if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+        return parse(text, &format!("built-in profile {name_or_path}"), sets);
+    }
+    let path = std::path::Path::new(name_or_path);
+    if !path.exists() {
+        let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+        return Err(Error::usage(format!(
+            "no profile '{name_or_path}': built-in profiles are {} (or give a .toml file)",
+            names.join(", ")
+        )));
+    }
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::io("cannot read profile", path, e))?;
+    parse(&text, &path.display().to_string(), sets)
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// Parse and validate a profile; every error names the line.
+pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Profile> {
+    let raw: RawProfile = toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| format!("line {}: ", line_of(text, s.start)))
+            .unwrap_or_default();
+        Error::usage(format!("{origin}: {line}{}", e.message()))
+    })?;
+    let at = |span: std::ops::Range<usize>, msg: String| {
+        Error::usage(format!(
+            "{origin}: line {}: {msg}",
+            line_of(text, span.start)
+        ))
+    };
+    let mut vars = raw.vars.clone();
+    for (k, v) in sets {
+        if !vars.contains_key(k) {
+            let known: Vec<&String> = raw.vars.keys().collect();
+            return Err(Error::usage(format!(
+                "{origin}: --set {k}: the profile has no variable '{k}' (variables: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            )));
+        }
+        vars.insert(k.clone(), v.clone());
+    }
+    let mut issues = Vec::new();
+    for inc in &raw.include {
+        let (_, inc_text) = BUILTIN
+            .iter()
+            .find(|(n, _)| *n == inc.get_ref().as_str() && *n != raw.name)
+            .ok_or_else(|| {
+                at(
+                    inc.span(),
+                    format!("unknown profile '{}' in include", inc.get_ref()),
+                )
+            })?;
+        let included = parse(
+            inc_text,
+            &format!("built-in profile {}", inc.get_ref()),
+            &[],
+        )?;
+        issues.extend(included.issues);
+    }
+    for ri in raw.issue {
+        let exp = registry::find(ri.experiment.get_ref())
+            .map_err(|e| at(ri.experiment.span(), e.to_string()))?;
+        let mut overrides = Vec::new();
+        for (k, v) in &ri.params {
+            let value = match v.get_ref() {
+                toml::Value::String(s) => substitute(s, &vars).map_err(|m| at(v.span(), m))?,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => if *b { "yes" } else { "no" }.to_string(),
+                other => {
+                    return Err(at(
+                        v.span(),
+                        format!("parameter {k}: unsupported value {other}"),
+                    ))
+                }
+            };
+            let spec = exp
+                .params()
+                .into_iter()
+                .find(|p| p.name == k)
+                .ok_or_else(|| {
+                    at(
+                        v.span(),
+                        format!(
+                            "{} has no parameter '{k}' (see tunelab list {})",
+                            exp.name(),
+                            exp.name()
+                        ),
+                    )
+                })?;
+            spec.parse_list(&value)
+                .map_err(|e| at(v.span(), e.to_string()))?;
+            overrides.push((k.clone(), value));
+        }
+        let span = ri.experiment.span();
+        let points = expand_points(&exp.params(), &overrides)
+            .map_err(|e| at(span.clone(), e.to_string()))?;
+        for p in &points {
+            exp.validate(p)
+                .map_err(|e| at(span.clone(), e.to_string()))?;
+        }
+        let budget = match &ri.budget {
+            Some(b) => Some(
+                parse_duration(b.get_ref())
+                    .filter(|v| *v > 0.0)
+                    .ok_or_else(|| {
+                        at(
+                            b.span(),
+                            format!("budget '{}' is not a duration", b.get_ref()),
+                        )
+                    })?,
+            ),
+            None => None,
+        };
+        if ri.trials == Some(0) {
+            return Err(at(span, "trials must be at least 1".into()));
+        }
+        let criteria = ri
+            .criteria
+            .iter()
+            .map(|c| criterion(exp.as_ref(), c.get_ref()).map_err(|m| at(c.span(), m)))
+            .collect::<Result<Vec<_>>>()?;
+        issues.push(KeyIssue {
+            name: ri.name,
+            question: ri.question,
+            experiment: exp,
+            points,
+            trials: ri.trials,
+            budget,
+            criteria,
+        });
+    }
+    if issues.is_empty() {
+        return Err(Error::usage(format!(
+            "{origin}: the profile has no [[issue]] entries"
+        )));
+    }
+    Ok(Profile {
+        name: raw.name,
+        title: raw.title,
+        description: raw.description,
+        issues,
+    })
+}
+
+/// Replace `{{var}}` placeholders.
+fn substitute(s: &str, vars: &BTreeMap<String, String>) -> std::result::Result<String, String> {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("{{") {
+        out.push_str(&rest[..i]);
+        let end = rest[i..]
+            .find("}}")
+            .ok_or_else(|| format!("unclosed {{{{ in '{s}'"))?;
+        let name = rest[i + 2..i + end].trim();
+        out.push_str(
+            vars.get(name)
+                .ok_or_else(|| format!("unknown variable '{name}' in '{s}'"))?,
+        );
+        rest = &rest[i + end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn criterion(exp: &dyn Experiment, c: &RawCriterion) -> std::result::Result<Criterion, String> {
+    let metrics = exp.metrics();
+    let spec = metrics.iter().find(|m| m.name == c.metric).ok_or_else(|| {
+        format!(
+            "criterion: {} has no metric '{}' (metrics: {})",
+            exp.name(),
+            c.metric,
+            metrics
+                .iter()
+                .map(|m| m.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    let op = match c.op.as_str() {
+        ">=" => Op::Ge,
+        ">" => Op::Gt,
+        "<=" => Op::Le,
+        "<" => Op::Lt,
+        other => {
+            return Err(format!(
+                "criterion: op '{other}' is not one of >=, >, <=, <"
+            ))
+        }
+    };
+    let value = match &c.value {
+        toml::Value::Integer(i) => *i as f64,
+        toml::Value::Float(f) => *f,
+        toml::Value::String(s) => quantity(s, spec.unit).ok_or_else(|| {
+            format!(
+                "criterion: '{s}' is not a value in {} (e.g. 100MB/s, 33ms, 1%)",
+                spec.unit
+            )
+        })?,
+        other => return Err(format!("criterion: value {other} is not a number")),
+    };
+    let over = match c.over.as_deref() {
+        None | Some("all") => Over::All,
+        Some("median") => Over::Median,
+        Some("best") => Over::Best,
+        Some("worst") => Over::Worst,
+        Some(o) => {
+            return Err(format!(
+                "criterion: over '{o}' is not all, median, best or worst"
+            ))
+        }
+    };
+    let filter = c
+        .filter
+        .iter()
+        .map(|(k, v)| {
+            if !exp.params().iter().any(|p| p.name == k) {
+                return Err(format!(
+                    "criterion: where: {} has no parameter '{k}'",
+                    exp.name()
+                ));
+            }
+            let v = match v {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            // Compare in base units: "1m" → 1048576.
+            let spec = exp
+                .params()
+                .into_iter()
+                .find(|p| p.name == k)
+                .expect("checked above");
+            let parsed = spec
+                .parse_one(&v)
+                .map_err(|e| format!("criterion: where {k}: {e}"))?;
+            Ok((k.clone(), parsed.to_string()))
+        })
+        .collect::<std::result::Result<_, String>>()?;
+    Ok(Criterion {
+        metric: c.metric.clone(),
+        unit: spec.unit.to_string(),
+        higher_is_better: spec.better == crate::engine::Better::Higher,
+        op,
+        value,
+        filter,
+        over,
+    })
+}
+
+/// A threshold with units, in the metric's base unit: `100MB/s`, `64MiB/s`,
+/// `33ms`, `1%` (of a ratio), or a plain number.
+pub fn quantity(s: &str, unit: &str) -> Option<f64> {
+    let s = s.trim();
+    if let Some(p) = s.strip_suffix('%') {
+        return p.trim().parse::<f64>().ok().map(|v| v / 100.0);
+    }
+    match unit {
+        "B/s" => parse_size(s.trim_end_matches("/s")).map(|v| v as f64),
+        "B" => parse_size(s).map(|v| v as f64),
+        "s" => parse_duration(s),
+        _ => s.parse().ok(),
+    }
+}
+
+/// Parse `--set key=value` arguments.
+pub fn parse_sets(raw: &[String]) -> Result<Vec<(String, String)>> {
+    raw.iter().map(|r| split_assignment(r)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_profile_is_valid() {
+        for (name, text) in BUILTIN {
+            let p = parse(text, name, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(!p.issues.is_empty(), "{name}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let bad_exp =
+            "name = \"x\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nexperiment = \"io.nope\"\n";
+        let e = parse(bad_exp, "p.toml", &[]).err().unwrap().to_string();
+        assert!(
+            e.contains("p.toml: line 5: unknown experiment 'io.nope'"),
+            "{e}"
+        );
+        let bad_crit = "name = \"x\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nexperiment = \"io.file-read\"\n\
+                        [[issue.criteria]]\nmetric = \"read_throughput\"\nop = \"=>\"\nvalue = \"1MB/s\"\n";
+        let e = parse(bad_crit, "p.toml", &[]).err().unwrap().to_string();
+        assert!(e.contains("line 6") && e.contains("op '=>'"), "{e}");
+        let bad_toml = "name = \"x\"\ntitle = \n";
+        let e = parse(bad_toml, "p.toml", &[]).err().unwrap().to_string();
+        assert!(e.contains("line 2"), "{e}");
+        let bad_param = "name = \"x\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nexperiment = \"io.file-read\"\nparams = { size = \"big\" }\n";
+        let e = parse(bad_param, "p.toml", &[]).err().unwrap().to_string();
+        assert!(
+            e.contains("line 6") && e.contains("'big' is not a size"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn quantities_use_the_metric_unit() {
+        assert_eq!(quantity("100MB/s", "B/s"), Some(1e8));
+        assert_eq!(quantity("33ms", "s"), Some(0.033));
+        assert_eq!(quantity("1%", "ratio"), Some(0.01));
+        assert_eq!(quantity("30", "frames/s"), Some(30.0));
+        assert_eq!(quantity("fast", "B/s"), None);
+    }
+
+    #[test]
+    fn variables_substitute_and_unknown_sets_are_refused() {
+        let text =
+            "name = \"x\"\ntitle = \"t\"\n[vars]\ncommand = \"true\"\n[[issue]]\nname = \"a\"\n\
+                    experiment = \"app.time\"\nparams = { command = \"{{command}}\" }\n";
+        let p = parse(text, "p", &[("command".into(), "/bin/ls".into())]).unwrap();
+        assert_eq!(p.issues[0].points[0].text("command").unwrap(), "/bin/ls");
+        assert!(parse(text, "p", &[("colour".into(), "x".into())]).is_err());
+    }
+}
