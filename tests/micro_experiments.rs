@@ -146,6 +146,46 @@ fn mem_latency_curve_has_two_series() {
 }
 
 #[test]
+fn mem_mmap_read_once_and_each() {
+    let r = results(
+        "mem.mmap-read",
+        &["size=4M", "map=once,each"],
+        &["read_throughput"],
+    );
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0]["params"]["map"], "once");
+    assert_eq!(r[1]["params"]["map"], "each");
+    let notes = r[1]["notes"].to_string();
+    assert!(notes.contains("munmap"), "{notes}");
+}
+
+#[test]
+fn ipc_ctxsw_ring_and_curves() {
+    let r = results(
+        "ipc.ctxsw",
+        &["procs=2,4", "size=0,16k", "cpu=same"],
+        &["ctxsw", "hop"],
+    );
+    assert_eq!(r.len(), 4, "2 sizes x 2 ring sizes");
+    for (i, x) in r.iter().enumerate() {
+        let hop = x["metrics"][1]["summary"]["median"].as_f64().unwrap();
+        assert!(hop < 0.01, "a ring hop of {hop} s");
+        let s = series(x);
+        assert_eq!(s.len(), 1);
+        let pts = s[0]["points"].as_array().unwrap();
+        // procs varies fastest: the second point of each size has the whole curve.
+        assert_eq!(pts.len(), i % 2 + 1, "{x}");
+        assert!(s[0]["name"].as_str().unwrap().contains("cpu=same"));
+    }
+    assert!(r[0]["notes"].to_string().contains("overhead"));
+    results(
+        "ipc.ctxsw",
+        &["procs=3", "size=4k", "cpu=any"],
+        &["ctxsw", "hop"],
+    );
+}
+
+#[test]
 fn bad_parameters_are_usage_errors() {
     bad("mem.latency", &["max=0"], "out of range");
     bad("mem.latency", &["max=64k", "stride=64k"], "stride");
@@ -160,4 +200,11 @@ fn bad_parameters_are_usage_errors() {
         &["groups=10000", "pairs=1000"],
         "processes",
     );
+    bad("mem.mmap-read", &["size=0"], "out of range");
+    bad("mem.mmap-read", &["size=60G"], "page cache");
+    bad("mem.mmap-read", &["map=twice"], "map");
+    bad("ipc.ctxsw", &["procs=1"], "out of range");
+    bad("ipc.ctxsw", &["procs=8000000"], "processes");
+    bad("ipc.ctxsw", &["cpu=split"], "cpu");
+    bad("ipc.ctxsw", &["procs=30000", "size=64M"], "memory");
 }

@@ -7,12 +7,16 @@ mod completions;
 mod export;
 mod inspect;
 mod list;
+mod memory;
 mod monitor;
 mod output;
+mod report;
 mod restore;
 mod run;
 mod runs;
 mod show;
+mod study;
+mod time;
 mod tune;
 
 use std::path::PathBuf;
@@ -65,6 +69,8 @@ pub enum Command {
     Inspect(inspect::Args),
     /// Findings from configuration facts and stored measurements, with the fix and its risk.
     Advise(advise::Args),
+    /// Run a study profile of key issues and judge each (quick, storage, micro, set-top, pvr, full or FILE.toml).
+    Study(study::Args),
     /// Sweep one knob (interleaved, randomised, repeated) and always restore it.
     Tune(tune::Args),
     /// Restore settings left changed by a tunelab that was killed.
@@ -73,6 +79,12 @@ pub enum Command {
     Completions(completions::Args),
     /// Watch the machine: vmstat, iostat, hogs, irq, slab, dirty, psi, power (Ctrl-C stops, exit 0).
     Monitor(monitor::Args),
+    /// Time programs' start-up and exit like hyperfine (stored as an app.time run).
+    Time(time::Args),
+    /// Memory of a program (RSS, PSS, VSZ, shared/private, peak) and of the system, before and after.
+    Memory(memory::Args),
+    /// Write a self-contained HTML (or Markdown) report of a run with charts; --vs adds a comparison.
+    Report(report::Args),
 }
 
 /// The clap command with experiment details added to `run --help` and the man page.
@@ -127,10 +139,14 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
         Command::Export(a) => export::exec(a, out, &open_store(cli)?),
         Command::Inspect(a) => inspect::exec(a, out),
         Command::Advise(a) => advise::exec(a, out, cli),
+        Command::Study(a) => study::exec(a, out, cli, argv),
         Command::Tune(a) => tune::exec(a, out, cli, argv),
         Command::Restore(a) => restore::exec(a, out),
         Command::Completions(a) => completions::exec(a),
         Command::Monitor(a) => monitor::exec(a, out, cli.json),
+        Command::Time(a) => time::exec(a, out, cli, argv),
+        Command::Memory(a) => memory::exec(a, out),
+        Command::Report(a) => report::exec(a, out, &open_store(cli)?),
     }
 }
 

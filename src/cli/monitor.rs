@@ -423,7 +423,7 @@ impl ViewState for SlabView {
         let rows = pressure::slab_delta(&self.prev, &cur, secs);
         self.prev = cur;
         let mut by_objs = rows.clone();
-        by_objs.sort_by(|a, b| b.active_objs.cmp(&a.active_objs));
+        by_objs.sort_by_key(|r| std::cmp::Reverse(r.active_objs));
         let mut e = Emitted::default();
         let mut shown: Vec<&pressure::SlabRow> = rows.iter().take(self.top).collect();
         for r in by_objs.iter().take(self.top) {
@@ -726,7 +726,7 @@ fn make_view(a: &Args) -> Result<Box<dyn ViewState>> {
             Box::new(v)
         }
         View::Hogs => {
-            if !(a.min_pct >= 0.0) {
+            if a.min_pct.is_nan() || a.min_pct < 0.0 {
                 return Err(Error::usage("--min-pct must be zero or more"));
             }
             let mut reader = HogsReader::new();

@@ -1,10 +1,12 @@
 //! The experiment registry: one file per experiment, grouped by family.
 
+pub mod app;
 pub mod io;
 pub mod ipc;
 pub mod mem;
 pub mod sched;
 pub mod util;
+pub mod work;
 
 use crate::engine::Experiment;
 
@@ -15,5 +17,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
     v.extend(mem::all());
     v.extend(ipc::all());
     v.extend(sched::all());
+    v.extend(app::all());
+    v.extend(work::all());
     v
 }

@@ -1,8 +1,12 @@
 //! Turning runs into text: terminal tables, JSON/CSV/Markdown exports,
 //! comparisons.
 
+pub mod charts;
 pub mod comparison;
+pub mod document;
 pub mod export;
+pub mod html;
+pub mod md_report;
 pub mod runview;
 pub mod table;
 pub mod units;

@@ -123,13 +123,17 @@ pub fn render(run: &Run) -> String {
     s
 }
 
-/// Mean and max of the sampled activity during the run.
+/// Mean and max of the sampled activity during the run (vmstat columns, the
+/// target device's iostat -x columns, dirty page cache), then the classic
+/// warning signs seen (see `observe::hints`) and intervals where Dirty +
+/// Writeback was above the writer-throttling point.
 pub fn monitor_summary(run: &Run) -> String {
+    use crate::observe::sampler::MonitorSample;
     let n = run.samples.len();
     if n == 0 {
         return String::new();
     }
-    let col = |f: &dyn Fn(&crate::observe::sampler::MonitorSample) -> f64| {
+    let col = |f: &dyn Fn(&MonitorSample) -> f64| {
         let v: Vec<f64> = run.samples.iter().map(f).collect();
         (
             v.iter().sum::<f64>() / n as f64,
@@ -140,10 +144,32 @@ pub fn monitor_summary(run: &Run) -> String {
     let mut add = |name: &str, unit: &str, (mean, max): (f64, f64)| {
         rows.push(vec![name.to_string(), human(mean, unit), human(max, unit)]);
     };
+    add("runnable (r)", "", col(&|s| s.vmstat.r as f64));
+    add("blocked (b)", "", col(&|s| s.vmstat.b as f64));
     add("cpu user %", "%", col(&|s| s.vmstat.us));
     add("cpu system %", "%", col(&|s| s.vmstat.sy));
+    add("cpu idle %", "%", col(&|s| s.vmstat.id));
     add("cpu iowait %", "%", col(&|s| s.vmstat.wa));
+    add("cpu steal %", "%", col(&|s| s.vmstat.st));
+    add("interrupts", "/s", col(&|s| s.vmstat.in_s));
     add("context switches", "/s", col(&|s| s.vmstat.cs_s));
+    add(
+        "free memory",
+        "B",
+        col(&|s| s.vmstat.free_kb as f64 * 1024.0),
+    );
+    add(
+        "page cache",
+        "B",
+        col(&|s| s.vmstat.cache_kb as f64 * 1024.0),
+    );
+    add(
+        "swap in+out",
+        "B/s",
+        col(&|s| (s.vmstat.si + s.vmstat.so) * 1024.0),
+    );
+    add("block in (bi)", "B/s", col(&|s| s.vmstat.bi * 1024.0));
+    add("block out (bo)", "B/s", col(&|s| s.vmstat.bo * 1024.0));
     add("dirty", "B", col(&|s| s.dirty.dirty_bytes as f64));
     add("writeback", "B", col(&|s| s.dirty.writeback_bytes as f64));
     if run.samples.iter().any(|s| s.disk.is_some()) {
@@ -152,24 +178,56 @@ pub fn monitor_summary(run: &Run) -> String {
             .iter()
             .find_map(|s| s.disk.as_ref().map(|d| d.device.clone()))
             .unwrap_or_default();
-        add(
-            &format!("{dev} read"),
-            "B/s",
-            col(&|s| s.disk.as_ref().map_or(0.0, |d| d.rkb_s * 1024.0)),
-        );
+        let d = |f: fn(&crate::observe::IostatRow) -> f64| {
+            move |s: &MonitorSample| s.disk.as_ref().map_or(0.0, f)
+        };
+        add(&format!("{dev} reads"), "/s", col(&d(|d| d.r_s)));
+        add(&format!("{dev} writes"), "/s", col(&d(|d| d.w_s)));
+        add(&format!("{dev} read"), "B/s", col(&d(|d| d.rkb_s * 1024.0)));
         add(
             &format!("{dev} write"),
             "B/s",
-            col(&|s| s.disk.as_ref().map_or(0.0, |d| d.wkb_s * 1024.0)),
+            col(&d(|d| d.wkb_s * 1024.0)),
         );
         add(
-            &format!("{dev} util %"),
-            "%",
-            col(&|s| s.disk.as_ref().map_or(0.0, |d| d.util_pct)),
+            &format!("{dev} r_await"),
+            "s",
+            col(&d(|d| d.r_await_ms / 1e3)),
         );
+        add(
+            &format!("{dev} w_await"),
+            "s",
+            col(&d(|d| d.w_await_ms / 1e3)),
+        );
+        add(&format!("{dev} aqu-sz"), "", col(&d(|d| d.aqu_sz)));
+        add(
+            &format!("{dev} areq-sz"),
+            "B",
+            col(&d(|d| d.areq_sz_kb * 1024.0)),
+        );
+        add(&format!("{dev} util %"), "%", col(&d(|d| d.util_pct)));
     }
-    format!(
+    let mut s = format!(
         "\nmonitor ({n} samples)\n{}",
         table(&["", "mean", "max"], rows)
-    )
+    );
+    let vm: Vec<crate::observe::VmstatRow> = run.samples.iter().map(|s| s.vmstat.clone()).collect();
+    for (sign, count) in crate::observe::hints::count_signs(&vm) {
+        s.push_str(&format!(
+            "  sign: {} in {count} of {n} intervals\n",
+            sign.describe()
+        ));
+    }
+    let throttled = run
+        .samples
+        .iter()
+        .filter(|s| s.dirty.dirty_bytes + s.dirty.writeback_bytes > s.dirty.throttle_point())
+        .count();
+    if throttled > 0 {
+        s.push_str(&format!(
+            "  sign: Dirty + Writeback above the writer-throttling point in {throttled} of {n} intervals \
+             (writes were slowed down by the kernel; see `tunelab monitor dirty`)\n"
+        ));
+    }
+    s
 }

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod atime;
+pub mod burst;
 pub mod cache;
 pub mod cache_control;
 pub mod device_read;
@@ -9,6 +10,7 @@ pub mod file_read;
 pub mod metadata;
 pub mod pregrow;
 pub mod record_size;
+pub mod stream;
 
 use crate::engine::Experiment;
 
@@ -22,5 +24,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(cache::Cache),
         Box::new(device_read::DeviceRead),
         Box::new(atime::Atime),
+        Box::new(stream::Stream),
+        Box::new(burst::Burst),
     ]
 }

@@ -1,6 +1,7 @@
 //! Inter-process communication experiments (lmbench-class).
 
 pub(crate) mod child;
+pub mod ctxsw;
 pub mod fifo;
 pub(crate) mod pingpong;
 pub mod pipe;
@@ -13,5 +14,6 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(pipe::Pipe),
         Box::new(unix::Unix),
         Box::new(fifo::Fifo),
+        Box::new(ctxsw::Ctxsw::default()),
     ]
 }

@@ -31,7 +31,13 @@ impl Experiment for Pipe {
          of random data into a pipe as fast as it can; tunelab read()s them with `chunk`-byte \
          reads; bytes are counted once, as received, over a batch of at least 200 ms, in B/s. \
          cpu=any lets the scheduler place both processes (as perf bench does); same pins both \
-         to one CPU; split pins them to two different CPUs."
+         to one CPU; split pins them to two different CPUs. perf bench sched pipe times a \
+         whole run (forking and reaping its two workers included, well under 1% of a run of \
+         >= 30000 loops) and prints the mean; tunelab's trial is likewise a mean over a batch, \
+         so the two agree when compared over runs of similar length on the same machine \
+         (bench/micro_vs_reference.sh). With cpu=any the result depends on where the scheduler \
+         puts the two processes: same CPU ~ two context switches per round trip, different \
+         CPUs = two cross-CPU wake-ups, much slower on a VM with an idle vCPU."
     }
     fn params(&self) -> Vec<ParamSpec> {
         vec![

@@ -23,7 +23,16 @@ impl Experiment for Unix {
          trial times a batch of round trips lasting at least 200 ms and reports seconds per \
          round trip (every round trip also goes into an HDR histogram). Bandwidth: a second \
          child write()s `chunk`-byte pieces of random data, tunelab read()s them; bytes are \
-         counted once, as received, in B/s. cpu=any|same|split as in ipc.pipe."
+         counted once, as received, in B/s. cpu=any|same|split as in ipc.pipe. An AF_UNIX \
+         round trip costs about twice a pipe round trip on the same CPU (socket buffers are \
+         allocated and freed per message). Placement dominates everything else: when the two \
+         processes run on different CPUs every message is a cross-CPU wake-up, and on a VM \
+         whose other vCPU is idle that means waking a halted vCPU through the hypervisor \
+         (on the 2-vCPU development VM a plain C ping-pong pinned to two CPUs took 130-165 us \
+         per round trip, pipes and sockets alike, against 5-20 us on one CPU; the ~100 us \
+         once seen for ipc.unix was this placement, not the socket code); under load it can reach milliseconds. cpu=any reports whatever the scheduler chose, \
+         which is why its trials can be bimodal; compare cpu=same and cpu=split to separate the \
+         two costs."
     }
     fn params(&self) -> Vec<ParamSpec> {
         vec![

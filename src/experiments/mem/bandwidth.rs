@@ -15,7 +15,7 @@ use crate::experiments::util::MIN_TRIAL;
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
-use super::{cache_levels, sweep_sizes};
+use super::{cache_levels, mem_available, sweep_sizes};
 
 pub struct Bandwidth;
 
@@ -196,7 +196,7 @@ impl Experiment for Bandwidth {
         let size = p.u64("size")?;
         let k = Kernel::parse(p.text("kernel")?);
         let total = size.saturating_mul(k.arrays() as u64);
-        let avail = procfs_mem_available();
+        let avail = mem_available();
         if let Some(avail) = avail {
             if total > avail / 10 * 9 {
                 return Err(Error::usage(format!(
@@ -247,13 +247,6 @@ impl Experiment for Bandwidth {
         run.passes = ((MIN_TRIAL.as_secs_f64() / t).ceil() as u64).max(1);
         Ok(Box::new(run))
     }
-}
-
-fn procfs_mem_available() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }
 
 struct BandwidthRun {

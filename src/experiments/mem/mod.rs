@@ -2,11 +2,24 @@
 
 pub mod bandwidth;
 pub mod latency;
+pub mod mmap_read;
 
 use crate::engine::Experiment;
 
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(latency::Latency), Box::new(bandwidth::Bandwidth)]
+    vec![
+        Box::new(latency::Latency),
+        Box::new(bandwidth::Bandwidth),
+        Box::new(mmap_read::MmapRead),
+    ]
+}
+
+/// MemAvailable from /proc/meminfo, in bytes.
+pub fn mem_available() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// One data or unified CPU cache level as sysfs describes it.

@@ -1,0 +1,189 @@
+//! `tunelab report RUN [--vs BASE] -o FILE.html|FILE.md`: a report to read
+//! and keep — system, study verdicts, every experiment with its table and
+//! charts, monitor timelines, and with `--vs` a comparison first.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::Out;
+use crate::report::{document, html, md_report};
+use crate::store::Store;
+use crate::{Error, Result};
+
+pub const AFTER_HELP: &str = "\
+The format follows the file name: .html/.htm is one self-contained file (inline CSS and SVG \
+charts, no scripts, nothing loaded from the network); .md is Markdown, with the charts written \
+as SVG files into FILE-assets/ next to it (e.g. report.md + report-assets/01-….svg) and linked \
+relatively. Existing files are never overwritten.
+
+With --vs, RUN is the new run and --vs names the base (before the change): environment \
+differences, then ratios RUN/BASE with 95% CIs as a forest plot, then the verdict table.";
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// Run to report on: id, unique prefix, `last` or `last~N`.
+    pub run: String,
+    /// Compare with this base run (before the change): id, prefix, `last` or `last~N`.
+    #[arg(long, value_name = "RUN")]
+    pub vs: Option<String>,
+    /// New file to write: FILE.html (or .htm) or FILE.md.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: PathBuf,
+    /// With --vs: differences smaller than this are "no change" (e.g. 2% or 0.02).
+    #[arg(long, default_value = "2%", value_parser = super::compare::parse_noise)]
+    pub noise: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Html,
+    Markdown,
+}
+
+fn format_of(path: &Path) -> Result<Format> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("html") | Some("htm") => Ok(Format::Html),
+        Some("md") | Some("markdown") => Ok(Format::Markdown),
+        _ => Err(Error::usage(format!(
+            "cannot tell the report format from '{}': name the file *.html, *.htm or *.md",
+            path.display()
+        ))),
+    }
+}
+
+/// Create `path`, which must not exist.
+fn create_new(path: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Error::usage(format!(
+                    "{} already exists; choose a new file name (reports never overwrite)",
+                    path.display()
+                ))
+            } else {
+                Error::io("cannot create", path, e)
+            }
+        })
+}
+
+fn write_all(f: &mut std::fs::File, path: &Path, text: &str) -> Result<()> {
+    f.write_all(text.as_bytes())
+        .and_then(|_| f.flush())
+        .map_err(|e| Error::io("cannot write", path, e))
+}
+
+/// `dir/report.md` → (`dir/report-assets`, `report-assets`).
+fn assets_dir(path: &Path) -> (PathBuf, String) {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report".into());
+    let name = format!("{stem}-assets");
+    (path.with_file_name(&name), name)
+}
+
+pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
+    let format = format_of(&args.output)?;
+    if args.output.symlink_metadata().is_ok() {
+        return Err(Error::usage(format!(
+            "{} already exists; choose a new file name (reports never overwrite)",
+            args.output.display()
+        )));
+    }
+    let run = store.load(&args.run)?;
+    let base = match &args.vs {
+        Some(r) => Some(store.load(r)?),
+        None => None,
+    };
+    let doc = document::build(&run, base.as_ref(), args.noise);
+    let charts = doc.figures().filter(|f| f.svg.is_ok()).count();
+    let failed: Vec<String> = doc
+        .figures()
+        .filter_map(|f| f.svg.as_ref().err().map(|e| format!("{}: {e}", f.title)))
+        .collect();
+    let path = &args.output;
+    let mut assets = Vec::new();
+    match format {
+        Format::Html => {
+            let text = html::render(&doc);
+            let mut f = create_new(path)?;
+            write_all(&mut f, path, &text)?;
+        }
+        Format::Markdown => {
+            let (dir, dir_name) = assets_dir(path);
+            let (text, files) = md_report::render(&doc, &dir_name);
+            let mut f = create_new(path)?;
+            if !files.is_empty() {
+                if let Err(e) = std::fs::create_dir(&dir) {
+                    // Leave nothing half-written behind.
+                    let _ = std::fs::remove_file(path);
+                    return Err(if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        Error::usage(format!(
+                            "{} already exists (the Markdown report puts its charts there); \
+                             choose a new file name",
+                            dir.display()
+                        ))
+                    } else {
+                        Error::io("cannot create", &dir, e)
+                    });
+                }
+                for (name, svg) in &files {
+                    let p = dir.join(name);
+                    let mut af = create_new(&p)?;
+                    write_all(&mut af, &p, svg)?;
+                    assets.push(p);
+                }
+            }
+            write_all(&mut f, path, &text)?;
+        }
+    }
+    for f in &failed {
+        out.warn(&format!("chart not drawn: {f}"));
+    }
+    if out.json {
+        out.json_data(&serde_json::json!({
+            "path": path,
+            "format": match format { Format::Html => "html", Format::Markdown => "md" },
+            "run": run.id,
+            "vs": base.as_ref().map(|b| b.id.clone()),
+            "charts": charts,
+            "assets": assets,
+        }))?;
+    }
+    out.info(&format!(
+        "wrote {} ({} section(s), {charts} chart(s){})",
+        path.display(),
+        doc.sections.len(),
+        if assets.is_empty() {
+            String::new()
+        } else {
+            format!(" in {}", assets_dir(path).0.display())
+        }
+    ));
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_from_extension() {
+        assert_eq!(format_of(Path::new("a.html")).unwrap(), Format::Html);
+        assert_eq!(format_of(Path::new("a.HTM")).unwrap(), Format::Html);
+        assert_eq!(format_of(Path::new("x/a.md")).unwrap(), Format::Markdown);
+        assert_eq!(format_of(Path::new("a.pdf")).unwrap_err().exit_code(), 2);
+        assert_eq!(format_of(Path::new("report")).unwrap_err().exit_code(), 2);
+        let (p, n) = assets_dir(Path::new("/tmp/r.md"));
+        assert_eq!(p, PathBuf::from("/tmp/r-assets"));
+        assert_eq!(n, "r-assets");
+    }
+}

@@ -1,0 +1,498 @@
+//! `tunelab time [-c CMD]… [-- CMD ARGS…]`: start-up and exit time of
+//! programs, hyperfine-class, stored as an `app.time` run.
+//!
+//! Several commands run interleaved (A B A B …) so a drift of the machine
+//! hits all of them alike; warm-up rounds first; then rounds until the 95%
+//! CI of every command's median wall time is within --precision (the
+//! engine's rule), between --min-runs and --max-runs, within --budget.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+
+use super::{Cli, Out};
+use crate::engine::model::{
+    new_run_id, now_rfc3339, MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA,
+};
+use crate::engine::params::parse_duration;
+use crate::engine::runner::RunOptions;
+use crate::engine::{ParamValue, RunDefaults};
+use crate::experiments::app::proc::{self, Quit};
+use crate::experiments::app::time::{run_once, AppTrial, TimeSpec, METRICS};
+use crate::observe::sampler::Sampler;
+use crate::report::table::render as table;
+use crate::report::units::{human, pct};
+use crate::safety::signals;
+use crate::stats::{self, summary::relative_half_width};
+use crate::{Error, Result};
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuitHow {
+    /// Send --signal (default TERM).
+    Signal,
+    /// Close the program's stdin.
+    StdinClose,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A command to time (repeatable; words split like a shell, no expansion).
+    #[arg(long = "cmd", short = 'c', value_name = "CMD")]
+    pub cmds: Vec<String>,
+    /// Run the commands through `sh -c` (the shell's start-up is then included).
+    #[arg(long)]
+    pub shell: bool,
+    /// Exactly N timed runs per command (no precision rule).
+    #[arg(long, value_name = "N")]
+    pub runs: Option<usize>,
+    /// Warm-up runs per command, recorded but not summarised.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub warmup: usize,
+    #[arg(long, value_name = "N", default_value = "10")]
+    pub min_runs: usize,
+    #[arg(long, value_name = "N", default_value = "200")]
+    pub max_runs: usize,
+    /// Stop when the 95% CI of every median wall time is within ±this.
+    #[arg(long, value_name = "FRACTION", default_value = "0.02")]
+    pub precision: f64,
+    /// Time budget for all timed runs (e.g. 30s).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_secs)]
+    pub budget: f64,
+    /// Shell command run (sh -c) before every run, untimed (e.g. drop caches).
+    #[arg(long, value_name = "CMD")]
+    pub prepare: Option<String>,
+    /// Time until a line of stdout/stderr matches this regular expression,
+    /// then ask the program to quit and time the exit.
+    #[arg(long, value_name = "REGEX")]
+    pub ready: Option<String>,
+    /// How to ask a ready program to quit.
+    #[arg(long, value_enum, default_value = "signal", requires = "ready")]
+    pub quit: QuitHow,
+    /// Signal for --quit signal.
+    #[arg(long, default_value = "TERM", value_parser = proc::parse_signal)]
+    pub signal: i32,
+    /// Give up when no ready line came within this time.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_secs)]
+    pub ready_timeout: f64,
+    /// A label stored with the run.
+    #[arg(long, default_value = "")]
+    pub label: String,
+    /// Do not store the run.
+    #[arg(long)]
+    pub no_store: bool,
+    /// The command to time and its arguments (after --).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+fn parse_secs(s: &str) -> std::result::Result<f64, String> {
+    match parse_duration(s) {
+        Some(v) if v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a positive duration (e.g. 500ms, 30s)"
+        )),
+    }
+}
+
+struct Cmd {
+    label: String,
+    argv: Vec<String>,
+    trials: Vec<AppTrial>,
+}
+
+fn shell_quote(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+fn commands(a: &Args) -> Result<Vec<Cmd>> {
+    let mut v = Vec::new();
+    if !a.command.is_empty() {
+        // With --shell the words are shell text, as `sh -c "$*"` would see them.
+        let (label, argv) = if a.shell {
+            let text = a.command.join(" ");
+            (text.clone(), proc::argv_for(&text, true)?)
+        } else {
+            let label = a
+                .command
+                .iter()
+                .map(|w| shell_quote(w))
+                .collect::<Vec<_>>()
+                .join(" ");
+            (label, a.command.clone())
+        };
+        v.push(Cmd {
+            label,
+            argv,
+            trials: Vec::new(),
+        });
+    }
+    for c in &a.cmds {
+        v.push(Cmd {
+            label: c.clone(),
+            argv: proc::argv_for(c, a.shell)?,
+            trials: Vec::new(),
+        });
+    }
+    if v.is_empty() {
+        return Err(Error::usage(
+            "nothing to time: give a command after -- (tunelab time -- sleep 0.1) or with -c",
+        ));
+    }
+    Ok(v)
+}
+
+fn metric(
+    name: &'static str,
+    trials: &[&AppTrial],
+    f: &dyn Fn(&AppTrial) -> Option<f64>,
+    reason: &str,
+) -> Option<MetricResult> {
+    let spec = METRICS.iter().find(|m| m.name == name)?;
+    let samples: Vec<f64> = trials
+        .iter()
+        .filter(|t| !t.warmup)
+        .filter_map(|t| f(t))
+        .collect();
+    if samples.is_empty() {
+        return None;
+    }
+    let mut summary = stats::summarize(&samples);
+    summary.stop_reason = reason.to_string();
+    Some(MetricResult {
+        name: name.to_string(),
+        unit: spec.unit.to_string(),
+        better: spec.better,
+        samples,
+        warmup: trials
+            .iter()
+            .filter(|t| t.warmup)
+            .filter_map(|t| f(t))
+            .collect(),
+        summary,
+    })
+}
+
+fn point(c: &Cmd, reason: &str, elapsed: f64) -> PointResult {
+    let all: Vec<&AppTrial> = c.trials.iter().collect();
+    let metrics = [
+        metric("wall_time", &all, &|t| Some(t.wall_s), reason),
+        metric("user_time", &all, &|t| Some(t.user_s), reason),
+        metric("sys_time", &all, &|t| Some(t.sys_s), reason),
+        metric("peak_rss", &all, &|t| Some(t.peak_rss_bytes as f64), reason),
+        metric("ready_time", &all, &|t| t.ready_s, reason),
+        metric("exit_time", &all, &|t| t.exit_s, reason),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let mut notes = vec![
+        "fork/exec without a shell unless --shell; output to /dev/null (piped and read when --ready); \
+         user/sys/peak RSS from wait4"
+            .to_string(),
+    ];
+    let bad: Vec<String> = c
+        .trials
+        .iter()
+        .filter(|t| t.exit_code != Some(0) && t.ready_s.is_none())
+        .map(|t| match (t.exit_code, t.signal) {
+            (Some(code), _) => format!("exit {code}"),
+            (_, Some(s)) => format!("signal {s}"),
+            _ => "?".into(),
+        })
+        .collect();
+    if !bad.is_empty() {
+        notes.push(format!(
+            "{} run(s) did not exit 0: {}",
+            bad.len(),
+            bad.join(", ")
+        ));
+    }
+    let mut params = BTreeMap::new();
+    params.insert("command".to_string(), ParamValue::Text(c.label.clone()));
+    PointResult {
+        experiment: "app.time".into(),
+        params,
+        metrics,
+        series: Vec::new(),
+        histograms: Vec::new(),
+        notes,
+        elapsed_s: elapsed,
+    }
+}
+
+pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
+    let mut cmds = commands(a)?;
+    let plan = RunOptions {
+        warmup: Some(a.warmup),
+        min_trials: Some(a.min_runs),
+        max_trials: Some(a.max_runs),
+        trials: a.runs,
+        precision: Some(a.precision),
+        budget: Some(a.budget),
+    }
+    .plan(RunDefaults::default())?;
+    let spec = TimeSpec {
+        ready: a
+            .ready
+            .as_deref()
+            .map(Regex::new)
+            .transpose()
+            .map_err(|e| Error::usage(format!("--ready is not a valid regular expression: {e}")))?,
+        quit: match a.quit {
+            QuitHow::Signal => Quit::Signal(a.signal),
+            QuitHow::StdinClose => Quit::StdinClose,
+        },
+        ready_timeout: Duration::from_secs_f64(a.ready_timeout),
+    };
+    let mut store = if a.no_store {
+        None
+    } else {
+        Some(super::open_store(cli)?)
+    };
+    let mut run = Run {
+        schema: RUN_SCHEMA.to_string(),
+        id: new_run_id(),
+        label: a.label.clone(),
+        status: RunStatus::Complete,
+        started: now_rfc3339(),
+        finished: String::new(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        argv: argv.to_vec(),
+        environment: crate::system::snapshot(None, argv),
+        quietness: Default::default(),
+        results: Vec::new(),
+        samples: Vec::new(),
+        warnings: Vec::new(),
+        study: None,
+    };
+    let sampler = Sampler::start(None, Duration::from_secs(1));
+    let t0 = Instant::now();
+    let mut seq = 0;
+    let mut one = |c: &mut Cmd, warm: bool| -> Result<()> {
+        signals::check()?;
+        if let Some(p) = &a.prepare {
+            proc::run_shell("--prepare", p)?;
+        }
+        let mut t = run_once(&c.label, &c.argv, &spec)?;
+        t.warmup = warm;
+        seq += 1;
+        t.seq = seq;
+        c.trials.push(t);
+        Ok(())
+    };
+    let outcome: Result<&str>;
+    'rounds: {
+        for _ in 0..plan.warmup {
+            for c in cmds.iter_mut() {
+                if let Err(e) = one(c, true) {
+                    outcome = Err(e);
+                    break 'rounds;
+                }
+            }
+        }
+        let measure = Instant::now();
+        let mut n = 0;
+        outcome = loop {
+            for c in cmds.iter_mut() {
+                if let Err(e) = one(c, false) {
+                    outcome = Err(e);
+                    break 'rounds;
+                }
+            }
+            n += 1;
+            if a.runs.is_some() {
+                if n >= plan.max_trials {
+                    break Ok("fixed");
+                }
+                continue;
+            }
+            let precise = cmds.iter().all(|c| {
+                let w: Vec<f64> = c
+                    .trials
+                    .iter()
+                    .filter(|t| !t.warmup)
+                    .map(|t| t.wall_s)
+                    .collect();
+                relative_half_width(&stats::summarize(&w)) <= plan.precision
+            });
+            if n >= plan.min_trials && precise {
+                break Ok("precision");
+            }
+            if n >= plan.max_trials {
+                break Ok("max_trials");
+            }
+            if measure.elapsed().as_secs_f64() >= plan.budget {
+                break Ok("budget");
+            }
+        };
+    }
+    run.samples = sampler.stop();
+    let elapsed = t0.elapsed().as_secs_f64();
+    let reason = match &outcome {
+        Ok(r) => *r,
+        Err(_) => "interrupted",
+    };
+    for c in &cmds {
+        if c.trials.iter().any(|t| !t.warmup) {
+            run.results
+                .push(point(c, reason, elapsed / cmds.len() as f64));
+        }
+    }
+    run.finished = now_rfc3339();
+    run.status = match &outcome {
+        Ok(_) => RunStatus::Complete,
+        Err(Error::Interrupted(_)) => RunStatus::Interrupted,
+        Err(_) => RunStatus::Failed,
+    };
+    for c in &cmds {
+        let bad = c
+            .trials
+            .iter()
+            .filter(|t| t.exit_code != Some(0) && t.ready_s.is_none())
+            .count();
+        if bad > 0 {
+            let w = format!(
+                "{}: {bad} run(s) exited with a non-zero status or a signal",
+                c.label
+            );
+            out.warn(&w);
+            run.warnings.push(w);
+        }
+    }
+    if let (Some(store), false) = (store.as_mut(), run.results.is_empty()) {
+        store.save(&run)?;
+        out.info(&format!(
+            "stored run {} ({}) in {}",
+            run.id,
+            run.status.as_str(),
+            store.path().display()
+        ));
+    }
+    let comparisons: Vec<serde_json::Value> = cmds
+        .iter()
+        .skip(1)
+        .map(|c| {
+            let w = |c: &Cmd| {
+                c.trials
+                    .iter()
+                    .filter(|t| !t.warmup)
+                    .map(|t| t.wall_s)
+                    .collect::<Vec<_>>()
+            };
+            let cmp = stats::compare::compare(&w(&cmds[0]), &w(c), false, 0.02);
+            serde_json::json!({ "base": cmds[0].label, "command": c.label, "wall_time": cmp })
+        })
+        .collect();
+    if out.json {
+        let mut doc = serde_json::to_value(&run)?;
+        let mut trials: Vec<&AppTrial> = cmds.iter().flat_map(|c| &c.trials).collect();
+        trials.sort_by_key(|t| t.seq);
+        doc["trials"] = serde_json::to_value(trials)?;
+        doc["comparisons"] = serde_json::Value::Array(comparisons);
+        out.json_data(&doc)?;
+    } else if !run.results.is_empty() {
+        out.data(&render(&run, &cmds, &comparisons))?;
+    }
+    outcome.map(|_| 0)
+}
+
+fn render(run: &Run, cmds: &[Cmd], comparisons: &[serde_json::Value]) -> String {
+    let mut rows = Vec::new();
+    for r in &run.results {
+        let label = match r.params.get("command") {
+            Some(ParamValue::Text(t)) => t.clone(),
+            _ => String::new(),
+        };
+        for m in &r.metrics {
+            let s = &m.summary;
+            rows.push(vec![
+                label.clone(),
+                m.name.clone(),
+                human(s.mean, &m.unit),
+                human(s.median, &m.unit),
+                format!(
+                    "{} … {}",
+                    human(s.ci95_low, &m.unit),
+                    human(s.ci95_high, &m.unit)
+                ),
+                format!("±{}", pct(relative_half_width(s))),
+                human(s.min, &m.unit),
+                human(s.max, &m.unit),
+                s.n.to_string(),
+            ]);
+        }
+    }
+    let mut s = format!(
+        "run {} app.time ({} command(s), interleaved; stopped by {})\n",
+        run.id,
+        cmds.len(),
+        run.results
+            .first()
+            .and_then(|r| r.metrics.first())
+            .map_or("", |m| m.summary.stop_reason.as_str())
+    );
+    s.push_str(&table(
+        &[
+            "command",
+            "metric",
+            "mean",
+            "median",
+            "95% CI of median",
+            "±CI",
+            "min",
+            "max",
+            "n",
+        ],
+        rows,
+    ));
+    for c in cmds {
+        let codes: Vec<String> = {
+            let mut v: Vec<String> = c
+                .trials
+                .iter()
+                .map(|t| match (t.exit_code, t.signal) {
+                    (Some(e), _) => format!("exit {e}"),
+                    (_, Some(sig)) => format!("signal {sig}"),
+                    _ => "?".into(),
+                })
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        s.push_str(&format!("  {}: {}\n", c.label, codes.join(", ")));
+    }
+    if !comparisons.is_empty() {
+        let rows = comparisons
+            .iter()
+            .map(|c| {
+                let w = &c["wall_time"];
+                vec![
+                    c["command"].as_str().unwrap_or("").to_string(),
+                    c["base"].as_str().unwrap_or("").to_string(),
+                    format!("{:.3}×", w["ratio"].as_f64().unwrap_or(f64::NAN)),
+                    format!(
+                        "{:.3}× … {:.3}×",
+                        w["ci95_low"].as_f64().unwrap_or(f64::NAN),
+                        w["ci95_high"].as_f64().unwrap_or(f64::NAN)
+                    ),
+                    w["verdict"].as_str().unwrap_or("").replace('_', " "),
+                ]
+            })
+            .collect();
+        s.push_str("\nwall time relative to the first command\n");
+        s.push_str(&table(
+            &["command", "vs", "ratio of medians", "95% CI", "verdict"],
+            rows,
+        ));
+    }
+    s
+}

@@ -1,0 +1,471 @@
+//! `io.burst`: camera-style bursts. Frames of a few MB at a fixed frame
+//! rate are written through the page cache; every write's latency is
+//! measured from its slot (so a stall delays and is charged to the frames
+//! behind it) and Dirty/Writeback and the dirty-throttling point are
+//! sampled after every frame, so write stalls can be lined up with
+//! dirty-limit crossings. mode=direct-write calls write() in the pacing
+//! thread; mode=io-thread hands frames to a dedicated I/O thread through a
+//! bounded queue, so the pacing thread only stalls if the queue is full
+//! (the frame is then dropped).
+
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, TrySendError};
+use std::time::{Duration, Instant};
+
+use crate::engine::{
+    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    RunDefaults, Series, TrialValues,
+};
+use crate::observe::dirty::{self, DirtyState};
+use crate::safety::{signals, AlignedBuf};
+use crate::stats::LatencyRecorder;
+use crate::{Error, Result};
+
+pub struct Burst;
+
+const BUCKET_NS: u64 = 10_000_000;
+const BUCKETS: usize = 11;
+
+/// Where writers start being throttled: the kernel's own thresholds when
+/// /proc/vmstat has them, else our approximation.
+fn throttle_point(d: &DirtyState) -> u64 {
+    match (
+        d.kernel_threshold_bytes,
+        d.kernel_background_threshold_bytes,
+    ) {
+        (Some(t), Some(b)) => t / 2 + b / 2,
+        _ => d.throttle_point(),
+    }
+}
+
+/// One frame's sample, taken after its write (outside the timed region).
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    /// Slot start, seconds after t0.
+    t: f64,
+    latency: f64,
+    dirty_wb: u64,
+    throttle: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    DirectWrite,
+    IoThread,
+}
+
+impl Experiment for Burst {
+    fn name(&self) -> &'static str {
+        "io.burst"
+    }
+    fn summary(&self) -> &'static str {
+        "camera bursts: paced multi-MB writes through the page cache, stalls vs dirty limits"
+    }
+    fn method(&self) -> &'static str {
+        "One trial writes ceil(duration × fps) frames of `frame` random bytes, appended to a \
+         new scratch file through the page cache (buffered pwrite(), never fsynced; the file is \
+         unlinked after the trial, which discards its dirty pages, and a new one is used for \
+         the next trial). Frame i is due at t0 + i/fps. mode=direct-write: the pacing thread \
+         sleeps until the slot and calls pwrite() itself; latency = completion − slot start \
+         (not − actual start, so a stall is charged to every frame queued behind it). \
+         mode=io-thread: at each slot the pacing thread hands the frame (index and slot time; \
+         the data buffer belongs to the I/O thread, no copy) to a dedicated I/O thread through \
+         a bounded queue of `queue` frames with try_send; latency = time to enqueue from the \
+         slot start; a full queue drops the frame (dropped_frames); the I/O thread's own lag \
+         (its write completion − slot start) is reported as io_lag_p99/io_lag_max and the \
+         deepest queue seen as max_backlog. A stall is a frame whose latency exceeds 1/fps \
+         (frames that could not start before t0 + duration + max(1 s, duration/4) are \
+         abandoned and counted as stalls). After every frame, outside the timing, \
+         /proc/meminfo Dirty + Writeback (system-wide) and the throttle point are sampled: \
+         the throttle point is where balance_dirty_pages() starts to throttle writers, half-way \
+         between the background and the hard dirty threshold (the kernel's \
+         nr_dirty_threshold and nr_dirty_background_threshold from /proc/vmstat when \
+         present). stalls_at_limit counts stalls whose frame saw Dirty + Writeback at or above \
+         the throttle point (before or after its write). Series (last trial): dirty+writeback, \
+         throttle point and latency against time, so stalls can be lined up with crossings. \
+         io_uring is not used: the io-thread mode is the portable equivalent. Defaults: 4 MiB \
+         frames at 15 fps (60 MiB/s) for 20 s, both modes, 1 trial each, no warm-up: about \
+         45 s; on a machine with a lot of RAM the default 1.2 GB never reaches the dirty \
+         limits — lower vm.dirty_bytes (tunelab tune) or write for longer to see throttling."
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec::new("frame", ParamKind::Size, "4M", "bytes per frame")
+                .range(4096.0, (1u64 << 30) as f64),
+            ParamSpec::new("fps", ParamKind::Float, "15", "frames per second").range(0.1, 1000.0),
+            ParamSpec::new(
+                "duration",
+                ParamKind::Duration,
+                "20s",
+                "length of the burst = one trial",
+            )
+            .range(0.2, 3600.0),
+            ParamSpec::new(
+                "mode",
+                ParamKind::Choice(&["direct-write", "io-thread"]),
+                "direct-write,io-thread",
+                "write() in the pacing thread, or hand frames to an I/O thread",
+            ),
+            ParamSpec::new(
+                "queue",
+                ParamKind::Count,
+                "4",
+                "io-thread: frames the queue holds before frames are dropped",
+            )
+            .range(1.0, 4096.0),
+        ]
+    }
+    fn metrics(&self) -> Vec<MetricSpec> {
+        vec![
+            MetricSpec::lower(
+                "p99_latency",
+                "s",
+                "99th percentile frame latency from the slot (write, or enqueue for io-thread)",
+            ),
+            MetricSpec::lower("max_latency", "s", "worst frame latency from the slot"),
+            MetricSpec::lower("stalls", "count", "frames whose latency exceeded 1/fps"),
+            MetricSpec::lower(
+                "stalls_at_limit",
+                "count",
+                "stalls while Dirty + Writeback was at or above the throttle point",
+            ),
+            MetricSpec::lower(
+                "dropped_frames",
+                "count",
+                "io-thread: frames dropped because the queue was full",
+            ),
+            MetricSpec::lower(
+                "io_lag_p99",
+                "s",
+                "io-thread: 99th percentile of write completion − slot start",
+            ),
+            MetricSpec::lower(
+                "io_lag_max",
+                "s",
+                "io-thread: worst write completion − slot start",
+            ),
+            MetricSpec::lower(
+                "max_backlog",
+                "count",
+                "io-thread: deepest queue (frames handed over, not yet written)",
+            ),
+            MetricSpec::higher(
+                "write_throughput",
+                "B/s",
+                "frame bytes written per second up to the last write's completion",
+            ),
+            MetricSpec::lower(
+                "peak_dirty",
+                "B",
+                "highest Dirty + Writeback sampled (system-wide)",
+            ),
+        ]
+    }
+    fn needs(&self) -> Needs {
+        Needs {
+            scratch: true,
+            ..Default::default()
+        }
+    }
+    fn defaults(&self) -> RunDefaults {
+        RunDefaults {
+            warmup: 0,
+            min_trials: 1,
+            max_trials: 1,
+            budget: 600.0,
+        }
+    }
+    fn scratch_bytes(&self, p: &Point) -> u64 {
+        match (p.u64("frame"), p.f64("fps"), p.f64("duration")) {
+            (Ok(f), Ok(fps), Ok(d)) => f * (d * fps).ceil() as u64,
+            _ => 0,
+        }
+    }
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+        let frame = p.usize("frame")?;
+        let fps = p.f64("fps")?;
+        let duration = p.f64("duration")?;
+        let scratch = ctx.scratch()?;
+        scratch.ensure_space(self.scratch_bytes(p))?;
+        dirty::read()
+            .map_err(|e| Error::environment(format!("cannot read the dirty page state: {e}")))?;
+        Ok(Box::new(BurstRun {
+            dir: scratch.path().to_path_buf(),
+            frame,
+            fps,
+            duration,
+            frames: (duration * fps).ceil().max(1.0) as u64,
+            mode: if p.text("mode")? == "io-thread" {
+                Mode::IoThread
+            } else {
+                Mode::DirectWrite
+            },
+            queue: p.usize("queue")?,
+            buf: Some(AlignedBuf::random(frame, 31)?),
+            trials: 0,
+            lat: LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS),
+            io_lag: LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS),
+            samples: Vec::new(),
+            io_samples: Vec::new(),
+        }))
+    }
+}
+
+struct BurstRun {
+    dir: PathBuf,
+    frame: usize,
+    fps: f64,
+    duration: f64,
+    frames: u64,
+    mode: Mode,
+    queue: usize,
+    buf: Option<AlignedBuf>,
+    trials: u64,
+    /// Merged over trials.
+    lat: LatencyRecorder,
+    io_lag: LatencyRecorder,
+    /// Last trial's per-frame samples (pacing thread).
+    samples: Vec<Sample>,
+    /// Last trial's io-thread (t, lag) pairs.
+    io_samples: Vec<(f64, f64)>,
+}
+
+/// The I/O thread's result: (lag recorder, (t, lag) per frame, bytes
+/// written, seconds from t0 to the last completion).
+type IoOutcome = (LatencyRecorder, Vec<(f64, f64)>, u64, f64);
+
+impl BurstRun {
+    fn sample(t: f64, latency: f64) -> Sample {
+        let d = dirty::read().unwrap_or_default();
+        Sample {
+            t,
+            latency,
+            dirty_wb: d.dirty_bytes + d.writeback_bytes,
+            throttle: throttle_point(&d),
+        }
+    }
+}
+
+impl PointRun for BurstRun {
+    fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
+        ctx.check_cancel()?;
+        self.trials += 1;
+        let name = format!("burst-{}", self.trials);
+        let path = self.dir.join(&name);
+        let file = ctx.scratch()?.create_file(&name, 0)?;
+        let (frames, frame, fps) = (self.frames, self.frame, self.fps);
+        let period = 1.0 / fps;
+        let mut lat = LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS);
+        let mut samples = Vec::with_capacity(frames as usize);
+        let mut buf = self.buf.take().expect("frame buffer");
+        let t0 = Instant::now() + Duration::from_millis(10);
+        let hard_stop = t0 + Duration::from_secs_f64(frames as f64 / fps + (self.duration / 4.0).max(1.0));
+        let slot_of = |i: u64| t0 + Duration::from_secs_f64(i as f64 / fps);
+        let wait_for = |slot: Instant| {
+            let now = Instant::now();
+            if slot > now {
+                std::thread::sleep(slot - now);
+            }
+        };
+        let mut dropped = 0u64;
+        let mut max_backlog = 0u64;
+        let mut abandoned = 0u64;
+        let (bytes, last_done, io_out) = match self.mode {
+            Mode::DirectWrite => {
+                let mut written = 0u64;
+                let mut last = 0.0;
+                for i in 0..frames {
+                    let slot = slot_of(i);
+                    wait_for(slot);
+                    if Instant::now() >= hard_stop || signals::caught().is_some() {
+                        abandoned = frames - i;
+                        break;
+                    }
+                    let r = file.write_all_at(&buf.as_slice()[..frame], i * frame as u64);
+                    let done = Instant::now();
+                    if let Err(e) = r {
+                        self.buf = Some(buf);
+                        drop(file);
+                        let _ = std::fs::remove_file(&path);
+                        return Err(Error::io("cannot write", &path, e));
+                    }
+                    let l = done.saturating_duration_since(slot);
+                    lat.record(l);
+                    written += frame as u64;
+                    last = (done - t0).as_secs_f64();
+                    samples.push(Self::sample((slot - t0).as_secs_f64(), l.as_secs_f64()));
+                }
+                (written, last, None)
+            }
+            Mode::IoThread => {
+                let (tx, rx) = sync_channel::<(u64, Instant)>(self.queue);
+                let done_count = AtomicU64::new(0);
+                let (done_ref, file_ref) = (&done_count, &file);
+                let out = std::thread::scope(|s| {
+                    let io = s.spawn(move || -> std::io::Result<(IoOutcome, AlignedBuf)> {
+                        let mut lag = LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS);
+                        let mut series = Vec::with_capacity(frames as usize);
+                        let (mut written, mut last) = (0u64, 0.0);
+                        for (i, slot) in rx.iter() {
+                            file_ref.write_all_at(&buf.as_slice()[..frame], i * frame as u64)?;
+                            let done = Instant::now();
+                            done_ref.fetch_add(1, Ordering::Relaxed);
+                            let l = done.saturating_duration_since(slot);
+                            lag.record(l);
+                            series.push(((slot - t0).as_secs_f64(), l.as_secs_f64()));
+                            written += frame as u64;
+                            last = (done - t0).as_secs_f64();
+                        }
+                        Ok(((lag, series, written, last), buf))
+                    });
+                    let mut sent = 0u64;
+                    for i in 0..frames {
+                        let slot = slot_of(i);
+                        wait_for(slot);
+                        if Instant::now() >= hard_stop || signals::caught().is_some() {
+                            abandoned = frames - i;
+                            break;
+                        }
+                        let r = tx.try_send((i, slot));
+                        let done = Instant::now();
+                        match r {
+                            Ok(()) => sent += 1,
+                            Err(TrySendError::Full(_)) => dropped += 1,
+                            Err(TrySendError::Disconnected(_)) => break, // I/O thread failed
+                        }
+                        let l = done.saturating_duration_since(slot);
+                        lat.record(l);
+                        let backlog = sent.saturating_sub(done_count.load(Ordering::Relaxed));
+                        max_backlog = max_backlog.max(backlog);
+                        samples.push(Self::sample((slot - t0).as_secs_f64(), l.as_secs_f64()));
+                    }
+                    drop(tx);
+                    io.join()
+                });
+                match out {
+                    Ok(Ok((o, b))) => {
+                        buf = b;
+                        let (bytes, last) = (o.2, o.3);
+                        (bytes, last, Some(o))
+                    }
+                    Ok(Err(e)) => {
+                        let _ = std::fs::remove_file(&path);
+                        self.buf = AlignedBuf::random(frame, 31).ok();
+                        return Err(Error::io("cannot write", &path, e));
+                    }
+                    Err(_) => {
+                        let _ = std::fs::remove_file(&path);
+                        return Err(Error::measurement("io.burst: the I/O thread panicked"));
+                    }
+                }
+            }
+        };
+        self.buf = Some(buf);
+        // Not timed: unlink discards the trial's dirty pages.
+        let _ = std::fs::remove_file(&path);
+        ctx.check_cancel()?;
+        let data = lat.to_data("");
+        let stalls = samples.iter().filter(|s| s.latency > period).count() as u64 + abandoned;
+        let mut at_limit = 0u64;
+        for (k, s) in samples.iter().enumerate() {
+            let before = k.checked_sub(1).map(|j| samples[j].dirty_wb).unwrap_or(0);
+            if s.latency > period && s.dirty_wb.max(before) >= s.throttle {
+                at_limit += 1;
+            }
+        }
+        let peak = samples.iter().map(|s| s.dirty_wb).max().unwrap_or(0);
+        let mut v = TrialValues::new()
+            .with("p99_latency", data.percentile(99.0).unwrap_or(0.0))
+            .with("max_latency", data.max)
+            .with("stalls", stalls as f64)
+            .with("stalls_at_limit", at_limit as f64)
+            .with("write_throughput", bytes as f64 / last_done.max(1e-9))
+            .with("peak_dirty", peak as f64);
+        if let Some((io_lag, io_series, _, _)) = io_out {
+            let d = io_lag.to_data("");
+            v.set("dropped_frames", dropped as f64);
+            v.set("io_lag_p99", d.percentile(99.0).unwrap_or(0.0));
+            v.set("io_lag_max", d.max);
+            v.set("max_backlog", max_backlog as f64);
+            self.io_lag.merge(&io_lag);
+            self.io_samples = io_series;
+        }
+        self.lat.merge(&lat);
+        self.samples = samples;
+        Ok(v)
+    }
+
+    fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
+        let mode = match self.mode {
+            Mode::DirectWrite => "direct-write",
+            Mode::IoThread => "io-thread",
+        };
+        let series_of = |name: &str, y_label: &str, y_unit: &str, points: Vec<(f64, f64)>| Series {
+            name: format!("{name} mode={mode}"),
+            x_label: "time".into(),
+            x_unit: "s".into(),
+            y_label: y_label.into(),
+            y_unit: y_unit.into(),
+            points,
+        };
+        let mut series = vec![
+            series_of(
+                "dirty+writeback",
+                "dirty+writeback",
+                "B",
+                self.samples
+                    .iter()
+                    .map(|s| (s.t, s.dirty_wb as f64))
+                    .collect(),
+            ),
+            series_of(
+                "throttle point",
+                "throttle point",
+                "B",
+                self.samples
+                    .iter()
+                    .map(|s| (s.t, s.throttle as f64))
+                    .collect(),
+            ),
+            series_of(
+                "write latency",
+                "latency",
+                "s",
+                self.samples.iter().map(|s| (s.t, s.latency)).collect(),
+            ),
+        ];
+        let mut histograms = vec![self.lat.to_data(match self.mode {
+            Mode::DirectWrite => "write latency",
+            Mode::IoThread => "enqueue latency",
+        })];
+        if self.mode == Mode::IoThread {
+            series.push(series_of(
+                "io-thread lag",
+                "lag",
+                "s",
+                std::mem::take(&mut self.io_samples),
+            ));
+            histograms.push(self.io_lag.to_data("io-thread write lag"));
+        }
+        let throttle = self.samples.first().map(|s| s.throttle).unwrap_or(0);
+        Ok(PointExtras {
+            series,
+            histograms,
+            notes: vec![format!(
+                "{} frames of {} at {} fps per trial, {}; page cache, never fsynced; \
+                 throttle point at start {}; Dirty/Writeback are system-wide and sampled after \
+                 every frame outside the timing",
+                self.frames,
+                crate::engine::params::format_size(self.frame as u64),
+                self.fps,
+                match self.mode {
+                    Mode::DirectWrite => "write() in the pacing thread".to_string(),
+                    Mode::IoThread => format!("I/O thread behind a queue of {} frames", self.queue),
+                },
+                crate::engine::params::format_size(throttle)
+            )],
+        })
+    }
+}

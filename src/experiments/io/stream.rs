@@ -1,0 +1,668 @@
+//! `io.stream`: the personal-video-recorder test. A writer thread records
+//! frames to a new file while a reader thread plays back frames of an
+//! earlier recording, concurrently. mode=max runs both as fast as they can
+//! (frames/s achieved, as in the classic study); mode=paced runs them in
+//! real time, each frame due in its 1/fps slot, and measures every frame's
+//! latency from its *intended* start so a stall is never hidden
+//! (coordinated omission): frames completed after slot start + 1/fps are
+//! deadline misses.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::cache_control::{drop_file_cache, logical_block_size, open_with, DropMethod};
+use crate::engine::{
+    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    RunDefaults, TrialValues,
+};
+use crate::experiments::util::fill_file;
+use crate::safety::{signals, AlignedBuf};
+use crate::stats::LatencyRecorder;
+use crate::{Error, Result};
+
+pub struct Stream;
+
+/// 10 ms frame-latency buckets: 0–9, 10–19, …, 90–99, 100+ ms.
+const BUCKET_NS: u64 = 10_000_000;
+const BUCKETS: usize = 11;
+
+/// Parse a bit rate in bits per second: `6M` = 6,000,000 b/s, `800k`,
+/// `1.5M`, `2G`, `6000000`; decimal multipliers (k = 10^3, M = 10^6,
+/// G = 10^9) and an optional `b`, `bit`, `bps`, `b/s` or `bit/s` suffix.
+/// `B` (bytes) is refused so a byte rate is never mistaken for a bit rate.
+pub fn parse_bitrate(raw: &str) -> Option<f64> {
+    let mut s = raw.trim();
+    for suffix in ["bit/s", "b/s", "bps", "bit", "b"] {
+        if let Some(t) = s.strip_suffix(suffix) {
+            s = t;
+            break;
+        }
+    }
+    let (num, mult) = match s.char_indices().last()? {
+        (i, 'k' | 'K') => (&s[..i], 1e3),
+        (i, 'M') => (&s[..i], 1e6),
+        (i, 'G' | 'g') => (&s[..i], 1e9),
+        _ => (s, 1.0),
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    let v = v * mult;
+    (v.is_finite() && v > 0.0).then_some(v)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    None,
+    Cpu,
+    Memory,
+    Io,
+}
+
+impl Load {
+    const CHOICES: &'static [&'static str] = &["none", "cpu", "memory", "io"];
+    fn parse(s: &str) -> Load {
+        match s {
+            "cpu" => Load::Cpu,
+            "memory" => Load::Memory,
+            "io" => Load::Io,
+            _ => Load::None,
+        }
+    }
+}
+
+/// Size of the memory-load buffer: 256 MiB, or a quarter of MemAvailable
+/// when that is smaller.
+fn memory_load_bytes() -> usize {
+    let cap = 256usize << 20;
+    crate::observe::dirty::read()
+        .map(|d| (d.available_bytes / 4) as usize)
+        .unwrap_or(cap)
+        .clamp(4 << 20, cap)
+}
+
+/// Bytes the io load cycles through in its scratch file.
+const IO_LOAD_SPAN: u64 = 64 << 20;
+
+/// Background load threads, started before a trial and stopped (joined)
+/// after it, or when dropped.
+pub struct BackgroundLoad {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl BackgroundLoad {
+    /// Start `kind`: cpu = one spinning thread per online CPU; memory = one
+    /// thread writing a byte per 64-byte line over a large buffer, again and
+    /// again; io = one thread rewriting 1 MiB blocks of `io_file` (cycling
+    /// over 64 MiB) with fdatasync every 8 MiB.
+    pub fn start(kind: Load, io_file: Option<&File>) -> Result<BackgroundLoad> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut load = BackgroundLoad {
+            stop: stop.clone(),
+            threads: Vec::new(),
+        };
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .map_err(|e| Error::environment(format!("cannot start a load thread: {e}")))
+        };
+        match kind {
+            Load::None => {}
+            Load::Cpu => {
+                let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+                for _ in 0..n {
+                    let stop = stop.clone();
+                    load.threads.push(spawn(
+                        "load-cpu",
+                        Box::new(move || {
+                            let mut x = 1u64;
+                            while !stop.load(Ordering::Relaxed) {
+                                for _ in 0..100_000 {
+                                    x = std::hint::black_box(
+                                        x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                                    );
+                                }
+                            }
+                        }),
+                    )?);
+                }
+            }
+            Load::Memory => {
+                let size = memory_load_bytes();
+                let stop = stop.clone();
+                load.threads.push(spawn(
+                    "load-memory",
+                    Box::new(move || {
+                        let mut buf = vec![0u8; size];
+                        let mut v = 0u8;
+                        while !stop.load(Ordering::Relaxed) {
+                            v = v.wrapping_add(1);
+                            for chunk in buf.chunks_mut(1 << 20) {
+                                for line in chunk.iter_mut().step_by(64) {
+                                    *line = v;
+                                }
+                                if stop.load(Ordering::Relaxed) {
+                                    break;
+                                }
+                            }
+                            std::hint::black_box(&buf);
+                        }
+                    }),
+                )?);
+            }
+            Load::Io => {
+                let f = io_file
+                    .ok_or_else(|| Error::measurement("internal: io load without a file"))?
+                    .try_clone()
+                    .map_err(|e| Error::environment(format!("cannot duplicate a file: {e}")))?;
+                let buf = AlignedBuf::random(1 << 20, 99)?;
+                let stop = stop.clone();
+                load.threads.push(spawn(
+                    "load-io",
+                    Box::new(move || {
+                        let mut off = 0u64;
+                        while !stop.load(Ordering::Relaxed) {
+                            if f.write_all_at(buf.as_slice(), off).is_err() {
+                                return;
+                            }
+                            off = (off + (1 << 20)) % IO_LOAD_SPAN;
+                            if off % (8 << 20) == 0 && f.sync_data().is_err() {
+                                return;
+                            }
+                        }
+                    }),
+                )?);
+            }
+        }
+        Ok(load)
+    }
+}
+
+impl Drop for BackgroundLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What one stream (record or playback) did in one trial.
+struct StreamOutcome {
+    lat: LatencyRecorder,
+    completed: u64,
+    /// Completed within slot start + 1/fps (paced only).
+    on_time: u64,
+    /// Seconds from t0 to the last completion.
+    last_done: f64,
+}
+
+/// Run one stream: `frames` frames, `op(i)` doing frame i. Paced: frame i
+/// waits for its slot t0 + i/fps and its latency runs from that slot;
+/// max: frames back to back, latency = service time. Stops early at
+/// `hard_stop` (frames not started by then are simply not completed).
+fn run_stream(
+    frames: u64,
+    fps: f64,
+    paced: bool,
+    t0: Instant,
+    hard_stop: Instant,
+    mut op: impl FnMut(u64) -> std::io::Result<()>,
+) -> std::io::Result<StreamOutcome> {
+    let period = Duration::from_secs_f64(1.0 / fps);
+    let mut out = StreamOutcome {
+        lat: LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS),
+        completed: 0,
+        on_time: 0,
+        last_done: 0.0,
+    };
+    let now = Instant::now();
+    if t0 > now {
+        std::thread::sleep(t0 - now);
+    }
+    for i in 0..frames {
+        let slot = t0 + Duration::from_secs_f64(i as f64 / fps);
+        let mut now = Instant::now();
+        if paced && slot > now {
+            std::thread::sleep(slot - now);
+            now = Instant::now();
+        }
+        if now >= hard_stop || signals::caught().is_some() {
+            break;
+        }
+        let start = if paced { slot } else { now };
+        op(i)?;
+        let done = Instant::now();
+        let lat = done.saturating_duration_since(start);
+        out.lat.record(lat);
+        out.completed += 1;
+        if lat <= period {
+            out.on_time += 1;
+        }
+        out.last_done = (done - t0).as_secs_f64();
+    }
+    Ok(out)
+}
+
+impl Experiment for Stream {
+    fn name(&self) -> &'static str {
+        "io.stream"
+    }
+    fn summary(&self) -> &'static str {
+        "record and play back a video stream concurrently (PVR): frames/s or deadline misses"
+    }
+    fn method(&self) -> &'static str {
+        "Frame size = bitrate / 8 / fps bytes (bitrate in bits per second: 6M = 6,000,000 b/s \
+         = 25,000-byte frames at 30 fps); with direct=yes it is rounded up to the device's \
+         logical block size (the notes give the size used). prepare() writes the 'earlier \
+         recording' (duration × fps frames of random data) in the scratch directory, syncs the \
+         file system (syncfs, so the flusher does the writeback and a write throttle does not \
+         slow preparation) and drops the file from the page cache (root: drop_caches, else \
+         fadvise DONTNEED; the notes say which); the cache is dropped again before every trial \
+         (not timed), so playback reads come from the device. One trial streams for \
+         `duration`: a writer thread appends frames to a new file with pwrite() while a reader \
+         thread reads the recording frame by frame with pread(). direct=no (default) uses the \
+         page cache as a real recorder does: playback is a cold read through read-ahead, issued \
+         by the reader itself, so a device read throttle (cgroup v1 blkio) bites; recording \
+         lands in the page cache and is written back later by the kernel's flusher (not \
+         timed, never fsynced, and not subject to a v1 write throttle). direct=yes opens both \
+         files with O_DIRECT so every frame is device I/O in both directions. mode=max: each \
+         thread does its frames back to back until all are done or `duration` has passed; \
+         record_fps / playback_fps = frames completed / seconds to the last one; latency = \
+         service time of the frame. mode=paced: frame i of each stream is due at t0 + i/fps; \
+         its latency is completion time − intended slot start (not − actual start), so a \
+         stall makes every later frame late too (coordinated omission is not hidden); a frame \
+         completed more than 1/fps after its slot start missed its deadline; frames that \
+         cannot start before t0 + duration + max(1 s, duration/4) are abandoned and also \
+         count as missed; fps = frames completed / max(duration, time to the last one). \
+         missed_frames counts both streams, miss_ratio = missed / (2 × frames). Latencies go \
+         into 10 ms buckets (0–9, …, 90–99, 100+ ms) and an HDR histogram per stream, merged \
+         over trials. load=cpu|memory|io runs a built-in background load during the trial: \
+         one spinning thread per CPU, a thread writing every cache line of a 256 MiB buffer \
+         (or MemAvailable/4), or a thread rewriting a 64 MiB scratch file in 1 MiB blocks \
+         with fdatasync every 8 MiB. One trial lasts `duration` (default 60 s), so the \
+         default run is 1 trial, no warm-up: about 60-70 s with preparation; use \
+         -p duration=5s for quick runs and --trials N for statistics."
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec::new(
+                "mode",
+                ParamKind::Choice(&["max", "paced"]),
+                "paced",
+                "max: as fast as possible (frames/s); paced: real time, deadlines",
+            ),
+            ParamSpec::new(
+                "bitrate",
+                ParamKind::Text,
+                "6M",
+                "stream bit rate in bits per second, decimal: 6M = 6,000,000 b/s, 800k, 1.5M",
+            ),
+            ParamSpec::new("fps", ParamKind::Float, "30", "frames per second").range(1.0, 1000.0),
+            ParamSpec::new(
+                "duration",
+                ParamKind::Duration,
+                "60s",
+                "length of the stream = one trial",
+            )
+            .range(0.5, 3600.0),
+            ParamSpec::new(
+                "direct",
+                ParamKind::Bool,
+                "no",
+                "O_DIRECT for recording and playback (default: page cache, cold playback)",
+            ),
+            ParamSpec::new(
+                "load",
+                ParamKind::Choice(Load::CHOICES),
+                "none",
+                "background load during the trial: none, cpu, memory or io",
+            ),
+        ]
+    }
+    fn metrics(&self) -> Vec<MetricSpec> {
+        vec![
+            MetricSpec::higher("record_fps", "ops/s", "frames recorded per second"),
+            MetricSpec::higher("playback_fps", "ops/s", "frames played back per second"),
+            MetricSpec::lower(
+                "missed_frames",
+                "count",
+                "paced: frames (both streams) completed after slot start + 1/fps, or abandoned",
+            ),
+            MetricSpec::lower(
+                "miss_ratio",
+                "ratio",
+                "paced: missed frames / frames due (both streams)",
+            ),
+            MetricSpec::lower("record_missed", "count", "paced: recorded frames missed"),
+            MetricSpec::lower("playback_missed", "count", "paced: played frames missed"),
+            MetricSpec::lower(
+                "record_p99",
+                "s",
+                "99th percentile frame latency, recording",
+            ),
+            MetricSpec::lower(
+                "playback_p99",
+                "s",
+                "99th percentile frame latency, playback",
+            ),
+        ]
+    }
+    fn needs(&self) -> Needs {
+        Needs {
+            scratch: true,
+            ..Default::default()
+        }
+    }
+    fn defaults(&self) -> RunDefaults {
+        RunDefaults {
+            warmup: 0,
+            min_trials: 1,
+            max_trials: 1,
+            budget: 600.0,
+        }
+    }
+    fn validate(&self, p: &Point) -> Result<()> {
+        let raw = p.text("bitrate")?;
+        let Some(bps) = parse_bitrate(raw) else {
+            return Err(Error::usage(format!(
+                "io.stream: bitrate '{raw}' is not a bit rate (e.g. 6M = 6,000,000 bits/s, 800k)"
+            )));
+        };
+        let frame = bps / 8.0 / p.f64("fps")?;
+        if !(1.0..=(256u64 << 20) as f64).contains(&frame) {
+            return Err(Error::usage(format!(
+                "io.stream: bitrate {raw} at {} fps gives {frame:.0}-byte frames; choose a \
+                 bitrate and fps giving 1 B … 256 MiB per frame",
+                p.f64("fps")?
+            )));
+        }
+        Ok(())
+    }
+    fn scratch_bytes(&self, p: &Point) -> u64 {
+        let (Some(bps), Ok(fps), Ok(d)) = (
+            p.text("bitrate").ok().and_then(parse_bitrate),
+            p.f64("fps"),
+            p.f64("duration"),
+        ) else {
+            return 0;
+        };
+        let one = (bps / 8.0 * d) as u64 + (1 << 20) + (fps as u64) * 4096;
+        let io = if p.text("load").ok() == Some("io") {
+            IO_LOAD_SPAN
+        } else {
+            0
+        };
+        2 * one + io
+    }
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+        let bps = parse_bitrate(p.text("bitrate")?)
+            .ok_or_else(|| Error::usage("io.stream: bad bitrate"))?;
+        let fps = p.f64("fps")?;
+        let duration = p.f64("duration")?;
+        let direct = p.bool("direct")?;
+        let load = Load::parse(p.text("load")?);
+        let scratch = ctx.scratch()?;
+        let mut frame = (bps / 8.0 / fps).ceil() as u64;
+        if direct {
+            let lbs = logical_block_size(scratch.path()).max(512);
+            frame = frame.div_ceil(lbs) * lbs;
+        }
+        let frames = (duration * fps).ceil().max(1.0) as u64;
+        let size = frames * frame;
+        scratch.ensure_space(self.scratch_bytes(p).max(2 * size))?;
+        let path = scratch.file_path("recording");
+        let mut f = scratch.create_file("recording", 0)?;
+        fill_file(&mut f, &path, size, 17)?;
+        // syncfs: the flusher writes the recording back, so a cgroup v1
+        // write throttle on this process does not slow preparation down.
+        let _ = rustix::fs::syncfs(&f);
+        let drop_method = drop_file_cache(&f, &path, ctx.is_root)?;
+        drop(f);
+        let io_load = if load == Load::Io {
+            Some(scratch.create_file("load-io", 0)?)
+        } else {
+            None
+        };
+        Ok(Box::new(StreamRun {
+            recording: path,
+            record_dir: scratch.path().to_path_buf(),
+            frame: frame as usize,
+            frames,
+            fps,
+            duration,
+            paced: p.text("mode")? == "paced",
+            direct,
+            load,
+            io_load,
+            wbuf: Some(AlignedBuf::random(frame as usize, 23)?),
+            rbuf: Some(AlignedBuf::zeroed(frame as usize)?),
+            drop_method,
+            trials: 0,
+            rec_total: LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS),
+            play_total: LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS),
+            abandoned: 0,
+        }))
+    }
+}
+
+struct StreamRun {
+    recording: PathBuf,
+    record_dir: PathBuf,
+    frame: usize,
+    frames: u64,
+    fps: f64,
+    duration: f64,
+    paced: bool,
+    direct: bool,
+    load: Load,
+    io_load: Option<File>,
+    wbuf: Option<AlignedBuf>,
+    rbuf: Option<AlignedBuf>,
+    drop_method: DropMethod,
+    trials: u64,
+    rec_total: LatencyRecorder,
+    play_total: LatencyRecorder,
+    abandoned: u64,
+}
+
+fn io_err<'a>(what: &'a str, path: &'a Path) -> impl Fn(std::io::Error) -> Error + 'a {
+    move |e| Error::io(what, path, e)
+}
+
+impl PointRun for StreamRun {
+    fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
+        ctx.check_cancel()?;
+        // Not timed: evict the recording (the last trial read it in).
+        {
+            let f = File::open(&self.recording).map_err(io_err("cannot open", &self.recording))?;
+            self.drop_method = drop_file_cache(&f, &self.recording, ctx.is_root)?;
+        }
+        self.trials += 1;
+        let rec_name = format!("record-{}", self.trials);
+        let rec_path = self.record_dir.join(&rec_name);
+        let flags = if self.direct { libc::O_DIRECT } else { 0 };
+        let writer = ctx.scratch()?.create_file(&rec_name, flags)?;
+        let reader = open_with(&self.recording, false, flags)?;
+        let (frames, frame, fps, paced) = (self.frames, self.frame, self.fps, self.paced);
+        let wbuf = self.wbuf.take().expect("write buffer");
+        let mut rbuf = self.rbuf.take().expect("read buffer");
+        let _load = BackgroundLoad::start(self.load, self.io_load.as_ref())?;
+        // Both threads start at t0, a moment from now.
+        let t0 = Instant::now() + Duration::from_millis(20);
+        let last_slot = frames as f64 / fps;
+        let hard_stop = if paced {
+            t0 + Duration::from_secs_f64(last_slot + (self.duration / 4.0).max(1.0))
+        } else {
+            t0 + Duration::from_secs_f64(self.duration)
+        };
+        let data: &[u8] = &wbuf.as_slice()[..frame];
+        let buf: &mut [u8] = &mut rbuf.as_mut_slice()[..frame];
+        let (wf, rf) = (&writer, &reader);
+        let (rec, play) = std::thread::scope(|s| {
+            let w = s.spawn(move || {
+                run_stream(frames, fps, paced, t0, hard_stop, |i| {
+                    wf.write_all_at(data, i * frame as u64)
+                })
+            });
+            let r = s.spawn(move || {
+                run_stream(frames, fps, paced, t0, hard_stop, |i| {
+                    let mut done = 0;
+                    while done < frame {
+                        let n = rf.read_at(&mut buf[done..], i * frame as u64 + done as u64)?;
+                        if n == 0 {
+                            return Err(std::io::Error::new(
+                                std::io::ErrorKind::UnexpectedEof,
+                                "recording shorter than expected",
+                            ));
+                        }
+                        done += n;
+                    }
+                    std::hint::black_box(&buf[..]);
+                    Ok(())
+                })
+            });
+            (w.join(), r.join())
+        });
+        drop(_load);
+        self.wbuf = Some(wbuf);
+        self.rbuf = Some(rbuf);
+        // Not timed: the new recording goes (unlink discards its dirty pages).
+        drop(writer);
+        let _ = std::fs::remove_file(&rec_path);
+        ctx.check_cancel()?;
+        let panicked = || Error::measurement("io.stream: a stream thread panicked");
+        let rec = rec
+            .map_err(|_| panicked())?
+            .map_err(io_err("cannot write", &rec_path))?;
+        let play = play
+            .map_err(|_| panicked())?
+            .map_err(io_err("cannot read", &self.recording))?;
+        let fps_of = |o: &StreamOutcome| {
+            let secs = if paced {
+                o.last_done.max(last_slot)
+            } else {
+                o.last_done
+            };
+            o.completed as f64 / secs.max(1e-9)
+        };
+        let p99 = |o: &StreamOutcome| {
+            o.lat
+                .to_data("")
+                .percentile(99.0)
+                .unwrap_or(f64::INFINITY)
+        };
+        let mut v = TrialValues::new()
+            .with("record_fps", fps_of(&rec))
+            .with("playback_fps", fps_of(&play));
+        if paced {
+            let (rm, pm) = (frames - rec.on_time, frames - play.on_time);
+            v.set("missed_frames", (rm + pm) as f64);
+            v.set("miss_ratio", (rm + pm) as f64 / (2 * frames) as f64);
+            v.set("record_missed", rm as f64);
+            v.set("playback_missed", pm as f64);
+        }
+        v.set("record_p99", p99(&rec));
+        v.set("playback_p99", p99(&play));
+        self.abandoned += (frames - rec.completed) + (frames - play.completed);
+        self.rec_total.merge(&rec.lat);
+        self.play_total.merge(&play.lat);
+        Ok(v)
+    }
+
+    fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
+        let mut notes = vec![
+            format!(
+                "frame {} B ({:.0} b/s at {} fps), {} frames per stream per trial, {}; {}",
+                self.frame,
+                self.frame as f64 * 8.0 * self.fps,
+                self.fps,
+                self.frames,
+                if self.direct {
+                    "O_DIRECT recording and playback"
+                } else {
+                    "page cache: recording buffered (never fsynced, unlinked after the trial), \
+                     playback cold through read-ahead"
+                },
+                if self.paced {
+                    "paced: latency from the intended slot start, deadline 1/fps"
+                } else {
+                    "max: frames back to back, latency = service time"
+                }
+            ),
+            self.drop_method.note().to_string(),
+        ];
+        if self.abandoned > 0 {
+            notes.push(format!(
+                "{} frames (all trials, both streams) were not completed before the stop \
+                 (t0 + duration{}); paced mode counts them as missed",
+                self.abandoned,
+                if self.paced { " + grace" } else { "" }
+            ));
+        }
+        if self.load != Load::None {
+            notes.push(format!(
+                "background load during every trial: {}",
+                match self.load {
+                    Load::Cpu => "cpu (one spinning thread per CPU)",
+                    Load::Memory => "memory (a thread writing every cache line of a large buffer)",
+                    _ => "io (a thread rewriting a 64 MiB scratch file, fdatasync every 8 MiB)",
+                }
+            ));
+        }
+        Ok(PointExtras {
+            histograms: vec![
+                self.rec_total.to_data("record frame latency"),
+                self.play_total.to_data("playback frame latency"),
+            ],
+            notes,
+            ..Default::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bitrates_are_bits_per_second() {
+        assert_eq!(parse_bitrate("6M"), Some(6e6));
+        assert_eq!(parse_bitrate("6Mb/s"), Some(6e6));
+        assert_eq!(parse_bitrate("800k"), Some(8e5));
+        assert_eq!(parse_bitrate("1.5Mbps"), Some(1.5e6));
+        assert_eq!(parse_bitrate("6000000"), Some(6e6));
+        assert_eq!(parse_bitrate("6MB"), None);
+        assert_eq!(parse_bitrate("0"), None);
+        assert_eq!(parse_bitrate("fast"), None);
+    }
+
+    #[test]
+    fn paced_stream_counts_late_frames_from_the_slot() {
+        let t0 = Instant::now();
+        let far = t0 + Duration::from_secs(10);
+        // Frame 2 stalls 150 ms: it and the frames queued behind it are late.
+        let o = run_stream(6, 50.0, true, t0, far, |i| {
+            if i == 2 {
+                std::thread::sleep(Duration::from_millis(150));
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(o.completed, 6);
+        assert!(o.on_time <= 3, "{}", o.on_time);
+        assert!(o.lat.to_data("x").max >= 0.15);
+    }
+
+    #[test]
+    fn background_load_stops() {
+        let l = BackgroundLoad::start(Load::Cpu, None).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        drop(l);
+    }
+}

@@ -1,0 +1,226 @@
+//! `mem.mmap-read`: read and sum a cached file through mmap, mapped once or
+//! mapped and unmapped for every pass (lmbench `bw_mmap_rd` mmap_only and
+//! open2close).
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::engine::params::format_size;
+use crate::engine::{
+    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    RunDefaults, TrialValues,
+};
+use crate::experiments::util::{calibrate, fill_file, sum_bytes};
+use crate::{Error, Result};
+
+use super::mem_available;
+
+pub struct MmapRead;
+
+impl Experiment for MmapRead {
+    fn name(&self) -> &'static str {
+        "mem.mmap-read"
+    }
+    fn summary(&self) -> &'static str {
+        "read and sum a cached file through mmap, mapped once or per pass (lmbench bw_mmap_rd)"
+    }
+    fn method(&self) -> &'static str {
+        "prepare() creates a file of `size` random bytes in the scratch directory, fsyncs it (so \
+         no writeback runs during the trials) and reads it once through a mapping so every page \
+         is in the page cache; the device is not involved. One pass sums the whole file as \
+         64-bit words through a read-only MAP_SHARED mapping (the sum is black-boxed). \
+         map=once: the file is mapped once in prepare() and the mapping is kept, so after the \
+         first pass the page tables are populated and a pass is pure memory reading (lmbench \
+         bw_mmap_rd mmap_only). map=each: every pass calls mmap(), sums, then munmap(), so the \
+         timing includes the system calls, the minor page faults that map the cached pages \
+         (with the kernel's fault-around) and the TLB shootdown of munmap (lmbench open2close, \
+         except that the file stays open). A trial repeats passes until it lasts at least \
+         200 ms; read_throughput = file bytes x passes / wall time, bytes counted once, B/s."
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec::new("size", ParamKind::Size, "64M", "file size")
+                .range(4096.0, 64.0 * (1u64 << 30) as f64),
+            ParamSpec::new(
+                "map",
+                ParamKind::Choice(&["once", "each"]),
+                "once,each",
+                "map the file once, or map and unmap it for every pass",
+            ),
+        ]
+    }
+    fn metrics(&self) -> Vec<MetricSpec> {
+        vec![MetricSpec::higher(
+            "read_throughput",
+            "B/s",
+            "file bytes summed through the mapping per second, counted once",
+        )]
+    }
+    fn needs(&self) -> Needs {
+        Needs {
+            scratch: true,
+            ..Default::default()
+        }
+    }
+    fn defaults(&self) -> RunDefaults {
+        RunDefaults {
+            warmup: 1,
+            min_trials: 5,
+            max_trials: 15,
+            budget: 20.0,
+        }
+    }
+    fn validate(&self, p: &Point) -> Result<()> {
+        let size = p.u64("size")?;
+        if let Some(avail) = mem_available() {
+            if size > avail / 2 {
+                return Err(Error::usage(format!(
+                    "mem.mmap-read: a {} file cannot stay in the page cache with {} of memory \
+                     available; use a smaller size (at most half the available memory)",
+                    format_size(size),
+                    format_size(avail)
+                )));
+            }
+        }
+        Ok(())
+    }
+    fn scratch_bytes(&self, p: &Point) -> u64 {
+        p.u64("size").unwrap_or(0)
+    }
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+        let size = p.u64("size")?;
+        let len = usize::try_from(size)
+            .map_err(|_| Error::usage("mem.mmap-read: size does not fit in memory"))?;
+        let scratch = ctx.scratch()?;
+        scratch.ensure_space(size)?;
+        let each = p.text("map")? == "each";
+        let name = format!("mmap-read-{}-{size}", p.text("map")?);
+        let path = scratch.file_path(&name);
+        let mut file = scratch.create_file(&name, 0)?;
+        fill_file(&mut file, &path, size, 42)?;
+        file.sync_all()
+            .map_err(|e| Error::io("cannot fsync", &path, e))?;
+        let mut run = MmapRun {
+            path,
+            file,
+            len,
+            kept: None,
+            each,
+            passes: 1,
+        };
+        if !each {
+            run.kept = Some(Mapping::new(&run.file, len, &run.path)?);
+        }
+        ctx.check_cancel()?;
+        run.pass()?; // every page into the cache (and, for once, the page tables)
+        run.passes = calibrate(|| run.pass())?;
+        Ok(Box::new(run))
+    }
+}
+
+/// A read-only shared mapping of a whole file, unmapped on drop.
+struct Mapping {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(file: &File, len: usize, path: &std::path::Path) -> Result<Self> {
+        // SAFETY: a fresh read-only mapping of an open file; checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::io(
+                "cannot mmap",
+                path,
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(Mapping { ptr, len })
+    }
+
+    fn sum(&self) -> u64 {
+        // SAFETY: the mapping covers `len` readable bytes while self lives;
+        // the file is ours and is never truncated.
+        let s = unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) };
+        sum_bytes(s)
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what mmap returned.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+struct MmapRun {
+    path: PathBuf,
+    file: File,
+    len: usize,
+    kept: Option<Mapping>,
+    each: bool,
+    passes: u64,
+}
+
+impl MmapRun {
+    fn pass(&mut self) -> Result<()> {
+        match &self.kept {
+            Some(m) => {
+                m.sum();
+            }
+            None => {
+                let m = Mapping::new(&self.file, self.len, &self.path)?;
+                m.sum();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for MmapRun {
+    fn drop(&mut self) {
+        // Unmap before the file goes; free the scratch space for the next point.
+        self.kept = None;
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl PointRun for MmapRun {
+    fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
+        let t = Instant::now();
+        for _ in 0..self.passes {
+            ctx.check_cancel()?;
+            self.pass()?;
+        }
+        let bytes = self.len as u64 * self.passes;
+        Ok(TrialValues::new().with("read_throughput", bytes as f64 / t.elapsed().as_secs_f64()))
+    }
+
+    fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
+        Ok(PointExtras {
+            notes: vec![format!(
+                "page cache: file fsynced and pre-read, served from memory; {} ({} per pass, {} \
+                 passes per trial)",
+                if self.each {
+                    "mmap + sum + munmap every pass: system calls and page faults timed"
+                } else {
+                    "mapped once, page tables populated before the trials"
+                },
+                format_size(self.len as u64),
+                self.passes
+            )],
+            ..Default::default()
+        })
+    }
+}

@@ -1,0 +1,150 @@
+//! Memory of one process (/proc/<pid>/smaps_rollup and status) and of the
+//! whole system the way `free` reports it (/proc/meminfo).
+
+use serde::{Deserialize, Serialize};
+use std::io;
+
+/// One process's memory at one instant, bytes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcMem {
+    pub rss: u64,
+    /// Proportional set size: shared pages divided among their users.
+    pub pss: Option<u64>,
+    pub vsz: u64,
+    pub shared: Option<u64>,
+    pub private: Option<u64>,
+    pub swap: Option<u64>,
+    /// VmHWM: the kernel's own peak RSS of the process.
+    pub peak_rss: u64,
+}
+
+/// `free`: used = total − free − buff/cache (procps-ng ≥ 3.3.10), bytes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SystemMem {
+    pub total: u64,
+    pub used: u64,
+    pub free: u64,
+    pub shared: u64,
+    pub buff_cache: u64,
+    pub available: u64,
+    pub swap_used: u64,
+}
+
+fn kb_field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+        rest.split_whitespace()
+            .next()?
+            .parse::<u64>()
+            .ok()
+            .map(|k| k * 1024)
+    })
+}
+
+/// Pure: build a ProcMem from the text of `status` and (optionally)
+/// `smaps_rollup`.
+pub fn parse_proc(status: &str, rollup: Option<&str>) -> Option<ProcMem> {
+    let rss = kb_field(status, "VmRSS")?;
+    let mut m = ProcMem {
+        rss,
+        vsz: kb_field(status, "VmSize").unwrap_or(0),
+        peak_rss: kb_field(status, "VmHWM").unwrap_or(rss),
+        ..Default::default()
+    };
+    if let Some(r) = rollup {
+        let f = |k| kb_field(r, k).unwrap_or(0);
+        m.pss = kb_field(r, "Pss");
+        m.shared = Some(f("Shared_Clean") + f("Shared_Dirty"));
+        m.private = Some(f("Private_Clean") + f("Private_Dirty"));
+        m.swap = kb_field(r, "Swap");
+    }
+    Some(m)
+}
+
+/// Read a process; Err(NotFound) when it does not exist (or is a zombie
+/// without memory).
+pub fn read_proc(pid: u32) -> io::Result<ProcMem> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok();
+    parse_proc(&status, rollup.as_deref()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("process {pid} has no memory (kernel thread or exited)"),
+        )
+    })
+}
+
+pub fn parse_meminfo(text: &str) -> SystemMem {
+    let f = |k| kb_field(text, k).unwrap_or(0);
+    let total = f("MemTotal");
+    let free = f("MemFree");
+    let buff_cache = f("Buffers") + f("Cached") + f("SReclaimable");
+    let used = total.saturating_sub(free + buff_cache);
+    SystemMem {
+        total,
+        used,
+        free,
+        shared: f("Shmem"),
+        buff_cache,
+        available: kb_field(text, "MemAvailable").unwrap_or(free + buff_cache),
+        swap_used: f("SwapTotal").saturating_sub(f("SwapFree")),
+    }
+}
+
+pub fn read_system() -> io::Result<SystemMem> {
+    Ok(parse_meminfo(&std::fs::read_to_string("/proc/meminfo")?))
+}
+
+/// Running maxima over samples of one process.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcPeak {
+    pub samples: usize,
+    pub rss: u64,
+    pub pss: u64,
+    pub vsz: u64,
+}
+
+impl ProcPeak {
+    pub fn add(&mut self, m: &ProcMem) {
+        self.samples += 1;
+        self.rss = self.rss.max(m.rss).max(m.peak_rss);
+        self.pss = self.pss.max(m.pss.unwrap_or(0));
+        self.vsz = self.vsz.max(m.vsz);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_status_and_rollup() {
+        let status = "Name:\tx\nVmPeak:\t  2000 kB\nVmSize:\t  1800 kB\nVmHWM:\t   900 kB\nVmRSS:\t   800 kB\n";
+        let rollup = "00400000-7fff [rollup]\nRss:  800 kB\nPss:  500 kB\nShared_Clean:  300 kB\n\
+                      Shared_Dirty:  20 kB\nPrivate_Clean: 100 kB\nPrivate_Dirty: 380 kB\nSwap: 0 kB\n";
+        let m = parse_proc(status, Some(rollup)).unwrap();
+        assert_eq!(m.rss, 800 * 1024);
+        assert_eq!(m.vsz, 1800 * 1024);
+        assert_eq!(m.peak_rss, 900 * 1024);
+        assert_eq!(m.pss, Some(500 * 1024));
+        assert_eq!(m.shared, Some(320 * 1024));
+        assert_eq!(m.private, Some(480 * 1024));
+        assert!(parse_proc("Name:\tkthreadd\n", None).is_none());
+        let mut p = ProcPeak::default();
+        p.add(&m);
+        assert_eq!(p.rss, 900 * 1024);
+    }
+
+    #[test]
+    fn free_arithmetic() {
+        let t = "MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 600 kB\nBuffers: 50 kB\n\
+                 Cached: 300 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\nShmem: 10 kB\nSReclaimable: 50 kB\n";
+        let s = parse_meminfo(t);
+        assert_eq!(s.buff_cache, 400 * 1024);
+        assert_eq!(s.used, 500 * 1024);
+        assert_eq!(s.available, 600 * 1024);
+        let me = read_proc(std::process::id()).unwrap();
+        assert!(me.rss > 0 && me.pss.is_some());
+        assert!(read_system().unwrap().total > 0);
+    }
+}

@@ -1,0 +1,1093 @@
+//! What `tunelab report` says about a run, independent of the output format:
+//! sections of tables, charts, notes and warnings. `report::html` and
+//! `report::md_report` turn a [`Document`] into HTML or Markdown.
+//!
+//! Charts are chosen from the shape of the data, never from experiment
+//! names, so a new experiment gets charts without touching this file:
+//!
+//! 1. **Series**: same-named series are joined across the results of an
+//!    experiment (an experiment may emit a whole curve in one point, or one
+//!    point per sweep point under the same name; a repeated x keeps the last
+//!    value). Series sharing x and y label and unit share a chart, one line
+//!    per name. A byte x axis gets vertical lines at the cache sizes found in
+//!    the experiment's notes ("sysfs data caches: L1 32 KiB, …"); when no
+//!    note names them, none are drawn.
+//! 2. **Sweeps** (no series): when results differ in parameters, each metric's
+//!    median is drawn with its 95% CI against the numeric parameter with the
+//!    most values (one line per combination of the other parameters); a
+//!    textual sweep (mode, api, …) becomes bars with CI whiskers.
+//!    A single point with several metrics of one unit becomes bars too.
+//! 3. **Histograms**: fixed buckets as bars; a CDF from the stored
+//!    percentiles (min at 0%).
+//! 4. **Monitor**: timelines of Dirty/Writeback with the throttle point,
+//!    CPU iowait/user/system, and disk (or vmstat bi/bo) throughput.
+//!
+//! Any x axis whose values span more than 10× is logarithmic.
+
+use std::collections::BTreeMap;
+
+use super::charts::{Axis, Bar, BarChart, BarGroup, Chart, ForestPlot, ForestRow, Line, LineChart};
+use super::comparison::{compare_runs, RunComparison};
+use super::units::{human, pct, seconds, sig};
+use crate::engine::model::{PointResult, Run, Series};
+use crate::engine::params::{format_size, ParamKind, ParamSpec, ParamValue};
+use crate::stats::summary::relative_half_width;
+use crate::stats::{HistogramData, Verdict};
+
+/// A table cell; `class` marks cells to colour ("pass", "fail", "warn").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    pub text: String,
+    pub class: Option<&'static str>,
+}
+
+impl From<String> for Cell {
+    fn from(text: String) -> Self {
+        Cell { text, class: None }
+    }
+}
+
+impl From<&str> for Cell {
+    fn from(text: &str) -> Self {
+        Cell {
+            text: text.to_string(),
+            class: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<Cell>>,
+}
+
+impl Table {
+    fn new(header: &[&str]) -> Self {
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+}
+
+/// A rendered chart: its title and the SVG, or why it could not be drawn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    pub title: String,
+    pub svg: Result<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    Heading(String),
+    Text(String),
+    Table(Table),
+    Figure(Figure),
+    Notes(Vec<String>),
+    Warnings(Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Section {
+    /// Anchor (letters, digits, '-').
+    pub id: String,
+    pub title: String,
+    pub blocks: Vec<Block>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    pub title: String,
+    /// Run facts shown under the title (id, label, status, times…).
+    pub facts: Vec<(String, String)>,
+    pub sections: Vec<Section>,
+}
+
+impl Document {
+    pub fn figures(&self) -> impl Iterator<Item = &Figure> {
+        self.sections
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter_map(|b| match b {
+                Block::Figure(f) => Some(f),
+                _ => None,
+            })
+    }
+}
+
+fn figure(chart: Chart) -> Block {
+    Block::Figure(Figure {
+        title: chart.title().to_string(),
+        svg: chart.render(),
+    })
+}
+
+/// An anchor from free text.
+pub fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+/// Build the report of `run`; with `base`, a comparison (ratios run/base)
+/// comes first.
+pub fn build(run: &Run, base: Option<&Run>, noise: f64) -> Document {
+    let mut facts = vec![("run".to_string(), run.id.clone())];
+    if !run.label.is_empty() {
+        facts.push(("label".into(), run.label.clone()));
+    }
+    facts.push(("status".into(), run.status.as_str().to_string()));
+    facts.push(("time".into(), format!("{} → {}", run.started, run.finished)));
+    facts.push(("tunelab".into(), run.tool_version.clone()));
+    if !run.argv.is_empty() {
+        facts.push(("command".into(), run.argv.join(" ")));
+    }
+    if let Some(b) = base {
+        facts.push((
+            "compared with".into(),
+            format!(
+                "{}{} (base)",
+                b.id,
+                if b.label.is_empty() {
+                    String::new()
+                } else {
+                    format!(" \"{}\"", b.label)
+                }
+            ),
+        ));
+    }
+    let mut sections = Vec::new();
+    if let Some(b) = base {
+        sections.push(comparison_section(&compare_runs(b, run, noise)));
+    }
+    sections.push(system_section(run));
+    if let Some(st) = &run.study {
+        sections.push(study_section(st));
+    }
+    for exp in run.experiments() {
+        let results: Vec<&PointResult> =
+            run.results.iter().filter(|r| r.experiment == exp).collect();
+        sections.push(experiment_section(&exp, &results));
+    }
+    if let Some(s) = monitor_section(run) {
+        sections.push(s);
+    }
+    let mut warnings: Vec<String> = run.quietness.warnings.clone();
+    warnings.extend(run.warnings.iter().cloned());
+    warnings.dedup();
+    if !warnings.is_empty() {
+        sections.push(Section {
+            id: "warnings".into(),
+            title: "Warnings".into(),
+            blocks: vec![Block::Warnings(warnings)],
+        });
+    }
+    Document {
+        title: format!(
+            "tunelab report: {}",
+            if run.label.is_empty() {
+                run.id.as_str()
+            } else {
+                run.label.as_str()
+            }
+        ),
+        facts,
+        sections,
+    }
+}
+
+fn verdict_class(v: Verdict) -> Option<&'static str> {
+    match v {
+        Verdict::Improved => Some("pass"),
+        Verdict::Regressed => Some("fail"),
+        Verdict::Inconclusive => Some("warn"),
+        Verdict::NoChange => None,
+    }
+}
+
+fn comparison_section(c: &RunComparison) -> Section {
+    let mut blocks = vec![Block::Text(format!(
+        "new = {} (this run), base = {}; ratios are new/base with a bootstrap 95% CI; \
+         noise threshold ±{}%.",
+        c.new,
+        c.base,
+        sig(c.noise * 100.0)
+    ))];
+    blocks.push(Block::Heading("Environment differences".into()));
+    if c.environment_diff.is_empty() {
+        blocks.push(Block::Text("The environments are identical.".into()));
+    } else {
+        blocks.push(Block::Text(
+            "Check these before trusting the numbers.".into(),
+        ));
+        let mut t = Table::new(&["fact", "base", "new"]);
+        for d in &c.environment_diff {
+            t.rows.push(vec![
+                d.key.as_str().into(),
+                d.base.clone().unwrap_or_else(|| "–".into()).into(),
+                d.new.clone().unwrap_or_else(|| "–".into()).into(),
+            ]);
+        }
+        blocks.push(Block::Table(t));
+    }
+    let mut rows = Vec::new();
+    let mut t = Table::new(&[
+        "result", "metric", "base", "new", "new/base", "95% CI", "verdict",
+    ]);
+    for p in &c.pairs {
+        let params = if p.base_params == p.new_params {
+            p.base_params.clone()
+        } else {
+            format!("{} → {}", p.base_params, p.new_params)
+        };
+        for m in &p.metrics {
+            let x = &m.comparison;
+            rows.push(ForestRow {
+                label: format!("{} {} · {}", p.experiment, p.new_params, m.name),
+                ratio: x.ratio,
+                low: x.ci95_low,
+                high: x.ci95_high,
+                verdict: x.verdict,
+            });
+            t.rows.push(vec![
+                format!("{} {params}", p.experiment).into(),
+                m.name.as_str().into(),
+                human(m.base_median, &m.unit).into(),
+                human(m.new_median, &m.unit).into(),
+                format!("{}×", sig(x.ratio)).into(),
+                format!("{}× … {}×", sig(x.ci95_low), sig(x.ci95_high)).into(),
+                Cell {
+                    text: x.verdict.as_str().to_string(),
+                    class: verdict_class(x.verdict),
+                },
+            ]);
+        }
+    }
+    blocks.push(Block::Heading("Ratios".into()));
+    if rows.is_empty() {
+        blocks.push(Block::Text(
+            "The two runs have no experiment in common: nothing was compared.".into(),
+        ));
+    } else {
+        blocks.push(figure(Chart::Forest(ForestPlot {
+            title: "new / base: ratio of medians with 95% CI".into(),
+            rows,
+            noise: c.noise,
+        })));
+        blocks.push(Block::Text(
+            "Solid line: no change (1×); dashed lines: the noise threshold. \
+             Green improved, red regressed, grey no change, amber inconclusive."
+                .into(),
+        ));
+        blocks.push(Block::Heading("Verdicts".into()));
+        blocks.push(Block::Table(t));
+        blocks.push(Block::Text(format!("{} regression(s).", c.regressions)));
+    }
+    if !c.unpaired.is_empty() {
+        blocks.push(Block::Notes(c.unpaired.clone()));
+    }
+    Section {
+        id: "comparison".into(),
+        title: "Comparison".into(),
+        blocks,
+    }
+}
+
+/// A fact for display: byte counts in binary units.
+fn fact_value(key: &str, v: &str) -> String {
+    if key.ends_with("_bytes") {
+        if let Ok(b) = v.parse::<f64>() {
+            return format!("{} ({v} B)", human(b, "B"));
+        }
+    }
+    v.to_string()
+}
+
+fn is_hardware(key: &str) -> bool {
+    key.starts_with("cpu.model")
+        || key == "cpu.count"
+        || key == "cpu.max_mhz"
+        || key.starts_with("mem.total")
+        || key.starts_with("block.")
+        || key == "target.device"
+        || key == "target.disk"
+}
+
+fn system_section(run: &Run) -> Section {
+    let env = &run.environment;
+    let mut hw = Table::new(&["fact", "value"]);
+    let mut sw = Table::new(&["fact", "value"]);
+    // The most telling facts first, then the rest alphabetically.
+    const FIRST: &[&str] = &[
+        "cpu.model",
+        "cpu.count",
+        "cpu.max_mhz",
+        "mem.total_bytes",
+        "target.device",
+        "target.disk",
+        "kernel.release",
+        "kernel.version",
+        "host.name",
+        "target.path",
+        "target.fs",
+        "target.mount_options",
+        "cpu.governor",
+        "mm.thp_enabled",
+    ];
+    let mut keys: Vec<&String> = FIRST
+        .iter()
+        .filter_map(|k| env.get_key_value(*k).map(|(k, _)| k))
+        .collect();
+    keys.extend(env.keys().filter(|k| !FIRST.contains(&k.as_str())));
+    for k in keys {
+        let row = vec![k.as_str().into(), fact_value(k, &env[k]).into()];
+        if is_hardware(k) {
+            hw.rows.push(row);
+        } else {
+            sw.rows.push(row);
+        }
+    }
+    let mut blocks = Vec::new();
+    if env.is_empty() {
+        blocks.push(Block::Text("No environment was recorded.".into()));
+    } else {
+        blocks.push(Block::Heading("Hardware".into()));
+        blocks.push(Block::Table(hw));
+        blocks.push(Block::Heading("Software and settings".into()));
+        blocks.push(Block::Table(sw));
+    }
+    let q = &run.quietness;
+    if q.seconds > 0.0 {
+        let busy: Vec<String> = q
+            .busy
+            .iter()
+            .map(|p| format!("{} (pid {}) {:.0}%", p.name, p.pid, p.cpu_pct))
+            .collect();
+        blocks.push(Block::Text(format!(
+            "Quietness check ({:.1} s before the run): other processes used {:.0}% of the \
+             machine's CPU, iowait {:.1}%{}{}.",
+            q.seconds,
+            q.machine_busy_pct,
+            q.iowait_pct,
+            q.disk_busy_pct
+                .map(|d| format!(", disk {d:.0}% busy"))
+                .unwrap_or_default(),
+            if busy.is_empty() {
+                String::new()
+            } else {
+                format!("; busiest: {}", busy.join(", "))
+            }
+        )));
+    }
+    Section {
+        id: "system".into(),
+        title: "System".into(),
+        blocks,
+    }
+}
+
+fn study_section(st: &crate::engine::model::StudySummary) -> Section {
+    let mut t = Table::new(&["key issue", "question", "result", "verdict", "conclusion"]);
+    for i in &st.issues {
+        let class = match i.verdict.as_str() {
+            "pass" => Some("pass"),
+            "fail" => Some("fail"),
+            _ => Some("warn"),
+        };
+        t.rows.push(vec![
+            i.name.as_str().into(),
+            i.question.as_str().into(),
+            i.result.as_str().into(),
+            Cell {
+                text: i.verdict.clone(),
+                class,
+            },
+            i.conclusion.as_str().into(),
+        ]);
+    }
+    let pass = st.issues.iter().filter(|i| i.verdict == "pass").count();
+    let fail = st.issues.iter().filter(|i| i.verdict == "fail").count();
+    Section {
+        id: "study".into(),
+        title: "Study summary".into(),
+        blocks: vec![
+            Block::Text(format!(
+                "Profile {}: {} — {pass} passed, {fail} failed, {} unknown.",
+                st.profile,
+                st.title,
+                st.issues.len() - pass - fail
+            )),
+            Block::Table(t),
+        ],
+    }
+}
+
+fn param_specs(exp: &str) -> Vec<ParamSpec> {
+    crate::engine::registry::find(exp)
+        .map(|e| e.params())
+        .unwrap_or_default()
+}
+
+fn param_unit(specs: &[ParamSpec], key: &str) -> &'static str {
+    match specs.iter().find(|s| s.name == key).map(|s| &s.kind) {
+        Some(ParamKind::Size) => "B",
+        Some(ParamKind::Duration) => "s",
+        _ => "count",
+    }
+}
+
+/// `key=value` with sizes in binary units.
+fn param_text(specs: &[ParamSpec], key: &str, v: Option<&ParamValue>) -> String {
+    match v {
+        None => format!("{key}=–"),
+        Some(ParamValue::Int(n)) if param_unit(specs, key) == "B" => {
+            format!("{key}={}", format_size(*n))
+        }
+        Some(ParamValue::Float(x)) if param_unit(specs, key) == "s" => {
+            format!("{key}={}", seconds(*x))
+        }
+        Some(v) => format!("{key}={v}"),
+    }
+}
+
+/// Parameters whose values differ between the results, in key order.
+fn varying(results: &[&PointResult]) -> Vec<String> {
+    let mut keys: Vec<&String> = results.iter().flat_map(|r| r.params.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| {
+            let first = results[0].params.get(*k);
+            results.iter().any(|r| r.params.get(*k) != first)
+        })
+        .cloned()
+        .collect()
+}
+
+fn experiment_section(exp: &str, results: &[&PointResult]) -> Section {
+    let mut t = Table::new(&[
+        "params",
+        "metric",
+        "median",
+        "95% CI of median",
+        "±CI",
+        "n",
+        "CV",
+        "stopped by",
+        "outliers",
+    ]);
+    for r in results {
+        for m in &r.metrics {
+            let s = &m.summary;
+            t.rows.push(vec![
+                r.params_label().into(),
+                m.name.as_str().into(),
+                human(s.median, &m.unit).into(),
+                format!(
+                    "{} … {}",
+                    human(s.ci95_low, &m.unit),
+                    human(s.ci95_high, &m.unit)
+                )
+                .into(),
+                format!("±{}", pct(relative_half_width(s))).into(),
+                s.n.to_string().into(),
+                pct(s.cv).into(),
+                s.stop_reason.as_str().into(),
+                if s.outliers.is_empty() {
+                    String::new()
+                } else {
+                    s.outliers.len().to_string()
+                }
+                .into(),
+            ]);
+        }
+    }
+    let mut blocks = vec![Block::Table(t)];
+    let hists: Vec<(&PointResult, &HistogramData)> = results
+        .iter()
+        .flat_map(|r| r.histograms.iter().map(move |h| (*r, h)))
+        .collect();
+    if !hists.is_empty() {
+        let mut ht = Table::new(&[
+            "params",
+            "distribution",
+            "count",
+            "min",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "max",
+        ]);
+        for (r, h) in &hists {
+            let p = |q: f64| h.percentile(q).map_or("–".into(), |v| human(v, &h.unit));
+            ht.rows.push(vec![
+                r.params_label().into(),
+                h.name.as_str().into(),
+                h.count.to_string().into(),
+                human(h.min, &h.unit).into(),
+                p(50.0).into(),
+                p(90.0).into(),
+                p(99.0).into(),
+                p(99.9).into(),
+                human(h.max, &h.unit).into(),
+            ]);
+        }
+        blocks.push(Block::Table(ht));
+    }
+    let mut notes: Vec<String> = Vec::new();
+    for n in results.iter().flat_map(|r| &r.notes) {
+        if !notes.contains(n) {
+            notes.push(n.clone());
+        }
+    }
+    for c in experiment_charts(exp, results, &notes) {
+        blocks.push(figure(c));
+    }
+    if !notes.is_empty() {
+        blocks.push(Block::Notes(notes));
+    }
+    Section {
+        id: format!("exp-{}", slug(exp)),
+        title: exp.to_string(),
+        blocks,
+    }
+}
+
+/// Whether values spanning min..max deserve a log axis.
+fn wide(vals: impl Iterator<Item = f64>) -> bool {
+    let (mut lo, mut hi) = (f64::INFINITY, 0f64);
+    for v in vals {
+        if !(v.is_finite() && v > 0.0) {
+            return false;
+        }
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    hi > 10.0 * lo
+}
+
+/// Cache sizes named in notes such as "sysfs data caches: L1 32 KiB, L2 1 MiB".
+pub fn cache_sizes(notes: &[String]) -> Vec<(f64, String)> {
+    let mut out: Vec<(f64, String)> = Vec::new();
+    for n in notes {
+        let Some(rest) = n.strip_prefix("sysfs data caches:") else {
+            continue;
+        };
+        for part in rest.split(',') {
+            let mut w = part.split_whitespace();
+            let (Some(level), Some(num), Some(unit)) = (w.next(), w.next(), w.next()) else {
+                continue;
+            };
+            let mult = match unit {
+                "B" => 1.0,
+                "KiB" => 1024.0,
+                "MiB" => 1048576.0,
+                "GiB" => 1073741824.0,
+                _ => continue,
+            };
+            if let Ok(v) = num.parse::<f64>() {
+                if level.starts_with('L') && !out.iter().any(|(_, l)| l == level) {
+                    out.push((v * mult, level.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn experiment_charts(exp: &str, results: &[&PointResult], notes: &[String]) -> Vec<Chart> {
+    let mut charts = series_charts(results, notes);
+    if charts.is_empty() {
+        charts.extend(sweep_charts(exp, results));
+    }
+    charts.extend(histogram_charts(exp, results));
+    charts
+}
+
+type SeriesKey = (String, String, String, String);
+/// Lines of one chart: name and joined points.
+type NamedLines = Vec<(String, Vec<(f64, f64)>)>;
+
+fn series_charts(results: &[&PointResult], notes: &[String]) -> Vec<Chart> {
+    // (x label, x unit, y label, y unit) → lines by name, in order seen.
+    let mut groups: Vec<(SeriesKey, NamedLines)> = Vec::new();
+    for s in results.iter().flat_map(|r| &r.series) {
+        let Series {
+            name,
+            x_label,
+            x_unit,
+            y_label,
+            y_unit,
+            points,
+        } = s;
+        let key = (
+            x_label.clone(),
+            x_unit.clone(),
+            y_label.clone(),
+            y_unit.clone(),
+        );
+        let gi = match groups.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                groups.push((key, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        let lines = &mut groups[gi].1;
+        let li = match lines.iter().position(|(n, _)| n == name) {
+            Some(i) => i,
+            None => {
+                lines.push((name.clone(), Vec::new()));
+                lines.len() - 1
+            }
+        };
+        let line = &mut lines[li].1;
+        for &(x, y) in points {
+            match line.iter_mut().find(|p| p.0 == x) {
+                Some(p) => p.1 = y,
+                None => line.push((x, y)),
+            }
+        }
+    }
+    let caches = cache_sizes(notes);
+    groups
+        .into_iter()
+        .map(|((xl, xu, yl, yu), lines)| {
+            let log = wide(lines.iter().flat_map(|(_, p)| p.iter().map(|p| p.0)));
+            let lines: Vec<Line> = lines
+                .into_iter()
+                .map(|(name, mut points)| {
+                    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    Line {
+                        name,
+                        points,
+                        ..Default::default()
+                    }
+                })
+                .collect();
+            let vlines = if xu == "B" {
+                caches.clone()
+            } else {
+                Vec::new()
+            };
+            Chart::Line(LineChart {
+                title: format!("{yl} vs {xl}"),
+                x: Axis::new(xl, xu).log(log),
+                y: Axis::new(yl, yu),
+                lines,
+                vlines,
+                hlines: Vec::new(),
+            })
+        })
+        .collect()
+}
+
+/// Metric names in order of first appearance.
+fn metric_names(results: &[&PointResult]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for m in results.iter().flat_map(|r| &r.metrics) {
+        if !out.iter().any(|(n, _)| *n == m.name) {
+            out.push((m.name.clone(), m.unit.clone()));
+        }
+    }
+    out
+}
+
+fn sweep_charts(exp: &str, results: &[&PointResult]) -> Vec<Chart> {
+    let specs = param_specs(exp);
+    let vary = varying(results);
+    let metrics = metric_names(results);
+    if results.len() < 2 || vary.is_empty() {
+        return single_point_bars(results);
+    }
+    let distinct = |k: &String| {
+        let mut v: Vec<String> = results
+            .iter()
+            .map(|r| param_text(&specs, k, r.params.get(k)))
+            .collect();
+        v.sort();
+        v.dedup();
+        v.len()
+    };
+    let numeric = |k: &String| {
+        results
+            .iter()
+            .all(|r| r.params.get(k).and_then(ParamValue::as_f64).is_some())
+    };
+    let x_key = vary
+        .iter()
+        .filter(|k| numeric(k))
+        .max_by_key(|k| distinct(k))
+        .cloned();
+    let cat_key = x_key.clone().unwrap_or_else(|| vary[0].clone());
+    let others: Vec<&String> = vary.iter().filter(|k| **k != cat_key).collect();
+    let group_of = |r: &PointResult| {
+        if others.is_empty() {
+            String::new()
+        } else {
+            others
+                .iter()
+                .map(|k| param_text(&specs, k, r.params.get(*k)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+    };
+    let mut group_names: Vec<String> = Vec::new();
+    for r in results {
+        let g = group_of(r);
+        if !group_names.contains(&g) {
+            group_names.push(g);
+        }
+    }
+    let mut charts = Vec::new();
+    for (metric, unit) in &metrics {
+        if let Some(xk) = &x_key {
+            let mut lines: Vec<Line> = Vec::new();
+            for g in &group_names {
+                let mut pts: Vec<(f64, f64, (f64, f64))> = results
+                    .iter()
+                    .filter(|r| group_of(r) == *g)
+                    .filter_map(|r| {
+                        let x = r.params.get(xk)?.as_f64()?;
+                        let s = &r.metric(metric)?.summary;
+                        Some((x, s.median, (s.ci95_low, s.ci95_high)))
+                    })
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if pts.is_empty() {
+                    continue;
+                }
+                lines.push(Line {
+                    name: if g.is_empty() {
+                        metric.clone()
+                    } else {
+                        g.clone()
+                    },
+                    points: pts.iter().map(|p| (p.0, p.1)).collect(),
+                    ci: pts.iter().map(|p| p.2).collect(),
+                    dashed: false,
+                });
+            }
+            let log = wide(lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)));
+            charts.push(Chart::Line(LineChart {
+                title: format!("{metric} vs {xk} (median, 95% CI)"),
+                x: Axis::new(xk.clone(), param_unit(&specs, xk)).log(log),
+                y: Axis::new(metric.clone(), unit.clone()),
+                lines,
+                vlines: Vec::new(),
+                hlines: Vec::new(),
+            }));
+        } else {
+            let mut cats: Vec<String> = Vec::new();
+            for r in results {
+                let c = param_text(&specs, &cat_key, r.params.get(&cat_key));
+                if !cats.contains(&c) {
+                    cats.push(c);
+                }
+            }
+            let groups: Vec<BarGroup> = group_names
+                .iter()
+                .map(|g| BarGroup {
+                    name: if g.is_empty() {
+                        metric.clone()
+                    } else {
+                        g.clone()
+                    },
+                    bars: cats
+                        .iter()
+                        .map(|c| {
+                            let r = results.iter().find(|r| {
+                                group_of(r) == *g
+                                    && param_text(&specs, &cat_key, r.params.get(&cat_key)) == *c
+                            })?;
+                            let s = &r.metric(metric)?.summary;
+                            Some(Bar {
+                                value: s.median,
+                                ci: Some((s.ci95_low, s.ci95_high)),
+                            })
+                        })
+                        .collect(),
+                })
+                .collect();
+            charts.push(Chart::Bar(BarChart {
+                title: format!("{metric} by {cat_key} (median, 95% CI)"),
+                x_label: cat_key.clone(),
+                categories: cats
+                    .iter()
+                    .map(|c| c.split_once('=').map_or(c.clone(), |(_, v)| v.to_string()))
+                    .collect(),
+                y: Axis::new(metric.clone(), unit.clone()),
+                groups,
+            }));
+        }
+    }
+    charts
+}
+
+/// One point with several metrics of the same unit: bars of the medians.
+fn single_point_bars(results: &[&PointResult]) -> Vec<Chart> {
+    let mut charts = Vec::new();
+    for r in results {
+        let mut units: Vec<&str> = Vec::new();
+        for m in &r.metrics {
+            if !units.contains(&m.unit.as_str()) {
+                units.push(&m.unit);
+            }
+        }
+        for u in units {
+            let ms: Vec<_> = r.metrics.iter().filter(|m| m.unit == u).collect();
+            if ms.len() < 2 {
+                continue;
+            }
+            charts.push(Chart::Bar(BarChart {
+                title: format!("{} metrics in {u} (median, 95% CI)", r.experiment),
+                x_label: "metric".into(),
+                categories: ms.iter().map(|m| m.name.clone()).collect(),
+                y: Axis::new("median", u),
+                groups: vec![BarGroup {
+                    name: r.params_label(),
+                    bars: ms
+                        .iter()
+                        .map(|m| {
+                            Some(Bar {
+                                value: m.summary.median,
+                                ci: Some((m.summary.ci95_low, m.summary.ci95_high)),
+                            })
+                        })
+                        .collect(),
+                }],
+            }));
+        }
+    }
+    charts
+}
+
+const MAX_BUCKET_CHARTS: usize = 12;
+
+fn histogram_charts(exp: &str, results: &[&PointResult]) -> Vec<Chart> {
+    let specs = param_specs(exp);
+    let vary = varying(results);
+    let point_name = |r: &PointResult| {
+        if vary.is_empty() {
+            String::new()
+        } else {
+            vary.iter()
+                .map(|k| param_text(&specs, k, r.params.get(k)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+    };
+    let mut charts = Vec::new();
+    let mut buckets = 0;
+    for r in results {
+        for h in &r.histograms {
+            if h.buckets.is_empty() || h.count == 0 || buckets >= MAX_BUCKET_CHARTS {
+                continue;
+            }
+            buckets += 1;
+            let cats = h
+                .buckets
+                .iter()
+                .map(|b| match b.high {
+                    Some(_) => human(b.low, &h.unit),
+                    None => format!("≥{}", human(b.low, &h.unit)),
+                })
+                .collect();
+            let pn = point_name(r);
+            charts.push(Chart::Bar(BarChart {
+                title: format!(
+                    "{} histogram{}",
+                    h.name,
+                    if pn.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({pn})")
+                    }
+                ),
+                x_label: "bucket (lower edge)".into(),
+                categories: cats,
+                y: Axis::new("count", "count"),
+                groups: vec![BarGroup {
+                    name: h.name.clone(),
+                    bars: h
+                        .buckets
+                        .iter()
+                        .map(|b| {
+                            Some(Bar {
+                                value: b.count as f64,
+                                ci: None,
+                            })
+                        })
+                        .collect(),
+                }],
+            }));
+        }
+    }
+    // One CDF per distribution name, one line per point.
+    let mut by_name: BTreeMap<&str, Vec<(&PointResult, &HistogramData)>> = BTreeMap::new();
+    for r in results {
+        for h in &r.histograms {
+            if h.count > 0 && !h.percentiles.is_empty() {
+                by_name.entry(&h.name).or_default().push((r, h));
+            }
+        }
+    }
+    for (name, hs) in by_name {
+        let lines: Vec<Line> = hs
+            .iter()
+            .map(|(r, h)| {
+                let mut points = vec![(h.min, 0.0)];
+                points.extend(h.percentiles.iter().map(|p| (p.value, p.p)));
+                let pn = point_name(r);
+                Line {
+                    name: if pn.is_empty() { name.to_string() } else { pn },
+                    points,
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let log = wide(lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)));
+        let unit = hs[0].1.unit.clone();
+        charts.push(Chart::Line(LineChart {
+            title: format!("{name}: cumulative distribution (min, p50, p90, p99, p99.9, max)"),
+            x: Axis::new(name, unit).log(log),
+            y: Axis::new("percentile", "%"),
+            lines,
+            vlines: Vec::new(),
+            hlines: Vec::new(),
+        }));
+    }
+    charts
+}
+
+fn median_of(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn monitor_section(run: &Run) -> Option<Section> {
+    let s = &run.samples;
+    if s.is_empty() {
+        return None;
+    }
+    let line = |name: &str, f: &dyn Fn(&crate::observe::sampler::MonitorSample) -> f64| Line {
+        name: name.to_string(),
+        points: s.iter().map(|x| (x.t, f(x))).collect(),
+        ..Default::default()
+    };
+    let t = || Axis::new("time since the run started", "s");
+    let mut blocks = vec![Block::Text(format!(
+        "{} samples of vmstat, the target's disk statistics and Dirty/Writeback, \
+         about one per second.",
+        s.len()
+    ))];
+    let throttle = median_of(s.iter().map(|x| x.dirty.throttle_point() as f64).collect());
+    let background = median_of(
+        s.iter()
+            .map(|x| x.dirty.background_threshold_bytes as f64)
+            .collect(),
+    );
+    blocks.push(figure(Chart::Line(LineChart {
+        title: "Dirty and Writeback page cache".into(),
+        x: t(),
+        y: Axis::new("memory", "B"),
+        lines: vec![
+            line("Dirty + Writeback", &|x| {
+                (x.dirty.dirty_bytes + x.dirty.writeback_bytes) as f64
+            }),
+            line("Dirty", &|x| x.dirty.dirty_bytes as f64),
+            line("Writeback", &|x| x.dirty.writeback_bytes as f64),
+        ],
+        vlines: Vec::new(),
+        hlines: vec![
+            (throttle, "writers throttled above".into()),
+            (background, "background writeback starts".into()),
+        ],
+    })));
+    blocks.push(figure(Chart::Line(LineChart {
+        title: "CPU: iowait, user and system time".into(),
+        x: t(),
+        y: Axis::new("share of all CPUs", "%"),
+        lines: vec![
+            line("iowait %", &|x| x.vmstat.wa),
+            line("user %", &|x| x.vmstat.us),
+            line("system %", &|x| x.vmstat.sy),
+        ],
+        vlines: Vec::new(),
+        hlines: Vec::new(),
+    })));
+    let disk = s
+        .iter()
+        .find_map(|x| x.disk.as_ref().map(|d| d.device.clone()));
+    let (title, lines) = match &disk {
+        Some(dev) => (
+            format!("Disk {dev}: read and write throughput"),
+            vec![
+                line(&format!("{dev} read"), &|x| {
+                    x.disk.as_ref().map_or(f64::NAN, |d| d.rkb_s * 1024.0)
+                }),
+                line(&format!("{dev} write"), &|x| {
+                    x.disk.as_ref().map_or(f64::NAN, |d| d.wkb_s * 1024.0)
+                }),
+            ],
+        ),
+        None => (
+            "Block I/O of all devices (vmstat bi/bo)".to_string(),
+            vec![
+                line("block in (bi)", &|x| x.vmstat.bi * 1024.0),
+                line("block out (bo)", &|x| x.vmstat.bo * 1024.0),
+            ],
+        ),
+    };
+    blocks.push(figure(Chart::Line(LineChart {
+        title,
+        x: t(),
+        y: Axis::new("throughput", "B/s"),
+        lines,
+        vlines: Vec::new(),
+        hlines: Vec::new(),
+    })));
+    Some(Section {
+        id: "monitor".into(),
+        title: "Monitor".into(),
+        blocks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_sizes_come_from_notes() {
+        let notes = vec![
+            "other".to_string(),
+            "sysfs data caches: L1 48 KiB, L2 1.2 MiB, L3 unknown".to_string(),
+        ];
+        let c = cache_sizes(&notes);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0], (49152.0, "L1".to_string()));
+        assert!((c[1].0 - 1.2 * 1048576.0).abs() < 1.0);
+        assert!(cache_sizes(&["sysfs data caches: unknown".into()]).is_empty());
+    }
+
+    #[test]
+    fn slugs_and_wide_ranges() {
+        assert_eq!(slug("io.record-size"), "io-record-size");
+        assert!(wide([4096.0, 1048576.0].into_iter()));
+        assert!(!wide([1.0, 5.0].into_iter()));
+        assert!(!wide([0.0, 100.0].into_iter()));
+    }
+}

@@ -1,0 +1,198 @@
+//! The HTML report: one self-contained file. Inline CSS, inline `<svg>`
+//! charts, no `<script>`, no fonts, images or styles from anywhere else, so
+//! it opens offline, in a mail attachment or an archive years later.
+
+use super::document::{Block, Document, Figure, Table};
+
+/// Escape text for HTML element content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const CSS: &str = "\
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#1d1d1f;background:#fafafa;line-height:1.4}
+main{max-width:1100px;margin:0 auto;padding:1.5em 2em 3em;background:#fff}
+h1{font-size:1.6em;margin:.2em 0 .4em}
+h2{font-size:1.3em;margin:2em 0 .5em;padding-bottom:.2em;border-bottom:2px solid #d0d7de}
+h3{font-size:1.05em;margin:1.4em 0 .4em}
+nav{font-size:.9em;margin:.5em 0 1em}
+nav a{margin-right:1em;color:#0550ae;text-decoration:none}
+table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}
+th,td{border:1px solid #d0d7de;padding:.25em .55em;text-align:left;vertical-align:top}
+th{background:#f0f3f6}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+table.facts td:first-child{font-weight:600;white-space:nowrap}
+td.pass{background:#dafbe1;color:#116329;font-weight:600}
+td.fail{background:#ffebe9;color:#a40e26;font-weight:600}
+td.warn{background:#fff8c5;color:#7d4e00;font-weight:600}
+figure{margin:1em 0;border:1px solid #e5e7eb;padding:.5em;display:inline-block;max-width:100%;box-sizing:border-box}
+figure svg{max-width:100%;height:auto;display:block}
+figcaption{font-size:.85em;color:#57606a;margin-top:.3em}
+ul.notes{font-size:.9em;color:#424a53}
+ul.warnings li{color:#7d4e00}
+p.chart-error{color:#a40e26;font-style:italic}
+.muted{color:#57606a;font-size:.85em}
+";
+
+/// Numbers, CIs and percentages are right-aligned.
+fn numeric(s: &str) -> bool {
+    s.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_digit() || c == '±' || c == '-')
+        && !s.contains('=')
+}
+
+fn table(t: &Table, class: Option<&str>) -> String {
+    let mut s = match class {
+        Some(c) => format!("<table class=\"{c}\">\n<thead><tr>"),
+        None => "<table>\n<thead><tr>".to_string(),
+    };
+    for h in &t.header {
+        s.push_str(&format!("<th>{}</th>", esc(h)));
+    }
+    s.push_str("</tr></thead>\n<tbody>\n");
+    for r in &t.rows {
+        s.push_str("<tr>");
+        for c in r {
+            let class = match c.class {
+                Some(k) => Some(k),
+                None if numeric(&c.text) => Some("num"),
+                None => None,
+            };
+            match class {
+                Some(k) => s.push_str(&format!("<td class=\"{k}\">{}</td>", esc(&c.text))),
+                None => s.push_str(&format!("<td>{}</td>", esc(&c.text))),
+            }
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</tbody>\n</table>\n");
+    s
+}
+
+/// An SVG document from plotters as inline HTML: the XML namespace is
+/// implied in HTML, so the attribute (a URL) is dropped; a title makes the
+/// chart accessible.
+fn inline_svg(svg: &str, title: &str) -> String {
+    let body = svg
+        .replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1)
+        .replacen("<svg ", "<svg role=\"img\" ", 1);
+    match body.find('>') {
+        Some(i) => format!(
+            "{}\n<title>{}</title>{}",
+            &body[..=i],
+            esc(title),
+            &body[i + 1..]
+        ),
+        None => body,
+    }
+}
+
+fn figure(f: &Figure) -> String {
+    match &f.svg {
+        Ok(svg) => format!(
+            "<figure>\n{}\n<figcaption>{}</figcaption>\n</figure>\n",
+            inline_svg(svg, &f.title),
+            esc(&f.title)
+        ),
+        Err(e) => format!(
+            "<p class=\"chart-error\">Chart “{}” not drawn: {}</p>\n",
+            esc(&f.title),
+            esc(e)
+        ),
+    }
+}
+
+fn list(items: &[String], class: &str) -> String {
+    let mut s = format!("<ul class=\"{class}\">\n");
+    for i in items {
+        s.push_str(&format!("<li>{}</li>\n", esc(i)));
+    }
+    s.push_str("</ul>\n");
+    s
+}
+
+pub fn render(doc: &Document) -> String {
+    let mut s =
+        String::from("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    s.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    s.push_str("<meta name=\"generator\" content=\"tunelab report\">\n");
+    s.push_str(&format!("<title>{}</title>\n", esc(&doc.title)));
+    s.push_str(&format!(
+        "<style>\n{CSS}</style>\n</head>\n<body>\n<main>\n"
+    ));
+    s.push_str(&format!("<h1>{}</h1>\n", esc(&doc.title)));
+    let facts = Table {
+        header: vec!["".into(), "".into()],
+        rows: doc
+            .facts
+            .iter()
+            .map(|(k, v)| vec![k.as_str().into(), v.as_str().into()])
+            .collect(),
+    };
+    // A facts table needs no header row.
+    let ft = table(&facts, Some("facts")).replacen(
+        "<thead><tr><th></th><th></th></tr></thead>\n",
+        "",
+        1,
+    );
+    s.push_str(&ft);
+    s.push_str("<nav>");
+    for sec in &doc.sections {
+        s.push_str(&format!("<a href=\"#{}\">{}</a>", sec.id, esc(&sec.title)));
+    }
+    s.push_str("</nav>\n");
+    for sec in &doc.sections {
+        s.push_str(&format!(
+            "<section id=\"{}\">\n<h2>{}</h2>\n",
+            sec.id,
+            esc(&sec.title)
+        ));
+        for b in &sec.blocks {
+            match b {
+                Block::Heading(h) => s.push_str(&format!("<h3>{}</h3>\n", esc(h))),
+                Block::Text(t) => s.push_str(&format!("<p>{}</p>\n", esc(t))),
+                Block::Table(t) => s.push_str(&table(t, None)),
+                Block::Figure(f) => s.push_str(&figure(f)),
+                Block::Notes(n) => s.push_str(&list(n, "notes")),
+                Block::Warnings(w) => s.push_str(&list(w, "warnings")),
+            }
+        }
+        s.push_str("</section>\n");
+    }
+    s.push_str(
+        "<p class=\"muted\">Generated by tunelab. Values are medians with bootstrap 95% \
+         confidence intervals; throughput in MiB/s (2^20 bytes per second).</p>\n",
+    );
+    s.push_str("</main>\n</body>\n</html>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_and_inlines() {
+        assert_eq!(
+            esc("<a href='x'>&\"</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;"
+        );
+        let svg = "<svg width=\"10\" height=\"10\" viewBox=\"0 0 10 10\" xmlns=\"http://www.w3.org/2000/svg\">\n<rect/></svg>";
+        let i = inline_svg(svg, "a<b");
+        assert!(!i.contains("http"));
+        assert!(i.contains("<title>a&lt;b</title>"));
+        assert!(i.starts_with("<svg role=\"img\" width"));
+    }
+}

@@ -1,0 +1,290 @@
+//! `tunelab report`: runs made with the real binary become a self-contained
+//! HTML report (charts as inline SVG, no scripts, nothing from the network)
+//! and a Markdown report with SVG files; headless Chromium renders the HTML.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{is_root, skip, stderr, Env};
+
+/// Two runs of a fast sweep (file size is swept: 16× range, so a log axis).
+fn two_runs(env: &Env) {
+    let t = env.target();
+    for label in ["before", "after"] {
+        let out = env.run(&[
+            "run",
+            "io.file-read",
+            "-p",
+            "size=512k,2M,8M",
+            "-p",
+            "chunk=64k",
+            "--trials",
+            "3",
+            "--warmup",
+            "0",
+            "--quiet-check",
+            "0",
+            "--label",
+            label,
+            "--target",
+            t.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "run failed: {}", stderr(&out));
+    }
+}
+
+/// The `<svg …>…</svg>` elements of a document.
+fn svgs(doc: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = doc;
+    while let Some(i) = rest.find("<svg") {
+        let tail = &rest[i..];
+        let end = tail.find("</svg>").map_or(tail.len(), |e| e + 6);
+        out.push(&tail[..end]);
+        rest = &tail[end..];
+    }
+    out
+}
+
+fn shapes(svg: &str) -> usize {
+    ["<path", "<polyline", "<rect", "<circle", "<line"]
+        .iter()
+        .map(|t| svg.matches(t).count())
+        .sum()
+}
+
+#[test]
+fn html_report_with_comparison_is_self_contained() {
+    let env = Env::new();
+    two_runs(&env);
+    let html = env.dir.path().join("report.html");
+    let out = env.run(&[
+        "report",
+        "last",
+        "--vs",
+        "last~1",
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("wrote"), "{}", stderr(&out));
+    let doc = std::fs::read_to_string(&html).unwrap();
+
+    for section in [
+        "<h2>Comparison</h2>",
+        "<h2>System</h2>",
+        "<h2>io.file-read</h2>",
+        "Environment differences",
+        "<h3>Verdicts</h3>",
+        "read_throughput",
+        "cpu.model",
+        "kernel.release",
+        "MiB/s",
+    ] {
+        assert!(doc.contains(section), "report lacks {section}");
+    }
+    // The comparison comes first after the header.
+    let (c, s) = (
+        doc.find("<h2>Comparison").unwrap(),
+        doc.find("<h2>System").unwrap(),
+    );
+    assert!(c < s);
+    // The labels differ between the runs, so argv is an environment difference.
+    assert!(doc.contains("tool.argv"));
+
+    let charts = svgs(&doc);
+    // Forest plot + throughput vs size; the monitor adds timelines when it sampled.
+    assert!(charts.len() >= 2, "{} charts", charts.len());
+    for svg in &charts {
+        assert!(svg.ends_with("</svg>"), "unterminated svg");
+        assert!(
+            shapes(svg) > 10,
+            "chart with {} shapes:\n{svg}",
+            shapes(svg)
+        );
+        assert!(svg.contains("<text"), "chart without labels");
+    }
+    assert!(doc.contains("new / base: ratio of medians"));
+    assert!(doc.contains("read_throughput vs size"));
+    assert!(
+        doc.contains("(log scale)"),
+        "16× size range is on a log axis"
+    );
+
+    // Self-contained: no scripts, no external resources, nothing fetched.
+    let lower = doc.to_ascii_lowercase();
+    assert!(!lower.contains("<script"));
+    for attr in [
+        "src=\"http",
+        "href=\"http",
+        "src='http",
+        "href='http",
+        "url(http",
+        "@import",
+    ] {
+        assert!(!lower.contains(attr), "external reference {attr}");
+    }
+    assert!(!lower.contains("http://") && !lower.contains("https://"));
+
+    // Never overwrite; unknown formats are usage errors.
+    let again = env.run(&["report", "last", "-o", html.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(stderr(&again).contains("already exists"));
+    assert_eq!(std::fs::read_to_string(&html).unwrap(), doc);
+    let pdf = env.dir.path().join("report.pdf");
+    let bad = env.run(&["report", "last", "-o", pdf.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(!pdf.exists());
+    let missing = env.run(&["report", "nosuchrun", "-o", "/nonexistent/x.html"]);
+    assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
+
+    chromium_renders(&html, charts.len());
+}
+
+#[test]
+fn markdown_report_writes_svg_assets() {
+    let env = Env::new();
+    two_runs(&env);
+    let md = env.dir.path().join("r.md");
+    let out = env.run(&[
+        "report",
+        "last",
+        "--vs",
+        "last~1",
+        "-o",
+        md.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&md).unwrap();
+    for s in [
+        "## Comparison",
+        "## System",
+        "## io.file-read",
+        "| read_throughput |",
+    ] {
+        assert!(text.contains(s), "markdown lacks {s}");
+    }
+    let assets = env.dir.path().join("r-assets");
+    let mut files: Vec<String> = common::list(&assets);
+    files.sort();
+    assert!(files.len() >= 2, "{files:?}");
+    for f in &files {
+        assert!(text.contains(&format!("](r-assets/{f})")), "{f} not linked");
+        let svg = std::fs::read_to_string(assets.join(f)).unwrap();
+        assert!(svg.starts_with("<svg") && shapes(&svg) > 10, "{f}");
+    }
+    // A second report to the same name touches nothing.
+    let again = env.run(&["report", "last", "-o", md.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(&md).unwrap(), text);
+}
+
+fn find_chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|d| d.join(name))
+                    .find(|p| p.is_file())
+            })
+        })
+}
+
+/// Install Debian's chromium when missing and we may (root with apt-get).
+fn ensure_chromium() -> Result<PathBuf, String> {
+    if let Some(p) = find_chromium() {
+        return Ok(p);
+    }
+    if !is_root() {
+        return Err("chromium is not installed and we are not root".into());
+    }
+    if !Path::new("/usr/bin/apt-get").exists() {
+        return Err("chromium is not installed and there is no apt-get".into());
+    }
+    eprintln!("installing chromium with apt-get (this can take a minute)…");
+    let install = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if !install(&["install", "-y", "-q", "chromium"]) {
+        eprintln!("apt-get install failed; updating the package lists and retrying…");
+        if !(install(&["update", "-q"]) && install(&["install", "-y", "-q", "chromium"])) {
+            return Err("apt-get install chromium failed".into());
+        }
+    }
+    eprintln!("chromium installed");
+    find_chromium().ok_or_else(|| "chromium installed but not found on PATH".into())
+}
+
+fn chromium(bin: &Path, profile: &Path, extra: &[String], html: &Path) -> std::process::Output {
+    Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("start chromium")
+}
+
+fn chromium_renders(html: &Path, svg_count: usize) {
+    let bin = match ensure_chromium() {
+        Ok(b) => b,
+        Err(why) => return skip(&format!("headless Chromium check: {why}")),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let shot = tmp.path().join("shot.png");
+    let out = chromium(
+        &bin,
+        &tmp.path().join("profile"),
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1280,4000".into(),
+        ],
+        html,
+    );
+    let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        size > 20_000,
+        "screenshot {size} bytes; chromium said: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    // Keep a copy for people to look at (target/ is ignored by git).
+    if let Ok(dir) = std::env::var("TUNELAB_REPORT_SHOT_DIR") {
+        let _ = std::fs::copy(&shot, Path::new(&dir).join("report-shot.png"));
+        let _ = std::fs::copy(html, Path::new(&dir).join("report.html"));
+    }
+    eprintln!("chromium screenshot: {size} bytes");
+
+    let dom = chromium(
+        &bin,
+        &tmp.path().join("profile2"),
+        &["--dump-dom".to_string()],
+        html,
+    );
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(dom.contains("<h2>Comparison</h2>"), "DOM lacks the report");
+    let parsed = svgs(&dom);
+    assert_eq!(parsed.len(), svg_count, "svg elements lost in parsing");
+    for svg in parsed {
+        assert!(shapes(svg) > 10, "empty chart after parsing");
+    }
+}

@@ -1,0 +1,94 @@
+//! Studies through the real binary: broken profiles run nothing; a small
+//! profile produces verdicts and one stored run.
+
+mod common;
+
+use common::{json, stderr, Env};
+
+fn profile(env: &Env, name: &str, text: &str) -> String {
+    let p = env.dir.path().join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn broken_profiles_give_line_numbered_errors_and_run_nothing() {
+    let env = Env::new();
+    let t = env.target();
+    let cases = [
+        ("unknown.toml", "name = \"x\"\ntitle = \"t\"\n\n[[issue]]\nname = \"a\"\nexperiment = \"io.nope\"\n", "line 6: unknown experiment 'io.nope'"),
+        (
+            "criterion.toml",
+            "name = \"x\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nexperiment = \"io.file-read\"\n[[issue.criteria]]\nmetric = \"speed\"\nop = \">=\"\nvalue = 1\n",
+            "line 6: criterion: io.file-read has no metric 'speed'",
+        ),
+        ("syntax.toml", "name = \"x\"\ntitle = \"t\"\n[[issue]\nname = \"a\"\n", "line 3"),
+        ("param.toml", "name = \"x\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nexperiment = \"io.file-read\"\nparams = { size = \"huge\" }\n", "line 6"),
+    ];
+    for (file, text, needle) in cases {
+        let p = profile(&env, file, text);
+        let out = env.run(&["study", &p, "--quiet-check", "0", "--target", t.to_str().unwrap()]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{file}: {err}");
+        assert!(err.contains(needle), "{file}: expected '{needle}' in: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{file}: one-line error: {err}");
+    }
+    assert!(!env.db().exists() || json(&env.run(&["runs", "--json"])).as_array().unwrap().is_empty(), "nothing ran");
+    let out = env.run(&["study", "no-such-profile"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("built-in profiles are quick"));
+}
+
+#[test]
+fn a_profile_runs_judges_and_stores_one_run() {
+    let env = Env::new();
+    let t = env.target();
+    let p = profile(
+        &env,
+        "small.toml",
+        r#"
+name = "small"
+title = "Two cached-read key issues"
+
+[[issue]]
+name = "Fast enough"
+question = "Cached reads above 1 MB/s?"
+experiment = "io.file-read"
+params = { size = "4M", chunk = "64k" }
+trials = 3
+[[issue.criteria]]
+metric = "read_throughput"
+op = ">="
+value = "1MB/s"
+
+[[issue]]
+name = "Impossible"
+question = "Cached reads above 1 PB/s?"
+experiment = "io.file-read"
+params = { size = "4M", chunk = "4k" }
+trials = 3
+[[issue.criteria]]
+metric = "read_throughput"
+op = ">="
+value = "1000000GB/s"
+
+[[issue]]
+name = "Reference only"
+experiment = "io.file-read"
+params = { size = "4M", chunk = "1m" }
+trials = 2
+"#,
+    );
+    let out = env.run(&["study", &p, "--quiet-check", "0", "--warmup", "0", "--target", t.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("key issue") && text.contains("PASS") && text.contains("FAIL") && text.contains("INFO"), "{text}");
+    let runs = json(&env.run(&["runs", "--json"]));
+    assert_eq!(runs.as_array().unwrap().len(), 1, "one study = one stored run");
+    let run = json(&env.run(&["show", "last", "--json"]));
+    let verdicts: Vec<&str> =
+        run["study"]["issues"].as_array().unwrap().iter().map(|i| i["verdict"].as_str().unwrap()).collect();
+    assert_eq!(verdicts, ["pass", "fail", "info"]);
+    assert_eq!(run["results"].as_array().unwrap().len(), 3);
+    assert!(env.leftovers().is_empty());
+}
