@@ -71,14 +71,7 @@ fn stream_runs_max_and_paced_with_frame_buckets_and_cleans_up() {
     let doc = run(
         &env,
         "io.stream",
-        &[
-            "-p",
-            "mode=max,paced",
-            "-p",
-            "duration=2s",
-            "--trials",
-            "1",
-        ],
+        &["-p", "mode=max,paced", "-p", "duration=2s", "--trials", "1"],
     );
     let rs = results(&doc);
     assert_eq!(rs.len(), 2);
@@ -251,7 +244,14 @@ fn sort_run(env: &Env, seed: &str) -> Value {
     run(
         env,
         "work.sort",
-        &["-p", "n=1000,10000", "-p", &format!("seed={seed}"), "--trials", "2"],
+        &[
+            "-p",
+            "n=1000,10000",
+            "-p",
+            &format!("seed={seed}"),
+            "--trials",
+            "2",
+        ],
     )
 }
 
@@ -308,7 +308,11 @@ fn search_matches_are_deterministic_for_a_seed() {
     }
     // Printing changes the cost, not the answer.
     assert_eq!(m(&a, 0, "word"), m(&a, 1, "word"));
-    assert_ne!(m(&a, 0, "word"), m(&c, 0, "word"), "another seed, other data");
+    assert_ne!(
+        m(&a, 0, "word"),
+        m(&c, 0, "word"),
+        "another seed, other data"
+    );
     let notes = results(&a)[0]["notes"].to_string();
     assert!(notes.contains("24000 programmes"), "{notes}");
 }

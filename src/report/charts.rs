@@ -20,7 +20,7 @@ use crate::stats::Verdict;
 
 const WIDTH: u32 = 820;
 const PLOT_HEIGHT: u32 = 380;
-const LEGEND_ROW: u32 = 18;
+const LEGEND_ROW: u32 = 20;
 const FONT: &str = "sans-serif";
 
 /// Distinguishable colours (the "tab10" palette).
@@ -429,7 +429,7 @@ fn legend_layout(names: &[String]) -> (u32, usize) {
         return (0, 1);
     }
     let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
-    let col_w = (longest as u32 * 7 + 40).max(120);
+    let col_w = (longest as u32 * 8 + 44).max(120);
     let cols = ((WIDTH - 40) / col_w).clamp(1, 4) as usize;
     let rows = names.len().div_ceil(cols) as u32;
     (rows * LEGEND_ROW + 10, cols)
@@ -457,11 +457,11 @@ fn draw_legend(
             area.draw(&Circle::new((x + 11, y), 3, c.filled()))
                 .map_err(fail)?;
         }
-        let max_chars = (col_w as usize / 7).saturating_sub(5).max(8);
+        let max_chars = (col_w as usize / 8).saturating_sub(5).max(8);
         area.draw(&Text::new(
             shorten(name, max_chars),
             (x + 28, y - 6),
-            (FONT, 12).into_font().color(&BLACK),
+            (FONT, 15).into_font().color(&BLACK),
         ))
         .map_err(fail)?;
     }
@@ -535,10 +535,10 @@ fn render_line(c: &LineChart) -> Result<String, String> {
         root.fill(&WHITE).map_err(fail)?;
         let (plot, legend) = root.split_vertically(PLOT_HEIGHT);
         let mut chart = ChartBuilder::on(&plot)
-            .caption(&c.title, (FONT, 16))
+            .caption(&c.title, (FONT, 20))
             .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(70)
+            .x_label_area_size(52)
+            .y_label_area_size(84)
             .build_cartesian_2d(
                 Ticked::new(x.lo, x.hi, &x.keys),
                 Ticked::new(y.lo, y.hi, &y.keys),
@@ -552,8 +552,8 @@ fn render_line(c: &LineChart) -> Result<String, String> {
                 .y_desc(y.desc.as_str())
                 .x_label_formatter(&xf)
                 .y_label_formatter(&yf)
-                .label_style((FONT, 12))
-                .axis_desc_style((FONT, 13))
+                .label_style((FONT, 15))
+                .axis_desc_style((FONT, 16))
                 .light_line_style(LIGHT.mix(0.5))
                 .bold_line_style(LIGHT)
                 .x_labels(x.keys.len())
@@ -572,9 +572,9 @@ fn render_line(c: &LineChart) -> Result<String, String> {
                 .map_err(fail)?;
             chart
                 .draw_series(std::iter::once(Text::new(
-                    label.clone(),
+                    format!(" {label}"),
                     (m, y.hi),
-                    (FONT, 11).into_font().color(&GREY),
+                    (FONT, 14).into_font().color(&GREY),
                 )))
                 .map_err(fail)?;
         }
@@ -591,11 +591,13 @@ fn render_line(c: &LineChart) -> Result<String, String> {
                     RED.stroke_width(1),
                 ))
                 .map_err(fail)?;
+            // Text hangs below its anchor: lift it above the line.
+            let above = (m + (y.hi - y.lo) * 0.065).min(y.hi);
             chart
                 .draw_series(std::iter::once(Text::new(
                     label.clone(),
-                    (x.lo, m),
-                    (FONT, 11).into_font().color(&RED),
+                    (x.lo + (x.hi - x.lo) * 0.01, above),
+                    (FONT, 14).into_font().color(&RED),
                 )))
                 .map_err(fail)?;
         }
@@ -676,7 +678,7 @@ fn render_bars(c: &BarChart) -> Result<String, String> {
     let names: Vec<String> = c.groups.iter().map(|g| g.name.clone()).collect();
     let (legend_h, cols) = legend_layout(&names);
     let plot_w = WIDTH as usize - 100;
-    let max_chars = (plot_w / n / 7).clamp(3, 30);
+    let max_chars = (plot_w / n / 8).clamp(3, 30);
     let cats: Vec<String> = c.categories.iter().map(|s| shorten(s, max_chars)).collect();
     let mut svg = String::new();
     {
@@ -686,10 +688,10 @@ fn render_bars(c: &BarChart) -> Result<String, String> {
         let (plot, legend) = root.split_vertically(PLOT_HEIGHT);
         let keys: Vec<f64> = (0..n).map(|i| i as f64).collect();
         let mut chart = ChartBuilder::on(&plot)
-            .caption(&c.title, (FONT, 16))
+            .caption(&c.title, (FONT, 20))
             .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(70)
+            .x_label_area_size(52)
+            .y_label_area_size(84)
             .build_cartesian_2d(
                 Ticked::new(-0.5, n as f64 - 0.5, &keys),
                 Ticked::new(y.lo, y.hi, &y.keys),
@@ -713,8 +715,8 @@ fn render_bars(c: &BarChart) -> Result<String, String> {
             .y_label_formatter(&yf)
             .x_labels(n)
             .y_labels(y.keys.len())
-            .label_style((FONT, 12))
-            .axis_desc_style((FONT, 13))
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 16))
             .light_line_style(LIGHT.mix(0.5))
             .bold_line_style(LIGHT)
             .draw()
@@ -804,8 +806,8 @@ fn render_forest(c: &ForestPlot) -> Result<String, String> {
     let x = prepare(&Axis::new("new / base", "ratio").log(log), &xs, false);
     let labels: Vec<String> = rows.iter().map(|r| shorten(&r.label, 60)).collect();
     let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as u32;
-    let label_w = (longest * 7 + 16).clamp(80, 440);
-    let height = 90 + 24 * n as u32;
+    let label_w = (longest * 8 + 16).clamp(80, 480);
+    let height = 100 + 26 * n as u32;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH.max(label_w + 420), height))
@@ -813,9 +815,9 @@ fn render_forest(c: &ForestPlot) -> Result<String, String> {
         root.fill(&WHITE).map_err(fail)?;
         let keys: Vec<f64> = (0..n).map(|i| i as f64).collect();
         let mut chart = ChartBuilder::on(&root)
-            .caption(&c.title, (FONT, 16))
+            .caption(&c.title, (FONT, 20))
             .margin(12)
-            .x_label_area_size(42)
+            .x_label_area_size(52)
             .y_label_area_size(label_w)
             .build_cartesian_2d(
                 Ticked::new(x.lo, x.hi, &x.keys),
@@ -846,8 +848,8 @@ fn render_forest(c: &ForestPlot) -> Result<String, String> {
                 .x_label_formatter(&xf)
                 .y_label_formatter(&yf)
                 .y_labels(n)
-                .label_style((FONT, 12))
-                .axis_desc_style((FONT, 13))
+                .label_style((FONT, 15))
+                .axis_desc_style((FONT, 16))
                 .light_line_style(LIGHT.mix(0.5))
                 .bold_line_style(LIGHT)
                 .x_labels(x.keys.len());

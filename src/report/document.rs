@@ -212,6 +212,37 @@ fn verdict_class(v: Verdict) -> Option<&'static str> {
     }
 }
 
+/// `key=value` words of a params label ("chunk=64 KiB open=once" → two).
+fn param_words(label: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in label.split_whitespace() {
+        match out.last_mut() {
+            Some(last) if !w.contains('=') => {
+                last.push(' ');
+                last.push_str(w);
+            }
+            _ => out.push(w.to_string()),
+        }
+    }
+    out
+}
+
+/// The parameters of `params` that are not the same for every pair of
+/// `experiment`: what tells the rows of a forest plot apart.
+fn distinct_params(c: &RunComparison, experiment: &str, params: &str) -> String {
+    let all: Vec<Vec<String>> = c
+        .pairs
+        .iter()
+        .filter(|p| p.experiment == experiment)
+        .map(|p| param_words(&p.new_params))
+        .collect();
+    param_words(params)
+        .into_iter()
+        .filter(|w| all.len() < 2 || !all.iter().all(|ws| ws.contains(w)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn comparison_section(c: &RunComparison) -> Section {
     let mut blocks = vec![Block::Text(format!(
         "new = {} (this run), base = {}; ratios are new/base with a bootstrap 95% CI; \
@@ -242,6 +273,7 @@ fn comparison_section(c: &RunComparison) -> Section {
         "result", "metric", "base", "new", "new/base", "95% CI", "verdict",
     ]);
     for p in &c.pairs {
+        let distinct = distinct_params(c, &p.experiment, &p.new_params);
         let params = if p.base_params == p.new_params {
             p.base_params.clone()
         } else {
@@ -250,7 +282,11 @@ fn comparison_section(c: &RunComparison) -> Section {
         for m in &p.metrics {
             let x = &m.comparison;
             rows.push(ForestRow {
-                label: format!("{} {} · {}", p.experiment, p.new_params, m.name),
+                label: if distinct.is_empty() {
+                    format!("{} · {}", p.experiment, m.name)
+                } else {
+                    format!("{} {distinct} · {}", p.experiment, m.name)
+                },
                 ratio: x.ratio,
                 low: x.ci95_low,
                 high: x.ci95_high,
@@ -304,7 +340,9 @@ fn comparison_section(c: &RunComparison) -> Section {
 fn fact_value(key: &str, v: &str) -> String {
     if key.ends_with("_bytes") {
         if let Ok(b) = v.parse::<f64>() {
-            return format!("{} ({v} B)", human(b, "B"));
+            if b >= 1024.0 {
+                return format!("{} ({v} B)", human(b, "B"));
+            }
         }
     }
     v.to_string()
@@ -1004,11 +1042,14 @@ fn monitor_section(run: &Run) -> Option<Section> {
         x: t(),
         y: Axis::new("memory", "B"),
         lines: vec![
-            line("Dirty + Writeback", &|x| {
-                (x.dirty.dirty_bytes + x.dirty.writeback_bytes) as f64
-            }),
             line("Dirty", &|x| x.dirty.dirty_bytes as f64),
             line("Writeback", &|x| x.dirty.writeback_bytes as f64),
+            Line {
+                dashed: true,
+                ..line("Dirty + Writeback", &|x| {
+                    (x.dirty.dirty_bytes + x.dirty.writeback_bytes) as f64
+                })
+            },
         ],
         vlines: Vec::new(),
         hlines: vec![
@@ -1081,6 +1122,14 @@ mod tests {
         assert_eq!(c[0], (49152.0, "L1".to_string()));
         assert!((c[1].0 - 1.2 * 1048576.0).abs() < 1.0);
         assert!(cache_sizes(&["sysfs data caches: unknown".into()]).is_empty());
+    }
+
+    #[test]
+    fn param_words_keep_units() {
+        assert_eq!(
+            param_words("chunk=64 KiB open=once size=2 MiB"),
+            vec!["chunk=64 KiB", "open=once", "size=2 MiB"]
+        );
     }
 
     #[test]

@@ -45,12 +45,14 @@ p.chart-error{color:#a40e26;font-style:italic}
 .muted{color:#57606a;font-size:.85em}
 ";
 
-/// Numbers, CIs and percentages are right-aligned.
+/// Numbers (with a unit), CIs and percentages are right-aligned: the first
+/// word is a number once a sign, `%` or `×` is taken off.
 fn numeric(s: &str) -> bool {
-    s.chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_digit() || c == '±' || c == '-')
-        && !s.contains('=')
+    let first = s.split_whitespace().next().unwrap_or("");
+    let core = first
+        .trim_start_matches(['±', '≥'])
+        .trim_end_matches(['%', '×']);
+    !core.is_empty() && core.parse::<f64>().is_ok()
 }
 
 fn table(t: &Table, class: Option<&str>) -> String {
@@ -194,5 +196,11 @@ mod tests {
         assert!(!i.contains("http"));
         assert!(i.contains("<title>a&lt;b</title>"));
         assert!(i.starts_with("<svg role=\"img\" width"));
+        assert!(numeric("7101 MiB/s") && numeric("±1.3%") && numeric("0.903×") && numeric("3"));
+        assert!(
+            !numeric("20261121-003512-56c0")
+                && !numeric("0.1.0")
+                && !numeric("2026-11-21T00:35:12Z")
+        );
     }
 }

@@ -192,6 +192,7 @@ impl Experiment for Burst {
         dirty::read()
             .map_err(|e| Error::environment(format!("cannot read the dirty page state: {e}")))?;
         Ok(Box::new(BurstRun {
+            id: POINT_ID.fetch_add(1, Ordering::Relaxed),
             dir: scratch.path().to_path_buf(),
             frame,
             fps,
@@ -213,7 +214,11 @@ impl Experiment for Burst {
     }
 }
 
+/// Distinguishes the files of the points of one run.
+static POINT_ID: AtomicU64 = AtomicU64::new(0);
+
 struct BurstRun {
+    id: u64,
     dir: PathBuf,
     frame: usize,
     fps: f64,
@@ -252,7 +257,7 @@ impl PointRun for BurstRun {
     fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
         ctx.check_cancel()?;
         self.trials += 1;
-        let name = format!("burst-{}", self.trials);
+        let name = format!("burst-{}-{}", self.id, self.trials);
         let path = self.dir.join(&name);
         let file = ctx.scratch()?.create_file(&name, 0)?;
         let (frames, frame, fps) = (self.frames, self.frame, self.fps);
@@ -261,7 +266,8 @@ impl PointRun for BurstRun {
         let mut samples = Vec::with_capacity(frames as usize);
         let mut buf = self.buf.take().expect("frame buffer");
         let t0 = Instant::now() + Duration::from_millis(10);
-        let hard_stop = t0 + Duration::from_secs_f64(frames as f64 / fps + (self.duration / 4.0).max(1.0));
+        let hard_stop =
+            t0 + Duration::from_secs_f64(frames as f64 / fps + (self.duration / 4.0).max(1.0));
         let slot_of = |i: u64| t0 + Duration::from_secs_f64(i as f64 / fps);
         let wait_for = |slot: Instant| {
             let now = Instant::now();

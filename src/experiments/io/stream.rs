@@ -10,7 +10,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -416,21 +416,27 @@ impl Experiment for Stream {
         let frames = (duration * fps).ceil().max(1.0) as u64;
         let size = frames * frame;
         scratch.ensure_space(self.scratch_bytes(p).max(2 * size))?;
-        let path = scratch.file_path("recording");
-        let mut f = scratch.create_file("recording", 0)?;
+        // Names unique per point: the scratch directory is shared by a sweep.
+        let id = POINT_ID.fetch_add(1, Ordering::Relaxed);
+        let rec_name = format!("stream-{id}-recording");
+        let path = scratch.file_path(&rec_name);
+        let mut f = scratch.create_file(&rec_name, 0)?;
         fill_file(&mut f, &path, size, 17)?;
         // syncfs: the flusher writes the recording back, so a cgroup v1
         // write throttle on this process does not slow preparation down.
         let _ = rustix::fs::syncfs(&f);
         let drop_method = drop_file_cache(&f, &path, ctx.is_root)?;
         drop(f);
+        let load_path = scratch.file_path(&format!("stream-{id}-load-io"));
         let io_load = if load == Load::Io {
-            Some(scratch.create_file("load-io", 0)?)
+            Some(scratch.create_file(&format!("stream-{id}-load-io"), 0)?)
         } else {
             None
         };
         Ok(Box::new(StreamRun {
+            id,
             recording: path,
+            load_path,
             record_dir: scratch.path().to_path_buf(),
             frame: frame as usize,
             frames,
@@ -451,8 +457,13 @@ impl Experiment for Stream {
     }
 }
 
+/// Distinguishes the files of the points of one run.
+static POINT_ID: AtomicU64 = AtomicU64::new(0);
+
 struct StreamRun {
+    id: u64,
     recording: PathBuf,
+    load_path: PathBuf,
     record_dir: PathBuf,
     frame: usize,
     frames: u64,
@@ -484,7 +495,7 @@ impl PointRun for StreamRun {
             self.drop_method = drop_file_cache(&f, &self.recording, ctx.is_root)?;
         }
         self.trials += 1;
-        let rec_name = format!("record-{}", self.trials);
+        let rec_name = format!("stream-{}-record-{}", self.id, self.trials);
         let rec_path = self.record_dir.join(&rec_name);
         let flags = if self.direct { libc::O_DIRECT } else { 0 };
         let writer = ctx.scratch()?.create_file(&rec_name, flags)?;
@@ -551,12 +562,7 @@ impl PointRun for StreamRun {
             };
             o.completed as f64 / secs.max(1e-9)
         };
-        let p99 = |o: &StreamOutcome| {
-            o.lat
-                .to_data("")
-                .percentile(99.0)
-                .unwrap_or(f64::INFINITY)
-        };
+        let p99 = |o: &StreamOutcome| o.lat.to_data("").percentile(99.0).unwrap_or(f64::INFINITY);
         let mut v = TrialValues::new()
             .with("record_fps", fps_of(&rec))
             .with("playback_fps", fps_of(&play));
@@ -623,6 +629,16 @@ impl PointRun for StreamRun {
             notes,
             ..Default::default()
         })
+    }
+}
+
+impl Drop for StreamRun {
+    fn drop(&mut self) {
+        // The scratch directory goes at the end of the run; a sweep's
+        // points should not pile up their recordings until then.
+        self.io_load = None;
+        let _ = std::fs::remove_file(&self.recording);
+        let _ = std::fs::remove_file(&self.load_path);
     }
 }
 

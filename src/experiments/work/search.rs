@@ -127,9 +127,19 @@ impl Experiment for Search {
         vec![
             ParamSpec::new("days", ParamKind::Count, "10", "days in the listing").range(1.0, 300.0),
             ParamSpec::new("channels", ParamKind::Count, "100", "channels").range(1.0, 10_000.0),
-            ParamSpec::new("programmes", ParamKind::Count, "24", "programmes per channel per day")
-                .range(1.0, 288.0),
-            ParamSpec::new("seed", ParamKind::Count, "42", "seed of the generated listing"),
+            ParamSpec::new(
+                "programmes",
+                ParamKind::Count,
+                "24",
+                "programmes per channel per day",
+            )
+            .range(1.0, 288.0),
+            ParamSpec::new(
+                "seed",
+                ParamKind::Count,
+                "42",
+                "seed of the generated listing",
+            ),
             ParamSpec::new("word", ParamKind::Text, "doctor", "word for the word query"),
             ParamSpec::new(
                 "day",
@@ -167,7 +177,11 @@ impl Experiment for Search {
             ),
             MetricSpec::lower("word_matches", "count", "programmes matching the word"),
             MetricSpec::lower("slot_matches", "count", "programmes on the air at the time"),
-            MetricSpec::lower("channel_matches", "count", "programmes of the channel that day"),
+            MetricSpec::lower(
+                "channel_matches",
+                "count",
+                "programmes of the channel that day",
+            ),
         ]
     }
     fn defaults(&self) -> RunDefaults {

@@ -121,7 +121,12 @@ impl Experiment for Sort {
                 "messages in the folder (sweep)",
             )
             .range(2.0, 5e6),
-            ParamSpec::new("seed", ParamKind::Count, "42", "seed of the generated folder"),
+            ParamSpec::new(
+                "seed",
+                ParamKind::Count,
+                "42",
+                "seed of the generated folder",
+            ),
         ]
     }
     fn metrics(&self) -> Vec<MetricSpec> {
