@@ -368,3 +368,17 @@ fn help_completions_and_man_page_come_from_the_definitions() {
     let v = env.run(&["--version"]);
     assert!(String::from_utf8_lossy(&v.stdout).starts_with("tunelab "));
 }
+
+#[test]
+fn a_sweep_runs_every_point_and_cleans_each_up() {
+    let env = Env::new();
+    let t = env.target();
+    let mut args = vec!["run", "io.file-read", "--json", "--no-store", "--target", t.to_str().unwrap()];
+    args.extend(FAST);
+    args.extend(["--trials", "2", "-p", "size=2M", "-p", "chunk=4k,64k", "-p", "open=once,each"]);
+    let out = env.run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json(&out);
+    assert_eq!(doc["results"].as_array().unwrap().len(), 4);
+    assert!(env.leftovers().is_empty());
+}

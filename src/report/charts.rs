@@ -250,6 +250,22 @@ fn tick(v: f64) -> String {
     }
 }
 
+/// "10.0 µs" → "10 µs", "1.50 MiB/s" → "1.5 MiB/s": tick labels need no
+/// trailing zeros.
+fn trim_number(s: &str) -> String {
+    let (num, rest) = s.split_once(' ').unwrap_or((s, ""));
+    let num = if num.contains('.') && !num.contains('e') {
+        num.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        num
+    };
+    if rest.is_empty() {
+        num.to_string()
+    } else {
+        format!("{num} {rest}")
+    }
+}
+
 /// Axis description with its unit: "record (KiB)".
 fn desc(label: &str, unit: &str) -> String {
     if unit.is_empty() {
@@ -287,7 +303,7 @@ impl Prepared {
             if self.unit == "B" {
                 format_size(v.round().max(0.0) as u64)
             } else {
-                human(v, &self.unit)
+                trim_number(&human(v, &self.unit))
             }
         } else {
             tick(c)
@@ -994,6 +1010,15 @@ mod tests {
             hlines: vec![(5.0, "limit".into())],
         });
         assert!(one.render().unwrap().contains("limit"));
+    }
+
+    #[test]
+    fn tick_labels_drop_trailing_zeros() {
+        assert_eq!(trim_number("10.0 µs"), "10 µs");
+        assert_eq!(trim_number("1.50 MiB/s"), "1.5 MiB/s");
+        assert_eq!(trim_number("100 ns"), "100 ns");
+        assert_eq!(tick(2.50), "2.5");
+        assert_eq!(tick(3000.0), "3000");
     }
 
     #[test]

@@ -76,7 +76,8 @@ impl Experiment for FileRead {
         let size = p.u64("size")?;
         let scratch = ctx.scratch()?;
         scratch.ensure_space(size)?;
-        let name = format!("file-read-{size}");
+        // One file per point (a sweep prepares several), removed when the point ends.
+        let name = format!("file-read-{size}-{:08x}", rand::random::<u32>());
         let path = scratch.file_path(&name);
         let mut f = scratch.create_file(&name, 0)?;
         fill_file(&mut f, &path, size, 42)?;
@@ -131,6 +132,12 @@ impl FileReadRun {
             off += n as u64;
         }
         Ok(())
+    }
+}
+
+impl Drop for FileReadRun {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
