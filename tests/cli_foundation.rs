@@ -373,9 +373,25 @@ fn help_completions_and_man_page_come_from_the_definitions() {
 fn a_sweep_runs_every_point_and_cleans_each_up() {
     let env = Env::new();
     let t = env.target();
-    let mut args = vec!["run", "io.file-read", "--json", "--no-store", "--target", t.to_str().unwrap()];
+    let mut args = vec![
+        "run",
+        "io.file-read",
+        "--json",
+        "--no-store",
+        "--target",
+        t.to_str().unwrap(),
+    ];
     args.extend(FAST);
-    args.extend(["--trials", "2", "-p", "size=2M", "-p", "chunk=4k,64k", "-p", "open=once,each"]);
+    args.extend([
+        "--trials",
+        "2",
+        "-p",
+        "size=2M",
+        "-p",
+        "chunk=4k,64k",
+        "-p",
+        "open=once,each",
+    ]);
     let out = env.run(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     let doc = json(&out);

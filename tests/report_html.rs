@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{is_root, skip, stderr, Env};
+use common::{is_root, json, skip, stderr, Env};
 
 /// Two runs of a fast sweep (file size is swept: 16× range, so a log axis).
 fn two_runs(env: &Env) {
@@ -281,10 +281,61 @@ fn chromium_renders(html: &Path, svg_count: usize) {
         html,
     );
     let dom = String::from_utf8_lossy(&dom.stdout);
-    assert!(dom.contains("<h2>Comparison</h2>"), "DOM lacks the report");
+    assert!(dom.contains("<h2>System</h2>"), "DOM lacks the report");
     let parsed = svgs(&dom);
     assert_eq!(parsed.len(), svg_count, "svg elements lost in parsing");
     for svg in parsed {
         assert!(shapes(svg) > 10, "empty chart after parsing");
     }
+}
+
+/// The issue's end-to-end outcome: `study quick` completes with a summary
+/// table, stores one run, and its HTML report renders in headless Chromium.
+#[test]
+fn study_quick_is_stored_once_and_its_report_renders() {
+    let env = Env::new();
+    let t = env.target();
+    let out = env.run(&[
+        "study",
+        "quick",
+        "--quiet-check",
+        "0",
+        "--target",
+        t.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("key issue") && text.contains("verdict") && text.contains("conclusion"),
+        "{text}"
+    );
+    let runs = json(&env.run(&["runs", "--json"]));
+    assert_eq!(
+        runs.as_array().unwrap().len(),
+        1,
+        "one study, one stored run"
+    );
+    let run = json(&env.run(&["show", "last", "--json"]));
+    let issues = run["study"]["issues"].as_array().unwrap();
+    assert!(issues.len() >= 10, "{} key issues", issues.len());
+    assert!(issues
+        .iter()
+        .all(|i| ["pass", "fail", "info", "unknown"].contains(&i["verdict"].as_str().unwrap())));
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+
+    let html = env.dir.path().join("quick.html");
+    let out = env.run(&["report", "last", "-o", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = std::fs::read_to_string(&html).unwrap();
+    assert!(doc.contains("Study summary"));
+    let charts = svgs(&doc);
+    assert!(charts.len() >= 10, "only {} charts", charts.len());
+    for svg in &charts {
+        assert!(
+            shapes(svg) > 10,
+            "an empty chart: {}",
+            &svg[..svg.len().min(300)]
+        );
+    }
+    chromium_renders(&html, charts.len());
 }

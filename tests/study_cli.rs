@@ -27,13 +27,34 @@ fn broken_profiles_give_line_numbered_errors_and_run_nothing() {
     ];
     for (file, text, needle) in cases {
         let p = profile(&env, file, text);
-        let out = env.run(&["study", &p, "--quiet-check", "0", "--target", t.to_str().unwrap()]);
+        let out = env.run(&[
+            "study",
+            &p,
+            "--quiet-check",
+            "0",
+            "--target",
+            t.to_str().unwrap(),
+        ]);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{file}: {err}");
-        assert!(err.contains(needle), "{file}: expected '{needle}' in: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "{file}: one-line error: {err}");
+        assert!(
+            err.contains(needle),
+            "{file}: expected '{needle}' in: {err}"
+        );
+        assert_eq!(
+            err.trim().lines().count(),
+            1,
+            "{file}: one-line error: {err}"
+        );
     }
-    assert!(!env.db().exists() || json(&env.run(&["runs", "--json"])).as_array().unwrap().is_empty(), "nothing ran");
+    assert!(
+        !env.db().exists()
+            || json(&env.run(&["runs", "--json"]))
+                .as_array()
+                .unwrap()
+                .is_empty(),
+        "nothing ran"
+    );
     let out = env.run(&["study", "no-such-profile"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("built-in profiles are quick"));
@@ -79,15 +100,38 @@ params = { size = "4M", chunk = "1m" }
 trials = 2
 "#,
     );
-    let out = env.run(&["study", &p, "--quiet-check", "0", "--warmup", "0", "--target", t.to_str().unwrap()]);
+    let out = env.run(&[
+        "study",
+        &p,
+        "--quiet-check",
+        "0",
+        "--warmup",
+        "0",
+        "--target",
+        t.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("key issue") && text.contains("PASS") && text.contains("FAIL") && text.contains("INFO"), "{text}");
+    assert!(
+        text.contains("key issue")
+            && text.contains("PASS")
+            && text.contains("FAIL")
+            && text.contains("INFO"),
+        "{text}"
+    );
     let runs = json(&env.run(&["runs", "--json"]));
-    assert_eq!(runs.as_array().unwrap().len(), 1, "one study = one stored run");
+    assert_eq!(
+        runs.as_array().unwrap().len(),
+        1,
+        "one study = one stored run"
+    );
     let run = json(&env.run(&["show", "last", "--json"]));
-    let verdicts: Vec<&str> =
-        run["study"]["issues"].as_array().unwrap().iter().map(|i| i["verdict"].as_str().unwrap()).collect();
+    let verdicts: Vec<&str> = run["study"]["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["verdict"].as_str().unwrap())
+        .collect();
     assert_eq!(verdicts, ["pass", "fail", "info"]);
     assert_eq!(run["results"].as_array().unwrap().len(), 3);
     assert!(env.leftovers().is_empty());

@@ -164,7 +164,10 @@ pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Prof
             .span()
             .map(|s| format!("line {}: ", line_of(text, s.start)))
             .unwrap_or_default();
-        Error::usage(format!("{origin}: {line}{}", e.message().trim().replace('\n', "; ")))
+        Error::usage(format!(
+            "{origin}: {line}{}",
+            e.message().trim().replace('\n', "; ")
+        ))
     })?;
     let at = |span: std::ops::Range<usize>, msg: String| {
         Error::usage(format!(
