@@ -348,3 +348,49 @@ impl PointRun for PingPongRun {
         Ok(self.pp.extras())
     }
 }
+
+/// Parameters shared by the two-process ping-pong experiments (ipc.pipe, ipc.unix).
+pub(crate) fn pair_params() -> Vec<ParamSpec> {
+    vec![
+        ParamSpec::new(
+            "test",
+            ParamKind::Choice(&["both", "latency", "bandwidth"]),
+            "both",
+            "what to measure in each trial",
+        ),
+        ParamSpec::new(
+            "chunk",
+            ParamKind::Size,
+            "64k",
+            "bytes per write() for bandwidth",
+        )
+        .range(1.0, (16u64 << 20) as f64),
+        cpu_param(),
+    ]
+}
+
+pub(crate) const PAIR_DEFAULTS: crate::engine::RunDefaults = crate::engine::RunDefaults {
+    warmup: 1,
+    min_trials: 5,
+    max_trials: 20,
+    budget: 30.0,
+};
+
+/// Fork the latency child (and the bandwidth child when asked) on channels
+/// made by `make`: pipes or an AF_UNIX socket pair.
+pub(crate) fn prepare_pair(
+    ctx: &Ctx,
+    p: &crate::engine::Point,
+    name: &'static str,
+    make: fn() -> Result<Channel>,
+) -> Result<Box<dyn PointRun>> {
+    let test = p.text("test")?;
+    let (latency, bandwidth) = (test != "bandwidth", test != "latency");
+    let bw = if bandwidth { Some(make()?) } else { None };
+    let pp = PingPong::start(ctx, name, make()?, bw, p.usize("chunk")?, p.text("cpu")?)?;
+    Ok(Box::new(PingPongRun {
+        pp,
+        latency,
+        bandwidth,
+    }))
+}

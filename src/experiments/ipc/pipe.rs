@@ -3,12 +3,10 @@
 //! `lat_pipe`) and pipe bandwidth (64 KiB writes from a child, lmbench
 //! `bw_pipe`).
 
-use crate::engine::{
-    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointRun, RunDefaults,
-};
+use crate::engine::{Ctx, Experiment, MetricSpec, ParamSpec, Point, PointRun, RunDefaults};
 use crate::Result;
 
-use super::pingpong::{cpu_param, placement, Channel, PingPong, PingPongRun};
+use super::pingpong::{pair_params, placement, prepare_pair, Channel, PAIR_DEFAULTS};
 
 pub struct Pipe;
 
@@ -40,22 +38,7 @@ impl Experiment for Pipe {
          CPUs = two cross-CPU wake-ups, much slower on a VM with an idle vCPU."
     }
     fn params(&self) -> Vec<ParamSpec> {
-        vec![
-            ParamSpec::new(
-                "test",
-                ParamKind::Choice(&["both", "latency", "bandwidth"]),
-                "both",
-                "what to measure in each trial",
-            ),
-            ParamSpec::new(
-                "chunk",
-                ParamKind::Size,
-                "64k",
-                "bytes per write() for bandwidth",
-            )
-            .range(1.0, (16u64 << 20) as f64),
-            cpu_param(),
-        ]
+        pair_params()
     }
     fn metrics(&self) -> Vec<MetricSpec> {
         vec![
@@ -72,36 +55,12 @@ impl Experiment for Pipe {
         ]
     }
     fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 20,
-            budget: 30.0,
-        }
+        PAIR_DEFAULTS
     }
     fn validate(&self, p: &Point) -> Result<()> {
         placement(p.text("cpu")?).map(|_| ())
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let test = p.text("test")?;
-        let (latency, bandwidth) = (test != "bandwidth", test != "latency");
-        let bw = if bandwidth {
-            Some(Channel::pipes()?)
-        } else {
-            None
-        };
-        let pp = PingPong::start(
-            ctx,
-            "ipc.pipe",
-            Channel::pipes()?,
-            bw,
-            p.usize("chunk")?,
-            p.text("cpu")?,
-        )?;
-        Ok(Box::new(PingPongRun {
-            pp,
-            latency,
-            bandwidth,
-        }))
+        prepare_pair(ctx, p, "ipc.pipe", Channel::pipes)
     }
 }

@@ -1,12 +1,10 @@
 //! `ipc.unix`: AF_UNIX stream socket round-trip latency (1-byte ping-pong,
 //! lmbench `lat_unix`) and bandwidth (lmbench `bw_unix`).
 
-use crate::engine::{
-    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointRun, RunDefaults,
-};
+use crate::engine::{Ctx, Experiment, MetricSpec, ParamSpec, Point, PointRun, RunDefaults};
 use crate::Result;
 
-use super::pingpong::{cpu_param, placement, Channel, PingPong, PingPongRun};
+use super::pingpong::{pair_params, placement, prepare_pair, Channel, PAIR_DEFAULTS};
 
 pub struct Unix;
 
@@ -35,22 +33,7 @@ impl Experiment for Unix {
          two costs."
     }
     fn params(&self) -> Vec<ParamSpec> {
-        vec![
-            ParamSpec::new(
-                "test",
-                ParamKind::Choice(&["both", "latency", "bandwidth"]),
-                "both",
-                "what to measure in each trial",
-            ),
-            ParamSpec::new(
-                "chunk",
-                ParamKind::Size,
-                "64k",
-                "bytes per write() for bandwidth",
-            )
-            .range(1.0, (16u64 << 20) as f64),
-            cpu_param(),
-        ]
+        pair_params()
     }
     fn metrics(&self) -> Vec<MetricSpec> {
         vec![
@@ -67,36 +50,12 @@ impl Experiment for Unix {
         ]
     }
     fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 20,
-            budget: 30.0,
-        }
+        PAIR_DEFAULTS
     }
     fn validate(&self, p: &Point) -> Result<()> {
         placement(p.text("cpu")?).map(|_| ())
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let test = p.text("test")?;
-        let (latency, bandwidth) = (test != "bandwidth", test != "latency");
-        let bw = if bandwidth {
-            Some(Channel::unix_stream()?)
-        } else {
-            None
-        };
-        let pp = PingPong::start(
-            ctx,
-            "ipc.unix",
-            Channel::unix_stream()?,
-            bw,
-            p.usize("chunk")?,
-            p.text("cpu")?,
-        )?;
-        Ok(Box::new(PingPongRun {
-            pp,
-            latency,
-            bandwidth,
-        }))
+        prepare_pair(ctx, p, "ipc.unix", Channel::unix_stream)
     }
 }
