@@ -64,6 +64,14 @@ pub struct Needs {
     pub scratch: bool,
 }
 
+impl Needs {
+    /// A private scratch directory under --target (most storage experiments).
+    pub const SCRATCH: Needs = Needs {
+        root: false,
+        scratch: true,
+    };
+}
+
 /// Repetition defaults an experiment may tune (a 3-second hdparm-style read
 /// wants fewer trials than a 1 ms syscall loop). CLI flags override them.
 #[derive(Debug, Clone, Copy)]

@@ -93,10 +93,7 @@ impl Experiment for Api {
         ]
     }
     fn needs(&self) -> Needs {
-        Needs {
-            scratch: true,
-            ..Default::default()
-        }
+        Needs::SCRATCH
     }
     fn defaults(&self) -> RunDefaults {
         RunDefaults {

@@ -140,10 +140,7 @@ impl Experiment for Cache {
         ]
     }
     fn needs(&self) -> Needs {
-        Needs {
-            scratch: true,
-            ..Default::default()
-        }
+        Needs::SCRATCH
     }
     fn defaults(&self) -> RunDefaults {
         RunDefaults {

@@ -75,10 +75,7 @@ impl Experiment for DeviceRead {
         ]
     }
     fn needs(&self) -> Needs {
-        Needs {
-            scratch: true,
-            ..Default::default()
-        }
+        Needs::SCRATCH
     }
     fn defaults(&self) -> RunDefaults {
         RunDefaults {

@@ -54,10 +54,7 @@ impl Experiment for FileRead {
         )]
     }
     fn needs(&self) -> Needs {
-        Needs {
-            scratch: true,
-            ..Default::default()
-        }
+        Needs::SCRATCH
     }
     fn validate(&self, p: &Point) -> Result<()> {
         if p.u64("chunk")? > p.u64("size")? {

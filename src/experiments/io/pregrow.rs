@@ -60,10 +60,7 @@ impl Experiment for Pregrow {
         ]
     }
     fn needs(&self) -> Needs {
-        Needs {
-            scratch: true,
-            ..Default::default()
-        }
+        Needs::SCRATCH
     }
     fn defaults(&self) -> RunDefaults {
         RunDefaults {

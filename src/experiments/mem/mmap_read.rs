@@ -59,10 +59,7 @@ impl Experiment for MmapRead {
         )]
     }
     fn needs(&self) -> Needs {
-        Needs {
-            scratch: true,
-            ..Default::default()
-        }
+        Needs::SCRATCH
     }
     fn defaults(&self) -> RunDefaults {
         RunDefaults {
