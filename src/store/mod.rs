@@ -199,7 +199,7 @@ impl Store {
 
     pub fn load(&self, reference: &str) -> Result<Run> {
         let id = self.resolve(reference)?;
-        let run = self
+        let mut run = self
             .conn
             .query_row(
                 "SELECT id, label, status, started, finished, tool_version, argv, environment, quietness, warnings,
@@ -207,44 +207,35 @@ impl Store {
                  FROM runs WHERE id = ?1",
                 [&id],
                 |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, String>(3)?,
-                        row.get::<_, String>(4)?,
-                        row.get::<_, String>(5)?,
-                        row.get::<_, String>(6)?,
-                        row.get::<_, String>(7)?,
-                        row.get::<_, String>(8)?,
-                        row.get::<_, String>(9)?,
-                        row.get::<_, Option<String>>(10)?,
-                    ))
+                    let status: String = row.get(2)?;
+                    let study: Option<String> = row.get(10)?;
+                    Ok(Run {
+                        schema: RUN_SCHEMA.to_string(),
+                        id: row.get(0)?,
+                        label: row.get(1)?,
+                        status: match status.as_str() {
+                            "complete" => RunStatus::Complete,
+                            "interrupted" => RunStatus::Interrupted,
+                            _ => RunStatus::Failed,
+                        },
+                        started: row.get(3)?,
+                        finished: row.get(4)?,
+                        tool_version: row.get(5)?,
+                        argv: json_col(row, 6)?,
+                        environment: json_col(row, 7)?,
+                        quietness: json_col(row, 8)?,
+                        warnings: json_col(row, 9)?,
+                        results: Vec::new(),
+                        samples: Vec::new(),
+                        study: study.as_deref().map(|s| json_text(s, 10)).transpose()?,
+                    })
                 },
             )
             .optional()?
             .ok_or_else(|| Error::usage(format!("no run '{id}'")))?;
-        let status = match run.2.as_str() {
-            "complete" => RunStatus::Complete,
-            "interrupted" => RunStatus::Interrupted,
-            _ => RunStatus::Failed,
-        };
-        Ok(Run {
-            schema: RUN_SCHEMA.to_string(),
-            id: run.0.clone(),
-            label: run.1,
-            status,
-            started: run.3,
-            finished: run.4,
-            tool_version: run.5,
-            argv: serde_json::from_str(&run.6)?,
-            environment: serde_json::from_str(&run.7)?,
-            quietness: serde_json::from_str(&run.8)?,
-            warnings: serde_json::from_str(&run.9)?,
-            results: self.load_results(&run.0)?,
-            samples: self.load_samples(&run.0)?,
-            study: run.10.as_deref().map(serde_json::from_str).transpose()?,
-        })
+        run.results = self.load_results(&id)?;
+        run.samples = self.load_samples(&id)?;
+        Ok(run)
     }
 
     fn load_results(&self, id: &str) -> Result<Vec<PointResult>> {
@@ -254,30 +245,24 @@ impl Store {
         )?;
         let rows = stmt
             .query_map([id], |row| {
-                Ok((
-                    row.get::<_, i64>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, String>(5)?,
-                    row.get::<_, f64>(6)?,
-                ))
+                let result = PointResult {
+                    experiment: row.get(1)?,
+                    params: json_col(row, 2)?,
+                    metrics: Vec::new(),
+                    series: json_col(row, 3)?,
+                    histograms: json_col(row, 4)?,
+                    notes: json_col(row, 5)?,
+                    elapsed_s: row.get(6)?,
+                };
+                Ok((row.get::<_, i64>(0)?, result))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (idx, experiment, params, series, histograms, notes, elapsed_s) in rows {
-            out.push(PointResult {
-                experiment,
-                params: serde_json::from_str(&params)?,
-                metrics: self.load_metrics(id, idx)?,
-                series: serde_json::from_str(&series)?,
-                histograms: serde_json::from_str(&histograms)?,
-                notes: serde_json::from_str(&notes)?,
-                elapsed_s,
-            });
-        }
-        Ok(out)
+        rows.into_iter()
+            .map(|(idx, mut r)| {
+                r.metrics = self.load_metrics(id, idx)?;
+                Ok(r)
+            })
+            .collect()
     }
 
     fn load_metrics(&self, id: &str, result_idx: i64) -> Result<Vec<MetricResult>> {
@@ -285,40 +270,25 @@ impl Store {
             "SELECT name, unit, better, samples, warmup, summary FROM metrics
              WHERE run_id = ?1 AND result_idx = ?2 ORDER BY idx",
         )?;
-        let rows = stmt
-            .query_map(params![id, result_idx], |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, String>(5)?,
-                ))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter()
-            .map(|(name, unit, better, samples, warmup, summary)| {
-                Ok(MetricResult {
-                    name,
-                    unit,
-                    better: serde_json::from_str(&better)?,
-                    samples: serde_json::from_str(&samples)?,
-                    warmup: serde_json::from_str(&warmup)?,
-                    summary: serde_json::from_str(&summary)?,
-                })
+        let rows = stmt.query_map(params![id, result_idx], |row| {
+            Ok(MetricResult {
+                name: row.get(0)?,
+                unit: row.get(1)?,
+                better: json_col(row, 2)?,
+                samples: json_col(row, 3)?,
+                warmup: json_col(row, 4)?,
+                summary: json_col(row, 5)?,
             })
-            .collect()
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     fn load_samples(&self, id: &str) -> Result<Vec<crate::observe::sampler::MonitorSample>> {
         let mut stmt = self
             .conn
             .prepare("SELECT data FROM monitor_samples WHERE run_id = ?1 ORDER BY idx")?;
-        let rows = stmt
-            .query_map([id], |row| row.get::<_, String>(0))?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.iter().map(|d| Ok(serde_json::from_str(d)?)).collect()
+        let rows = stmt.query_map([id], |row| json_col(row, 0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// Stored results of one experiment across all runs, newest first (for advice).
@@ -342,6 +312,17 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// Decode a JSON text column inside a row closure.
+fn json_col<T: serde::de::DeserializeOwned>(row: &rusqlite::Row, i: usize) -> rusqlite::Result<T> {
+    json_text(&row.get::<_, String>(i)?, i)
+}
+
+fn json_text<T: serde::de::DeserializeOwned>(text: &str, i: usize) -> rusqlite::Result<T> {
+    serde_json::from_str(text).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
 }
 
 #[cfg(test)]
