@@ -211,6 +211,9 @@ impl AtimeRun {
 impl PointRun for AtimeRun {
     fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
         let before = self.atimes();
+        if let Some(newest) = before.iter().max() {
+            wait_for_coarse_clock_past(*newest);
+        }
         let t = Instant::now();
         for (i, p) in self.paths.iter().enumerate() {
             if i % 256 == 0 {
@@ -250,6 +253,27 @@ impl PointRun for AtimeRun {
             ..Default::default()
         })
     }
+}
+
+/// The kernel stamps atime from its coarse clock (one tick, 1–10 ms). A read
+/// in the same tick as the previous one leaves atime unchanged even under
+/// strictatime, so before timing wait (untimed) until the coarse clock has
+/// passed every atime seen; then each update the kernel makes is visible.
+fn wait_for_coarse_clock_past(newest: (i64, i64)) {
+    let deadline = Instant::now() + std::time::Duration::from_secs(1);
+    while coarse_realtime() <= newest && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+fn coarse_realtime() -> (i64, i64) {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    (ts.tv_sec as i64, ts.tv_nsec as i64)
 }
 
 #[cfg(test)]
