@@ -273,7 +273,9 @@ fn coarse_realtime() -> (i64, i64) {
     };
     // SAFETY: clock_gettime writes one timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
-    (ts.tv_sec as i64, ts.tv_nsec as i64)
+    // time_t and c_long are 32-bit on the 32-bit ARM boards we also run on.
+    #[allow(clippy::useless_conversion)]
+    (i64::from(ts.tv_sec), i64::from(ts.tv_nsec))
 }
 
 #[cfg(test)]
