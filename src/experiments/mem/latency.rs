@@ -44,15 +44,18 @@ impl Experiment for Latency {
          prefetchers and includes TLB misses of the page size in use. Stride chase: a pointer \
          every `stride` bytes visited in address order, the prefetchable case lmbench calls \
          'main memory'. Trials (the metrics, with statistics): random chase inside each cache \
-         level at a size taken from sysfs (L1/2, L2/2, L3/4), at `max` (lat_mem), and the \
+         level at a size taken from sysfs (L1/2, then the geometric mean of the level's and the \
+         one below's size: the middle of the plateau), at `max` (lat_mem), and the \
          stride chase at `max` (lat_mem_stride); each lasts ~40 ms. The curve (one point, not a \
          sweep): finish() measures both chases at every size from `min` to `max` with \
          `per-doubling` sizes per doubling, median of 3 timings of >= 10 ms, after one warming \
          pass, and returns two series (latency vs working set). The L1/L2/L3/DRAM plateaus are \
-         the medians of the random curve inside each level's sysfs size range (DRAM: >= 2x the \
-         last-level cache); the step between two levels is where the curve crosses the \
+         the medians of the random curve inside the lower half (log scale) of each level's sysfs \
+         size range (DRAM: >= 2x the last-level cache); the step between two levels is where the curve crosses the \
          geometric mean of their plateaus; notes flag implausible results (a level not slower \
-         than the one before it, or a step far from the sysfs size)."
+         than the one before it, or a step 3x past the sysfs size) and a step at under a third \
+         of it (a shared cache of which this process gets a smaller share, as on a busy host \
+         or VM, or the TLB reach of 4k pages)."
     }
     fn params(&self) -> Vec<ParamSpec> {
         vec![
@@ -179,8 +182,7 @@ impl Experiment for Latency {
         let names = ["lat_l1", "lat_l2", "lat_l3"];
         let mut prev = 0u64;
         for c in caches.iter().take(3) {
-            let target = if c.level >= 3 { c.size / 4 } else { c.size / 2 };
-            let target = (target as usize / LINE * LINE).min(max);
+            let target = (probe_size(prev, c.size) as usize / LINE * LINE).min(max);
             if target as u64 > prev && target >= LINE * 4 {
                 let word = 2 * c.level as usize;
                 run.build_random(target / LINE, word, 100 + c.level as u64);
@@ -500,6 +502,18 @@ fn anon_huge() -> Option<u64> {
     Some(l.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
+/// Where to measure a level's latency: in the middle of its plateau on a
+/// log scale, between the level below (which then no longer holds the set)
+/// and its own size; L1 at half its size. Not just under the size, where a
+/// shared or partly associative cache is already missing.
+fn probe_size(below: u64, size: u64) -> u64 {
+    if below == 0 {
+        size / 2
+    } else {
+        ((below as f64) * (size as f64)).sqrt() as u64
+    }
+}
+
 /// A latency plateau of the curve.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plateau {
@@ -552,7 +566,7 @@ impl Analysis {
                 s.join(", ")
             ));
         }
-        out.extend(self.warnings.iter().map(|w| format!("implausible: {w}")));
+        out.extend(self.warnings.iter().cloned());
         out
     }
 }
@@ -575,8 +589,10 @@ fn median(v: &mut [f64]) -> Option<f64> {
 /// curve steps between levels, and flag implausible results.
 ///
 /// Level k's plateau is the median latency of the points in
-/// (1.5 x size(k-1), 0.75 x size(k)]; DRAM's of the points >= 2 x the last
-/// cache. The step between two levels is the first size past the lower
+/// (1.5 x size(k-1), sqrt(size(k-1) x size(k))] (the lower half of its range
+/// on a log scale; (1.5 x size(k-1), 0.75 x size(k)] when that holds no
+/// point, and (0, 0.75 x size(1)] for L1); DRAM's of the points >= 2 x the
+/// last cache. The step between two levels is the first size past the lower
 /// level's range where the latency exceeds the geometric mean of the two
 /// plateaus; a step more than 3x away from the sysfs size, or a level not at
 /// least 10% slower than the one before it, is flagged.
@@ -584,12 +600,26 @@ pub fn analyse(curve: &[(f64, f64)], caches: &[u64]) -> Analysis {
     let mut a = Analysis::default();
     let mut prev = 0.0f64;
     for (i, &c) in caches.iter().enumerate() {
-        let (from, to) = (prev * 1.5, c as f64 * 0.75);
-        let mut v: Vec<f64> = curve
-            .iter()
-            .filter(|(s, _)| *s > from && *s <= to)
-            .map(|p| p.1)
-            .collect();
+        let (from, full) = (prev * 1.5, c as f64 * 0.75);
+        // The lower half (log scale) of the range: a shared cache may hold
+        // only part of its size for us, and its upper half is then already
+        // on the way to the next level.
+        let half = if prev > 0.0 {
+            (prev * c as f64).sqrt().min(full)
+        } else {
+            full
+        };
+        let inside = |to: f64| -> Vec<f64> {
+            curve
+                .iter()
+                .filter(|(s, _)| *s > from && *s <= to)
+                .map(|p| p.1)
+                .collect()
+        };
+        let (to, mut v) = match inside(half) {
+            v if !v.is_empty() => (half, v),
+            _ => (full, inside(full)),
+        };
         a.plateaus.push(Plateau {
             name: format!("L{}", i + 1),
             from,
@@ -626,9 +656,18 @@ pub fn analyse(curve: &[(f64, f64)], caches: &[u64]) -> Analysis {
         };
         if let Some(s) = step {
             let r = s / c as f64;
-            if !(1.0 / 3.0..=3.0).contains(&r) {
+            if r < 1.0 / 3.0 {
                 a.warnings.push(format!(
-                    "the curve steps up at {} but sysfs says L{} is {}",
+                    "the curve steps up at {} but sysfs says L{} is {}: this process gets a \
+                     smaller share of the cache (shared with other cores or, on a VM, other \
+                     tenants), or with pages=4k the TLB reach ends first (try pages=thp)",
+                    format_size(s as u64),
+                    i + 1,
+                    format_size(c)
+                ));
+            } else if r > 3.0 {
+                a.warnings.push(format!(
+                    "implausible: the curve steps up at {} but sysfs says L{} is only {}",
                     format_size(s as u64),
                     i + 1,
                     format_size(c)
@@ -642,7 +681,7 @@ pub fn analyse(curve: &[(f64, f64)], caches: &[u64]) -> Analysis {
         let (l, h) = (w[0].latency.unwrap_or(0.0), w[1].latency.unwrap_or(0.0));
         if h < l * 1.1 {
             a.warnings.push(format!(
-                "{} ({:.2} ns) is not slower than {} ({:.2} ns)",
+                "implausible: {} ({:.2} ns) is not slower than {} ({:.2} ns)",
                 w[1].name,
                 h * 1e9,
                 w[0].name,
@@ -742,6 +781,29 @@ mod tests {
             "{:?}",
             a.warnings
         );
+    }
+
+    #[test]
+    fn an_l3_share_smaller_than_sysfs_is_explained_not_called_implausible() {
+        // The curve leaves L3 at 8 MiB of a 32 MiB cache (a busy shared L3).
+        let a = analyse(
+            &synthetic(|s| if s > 8 << 20 { 80e-9 } else { steps(s) }),
+            &CACHES,
+        );
+        assert_eq!(a.warnings.len(), 1, "{:?}", a.warnings);
+        assert!(a.warnings[0].contains("smaller share"), "{:?}", a.warnings);
+        assert!(!a.warnings[0].contains("implausible"));
+        let lat: Vec<f64> = a.plateaus.iter().map(|p| p.latency.unwrap()).collect();
+        assert!(lat.windows(2).all(|w| w[0] < w[1]), "{lat:?}");
+    }
+
+    #[test]
+    fn levels_are_probed_inside_their_plateau() {
+        assert_eq!(probe_size(0, 32 << 10), 16 << 10);
+        let l2 = probe_size(32 << 10, 1 << 20);
+        assert!(l2 > 32 << 10 && l2 < 1 << 20 && l2 == 185363, "{l2}");
+        let l3 = probe_size(1 << 20, 32 << 20);
+        assert!(l3 > 5 << 20 && l3 < 6 << 20, "{l3}");
     }
 
     #[test]
