@@ -22,7 +22,9 @@
 #     perf binary (~150 page faults each inside the timed window, exit()
 #     through ~28 libraries' destructors); tunelab's are light. To show that
 #     this, not the definition, is the difference, the script also times
-#     hackbench.c: perf's protocol and timing in a small C program (needs cc).
+#     hackbench.c: perf's protocol and timing in a small C program (needs cc),
+#     and the same program with perf's shared libraries preloaded and its
+#     workers leaving through exit(): that one lands on perf's figure.
 #   - copy: one libc memcpy() of a whole MBW_MIB MiB array into a second
 #     array, bytes counted once. NOTE: in mbw 1.2.x (Debian/Ubuntu) `-t0` is
 #     labelled "MEMCPY" but runs the b[i]=a[i] loop, and `-t1` ("DUMB") is the
@@ -95,6 +97,9 @@ if command -v cc >/dev/null; then
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifndef WORKER_EXIT
+#define WORKER_EXIT _exit
+#endif
 enum { GROUPS = 10, FDS = 20, LOOPS = 100, DS = 100 };
 static void ready(int r, int w) {
     struct pollfd p = {.fd = w, .events = POLLIN};
@@ -121,7 +126,7 @@ int main(void) {
                         if (r <= 0) _exit(1);
                         done += r;
                     }
-                _exit(0);
+                WORKER_EXIT(0);
             }
             pids[np++] = p;
             close(s[0]);
@@ -139,7 +144,7 @@ int main(void) {
                             if (r <= 0) _exit(1);
                             done += r;
                         }
-                _exit(0);
+                WORKER_EXIT(0);
             }
             pids[np++] = p;
         }
@@ -158,6 +163,10 @@ int main(void) {
 }
 EOF
     cc -O2 -o "$OUT/hackbench" "$OUT/hackbench.c" && HB="$OUT/hackbench"
+    # The same program made as heavy as perf's workers: perf's shared
+    # libraries loaded and workers leaving through exit() (destructors).
+    cc -O2 -DWORKER_EXIT=exit -o "$OUT/hackbench_exit" "$OUT/hackbench.c" || HB=""
+    PERF_LIBS=$(ldd "$(command -v perf)" 2>/dev/null | awk '$3 ~ /^\// {print $3}' | tr '\n' ' ')
 fi
 
 tl() { # experiment and args: prints "metric sample sample ..." per metric
@@ -189,6 +198,9 @@ c_msg() {
     for _ in $(seq "$MSG_RUNS"); do
         "$HB" | awk -v r="$1" '/Total time/ {print r, $3}'
     done >>"$OUT/c_msg"
+    for _ in $(seq "$MSG_RUNS"); do
+        LD_PRELOAD="$PERF_LIBS" "$OUT/hackbench_exit" | awk -v r="$1" '/Total time/ {print r, $3}'
+    done >>"$OUT/c_heavy_msg"
 }
 tl_msg() {
     tl sched.messaging --warmup 1 --trials "$MSG_RUNS" |
@@ -207,7 +219,7 @@ tl_copy() {
         awk -v r="$1" '$1=="bandwidth" {for (i=2;i<=NF;i++) print r, $i/1048576}' >>"$OUT/tl_copy"
 }
 
-touch "$OUT"/{perf_pipe,tl_pipe,perf_msg,tl_msg,c_msg,mbw,mbw_t0,tl_copy}
+touch "$OUT"/{perf_pipe,tl_pipe,perf_msg,tl_msg,c_msg,c_heavy_msg,mbw,mbw_t0,tl_copy}
 for r in $(seq 1 "$ROUNDS"); do
     echo "round $r/$ROUNDS ..." >&2
     if [ $((r % 2)) -eq 1 ]; then
@@ -252,6 +264,7 @@ ok &= row("ipc.pipe round trip (us/op)", "tl_pipe", "perf_pipe", "perf bench sch
 ok &= row("sched.messaging total (s)", "tl_msg", "perf_msg", "perf bench sched messaging")
 ok &= row("mem.bandwidth copy (MiB/s)", "tl_copy", "mbw", f"mbw -t{mbw_test}, the test that calls memcpy")
 row("  vs C hackbench, perf protocol", "tl_msg", "c_msg", "hackbench.c built by this script", verdict=False)
+row("  C + perf's libs + exit() vs perf", "c_heavy_msg", "perf_msg", "hackbench.c as heavy as perf's workers", verdict=False)
 row("  vs mbw -t0 as labelled", "tl_copy", "mbw_t0", "mbw -t0: b[i]=a[i] loop in mbw 1.2.x", verdict=False)
 print("ratio = median(tunelab) / median(reference); paired = median of per-round ratios")
 sys.exit(0 if ok else 1)

@@ -39,7 +39,8 @@ impl Experiment for Messaging {
          are copies of the 9 MB perf binary with ~28 shared libraries and exit through exit() \
          (library destructors); each takes ~150 page faults (copy-on-write, exit) inside the \
          timed window against ~25-40 for tunelab's or the C program's workers, which touch only \
-         their stack and buffer and leave with _exit(). Sweep groups (-p groups=1,2,4,8,16) to see how the \
+         their stack and buffer and leave with _exit(). The same C program with perf's libraries \
+         preloaded and exit() in its workers lands within 2% of perf. Sweep groups (-p groups=1,2,4,8,16) to see how the \
          scheduler copes with load."
     }
     fn params(&self) -> Vec<ParamSpec> {
