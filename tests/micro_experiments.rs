@@ -208,3 +208,56 @@ fn bad_parameters_are_usage_errors() {
     bad("ipc.ctxsw", &["cpu=split"], "cpu");
     bad("ipc.ctxsw", &["procs=30000", "size=64M"], "memory");
 }
+
+/// Run with stdout/stderr discarded and return the exit code and the
+/// child's peak RSS (wait4's ru_maxrss) in bytes.
+fn peak_rss(env: &Env, exp: &str, params: &[&str]) -> (i32, u64) {
+    use std::os::unix::process::ExitStatusExt;
+    let t = env.target();
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tunelab"));
+    cmd.env("TUNELAB_DB", env.db())
+        .args(["run", exp, "--target", t.to_str().unwrap()])
+        .args(FAST)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for p in params {
+        cmd.args(["-p", p]);
+    }
+    // Reaped by wait4 below, which also gives the rusage.
+    #[allow(clippy::zombie_processes)]
+    let child = cmd.spawn().expect("spawn tunelab");
+    let mut status = 0;
+    // SAFETY: rusage is plain data filled by wait4 for our own child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let code = std::process::ExitStatus::from_raw(status)
+        .code()
+        .unwrap_or(-1);
+    (code, ru.ru_maxrss as u64 * 1024)
+}
+
+#[test]
+fn peak_rss_is_the_arrays_plus_a_few_mb() {
+    const MIB: u64 = 1 << 20;
+    let env = Env::new();
+    for (exp, params, arrays) in [
+        (
+            "mem.bandwidth",
+            &["kernel=copy", "threads=1", "sweep=no", "size=64M"][..],
+            128 * MIB,
+        ),
+        ("mem.latency", &["max=64M", "curve=no"][..], 64 * MIB),
+    ] {
+        let (code, rss) = peak_rss(&env, exp, params);
+        assert_eq!(code, 0, "{exp}");
+        // The arrays are really touched, and nothing else grows with them.
+        assert!(
+            rss > arrays && rss < arrays + 16 * MIB,
+            "{exp}: peak RSS {} MiB for {} MiB of arrays",
+            rss / MIB,
+            arrays / MIB
+        );
+    }
+    assert!(env.leftovers().is_empty());
+}

@@ -336,6 +336,10 @@ impl PointRun for BandwidthRun {
             self.passes,
             format_size(self.kernel.counted(self.size))
         )];
+        notes.push(super::memory_note(
+            "arrays",
+            (self.size * self.kernel.arrays()) as u64,
+        ));
         let llc = cache_levels().iter().map(|c| c.size).max();
         match llc {
             Some(llc) if (self.size as u64) < 4 * llc => notes.push(format!(

@@ -456,6 +456,7 @@ impl PointRun for LatencyRun {
                 }
             ),
         ];
+        notes.push(super::memory_note("pointer buffer", self.max as u64));
         for l in &self.levels {
             notes.push(format!(
                 "{} measured at {} working set",

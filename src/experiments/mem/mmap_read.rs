@@ -206,7 +206,8 @@ impl PointRun for MmapRun {
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
         Ok(PointExtras {
-            notes: vec![format!(
+            notes: vec![
+                format!(
                 "page cache: file fsynced and pre-read, served from memory; {} ({} per pass, {} \
                  passes per trial)",
                 if self.each {
@@ -216,7 +217,9 @@ impl PointRun for MmapRun {
                 },
                 format_size(self.len as u64),
                 self.passes
-            )],
+            ),
+                super::memory_note("file", self.len as u64),
+            ],
             ..Default::default()
         })
     }

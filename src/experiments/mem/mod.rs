@@ -14,6 +14,25 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
     ]
 }
 
+/// The memory note of a point: the arrays it allocated once in prepare()
+/// next to tunelab's RSS now and its peak so far (VmHWM), so a reader sees
+/// that nothing else grows with the measurement.
+pub fn memory_note(what: &str, bytes: u64) -> String {
+    use crate::engine::params::format_size;
+    match crate::observe::procmem::read_proc(std::process::id()) {
+        Ok(m) => format!(
+            "memory: {what} {} set up once before the trials; tunelab RSS {}, peak so far {}",
+            format_size(bytes),
+            format_size(m.rss),
+            format_size(m.peak_rss)
+        ),
+        Err(_) => format!(
+            "memory: {what} {} set up once before the trials",
+            format_size(bytes)
+        ),
+    }
+}
+
 /// MemAvailable from /proc/meminfo, in bytes.
 pub fn mem_available() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/meminfo").ok()?;
