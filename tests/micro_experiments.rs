@@ -214,12 +214,9 @@ fn bad_parameters_are_usage_errors() {
 fn peak_rss(env: &Env, exp: &str, params: &[&str]) -> (i32, u64) {
     use std::os::unix::process::ExitStatusExt;
     let t = env.target();
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tunelab"));
-    cmd.env("TUNELAB_DB", env.db())
-        .args(["run", exp, "--target", t.to_str().unwrap()])
-        .args(FAST)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+    let mut cmd = env.background();
+    cmd.args(["run", exp, "--target", t.to_str().unwrap()])
+        .args(FAST);
     for p in params {
         cmd.args(["-p", p]);
     }

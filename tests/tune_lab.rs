@@ -23,6 +23,36 @@ fn sh(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Poll `done` every 20 ms for up to `secs` seconds.
+fn wait_until(secs: u64, done: impl Fn() -> bool) {
+    let t0 = Instant::now();
+    while !done() && t0.elapsed() < Duration::from_secs(secs) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runner options for a run that goes on until the test stops it.
+const UNTIL_KILLED: &[&str] = &[
+    "--min-trials",
+    "1000",
+    "--max-trials",
+    "1000",
+    "--budget",
+    "60s",
+    "--quiet-check",
+    "0",
+];
+
+/// A fresh Env when loop devices can be used (root); otherwise print why
+/// the test skips.
+fn loop_env() -> Option<Env> {
+    if !common::is_root() || !Path::new("/dev/loop-control").exists() {
+        common::skip("needs root and loop devices");
+        return None;
+    }
+    Some(Env::new())
+}
+
 /// A small ext4 image mounted with `opts`; unmounted and detached on drop.
 struct LoopMount {
     dir: PathBuf,
@@ -121,8 +151,8 @@ fn kill_9_during_a_sweep_is_repaired_by_the_next_command() {
         original.parse::<u64>().unwrap() + 11
     );
     let t = env.target();
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("tunelab"))
-        .env("TUNELAB_DB", env.db())
+    let mut child = env
+        .background()
         .env("TUNELAB_STATE_DIR", &state)
         .args([
             "tune",
@@ -132,28 +162,13 @@ fn kill_9_during_a_sweep_is_repaired_by_the_next_command() {
             "--experiment",
             "io.file-read",
         ])
-        .args([
-            "-p",
-            "size=4M",
-            "--quiet-check",
-            "0",
-            "--min-trials",
-            "1000",
-            "--max-trials",
-            "1000",
-            "--budget",
-            "60s",
-        ])
+        .args(["-p", "size=4M"])
+        .args(UNTIL_KILLED)
         .arg("--target")
         .arg(&t)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while read(knob) == original && t0.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        .expect("spawn tunelab");
+    wait_until(30, || read(knob) != original);
     assert_ne!(read(knob), original, "the sweep never changed the knob");
     child.kill().unwrap(); // SIGKILL: no chance to restore
     child.wait().unwrap();
@@ -179,10 +194,7 @@ fn kill_9_during_a_sweep_is_repaired_by_the_next_command() {
 
 #[test]
 fn kill_9_restores_a_sysfs_knob_and_respects_outside_changes() {
-    if !common::is_root() || !Path::new("/dev/loop-control").exists() {
-        return common::skip("needs root and loop devices");
-    }
-    let env = Env::new();
+    let Some(env) = loop_env() else { return };
     let img = env.dir.path().join("dev.img");
     sh("truncate", &["-s", "32M", img.to_str().unwrap()]);
     let dev = sh("losetup", &["--find", "--show", img.to_str().unwrap()]);
@@ -274,10 +286,7 @@ fn kill_9_restores_a_sysfs_knob_and_respects_outside_changes() {
 
 #[test]
 fn a_read_ahead_sweep_on_a_loop_device_restores_and_reports() {
-    if !common::is_root() || !Path::new("/dev/loop-control").exists() {
-        return common::skip("needs root and loop devices");
-    }
-    let env = Env::new();
+    let Some(env) = loop_env() else { return };
     let t = env.target();
     let out = env.run(&[
         "tune",
@@ -324,10 +333,7 @@ fn a_read_ahead_sweep_on_a_loop_device_restores_and_reports() {
 
 #[test]
 fn the_lab_compares_atime_modes() {
-    if !common::is_root() || !Path::new("/dev/loop-control").exists() {
-        return common::skip("needs root and loop devices");
-    }
-    let env = Env::new();
+    let Some(env) = loop_env() else { return };
     let t = env.target();
     let out = env.run(&[
         "run",
@@ -477,4 +483,66 @@ fn without_root_inspect_works_and_tune_and_the_lab_refuse() {
     assert!(stderr(&out).contains("needs root"));
     let out = nobody(&["run", "io.file-read", "--fs", "ext4", "--target", t]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+}
+
+/// Mount points under `dir` in /proc/self/mountinfo.
+fn mounts_under(dir: &Path) -> Vec<String> {
+    let d = dir.to_string_lossy().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|mp| mp.starts_with(&d))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_second_ctrl_c_unmounts_the_lab_filesystem() {
+    let Some(env) = loop_env() else { return };
+    let t = env.target();
+    let mut child = env
+        .background()
+        .args([
+            "run",
+            "io.record-size",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "-p",
+            "size=32M",
+            "-p",
+            "record=64k",
+            "-p",
+            "mode=buffered",
+            "--no-store",
+        ])
+        .args(UNTIL_KILLED)
+        .arg("--target")
+        .arg(&t)
+        .spawn()
+        .unwrap();
+    wait_until(30, || !mounts_under(&t).is_empty());
+    assert!(!mounts_under(&t).is_empty(), "the lab fs was never mounted");
+    std::thread::sleep(Duration::from_millis(300));
+    // Two different signals back to back (two SIGINTs may merge into one
+    // pending signal), before the first one's orderly clean-up can finish.
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(mounts_under(&t).is_empty(), "{:?}", mounts_under(&t));
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+    // The loop device clears itself once the lazy unmount completes.
+    let bound = || {
+        sh("losetup", &["-a"])
+            .lines()
+            .filter(|l| l.contains(t.to_str().unwrap()))
+            .count()
+    };
+    wait_until(10, || bound() == 0);
+    assert_eq!(bound(), 0, "{}", sh("losetup", &["-a"]));
 }

@@ -1,6 +1,8 @@
 //! SIGINT, SIGTERM and SIGHUP cancel the run: the first one sets a flag that
 //! the runner and experiments poll (so they unwind and clean up normally); a
-//! second one removes registered scratch directories at once and exits 130.
+//! second one detaches registered mounts (tunelab's loop filesystems),
+//! restores journalled knobs, removes registered scratch directories at once
+//! and exits 130.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -14,6 +16,9 @@ use crate::{Error, Result};
 static CAUGHT: AtomicI32 = AtomicI32::new(0);
 static INSTALL: Once = Once::new();
 static CLEANUP_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Mount points of tunelab's own loop filesystems, with the loop device to
+/// detach after the unmount when autoclear could not be set.
+static CLEANUP_MOUNTS: Mutex<Vec<(PathBuf, Option<PathBuf>)>> = Mutex::new(Vec::new());
 
 /// Start the signal thread (idempotent).
 pub fn install() {
@@ -67,7 +72,45 @@ pub fn unregister_dir(path: &Path) {
     }
 }
 
+/// Remember a mount tunelab made, to detach if the process must exit
+/// abruptly (`device`: a loop device that does not clear itself).
+pub fn register_mount(mount_point: &Path, device: Option<&Path>) {
+    if let Ok(mut m) = CLEANUP_MOUNTS.lock() {
+        m.retain(|(p, _)| p != mount_point);
+        m.push((mount_point.to_path_buf(), device.map(Path::to_path_buf)));
+    }
+}
+
+pub fn unregister_mount(mount_point: &Path) {
+    if let Ok(mut m) = CLEANUP_MOUNTS.lock() {
+        m.retain(|(p, _)| p != mount_point);
+    }
+}
+
+/// Lazily unmount (MNT_DETACH: works while files are open; the loop device
+/// with autoclear goes away when the last user does), newest first.
+fn detach_mounts() {
+    let Ok(mounts) = CLEANUP_MOUNTS.lock() else {
+        return;
+    };
+    for (mp, dev) in mounts.iter().rev() {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(mp)
+            .stderr(std::process::Stdio::null())
+            .status();
+        if let Some(d) = dev {
+            let _ = std::process::Command::new("losetup")
+                .arg("-d")
+                .arg(d)
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
 fn emergency_cleanup() {
+    detach_mounts();
     super::journal::restore_mine();
     if let Ok(dirs) = CLEANUP_DIRS.lock() {
         for d in dirs.iter() {

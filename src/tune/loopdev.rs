@@ -138,6 +138,9 @@ impl LoopFs {
         if run("losetup", &["-d", &dev]).is_ok() {
             lfs.lazy_detached = true;
         }
+        // A second Ctrl-C exits without running Drop: let it unmount.
+        let keep = (!lfs.lazy_detached).then_some(Path::new(&dev));
+        crate::safety::signals::register_mount(&lfs.mount_point, keep);
         Ok(lfs)
     }
 
@@ -205,6 +208,7 @@ impl Drop for LoopFs {
                 let _ = run("umount", &["-l", &mp]);
             }
             self.mounted = false;
+            crate::safety::signals::unregister_mount(&self.mount_point);
         }
         if let Some(dev) = self.device.take() {
             // With autoclear already set the device is gone after umount;

@@ -39,6 +39,17 @@ impl Env {
         c
     }
 
+    /// A plain `std::process::Command` (to spawn, signal or wait4 on) with
+    /// the private database and the output discarded.
+    pub fn background(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("tunelab"));
+        c.env("TUNELAB_DB", self.db())
+            .env_remove("NO_COLOR")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        c
+    }
+
     pub fn run(&self, args: &[&str]) -> Output {
         self.cmd().args(args).output().unwrap()
     }
