@@ -138,12 +138,13 @@ impl Store {
         Ok(())
     }
 
-    /// Runs, newest first.
+    /// Runs, newest first. `started` has whole seconds, so runs started in
+    /// the same second are ordered by when they were saved (rowid).
     pub fn list(&self) -> Result<Vec<RunInfo>> {
         let mut stmt = self.conn.prepare(
             "SELECT r.id, r.started, r.label, r.status, r.experiments,
                     (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id)
-             FROM runs r ORDER BY r.started DESC, r.id DESC",
+             FROM runs r ORDER BY r.started DESC, r.rowid DESC",
         )?;
         let rows = stmt.query_map([], |row| {
             let exps: String = row.get(4)?;
@@ -295,7 +296,7 @@ impl Store {
     pub fn results_of(&self, experiment: &str, limit: usize) -> Result<Vec<(String, PointResult)>> {
         let mut stmt = self.conn.prepare(
             "SELECT x.run_id FROM results x JOIN runs r ON r.id = x.run_id
-             WHERE x.experiment = ?1 GROUP BY x.run_id ORDER BY r.started DESC LIMIT ?2",
+             WHERE x.experiment = ?1 GROUP BY x.run_id ORDER BY r.started DESC, r.rowid DESC LIMIT ?2",
         )?;
         let ids = stmt
             .query_map(params![experiment, limit as i64], |row| {

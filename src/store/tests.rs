@@ -57,6 +57,22 @@ fn a_run_round_trips_through_the_database() {
 }
 
 #[test]
+fn runs_started_in_the_same_second_keep_their_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    // Ids carry a random suffix: "z…" would sort after "a…" by id.
+    let mut first = sample_run("first");
+    let mut second = sample_run("second");
+    first.id = "20261121-010203-ffff".into();
+    second.id = "20261121-010203-0000".into();
+    second.started = first.started.clone();
+    store.save(&first).unwrap();
+    store.save(&second).unwrap();
+    assert_eq!(store.resolve("last").unwrap(), second.id);
+    assert_eq!(store.resolve("last~1").unwrap(), first.id);
+}
+
+#[test]
 fn a_duplicate_id_saves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(&dir.path().join("r.db")).unwrap();
