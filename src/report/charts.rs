@@ -228,6 +228,7 @@ fn scale_for(unit: &str, max_abs: f64) -> Scale {
         "s" if max_abs < 1.0 => s(1e3, "ms"),
         "s" => s(1.0, "s"),
         "ratio" => s(1.0, "×"),
+        "fraction" => s(100.0, "%"),
         "" | "count" if max_abs >= 1e6 => s(1e-6, "millions"),
         "" | "count" if max_abs >= 1e4 => s(1e-3, "thousands"),
         "" | "count" => s(1.0, ""),

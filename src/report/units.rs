@@ -11,6 +11,8 @@ pub fn human(value: f64, unit: &str) -> String {
         "B" => crate::engine::params::format_size(value.max(0.0) as u64),
         "s" => seconds(value),
         "ratio" => format!("{}×", sig(value)),
+        // A share of a whole (0..1), shown as a percentage.
+        "fraction" => format!("{}%", sig(value * 100.0)),
         "%" => format!("{:.1}%", value),
         u if u.ends_with("/s") => format!("{} {u}", si(value)),
         "" | "count" => si(value),
@@ -85,6 +87,7 @@ mod tests {
         assert_eq!(human(0.0123, "s"), "12.3 ms");
         assert_eq!(human(3.4e-6, "s"), "3.40 µs");
         assert_eq!(human(4096.0, "B"), "4 KiB");
+        assert_eq!(human(0.0123, "fraction"), "1.23%");
         assert_eq!(human(12345.0, "ops/s"), "12.3 k ops/s");
         assert_eq!(human(f64::NAN, "s"), "–");
     }

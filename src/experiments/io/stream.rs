@@ -336,7 +336,7 @@ impl Experiment for Stream {
             ),
             MetricSpec::lower(
                 "miss_ratio",
-                "ratio",
+                "fraction",
                 "paced: missed frames / frames due (both streams)",
             ),
             MetricSpec::lower("record_missed", "count", "paced: recorded frames missed"),
