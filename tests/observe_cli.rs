@@ -196,15 +196,17 @@ fn ready_matches_the_markers_own_timestamp_within_1ms() {
         let own = marker - t["spawn_unix_s"].as_f64().unwrap();
         let ready = t["ready_s"].as_f64().unwrap();
         assert!(ready >= 0.2, "{ready}");
-        assert!(t["exit_s"].as_f64().unwrap() < 0.5);
+        // Quit promptly (the child sleeps 5 s unless stopped).
+        assert!(t["exit_s"].as_f64().unwrap() < 2.0);
         diffs.push((ready - own).abs());
     }
     diffs.sort_by(f64::total_cmp);
     eprintln!("ready − marker: {diffs:?}");
-    // The median run agrees within 1 ms; every run within 5 ms even when the
-    // test machine is busy (2 CPUs shared with other tests).
+    // The median run agrees within 1 ms. A busy test machine (2 CPUs shared
+    // with other tests) may delay one read; a polling reader would be off
+    // by its poll interval in every run, which the median catches.
     assert!(diffs[diffs.len() / 2] < 0.001, "{diffs:?}");
-    assert!(diffs.iter().all(|d| *d < 0.005), "{diffs:?}");
+    assert!(diffs.iter().all(|d| *d < 0.05), "{diffs:?}");
     let m = &doc["results"][0]["metrics"];
     assert!(m
         .as_array()

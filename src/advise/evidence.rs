@@ -46,45 +46,49 @@ pub fn gather(target: &Path, store: Option<&Store>) -> Evidence {
     ev
 }
 
+/// How many of the newest runs advice looks at.
+const RECENT_RUNS: usize = 200;
+
+/// Read only what the rules use: the environments of recent runs, the
+/// storage results of runs on the same disk, and each run's peak-dirty
+/// monitor sample; never whole runs.
 fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
-    let Ok(runs) = store.list() else { return };
-    for info in runs.iter().take(200) {
-        let Ok(run) = store.load(&info.id) else {
-            continue;
-        };
+    let Ok(runs) = store.recent_environments(RECENT_RUNS) else {
+        return;
+    };
+    for (id, environment) in &runs {
         let same_disk =
-            disk.is_some() && run.environment.get("target.disk").map(String::as_str) == disk;
-        if same_disk && ev.write_throughput.is_none() {
-            ev.write_throughput = device_write_rate(&run.id, &run.results);
+            disk.is_some() && environment.get("target.disk").map(String::as_str) == disk;
+        let wanted = ev.write_throughput.is_none() || ev.api.is_empty() || ev.pregrow.is_empty();
+        if same_disk && wanted {
+            let results = store
+                .results_in(id, &["io.record-size", "io.cache", "io.api", "io.pregrow"])
+                .unwrap_or_default();
+            if ev.write_throughput.is_none() {
+                ev.write_throughput = device_write_rate(id, &results);
+            }
+            let of = |exp: &str| -> Vec<PointResult> {
+                results
+                    .iter()
+                    .filter(|r| r.experiment == exp)
+                    .cloned()
+                    .collect()
+            };
+            if ev.api.is_empty() {
+                ev.api = of("io.api");
+            }
+            if ev.pregrow.is_empty() {
+                ev.pregrow = of("io.pregrow");
+            }
         }
-        if same_disk && ev.api.is_empty() {
-            ev.api = run
-                .results
-                .iter()
-                .filter(|r| r.experiment == "io.api")
-                .cloned()
-                .collect();
-        }
-        if same_disk && ev.pregrow.is_empty() {
-            ev.pregrow = run
-                .results
-                .iter()
-                .filter(|r| r.experiment == "io.pregrow")
-                .cloned()
-                .collect();
-        }
-        let peak = run
-            .samples
-            .iter()
-            .map(|s| {
-                (
-                    s.dirty.dirty_bytes + s.dirty.writeback_bytes,
-                    s.dirty.throttle_point(),
-                )
-            })
-            .max();
-        if let Some((peak, point)) = peak.filter(|(p, t)| *t > 0 && p > t) {
-            ev.throttled.push((run.id.clone(), peak, point));
+        if let Ok(Some(s)) = store.peak_dirty_sample(id) {
+            let (peak, point) = (
+                s.dirty.dirty_bytes + s.dirty.writeback_bytes,
+                s.dirty.throttle_point(),
+            );
+            if point > 0 && peak > point {
+                ev.throttled.push((id.clone(), peak, point));
+            }
         }
     }
 }
@@ -116,4 +120,56 @@ fn device_write_rate(run_id: &str, results: &[PointResult]) -> Option<Measured> 
             })
         })
         .max_by(|a, b| a.value.total_cmp(&b.value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::params::ParamValue;
+    use crate::observe::dirty::DirtyState;
+    use crate::observe::sampler::MonitorSample;
+    use crate::store::tests::sample_run;
+
+    /// A stored run on `disk`: one io.record-size `mode` result writing at
+    /// `rate` B/s, and one monitor sample with `dirty` bytes dirty against
+    /// a 100-byte throttle point.
+    fn stored(store: &mut Store, disk: &str, mode: &str, rate: f64, dirty: u64) -> String {
+        let mut run = sample_run(disk);
+        run.environment
+            .insert("target.disk".into(), disk.to_string());
+        let r = &mut run.results[0];
+        r.experiment = "io.record-size".into();
+        r.params = [("mode".to_string(), ParamValue::Text(mode.into()))].into();
+        r.metrics[0].name = "write_throughput".into();
+        r.metrics[0].summary.median = rate;
+        run.samples = vec![MonitorSample {
+            t: 1.0,
+            vmstat: Default::default(),
+            disk: None,
+            dirty: DirtyState {
+                dirty_bytes: dirty,
+                threshold_bytes: 100,
+                background_threshold_bytes: 100,
+                ..Default::default()
+            },
+        }];
+        store.save(&run).unwrap();
+        run.id
+    }
+
+    #[test]
+    fn evidence_comes_from_runs_on_the_same_disk_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+        let mine = stored(&mut store, "vda", "direct", 5e8, 10);
+        let other = stored(&mut store, "sdb", "direct", 9e9, 500);
+        stored(&mut store, "vda", "buffered", 7e9, 0);
+        let mut ev = Evidence::default();
+        collect_measurements(&mut ev, &store, Some("vda"));
+        let w = ev.write_throughput.expect("a direct write rate");
+        assert_eq!(w.value, 5e8);
+        assert!(w.source.contains(&mine), "{}", w.source);
+        // Dirty-page throttling is a machine-wide fact: any run counts.
+        assert_eq!(ev.throttled, [(other, 500, 100)]);
+    }
 }

@@ -3,11 +3,13 @@
 
 mod schema;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::engine::model::{MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA};
+use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
 
 pub struct Store {
@@ -239,7 +241,51 @@ impl Store {
         Ok(run)
     }
 
+    /// Id and environment of the newest `limit` runs, newest first, without
+    /// their results or samples (for advice).
+    pub fn recent_environments(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<(String, BTreeMap<String, String>)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, environment FROM runs ORDER BY started DESC, rowid DESC LIMIT ?1",
+        )?;
+        let rows = stmt.query_map([limit as i64], |row| Ok((row.get(0)?, json_col(row, 1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// A run's results of the given experiments only.
+    pub fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>> {
+        self.load_results_where(id, |e| experiments.contains(&e))
+    }
+
+    /// The monitor sample of a run with the most Dirty + Writeback (None: the
+    /// run has no samples). SQLite returns the row the max() came from.
+    pub fn peak_dirty_sample(&self, id: &str) -> Result<Option<MonitorSample>> {
+        let data: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT data, MAX(json_extract(data, '$.dirty.dirty_bytes')
+                                 + json_extract(data, '$.dirty.writeback_bytes'))
+                 FROM monitor_samples WHERE run_id = ?1",
+                [id],
+                |row| row.get(0),
+            )
+            .optional()?
+            .flatten();
+        data.map(|d| json_text(&d, 0).map_err(Error::from))
+            .transpose()
+    }
+
     fn load_results(&self, id: &str) -> Result<Vec<PointResult>> {
+        self.load_results_where(id, |_| true)
+    }
+
+    fn load_results_where(
+        &self,
+        id: &str,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Vec<PointResult>> {
         let mut stmt = self.conn.prepare(
             "SELECT idx, experiment, params, series, histograms, notes, elapsed_s
              FROM results WHERE run_id = ?1 ORDER BY idx",
@@ -259,6 +305,7 @@ impl Store {
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         rows.into_iter()
+            .filter(|(_, r)| wanted(&r.experiment))
             .map(|(idx, mut r)| {
                 r.metrics = self.load_metrics(id, idx)?;
                 Ok(r)
@@ -284,34 +331,12 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    fn load_samples(&self, id: &str) -> Result<Vec<crate::observe::sampler::MonitorSample>> {
+    fn load_samples(&self, id: &str) -> Result<Vec<MonitorSample>> {
         let mut stmt = self
             .conn
             .prepare("SELECT data FROM monitor_samples WHERE run_id = ?1 ORDER BY idx")?;
         let rows = stmt.query_map([id], |row| json_col(row, 0))?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-    }
-
-    /// Stored results of one experiment across all runs, newest first (for advice).
-    pub fn results_of(&self, experiment: &str, limit: usize) -> Result<Vec<(String, PointResult)>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT x.run_id FROM results x JOIN runs r ON r.id = x.run_id
-             WHERE x.experiment = ?1 GROUP BY x.run_id ORDER BY r.started DESC, r.rowid DESC LIMIT ?2",
-        )?;
-        let ids = stmt
-            .query_map(params![experiment, limit as i64], |row| {
-                row.get::<_, String>(0)
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        let mut out = Vec::new();
-        for id in ids {
-            for r in self.load_results(&id)? {
-                if r.experiment == experiment {
-                    out.push((id.clone(), r));
-                }
-            }
-        }
-        Ok(out)
     }
 }
 
@@ -327,4 +352,4 @@ fn json_text<T: serde::de::DeserializeOwned>(text: &str, i: usize) -> rusqlite::
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

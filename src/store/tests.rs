@@ -4,7 +4,8 @@ use crate::engine::params::ParamValue;
 use crate::engine::Better;
 use crate::stats::summarize;
 
-fn sample_run(label: &str) -> Run {
+/// A small complete run (one io.file-read result), for tests elsewhere too.
+pub(crate) fn sample_run(label: &str) -> Run {
     let samples = vec![1.0, 2.0, 3.0, 4.0, 5.0];
     Run {
         schema: RUN_SCHEMA.into(),
@@ -53,7 +54,14 @@ fn a_run_round_trips_through_the_database() {
     assert_eq!(store.resolve("last").unwrap(), run.id);
     assert_eq!(store.resolve(&run.id[..15]).unwrap(), run.id);
     assert_eq!(store.resolve("nope").unwrap_err().exit_code(), 2);
-    assert_eq!(store.results_of("io.file-read", 5).unwrap().len(), 1);
+    let envs = store.recent_environments(5).unwrap();
+    assert_eq!(envs, [(run.id.clone(), run.environment.clone())]);
+    assert_eq!(
+        store.results_in(&run.id, &["io.file-read"]).unwrap().len(),
+        1
+    );
+    assert!(store.results_in(&run.id, &["io.api"]).unwrap().is_empty());
+    assert_eq!(store.peak_dirty_sample(&run.id).unwrap(), None);
 }
 
 #[test]
@@ -98,4 +106,30 @@ fn reopening_keeps_the_schema_and_a_newer_schema_is_refused() {
     let e = Store::open(&path).err().unwrap();
     assert_eq!(e.exit_code(), 4);
     assert!(e.to_string().contains("newer tunelab"), "{e}");
+}
+
+#[test]
+fn the_peak_dirty_sample_is_the_one_with_most_dirty_plus_writeback() {
+    use crate::observe::dirty::DirtyState;
+    use crate::observe::sampler::MonitorSample;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    let mut run = sample_run("dirty");
+    run.samples = [(10, 5), (40, 30), (60, 0)]
+        .iter()
+        .enumerate()
+        .map(|(i, &(d, w))| MonitorSample {
+            t: i as f64,
+            vmstat: Default::default(),
+            disk: None,
+            dirty: DirtyState {
+                dirty_bytes: d,
+                writeback_bytes: w,
+                ..Default::default()
+            },
+        })
+        .collect();
+    store.save(&run).unwrap();
+    let peak = store.peak_dirty_sample(&run.id).unwrap().unwrap();
+    assert_eq!(peak, run.samples[1]);
 }
