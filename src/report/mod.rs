@@ -7,6 +7,7 @@ pub mod document;
 pub mod export;
 pub mod html;
 pub mod md_report;
+mod pick_charts;
 pub mod runview;
 pub mod table;
 pub mod units;
