@@ -11,6 +11,7 @@ use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     Series, TrialValues,
 };
+use crate::experiments::ipc::child;
 use crate::experiments::util::MIN_TRIAL;
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
@@ -151,7 +152,9 @@ impl Experiment for Bandwidth {
          sweep=yes (threads=1 only), finish() measures the same kernel on the first N bytes \
          of the arrays for N from 4 KiB to `size`, 2 sizes per doubling, median of 3 \
          repetitions of >= 20 ms each, returned as a series (bandwidth vs working set per \
-         array) that shows the L1/L2/L3/DRAM bandwidth steps."
+         array) that shows the L1/L2/L3/DRAM bandwidth steps. pin=yes (default) keeps a single \
+         thread on the CPU it started on, and gives each of the all-threads workers a CPU of \
+         its own."
     }
     fn params(&self) -> Vec<ParamSpec> {
         vec![
@@ -175,6 +178,7 @@ impl Experiment for Bandwidth {
                 "yes",
                 "also measure the bandwidth-vs-size curve (threads=1 points)",
             ),
+            super::pin_param(),
         ]
     }
     fn metrics(&self) -> Vec<MetricSpec> {
@@ -214,10 +218,13 @@ impl Experiment for Bandwidth {
         let size = p.usize("size")? / 4096 * 4096;
         let kernel = Kernel::parse(p.text("kernel")?);
         let threads = if p.text("threads")? == "all" {
-            crate::experiments::ipc::child::usable_cpus().len()
+            child::usable_cpus().len()
         } else {
             1
         };
+        let pin = p.bool("pin")?;
+        // threads=1 runs on this thread; threads=all pins its workers itself.
+        let (pin_guard, cpu) = super::pin_here(pin && threads == 1)?;
         let mut bufs = Vec::with_capacity(kernel.arrays());
         for i in 0..kernel.arrays() {
             ctx.check_cancel()?;
@@ -237,6 +244,9 @@ impl Experiment for Bandwidth {
             bufs,
             passes: 1,
             sweep: p.bool("sweep")? && threads == 1,
+            spread: (pin && threads > 1).then(crate::experiments::ipc::child::usable_cpus),
+            _pin: pin_guard,
+            cpu,
         };
         for (i, b) in run.bufs.iter_mut().enumerate() {
             run.arrays.0[i] = b.as_mut_slice().as_mut_ptr();
@@ -258,6 +268,11 @@ struct BandwidthRun {
     bufs: Vec<AlignedBuf>,
     passes: u64,
     sweep: bool,
+    /// threads=all with pin: worker i runs on spread[i % len].
+    spread: Option<Vec<usize>>,
+    /// threads=1 with pin: keeps this thread on `cpu` until the point ends.
+    _pin: super::PinGuard,
+    cpu: Option<usize>,
 }
 
 impl BandwidthRun {
@@ -276,25 +291,39 @@ impl BandwidthRun {
         let nt = self.threads;
         // Per-thread slices on 4 KiB boundaries.
         let per = (n / nt).div_ceil(4096) * 4096;
-        let barrier = Barrier::new(nt + 1);
-        let mut start = Instant::now();
-        std::thread::scope(|s| {
-            for i in 0..nt {
-                let lo = (i * per).min(n);
-                let hi = ((i + 1) * per).min(n);
-                let barrier = &barrier;
-                s.spawn(move || {
-                    barrier.wait();
-                    for _ in 0..passes {
-                        // SAFETY: [lo, hi) are disjoint per thread and inside every array.
-                        unsafe { kernel(k, a, lo, hi) };
-                    }
-                });
-            }
-            barrier.wait();
-            start = Instant::now();
+        let barrier = Barrier::new(nt);
+        // Each worker times itself; the run lasts from the first start to the
+        // last end. (A clock read by a coordinating thread after the barrier
+        // would start late whenever the busy workers hold every CPU.)
+        let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..nt)
+                .map(|i| {
+                    let lo = (i * per).min(n);
+                    let hi = ((i + 1) * per).min(n);
+                    let barrier = &barrier;
+                    let cpu = self.spread.as_ref().map(|c| c[i % c.len()]);
+                    s.spawn(move || {
+                        if let Some(c) = cpu {
+                            child::pin_self(&child::CpuSet::one(c));
+                        }
+                        barrier.wait();
+                        let t0 = Instant::now();
+                        for _ in 0..passes {
+                            // SAFETY: [lo, hi) are disjoint per thread and inside every array.
+                            unsafe { kernel(k, a, lo, hi) };
+                        }
+                        (t0, Instant::now())
+                    })
+                })
+                .collect();
+            workers.into_iter().filter_map(|w| w.join().ok()).collect()
         });
-        Ok(start.elapsed().as_secs_f64())
+        let first = spans.iter().map(|s| s.0).min();
+        let last = spans.iter().map(|s| s.1).max();
+        match (first, last) {
+            (Some(a), Some(b)) if spans.len() == nt => Ok((b - a).as_secs_f64()),
+            _ => Err(Error::measurement("mem.bandwidth: a worker thread failed")),
+        }
     }
 
     /// Bandwidth vs working set (threads=1): median of 3 timings of >= 20 ms.
@@ -336,6 +365,11 @@ impl PointRun for BandwidthRun {
             self.passes,
             format_size(self.kernel.counted(self.size))
         )];
+        notes.push(match (&self.spread, self.cpu) {
+            (Some(cpus), _) => format!("worker threads pinned one per CPU to {cpus:?}"),
+            (None, Some(c)) => format!("measured on CPU {c} (pinned)"),
+            (None, None) => "not pinned: the scheduler places the threads".into(),
+        });
         notes.push(super::memory_note(
             "arrays",
             (self.size * self.kernel.arrays()) as u64,

@@ -55,7 +55,8 @@ impl Experiment for Latency {
          geometric mean of their plateaus; notes flag implausible results (a level not slower \
          than the one before it, or a step 3x past the sysfs size) and a step at under a third \
          of it (a shared cache of which this process gets a smaller share, as on a busy host \
-         or VM, or the TLB reach of 4k pages)."
+         or VM, or the TLB reach of 4k pages). With pin=yes (default) the thread stays on the \
+         CPU it started on for the whole point."
     }
     fn params(&self) -> Vec<ParamSpec> {
         vec![
@@ -99,13 +100,26 @@ impl Experiment for Latency {
                 "yes",
                 "measure the latency-vs-size curve (series) at the end",
             ),
+            super::pin_param(),
         ]
     }
     fn metrics(&self) -> Vec<MetricSpec> {
         vec![
-            MetricSpec::lower("lat_l1", "s", "random chase latency at L1/2 (sysfs)"),
-            MetricSpec::lower("lat_l2", "s", "random chase latency at L2/2 (sysfs)"),
-            MetricSpec::lower("lat_l3", "s", "random chase latency at L3/4 (sysfs)"),
+            MetricSpec::lower(
+                "lat_l1",
+                "s",
+                "random chase latency at half the L1 size (sysfs)",
+            ),
+            MetricSpec::lower(
+                "lat_l2",
+                "s",
+                "random chase latency at sqrt(L1 x L2), mid-L2 (sysfs)",
+            ),
+            MetricSpec::lower(
+                "lat_l3",
+                "s",
+                "random chase latency at sqrt(L2 x L3), mid-L3 (sysfs)",
+            ),
             MetricSpec::lower("lat_mem", "s", "random chase latency at max"),
             MetricSpec::lower(
                 "lat_mem_stride",
@@ -158,6 +172,7 @@ impl Experiment for Latency {
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let max = (p.usize("max")? / 4096 * 4096).max(4096);
         let thp = p.text("pages")? == "thp";
+        let (pin, cpu) = super::pin_here(p.bool("pin")?)?;
         let region = Region::new(max, thp)?;
         let caches = cache_levels();
         let mut run = LatencyRun {
@@ -173,6 +188,8 @@ impl Experiment for Latency {
             mem_loads: 0,
             stride_loads: 0,
             thp,
+            _pin: pin,
+            cpu,
         };
         // Whole-buffer random chain (word 0) and stride chain (odd words).
         run.build_random(max / LINE, RANDOM_WORD, 1);
@@ -289,6 +306,9 @@ struct LatencyRun {
     mem_loads: u64,
     stride_loads: u64,
     thp: bool,
+    /// Keeps the thread on `cpu` until the point ends.
+    _pin: super::PinGuard,
+    cpu: Option<usize>,
 }
 
 /// Follow `loads` dependent pointers from `start`.
@@ -457,6 +477,10 @@ impl PointRun for LatencyRun {
             ),
         ];
         notes.push(super::memory_note("pointer buffer", self.max as u64));
+        notes.push(match self.cpu {
+            Some(c) => format!("measured on CPU {c} (pinned)"),
+            None => "not pinned: the scheduler may move the thread between timings".into(),
+        });
         for l in &self.levels {
             notes.push(format!(
                 "{} measured at {} working set",

@@ -5,6 +5,7 @@ pub mod latency;
 pub mod mmap_read;
 
 use crate::engine::Experiment;
+use crate::experiments::ipc::child::PinGuard;
 
 pub fn all() -> Vec<Box<dyn Experiment>> {
     vec![
@@ -12,6 +13,26 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(bandwidth::Bandwidth),
         Box::new(mmap_read::MmapRead),
     ]
+}
+
+/// The `pin` parameter of the memory experiments.
+pub fn pin_param() -> crate::engine::ParamSpec {
+    crate::engine::ParamSpec::new(
+        "pin",
+        crate::engine::ParamKind::Bool,
+        "yes",
+        "pin the measuring thread to the CPU it starts on (threads=all: thread i to the \
+         i-th usable CPU), so no migration lands inside a timing",
+    )
+}
+
+/// Pin the calling thread to the CPU it is running on now, for as long as
+/// the guard lives (`pin` false: a guard that does nothing), and say where.
+pub(crate) fn pin_here(pin: bool) -> crate::Result<(PinGuard, Option<usize>)> {
+    // SAFETY: sched_getcpu has no arguments; -1 on failure.
+    let cpu = unsafe { libc::sched_getcpu() };
+    let cpu = (pin && cpu >= 0).then_some(cpu as usize);
+    Ok((PinGuard::new(cpu)?, cpu))
 }
 
 /// The memory note of a point: the arrays it allocated once in prepare()
