@@ -39,7 +39,7 @@ pub fn gather(target: &Path, store: Option<&Store>) -> Evidence {
         ..Default::default()
     };
     if let Some(store) = store {
-        ev.store_path = Some(store.path().display().to_string());
+        ev.store_path = Some(store.location().to_string());
         let device = ev.facts.get("block.disk").map(String::from);
         collect_measurements(&mut ev, store, device.as_deref());
     }

@@ -208,7 +208,7 @@ pub fn finish(run: Run, store: Option<&mut Store>, out: &Out) -> Result<Run> {
             "stored run {} ({}) in {}",
             run.id,
             run.status.as_str(),
-            store.path().display()
+            store.location()
         ));
     }
     if out.json {

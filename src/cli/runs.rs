@@ -22,7 +22,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     } else if runs.is_empty() {
         out.info(&format!(
             "no runs stored in {} yet (try 'tunelab run io.file-read')",
-            store.path().display()
+            store.location()
         ));
     } else {
         let rows = runs

@@ -373,7 +373,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             "stored run {} ({}) in {}",
             run.id,
             run.status.as_str(),
-            store.path().display()
+            store.location()
         ));
     }
     let comparisons: Vec<serde_json::Value> = cmds

@@ -1,5 +1,5 @@
 use super::*;
-use crate::engine::model::{new_run_id, now_rfc3339};
+use crate::engine::model::{new_run_id, now_rfc3339, MetricResult, RunStatus, RUN_SCHEMA};
 use crate::engine::params::ParamValue;
 use crate::engine::Better;
 use crate::stats::summarize;
@@ -40,58 +40,115 @@ pub(crate) fn sample_run(label: &str) -> Run {
     }
 }
 
+/// A store on each backend this machine can test: SQLite always, PostgreSQL
+/// when `TUNELAB_TEST_PG` holds a server URL (`.ci/run` starts one), in a
+/// schema of its own that is dropped afterwards.
+fn each_backend(test: impl Fn(Store)) {
+    let dir = tempfile::tempdir().unwrap();
+    test(Store::open(&dir.path().join("r.db")).unwrap());
+    match pg::Scratch::new() {
+        Some(pg) => test(pg.store()),
+        None => eprintln!("SKIPPED (PostgreSQL part): set TUNELAB_TEST_PG to a server URL"),
+    }
+}
+
+/// Test helpers for the PostgreSQL backend (shared with other tests).
+pub(crate) mod pg {
+    use super::*;
+
+    /// A private schema on the test server, dropped on drop.
+    pub(crate) struct Scratch {
+        url: String,
+        schema: String,
+    }
+
+    impl Scratch {
+        pub(crate) fn new() -> Option<Scratch> {
+            let url = std::env::var("TUNELAB_TEST_PG")
+                .ok()
+                .filter(|u| !u.is_empty())?;
+            let schema = format!("tl_test_{:08x}", rand::random::<u32>());
+            let mut c = ::postgres::Client::connect(&url, ::postgres::NoTls)
+                .unwrap_or_else(|e| panic!("TUNELAB_TEST_PG is set but {e}"));
+            c.batch_execute(&format!("CREATE SCHEMA {schema}")).unwrap();
+            Some(Scratch { url, schema })
+        }
+
+        /// The URL of the server with this schema as the search path.
+        pub(crate) fn url(&self) -> String {
+            let sep = if self.url.contains('?') { '&' } else { '?' };
+            format!(
+                "{}{sep}options=-c%20search_path%3D{}",
+                self.url, self.schema
+            )
+        }
+
+        pub(crate) fn store(&self) -> Store {
+            Store::open(Path::new(&self.url())).unwrap()
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            if let Ok(mut c) = ::postgres::Client::connect(&self.url, ::postgres::NoTls) {
+                let _ = c.batch_execute(&format!("DROP SCHEMA {} CASCADE", self.schema));
+            }
+        }
+    }
+}
+
 #[test]
 fn a_run_round_trips_through_the_database() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
-    let run = sample_run("before");
-    store.save(&run).unwrap();
-    let back = store.load(&run.id).unwrap();
-    assert_eq!(back.results, run.results);
-    assert_eq!(back.environment, run.environment);
-    assert_eq!(back.label, "before");
-    assert_eq!(store.list().unwrap().len(), 1);
-    assert_eq!(store.resolve("last").unwrap(), run.id);
-    assert_eq!(store.resolve(&run.id[..15]).unwrap(), run.id);
-    assert_eq!(store.resolve("nope").unwrap_err().exit_code(), 2);
-    let envs = store.recent_environments(5).unwrap();
-    assert_eq!(envs, [(run.id.clone(), run.environment.clone())]);
-    assert_eq!(
-        store.results_in(&run.id, &["io.file-read"]).unwrap().len(),
-        1
-    );
-    assert!(store.results_in(&run.id, &["io.api"]).unwrap().is_empty());
-    assert_eq!(store.peak_dirty_sample(&run.id).unwrap(), None);
+    each_backend(|mut store| {
+        let run = sample_run("before");
+        store.save(&run).unwrap();
+        let back = store.load(&run.id).unwrap();
+        assert_eq!(back.results, run.results);
+        assert_eq!(back.environment, run.environment);
+        assert_eq!(back.label, "before");
+        assert_eq!(store.list().unwrap().len(), 1);
+        assert_eq!(store.resolve("last").unwrap(), run.id);
+        assert_eq!(store.resolve(&run.id[..15]).unwrap(), run.id);
+        assert_eq!(store.resolve("nope").unwrap_err().exit_code(), 2);
+        let envs = store.recent_environments(5).unwrap();
+        assert_eq!(envs, [(run.id.clone(), run.environment.clone())]);
+        assert_eq!(
+            store.results_in(&run.id, &["io.file-read"]).unwrap().len(),
+            1
+        );
+        assert!(store.results_in(&run.id, &["io.api"]).unwrap().is_empty());
+        assert_eq!(store.peak_dirty_sample(&run.id).unwrap(), None);
+    });
 }
 
 #[test]
 fn runs_started_in_the_same_second_keep_their_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
-    // Ids carry a random suffix: "z…" would sort after "a…" by id.
-    let mut first = sample_run("first");
-    let mut second = sample_run("second");
-    first.id = "20261121-010203-ffff".into();
-    second.id = "20261121-010203-0000".into();
-    second.started = first.started.clone();
-    store.save(&first).unwrap();
-    store.save(&second).unwrap();
-    assert_eq!(store.resolve("last").unwrap(), second.id);
-    assert_eq!(store.resolve("last~1").unwrap(), first.id);
+    each_backend(|mut store| {
+        // Ids carry a random suffix: "z…" would sort after "a…" by id.
+        let mut first = sample_run("first");
+        let mut second = sample_run("second");
+        first.id = "20261121-010203-ffff".into();
+        second.id = "20261121-010203-0000".into();
+        second.started = first.started.clone();
+        store.save(&first).unwrap();
+        store.save(&second).unwrap();
+        assert_eq!(store.resolve("last").unwrap(), second.id);
+        assert_eq!(store.resolve("last~1").unwrap(), first.id);
+    });
 }
 
 #[test]
 fn a_duplicate_id_saves_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
-    let run = sample_run("x");
-    store.save(&run).unwrap();
-    assert!(store.save(&run).is_err());
-    assert_eq!(
-        store.list().unwrap().len(),
-        1,
-        "the failed save left no partial run"
-    );
+    each_backend(|mut store| {
+        let run = sample_run("x");
+        store.save(&run).unwrap();
+        assert!(store.save(&run).is_err());
+        assert_eq!(
+            store.list().unwrap().len(),
+            1,
+            "the failed save left no partial run"
+        );
+    });
 }
 
 #[test]
@@ -112,24 +169,53 @@ fn reopening_keeps_the_schema_and_a_newer_schema_is_refused() {
 fn the_peak_dirty_sample_is_the_one_with_most_dirty_plus_writeback() {
     use crate::observe::dirty::DirtyState;
     use crate::observe::sampler::MonitorSample;
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
-    let mut run = sample_run("dirty");
-    run.samples = [(10, 5), (40, 30), (60, 0)]
-        .iter()
-        .enumerate()
-        .map(|(i, &(d, w))| MonitorSample {
-            t: i as f64,
-            vmstat: Default::default(),
-            disk: None,
-            dirty: DirtyState {
-                dirty_bytes: d,
-                writeback_bytes: w,
-                ..Default::default()
-            },
-        })
-        .collect();
-    store.save(&run).unwrap();
-    let peak = store.peak_dirty_sample(&run.id).unwrap().unwrap();
-    assert_eq!(peak, run.samples[1]);
+    each_backend(|mut store| {
+        let mut run = sample_run("dirty");
+        run.samples = [(10, 5), (40, 30), (60, 0)]
+            .iter()
+            .enumerate()
+            .map(|(i, &(d, w))| MonitorSample {
+                t: i as f64,
+                vmstat: Default::default(),
+                disk: None,
+                dirty: DirtyState {
+                    dirty_bytes: d,
+                    writeback_bytes: w,
+                    ..Default::default()
+                },
+            })
+            .collect();
+        store.save(&run).unwrap();
+        let peak = store.peak_dirty_sample(&run.id).unwrap().unwrap();
+        assert_eq!(peak, run.samples[1]);
+    });
+}
+
+#[test]
+fn a_postgres_schema_from_a_newer_tunelab_is_refused() {
+    let Some(pg) = pg::Scratch::new() else {
+        return eprintln!("SKIPPED: set TUNELAB_TEST_PG to a PostgreSQL server URL");
+    };
+    drop(pg.store());
+    drop(pg.store()); // reopening migrates nothing
+    let mut c = ::postgres::Client::connect(&pg.url(), ::postgres::NoTls).unwrap();
+    c.batch_execute("UPDATE tunelab_schema SET version = 99")
+        .unwrap();
+    let e = Store::open(Path::new(&pg.url())).err().unwrap();
+    assert_eq!(e.exit_code(), 4);
+    assert!(e.to_string().contains("newer tunelab"), "{e}");
+}
+
+#[test]
+fn an_unreachable_postgres_server_is_a_clear_environment_error() {
+    let e = Store::open(Path::new("postgres://fleet:s3cret@127.0.0.1:1/tunelab"))
+        .err()
+        .unwrap();
+    assert_eq!(e.exit_code(), 4);
+    let msg = e.to_string();
+    assert!(
+        msg.contains("cannot connect") && msg.contains("fleet:***@"),
+        "{msg}"
+    );
+    assert!(!msg.contains("s3cret"), "{msg}");
 }

@@ -1,0 +1,283 @@
+//! The SQLite backend (the default): normalised tables, raw samples as JSON
+//! text, versioned migrations in `schema`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{schema, RunInfo};
+use crate::engine::model::{MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA};
+use crate::observe::sampler::MonitorSample;
+use crate::{Error, Result};
+
+pub struct Sqlite {
+    conn: Connection,
+}
+
+impl Sqlite {
+    pub fn open(path: &Path) -> Result<Sqlite> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::io("cannot create the database directory", dir, e))?;
+        }
+        let conn = Connection::open(path).map_err(|e| {
+            Error::environment(format!(
+                "cannot open result database {}: {e}",
+                path.display()
+            ))
+        })?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        schema::migrate(&conn).map_err(|e| {
+            Error::environment(format!(
+                "result database {} cannot be used: {e}",
+                path.display()
+            ))
+        })?;
+        Ok(Sqlite { conn })
+    }
+
+    /// Save a whole run in one transaction: it is stored completely or not at all.
+    pub fn save(&mut self, run: &Run) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO runs (id, label, status, started, finished, tool_version, argv, environment,
+                               quietness, warnings, experiments, study)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                run.id,
+                run.label,
+                run.status.as_str(),
+                run.started,
+                run.finished,
+                run.tool_version,
+                serde_json::to_string(&run.argv)?,
+                serde_json::to_string(&run.environment)?,
+                serde_json::to_string(&run.quietness)?,
+                serde_json::to_string(&run.warnings)?,
+                run.experiments().join(","),
+                run.study.as_ref().map(serde_json::to_string).transpose()?,
+            ],
+        )?;
+        for (i, r) in run.results.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO results (run_id, idx, experiment, params, series, histograms, notes, elapsed_s)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    run.id,
+                    i as i64,
+                    r.experiment,
+                    serde_json::to_string(&r.params)?,
+                    serde_json::to_string(&r.series)?,
+                    serde_json::to_string(&r.histograms)?,
+                    serde_json::to_string(&r.notes)?,
+                    r.elapsed_s,
+                ],
+            )?;
+            for (j, m) in r.metrics.iter().enumerate() {
+                tx.execute(
+                    "INSERT INTO metrics (run_id, result_idx, idx, name, unit, better, samples, warmup, summary)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    params![
+                        run.id,
+                        i as i64,
+                        j as i64,
+                        m.name,
+                        m.unit,
+                        serde_json::to_string(&m.better)?,
+                        serde_json::to_string(&m.samples)?,
+                        serde_json::to_string(&m.warmup)?,
+                        serde_json::to_string(&m.summary)?,
+                    ],
+                )?;
+            }
+        }
+        for (i, s) in run.samples.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO monitor_samples (run_id, idx, t, data) VALUES (?1, ?2, ?3, ?4)",
+                params![run.id, i as i64, s.t, serde_json::to_string(s)?],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Runs, newest first. `started` has whole seconds, so runs started in
+    /// the same second are ordered by when they were saved (rowid).
+    pub fn list(&self) -> Result<Vec<RunInfo>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT r.id, r.started, r.label, r.status, r.experiments,
+                    (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id)
+             FROM runs r ORDER BY r.started DESC, r.rowid DESC",
+        )?;
+        let rows = stmt.query_map([], |row| {
+            let exps: String = row.get(4)?;
+            Ok(RunInfo {
+                id: row.get(0)?,
+                started: row.get(1)?,
+                label: row.get(2)?,
+                status: row.get(3)?,
+                experiments: exps
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect(),
+                results: row.get::<_, i64>(5)? as usize,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The run with exactly this id, if stored.
+    pub fn load(&self, id: &str) -> Result<Option<Run>> {
+        let run = self
+            .conn
+            .query_row(
+                "SELECT id, label, status, started, finished, tool_version, argv, environment, quietness, warnings,
+                        study
+                 FROM runs WHERE id = ?1",
+                [id],
+                |row| {
+                    let status: String = row.get(2)?;
+                    let study: Option<String> = row.get(10)?;
+                    Ok(Run {
+                        schema: RUN_SCHEMA.to_string(),
+                        id: row.get(0)?,
+                        label: row.get(1)?,
+                        status: match status.as_str() {
+                            "complete" => RunStatus::Complete,
+                            "interrupted" => RunStatus::Interrupted,
+                            _ => RunStatus::Failed,
+                        },
+                        started: row.get(3)?,
+                        finished: row.get(4)?,
+                        tool_version: row.get(5)?,
+                        argv: json_col(row, 6)?,
+                        environment: json_col(row, 7)?,
+                        quietness: json_col(row, 8)?,
+                        warnings: json_col(row, 9)?,
+                        results: Vec::new(),
+                        samples: Vec::new(),
+                        study: study.as_deref().map(|s| json_text(s, 10)).transpose()?,
+                    })
+                },
+            )
+            .optional()?;
+        let Some(mut run) = run else {
+            return Ok(None);
+        };
+        run.results = self.load_results(id)?;
+        run.samples = self.load_samples(id)?;
+        Ok(Some(run))
+    }
+
+    /// Id and environment of the newest `limit` runs, newest first, without
+    /// their results or samples (for advice).
+    pub fn recent_environments(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<(String, BTreeMap<String, String>)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, environment FROM runs ORDER BY started DESC, rowid DESC LIMIT ?1",
+        )?;
+        let rows = stmt.query_map([limit as i64], |row| Ok((row.get(0)?, json_col(row, 1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// A run's results of the given experiments only.
+    pub fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>> {
+        self.load_results_where(id, |e| experiments.contains(&e))
+    }
+
+    /// The monitor sample of a run with the most Dirty + Writeback (None: the
+    /// run has no samples). SQLite returns the row the max() came from.
+    pub fn peak_dirty_sample(&self, id: &str) -> Result<Option<MonitorSample>> {
+        let data: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT data, MAX(json_extract(data, '$.dirty.dirty_bytes')
+                                 + json_extract(data, '$.dirty.writeback_bytes'))
+                 FROM monitor_samples WHERE run_id = ?1",
+                [id],
+                |row| row.get(0),
+            )
+            .optional()?
+            .flatten();
+        data.map(|d| json_text(&d, 0).map_err(Error::from))
+            .transpose()
+    }
+
+    fn load_results(&self, id: &str) -> Result<Vec<PointResult>> {
+        self.load_results_where(id, |_| true)
+    }
+
+    fn load_results_where(
+        &self,
+        id: &str,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Vec<PointResult>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT idx, experiment, params, series, histograms, notes, elapsed_s
+             FROM results WHERE run_id = ?1 ORDER BY idx",
+        )?;
+        let rows = stmt
+            .query_map([id], |row| {
+                let result = PointResult {
+                    experiment: row.get(1)?,
+                    params: json_col(row, 2)?,
+                    metrics: Vec::new(),
+                    series: json_col(row, 3)?,
+                    histograms: json_col(row, 4)?,
+                    notes: json_col(row, 5)?,
+                    elapsed_s: row.get(6)?,
+                };
+                Ok((row.get::<_, i64>(0)?, result))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        rows.into_iter()
+            .filter(|(_, r)| wanted(&r.experiment))
+            .map(|(idx, mut r)| {
+                r.metrics = self.load_metrics(id, idx)?;
+                Ok(r)
+            })
+            .collect()
+    }
+
+    fn load_metrics(&self, id: &str, result_idx: i64) -> Result<Vec<MetricResult>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT name, unit, better, samples, warmup, summary FROM metrics
+             WHERE run_id = ?1 AND result_idx = ?2 ORDER BY idx",
+        )?;
+        let rows = stmt.query_map(params![id, result_idx], |row| {
+            Ok(MetricResult {
+                name: row.get(0)?,
+                unit: row.get(1)?,
+                better: json_col(row, 2)?,
+                samples: json_col(row, 3)?,
+                warmup: json_col(row, 4)?,
+                summary: json_col(row, 5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    fn load_samples(&self, id: &str) -> Result<Vec<MonitorSample>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT data FROM monitor_samples WHERE run_id = ?1 ORDER BY idx")?;
+        let rows = stmt.query_map([id], |row| json_col(row, 0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+}
+
+/// Decode a JSON text column inside a row closure.
+fn json_col<T: serde::de::DeserializeOwned>(row: &rusqlite::Row, i: usize) -> rusqlite::Result<T> {
+    json_text(&row.get::<_, String>(i)?, i)
+}
+
+fn json_text<T: serde::de::DeserializeOwned>(text: &str, i: usize) -> rusqlite::Result<T> {
+    serde_json::from_str(text).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
+}

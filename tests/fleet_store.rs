@@ -1,0 +1,135 @@
+//! The PostgreSQL fleet store through the real binary: several machines
+//! (here: processes started together) saving into one database, then every
+//! reading verb on it. Needs a server: `TUNELAB_TEST_PG` holds its URL
+//! (`.ci/run` installs and starts one); without it the test says it skips.
+
+mod common;
+
+use common::{json, stderr, Env};
+
+/// A private schema on the test server, dropped on drop.
+struct Schema {
+    server: String,
+    name: String,
+}
+
+impl Schema {
+    fn new() -> Option<Schema> {
+        let server = std::env::var("TUNELAB_TEST_PG")
+            .ok()
+            .filter(|u| !u.is_empty())?;
+        let name = format!("tl_cli_{:08x}", std::process::id() ^ 0x5a5a_0000);
+        let mut c = postgres::Client::connect(&server, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("TUNELAB_TEST_PG is set but {e}"));
+        c.batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
+        ))
+        .unwrap();
+        Some(Schema { server, name })
+    }
+
+    /// What a user passes to `--db`: the server with this schema in use.
+    fn url(&self) -> String {
+        let sep = if self.server.contains('?') { '&' } else { '?' };
+        format!(
+            "{}{sep}options=-c%20search_path%3D{}",
+            self.server, self.name
+        )
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.server, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name));
+        }
+    }
+}
+
+#[test]
+fn machines_share_one_postgres_store() {
+    let Some(schema) = Schema::new() else {
+        return common::skip("set TUNELAB_TEST_PG to a PostgreSQL server URL");
+    };
+    let url = schema.url();
+    let env = Env::new();
+    let t = env.target();
+    // Two "machines" start at once on a fresh database: both migrate and save.
+    let runs: Vec<_> = ["64k", "4k"]
+        .iter()
+        .map(|chunk| {
+            env.background()
+                .env("TUNELAB_DB", &url)
+                .args(["run", "io.file-read", "--quiet-check", "0", "--warmup", "0"])
+                .args(["--trials", "3", "-p", "size=4M", "--label", chunk])
+                .arg("-p")
+                .arg(format!("chunk={chunk}"))
+                .arg("--target")
+                .arg(&t)
+                .spawn()
+                .expect("spawn tunelab")
+        })
+        .collect();
+    for mut r in runs {
+        assert!(r.wait().unwrap().success());
+    }
+    let db = |args: &[&str]| {
+        env.cmd()
+            .env("TUNELAB_DB", &url)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = db(&["runs", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = json(&out);
+    let labels: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels.len(), 2, "{labels:?}");
+    assert!(labels.contains(&"64k") && labels.contains(&"4k"));
+    // Every reading verb works on it.
+    let shown = json(&db(&["show", "last", "--json"]));
+    assert_eq!(shown["results"][0]["experiment"], "io.file-read");
+    assert!(!shown["results"][0]["metrics"][0]["samples"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let c = db(&["compare", "last~1", "last", "--json"]);
+    assert!(c.status.success(), "{}", stderr(&c));
+    assert!(
+        json(&c)["pairs"][0]["metrics"][0]["ratio"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    let csv = db(&["export", "last", "--format", "csv"]);
+    assert!(String::from_utf8_lossy(&csv.stdout).contains("read_throughput"));
+    let html = env.dir.path().join("fleet.html");
+    let r = db(&[
+        "report",
+        "last",
+        "--vs",
+        "last~1",
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(std::fs::metadata(&html).unwrap().len() > 1000);
+    // Messages name the database without its password.
+    let missing = db(&["show", "nope"]);
+    assert_eq!(missing.status.code(), Some(2));
+    if let Some(pw) = url.split('@').next().and_then(|u| u.rsplit(':').next()) {
+        if !pw.is_empty() && !pw.contains('/') {
+            assert!(
+                !stderr(&missing).contains(&format!(":{pw}@")),
+                "{}",
+                stderr(&missing)
+            );
+        }
+    }
+    assert!(env.leftovers().is_empty());
+}
