@@ -398,3 +398,29 @@ fn a_sweep_runs_every_point_and_cleans_each_up() {
     assert_eq!(doc["results"].as_array().unwrap().len(), 4);
     assert!(env.leftovers().is_empty());
 }
+
+#[test]
+fn a_huge_warmup_is_bounded_by_the_budget() {
+    let env = Env::new();
+    let t = env.target();
+    let out = env.run(&[
+        "run",
+        "io.file-read",
+        "--json",
+        "--no-store",
+        "--quiet-check",
+        "0",
+        "--warmup",
+        "1000000000",
+        "--budget",
+        "1s",
+        "-p",
+        "size=1M",
+        "--target",
+        t.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json(&out);
+    let notes = doc["results"][0]["notes"].to_string();
+    assert!(notes.contains("warm-up stopped after"), "{notes}");
+}

@@ -37,6 +37,13 @@ pub struct Plan {
 
 impl RunOptions {
     pub fn plan(&self, d: RunDefaults) -> Result<Plan> {
+        if let (Some(lo), Some(hi)) = (self.min_trials, self.max_trials) {
+            if lo > hi {
+                return Err(Error::usage(format!(
+                    "--min-trials {lo} is more than --max-trials {hi}; swap them or drop one"
+                )));
+            }
+        }
         let (min, max) = match self.trials {
             Some(n) => (n, n),
             None => {
@@ -178,12 +185,25 @@ fn run_point(
     let mut state = exp.prepare(ctx, point)?;
     let mut warm: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     let mut samples: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
-    for _ in 0..plan.warmup {
+    // Warm-up is bounded by the budget too: a large --warmup must not run
+    // for ever. Stopping early is said in the point's notes.
+    let mut warmed = 0;
+    while warmed < plan.warmup {
+        if warmed > 0 && t0.elapsed().as_secs_f64() >= budget {
+            break;
+        }
         ctx.check_cancel()?;
         for (name, v) in state.trial(ctx)?.0 {
             warm.entry(name).or_default().push(v);
         }
+        warmed += 1;
     }
+    let warmup_note = (warmed < plan.warmup).then(|| {
+        format!(
+            "warm-up stopped after {warmed} of {} trials: it used the whole time budget ({:.0} s)",
+            plan.warmup, budget
+        )
+    });
     // The budget clock starts after warm-up so a slow first trial does not
     // eat the measurement's share.
     let measure_start = Instant::now();
@@ -238,7 +258,7 @@ fn run_point(
         metrics,
         series: extras.series,
         histograms: extras.histograms,
-        notes: extras.notes,
+        notes: warmup_note.into_iter().chain(extras.notes).collect(),
         elapsed_s: t0.elapsed().as_secs_f64(),
     })
 }
@@ -311,5 +331,19 @@ mod tests {
             ..Default::default()
         };
         assert!(o.plan(d).is_err());
+        let o = RunOptions {
+            min_trials: Some(5),
+            max_trials: Some(2),
+            ..Default::default()
+        };
+        let e = o.plan(d).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("--min-trials 5"), "{e}");
+        // Only --max-trials below the default minimum: the minimum follows.
+        let o = RunOptions {
+            max_trials: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(o.plan(d).unwrap().min_trials, 2);
     }
 }

@@ -63,17 +63,22 @@ pub fn parse_throttle(spec: &str) -> Result<ThrottleLimits> {
             ))
         };
         let (k, v) = part.split_once('=').ok_or_else(bad)?;
+        let bad_value = |what: &str| {
+            Error::usage(format!(
+                "--throttle: '{part}': the value must be {what} greater than zero"
+            ))
+        };
         let rate = || {
             parse_size(v.trim().trim_end_matches("/s"))
                 .filter(|r| *r > 0)
-                .ok_or_else(bad)
+                .ok_or_else(|| bad_value("a rate like 20MB/s"))
         };
         let count = || {
             v.trim()
                 .parse::<u64>()
                 .ok()
                 .filter(|r| *r > 0)
-                .ok_or_else(bad)
+                .ok_or_else(|| bad_value("a whole number of operations per second"))
         };
         match k.trim() {
             "read" => l.read_bps = Some(rate()?),
@@ -179,5 +184,9 @@ mod tests {
         assert_eq!(l.write_bps, Some(1 << 20));
         assert!(parse_throttle("write=fast").is_err());
         assert!(parse_throttle("speed=1M").is_err());
+        let e = parse_throttle("write=0").unwrap_err().to_string();
+        assert!(e.contains("greater than zero"), "{e}");
+        let e = parse_throttle("wiops").unwrap_err().to_string();
+        assert!(e.contains("KEY=VALUE"), "{e}");
     }
 }
