@@ -141,8 +141,16 @@ pub fn load(name_or_path: &str, sets: &[(String, String)]) -> Result<Profile> {
         return parse(text, &format!("built-in profile {name_or_path}"), sets);
     }
     let path = std::path::Path::new(name_or_path);
+    let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+    let looks_like_file = name_or_path.contains('/') || name_or_path.ends_with(".toml");
+    if !path.exists() && looks_like_file {
+        return Err(Error::usage(format!(
+            "profile file {name_or_path} does not exist (check the path, or use a built-in \
+             profile: {})",
+            names.join(", ")
+        )));
+    }
     if !path.exists() {
-        let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
         return Err(Error::usage(format!(
             "no profile '{name_or_path}': built-in profiles are {} (or give a .toml file)",
             names.join(", ")
@@ -425,6 +433,17 @@ pub fn parse_sets(raw: &[String]) -> Result<Vec<(String, String)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_profile_file_is_named_as_a_file() {
+        let e = load("/nonexistent/mine.toml", &[]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e
+            .to_string()
+            .contains("profile file /nonexistent/mine.toml does not exist"));
+        let e = load("quik", &[]).unwrap_err().to_string();
+        assert!(e.contains("built-in profiles are quick"), "{e}");
+    }
 
     #[test]
     fn every_builtin_profile_is_valid() {
