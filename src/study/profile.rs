@@ -436,12 +436,12 @@ mod tests {
 
     #[test]
     fn a_missing_profile_file_is_named_as_a_file() {
-        let e = load("/nonexistent/mine.toml", &[]).unwrap_err();
+        let e = load("/nonexistent/mine.toml", &[]).err().unwrap();
         assert_eq!(e.exit_code(), 2);
         assert!(e
             .to_string()
             .contains("profile file /nonexistent/mine.toml does not exist"));
-        let e = load("quik", &[]).unwrap_err().to_string();
+        let e = load("quik", &[]).err().unwrap().to_string();
         assert!(e.contains("built-in profiles are quick"), "{e}");
     }
 
