@@ -189,23 +189,13 @@ fn stream_paced_verdict_flips_under_a_read_throttle() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
 
+/// Small bursts: 40 frames of 1 MiB at 20 fps.
+const BURST: &[&str] = &["-p", "frame=1M", "-p", "fps=20", "-p", "duration=2s"];
+
 #[test]
 fn burst_reports_latency_dirty_series_and_io_thread_figures() {
     let env = Env::new();
-    let doc = run(
-        &env,
-        "io.burst",
-        &[
-            "-p",
-            "frame=1M",
-            "-p",
-            "fps=20",
-            "-p",
-            "duration=2s",
-            "--trials",
-            "1",
-        ],
-    );
+    let doc = run(&env, "io.burst", &[BURST, &["--trials", "1"]].concat());
     let rs = results(&doc);
     assert_eq!(rs.len(), 2);
     for r in rs {
@@ -233,10 +223,43 @@ fn burst_reports_latency_dirty_series_and_io_thread_figures() {
             .unwrap();
         assert_eq!(dirty["points"].as_array().unwrap().len(), 40);
         if io_thread {
-            histogram(r, "io-thread write lag");
+            histogram(r, "io-thread write completion lag");
             assert!(median(r, "dropped_frames") + median(r, "max_backlog") >= 0.0);
         }
     }
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+#[test]
+fn burst_through_io_uring_reports_completion_lag() {
+    if let Err(e) = tunelab::experiments::io::uring_pacer::available() {
+        return eprintln!("SKIPPED: io_uring is not available here ({e})");
+    }
+    let env = Env::new();
+    let extra = ["-p", "mode=io-uring", "-p", "queue=2", "--trials", "2"];
+    let doc = run(&env, "io.burst", &[BURST, &extra].concat());
+    let r = &results(&doc)[0];
+    assert!(median(r, "write_throughput") > 0.0);
+    // Every frame of both trials was either written or dropped, never lost.
+    let lag = histogram(r, "io-uring write completion lag");
+    let dropped: f64 = r["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "dropped_frames")
+        .unwrap()["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    assert_eq!(
+        lag["count"].as_f64().unwrap() + dropped,
+        2.0 * 40.0,
+        "{lag}"
+    );
+    assert!(median(r, "io_lag_max") >= median(r, "io_lag_p99"));
+    assert!(median(r, "max_backlog") <= 2.0);
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
 

@@ -6,7 +6,8 @@
 //! dirty-limit crossings. mode=direct-write calls write() in the pacing
 //! thread; mode=io-thread hands frames to a dedicated I/O thread through a
 //! bounded queue, so the pacing thread only stalls if the queue is full
-//! (the frame is then dropped).
+//! (the frame is then dropped); mode=io-uring submits each frame's write to
+//! an io_uring (see `uring_pacer`), with up to `queue` writes in flight.
 
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, TrySendError};
 use std::time::{Duration, Instant};
 
+use super::uring_pacer;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, Series, TrialValues,
@@ -25,8 +27,8 @@ use crate::{Error, Result};
 
 pub struct Burst;
 
-const BUCKET_NS: u64 = 10_000_000;
-const BUCKETS: usize = 11;
+pub(super) const BUCKET_NS: u64 = 10_000_000;
+pub(super) const BUCKETS: usize = 11;
 
 /// Where writers start being throttled: the kernel's own thresholds when
 /// /proc/vmstat has them, else our approximation.
@@ -54,6 +56,17 @@ struct Sample {
 enum Mode {
     DirectWrite,
     IoThread,
+    IoUring,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::DirectWrite => "direct-write",
+            Mode::IoThread => "io-thread",
+            Mode::IoUring => "io-uring",
+        }
+    }
 }
 
 impl Experiment for Burst {
@@ -85,8 +98,13 @@ impl Experiment for Burst {
          present). stalls_at_limit counts stalls whose frame saw Dirty + Writeback at or above \
          the throttle point (before or after its write). Series (last trial): dirty+writeback, \
          throttle point and latency against time, so stalls can be lined up with crossings. \
-         io_uring is not used: the io-thread mode is the portable equivalent. Defaults: 4 MiB \
-         frames at 15 fps (60 MiB/s) for 20 s, both modes, 1 trial each, no warm-up: about \
+         mode=io-uring: at each slot the pacing thread submits the frame's write to an \
+         io_uring (one buffer per write in flight, at most `queue`; a frame due while all are \
+         busy is dropped) and reaps completions while it waits for the next slot; latency = \
+         time to submit (the kernel copies the frame into the page cache inline when it can and \
+         hands the write to its io-wq workers when it would block, e.g. on dirty throttling), \
+         io_lag = completion − slot start, as for io-thread. Defaults: 4 MiB \
+         frames at 15 fps (60 MiB/s) for 20 s, direct-write and io-thread (io-uring on request), 1 trial each, no warm-up: about \
          45 s; on a machine with a lot of RAM the default 1.2 GB never reaches the dirty \
          limits — lower vm.dirty_bytes (tunelab tune) or write for longer to see throttling."
     }
@@ -104,15 +122,17 @@ impl Experiment for Burst {
             .range(0.2, 3600.0),
             ParamSpec::new(
                 "mode",
-                ParamKind::Choice(&["direct-write", "io-thread"]),
+                ParamKind::Choice(&["direct-write", "io-thread", "io-uring"]),
                 "direct-write,io-thread",
-                "write() in the pacing thread, or hand frames to an I/O thread",
+                "write() in the pacing thread, hand frames to an I/O thread, or submit them \
+                 to an io_uring (where the kernel allows it)",
             ),
             ParamSpec::new(
                 "queue",
                 ParamKind::Count,
                 "4",
-                "io-thread: frames the queue holds before frames are dropped",
+                "io-thread: frames the queue holds; io-uring: writes in flight (one buffer \
+                 each); beyond that frames are dropped",
             )
             .range(1.0, 4096.0),
         ]
@@ -134,22 +154,22 @@ impl Experiment for Burst {
             MetricSpec::lower(
                 "dropped_frames",
                 "count",
-                "io-thread: frames dropped because the queue was full",
+                "io-thread/io-uring: frames dropped because the queue was full",
             ),
             MetricSpec::lower(
                 "io_lag_p99",
                 "s",
-                "io-thread: 99th percentile of write completion − slot start",
+                "io-thread/io-uring: 99th percentile of write completion − slot start",
             ),
             MetricSpec::lower(
                 "io_lag_max",
                 "s",
-                "io-thread: worst write completion − slot start",
+                "io-thread/io-uring: worst write completion − slot start",
             ),
             MetricSpec::lower(
                 "max_backlog",
                 "count",
-                "io-thread: deepest queue (frames handed over, not yet written)",
+                "io-thread/io-uring: deepest queue (frames handed over, not yet written)",
             ),
             MetricSpec::higher(
                 "write_throughput",
@@ -188,6 +208,23 @@ impl Experiment for Burst {
         scratch.ensure_space(self.scratch_bytes(p))?;
         dirty::read()
             .map_err(|e| Error::environment(format!("cannot read the dirty page state: {e}")))?;
+        let mode = match p.text("mode")? {
+            "io-thread" => Mode::IoThread,
+            "io-uring" => Mode::IoUring,
+            _ => Mode::DirectWrite,
+        };
+        let mut uring_bufs = Vec::new();
+        if mode == Mode::IoUring {
+            uring_pacer::available().map_err(|e| {
+                Error::environment(format!(
+                    "io.burst mode=io-uring: io_uring is not available here ({e}); use \
+                     mode=io-thread"
+                ))
+            })?;
+            for k in 0..p.usize("queue")? {
+                uring_bufs.push(AlignedBuf::random(frame, 31 + k as u64)?);
+            }
+        }
         Ok(Box::new(BurstRun {
             id: POINT_ID.fetch_add(1, Ordering::Relaxed),
             dir: scratch.path().to_path_buf(),
@@ -195,11 +232,8 @@ impl Experiment for Burst {
             fps,
             duration,
             frames: (duration * fps).ceil().max(1.0) as u64,
-            mode: if p.text("mode")? == "io-thread" {
-                Mode::IoThread
-            } else {
-                Mode::DirectWrite
-            },
+            mode,
+            uring_bufs,
             queue: p.usize("queue")?,
             buf: Some(AlignedBuf::random(frame, 31)?),
             trials: 0,
@@ -224,6 +258,8 @@ struct BurstRun {
     mode: Mode,
     queue: usize,
     buf: Option<AlignedBuf>,
+    /// mode=io-uring: one buffer per write in flight.
+    uring_bufs: Vec<AlignedBuf>,
     trials: u64,
     /// Merged over trials.
     lat: LatencyRecorder,
@@ -364,6 +400,36 @@ impl PointRun for BurstRun {
                     }
                 }
             }
+            Mode::IoUring => {
+                let pacer = uring_pacer::Pacer {
+                    file: &file,
+                    frame,
+                    frames,
+                    fps,
+                    t0,
+                    hard_stop,
+                };
+                let out = uring_pacer::pace(&pacer, &self.uring_bufs, |slot, l| {
+                    lat.record(l);
+                    samples.push(Self::sample((slot - t0).as_secs_f64(), l.as_secs_f64()));
+                });
+                let h = match out {
+                    Ok(h) => h,
+                    Err(e) => {
+                        self.buf = Some(buf);
+                        let _ = std::fs::remove_file(&path);
+                        return Err(e);
+                    }
+                };
+                dropped = h.dropped;
+                max_backlog = h.max_backlog;
+                abandoned = h.abandoned;
+                (
+                    h.written,
+                    h.last,
+                    Some((h.lag, h.series, h.written, h.last)),
+                )
+            }
         };
         self.buf = Some(buf);
         // Not timed: unlink discards the trial's dirty pages.
@@ -401,10 +467,7 @@ impl PointRun for BurstRun {
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
-        let mode = match self.mode {
-            Mode::DirectWrite => "direct-write",
-            Mode::IoThread => "io-thread",
-        };
+        let mode = self.mode.name();
         let series_of = |name: &str, y_label: &str, y_unit: &str, points: Vec<(f64, f64)>| Series {
             name: format!("{name} mode={mode}"),
             x_label: "time".into(),
@@ -442,15 +505,17 @@ impl PointRun for BurstRun {
         let mut histograms = vec![self.lat.to_data(match self.mode {
             Mode::DirectWrite => "write latency",
             Mode::IoThread => "enqueue latency",
+            Mode::IoUring => "submit latency",
         })];
-        if self.mode == Mode::IoThread {
+        if self.mode != Mode::DirectWrite {
+            let lag = format!("{mode} lag");
             series.push(series_of(
-                "io-thread lag",
+                &lag,
                 "lag",
                 "s",
                 std::mem::take(&mut self.io_samples),
             ));
-            histograms.push(self.io_lag.to_data("io-thread write lag"));
+            histograms.push(self.io_lag.to_data(&format!("{mode} write completion lag")));
         }
         let throttle = self.samples.first().map(|s| s.throttle).unwrap_or(0);
         Ok(PointExtras {
@@ -466,6 +531,7 @@ impl PointRun for BurstRun {
                 match self.mode {
                     Mode::DirectWrite => "write() in the pacing thread".to_string(),
                     Mode::IoThread => format!("I/O thread behind a queue of {} frames", self.queue),
+                    Mode::IoUring => format!("io_uring with up to {} writes in flight", self.queue),
                 },
                 crate::engine::params::format_size(throttle)
             )],

@@ -11,6 +11,7 @@ pub mod metadata;
 pub mod pregrow;
 pub mod record_size;
 pub mod stream;
+pub mod uring_pacer;
 
 use crate::engine::Experiment;
 
