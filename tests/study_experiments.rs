@@ -263,6 +263,35 @@ fn burst_through_io_uring_reports_completion_lag() {
     assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }
 
+#[test]
+fn burst_histograms_leave_the_warm_up_out() {
+    let env = Env::new();
+    let t = env.target();
+    let mut args = vec![
+        "run",
+        "io.burst",
+        "-p",
+        "mode=direct-write",
+        "--trials",
+        "1",
+    ];
+    args.extend_from_slice(BURST);
+    args.extend([
+        "--warmup",
+        "1",
+        "--quiet-check",
+        "0",
+        "--no-store",
+        "--json",
+    ]);
+    args.extend(["--target", t.to_str().unwrap()]);
+    let out = env.run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json(&out);
+    let lat = histogram(&results(&doc)[0], "write latency");
+    assert_eq!(lat["count"], 40, "one measured trial of 40 frames: {lat}");
+}
+
 fn sort_run(env: &Env, seed: &str) -> Value {
     run(
         env,

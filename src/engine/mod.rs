@@ -166,6 +166,9 @@ impl Ctx {
 /// `trial` is called repeatedly. Drop releases everything.
 pub trait PointRun {
     fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues>;
+    /// Called once after the warm-up trials, before the measured ones: a
+    /// point that accumulates across trials (histograms) starts afresh here.
+    fn warmup_done(&mut self) {}
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
         Ok(PointExtras::default())
     }

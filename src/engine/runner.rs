@@ -204,6 +204,7 @@ fn run_point(
             plan.warmup, budget
         )
     });
+    state.warmup_done();
     // The budget clock starts after warm-up so a slow first trial does not
     // eat the measurement's share.
     let measure_start = Instant::now();

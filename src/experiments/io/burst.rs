@@ -287,6 +287,11 @@ impl BurstRun {
 }
 
 impl PointRun for BurstRun {
+    fn warmup_done(&mut self) {
+        self.lat = LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS);
+        self.io_lag = LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS);
+    }
+
     fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
         ctx.check_cancel()?;
         self.trials += 1;

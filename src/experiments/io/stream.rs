@@ -484,6 +484,11 @@ fn io_err<'a>(what: &'a str, path: &'a Path) -> impl Fn(std::io::Error) -> Error
 }
 
 impl PointRun for StreamRun {
+    fn warmup_done(&mut self) {
+        self.rec_total = LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS);
+        self.play_total = LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS);
+    }
+
     fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
         ctx.check_cancel()?;
         // Not timed: evict the recording (the last trial read it in).
