@@ -74,10 +74,19 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         .collect::<Result<Vec<_>>>()?;
     let points = expand_points(&exp.params(), &overrides)?;
     if points.len() != 1 {
+        // Name the parameters that sweep (by default or from -p).
+        let sweeping: Vec<String> = points[0]
+            .0
+            .iter()
+            .filter(|(k, v)| points.iter().any(|p| p.0.get(*k) != Some(*v)))
+            .map(|(k, v)| format!("-p {k}={v}"))
+            .collect();
         return Err(Error::usage(format!(
-            "tune sweeps only the knob: give one value per parameter ({} points requested); e.g. -p {}",
+            "tune sweeps only the knob, but {} makes {} points; give each of its sweeping \
+             parameters one value, e.g. {}",
+            exp.name(),
             points.len(),
-            exp.params().first().map(|p| format!("{}=VALUE", p.name)).unwrap_or_default()
+            sweeping.join(" ")
         )));
     }
     exp.validate(&points[0])?;
