@@ -1,0 +1,342 @@
+//! SVG charts for `tunelab report`, drawn with plotters' SVG backend.
+//!
+//! The charts are plain data (line charts, bar charts, a forest plot) that
+//! know nothing about experiments: `report::document` decides what to draw.
+//! Values arrive in base units (B, s, B/s, …) and are shown in human units
+//! (MiB/s, µs, KiB…): linear axes are scaled and say their unit, log axes
+//! label every tick with `units::human`. Text stays text (`<text>` elements,
+//! generic `sans-serif`): no font files, no scripts, nothing from the network.
+//! Legends are drawn in a strip below the plot so they never hide data.
+
+use std::ops::Range;
+
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::units::{human, sig};
+
+mod axes;
+mod bars;
+mod forest;
+mod line;
+
+use crate::engine::params::format_size;
+use crate::stats::Verdict;
+use axes::*;
+use bars::render_bars;
+use forest::render_forest;
+use line::render_line;
+
+const WIDTH: u32 = 820;
+const PLOT_HEIGHT: u32 = 380;
+const LEGEND_ROW: u32 = 20;
+const FONT: &str = "sans-serif";
+
+/// Distinguishable colours (the "tab10" palette).
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+const GREY: RGBColor = RGBColor(110, 110, 110);
+const LIGHT: RGBColor = RGBColor(225, 225, 225);
+
+fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// One axis: what it shows, in which base unit, and whether it is logarithmic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    pub label: String,
+    /// Base unit of the values ("B", "s", "B/s", "%", "count", …).
+    pub unit: String,
+    pub log: bool,
+}
+
+impl Axis {
+    pub fn new(label: impl Into<String>, unit: impl Into<String>) -> Self {
+        Axis {
+            label: label.into(),
+            unit: unit.into(),
+            log: false,
+        }
+    }
+
+    pub fn log(mut self, log: bool) -> Self {
+        self.log = log;
+        self
+    }
+}
+
+/// One curve. `ci` is empty or holds a (low, high) y interval per point,
+/// drawn as an error bar.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Line {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    pub ci: Vec<(f64, f64)>,
+    pub dashed: bool,
+}
+
+/// x/y curves, with optional labelled reference lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineChart {
+    pub title: String,
+    pub x: Axis,
+    pub y: Axis,
+    pub lines: Vec<Line>,
+    /// Vertical reference lines (x in base units, label), e.g. cache sizes.
+    pub vlines: Vec<(f64, String)>,
+    /// Horizontal reference lines (y in base units, label), e.g. a threshold.
+    pub hlines: Vec<(f64, String)>,
+}
+
+/// One bar: value with an optional (low, high) whisker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bar {
+    pub value: f64,
+    pub ci: Option<(f64, f64)>,
+}
+
+/// Bars of one colour, one per category (None: no bar there).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarGroup {
+    pub name: String,
+    pub bars: Vec<Option<Bar>>,
+}
+
+/// Bars per category, grouped side by side when there are several groups.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarChart {
+    pub title: String,
+    pub x_label: String,
+    pub categories: Vec<String>,
+    pub y: Axis,
+    pub groups: Vec<BarGroup>,
+}
+
+/// One row of a forest plot: a ratio with its CI.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForestRow {
+    pub label: String,
+    pub ratio: f64,
+    pub low: f64,
+    pub high: f64,
+    pub verdict: Verdict,
+}
+
+/// Ratios new/base with CIs, a line at 1 and dashed lines at 1 ± noise.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForestPlot {
+    pub title: String,
+    pub rows: Vec<ForestRow>,
+    pub noise: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Chart {
+    Line(LineChart),
+    Bar(BarChart),
+    Forest(ForestPlot),
+}
+
+impl Chart {
+    pub fn title(&self) -> &str {
+        match self {
+            Chart::Line(c) => &c.title,
+            Chart::Bar(c) => &c.title,
+            Chart::Forest(c) => &c.title,
+        }
+    }
+
+    /// The chart as a standalone SVG document, or why it could not be drawn.
+    pub fn render(&self) -> Result<String, String> {
+        match self {
+            Chart::Line(c) => render_line(c),
+            Chart::Bar(c) => render_bars(c),
+            Chart::Forest(c) => render_forest(c),
+        }
+    }
+}
+
+/// Height of the legend strip for `n` entries laid out in columns.
+fn legend_layout(names: &[String]) -> (u32, usize) {
+    if names.len() <= 1 {
+        return (0, 1);
+    }
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let col_w = (longest as u32 * 8 + 44).max(120);
+    let cols = ((WIDTH - 40) / col_w).clamp(1, 4) as usize;
+    let rows = names.len().div_ceil(cols) as u32;
+    (rows * LEGEND_ROW + 10, cols)
+}
+
+/// Draw legend entries (colour, dashed, name) in `area`.
+fn draw_legend(
+    area: &DrawingArea<SVGBackend, Shift>,
+    entries: &[(String, RGBColor, bool)],
+    cols: usize,
+) -> Result<(), String> {
+    let col_w = ((WIDTH - 40) as usize / cols) as i32;
+    for (i, (name, c, dashed)) in entries.iter().enumerate() {
+        let x = 40 + (i % cols) as i32 * col_w;
+        let y = 8 + (i / cols) as i32 * LEGEND_ROW as i32;
+        let style = ShapeStyle::from(c).stroke_width(2);
+        if *dashed {
+            area.draw(&PathElement::new(vec![(x, y), (x + 8, y)], style))
+                .map_err(fail)?;
+            area.draw(&PathElement::new(vec![(x + 13, y), (x + 22, y)], style))
+                .map_err(fail)?;
+        } else {
+            area.draw(&PathElement::new(vec![(x, y), (x + 22, y)], style))
+                .map_err(fail)?;
+            area.draw(&Circle::new((x + 11, y), 3, c.filled()))
+                .map_err(fail)?;
+        }
+        let max_chars = (col_w as usize / 8).saturating_sub(5).max(8);
+        area.draw(&Text::new(
+            shorten(name, max_chars),
+            (x + 28, y - 6),
+            (FONT, 15).into_font().color(&BLACK),
+        ))
+        .map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// At most `n` characters, with an ellipsis when cut.
+pub fn shorten(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+fn finite(p: &(f64, f64)) -> bool {
+    p.0.is_finite() && p.1.is_finite()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(s: &str, pat: &str) -> usize {
+        s.matches(pat).count()
+    }
+
+    #[test]
+    fn line_chart_with_log_axis_and_ci() {
+        let c = Chart::Line(LineChart {
+            title: "read_throughput vs chunk".into(),
+            x: Axis::new("chunk", "B").log(true),
+            y: Axis::new("read_throughput", "B/s"),
+            lines: vec![Line {
+                name: "read_throughput".into(),
+                points: vec![(4096.0, 1e9), (65536.0, 3e9), (1048576.0, 2.5e9)],
+                ci: vec![(0.9e9, 1.1e9), (2.9e9, 3.1e9), (2.4e9, 2.6e9)],
+                dashed: false,
+            }],
+            vlines: vec![(32768.0, "L1".into())],
+            hlines: vec![],
+        });
+        let svg = c.render().unwrap();
+        assert!(svg.starts_with("<svg"));
+        assert!(svg.contains("MiB/s"), "y axis unit");
+        assert!(svg.contains("4 KiB") && svg.contains("1 MiB"), "log ticks");
+        assert!(svg.contains(">\nL1\n") || svg.contains("L1"));
+        assert!(count(&svg, "<circle") >= 3);
+        assert!(count(&svg, "<polyline") + count(&svg, "<path") >= 5);
+    }
+
+    #[test]
+    fn bars_forest_and_degenerate_input() {
+        let bars = Chart::Bar(BarChart {
+            title: "t".into(),
+            x_label: "mode".into(),
+            categories: vec!["buffered".into(), "direct".into()],
+            y: Axis::new("write", "B/s"),
+            groups: vec![BarGroup {
+                name: "w".into(),
+                bars: vec![
+                    Some(Bar {
+                        value: 1e8,
+                        ci: Some((0.9e8, 1.1e8)),
+                    }),
+                    None,
+                ],
+            }],
+        });
+        let svg = bars.render().unwrap();
+        assert!(svg.contains("buffered") && svg.contains("<rect"));
+        let forest = Chart::Forest(ForestPlot {
+            title: "f".into(),
+            rows: vec![ForestRow {
+                label: "io.x <a> & b".into(),
+                ratio: 0.5,
+                low: 0.45,
+                high: 0.55,
+                verdict: Verdict::Regressed,
+            }],
+            noise: 0.02,
+        });
+        let svg = forest.render().unwrap();
+        assert!(svg.contains("&lt;a&gt; &amp; b"), "text is escaped");
+        let empty = Chart::Line(LineChart {
+            title: "e".into(),
+            x: Axis::new("x", "B").log(true),
+            y: Axis::new("y", "s"),
+            lines: vec![Line {
+                name: "n".into(),
+                points: vec![(0.0, 1.0), (f64::NAN, 2.0)],
+                ..Default::default()
+            }],
+            vlines: vec![],
+            hlines: vec![],
+        });
+        assert!(empty.render().is_err());
+        // A single point still draws.
+        let one = Chart::Line(LineChart {
+            title: "one".into(),
+            x: Axis::new("t", "s"),
+            y: Axis::new("y", "%"),
+            lines: vec![Line {
+                name: "n".into(),
+                points: vec![(1.0, 0.0)],
+                ..Default::default()
+            }],
+            vlines: vec![],
+            hlines: vec![(5.0, "limit".into())],
+        });
+        assert!(one.render().unwrap().contains("limit"));
+    }
+
+    #[test]
+    fn tick_labels_drop_trailing_zeros() {
+        assert_eq!(trim_number("10.0 µs"), "10 µs");
+        assert_eq!(trim_number("1.50 MiB/s"), "1.5 MiB/s");
+        assert_eq!(trim_number("100 ns"), "100 ns");
+        assert_eq!(tick(2.50), "2.5");
+        assert_eq!(tick(3000.0), "3000");
+    }
+
+    #[test]
+    fn log_keys_are_powers_of_two_for_bytes() {
+        let k = log_keys("B", 4096f64.log10() - 0.1, 1048576f64.log10() + 0.1);
+        let v: Vec<u64> = k.iter().map(|k| 10f64.powf(*k).round() as u64).collect();
+        assert_eq!(v.first(), Some(&4096));
+        assert_eq!(v.last(), Some(&1048576));
+        assert!(v.len() <= 9);
+    }
+}
