@@ -1,0 +1,382 @@
+//! `tunelab monitor VIEW`: watch the machine like vmstat, iostat -x, hogs,
+//! sar -I, slabtop, a dirty-page watch, PSI and CPU power states.
+//!
+//! Every view reads cumulative counters, sleeps one interval (in 100 ms
+//! slices, so Ctrl-C is noticed at once) and prints the rates of that
+//! interval: a table on a terminal, one JSON object per line with `--json`
+//! (flushed per sample), or a Prometheus/OpenMetrics text exposition per
+//! sample with `--format openmetrics`. Unlike procps vmstat / sysstat iostat
+//! there is no first "since boot" line: every line is one measured interval.
+//!
+//! Stopping: `--count N` stops after N samples; Ctrl-C (SIGINT/SIGTERM) stops
+//! cleanly after printing the dirty view's summary, and the exit code is 0
+//! — stopping a monitor is its normal end, not a failure. A closed stdout
+//! (`| head`) also ends it with 0.
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{json, Value};
+
+use super::Out;
+use crate::engine::params::parse_duration;
+use crate::observe::dirtywatch::{DirtySample, DirtyWatch};
+use crate::observe::hogs::{self, HogsFilter, HogsReader, TaskTimes};
+use crate::observe::{dirty, hints, iostat, irq, pressure, vmstat};
+use crate::report::units::human;
+use crate::safety::signals;
+use crate::{Error, Result};
+
+mod dirty_view;
+mod hogs_view;
+mod iostat_view;
+mod irq_view;
+mod power_view;
+mod psi_view;
+mod slab_view;
+mod vmstat_view;
+
+use dirty_view::*;
+use hogs_view::*;
+use iostat_view::*;
+use irq_view::*;
+use power_view::*;
+use psi_view::*;
+use slab_view::*;
+use vmstat_view::*;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// procs, memory, swap, io, system, cpu (like procps vmstat).
+    Vmstat,
+    /// per-device r/s, w/s, kB/s, await, aqu-sz, areq-sz, %util (like iostat -x).
+    Iostat,
+    /// processes (or threads) using the most CPU (like QNX hogs).
+    Hogs,
+    /// interrupt and softirq rates per source and CPU (like sar -I).
+    Irq,
+    /// slab caches with most objects and churn (like slabtop; needs root).
+    Slab,
+    /// Dirty + Writeback against the writer-throttling threshold.
+    Dirty,
+    /// pressure stall information: % of time stalled on cpu, memory, io.
+    Psi,
+    /// cpufreq governor and frequency, cpuidle residency per CPU.
+    Power,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Openmetrics,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// What to watch.
+    #[arg(value_enum)]
+    pub view: View,
+    /// Seconds between samples (e.g. 1, 500ms, 2s).
+    #[arg(long, short = 'i', default_value = "1", value_name = "DURATION", value_parser = parse_interval)]
+    pub interval: f64,
+    /// Stop after N samples [default: run until Ctrl-C].
+    #[arg(long, short = 'c', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Output format (--json is the same as --format json).
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// iostat: only these devices (repeatable) [default: every disk with I/O since boot].
+    #[arg(long = "device", short = 'd', value_name = "NAME")]
+    pub devices: Vec<String>,
+    /// hogs/irq/slab: at most N rows per sample.
+    #[arg(long, short = 'n', default_value = "10", value_name = "N")]
+    pub top: usize,
+    /// hogs: only tasks using at least this % of one CPU (like hogs -% 5).
+    #[arg(long = "min-pct", default_value = "0", value_name = "PCT")]
+    pub min_pct: f64,
+    /// hogs: list threads instead of processes.
+    #[arg(long)]
+    pub threads: bool,
+}
+
+fn parse_interval(s: &str) -> std::result::Result<f64, String> {
+    match parse_duration(s) {
+        Some(v) if v > 0.0 && v.is_finite() => Ok(v),
+        Some(_) => Err("the interval must be greater than zero".into()),
+        None => Err(format!("'{s}' is not a duration (e.g. 1, 500ms, 2s)")),
+    }
+}
+
+/// What one view produced for one interval.
+#[derive(Default)]
+struct Emitted {
+    json: Value,
+    table: String,
+    /// (metric name, labels, value, help) for OpenMetrics.
+    metrics: Vec<(String, String, f64)>,
+    /// Printed on stderr (tunelab: warning: …).
+    warnings: Vec<String>,
+    /// Printed on stderr as hints (suppressed by --quiet).
+    hints: Vec<String>,
+}
+
+trait ViewState {
+    fn sample(&mut self, seconds: f64) -> Result<Emitted>;
+    /// Printed once before the first table.
+    fn preface(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Printed when the monitor stops: (table text, JSON).
+    fn finish(&self) -> Option<(String, Value)> {
+        None
+    }
+}
+
+fn env_err(what: &str, e: std::io::Error) -> Error {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            Error::privilege(format!("{what}: {e} (run as root to read it)"))
+        }
+        _ => Error::environment(format!("{what}: {e}")),
+    }
+}
+
+// ------------------------------------------------------------------ loop
+
+fn make_view(a: &Args) -> Result<Box<dyn ViewState>> {
+    Ok(match a.view {
+        View::Vmstat => Box::new(VmstatView {
+            prev: vmstat::read().map_err(|e| env_err("cannot read /proc", e))?,
+            window: Vec::new(),
+            lines: 0,
+        }),
+        View::Iostat => {
+            let mut v = IostatView {
+                names: (!a.devices.is_empty()).then(|| a.devices.clone()),
+                prev: Vec::new(),
+            };
+            v.prev = v.read()?;
+            if let Some(names) = &v.names {
+                for n in names {
+                    if !v.prev.iter().any(|d| &d.name == n) {
+                        return Err(Error::usage(format!(
+                            "no block device '{n}' in /proc/diskstats (see lsblk)"
+                        )));
+                    }
+                }
+            } else if v.prev.is_empty() {
+                return Err(Error::environment(
+                    "no disk with any I/O in /proc/diskstats",
+                ));
+            }
+            Box::new(v)
+        }
+        View::Hogs => {
+            if a.min_pct.is_nan() || a.min_pct < 0.0 {
+                return Err(Error::usage("--min-pct must be zero or more"));
+            }
+            let mut reader = HogsReader::new();
+            let prev = reader.read(a.threads);
+            Box::new(HogsView {
+                reader,
+                prev,
+                threads: a.threads,
+                filter: HogsFilter {
+                    min_pct: a.min_pct,
+                    limit: a.top.max(1),
+                },
+                ncpu: std::thread::available_parallelism().map_or(1, |n| n.get()),
+                hz: hogs::ticks_per_second(),
+            })
+        }
+        View::Irq => Box::new(IrqView {
+            prev_hard: irq::read_interrupts()
+                .map_err(|e| env_err("cannot read /proc/interrupts", e))?,
+            prev_soft: irq::read_softirqs().unwrap_or_default(),
+            top: a.top.max(1),
+        }),
+        View::Slab => Box::new(SlabView {
+            prev: pressure::read_slabinfo()
+                .map_err(|e| env_err("cannot read /proc/slabinfo", e))?,
+            top: a.top.max(1),
+        }),
+        View::Dirty => {
+            let (_, limits) = read_dirty_sample()?;
+            Box::new(DirtyView {
+                watch: DirtyWatch::new(limits),
+                lines: 0,
+            })
+        }
+        View::Psi => Box::new(PsiView {
+            prev: pressure::read_psi().map_err(|e| env_err("pressure stall information", e))?,
+        }),
+        View::Power => Box::new(PowerView {
+            prev: pressure::read_power().map_err(|e| env_err("CPU power information", e))?,
+        }),
+    })
+}
+
+/// Sleep until `deadline` in short slices; false when a signal asked to stop.
+fn sleep_until(deadline: Instant) -> bool {
+    loop {
+        if signals::caught().is_some() {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
+    }
+}
+
+/// Write to stdout and flush; Ok(false) when stdout was closed.
+fn emit(text: &str) -> Result<bool> {
+    let mut so = std::io::stdout().lock();
+    match so.write_all(text.as_bytes()).and_then(|_| so.flush()) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(Error::environment(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+fn view_name(v: View) -> &'static str {
+    match v {
+        View::Vmstat => "vmstat",
+        View::Iostat => "iostat",
+        View::Hogs => "hogs",
+        View::Irq => "irq",
+        View::Slab => "slab",
+        View::Dirty => "dirty",
+        View::Psi => "psi",
+        View::Power => "power",
+    }
+}
+
+/// OpenMetrics text: one family per metric name, gauges, ending in # EOF.
+fn openmetrics(metrics: &[(String, String, f64)], unix_ms: i64) -> String {
+    let mut s = String::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (name, _, _) in metrics {
+        if seen.contains(&name.as_str()) {
+            continue;
+        }
+        seen.push(name);
+        let _ = writeln!(s, "# TYPE {name} gauge");
+        for (n, labels, v) in metrics.iter().filter(|m| &m.0 == name) {
+            let l = if labels.is_empty() {
+                String::new()
+            } else {
+                format!("{{{labels}}}")
+            };
+            let _ = writeln!(s, "{n}{l} {v} {:.3}", unix_ms as f64 / 1000.0);
+        }
+    }
+    s.push_str("# EOF\n");
+    s
+}
+
+pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
+    let format = if json_flag { Format::Json } else { a.format };
+    let mut view = make_view(a)?;
+    let name = view_name(a.view);
+    if format == Format::Table {
+        for p in view.preface() {
+            out.info(&p);
+        }
+    }
+    let interval = Duration::from_secs_f64(a.interval);
+    let start = Instant::now();
+    let mut last = start;
+    let mut n: u64 = 0;
+    let mut open = true;
+    while !matches!(a.count, Some(c) if n >= c) {
+        // Deadlines are start + k × interval: no drift from the read time.
+        if !sleep_until(start + interval * (n as u32 + 1)) {
+            break;
+        }
+        let now = Instant::now();
+        let secs = now.duration_since(last).as_secs_f64();
+        last = now;
+        let e = view.sample(secs)?;
+        n += 1;
+        let unix = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let text = match format {
+            Format::Table => e.table.clone(),
+            Format::Json => {
+                let mut j = json!({ "view": name, "sample": n, "t": now.duration_since(start).as_secs_f64(),
+                                    "unix": unix, "interval_s": secs });
+                if let (Value::Object(dst), Value::Object(src)) = (&mut j, e.json.clone()) {
+                    dst.extend(src);
+                }
+                format!("{}\n", serde_json::to_string(&j)?)
+            }
+            Format::Openmetrics => openmetrics(&e.metrics, (unix * 1000.0) as i64),
+        };
+        for w in &e.warnings {
+            out.warn(w);
+        }
+        if format == Format::Table {
+            for h in &e.hints {
+                out.info(&format!("hint: {h}"));
+            }
+        }
+        if !emit(&text)? {
+            open = false;
+            break;
+        }
+    }
+    if open {
+        if let Some((table, j)) = view.finish() {
+            match format {
+                Format::Table => {
+                    emit(&table)?;
+                }
+                Format::Json => {
+                    let mut o = json!({ "view": name, "final": true, "samples": n });
+                    if let (Value::Object(dst), Value::Object(src)) = (&mut o, j) {
+                        dst.extend(src);
+                    }
+                    emit(&format!("{}\n", serde_json::to_string(&o)?))?;
+                }
+                // Metrics expositions carry no summary; say it on stderr.
+                Format::Openmetrics => out.info(table.trim_start()),
+            }
+        }
+    }
+    if let Some(sig) = signals::caught() {
+        out.info(&format!("monitor stopped by {sig} after {n} sample(s)"));
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_must_be_positive() {
+        assert!(parse_interval("0").is_err());
+        assert!(parse_interval("-1").is_err());
+        assert!(parse_interval("abc").is_err());
+        assert_eq!(parse_interval("500ms"), Ok(0.5));
+    }
+
+    #[test]
+    fn openmetrics_groups_families() {
+        let m = vec![
+            ("a".to_string(), "x=\"1\"".to_string(), 1.0),
+            ("b".to_string(), String::new(), 2.0),
+            ("a".to_string(), "x=\"2\"".to_string(), 3.0),
+        ];
+        let s = openmetrics(&m, 1000);
+        assert_eq!(
+            s,
+            "# TYPE a gauge\na{x=\"1\"} 1 1.000\na{x=\"2\"} 3 1.000\n# TYPE b gauge\nb 2 1.000\n# EOF\n"
+        );
+    }
+}
