@@ -136,19 +136,14 @@ impl Drop for Children {
     }
 }
 
-/// Write all of `buf` (retrying short writes and EINTR). Async-signal-safe.
+/// Move `len` bytes with `step(done)`, one read()/write() call per step that
+/// returns its result, retrying short transfers and EINTR; false on EOF or
+/// error. Async-signal-safe: no allocation, only the given system call.
 #[inline]
-pub(crate) fn write_all(fd: RawFd, buf: &[u8]) -> bool {
+fn transfer_all(len: usize, mut step: impl FnMut(usize) -> isize) -> bool {
     let mut done = 0usize;
-    while done < buf.len() {
-        // SAFETY: the pointer range lies inside buf.
-        let r = unsafe {
-            libc::write(
-                fd,
-                buf.as_ptr().add(done) as *const libc::c_void,
-                buf.len() - done,
-            )
-        };
+    while done < len {
+        let r = step(done);
         if r > 0 {
             done += r as usize;
         } else if r < 0 && errno() == libc::EINTR {
@@ -160,28 +155,30 @@ pub(crate) fn write_all(fd: RawFd, buf: &[u8]) -> bool {
     true
 }
 
+/// Write all of `buf` (retrying short writes and EINTR). Async-signal-safe.
+#[inline]
+pub(crate) fn write_all(fd: RawFd, buf: &[u8]) -> bool {
+    transfer_all(buf.len(), |done| {
+        // SAFETY: the pointer range lies inside buf.
+        unsafe {
+            libc::write(
+                fd,
+                buf.as_ptr().add(done) as *const libc::c_void,
+                buf.len() - done,
+            )
+        }
+    })
+}
+
 /// Read exactly `buf.len()` bytes; false on EOF or error. Async-signal-safe.
 #[inline]
 pub(crate) fn read_exact(fd: RawFd, buf: &mut [u8]) -> bool {
-    let mut done = 0usize;
-    while done < buf.len() {
-        // SAFETY: the pointer range lies inside buf.
-        let r = unsafe {
-            libc::read(
-                fd,
-                buf.as_mut_ptr().add(done) as *mut libc::c_void,
-                buf.len() - done,
-            )
-        };
-        if r > 0 {
-            done += r as usize;
-        } else if r < 0 && errno() == libc::EINTR {
-            continue;
-        } else {
-            return false;
-        }
-    }
-    true
+    let len = buf.len();
+    let ptr = buf.as_mut_ptr();
+    transfer_all(len, |done| {
+        // SAFETY: the pointer range lies inside buf, which outlives the call.
+        unsafe { libc::read(fd, ptr.add(done) as *mut libc::c_void, len - done) }
+    })
 }
 
 /// One read() call of at most `buf.len()` bytes: bytes read, 0 on EOF or error.
