@@ -67,13 +67,9 @@ impl Ring {
     /// Record every completion that is ready.
     fn reap(&mut self, p: &Pacer, out: &mut Handoff) -> Result<()> {
         let now = Instant::now();
-        let done: Vec<(u64, i32)> = self
-            .ring
-            .completion()
-            .map(|c| (c.user_data(), c.result()))
-            .collect();
-        for (buf, res) in done {
-            let b = buf as usize;
+        // No allocation in the pacing loop: walk the completion queue in place.
+        for c in self.ring.completion() {
+            let (b, res) = (c.user_data() as usize, c.result());
             let Some((_, slot)) = self.inflight.get_mut(b).and_then(Option::take) else {
                 continue;
             };
