@@ -15,14 +15,21 @@ use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
 
 pub struct Store {
-    backend: Backend,
+    backend: Box<dyn Backend>,
     /// Where the runs are, for messages (a PostgreSQL password is hidden).
     location: String,
 }
 
-enum Backend {
-    Sqlite(sqlite::Sqlite),
-    Postgres(postgres::Postgres),
+/// What a database must do for [`Store`]; runs are addressed by exact id
+/// (references like `last~1` are resolved once, in `Store`).
+trait Backend {
+    fn save(&mut self, run: &Run) -> Result<()>;
+    /// Newest first; the same second: the later save first.
+    fn list(&self) -> Result<Vec<RunInfo>>;
+    fn load(&self, id: &str) -> Result<Option<Run>>;
+    fn recent_environments(&self, limit: usize) -> Result<Vec<(String, BTreeMap<String, String>)>>;
+    fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>>;
+    fn peak_dirty_sample(&self, id: &str) -> Result<Option<MonitorSample>>;
 }
 
 /// One line of `tunelab runs`.
@@ -54,12 +61,12 @@ impl Store {
         let s = path.to_string_lossy();
         if s.starts_with("postgres://") || s.starts_with("postgresql://") {
             return Ok(Store {
-                backend: Backend::Postgres(postgres::Postgres::open(&s)?),
+                backend: Box::new(postgres::Postgres::open(&s)?),
                 location: postgres::redact(&s),
             });
         }
         Ok(Store {
-            backend: Backend::Sqlite(sqlite::Sqlite::open(path)?),
+            backend: Box::new(sqlite::Sqlite::open(path)?),
             location: path.display().to_string(),
         })
     }
@@ -71,19 +78,13 @@ impl Store {
 
     /// Save a whole run in one transaction: it is stored completely or not at all.
     pub fn save(&mut self, run: &Run) -> Result<()> {
-        match &mut self.backend {
-            Backend::Sqlite(b) => b.save(run),
-            Backend::Postgres(b) => b.save(run),
-        }
+        self.backend.save(run)
     }
 
     /// Runs, newest first; runs started in the same second (`started` has
     /// whole seconds) by when they were saved.
     pub fn list(&self) -> Result<Vec<RunInfo>> {
-        match &self.backend {
-            Backend::Sqlite(b) => b.list(),
-            Backend::Postgres(b) => b.list(),
-        }
+        self.backend.list()
     }
 
     /// Resolve a run reference: a full id, a unique prefix, `last` (or
@@ -123,10 +124,7 @@ impl Store {
     /// A whole run (results and monitor samples included) by reference.
     pub fn load(&self, reference: &str) -> Result<Run> {
         let id = self.resolve(reference)?;
-        let run = match &self.backend {
-            Backend::Sqlite(b) => b.load(&id)?,
-            Backend::Postgres(b) => b.load(&id)?,
-        };
+        let run = self.backend.load(&id)?;
         run.ok_or_else(|| Error::usage(format!("no run '{id}'")))
     }
 
@@ -136,27 +134,18 @@ impl Store {
         &self,
         limit: usize,
     ) -> Result<Vec<(String, BTreeMap<String, String>)>> {
-        match &self.backend {
-            Backend::Sqlite(b) => b.recent_environments(limit),
-            Backend::Postgres(b) => b.recent_environments(limit),
-        }
+        self.backend.recent_environments(limit)
     }
 
     /// A run's results of the given experiments only.
     pub fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>> {
-        match &self.backend {
-            Backend::Sqlite(b) => b.results_in(id, experiments),
-            Backend::Postgres(b) => b.results_in(id, experiments),
-        }
+        self.backend.results_in(id, experiments)
     }
 
     /// The monitor sample of a run with the most Dirty + Writeback (None: the
     /// run has no samples).
     pub fn peak_dirty_sample(&self, id: &str) -> Result<Option<MonitorSample>> {
-        match &self.backend {
-            Backend::Sqlite(b) => b.peak_dirty_sample(id),
-            Backend::Postgres(b) => b.peak_dirty_sample(id),
-        }
+        self.backend.peak_dirty_sample(id)
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use postgres::{Client, NoTls};
 
-use super::RunInfo;
+use super::{Backend, RunInfo};
 use crate::engine::model::{PointResult, Run};
 use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
@@ -93,8 +93,36 @@ impl Postgres {
         })
     }
 
+    fn results_where(&self, id: &str, experiments: Option<&[&str]>) -> Result<Vec<PointResult>> {
+        let all: Vec<PointResult> = self.json_rows(
+            "SELECT result::text FROM results WHERE run_id = $1 ORDER BY idx",
+            id,
+        )?;
+        Ok(match experiments {
+            Some(e) => all
+                .into_iter()
+                .filter(|r| e.contains(&r.experiment.as_str()))
+                .collect(),
+            None => all,
+        })
+    }
+
+    /// Decode the single JSON text column of every row of `sql` (one `$1`).
+    fn json_rows<T: serde::de::DeserializeOwned>(&self, sql: &str, id: &str) -> Result<Vec<T>> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(sql, &[&id])
+            .map_err(db_error)?;
+        rows.iter()
+            .map(|row| Ok(serde_json::from_str(row.get::<_, &str>(0))?))
+            .collect()
+    }
+}
+
+impl Backend for Postgres {
     /// Save a whole run in one transaction: stored completely or not at all.
-    pub fn save(&mut self, run: &Run) -> Result<()> {
+    fn save(&mut self, run: &Run) -> Result<()> {
         let mut head = run.clone();
         head.results.clear();
         head.samples.clear();
@@ -138,7 +166,7 @@ impl Postgres {
     }
 
     /// Runs, newest first (same second: the later save first).
-    pub fn list(&self) -> Result<Vec<RunInfo>> {
+    fn list(&self) -> Result<Vec<RunInfo>> {
         let rows = self
             .client
             .borrow_mut()
@@ -170,7 +198,7 @@ impl Postgres {
     }
 
     /// The run with exactly this id, if stored.
-    pub fn load(&self, id: &str) -> Result<Option<Run>> {
+    fn load(&self, id: &str) -> Result<Option<Run>> {
         let head = self
             .client
             .borrow_mut()
@@ -188,10 +216,7 @@ impl Postgres {
         Ok(Some(run))
     }
 
-    pub fn recent_environments(
-        &self,
-        limit: usize,
-    ) -> Result<Vec<(String, BTreeMap<String, String>)>> {
+    fn recent_environments(&self, limit: usize) -> Result<Vec<(String, BTreeMap<String, String>)>> {
         let rows = self
             .client
             .borrow_mut()
@@ -205,12 +230,12 @@ impl Postgres {
             .collect()
     }
 
-    pub fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>> {
+    fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>> {
         self.results_where(id, Some(experiments))
     }
 
     /// The sample with the most Dirty + Writeback.
-    pub fn peak_dirty_sample(&self, id: &str) -> Result<Option<MonitorSample>> {
+    fn peak_dirty_sample(&self, id: &str) -> Result<Option<MonitorSample>> {
         let mut v: Vec<MonitorSample> = self.json_rows(
             "SELECT sample::text FROM monitor_samples WHERE run_id = $1
              ORDER BY (sample->'dirty'->>'dirty_bytes')::numeric
@@ -219,32 +244,6 @@ impl Postgres {
             id,
         )?;
         Ok(v.pop())
-    }
-
-    fn results_where(&self, id: &str, experiments: Option<&[&str]>) -> Result<Vec<PointResult>> {
-        let all: Vec<PointResult> = self.json_rows(
-            "SELECT result::text FROM results WHERE run_id = $1 ORDER BY idx",
-            id,
-        )?;
-        Ok(match experiments {
-            Some(e) => all
-                .into_iter()
-                .filter(|r| e.contains(&r.experiment.as_str()))
-                .collect(),
-            None => all,
-        })
-    }
-
-    /// Decode the single JSON text column of every row of `sql` (one `$1`).
-    fn json_rows<T: serde::de::DeserializeOwned>(&self, sql: &str, id: &str) -> Result<Vec<T>> {
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(sql, &[&id])
-            .map_err(db_error)?;
-        rows.iter()
-            .map(|row| Ok(serde_json::from_str(row.get::<_, &str>(0))?))
-            .collect()
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{schema, RunInfo};
+use super::{schema, Backend, RunInfo};
 use crate::engine::model::{MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA};
 use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
@@ -38,8 +38,72 @@ impl Sqlite {
         Ok(Sqlite { conn })
     }
 
+    fn load_results(&self, id: &str) -> Result<Vec<PointResult>> {
+        self.load_results_where(id, |_| true)
+    }
+
+    fn load_results_where(
+        &self,
+        id: &str,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Vec<PointResult>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT idx, experiment, params, series, histograms, notes, elapsed_s
+             FROM results WHERE run_id = ?1 ORDER BY idx",
+        )?;
+        let rows = stmt
+            .query_map([id], |row| {
+                let result = PointResult {
+                    experiment: row.get(1)?,
+                    params: json_col(row, 2)?,
+                    metrics: Vec::new(),
+                    series: json_col(row, 3)?,
+                    histograms: json_col(row, 4)?,
+                    notes: json_col(row, 5)?,
+                    elapsed_s: row.get(6)?,
+                };
+                Ok((row.get::<_, i64>(0)?, result))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        rows.into_iter()
+            .filter(|(_, r)| wanted(&r.experiment))
+            .map(|(idx, mut r)| {
+                r.metrics = self.load_metrics(id, idx)?;
+                Ok(r)
+            })
+            .collect()
+    }
+
+    fn load_metrics(&self, id: &str, result_idx: i64) -> Result<Vec<MetricResult>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT name, unit, better, samples, warmup, summary FROM metrics
+             WHERE run_id = ?1 AND result_idx = ?2 ORDER BY idx",
+        )?;
+        let rows = stmt.query_map(params![id, result_idx], |row| {
+            Ok(MetricResult {
+                name: row.get(0)?,
+                unit: row.get(1)?,
+                better: json_col(row, 2)?,
+                samples: json_col(row, 3)?,
+                warmup: json_col(row, 4)?,
+                summary: json_col(row, 5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    fn load_samples(&self, id: &str) -> Result<Vec<MonitorSample>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT data FROM monitor_samples WHERE run_id = ?1 ORDER BY idx")?;
+        let rows = stmt.query_map([id], |row| json_col(row, 0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+}
+
+impl Backend for Sqlite {
     /// Save a whole run in one transaction: it is stored completely or not at all.
-    pub fn save(&mut self, run: &Run) -> Result<()> {
+    fn save(&mut self, run: &Run) -> Result<()> {
         let tx = self.conn.transaction()?;
         tx.execute(
             "INSERT INTO runs (id, label, status, started, finished, tool_version, argv, environment,
@@ -105,7 +169,7 @@ impl Sqlite {
 
     /// Runs, newest first. `started` has whole seconds, so runs started in
     /// the same second are ordered by when they were saved (rowid).
-    pub fn list(&self) -> Result<Vec<RunInfo>> {
+    fn list(&self) -> Result<Vec<RunInfo>> {
         let mut stmt = self.conn.prepare(
             "SELECT r.id, r.started, r.label, r.status, r.experiments,
                     (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id)
@@ -130,7 +194,7 @@ impl Sqlite {
     }
 
     /// The run with exactly this id, if stored.
-    pub fn load(&self, id: &str) -> Result<Option<Run>> {
+    fn load(&self, id: &str) -> Result<Option<Run>> {
         let run = self
             .conn
             .query_row(
@@ -174,10 +238,7 @@ impl Sqlite {
 
     /// Id and environment of the newest `limit` runs, newest first, without
     /// their results or samples (for advice).
-    pub fn recent_environments(
-        &self,
-        limit: usize,
-    ) -> Result<Vec<(String, BTreeMap<String, String>)>> {
+    fn recent_environments(&self, limit: usize) -> Result<Vec<(String, BTreeMap<String, String>)>> {
         let mut stmt = self.conn.prepare(
             "SELECT id, environment FROM runs ORDER BY started DESC, rowid DESC LIMIT ?1",
         )?;
@@ -186,13 +247,13 @@ impl Sqlite {
     }
 
     /// A run's results of the given experiments only.
-    pub fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>> {
+    fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>> {
         self.load_results_where(id, |e| experiments.contains(&e))
     }
 
     /// The monitor sample of a run with the most Dirty + Writeback (None: the
     /// run has no samples). SQLite returns the row the max() came from.
-    pub fn peak_dirty_sample(&self, id: &str) -> Result<Option<MonitorSample>> {
+    fn peak_dirty_sample(&self, id: &str) -> Result<Option<MonitorSample>> {
         let data: Option<String> = self
             .conn
             .query_row(
@@ -206,68 +267,6 @@ impl Sqlite {
             .flatten();
         data.map(|d| json_text(&d, 0).map_err(Error::from))
             .transpose()
-    }
-
-    fn load_results(&self, id: &str) -> Result<Vec<PointResult>> {
-        self.load_results_where(id, |_| true)
-    }
-
-    fn load_results_where(
-        &self,
-        id: &str,
-        wanted: impl Fn(&str) -> bool,
-    ) -> Result<Vec<PointResult>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT idx, experiment, params, series, histograms, notes, elapsed_s
-             FROM results WHERE run_id = ?1 ORDER BY idx",
-        )?;
-        let rows = stmt
-            .query_map([id], |row| {
-                let result = PointResult {
-                    experiment: row.get(1)?,
-                    params: json_col(row, 2)?,
-                    metrics: Vec::new(),
-                    series: json_col(row, 3)?,
-                    histograms: json_col(row, 4)?,
-                    notes: json_col(row, 5)?,
-                    elapsed_s: row.get(6)?,
-                };
-                Ok((row.get::<_, i64>(0)?, result))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter()
-            .filter(|(_, r)| wanted(&r.experiment))
-            .map(|(idx, mut r)| {
-                r.metrics = self.load_metrics(id, idx)?;
-                Ok(r)
-            })
-            .collect()
-    }
-
-    fn load_metrics(&self, id: &str, result_idx: i64) -> Result<Vec<MetricResult>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT name, unit, better, samples, warmup, summary FROM metrics
-             WHERE run_id = ?1 AND result_idx = ?2 ORDER BY idx",
-        )?;
-        let rows = stmt.query_map(params![id, result_idx], |row| {
-            Ok(MetricResult {
-                name: row.get(0)?,
-                unit: row.get(1)?,
-                better: json_col(row, 2)?,
-                samples: json_col(row, 3)?,
-                warmup: json_col(row, 4)?,
-                summary: json_col(row, 5)?,
-            })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-    }
-
-    fn load_samples(&self, id: &str) -> Result<Vec<MonitorSample>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT data FROM monitor_samples WHERE run_id = ?1 ORDER BY idx")?;
-        let rows = stmt.query_map([id], |row| json_col(row, 0))?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 }
 
