@@ -83,6 +83,17 @@ pub struct RunDefaults {
     pub budget: f64,
 }
 
+impl RunDefaults {
+    /// One trial that is a whole recording (a stream or a burst of many
+    /// frames, each with its own latency): no warm-up, up to 10 minutes.
+    pub const ONE_RECORDING: RunDefaults = RunDefaults {
+        warmup: 0,
+        min_trials: 1,
+        max_trials: 1,
+        budget: 600.0,
+    };
+}
+
 impl Default for RunDefaults {
     fn default() -> Self {
         RunDefaults {

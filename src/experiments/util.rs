@@ -10,6 +10,20 @@ use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
 /// Shortest time one trial should take; shorter work is batched.
+/// When frame `i` of a stream at `fps` frames per second starting at `t0`
+/// is due.
+pub fn frame_slot(t0: Instant, fps: f64, i: u64) -> Instant {
+    t0 + Duration::from_secs_f64(i as f64 / fps)
+}
+
+/// Sleep until `t` (at once if it has passed).
+pub fn sleep_until(t: Instant) {
+    let now = Instant::now();
+    if t > now {
+        std::thread::sleep(t - now);
+    }
+}
+
 pub const MIN_TRIAL: Duration = Duration::from_millis(200);
 
 /// Sum a buffer as 64-bit words; `black_box` keeps the loads alive.

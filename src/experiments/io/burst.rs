@@ -20,6 +20,7 @@ use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, Series, TrialValues,
 };
+use crate::experiments::util::{frame_slot, sleep_until};
 use crate::observe::dirty::{self, DirtyState};
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
@@ -187,12 +188,7 @@ impl Experiment for Burst {
         Needs::SCRATCH
     }
     fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 0,
-            min_trials: 1,
-            max_trials: 1,
-            budget: 600.0,
-        }
+        RunDefaults::ONE_RECORDING
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         match (p.u64("frame"), p.f64("fps"), p.f64("duration")) {
@@ -306,13 +302,6 @@ impl PointRun for BurstRun {
         let t0 = Instant::now() + Duration::from_millis(10);
         let hard_stop =
             t0 + Duration::from_secs_f64(frames as f64 / fps + (self.duration / 4.0).max(1.0));
-        let slot_of = |i: u64| t0 + Duration::from_secs_f64(i as f64 / fps);
-        let wait_for = |slot: Instant| {
-            let now = Instant::now();
-            if slot > now {
-                std::thread::sleep(slot - now);
-            }
-        };
         let mut dropped = 0u64;
         let mut max_backlog = 0u64;
         let mut abandoned = 0u64;
@@ -321,8 +310,8 @@ impl PointRun for BurstRun {
                 let mut written = 0u64;
                 let mut last = 0.0;
                 for i in 0..frames {
-                    let slot = slot_of(i);
-                    wait_for(slot);
+                    let slot = frame_slot(t0, fps, i);
+                    sleep_until(slot);
                     if Instant::now() >= hard_stop || signals::caught().is_some() {
                         abandoned = frames - i;
                         break;
@@ -366,8 +355,8 @@ impl PointRun for BurstRun {
                     });
                     let mut sent = 0u64;
                     for i in 0..frames {
-                        let slot = slot_of(i);
-                        wait_for(slot);
+                        let slot = frame_slot(t0, fps, i);
+                        sleep_until(slot);
                         if Instant::now() >= hard_stop || signals::caught().is_some() {
                             abandoned = frames - i;
                             break;

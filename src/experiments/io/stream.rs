@@ -21,6 +21,7 @@ use crate::engine::{
     RunDefaults, TrialValues,
 };
 use crate::experiments::util::fill_file;
+use crate::experiments::util::{frame_slot, sleep_until};
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
@@ -221,17 +222,13 @@ fn run_stream(
         on_time: 0,
         last_done: 0.0,
     };
-    let now = Instant::now();
-    if t0 > now {
-        std::thread::sleep(t0 - now);
-    }
+    sleep_until(t0);
     for i in 0..frames {
-        let slot = t0 + Duration::from_secs_f64(i as f64 / fps);
-        let mut now = Instant::now();
-        if paced && slot > now {
-            std::thread::sleep(slot - now);
-            now = Instant::now();
+        let slot = frame_slot(t0, fps, i);
+        if paced {
+            sleep_until(slot);
         }
+        let now = Instant::now();
         if now >= hard_stop || signals::caught().is_some() {
             break;
         }
@@ -357,12 +354,7 @@ impl Experiment for Stream {
         Needs::SCRATCH
     }
     fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 0,
-            min_trials: 1,
-            max_trials: 1,
-            budget: 600.0,
-        }
+        RunDefaults::ONE_RECORDING
     }
     fn validate(&self, p: &Point) -> Result<()> {
         let raw = p.text("bitrate")?;

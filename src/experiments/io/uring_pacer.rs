@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use io_uring::types::{SubmitArgs, Timespec};
 use io_uring::{opcode, types, IoUring};
 
+use crate::experiments::util::{frame_slot, sleep_until};
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
@@ -172,7 +173,7 @@ fn pace_frames(
 ) -> Result<()> {
     let fd = types::Fd(p.file.as_raw_fd());
     for i in 0..p.frames {
-        let slot = p.t0 + Duration::from_secs_f64(i as f64 / p.fps);
+        let slot = frame_slot(p.t0, p.fps, i);
         loop {
             r.reap(p, out)?;
             let now = Instant::now();
@@ -180,7 +181,7 @@ fn pace_frames(
                 break;
             }
             if r.busy() == 0 {
-                std::thread::sleep(slot - now);
+                sleep_until(slot);
             } else {
                 r.wait(slot)?;
             }
