@@ -7,48 +7,9 @@ mod common;
 
 use common::{json, stderr, Env};
 
-/// A private schema on the test server, dropped on drop.
-struct Schema {
-    server: String,
-    name: String,
-}
-
-impl Schema {
-    fn new() -> Option<Schema> {
-        let server = std::env::var("TUNELAB_TEST_PG")
-            .ok()
-            .filter(|u| !u.is_empty())?;
-        let name = format!("tl_cli_{:08x}", std::process::id() ^ 0x5a5a_0000);
-        let mut c = postgres::Client::connect(&server, postgres::NoTls)
-            .unwrap_or_else(|e| panic!("TUNELAB_TEST_PG is set but {e}"));
-        c.batch_execute(&format!(
-            "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
-        ))
-        .unwrap();
-        Some(Schema { server, name })
-    }
-
-    /// What a user passes to `--db`: the server with this schema in use.
-    fn url(&self) -> String {
-        let sep = if self.server.contains('?') { '&' } else { '?' };
-        format!(
-            "{}{sep}options=-c%20search_path%3D{}",
-            self.server, self.name
-        )
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.server, postgres::NoTls) {
-            let _ = c.batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name));
-        }
-    }
-}
-
 #[test]
 fn machines_share_one_postgres_store() {
-    let Some(schema) = Schema::new() else {
+    let Some(schema) = common::pg::PgSchema::new() else {
         return common::skip("set TUNELAB_TEST_PG to a PostgreSQL server URL");
     };
     let url = schema.url();

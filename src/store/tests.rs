@@ -46,54 +46,19 @@ pub(crate) fn sample_run(label: &str) -> Run {
 fn each_backend(test: impl Fn(Store)) {
     let dir = tempfile::tempdir().unwrap();
     test(Store::open(&dir.path().join("r.db")).unwrap());
-    match pg::Scratch::new() {
+    match pg::PgSchema::new() {
         Some(pg) => test(pg.store()),
         None => eprintln!("SKIPPED (PostgreSQL part): set TUNELAB_TEST_PG to a server URL"),
     }
 }
 
-/// Test helpers for the PostgreSQL backend (shared with other tests).
-pub(crate) mod pg {
-    use super::*;
+/// The PostgreSQL test schema helper, shared with the integration tests.
+#[path = "../../tests/common/pg.rs"]
+mod pg;
 
-    /// A private schema on the test server, dropped on drop.
-    pub(crate) struct Scratch {
-        url: String,
-        schema: String,
-    }
-
-    impl Scratch {
-        pub(crate) fn new() -> Option<Scratch> {
-            let url = std::env::var("TUNELAB_TEST_PG")
-                .ok()
-                .filter(|u| !u.is_empty())?;
-            let schema = format!("tl_test_{:08x}", rand::random::<u32>());
-            let mut c = ::postgres::Client::connect(&url, ::postgres::NoTls)
-                .unwrap_or_else(|e| panic!("TUNELAB_TEST_PG is set but {e}"));
-            c.batch_execute(&format!("CREATE SCHEMA {schema}")).unwrap();
-            Some(Scratch { url, schema })
-        }
-
-        /// The URL of the server with this schema as the search path.
-        pub(crate) fn url(&self) -> String {
-            let sep = if self.url.contains('?') { '&' } else { '?' };
-            format!(
-                "{}{sep}options=-c%20search_path%3D{}",
-                self.url, self.schema
-            )
-        }
-
-        pub(crate) fn store(&self) -> Store {
-            Store::open(Path::new(&self.url())).unwrap()
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            if let Ok(mut c) = ::postgres::Client::connect(&self.url, ::postgres::NoTls) {
-                let _ = c.batch_execute(&format!("DROP SCHEMA {} CASCADE", self.schema));
-            }
-        }
+impl pg::PgSchema {
+    fn store(&self) -> Store {
+        Store::open(Path::new(&self.url())).unwrap()
     }
 }
 
@@ -193,7 +158,7 @@ fn the_peak_dirty_sample_is_the_one_with_most_dirty_plus_writeback() {
 
 #[test]
 fn a_postgres_schema_from_a_newer_tunelab_is_refused() {
-    let Some(pg) = pg::Scratch::new() else {
+    let Some(pg) = pg::PgSchema::new() else {
         return eprintln!("SKIPPED: set TUNELAB_TEST_PG to a PostgreSQL server URL");
     };
     drop(pg.store());

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
+
+pub mod pg;
 use tempfile::TempDir;
 
 pub struct Env {
