@@ -5,6 +5,7 @@ mod advise;
 mod compare;
 mod completions;
 mod export;
+mod history;
 mod inspect;
 mod list;
 mod memory;
@@ -85,6 +86,8 @@ pub enum Command {
     Memory(memory::Args),
     /// Write a self-contained HTML (or Markdown) report of a run with charts; --vs adds a comparison.
     Report(report::Args),
+    /// Stored medians of an experiment or study over time, change points and what changed at each.
+    History(history::Args),
 }
 
 /// The clap command with experiment details added to `run --help` and the man page.
@@ -147,6 +150,7 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
         Command::Time(a) => time::exec(a, out, cli, argv),
         Command::Memory(a) => memory::exec(a, out),
         Command::Report(a) => report::exec(a, out, &open_store(cli)?),
+        Command::History(a) => history::exec(a, out, &open_store(cli)?),
     }
 }
 

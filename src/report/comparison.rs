@@ -13,7 +13,7 @@ use crate::stats::{compare, Comparison, Verdict};
 /// Facts that change from one minute to the next and say nothing about setup.
 const VOLATILE: &[&str] = &["mem.available_bytes"];
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct EnvDiff {
     pub key: String,
     pub base: Option<String>,
@@ -101,7 +101,8 @@ fn pair<'a>(a: &'a Run, b: &'a Run) -> (Vec<(&'a PointResult, &'a PointResult)>,
     (pairs, unpaired)
 }
 
-fn env_diff(a: &Run, b: &Run) -> Vec<EnvDiff> {
+/// Environment facts that differ between two runs (volatile ones left out).
+pub fn env_diff(a: &Run, b: &Run) -> Vec<EnvDiff> {
     let mut keys: Vec<&String> = a.environment.keys().chain(b.environment.keys()).collect();
     keys.sort();
     keys.dedup();

@@ -5,6 +5,7 @@ pub mod charts;
 pub mod comparison;
 pub mod document;
 pub mod export;
+pub mod history;
 pub mod html;
 pub mod md_report;
 mod pick_charts;

@@ -1,0 +1,74 @@
+//! `tunelab history EXP|STUDY`: stored medians over time, change points and
+//! the environment differences at each of them.
+
+use super::Out;
+use crate::report::history::{history, render, Query};
+use crate::store::Store;
+use crate::{Error, Result};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// An experiment (io.record-size) or a study profile (quick, pvr, …).
+    pub subject: String,
+    /// Only this metric (default: every metric).
+    #[arg(long, short)]
+    pub metric: Option<String>,
+    /// Only runs recorded on this machine (its host name).
+    #[arg(long)]
+    pub machine: Option<String>,
+    /// Fewest runs on each side of a change point.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(2..))]
+    pub min_segment: u16,
+    /// Exit 5 when the newest run belongs to a segment worse than the one before it.
+    #[arg(long)]
+    pub fail_on_regression: bool,
+}
+
+pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
+    let mut runs = Vec::new();
+    for info in store.list()? {
+        runs.push(store.load(&info.id)?);
+    }
+    let q = Query {
+        subject: args.subject.clone(),
+        metric: args.metric.clone(),
+        machine: args.machine.clone(),
+        min_segment: args.min_segment as usize,
+    };
+    let h = history(&runs, &q);
+    if h.runs == 0 {
+        return Err(Error::usage(format!(
+            "no stored run measured '{}'{} in {}; name an experiment (tunelab list) or a study profile",
+            args.subject,
+            args.machine
+                .as_ref()
+                .map(|m| format!(" on machine {m}"))
+                .unwrap_or_default(),
+            store.location()
+        )));
+    }
+    if h.series.is_empty() {
+        return Err(Error::usage(format!(
+            "the runs of '{}' have no metric named '{}'",
+            args.subject,
+            args.metric.as_deref().unwrap_or("")
+        )));
+    }
+    if out.json {
+        out.json_data(&h)?;
+    } else {
+        out.data(&render(&h))?;
+    }
+    let bad = h.regressions();
+    if args.fail_on_regression && !bad.is_empty() {
+        let names: Vec<String> = bad
+            .iter()
+            .map(|s| format!("{} {} {}", s.experiment, s.params, s.metric))
+            .collect();
+        return Err(Error::Regression(format!(
+            "the newest run is in a worse segment for: {}",
+            names.join("; ")
+        )));
+    }
+    Ok(0)
+}

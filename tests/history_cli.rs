@@ -1,0 +1,126 @@
+//! `tunelab history`: change points over a stored history, exit 5 on a
+//! regression in the newest segment, nothing on pure noise.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{json, Env};
+use tunelab::engine::model::{MetricResult, PointResult, Run, RunStatus};
+use tunelab::engine::Better;
+use tunelab::stats::summarize;
+use tunelab::store::Store;
+
+fn run(i: usize, value: f64, kernel: &str) -> Run {
+    // A little spread inside each run and a wobble between runs, as on a
+    // real machine.
+    let wobble = 1.0 + 0.01 * ((i as f64) * 2.3).sin();
+    let samples: Vec<f64> = [0.99, 1.0, 1.01, 1.005, 0.995]
+        .iter()
+        .map(|f| f * value * wobble)
+        .collect();
+    let mut env = BTreeMap::new();
+    env.insert("host.name".to_string(), "board1".to_string());
+    env.insert("kernel.release".to_string(), kernel.to_string());
+    Run {
+        schema: "tunelab.run/1".into(),
+        id: format!("20261101-0000{i:02}-hist"),
+        label: format!("nightly {i}"),
+        status: RunStatus::Complete,
+        started: format!("2026-11-{:02}T03:00:00Z", i + 1),
+        finished: format!("2026-11-{:02}T03:01:00Z", i + 1),
+        tool_version: "0.1.0".into(),
+        argv: vec!["tunelab".into(), "run".into(), "io.record-size".into()],
+        environment: env,
+        quietness: Default::default(),
+        results: vec![PointResult {
+            experiment: "io.record-size".into(),
+            params: BTreeMap::new(),
+            metrics: vec![MetricResult {
+                name: "write_throughput".into(),
+                unit: "B/s".into(),
+                better: Better::Higher,
+                summary: summarize(&samples),
+                samples,
+                warmup: vec![],
+            }],
+            series: vec![],
+            histograms: vec![],
+            notes: vec![],
+            elapsed_s: 1.0,
+        }],
+        samples: vec![],
+        warnings: vec![],
+        study: None,
+    }
+}
+
+fn store(env: &Env, runs: &[Run]) {
+    let mut s = Store::open(&env.db()).unwrap();
+    for r in runs {
+        s.save(r).unwrap();
+    }
+}
+
+#[test]
+fn a_step_in_the_newest_runs_fails_the_pipeline_and_names_the_kernel_change() {
+    let env = Env::new();
+    let mut runs: Vec<Run> = (0..10).map(|i| run(i, 50e6, "6.1.0")).collect();
+    runs.extend((10..15).map(|i| run(i, 35e6, "6.6.0")));
+    store(&env, &runs);
+    let out = env.run(&["history", "io.record-size", "--fail-on-regression"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{text}\n{err}");
+    assert!(text.contains("kernel.release: 6.1.0 → 6.6.0"), "{text}");
+    assert!(text.contains("a regression"), "{text}");
+    assert!(err.contains("write_throughput"), "{err}");
+
+    let out = env.run(&[
+        "--json",
+        "history",
+        "io.record-size",
+        "--metric",
+        "write_throughput",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let h = json(&out);
+    assert_eq!(h["schema"], "tunelab.history/1");
+    let s = &h["series"][0];
+    assert_eq!(s["entries"].as_array().unwrap().len(), 15);
+    assert_eq!(s["changes"][0]["index"], 10);
+    assert_eq!(s["changes"][0]["run"], "20261101-000010-hist");
+    assert_eq!(s["newest_regressed"], true);
+}
+
+#[test]
+fn noise_and_improvements_pass() {
+    let env = Env::new();
+    let mut runs: Vec<Run> = (0..10).map(|i| run(i, 50e6, "6.1.0")).collect();
+    runs.extend((10..14).map(|i| run(i, 70e6, "6.1.0")));
+    store(&env, &runs);
+    let out = env.run(&["history", "io.record-size", "--fail-on-regression"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("▲ change"), "{text}");
+    assert!(
+        text.contains("environment: identical on both sides"),
+        "{text}"
+    );
+}
+
+#[test]
+fn unknown_subjects_and_metrics_are_usage_errors() {
+    let env = Env::new();
+    store(
+        &env,
+        &(0..4).map(|i| run(i, 1e6, "6.1")).collect::<Vec<_>>(),
+    );
+    let out = env.run(&["history", "io.nothing"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no stored run measured 'io.nothing'"));
+    let out = env.run(&["history", "io.record-size", "--metric", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = env.run(&["history", "io.record-size", "--min-segment", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+}
