@@ -8,6 +8,7 @@ pub mod cli;
 pub mod engine;
 pub mod error;
 pub mod experiments;
+pub mod fleet;
 pub mod observe;
 pub mod report;
 pub mod safety;

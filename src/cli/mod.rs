@@ -11,6 +11,7 @@ mod list;
 mod memory;
 mod monitor;
 mod output;
+mod remote;
 mod report;
 mod restore;
 mod run;
@@ -88,6 +89,8 @@ pub enum Command {
     Report(report::Args),
     /// Stored medians of an experiment or study over time, change points and what changed at each.
     History(history::Args),
+    /// Run a tunelab command on hosts over ssh (copying the static binary) and store their runs.
+    Remote(remote::Args),
 }
 
 /// The clap command with experiment details added to `run --help` and the man page.
@@ -151,6 +154,15 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
         Command::Memory(a) => memory::exec(a, out),
         Command::Report(a) => report::exec(a, out, &open_store(cli)?),
         Command::History(a) => history::exec(a, out, &open_store(cli)?),
+        Command::Remote(a) => remote::exec(
+            a,
+            out,
+            if a.no_store {
+                None
+            } else {
+                Some(open_store(cli)?)
+            },
+        ),
     }
 }
 

@@ -1,0 +1,343 @@
+//! Hosts from the command line or an Ansible INI inventory.
+//!
+//! The INI format is Ansible's: `[group]` sections of host lines
+//! (`name key=value …`), `[group:vars]` sections of `key=value` lines,
+//! `[group:children]` sections naming other groups, and host lines before
+//! any section belong to `ungrouped`. Of the variables, tunelab reads
+//! `ansible_host`, `ansible_port`, `ansible_user` and `tunelab_dir` (where
+//! the binary is cached on the host); anything else is ignored, as Ansible
+//! ignores variables no module asks for. Host variables override group
+//! variables, and a child group's variables override its parent's.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::{Error, Result};
+
+/// One machine to reach over SSH.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// The name shown in progress and results (the inventory name).
+    pub name: String,
+    /// What ssh connects to (`ansible_host`, else the name).
+    pub address: String,
+    pub port: Option<u16>,
+    pub user: Option<String>,
+    /// Directory on the host for the cached binary.
+    pub dir: Option<String>,
+}
+
+impl Host {
+    /// A host named on the command line: `[user@]address[:port]`.
+    pub fn parse(spec: &str) -> Result<Host> {
+        let bad = || {
+            Error::usage(format!(
+                "'{spec}' is not a host: use [user@]name[:port] (or an inventory name with --inventory)"
+            ))
+        };
+        if spec.is_empty() || spec.starts_with('-') || spec.chars().any(char::is_whitespace) {
+            return Err(bad());
+        }
+        let (user, rest) = match spec.split_once('@') {
+            Some((u, r)) if !u.is_empty() => (Some(u.to_string()), r),
+            Some(_) => return Err(bad()),
+            None => (None, spec),
+        };
+        let (address, port) = match rest.rsplit_once(':') {
+            Some((a, p)) if !a.contains(':') => {
+                (a.to_string(), Some(p.parse::<u16>().map_err(|_| bad())?))
+            }
+            _ => (rest.to_string(), None),
+        };
+        if address.is_empty() {
+            return Err(bad());
+        }
+        Ok(Host {
+            name: spec.to_string(),
+            address,
+            port,
+            user,
+            dir: None,
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+struct Group {
+    hosts: Vec<String>,
+    children: Vec<String>,
+    vars: BTreeMap<String, String>,
+}
+
+/// A parsed inventory.
+#[derive(Debug, Default)]
+pub struct Inventory {
+    groups: BTreeMap<String, Group>,
+    host_vars: BTreeMap<String, BTreeMap<String, String>>,
+    /// Host names in the order they first appear.
+    order: Vec<String>,
+}
+
+/// Split `key=value key2="quoted value"` into pairs.
+fn pairs(s: &str, line: usize) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut rest = s.trim();
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once('=').ok_or_else(|| {
+            Error::usage(format!("inventory line {line}: '{rest}' is not key=value"))
+        })?;
+        let (value, next) = match after.chars().next() {
+            Some(q @ ('"' | '\'')) => {
+                let end = after[1..].find(q).ok_or_else(|| {
+                    Error::usage(format!("inventory line {line}: unterminated quote"))
+                })?;
+                (&after[1..1 + end], &after[2 + end..])
+            }
+            _ => match after.find(char::is_whitespace) {
+                Some(i) => (&after[..i], &after[i..]),
+                None => (after, ""),
+            },
+        };
+        out.push((key.trim().to_string(), value.to_string()));
+        rest = next.trim_start();
+    }
+    Ok(out)
+}
+
+impl Inventory {
+    pub fn parse(text: &str) -> Result<Inventory> {
+        let mut inv = Inventory::default();
+        // (group, kind) of the current section; kind: hosts, vars or children.
+        let mut section = ("ungrouped".to_string(), "hosts");
+        for (i, raw) in text.lines().enumerate() {
+            let n = i + 1;
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+                continue;
+            }
+            if let Some(head) = line.strip_prefix('[') {
+                let head = head.strip_suffix(']').ok_or_else(|| {
+                    Error::usage(format!("inventory line {n}: '{line}' lacks its closing ]"))
+                })?;
+                section = match head.split_once(':') {
+                    Some((g, "vars")) => (g.to_string(), "vars"),
+                    Some((g, "children")) => (g.to_string(), "children"),
+                    Some((_, other)) => {
+                        return Err(Error::usage(format!(
+                            "inventory line {n}: unknown section kind ':{other}' (use :vars or :children)"
+                        )))
+                    }
+                    None => (head.to_string(), "hosts"),
+                };
+                inv.groups.entry(section.0.clone()).or_default();
+                continue;
+            }
+            let group = inv.groups.entry(section.0.clone()).or_default();
+            match section.1 {
+                "vars" => {
+                    for (k, v) in pairs(line, n)? {
+                        group.vars.insert(k, v);
+                    }
+                }
+                "children" => group.children.push(line.to_string()),
+                _ => {
+                    let (name, vars) = match line.split_once(char::is_whitespace) {
+                        Some((h, v)) => (h.to_string(), v),
+                        None => (line.to_string(), ""),
+                    };
+                    if name.contains('[') {
+                        return Err(Error::usage(format!(
+                            "inventory line {n}: host ranges such as '{name}' are not supported; list the hosts"
+                        )));
+                    }
+                    group.hosts.push(name.clone());
+                    let hv = inv.host_vars.entry(name.clone()).or_default();
+                    for (k, v) in pairs(vars, n)? {
+                        hv.insert(k, v);
+                    }
+                    if !inv.order.contains(&name) {
+                        inv.order.push(name);
+                    }
+                }
+            }
+        }
+        for (name, g) in &inv.groups {
+            if let Some(c) = g.children.iter().find(|c| !inv.groups.contains_key(*c)) {
+                return Err(Error::usage(format!(
+                    "inventory: group '{name}' names the child group '{c}', which is not defined"
+                )));
+            }
+        }
+        Ok(inv)
+    }
+
+    /// Every host of a group, its child groups included (cycles are cut).
+    fn members(&self, group: &str, seen: &mut BTreeSet<String>, out: &mut Vec<String>) {
+        if !seen.insert(group.to_string()) {
+            return;
+        }
+        if let Some(g) = self.groups.get(group) {
+            for h in &g.hosts {
+                if !out.contains(h) {
+                    out.push(h.clone());
+                }
+            }
+            for c in &g.children {
+                self.members(c, seen, out);
+            }
+        }
+    }
+
+    /// Groups that contain `host`, parents before children (so a child's
+    /// variables are applied after, and win over, its parent's).
+    fn groups_of(&self, host: &str) -> Vec<&str> {
+        let mut holding: Vec<(&str, usize)> = Vec::new();
+        for name in self.groups.keys() {
+            let mut members = Vec::new();
+            self.members(name, &mut BTreeSet::new(), &mut members);
+            if members.iter().any(|h| h == host) {
+                holding.push((name.as_str(), members.len()));
+            }
+        }
+        // A group holding more hosts is (at least as) high in the tree.
+        holding.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        holding.into_iter().map(|(g, _)| g).collect()
+    }
+
+    fn host(&self, name: &str) -> Result<Host> {
+        let mut vars: BTreeMap<String, String> = BTreeMap::new();
+        for g in self.groups_of(name) {
+            vars.extend(self.groups[g].vars.clone());
+        }
+        if let Some(all) = self.groups.get("all") {
+            for (k, v) in &all.vars {
+                vars.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        vars.extend(self.host_vars.get(name).cloned().unwrap_or_default());
+        let port = match vars.get("ansible_port") {
+            Some(p) => Some(p.parse::<u16>().map_err(|_| {
+                Error::usage(format!(
+                    "inventory: host {name} has ansible_port={p}, not a port number"
+                ))
+            })?),
+            None => None,
+        };
+        Ok(Host {
+            name: name.to_string(),
+            address: vars
+                .get("ansible_host")
+                .cloned()
+                .unwrap_or_else(|| name.to_string()),
+            port,
+            user: vars.get("ansible_user").cloned(),
+            dir: vars.get("tunelab_dir").cloned(),
+        })
+    }
+
+    /// The hosts a pattern names: `all`, a group, or a host; comma lists.
+    pub fn select(&self, pattern: &str) -> Result<Vec<Host>> {
+        let mut names: Vec<String> = Vec::new();
+        for part in pattern.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if part == "all" {
+                names.extend(self.order.iter().cloned());
+            } else if self.groups.contains_key(part) {
+                self.members(part, &mut BTreeSet::new(), &mut names);
+            } else if self.host_vars.contains_key(part) {
+                names.push(part.to_string());
+            } else {
+                return Err(Error::usage(format!(
+                    "'{part}' is neither a group nor a host of the inventory (groups: {})",
+                    self.groups.keys().cloned().collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+        let mut seen = BTreeSet::new();
+        names.retain(|n| seen.insert(n.clone()));
+        names.iter().map(|n| self.host(n)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INV: &str = r#"
+# boards in the lab
+stb-0 ansible_host=10.0.0.5
+
+[boards]
+stb-1 ansible_host=127.0.0.1 ansible_port=2201
+stb-2 ansible_host=127.0.0.1 ansible_port=2202 ansible_user=tester
+
+[boards:vars]
+ansible_user=root
+tunelab_dir="/tmp/tune lab"
+
+[servers]
+big ansible_user=admin
+
+[lab:children]
+boards
+servers
+
+[lab:vars]
+ansible_user=labuser
+ansible_port=22
+"#;
+
+    #[test]
+    fn groups_children_and_variables_resolve_like_ansible() {
+        let inv = Inventory::parse(INV).unwrap();
+        let hosts = inv.select("lab").unwrap();
+        let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["stb-1", "stb-2", "big"]);
+        let stb1 = &hosts[0];
+        assert_eq!(stb1.address, "127.0.0.1");
+        assert_eq!(stb1.port, Some(2201), "host variable beats group variables");
+        assert_eq!(
+            stb1.user.as_deref(),
+            Some("root"),
+            "child group beats parent"
+        );
+        assert_eq!(stb1.dir.as_deref(), Some("/tmp/tune lab"));
+        assert_eq!(hosts[1].user.as_deref(), Some("tester"));
+        assert_eq!(hosts[2].user.as_deref(), Some("admin"));
+        assert_eq!(hosts[2].port, Some(22), "inherited from lab");
+        assert_eq!(inv.select("all").unwrap().len(), 4);
+        assert_eq!(inv.select("ungrouped").unwrap()[0].address, "10.0.0.5");
+        assert_eq!(inv.select("stb-2,boards").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let inv = Inventory::parse(INV).unwrap();
+        let e = inv.select("nope").unwrap_err().to_string();
+        assert!(e.contains("'nope'") && e.contains("boards"), "{e}");
+        for bad in [
+            "[boards\nx",
+            "[g:weird]\n",
+            "[g:children]\nmissing\n",
+            "[g]\nh ansible_port=abc\n",
+            "[g]\nweb[01:10]\n",
+            "[g:vars]\nnot a pair\n",
+        ] {
+            let r = Inventory::parse(bad).and_then(|i| i.select("all").map(|_| ()));
+            let r = r.and_then(|_| Inventory::parse(bad)?.select("g").map(|_| ()));
+            assert!(r.is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn command_line_hosts() {
+        let h = Host::parse("root@board.local:2222").unwrap();
+        assert_eq!(
+            (h.user.as_deref(), h.address.as_str(), h.port),
+            (Some("root"), "board.local", Some(2222))
+        );
+        let h = Host::parse("board").unwrap();
+        assert_eq!((h.user, h.port), (None, None));
+        for bad in ["", "-oProxyCommand=x", "a b", "@x", "x:notaport", "u@"] {
+            assert!(Host::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

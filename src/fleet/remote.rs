@@ -1,0 +1,415 @@
+//! Run a tunelab command on hosts over the system OpenSSH client, so users'
+//! `~/.ssh/config`, agents, jump hosts and known-hosts checks apply as they
+//! expect. No daemon and no protocol of our own: four ssh invocations per
+//! host (architecture, cache check, upload when needed, the command).
+//!
+//! The binary travels over the ssh channel itself (`cat > file`), not with
+//! scp: OpenSSH's scp now speaks SFTP, which a busybox/dropbear board rarely
+//! has, while `sh` and `cat` are always there. It is cached on the host
+//! under a name holding its checksum, so a fleet pays the copy once per
+//! version.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::inventory::Host;
+use crate::safety::signals;
+use crate::system::env::shell_quote;
+use crate::{Error, Result};
+
+/// How to reach the hosts and what to run there.
+pub struct Plan<'a> {
+    /// The ssh program (`ssh`, or `TUNELAB_SSH` for a wrapper).
+    pub ssh: String,
+    /// Extra ssh options, passed before the destination (`-F file`, `-o K=V`).
+    pub ssh_options: Vec<String>,
+    /// Where the static binaries are (see [`binary_for`]).
+    pub binaries: Option<PathBuf>,
+    /// tunelab's arguments on the host (`--json` is added in front).
+    pub args: &'a [String],
+    pub timeout: Duration,
+    pub parallel: usize,
+}
+
+/// What happened on one host.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostOutcome {
+    pub host: String,
+    pub arch: Option<String>,
+    /// ok, failed (the command exited non-zero), unreachable, timeout,
+    /// interrupted or error (no binary, bad output).
+    pub status: String,
+    /// The remote tunelab's exit code, when it ran.
+    pub exit_code: Option<i32>,
+    pub seconds: f64,
+    /// Whether the binary had to be copied (false: cached on the host).
+    pub copied: bool,
+    pub error: Option<String>,
+    /// The JSON the command printed (a run, an inspection, …).
+    #[serde(skip)]
+    pub output: Option<serde_json::Value>,
+}
+
+/// FNV-1a 64 of the binary: names the cached copy. Not a security check —
+/// whoever can write the cache directory can run code as that user anyway.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The static binary for a host's `uname -m`. With a directory, the board
+/// build's layouts are tried; without one, this very binary serves hosts of
+/// its own architecture.
+pub fn binary_for(arch: &str, dir: Option<&Path>) -> Result<PathBuf> {
+    let triple = format!("{arch}-unknown-linux-musl");
+    if let Some(dir) = dir {
+        if dir.is_file() {
+            return Ok(dir.to_path_buf());
+        }
+        let candidates = [
+            dir.join(format!("tunelab-{arch}")),
+            dir.join(arch).join("tunelab"),
+            dir.join(&triple).join("board").join("tunelab"),
+            dir.join(&triple).join("release").join("tunelab"),
+        ];
+        return candidates
+            .iter()
+            .find(|p| p.is_file())
+            .cloned()
+            .ok_or_else(|| {
+                Error::usage(format!(
+                "no tunelab binary for {arch} in {} (looked for tunelab-{arch}, {arch}/tunelab, \
+                 {triple}/board/tunelab); build it with scripts/build-static.sh",
+                dir.display()
+            ))
+            });
+    }
+    if arch == std::env::consts::ARCH {
+        return std::env::current_exe()
+            .map_err(|e| Error::environment(format!("cannot find this tunelab binary: {e}")));
+    }
+    Err(Error::usage(format!(
+        "the host is {arch} and this tunelab is {}: give --bin DIR with the static builds \
+         (scripts/build-static.sh)",
+        std::env::consts::ARCH
+    )))
+}
+
+/// Base ssh invocation for a host: options, port, user, `--`, destination.
+fn ssh(plan: &Plan, host: &Host) -> Command {
+    let mut c = Command::new(&plan.ssh);
+    // BatchMode: never stop at a password prompt nobody can answer.
+    c.arg("-o").arg("BatchMode=yes");
+    c.args(&plan.ssh_options);
+    if let Some(p) = host.port {
+        c.arg("-p").arg(p.to_string());
+    }
+    if let Some(u) = &host.user {
+        c.arg("-l").arg(u);
+    }
+    c.arg("--").arg(&host.address);
+    c
+}
+
+/// A finished ssh invocation.
+struct Done {
+    code: Option<i32>,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+/// Run one ssh command with a deadline; stderr lines are passed to `line`
+/// as they arrive; `input` is written to its stdin.
+fn call(
+    mut cmd: Command,
+    input: Option<&[u8]>,
+    deadline: Instant,
+    line: &(dyn Fn(&str) + Sync),
+) -> std::result::Result<Done, &'static str> {
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child: Child = cmd.spawn().map_err(|_| "cannot start ssh")?;
+    let mut stdin = child.stdin.take();
+    let mut out = child.stdout.take().expect("piped");
+    let err = child.stderr.take().expect("piped");
+    std::thread::scope(|s| {
+        if let (Some(mut w), Some(bytes)) = (stdin.take(), input) {
+            s.spawn(move || {
+                let _ = w.write_all(bytes);
+            });
+        }
+        let so = s.spawn(move || {
+            let mut v = Vec::new();
+            let _ = out.read_to_end(&mut v);
+            v
+        });
+        let se = s.spawn(move || {
+            let mut all = String::new();
+            for l in BufReader::new(err)
+                .lines()
+                .map_while(std::result::Result::ok)
+            {
+                line(&l);
+                all.push_str(&l);
+                all.push('\n');
+            }
+            all
+        });
+        let status = loop {
+            if let Ok(Some(st)) = child.try_wait() {
+                break Ok(st);
+            }
+            if signals::caught().is_some() {
+                let _ = child.kill();
+                let _ = child.wait();
+                break Err("interrupted");
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break Err("timeout");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stdout = so.join().unwrap_or_default();
+        let stderr = se.join().unwrap_or_default();
+        status.map(|st| Done {
+            code: st.code(),
+            stdout,
+            stderr,
+        })
+    })
+}
+
+/// ssh's own failures exit 255; the remote command's exit code otherwise.
+fn unreachable(d: &Done) -> bool {
+    d.code == Some(255)
+}
+
+fn last_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome {
+    let t0 = Instant::now();
+    let deadline = t0 + plan.timeout;
+    let mut o = HostOutcome {
+        host: host.name.clone(),
+        arch: None,
+        status: "error".into(),
+        exit_code: None,
+        seconds: 0.0,
+        copied: false,
+        error: None,
+        output: None,
+    };
+    let quiet = |_: &str| {};
+    let fail = |mut o: HostOutcome, status: &str, e: String| {
+        o.status = status.into();
+        o.error = Some(e);
+        o.seconds = t0.elapsed().as_secs_f64();
+        o
+    };
+    // 1. Architecture and home directory.
+    let mut c = ssh(plan, host);
+    c.arg("uname -m; echo \"${HOME:-/tmp}\"");
+    let d = match call(c, None, deadline, &quiet) {
+        Ok(d) => d,
+        Err(why) => return fail(o, why, format!("{why} while connecting")),
+    };
+    if unreachable(&d) || d.code != Some(0) {
+        return fail(o, "unreachable", last_line(&d.stderr));
+    }
+    let text = String::from_utf8_lossy(&d.stdout);
+    let mut lines = text.lines();
+    let arch = lines.next().unwrap_or("").trim().to_string();
+    let home = lines.next().unwrap_or("/tmp").trim().to_string();
+    o.arch = Some(arch.clone());
+    // 2. The binary, cached by checksum.
+    let local = match binary_for(&arch, plan.binaries.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return fail(o, "error", e.to_string()),
+    };
+    let bytes = match std::fs::read(&local) {
+        Ok(b) => b,
+        Err(e) => return fail(o, "error", format!("cannot read {}: {e}", local.display())),
+    };
+    let dir = host
+        .dir
+        .clone()
+        .unwrap_or_else(|| format!("{home}/.cache/tunelab"));
+    let remote = format!("{dir}/tunelab-{:016x}", checksum(&bytes));
+    let q = shell_quote(&remote);
+    let mut c = ssh(plan, host);
+    c.arg(format!("test -x {q} && echo cached"));
+    match call(c, None, deadline, &quiet) {
+        Ok(d) if unreachable(&d) => return fail(o, "unreachable", last_line(&d.stderr)),
+        Ok(d) if String::from_utf8_lossy(&d.stdout).trim() == "cached" => {}
+        Ok(_) => {
+            say(&format!(
+                "copying {} ({} bytes) to {remote}",
+                local.display(),
+                bytes.len()
+            ));
+            let mut c = ssh(plan, host);
+            c.arg(format!(
+                "mkdir -p {d} && cat > {q}.part && chmod 755 {q}.part && mv {q}.part {q}",
+                d = shell_quote(&dir)
+            ));
+            match call(c, Some(&bytes), deadline, &quiet) {
+                Ok(d) if d.code == Some(0) => o.copied = true,
+                Ok(d) => {
+                    return fail(
+                        o,
+                        "error",
+                        format!("copying the binary failed: {}", last_line(&d.stderr)),
+                    )
+                }
+                Err(why) => return fail(o, why, format!("{why} while copying the binary")),
+            }
+        }
+        Err(why) => return fail(o, why, format!("{why} while checking the cache")),
+    }
+    // 3. The command, with its progress streamed under the host's name.
+    let mut line = vec![q, "--json".to_string()];
+    line.extend(plan.args.iter().map(|a| shell_quote(a)));
+    let mut c = ssh(plan, host);
+    c.arg(line.join(" "));
+    let d = match call(c, None, deadline, say) {
+        Ok(d) => d,
+        Err(why) => {
+            return fail(
+                o,
+                why,
+                format!(
+                    "{why} while running (after {:.0} s)",
+                    t0.elapsed().as_secs_f64()
+                ),
+            )
+        }
+    };
+    if unreachable(&d) {
+        return fail(o, "unreachable", last_line(&d.stderr));
+    }
+    o.exit_code = d.code;
+    o.seconds = t0.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&d.stdout);
+    o.output = serde_json::from_str(stdout.trim()).ok();
+    if d.code == Some(0) {
+        o.status = "ok".into();
+    } else {
+        o.status = "failed".into();
+        o.error = Some(format!(
+            "tunelab exited {} on the host: {}",
+            d.code.map_or("by a signal".into(), |c| c.to_string()),
+            last_line(&d.stderr)
+        ));
+    }
+    o
+}
+
+/// Run the plan on every host, at most `parallel` at once; `say(host, line)`
+/// reports progress. Outcomes come back in the hosts' order.
+pub fn run(plan: &Plan, hosts: &[Host], say: &(dyn Fn(&str, &str) + Sync)) -> Vec<HostOutcome> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<HostOutcome>>> = Mutex::new(vec![None; hosts.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..plan.parallel.clamp(1, hosts.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(host) = hosts.get(i) else { break };
+                let o = on_host(plan, host, &|l: &str| say(&host.name, l));
+                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(o);
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_is_fnv1a() {
+        // Published FNV-1a 64 test vectors.
+        assert_eq!(checksum(b""), 0xcbf29ce484222325);
+        assert_eq!(checksum(b"a"), 0xaf63dc4c8601ec8c);
+        assert_eq!(checksum(b"foobar"), 0x85944171f73967e8);
+    }
+
+    #[test]
+    fn binaries_are_found_in_the_build_layouts() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(binary_for("aarch64", Some(d.path())).is_err());
+        let p = d.path().join("aarch64-unknown-linux-musl/board");
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("tunelab"), b"x").unwrap();
+        assert_eq!(
+            binary_for("aarch64", Some(d.path())).unwrap(),
+            p.join("tunelab")
+        );
+        assert!(binary_for(std::env::consts::ARCH, None).is_ok());
+        let other = if std::env::consts::ARCH == "aarch64" {
+            "x86_64"
+        } else {
+            "aarch64"
+        };
+        assert_eq!(binary_for(other, None).unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn ssh_command_line_keeps_the_host_out_of_option_parsing() {
+        let plan = Plan {
+            ssh: "ssh".into(),
+            ssh_options: vec!["-F".into(), "/tmp/cfg".into()],
+            binaries: None,
+            args: &[],
+            timeout: Duration::from_secs(1),
+            parallel: 1,
+        };
+        let h = Host::parse("root@b1:2222").unwrap();
+        let c = ssh(&plan, &h);
+        let args: Vec<String> = c
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "-o",
+                "BatchMode=yes",
+                "-F",
+                "/tmp/cfg",
+                "-p",
+                "2222",
+                "-l",
+                "root",
+                "--",
+                "b1"
+            ]
+        );
+    }
+}

@@ -1,0 +1,302 @@
+//! `tunelab remote` against a real fleet on this machine: an OpenSSH server
+//! on a loopback port with throwaway keys, reached under two host names, one
+//! host that does not answer, one whose target is read-only, one that runs
+//! past its timeout — and the runs stored locally (and in PostgreSQL when
+//! TUNELAB_TEST_PG is set).
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{is_root, json, Env};
+
+struct Sshd {
+    child: Child,
+    port: u16,
+    client_config: PathBuf,
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn keygen(path: &Path) {
+    let ok = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "ssh-keygen failed");
+}
+
+/// An sshd of our own, or why not.
+fn sshd(dir: &Path) -> Result<Sshd, String> {
+    if !is_root() {
+        return Err("needs root to start sshd".into());
+    }
+    let bin = ["/usr/sbin/sshd", "/usr/bin/sshd"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .ok_or("sshd is not installed (apt-get install openssh-server)")?;
+    if Command::new("ssh").arg("-V").output().is_err() {
+        return Err("the ssh client is missing".into());
+    }
+    // Privilege separation directory sshd insists on.
+    std::fs::create_dir_all("/run/sshd").map_err(|e| e.to_string())?;
+    keygen(&dir.join("host_key"));
+    keygen(&dir.join("id"));
+    std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys")).unwrap();
+    let port = free_port();
+    let cfg = dir.join("sshd_config");
+    std::fs::write(
+        &cfg,
+        format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
+             AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\n\
+             StrictModes no\nUsePAM no\nPermitRootLogin yes\nPasswordAuthentication no\n\
+             KbdInteractiveAuthentication no\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(bin)
+        .args(["-D", "-e", "-f"])
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(dir.join("sshd.log")).unwrap(),
+        ))
+        .spawn()
+        .map_err(|e| format!("cannot start sshd: {e}"))?;
+    let client_config = dir.join("ssh_config");
+    std::fs::write(
+        &client_config,
+        format!(
+            "Host *\n  IdentityFile {d}/id\n  UserKnownHostsFile {d}/known_hosts\n\
+             StrictHostKeyChecking accept-new\n  User root\n  ConnectTimeout 5\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if t0.elapsed() > Duration::from_secs(10) {
+            return Err(format!(
+                "sshd did not listen: {}",
+                std::fs::read_to_string(dir.join("sshd.log")).unwrap_or_default()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(Sshd {
+        child,
+        port,
+        client_config,
+    })
+}
+
+fn inventory(env: &Env, port: u16) -> PathBuf {
+    let d = env.dir.path();
+    let path = d.join("inventory.ini");
+    std::fs::write(
+        &path,
+        format!(
+            "[boards]\nb1 ansible_host=127.0.0.1 tunelab_dir={d}/cache-b1\n\
+             b2 ansible_host=localhost tunelab_dir={d}/cache-b2\n\
+             [boards:vars]\nansible_port={port}\n\
+             [dead]\ngone ansible_host=127.0.0.1 ansible_port=1\n\
+             [lab:children]\nboards\ndead\n",
+            d = d.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+const QUICK: &[&str] = &[
+    "run",
+    "ipc.pipe",
+    "-p",
+    "test=latency",
+    "--trials",
+    "2",
+    "--no-store",
+];
+
+#[test]
+fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
+    let env = Env::new();
+    let server = match sshd(env.dir.path()) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("SKIPPED fleet_remote: {why}");
+            return;
+        }
+    };
+    let inv = inventory(&env, server.port);
+    let cfg = format!("-F {}", server.client_config.display());
+    let mut args = vec![
+        "--json",
+        "remote",
+        "--inventory",
+        inv.to_str().unwrap(),
+        "lab",
+    ];
+    args.extend(["-o", &cfg, "--timeout", "60s", "--"]);
+    args.extend(QUICK);
+    let out = env.run(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "one host is unreachable: {err}");
+    assert!(
+        err.contains("1 of 3 host(s) did not complete: gone"),
+        "{err}"
+    );
+    assert!(
+        err.contains("[b1] copying"),
+        "progress carries the host name: {err}"
+    );
+    let doc = json(&out);
+    let hosts = doc["hosts"].as_array().unwrap();
+    let by = |n: &str| hosts.iter().find(|h| h["host"] == n).unwrap().clone();
+    for name in ["b1", "b2"] {
+        let h = by(name);
+        assert_eq!(h["status"], "ok", "{h}");
+        assert_eq!(h["arch"], std::env::consts::ARCH);
+        assert_eq!(h["copied"], true);
+        assert!(h["run"].is_string(), "{h}");
+    }
+    assert_eq!(by("gone")["status"], "unreachable");
+    assert!(
+        by("gone")["error"].as_str().unwrap().contains("refused"),
+        "{}",
+        by("gone")
+    );
+    // Both runs are in the local store, with the host that measured them.
+    let runs = json(&env.run(&["--json", "runs"]));
+    assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
+
+    // Again: the binary is cached by checksum, not copied.
+    let mut again = vec![
+        "--json",
+        "remote",
+        "--inventory",
+        inv.to_str().unwrap(),
+        "b1",
+    ];
+    again.extend(["-o", &cfg, "--"]);
+    again.extend(QUICK);
+    let out = env.run(&again);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&out)["hosts"][0]["copied"], false);
+
+    // A read-only target fails on the host with its own message and exit code.
+    let ro = env.dir.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "ro,size=1m", "tunelab-ro"])
+        .arg(&ro)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if mounted {
+        let out = env.run(&[
+            "remote",
+            "--inventory",
+            inv.to_str().unwrap(),
+            "b2",
+            "-o",
+            &cfg,
+            "--",
+            "run",
+            "io.record-size",
+            "--target",
+            ro.to_str().unwrap(),
+            "--no-store",
+        ]);
+        let _ = Command::new("umount").arg(&ro).status();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(
+            text.contains("failed") && text.contains("exited 4"),
+            "{text}"
+        );
+    }
+
+    // A host that runs past its timeout is stopped and reported; the run
+    // there never finished, so nothing new is stored.
+    let before = json(&env.run(&["--json", "runs"]))
+        .as_array()
+        .unwrap()
+        .len();
+    let out = env.run(&[
+        "remote",
+        "--inventory",
+        inv.to_str().unwrap(),
+        "b1",
+        "-o",
+        &cfg,
+        "--timeout",
+        "3s",
+        "--",
+        "time",
+        "--runs",
+        "1",
+        "--",
+        "sleep",
+        "30",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("timeout"), "{text}");
+    let after = json(&env.run(&["--json", "runs"]))
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(after, before);
+}
+
+#[test]
+fn remote_arguments_are_checked_before_connecting() {
+    let env = Env::new();
+    let out = env.run(&["remote", "-oProxyCommand=x", "--", "inspect"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = env.run(&["remote", "--", "inspect"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no hosts"));
+    let out = env.run(&["remote", "h1"]);
+    assert_eq!(out.status.code(), Some(2), "ARGS after -- are required");
+    let out = env.run(&["remote", "h1", "--", "remote", "h2", "--", "inspect"]);
+    assert_eq!(out.status.code(), Some(2));
+    let inv = env.dir.path().join("inv.ini");
+    std::fs::write(&inv, "[g]\nh1\n").unwrap();
+    let out = env.run(&[
+        "remote",
+        "--inventory",
+        inv.to_str().unwrap(),
+        "nope",
+        "--",
+        "inspect",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'nope'"));
+}
