@@ -91,6 +91,28 @@ fn a_step_in_the_newest_runs_fails_the_pipeline_and_names_the_kernel_change() {
     assert_eq!(s["changes"][0]["index"], 10);
     assert_eq!(s["changes"][0]["run"], "20261101-000010-hist");
     assert_eq!(s["newest_regressed"], true);
+
+    let page = env.dir.path().join("trend.html");
+    let out = env.run(&[
+        "history",
+        "io.record-size",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<svg") && html.contains("kernel.release: 6.1.0 → 6.6.0"));
+    let out = env.run(&[
+        "history",
+        "io.record-size",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an existing file is never overwritten"
+    );
 }
 
 #[test]

@@ -19,6 +19,9 @@ pub struct Args {
     /// Fewest runs on each side of a change point.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(2..))]
     pub min_segment: u16,
+    /// Also write the history as a self-contained HTML report with trend charts (a new file).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
     /// Exit 5 when the newest run belongs to a segment worse than the one before it.
     #[arg(long)]
     pub fail_on_regression: bool,
@@ -59,6 +62,11 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     } else {
         out.data(&render(&h))?;
     }
+    if let Some(path) = &args.html {
+        let page = crate::report::html::render(&crate::report::history::document(&h));
+        write_new(path, &page)?;
+        out.info(&format!("wrote {}", path.display()));
+    }
     let bad = h.regressions();
     if args.fail_on_regression && !bad.is_empty() {
         let names: Vec<String> = bad
@@ -71,4 +79,25 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
         )));
     }
     Ok(0)
+}
+
+/// Write a file that must not exist yet: a user's file is never overwritten.
+fn write_new(path: &std::path::Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Error::usage(format!(
+                    "{} already exists; choose a new file name",
+                    path.display()
+                ))
+            } else {
+                Error::io("cannot create", path, e)
+            }
+        })?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| Error::io("cannot write", path, e))
 }

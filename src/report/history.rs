@@ -290,6 +290,134 @@ pub fn render(h: &History) -> String {
     s
 }
 
+/// The history as a report document: per series a trend chart (medians with
+/// their CIs over the runs, change points as vertical lines) and its table.
+pub fn document(h: &History) -> super::document::Document {
+    use super::charts::{Axis, Chart, Line, LineChart};
+    use super::document::{Block, Cell, Document, Figure, Section, Table};
+    let sections = h
+        .series
+        .iter()
+        .enumerate()
+        .map(|(i, se)| {
+            let chart = Chart::Line(LineChart {
+                title: format!("{} {} {}", se.experiment, se.params, se.metric),
+                x: Axis::new("run (oldest first)", "count"),
+                y: Axis::new(se.metric.clone(), se.unit.clone()),
+                lines: vec![Line {
+                    name: se.metric.clone(),
+                    points: se
+                        .entries
+                        .iter()
+                        .enumerate()
+                        .map(|(k, e)| ((k + 1) as f64, e.median))
+                        .collect(),
+                    ci: se
+                        .entries
+                        .iter()
+                        .map(|e| (e.ci95_low, e.ci95_high))
+                        .collect(),
+                    dashed: false,
+                }],
+                // Between the last run before and the first run after.
+                vlines: se
+                    .changes
+                    .iter()
+                    .map(|c| {
+                        let what = if c.regression { "regression" } else { "change" };
+                        (c.index as f64 + 0.5, format!("{what} {}×", sig(c.ratio)))
+                    })
+                    .collect(),
+                hlines: Vec::new(),
+            });
+            let mut blocks = vec![Block::Figure(Figure {
+                title: chart.title().to_string(),
+                svg: chart.render(),
+            })];
+            let rows = se
+                .entries
+                .iter()
+                .enumerate()
+                .map(|(k, e)| {
+                    let change = se.changes.iter().find(|c| c.index == k);
+                    let cell = Cell {
+                        text: change
+                            .map(|c| format!("{}× (p={})", sig(c.ratio), sig(c.p_value)))
+                            .unwrap_or_default(),
+                        class: change.map(|c| if c.regression { "fail" } else { "pass" }),
+                    };
+                    vec![
+                        Cell::from((k + 1).to_string()),
+                        Cell::from(e.started.clone()),
+                        Cell::from(e.run.clone()),
+                        Cell::from(e.machine.clone()),
+                        Cell::from(human(e.median, &se.unit)),
+                        Cell::from(format!(
+                            "{} … {}",
+                            human(e.ci95_low, &se.unit),
+                            human(e.ci95_high, &se.unit)
+                        )),
+                        cell,
+                    ]
+                })
+                .collect();
+            blocks.push(Block::Table(Table {
+                header: [
+                    "#", "started", "run", "machine", "median", "95% CI", "change",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows,
+            }));
+            let notes: Vec<String> = se
+                .changes
+                .iter()
+                .map(|c| {
+                    let env: Vec<String> = c
+                        .environment_diff
+                        .iter()
+                        .map(|d| {
+                            format!(
+                                "{}: {} → {}",
+                                d.key,
+                                d.base.as_deref().unwrap_or("–"),
+                                d.new.as_deref().unwrap_or("–")
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "change at run {}: {} → {}; environment: {}",
+                        c.run,
+                        human(c.before, &se.unit),
+                        human(c.after, &se.unit),
+                        if env.is_empty() {
+                            "identical".to_string()
+                        } else {
+                            env.join(", ")
+                        }
+                    )
+                })
+                .collect();
+            if !notes.is_empty() {
+                blocks.push(Block::Notes(notes));
+            }
+            Section {
+                id: format!("series-{i}"),
+                title: format!("{} {} {}", se.experiment, se.params, se.metric),
+                blocks,
+            }
+        })
+        .collect();
+    Document {
+        title: format!("tunelab history: {}", h.subject),
+        facts: vec![
+            ("runs".into(), h.runs.to_string()),
+            ("method".into(), h.method.clone()),
+        ],
+        sections,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,6 +489,13 @@ mod tests {
         assert!(s.newest_regressed);
         assert_eq!(h.regressions().len(), 1);
         assert!(render(&h).contains("regression"));
+        let html = crate::report::html::render(&document(&h));
+        let doc = document(&h);
+        if let crate::report::document::Block::Figure(f) = &doc.sections[0].blocks[0] {
+            assert!(f.svg.is_ok(), "{:?}", f.svg.as_ref().err());
+        }
+        assert!(html.contains("<svg"), "trend chart");
+        assert!(html.contains(" regression 0."), "change marked");
     }
 
     #[test]
