@@ -11,7 +11,7 @@ use crate::engine::Better;
 use crate::stats::{compare, Comparison, Verdict};
 
 /// Facts that change from one minute to the next and say nothing about setup.
-const VOLATILE: &[&str] = &["mem.available_bytes"];
+pub const VOLATILE: &[&str] = &["mem.available_bytes"];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EnvDiff {

@@ -3,6 +3,7 @@
 
 pub mod charts;
 pub mod comparison;
+pub mod devices;
 pub mod document;
 pub mod export;
 pub mod history;
