@@ -1,5 +1,6 @@
 //! `tunelab history`: change points over a stored history, exit 5 on a
-//! regression in the newest segment, nothing on pure noise.
+//! regression in the newest segment, nothing on pure noise; and `compare`
+//! of several devices selected from the same store.
 
 mod common;
 
@@ -12,6 +13,10 @@ use tunelab::stats::summarize;
 use tunelab::store::Store;
 
 fn run(i: usize, value: f64, kernel: &str) -> Run {
+    run_on("board1", i, value, kernel)
+}
+
+fn run_on(host: &str, i: usize, value: f64, kernel: &str) -> Run {
     // A little spread inside each run and a wobble between runs, as on a
     // real machine.
     let wobble = 1.0 + 0.01 * ((i as f64) * 2.3).sin();
@@ -20,11 +25,11 @@ fn run(i: usize, value: f64, kernel: &str) -> Run {
         .map(|f| f * value * wobble)
         .collect();
     let mut env = BTreeMap::new();
-    env.insert("host.name".to_string(), "board1".to_string());
+    env.insert("host.name".to_string(), host.to_string());
     env.insert("kernel.release".to_string(), kernel.to_string());
     Run {
         schema: "tunelab.run/1".into(),
-        id: format!("20261101-0000{i:02}-hist"),
+        id: format!("20261101-0000{i:02}-{host}"),
         label: format!("nightly {i}"),
         status: RunStatus::Complete,
         started: format!("2026-11-{:02}T03:00:00Z", i + 1),
@@ -89,7 +94,7 @@ fn a_step_in_the_newest_runs_fails_the_pipeline_and_names_the_kernel_change() {
     let s = &h["series"][0];
     assert_eq!(s["entries"].as_array().unwrap().len(), 15);
     assert_eq!(s["changes"][0]["index"], 10);
-    assert_eq!(s["changes"][0]["run"], "20261101-000010-hist");
+    assert_eq!(s["changes"][0]["run"], "20261101-000010-board1");
     assert_eq!(s["newest_regressed"], true);
 
     let page = env.dir.path().join("trend.html");
@@ -144,5 +149,95 @@ fn unknown_subjects_and_metrics_are_usage_errors() {
     let out = env.run(&["history", "io.record-size", "--metric", "nope"]);
     assert_eq!(out.status.code(), Some(2));
     let out = env.run(&["history", "io.record-size", "--min-segment", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn devices_selected_by_machine_are_compared_with_a_baseline() {
+    let env = Env::new();
+    let mut runs = vec![
+        run_on("stb-a", 0, 40e6, "6.1.0"),
+        run_on("stb-b", 1, 20e6, "6.1.0"),
+        run_on("stb-c", 2, 40e6, "6.6.0"),
+    ];
+    // An older run of stb-a: the selection takes each machine's newest.
+    let mut old = run_on("stb-a", 3, 1e6, "5.10");
+    old.started = "2026-10-01T00:00:00Z".into();
+    old.id = "20261001-old-stb-a".into();
+    runs.push(old);
+    store(&env, &runs);
+    let out = env.run(&[
+        "--json",
+        "compare",
+        "--machine",
+        "stb-a",
+        "--machine",
+        "stb-b",
+        "--machine",
+        "stb-c",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = json(&out);
+    assert_eq!(c["schema"], "tunelab.devices/1");
+    let devices: Vec<&str> = c["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["machine"].as_str().unwrap())
+        .collect();
+    assert_eq!(devices, ["stb-a", "stb-b", "stb-c"]);
+    assert_eq!(
+        c["devices"][0]["run"], "20261101-000000-stb-a",
+        "the newest run of stb-a"
+    );
+    let vs = &c["metrics"][0]["vs_baseline"];
+    assert_eq!(vs[1]["verdict"], "regressed");
+    assert!((vs[1]["ratio"].as_f64().unwrap() - 0.5).abs() < 0.02);
+    assert!(c["environment_diff"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["key"] == "kernel.release"));
+
+    let page = env.dir.path().join("devices.html");
+    let out = env.run(&[
+        "compare",
+        "--since",
+        "2026-11-01",
+        "--baseline",
+        "stb-b",
+        "--fail-on-regression",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "nothing is worse than stb-b: {text}"
+    );
+    assert!(
+        text.contains("stb-b (20261101-000001-stb-b) — baseline"),
+        "{text}"
+    );
+    assert!(std::fs::read_to_string(&page).unwrap().contains("<svg"));
+
+    let out = env.run(&[
+        "compare",
+        "--machine",
+        "stb-a",
+        "--machine",
+        "stb-b",
+        "--fail-on-regression",
+    ]);
+    assert_eq!(out.status.code(), Some(5));
+    let out = env.run(&["compare", "--machine", "nobody"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = env.run(&["compare", "--machine", "stb-a", "--baseline", "zzz", "last"]);
     assert_eq!(out.status.code(), Some(2));
 }

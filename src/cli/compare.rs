@@ -1,19 +1,37 @@
-//! `tunelab compare A B [--fail-on-regression]`.
+//! `tunelab compare A B [--fail-on-regression]`, and with more runs or a
+//! selection (`--machine`, `--label`, `--since`) a table of devices.
 
 use super::Out;
+use crate::engine::model::Run;
 use crate::report::comparison::{compare_runs, render};
+use crate::report::devices::{self, compare_devices};
 use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The base run (before the change): id, unique prefix, `last` or `last~N`.
-    pub base: String,
-    /// The new run (after the change).
-    pub new: String,
+    /// Runs: the base (before the change) then the new one; with more than
+    /// two, the first is the baseline device. Id, unique prefix, `last` or `last~N`.
+    #[arg(value_name = "RUN")]
+    pub runs: Vec<String>,
+    /// Select the newest run of this machine (host name); repeatable.
+    #[arg(long, value_name = "HOST")]
+    pub machine: Vec<String>,
+    /// Select runs with this label (the newest per machine).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Select runs started at or after this time (RFC 3339 or YYYY-MM-DD; newest per machine).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// With several devices: the baseline, by machine name or run (default: the first).
+    #[arg(long)]
+    pub baseline: Option<String>,
     /// Differences smaller than this are "no change" (e.g. 2% or 0.02).
     #[arg(long, default_value = "2%", value_parser = parse_noise)]
     pub noise: f64,
+    /// With several devices: also write the comparison as a self-contained HTML file (new file).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
     /// Exit with code 5 when any metric regressed.
     #[arg(long)]
     pub fail_on_regression: bool,
@@ -32,10 +50,104 @@ pub fn parse_noise(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
+fn selecting(a: &Args) -> bool {
+    !a.machine.is_empty() || a.label.is_some() || a.since.is_some()
+}
+
+/// The runs a selection names: the newest matching run of each machine.
+fn select(a: &Args, store: &Store) -> Result<Vec<Run>> {
+    let since = a.since.as_deref().map(|s| {
+        if s.len() == 10 {
+            format!("{s}T00:00:00Z")
+        } else {
+            s.to_string()
+        }
+    });
+    let mut picked: Vec<Run> = Vec::new();
+    // Newest first, so the first run seen of a machine is its newest.
+    for info in store.list()? {
+        if a.label.as_ref().is_some_and(|l| &info.label != l)
+            || since
+                .as_ref()
+                .is_some_and(|s| info.started.as_str() < s.as_str())
+        {
+            continue;
+        }
+        let run = store.load(&info.id)?;
+        let machine = run
+            .environment
+            .get("host.name")
+            .cloned()
+            .unwrap_or_default();
+        if !a.machine.is_empty() && !a.machine.contains(&machine) {
+            continue;
+        }
+        if picked
+            .iter()
+            .all(|p| p.environment.get("host.name") != Some(&machine))
+        {
+            picked.push(run);
+        }
+    }
+    // Keep the machines in the order the user named them.
+    picked.sort_by_key(|r| {
+        let m = r.environment.get("host.name").cloned().unwrap_or_default();
+        a.machine.iter().position(|x| x == &m).unwrap_or(usize::MAX)
+    });
+    Ok(picked)
+}
+
 pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
-    let a = store.load(&args.base)?;
-    let b = store.load(&args.new)?;
-    let c = compare_runs(&a, &b, args.noise);
+    let mut runs: Vec<Run> = args
+        .runs
+        .iter()
+        .map(|r| store.load(r))
+        .collect::<Result<_>>()?;
+    if selecting(args) {
+        runs.extend(select(args, store)?);
+    }
+    if runs.len() < 2 {
+        return Err(Error::usage(format!(
+            "compare needs two runs or more; {} found (name runs, or select them with --machine, --label or --since)",
+            runs.len()
+        )));
+    }
+    if runs.len() == 2 && !selecting(args) && args.baseline.is_none() && args.html.is_none() {
+        return pair(&runs[0], &runs[1], args, out);
+    }
+    let baseline = match &args.baseline {
+        None => 0,
+        Some(b) => runs
+            .iter()
+            .position(|r| r.id.starts_with(b.as_str()) || r.environment.get("host.name") == Some(b))
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "--baseline {b} is none of the compared runs or machines"
+                ))
+            })?,
+    };
+    let c = compare_devices(&runs, baseline, args.noise);
+    if out.json {
+        out.json_data(&c)?;
+    } else {
+        out.data(&devices::render(&c))?;
+    }
+    if let Some(path) = &args.html {
+        let page = crate::report::html::render(&devices::document(&c));
+        super::history::write_new(path, &page)?;
+        out.info(&format!("wrote {}", path.display()));
+    }
+    if args.fail_on_regression && c.regressions > 0 {
+        return Err(Error::Regression(format!(
+            "{} metric(s) of some device regressed against {}",
+            c.regressions, c.devices[baseline].name
+        )));
+    }
+    Ok(0)
+}
+
+fn pair(a: &Run, b: &Run, args: &Args, out: &Out) -> Result<i32> {
+    let c = compare_runs(a, b, args.noise);
     if out.json {
         out.json_data(&c)?;
     } else {

@@ -82,7 +82,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
 }
 
 /// Write a file that must not exist yet: a user's file is never overwritten.
-fn write_new(path: &std::path::Path, text: &str) -> Result<()> {
+pub fn write_new(path: &std::path::Path, text: &str) -> Result<()> {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
