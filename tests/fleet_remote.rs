@@ -190,6 +190,37 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
     let runs = json(&env.run(&["--json", "runs"]));
     assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
 
+    // Into the fleet's PostgreSQL store, when the test server is there.
+    match common::pg::PgSchema::new() {
+        None => eprintln!("SKIPPED the PostgreSQL part: TUNELAB_TEST_PG is not set"),
+        Some(pg) => {
+            let url = pg.url();
+            let mut a = vec![
+                "--db",
+                url.as_str(),
+                "remote",
+                "--inventory",
+                inv.to_str().unwrap(),
+            ];
+            a.extend(["boards", "-o", &cfg, "--"]);
+            a.extend(QUICK);
+            let out = env.run(&a);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let runs = json(&env.run(&["--db", url.as_str(), "--json", "runs"]));
+            assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !err.contains("tunelab@") || !err.contains(":tunelab@"),
+                "no password printed"
+            );
+        }
+    }
+
     // Again: the binary is cached by checksum, not copied.
     let mut again = vec![
         "--json",
