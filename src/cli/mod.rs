@@ -115,9 +115,15 @@ pub fn main() -> i32 {
     };
     let out = Out::new(cli.json, cli.quiet);
     // Settings a killed tunelab left changed are put back before anything else.
+    // An unreadable journal only blocks changing settings (tune, --fs);
+    // `restore` explains what it holds.
     if !matches!(cli.command, Command::Restore(_)) {
-        for m in crate::safety::journal::restore_stale(false) {
-            out.warn(&m);
+        match crate::safety::journal::restore_stale(false) {
+            Ok(msgs) => msgs.iter().for_each(|m| out.warn(m)),
+            Err(_) => out.warn(&format!(
+                "the knob journal {} is unreadable: settings it records may still be changed;                  run 'tunelab restore' for what it holds and how to restore by hand",
+                crate::safety::journal::path().display()
+            )),
         }
     }
     match dispatch(&cli, &out, &args) {
