@@ -46,6 +46,9 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The hidden no-op subcommand (see `main`).
+pub const NOOP: &str = "__noop";
+
 pub const EXIT_CODES: &str =
     "Exit codes: 0 success · 1 measurement failed · 2 bad usage or input · \
 3 needs privileges · 4 environment problem (no space, read-only, missing device) · \
@@ -94,8 +97,19 @@ pub fn command() -> clap::Command {
 
 /// Entry point of the binary: returns the process exit code.
 pub fn main() -> i32 {
-    crate::safety::signals::install();
     let args: Vec<String> = std::env::args().collect();
+    // `tunelab __noop`: a program every board has (this one) that does
+    // nothing, for timing process start-up (`/proc/self/exe __noop` in the
+    // profiles instead of `true`, which a minimal board may lack).
+    if args.len() == 2 && args[1] == NOOP {
+        return 0;
+    }
+    // An empty TUNELAB_DB means "not set" (the default database), not a
+    // missing --db value.
+    if std::env::var_os("TUNELAB_DB").is_some_and(|v| v.is_empty()) {
+        std::env::remove_var("TUNELAB_DB");
+    }
+    crate::safety::signals::install();
     if let Some(code) = run::help_for_experiment(&args) {
         return code;
     }

@@ -200,23 +200,32 @@ pub fn begin_session(
     Session::begin(target, &m.label, argv, &m.watch(), &|w| out.warn(w))
 }
 
-/// Store (unless --no-store) and print a finished run.
+/// Store (unless --no-store) and print a finished run. When the store
+/// cannot be written the results are printed (and emitted as JSON) first,
+/// then the store failure is returned (exit 4): a measurement is never
+/// thrown away silently.
 pub fn finish(run: Run, store: Option<&mut Store>, out: &Out) -> Result<Run> {
+    let mut store_error = None;
     if let (Some(store), true) = (store, worth_storing(&run)) {
-        store.save(&run)?;
-        out.info(&format!(
-            "stored run {} ({}) in {}",
-            run.id,
-            run.status.as_str(),
-            store.location()
-        ));
+        match store.save(&run) {
+            Ok(()) => out.info(&format!(
+                "stored run {} ({}) in {}",
+                run.id,
+                run.status.as_str(),
+                store.location()
+            )),
+            Err(e) => store_error = Some(e),
+        }
     }
     if out.json {
         out.json_data(&run)?;
     } else if !run.results.is_empty() {
         out.data(&runview::render(&run))?;
     }
-    Ok(run)
+    match store_error {
+        Some(e) => Err(e),
+        None => Ok(run),
+    }
 }
 
 /// The filesystem lab and throttling flags, shared by run, tune and study.
