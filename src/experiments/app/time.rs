@@ -227,8 +227,10 @@ impl Experiment for AppTime {
             ParamSpec::new(
                 "command",
                 ParamKind::Text,
-                "true",
-                "the command line (words, quotes allowed; no shell)",
+                // tunelab itself doing nothing: every board has it (not
+                // always `true`); /proc/self/exe is resolved in the child.
+                "/proc/self/exe __noop",
+                "the command line (words, quotes allowed; no shell); default: tunelab's own no-op",
             ),
             ParamSpec::new(
                 "shell",
