@@ -366,7 +366,8 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let elapsed = t0.elapsed().as_secs_f64();
     let reason = match &outcome {
         Ok(r) => *r,
-        Err(_) => "interrupted",
+        Err(Error::Interrupted(_)) => "interrupted",
+        Err(_) => "failed",
     };
     for c in &cmds {
         if c.trials.iter().any(|t| !t.warmup) {
