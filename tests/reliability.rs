@@ -782,3 +782,31 @@ fn a_parameter_given_twice_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("given twice"), "{}", stderr(&out));
 }
+
+#[test]
+fn an_unwritable_database_directory_gets_a_permission_hint() {
+    if !common::is_root() {
+        return common::skip("needs root to switch to an unprivileged user");
+    }
+    let env = Env::new();
+    // The temp dir is 0700 root: let nobody in, but not write in `ro`.
+    let open = |p: &Path, mode| {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
+    };
+    open(env.dir.path(), 0o755);
+    let ro = env.dir.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    open(&ro, 0o755);
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(assert_cmd::cargo::cargo_bin("tunelab"))
+        .args(["runs"])
+        .env("TUNELAB_DB", ro.join("results.db"))
+        .env("TUNELAB_STATE_DIR", env.dir.path().join("state"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("permission denied"), "{err}");
+    assert!(err.contains(ro.to_str().unwrap()), "{err}");
+}

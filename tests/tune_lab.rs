@@ -581,14 +581,14 @@ fn a_mount_sweep_ends_with_the_original_atime_mode() {
         c.env("TUNELAB_STATE_DIR", &state)
             .args(["tune", "mount", "--values", "noatime,strictatime"])
             .args(["-e", "io.metadata", "-p", "files=200", "-p", "level=none"])
-            .args(["--no-store", "--quiet-check", "0", "--warmup", "0"])
+            .args(["--no-store", "--warmup", "0"])
             .args(extra)
             .arg("--target")
             .arg(&m.dir);
         c
     };
     for round in 0..4 {
-        let st = sweep(&["--trials", "3"])
+        let st = sweep(&["--trials", "3", "--quiet-check", "0"])
             .stderr(Stdio::piped())
             .output()
             .unwrap();
