@@ -553,8 +553,7 @@ fn atime_of(dir: &Path) -> String {
     let line = std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
         .lines()
-        .filter(|l| l.split(' ').nth(4) == Some(d.as_str()))
-        .last()
+        .rfind(|l| l.split(' ').nth(4) == Some(d.as_str()))
         .unwrap_or_else(|| panic!("{d} is not mounted"))
         .to_string();
     let opts = line.split(' ').nth(5).unwrap().to_string();
