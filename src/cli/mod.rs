@@ -135,7 +135,8 @@ pub fn main() -> i32 {
         match crate::safety::journal::restore_stale(false) {
             Ok(msgs) => msgs.iter().for_each(|m| out.warn(m)),
             Err(_) => out.warn(&format!(
-                "the knob journal {} is unreadable: settings it records may still be changed;                  run 'tunelab restore' for what it holds and how to restore by hand",
+                "the knob journal {} is unreadable: settings it records may still be changed; \
+                 run 'tunelab restore' for what it holds and how to restore by hand",
                 crate::safety::journal::path().display()
             )),
         }

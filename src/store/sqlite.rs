@@ -140,7 +140,7 @@ fn access_hint(path: &Path) -> String {
 
 /// Why SQLite could not write: the OS error behind it when there was one
 /// (sqlite3_system_errno), else what the SQLite code means.
-fn write_failure(conn: &Connection, e: &rusqlite::Error) -> String {
+fn write_failure(conn: &Connection, path: &Path, e: &rusqlite::Error) -> String {
     // SAFETY: the handle is valid for the connection's lifetime; the call
     // only reads the last errno SQLite recorded.
     let errno = unsafe { rusqlite::ffi::sqlite3_system_errno(conn.handle()) };
@@ -148,7 +148,18 @@ fn write_failure(conn: &Connection, e: &rusqlite::Error) -> String {
     let meaning = match (errno, code) {
         (n, _) if n > 0 => format!("{} (errno {n})", std::io::Error::from_raw_os_error(n)),
         (_, Some(rusqlite::ErrorCode::ReadOnly)) => {
-            "the database is read-only (the file or its directory is not writable)".into()
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            let ro_fs = rustix::fs::statvfs(dir.unwrap_or(Path::new(".")))
+                .is_ok_and(|v| v.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
+            if ro_fs {
+                "the file system holding the database is mounted read-only (EROFS)".into()
+            } else {
+                format!(
+                    "the database is read-only (EACCES: the file or its directory is not \
+                     writable){}",
+                    access_hint(path)
+                )
+            }
         }
         (_, Some(rusqlite::ErrorCode::DiskFull)) => "no space left on the device".into(),
         (_, Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)) => {
@@ -165,7 +176,7 @@ impl Sqlite {
     /// transaction (a study saves its growing run after each key issue).
     fn save(&mut self, run: &Run) -> Result<()> {
         self.save_tx(run).map_err(|e| {
-            let why = write_failure(&self.conn, &e);
+            let why = write_failure(&self.conn, &self.path, &e);
             Error::environment(format!(
                 "could not store run {} in {}: {why}; the results above are not saved \
                  (free space, make the file writable, or choose another --db)",
