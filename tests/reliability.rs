@@ -810,3 +810,22 @@ fn an_unwritable_database_directory_gets_a_permission_hint() {
     assert!(err.contains("permission denied"), "{err}");
     assert!(err.contains(ro.to_str().unwrap()), "{err}");
 }
+
+/// Issue 12 item 7: the one external program of the lab is named when missing.
+#[test]
+fn a_missing_mkfs_is_named() {
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "io.file-read",
+        "--fs",
+        "zzfs",
+        "--no-store",
+        "--quiet-check",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("mkfs.zzfs is not installed"), "{err}");
+    assert!(!err.contains("skipped"), "{err}");
+}
