@@ -435,6 +435,11 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     } else if !run.results.is_empty() {
         out.data(&render(&run, &cmds, &comparisons))?;
     }
+    if let Err(Error::Interrupted(sig)) = &outcome {
+        out.info(&format!(
+            "{sig}: the timed program and its process group were killed"
+        ));
+    }
     if let (Err(_), Some(se)) = (&outcome, &store_error) {
         out.error(&se.to_string());
     }

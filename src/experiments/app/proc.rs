@@ -201,7 +201,9 @@ pub fn start(argv: &[String], ready: Option<&Regex>, quit: Option<Quit>) -> Resu
 /// Make a child killable as a whole and mortal with us: its own process
 /// group (so killing the group takes its children too, and a terminal's
 /// Ctrl-C reaches tunelab, which then kills it), and PR_SET_PDEATHSIG so the
-/// kernel kills it when tunelab dies, even by SIGKILL.
+/// kernel kills it when tunelab dies, even by SIGKILL. (The death signal
+/// follows the *thread* that forked: start programs from a thread that
+/// outlives them, as the CLI's main thread does.)
 pub fn contain(c: &mut Command) {
     c.process_group(0);
     // SAFETY: getpid before the fork.
