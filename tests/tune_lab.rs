@@ -546,3 +546,74 @@ fn a_second_ctrl_c_unmounts_the_lab_filesystem() {
     wait_until(10, || bound() == 0);
     assert_eq!(bound(), 0, "{}", sh("losetup", &["-a"]));
 }
+
+/// The access-time mode of the mount at `dir` as mountinfo shows it.
+fn atime_of(dir: &Path) -> String {
+    let d = dir.to_string_lossy().to_string();
+    let line = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .rfind(|l| l.split(' ').nth(4) == Some(d.as_str()))
+        .unwrap_or_else(|| panic!("{d} is not mounted"))
+        .to_string();
+    let opts = line.split(' ').nth(5).unwrap().to_string();
+    ["noatime", "relatime"]
+        .into_iter()
+        .find(|a| opts.split(',').any(|o| o == *a))
+        .unwrap_or("strictatime")
+        .to_string()
+}
+
+/// Issue 13 defect 1: util-linux's `mount -o remount,relatime` left
+/// `noatime` in force; tunelab now sets the whole flag set with mount(2)
+/// and verifies mountinfo, after a normal sweep and after kill -9.
+#[test]
+fn a_mount_sweep_ends_with_the_original_atime_mode() {
+    let env = Env::new();
+    let Some(m) = LoopMount::new(&env, "relatime", "relatime") else {
+        return common::skip("needs root and loop devices");
+    };
+    let state = env.dir.path().join("state");
+    assert_eq!(atime_of(&m.dir), "relatime");
+    let sweep = |extra: &[&str]| {
+        let mut c = env.background();
+        c.env("TUNELAB_STATE_DIR", &state)
+            .args(["tune", "mount", "--values", "noatime,strictatime"])
+            .args(["-e", "io.metadata", "-p", "files=200", "-p", "level=none"])
+            .args(["--no-store", "--warmup", "0"])
+            .args(extra)
+            .arg("--target")
+            .arg(&m.dir);
+        c
+    };
+    for round in 0..4 {
+        let st = sweep(&["--trials", "3", "--quiet-check", "0"])
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert!(st.status.success(), "round {round}: {}", stderr(&st));
+        assert!(
+            stderr(&st).contains("verified in /proc/self/mountinfo"),
+            "{}",
+            stderr(&st)
+        );
+        assert_eq!(atime_of(&m.dir), "relatime", "round {round}");
+    }
+    for round in 0..3 {
+        let mut child = sweep(UNTIL_KILLED).spawn().unwrap();
+        wait_until(30, || atime_of(&m.dir) != "relatime");
+        assert_ne!(atime_of(&m.dir), "relatime", "the sweep never remounted");
+        // Let it switch between noatime and strictatime a few times.
+        std::thread::sleep(Duration::from_millis(200 * round));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let out = env
+            .cmd()
+            .env("TUNELAB_STATE_DIR", &state)
+            .arg("restore")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(atime_of(&m.dir), "relatime", "after kill -9, round {round}");
+    }
+}

@@ -48,6 +48,9 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The hidden no-op subcommand (see `main`).
+pub const NOOP: &str = "__noop";
+
 pub const EXIT_CODES: &str =
     "Exit codes: 0 success · 1 measurement failed · 2 bad usage or input · \
 3 needs privileges · 4 environment problem (no space, read-only, missing device) · \
@@ -100,8 +103,19 @@ pub fn command() -> clap::Command {
 
 /// Entry point of the binary: returns the process exit code.
 pub fn main() -> i32 {
-    crate::safety::signals::install();
     let args: Vec<String> = std::env::args().collect();
+    // `tunelab __noop`: a program every board has (this one) that does
+    // nothing, for timing process start-up (`/proc/self/exe __noop` in the
+    // profiles instead of `true`, which a minimal board may lack).
+    if args.len() == 2 && args[1] == NOOP {
+        return 0;
+    }
+    // An empty TUNELAB_DB means "not set" (the default database), not a
+    // missing --db value.
+    if std::env::var_os("TUNELAB_DB").is_some_and(|v| v.is_empty()) {
+        std::env::remove_var("TUNELAB_DB");
+    }
+    crate::safety::signals::install();
     if let Some(code) = run::help_for_experiment(&args) {
         return code;
     }
@@ -121,9 +135,16 @@ pub fn main() -> i32 {
     };
     let out = Out::new(cli.json, cli.quiet);
     // Settings a killed tunelab left changed are put back before anything else.
+    // An unreadable journal only blocks changing settings (tune, --fs);
+    // `restore` explains what it holds.
     if !matches!(cli.command, Command::Restore(_)) {
-        for m in crate::safety::journal::restore_stale(false) {
-            out.warn(&m);
+        match crate::safety::journal::restore_stale(false) {
+            Ok(msgs) => msgs.iter().for_each(|m| out.warn(m)),
+            Err(_) => out.warn(&format!(
+                "the knob journal {} is unreadable: settings it records may still be changed; \
+                 run 'tunelab restore' for what it holds and how to restore by hand",
+                crate::safety::journal::path().display()
+            )),
         }
     }
     match dispatch(&cli, &out, &args) {

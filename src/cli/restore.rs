@@ -11,12 +11,16 @@ pub struct Args {
     pub all: bool,
 }
 
+/// Exit 0 when everything is restored (or nothing was left); an unreadable
+/// journal is an error (4) that shows what it holds and how to restore by
+/// hand; entries that could not be restored exit 4 too.
 pub fn exec(args: &Args, out: &Out) -> Result<i32> {
-    let msgs = journal::restore_stale(args.all);
+    let msgs = journal::restore_stale(args.all)?;
+    let failed = msgs.iter().filter(|m| m.starts_with("could not")).count();
     if out.json {
         out.json_data(&msgs)?;
     } else if msgs.is_empty() {
-        let live = journal::load().len();
+        let live = journal::load()?.len();
         out.info(&if live == 0 {
             "nothing to restore: the journal is empty".to_string()
         } else {
@@ -26,6 +30,12 @@ pub fn exec(args: &Args, out: &Out) -> Result<i32> {
         for m in &msgs {
             out.data(&format!("{m}\n"))?;
         }
+    }
+    if failed > 0 {
+        return Err(crate::Error::environment(format!(
+            "{failed} setting(s) could not be restored; they stay in {}",
+            journal::path().display()
+        )));
     }
     Ok(0)
 }

@@ -16,7 +16,7 @@ use crate::report::runview;
 use crate::safety::is_root;
 use crate::store::Store;
 use crate::tune::lab::{
-    mkfs_available, parse_fs_list, parse_throttle, throttle_for, FsSpec, LabFs,
+    mkfs_available, mkfs_missing, parse_fs_list, parse_throttle, throttle_for, FsSpec, LabFs,
 };
 use crate::tune::throttle::ThrottleLimits;
 use crate::{Error, Result};
@@ -200,23 +200,32 @@ pub fn begin_session(
     Session::begin(target, &m.label, argv, &m.watch(), &|w| out.warn(w))
 }
 
-/// Store (unless --no-store) and print a finished run.
+/// Store (unless --no-store) and print a finished run. When the store
+/// cannot be written the results are printed (and emitted as JSON) first,
+/// then the store failure is returned (exit 4): a measurement is never
+/// thrown away silently.
 pub fn finish(run: Run, store: Option<&mut Store>, out: &Out) -> Result<Run> {
+    let mut store_error = None;
     if let (Some(store), true) = (store, worth_storing(&run)) {
-        store.save(&run)?;
-        out.info(&format!(
-            "stored run {} ({}) in {}",
-            run.id,
-            run.status.as_str(),
-            store.location()
-        ));
+        match store.save(&run) {
+            Ok(()) => out.info(&format!(
+                "stored run {} ({}) in {}",
+                run.id,
+                run.status.as_str(),
+                store.location()
+            )),
+            Err(e) => store_error = Some(e),
+        }
     }
     if out.json {
         out.json_data(&run)?;
     } else if !run.results.is_empty() {
         out.data(&runview::render(&run))?;
     }
-    Ok(run)
+    match store_error {
+        Some(e) => Err(e),
+        None => Ok(run),
+    }
 }
 
 /// The filesystem lab and throttling flags, shared by run, tune and study.
@@ -259,21 +268,17 @@ impl LabArgs {
                 .partition(|s| mkfs_available(&s.fs_type)),
             None => (Vec::new(), Vec::new()),
         };
+        if fs.is_empty() && !missing.is_empty() {
+            let why: Vec<String> = missing
+                .iter()
+                .map(|s| format!("--fs {}: {}", s.label, mkfs_missing(&s.fs_type)))
+                .collect();
+            return Err(Error::environment(why.join("; ")));
+        }
         let missing: Vec<String> = missing
             .iter()
-            .map(|s| {
-                format!(
-                    "--fs {}: mkfs.{} is not installed, skipped",
-                    s.label, s.fs_type
-                )
-            })
+            .map(|s| format!("--fs {}: skipped: {}", s.label, mkfs_missing(&s.fs_type)))
             .collect();
-        if fs.is_empty() && !missing.is_empty() {
-            return Err(Error::environment(format!(
-                "{} (install the file system's tools)",
-                missing.join("; ")
-            )));
-        }
         let throttle = self.throttle.as_deref().map(parse_throttle).transpose()?;
         if (!fs.is_empty() || throttle.is_some()) && !is_root() {
             return Err(Error::privilege(
@@ -321,8 +326,8 @@ pub fn for_each_target(
     if lab.fs.is_empty() {
         return one(target, None, session).err();
     }
+    // Kept with the run (the run view prints its warnings once).
     for m in &lab.missing {
-        out.warn(m);
         session.run.warnings.push(m.clone());
     }
     for spec in &lab.fs {

@@ -41,7 +41,16 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             let crit: Vec<String> = i
                 .criteria
                 .iter()
-                .map(|c| format!("{} {} {}", c.metric, c.op.symbol(), c.value))
+                .map(|c| {
+                    // In the metric's unit, as the verdicts show it: not the
+                    // base-unit float (0.000049999999999999996).
+                    format!(
+                        "{} {} {}",
+                        c.metric,
+                        c.op.symbol(),
+                        crate::report::units::human(c.value, &c.unit)
+                    )
+                })
                 .collect();
             out.data(&format!(
                 "{}: {} ({} points) {}\n",
@@ -69,6 +78,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let bar = progress_bar(out, profile.issues.len());
     let mut verdicts = Vec::new();
     let mut stop = None;
+    let mut progress_error: Option<Error> = None;
     for issue in &profile.issues {
         if let Some(b) = &bar {
             b.set_message(issue.name.clone());
@@ -111,6 +121,17 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             &session.run.results[before..],
             error.as_ref().map(|e| e.to_string()).as_deref(),
         ));
+        // Store each finished key issue as it goes: a kill loses at most the
+        // one in progress. One run grows under one id (see docs/decisions.md).
+        if let (Some(st), None) = (store.as_mut(), &progress_error) {
+            let snap = in_progress(&session.run, &profile, &verdicts);
+            if let Err(e) = st.save(&snap) {
+                out.warn(&format!(
+                    "{e} (measuring goes on; the results will be printed)"
+                ));
+                progress_error = Some(e);
+            }
+        }
         if let Some(b) = &bar {
             b.inc(1);
         }
@@ -146,6 +167,30 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         Some(e) => Err(e),
         None => Ok(0),
     }
+}
+
+/// The study run as stored after each key issue: marked interrupted (which
+/// it is, if this process dies now) with a warning saying how far it got;
+/// the final save replaces it. Monitor samples come with the final save.
+fn in_progress(
+    run: &crate::engine::model::Run,
+    profile: &study::Profile,
+    verdicts: &[crate::engine::model::IssueVerdict],
+) -> crate::engine::model::Run {
+    let mut snap = run.clone();
+    snap.status = crate::engine::model::RunStatus::Interrupted;
+    snap.finished = crate::engine::model::now_rfc3339();
+    snap.warnings.push(format!(
+        "saved while in progress: {} of {} key issues done; the study did not finish",
+        verdicts.len(),
+        profile.issues.len()
+    ));
+    snap.study = Some(StudySummary {
+        profile: profile.name.clone(),
+        title: profile.title.clone(),
+        issues: verdicts.to_vec(),
+    });
+    snap
 }
 
 fn progress_bar(out: &Out, len: usize) -> Option<ProgressBar> {

@@ -75,6 +75,10 @@ pub struct Args {
     /// Give up when no ready line came within this time.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_secs)]
     pub ready_timeout: f64,
+    /// Time programs that exit non-zero too (as hyperfine's -i); without it
+    /// the first failing run stops timing and exits 1.
+    #[arg(long, short = 'i')]
+    pub ignore_failure: bool,
     /// A label stored with the run.
     #[arg(long, default_value = "")]
     pub label: String,
@@ -92,6 +96,20 @@ fn parse_secs(s: &str) -> std::result::Result<f64, String> {
         _ => Err(format!(
             "'{s}' is not a positive duration (e.g. 500ms, 30s)"
         )),
+    }
+}
+
+/// How a run failed: a non-zero exit or a signal (a program asked to quit
+/// after its ready line may die of that signal: not a failure).
+fn failure(t: &AppTrial) -> Option<String> {
+    if t.ready_s.is_some() {
+        return None;
+    }
+    match (t.exit_code, t.signal) {
+        (Some(0), _) => None,
+        (Some(c), _) => Some(format!("exited with status {c}")),
+        (_, Some(s)) => Some(format!("was killed by signal {s}")),
+        _ => Some("ended in an unknown way".into()),
     }
 }
 
@@ -251,6 +269,8 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             QuitHow::StdinClose => Quit::StdinClose,
         },
         ready_timeout: Duration::from_secs_f64(a.ready_timeout),
+        // One run longer than the whole budget is killed with its group.
+        max_run: Some(Duration::from_secs_f64(a.budget)),
     };
     let mut store = if a.no_store {
         None
@@ -285,8 +305,16 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         t.warmup = warm;
         seq += 1;
         t.seq = seq;
+        let failed = failure(&t);
         c.trials.push(t);
-        Ok(())
+        match failed {
+            Some(how) if !a.ignore_failure => Err(Error::measurement(format!(
+                "{}: {how}; a failing program is not timed as a success (use --ignore-failure \
+                 to time it anyway)",
+                c.label
+            ))),
+            _ => Ok(()),
+        }
     };
     let outcome: Result<&str>;
     'rounds: {
@@ -338,7 +366,8 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let elapsed = t0.elapsed().as_secs_f64();
     let reason = match &outcome {
         Ok(r) => *r,
-        Err(_) => "interrupted",
+        Err(Error::Interrupted(_)) => "interrupted",
+        Err(_) => "failed",
     };
     for c in &cmds {
         if c.trials.iter().any(|t| !t.warmup) {
@@ -367,14 +396,19 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             run.warnings.push(w);
         }
     }
+    // A store that cannot be written must not lose the measurement: the
+    // results are printed first, the store failure reported after them.
+    let mut store_error = None;
     if let (Some(store), false) = (store.as_mut(), run.results.is_empty()) {
-        store.save(&run)?;
-        out.info(&format!(
-            "stored run {} ({}) in {}",
-            run.id,
-            run.status.as_str(),
-            store.location()
-        ));
+        match store.save(&run) {
+            Ok(()) => out.info(&format!(
+                "stored run {} ({}) in {}",
+                run.id,
+                run.status.as_str(),
+                store.location()
+            )),
+            Err(e) => store_error = Some(e),
+        }
     }
     let comparisons: Vec<serde_json::Value> = cmds
         .iter()
@@ -401,7 +435,19 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     } else if !run.results.is_empty() {
         out.data(&render(&run, &cmds, &comparisons))?;
     }
-    outcome.map(|_| 0)
+    if let Err(Error::Interrupted(sig)) = &outcome {
+        out.info(&format!(
+            "{sig}: the timed program and its process group were killed"
+        ));
+    }
+    if let (Err(_), Some(se)) = (&outcome, &store_error) {
+        out.error(&se.to_string());
+    }
+    outcome?;
+    match store_error {
+        Some(e) => Err(e),
+        None => Ok(0),
+    }
 }
 
 fn render(run: &Run, cmds: &[Cmd], comparisons: &[serde_json::Value]) -> String {

@@ -280,11 +280,19 @@ pub fn expand_points(specs: &[ParamSpec], overrides: &[(String, String)]) -> Res
             )));
         }
     }
+    // A key given twice is a mistake (which one was meant?), never "the last wins".
+    for (i, (key, v)) in overrides.iter().enumerate() {
+        if let Some((_, first)) = overrides[..i].iter().find(|(k, _)| k == key) {
+            return Err(Error::usage(format!(
+                "parameter '{key}' is given twice ({key}={first} and {key}={v}): give it once; \
+                 to sweep, list the values with commas (-p {key}={first},{v})"
+            )));
+        }
+    }
     let mut lists: Vec<(&'static str, Vec<ParamValue>)> = Vec::new();
     for spec in specs {
         let raw = overrides
             .iter()
-            .rev()
             .find(|(k, _)| k == spec.name)
             .map(|(_, v)| v.as_str())
             .unwrap_or(spec.default);
@@ -454,6 +462,13 @@ mod tests {
         let o = vec![("mode".to_string(), "sideways".to_string())];
         assert!(expand_points(&specs(), &o).is_err());
         assert!(split_assignment("novalue").is_err());
+        let o = vec![
+            ("size".to_string(), "4k".to_string()),
+            ("size".to_string(), "64k".to_string()),
+        ];
+        let e = expand_points(&specs(), &o).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("given twice"), "{e}");
     }
 
     #[test]

@@ -202,8 +202,12 @@ pub fn render(c: &RunComparison) -> String {
                 m.name.clone(),
                 human(m.base_median, &m.unit),
                 human(m.new_median, &m.unit),
-                format!("{}×", sig(x.ratio)),
-                format!("{}× … {}×", sig(x.ci95_low), sig(x.ci95_high)),
+                times(x.ratio),
+                if x.ci95_low.is_finite() && x.ci95_high.is_finite() {
+                    format!("{} … {}", times(x.ci95_low), times(x.ci95_high))
+                } else {
+                    "–".to_string()
+                },
                 x.verdict.as_str().to_string(),
             ]);
         }
@@ -220,4 +224,13 @@ pub fn render(c: &RunComparison) -> String {
     }
     s.push_str(&format!("{} regression(s)\n", c.regressions));
     s
+}
+
+/// A ratio for display; an undefined one (0/0, x/0) is "–", never NaN×.
+fn times(v: f64) -> String {
+    if v.is_finite() {
+        format!("{}×", sig(v))
+    } else {
+        "–".to_string()
+    }
 }

@@ -10,11 +10,12 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::PathBuf;
-use std::process::Command;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::sysmount::{self, MountMode};
 use crate::{Error, Result};
 
 /// One file-backed setting (a sysctl or a sysfs attribute).
@@ -49,14 +50,92 @@ pub enum Saved {
         original: Vec<String>,
         applied: Option<Vec<String>>,
     },
+    /// A lab file system: a loop device on `image`, mounted on
+    /// `mount_point`, inside the scratch directory `scratch`. Journalled
+    /// before the loop device is set up; restoring unmounts, detaches and
+    /// removes it.
+    Lab {
+        mount_point: PathBuf,
+        image: PathBuf,
+        device: Option<PathBuf>,
+        scratch: Option<PathBuf>,
+    },
+}
+
+impl Saved {
+    /// What this entry changes, to detect two tunelabs on one setting.
+    fn targets(&self) -> Vec<PathBuf> {
+        match self {
+            Saved::Files { files } => files.iter().map(|f| f.path.clone()).collect(),
+            Saved::Mount { mount_point, .. } | Saved::Lab { mount_point, .. } => {
+                vec![mount_point.clone()]
+            }
+        }
+    }
+
+    /// The commands that put this entry back by hand.
+    fn by_hand(&self) -> Vec<String> {
+        match self {
+            Saved::Files { files } => {
+                let all_zero = files.iter().all(|f| f.original == "0");
+                files
+                    .iter()
+                    .filter(|f| all_zero || f.original != "0")
+                    .map(|f| format!("echo {} > {}", f.original, f.path.display()))
+                    .collect()
+            }
+            Saved::Mount {
+                mount_point,
+                original,
+                ..
+            } => vec![format!(
+                "mount -o remount,{} {}",
+                MountMode::of(original).options(),
+                mount_point.display()
+            )],
+            Saved::Lab {
+                mount_point,
+                image,
+                device,
+                ..
+            } => {
+                let mut v = vec![format!("umount -l {}", mount_point.display())];
+                if let Some(d) = device {
+                    v.push(format!("losetup -d {}", d.display()));
+                }
+                v.push(format!("rm {}", image.display()));
+                v
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     pub knob: String,
     pub pid: u32,
+    /// The process's start time (clock ticks after boot, /proc/PID/stat),
+    /// so a recycled pid is not taken for the tunelab that wrote the entry.
+    #[serde(default)]
+    pub pid_start: Option<u64>,
     pub started: String,
     pub saved: Saved,
+}
+
+impl Entry {
+    /// An entry of this process for `knob`.
+    pub fn new(knob: &str, saved: Saved) -> Entry {
+        let me = std::process::id();
+        Entry {
+            knob: knob.to_string(),
+            pid: me,
+            pid_start: start_ticks(me),
+            started: time::OffsetDateTime::now_utc()
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default(),
+            saved,
+        }
+    }
 }
 
 pub fn dir() -> PathBuf {
@@ -74,26 +153,118 @@ pub fn dir() -> PathBuf {
         .join("tunelab")
 }
 
-fn path() -> PathBuf {
+pub fn path() -> PathBuf {
     dir().join("journal.json")
 }
 
-pub fn load() -> Vec<Entry> {
-    fs::read(path())
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default()
-}
+/// An exclusive flock(2) on `journal.lock` next to the journal: every
+/// read-modify-write of the journal holds it, so two tunelabs never lose
+/// each other's entries and a claim on a setting is atomic.
+struct Lock(#[allow(dead_code)] fs::File);
 
-/// Write the journal atomically and durably (temp file, fsync, rename).
-fn store(entries: &[Entry]) -> Result<()> {
+fn lock(wait: bool) -> Result<Option<Lock>> {
     let d = dir();
     fs::create_dir_all(&d).map_err(|e| Error::io("cannot create the journal directory", &d, e))?;
+    let p = d.join("journal.lock");
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&p)
+        .map_err(|e| Error::io("cannot open the journal lock", &p, e))?;
+    let op = if wait {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_EX | libc::LOCK_NB
+    };
+    loop {
+        // SAFETY: flock on an open descriptor.
+        if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
+            return Ok(Some(Lock(f)));
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if !wait => return Ok(None),
+            _ => return Err(Error::io("cannot lock", &p, e)),
+        }
+    }
+}
+
+/// What an unreadable journal holds and how to restore by hand.
+fn unreadable(p: &Path, bytes: &[u8], why: &str) -> Error {
+    let text = String::from_utf8_lossy(bytes);
+    let shown: String = text
+        .chars()
+        .take(4000)
+        .map(|c| if c.is_control() && c != '\n' { '?' } else { c })
+        .collect();
+    let mut msg = format!(
+        "the knob journal {} cannot be read ({why}); tunelab will not change any setting \
+         until it is fixed, because the originals it holds would be lost.\n\
+         It holds ({} bytes):\n{shown}{}\n",
+        p.display(),
+        bytes.len(),
+        if text.chars().count() > 4000 {
+            "\n…"
+        } else {
+            ""
+        }
+    );
+    // A valid journal followed by garbage still names its entries.
+    let salvaged = serde_json::Deserializer::from_slice(bytes)
+        .into_iter::<Vec<Entry>>()
+        .next()
+        .and_then(|r| r.ok());
+    match salvaged {
+        Some(entries) if !entries.is_empty() => {
+            msg.push_str("To restore by hand, as root:\n");
+            for e in &entries {
+                msg.push_str(&format!(
+                    "  # {} (tunelab pid {}, started {})\n",
+                    e.knob, e.pid, e.started
+                ));
+                for c in e.saved.by_hand() {
+                    msg.push_str(&format!("  {c}\n"));
+                }
+            }
+        }
+        _ => msg.push_str(
+            "To restore by hand: for each \"path\" with an \"original\" value, write it back \
+             (echo ORIGINAL > PATH); for each \"mount_point\" with \"original\" options, \
+             mount -o remount,OPTIONS MOUNT_POINT; unmount any lab mount_point (umount -l).\n",
+        ),
+    }
+    msg.push_str(&format!("Then remove {}.", p.display()));
+    Error::environment(msg)
+}
+
+/// The journal's entries; an unreadable journal is an error that says what
+/// it holds (never "empty": its originals would be lost).
+pub fn load() -> Result<Vec<Entry>> {
+    let p = path();
+    let bytes = match fs::read(&p) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(unreadable(&p, &[], &e.to_string())),
+    };
+    serde_json::from_slice(&bytes).map_err(|e| unreadable(&p, &bytes, &e.to_string()))
+}
+
+/// Write the journal atomically and durably (temp file, fsync, rename,
+/// fsync of the directory). An empty journal is removed, never created.
+fn store(entries: &[Entry]) -> Result<()> {
+    let d = dir();
     let p = path();
     if entries.is_empty() {
-        let _ = fs::remove_file(&p);
-        return Ok(());
+        return match fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io("cannot remove the knob journal", &p, e))
+            }
+            _ => Ok(()),
+        };
     }
+    fs::create_dir_all(&d).map_err(|e| Error::io("cannot create the journal directory", &d, e))?;
     let tmp = d.join(format!("journal.json.{}", std::process::id()));
     let data = serde_json::to_vec_pretty(entries)?;
     let write = || -> std::io::Result<()> {
@@ -103,19 +274,57 @@ fn store(entries: &[Entry]) -> Result<()> {
         fs::rename(&tmp, &p)?;
         fs::File::open(&d)?.sync_all()
     };
-    write().map_err(|e| Error::io("cannot write the knob journal", &p, e))
+    write().map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        Error::io("cannot write the knob journal", &p, e)
+    })
 }
 
-/// Add or replace our entry for `knob`.
+/// Record a new entry, refusing when another tunelab (alive, or killed and
+/// not yet restored) holds an entry on the same setting: its recorded
+/// original is the true one, ours would be its applied value.
+pub fn claim(entry: Entry) -> Result<()> {
+    let _l = lock(true)?;
+    let mut all = load()?;
+    let mine = entry.saved.targets();
+    if let Some(other) = all
+        .iter()
+        .find(|e| e.pid != entry.pid && e.saved.targets().iter().any(|t| mine.contains(t)))
+    {
+        return Err(if is_alive(other) {
+            Error::environment(format!(
+                "{} is already being changed by tunelab pid {} (started {}): wait for it to \
+                 finish or stop it; two runs on one setting would lose its original value",
+                entry.knob, other.pid, other.started
+            ))
+        } else {
+            Error::environment(format!(
+                "{} was left changed by tunelab pid {} (started {}), which is gone, and could \
+                 not be restored automatically: run 'tunelab restore' first",
+                entry.knob, other.pid, other.started
+            ))
+        });
+    }
+    all.retain(|e| !(e.knob == entry.knob && e.pid == entry.pid));
+    all.push(entry);
+    store(&all)
+}
+
+/// Replace our entry for `knob` (after `claim`).
 pub fn put(entry: Entry) -> Result<()> {
-    let mut all = load();
+    let _l = lock(true)?;
+    let mut all = load()?;
     all.retain(|e| !(e.knob == entry.knob && e.pid == entry.pid));
     all.push(entry);
     store(&all)
 }
 
 pub fn remove(knob: &str, pid: u32) -> Result<()> {
-    let mut all = load();
+    if !path().exists() {
+        return Ok(());
+    }
+    let _l = lock(true)?;
+    let mut all = load()?;
     all.retain(|e| !(e.knob == knob && e.pid == pid));
     store(&all)
 }
@@ -184,67 +393,93 @@ pub fn restore_entry(e: &Entry) -> Result<String> {
             original,
             ..
         } => {
-            let opts = remount_options(original);
-            let ok = Command::new("mount")
-                .arg("-o")
-                .arg(format!("remount,{opts}"))
-                .arg(mount_point)
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false);
-            if !ok {
-                return Err(Error::environment(format!(
-                    "cannot remount {} with {opts}: restore it by hand (mount -o remount,{opts} {})",
+            let want = MountMode::of(original);
+            if sysmount::mount_at(mount_point).is_none() {
+                return Ok(format!(
+                    "{} is no longer mounted: nothing to restore (its options were {})",
                     mount_point.display(),
+                    want.options()
+                ));
+            }
+            sysmount::set_mode(mount_point, want).map_err(|err| {
+                Error::environment(format!(
+                    "{err}: restore it by hand (mount -o remount,{} {})",
+                    want.options(),
                     mount_point.display()
-                )));
+                ))
+            })?;
+            Ok(format!(
+                "restored mount options of {} ({}, verified in /proc/self/mountinfo)",
+                mount_point.display(),
+                want.options()
+            ))
+        }
+        Saved::Lab {
+            mount_point,
+            image,
+            device,
+            scratch,
+        } => {
+            sysmount::unmount(mount_point)
+                .map_err(|err| Error::io("cannot unmount the lab file system", mount_point, err))?;
+            if let Some(d) = device {
+                sysmount::loop_detach_if_ours(d, image)?;
+            }
+            if fs::symlink_metadata(image).is_ok_and(|m| m.is_file()) {
+                let _ = fs::remove_file(image);
+            }
+            if fs::symlink_metadata(mount_point).is_ok_and(|m| m.is_dir()) {
+                let _ = fs::remove_dir(mount_point);
+            }
+            if let Some(s) = scratch {
+                super::scratch::remove_if_owned_by_dead(s, e.pid);
             }
             Ok(format!(
-                "restored mount options of {} ({opts})",
-                mount_point.display()
+                "removed the lab file system {}{}",
+                mount_point.display(),
+                device
+                    .as_ref()
+                    .map(|d| format!(" and released {}", d.display()))
+                    .unwrap_or_default()
             ))
         }
     }
 }
 
-/// The remount options that bring back the access-time and sync behaviour of
-/// `original` (the only options `tune mount` changes).
-pub fn remount_options(original: &[String]) -> String {
-    let has = |o: &str| original.iter().any(|x| x == o);
-    // mountinfo lists noatime or relatime; strict atime shows as neither.
-    let atime = if has("noatime") {
-        "noatime"
-    } else if has("relatime") {
-        "relatime"
-    } else {
-        "strictatime"
-    };
-    let sync = if has("sync") { "sync" } else { "async" };
-    let lazy = if has("lazytime") {
-        "lazytime"
-    } else {
-        "nolazytime"
-    };
-    let dirsync = if has("dirsync") { ",dirsync" } else { "" };
-    format!("{atime},{sync},{lazy}{dirsync}")
+/// Start time of `pid` in clock ticks after boot (field 22 of /proc/PID/stat).
+fn start_ticks(pid: u32) -> Option<u64> {
+    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and ')': fields follow the last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-fn alive(pid: u32) -> bool {
-    pid == std::process::id() || std::path::Path::new(&format!("/proc/{pid}")).exists()
+/// Whether the process that wrote `e` still runs (same pid, same start).
+fn is_alive(e: &Entry) -> bool {
+    if e.pid == std::process::id() {
+        return true;
+    }
+    match (start_ticks(e.pid), e.pid_start) {
+        (None, _) => false,
+        (Some(now), Some(then)) => now == then,
+        (Some(_), None) => true,
+    }
 }
 
 /// Restore the entries of processes that are gone (SIGKILL, crash, power
 /// cut). With `all`, also those of live processes other than us. Returns one
 /// line per entry; entries that could not be restored stay in the journal.
-pub fn restore_stale(all: bool) -> Vec<String> {
-    let entries = load();
-    if entries.is_empty() {
-        return Vec::new();
+/// An unreadable journal is an error (it explains itself).
+pub fn restore_stale(all: bool) -> Result<Vec<String>> {
+    if !path().exists() {
+        return Ok(Vec::new());
     }
+    let _l = lock(true)?;
+    let entries = load()?;
     let mut msgs = Vec::new();
     let mut keep = Vec::new();
     for e in entries {
-        let stale = !alive(e.pid) || (all && e.pid != std::process::id());
+        let stale = !is_alive(&e) || (all && e.pid != std::process::id());
         if !stale {
             keep.push(e);
             continue;
@@ -263,13 +498,28 @@ pub fn restore_stale(all: bool) -> Vec<String> {
     if let Err(e) = store(&keep) {
         msgs.push(format!("could not update the journal: {e}"));
     }
-    msgs
+    Ok(msgs)
 }
 
-/// Restore every entry of this process (second-signal emergency path).
+/// Restore every entry of this process (second-signal emergency path). The
+/// main thread may hold the journal lock: try it for a moment, then go on.
 pub fn restore_mine() {
+    if !path().exists() {
+        return;
+    }
+    let mut held = None;
+    for _ in 0..20 {
+        match lock(false) {
+            Ok(Some(l)) => {
+                held = Some(l);
+                break;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(25)),
+            Err(_) => break,
+        }
+    }
     let me = std::process::id();
-    let entries = load();
+    let Ok(entries) = load() else { return };
     let mut keep = Vec::new();
     for e in entries {
         if e.pid == me && restore_entry(&e).is_ok() {
@@ -278,6 +528,12 @@ pub fn restore_mine() {
         keep.push(e);
     }
     let _ = store(&keep);
+    drop(held);
+}
+
+/// The original mount options as `mount -o` would spell them (display).
+pub fn remount_options(original: &[String]) -> String {
+    MountMode::of(original).options()
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ pub mod buffer;
 pub mod journal;
 pub mod scratch;
 pub mod signals;
+pub mod sysmount;
 
 pub use buffer::AlignedBuf;
 pub use scratch::Scratch;

@@ -159,6 +159,22 @@ fn check_target(target: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Remove one scratch directory of a process that is gone, only when its
+/// marker names that process (the knob journal's lab entries use this).
+pub fn remove_if_owned_by_dead(dir: &Path, pid: u32) -> bool {
+    let owner = fs::read_to_string(dir.join(MARKER))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    let named = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(&format!("{PREFIX}{pid}-")));
+    if owner == Some(pid) && named && !Path::new(&format!("/proc/{pid}")).exists() {
+        return fs::remove_dir_all(dir).is_ok();
+    }
+    false
+}
+
 /// Remove scratch directories whose owner process is gone (after SIGKILL).
 fn remove_stale(target: &Path) {
     let Ok(entries) = fs::read_dir(target) else {

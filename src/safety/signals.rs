@@ -94,17 +94,11 @@ fn detach_mounts() {
         return;
     };
     for (mp, dev) in mounts.iter().rev() {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(mp)
-            .stderr(std::process::Stdio::null())
-            .status();
+        let _ = super::sysmount::umount(mp, true);
         if let Some(d) = dev {
-            let _ = std::process::Command::new("losetup")
-                .arg("-d")
-                .arg(d)
-                .stderr(std::process::Stdio::null())
-                .status();
+            if let Some(img) = super::sysmount::loop_backing_file(d) {
+                let _ = super::sysmount::loop_detach_if_ours(d, &img);
+            }
         }
     }
 }

@@ -79,7 +79,13 @@ pub fn compare(base: &[f64], new: &[f64], higher_is_better: bool, noise: f64) ->
     let base: Vec<f64> = base.iter().copied().filter(|x| x.is_finite()).collect();
     let new: Vec<f64> = new.iter().copied().filter(|x| x.is_finite()).collect();
     let (mb, mn) = (median(&base), median(&new));
-    let ratio = mn / mb;
+    // Equal medians are a ratio of 1 even when both are zero (a run
+    // compared with itself on a count that stayed 0): never NaN.
+    let ratio = if mb == mn && mb.is_finite() {
+        1.0
+    } else {
+        mn / mb
+    };
     if base.len() < MIN_SAMPLES || new.len() < MIN_SAMPLES {
         let reason = format!(
             "need at least {MIN_SAMPLES} samples on each side (base has {}, new has {})",
@@ -87,6 +93,16 @@ pub fn compare(base: &[f64], new: &[f64], higher_is_better: bool, noise: f64) ->
             new.len()
         );
         return inconclusive(ratio, reason);
+    }
+    if mb == 0.0 && mn == 0.0 && base.iter().chain(&new).all(|x| *x == 0.0) {
+        return Comparison {
+            ratio,
+            ci95_low: 1.0,
+            ci95_high: 1.0,
+            change_pct: 0.0,
+            verdict: Verdict::NoChange,
+            reason: "every sample on both sides is 0".into(),
+        };
     }
     if mb == 0.0 {
         return inconclusive(
@@ -195,6 +211,19 @@ fn fmt_pct(frac: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_medians_never_give_nan() {
+        let z = [0.0; 5];
+        let c = compare(&z, &z, true, 0.02);
+        assert_eq!(c.ratio, 1.0);
+        assert_eq!(c.verdict, Verdict::NoChange);
+        assert!(c.ci95_low.is_finite() && c.ci95_high.is_finite());
+        // Medians zero but not every sample: the ratio is still 1, not NaN.
+        let c = compare(&[0.0, 0.0, 0.0, 1.0], &[0.0, 0.0, 0.0, 2.0], true, 0.02);
+        assert_eq!(c.ratio, 1.0);
+        assert!(!c.change_pct.is_nan());
+    }
 
     /// Deterministic jittered samples around `center` (±`spread` relative).
     fn around(center: f64, spread: f64, n: usize) -> Vec<f64> {

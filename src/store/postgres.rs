@@ -128,6 +128,9 @@ impl Backend for Postgres {
         head.samples.clear();
         let client = self.client.get_mut();
         let mut tx = client.transaction().map_err(db_error)?;
+        // Saving again replaces the run (a study's growing run); rows cascade.
+        tx.execute("DELETE FROM runs WHERE id = $1", &[&run.id])
+            .map_err(db_error)?;
         tx.execute(
             "INSERT INTO runs (id, label, status, started, experiments, environment, head)
              VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7::text::jsonb)",

@@ -32,30 +32,48 @@ pub fn version() -> i64 {
     MIGRATIONS.len() as i64
 }
 
-/// Apply every migration the database has not seen, each in a transaction.
-/// A database from a newer tunelab is refused rather than misread.
+/// Apply every migration the database has not seen, in one exclusive
+/// transaction (BEGIN IMMEDIATE takes the write lock at once) that reads the
+/// schema version again inside it: several processes opening a new database
+/// together migrate it exactly once; the others wait (busy timeout) and then
+/// find it current. A database from a newer tunelab is refused rather than
+/// misread.
 pub fn migrate(conn: &Connection) -> Result<(), String> {
-    let current: i64 = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(|e| e.to_string())?;
-    if current > version() {
-        return Err(format!(
+    let read = || -> Result<i64, String> {
+        conn.pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| e.to_string())
+    };
+    let newer = |current: i64| {
+        format!(
             "it was written by a newer tunelab (schema {current}, this build knows {}); upgrade tunelab",
             version()
-        ));
+        )
+    };
+    // Fast path without the write lock: current databases (also read-only ones).
+    let current = read()?;
+    if current > version() {
+        return Err(newer(current));
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        let v = i as i64 + 1;
-        let run = || -> rusqlite::Result<()> {
-            conn.execute_batch("BEGIN")?;
-            conn.execute_batch(sql)?;
-            conn.pragma_update(None, "user_version", v)?;
-            conn.execute_batch("COMMIT")
-        };
-        if let Err(e) = run() {
-            let _ = conn.execute_batch("ROLLBACK");
-            return Err(format!("migration to schema {v} failed: {e}"));
+    if current == version() {
+        return Ok(());
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(|e| format!("cannot lock it to migrate the schema: {e}"))?;
+    let run = || -> Result<(), String> {
+        let current = read()?;
+        if current > version() {
+            return Err(newer(current));
         }
-    }
-    Ok(())
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            let v = i as i64 + 1;
+            conn.execute_batch(sql)
+                .map_err(|e| format!("migration to schema {v} failed: {e}"))?;
+        }
+        conn.pragma_update(None, "user_version", version())
+            .map_err(|e| e.to_string())?;
+        conn.execute_batch("COMMIT").map_err(|e| e.to_string())
+    };
+    run().inspect_err(|_| {
+        let _ = conn.execute_batch("ROLLBACK");
+    })
 }

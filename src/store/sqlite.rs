@@ -13,6 +13,7 @@ use crate::{Error, Result};
 
 pub struct Sqlite {
     conn: Connection,
+    path: std::path::PathBuf,
 }
 
 impl Sqlite {
@@ -23,19 +24,24 @@ impl Sqlite {
         }
         let conn = Connection::open(path).map_err(|e| {
             Error::environment(format!(
-                "cannot open result database {}: {e}",
-                path.display()
+                "cannot open result database {}: {e}{}",
+                path.display(),
+                access_hint(path)
             ))
         })?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         schema::migrate(&conn).map_err(|e| {
             Error::environment(format!(
-                "result database {} cannot be used: {e}",
-                path.display()
+                "result database {} cannot be used: {e}{}",
+                path.display(),
+                access_hint(path)
             ))
         })?;
-        Ok(Sqlite { conn })
+        Ok(Sqlite {
+            conn,
+            path: path.to_path_buf(),
+        })
     }
 
     fn load_results(&self, id: &str) -> Result<Vec<PointResult>> {
@@ -101,10 +107,89 @@ impl Sqlite {
     }
 }
 
-impl Backend for Sqlite {
-    /// Save a whole run in one transaction: it is stored completely or not at all.
+/// Why a database file cannot be created or written, when permissions
+/// are the reason (SQLite itself only says "unable to open database file").
+fn access_hint(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let writable = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            // SAFETY: access(2) on a NUL-terminated path.
+            .map(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+            .unwrap_or(true)
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if path.exists() && !writable(path) {
+        format!(
+            " (permission denied: {} is not writable by this user; fix its permissions or \
+             choose another --db)",
+            path.display()
+        )
+    } else if !writable(dir) {
+        format!(
+            " (permission denied: the directory {} is not writable by this user, and SQLite \
+             needs to create files there; fix its permissions or choose another --db)",
+            dir.display()
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// Why SQLite could not write: the OS error behind it when there was one
+/// (sqlite3_system_errno), else what the SQLite code means.
+fn write_failure(conn: &Connection, path: &Path, e: &rusqlite::Error) -> String {
+    // SAFETY: the handle is valid for the connection's lifetime; the call
+    // only reads the last errno SQLite recorded.
+    let errno = unsafe { rusqlite::ffi::sqlite3_system_errno(conn.handle()) };
+    let code = e.sqlite_error_code();
+    let meaning = match (errno, code) {
+        (n, _) if n > 0 => format!("{} (errno {n})", std::io::Error::from_raw_os_error(n)),
+        (_, Some(rusqlite::ErrorCode::ReadOnly)) => {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            let ro_fs = rustix::fs::statvfs(dir.unwrap_or(Path::new(".")))
+                .is_ok_and(|v| v.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
+            if ro_fs {
+                "the file system holding the database is mounted read-only (EROFS)".into()
+            } else {
+                format!(
+                    "the database is read-only (EACCES: the file or its directory is not \
+                     writable){}",
+                    access_hint(path)
+                )
+            }
+        }
+        (_, Some(rusqlite::ErrorCode::DiskFull)) => "no space left on the device".into(),
+        (_, Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)) => {
+            "another process holds the database locked".into()
+        }
+        _ => e.to_string(),
+    };
+    meaning
+}
+
+impl Sqlite {
+    /// Save a whole run in one transaction: it is stored completely or not at
+    /// all. A run already stored under the same id is replaced in the same
+    /// transaction (a study saves its growing run after each key issue).
     fn save(&mut self, run: &Run) -> Result<()> {
+        self.save_tx(run).map_err(|e| {
+            let why = write_failure(&self.conn, &self.path, &e);
+            Error::environment(format!(
+                "could not store run {} in {}: {why}; the results above are not saved \
+                 (free space, make the file writable, or choose another --db)",
+                run.id,
+                self.path.display()
+            ))
+        })
+    }
+
+    fn save_tx(&mut self, run: &Run) -> rusqlite::Result<()> {
         let tx = self.conn.transaction()?;
+        // Results, metrics and samples go with it (ON DELETE CASCADE).
+        tx.execute("DELETE FROM runs WHERE id = ?1", [&run.id])?;
         tx.execute(
             "INSERT INTO runs (id, label, status, started, finished, tool_version, argv, environment,
                                quietness, warnings, experiments, study)
@@ -116,12 +201,12 @@ impl Backend for Sqlite {
                 run.started,
                 run.finished,
                 run.tool_version,
-                serde_json::to_string(&run.argv)?,
-                serde_json::to_string(&run.environment)?,
-                serde_json::to_string(&run.quietness)?,
-                serde_json::to_string(&run.warnings)?,
+                json(&run.argv)?,
+                json(&run.environment)?,
+                json(&run.quietness)?,
+                json(&run.warnings)?,
                 run.experiments().join(","),
-                run.study.as_ref().map(serde_json::to_string).transpose()?,
+                run.study.as_ref().map(json).transpose()?,
             ],
         )?;
         for (i, r) in run.results.iter().enumerate() {
@@ -132,10 +217,10 @@ impl Backend for Sqlite {
                     run.id,
                     i as i64,
                     r.experiment,
-                    serde_json::to_string(&r.params)?,
-                    serde_json::to_string(&r.series)?,
-                    serde_json::to_string(&r.histograms)?,
-                    serde_json::to_string(&r.notes)?,
+                    json(&r.params)?,
+                    json(&r.series)?,
+                    json(&r.histograms)?,
+                    json(&r.notes)?,
                     r.elapsed_s,
                 ],
             )?;
@@ -149,10 +234,10 @@ impl Backend for Sqlite {
                         j as i64,
                         m.name,
                         m.unit,
-                        serde_json::to_string(&m.better)?,
-                        serde_json::to_string(&m.samples)?,
-                        serde_json::to_string(&m.warmup)?,
-                        serde_json::to_string(&m.summary)?,
+                        json(&m.better)?,
+                        json(&m.samples)?,
+                        json(&m.warmup)?,
+                        json(&m.summary)?,
                     ],
                 )?;
             }
@@ -160,11 +245,22 @@ impl Backend for Sqlite {
         for (i, s) in run.samples.iter().enumerate() {
             tx.execute(
                 "INSERT INTO monitor_samples (run_id, idx, t, data) VALUES (?1, ?2, ?3, ?4)",
-                params![run.id, i as i64, s.t, serde_json::to_string(s)?],
+                params![run.id, i as i64, s.t, json(s)?],
             )?;
         }
-        tx.commit()?;
-        Ok(())
+        tx.commit()
+    }
+}
+
+/// JSON text for a column (serialising the model cannot fail in practice;
+/// if it does, it surfaces as a SQLite conversion error).
+fn json<T: serde::Serialize>(v: &T) -> rusqlite::Result<String> {
+    serde_json::to_string(v).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+impl Backend for Sqlite {
+    fn save(&mut self, run: &Run) -> Result<()> {
+        Sqlite::save(self, run)
     }
 
     /// Runs, newest first. `started` has whole seconds, so runs started in

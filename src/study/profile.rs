@@ -156,8 +156,22 @@ pub fn load(name_or_path: &str, sets: &[(String, String)]) -> Result<Profile> {
             names.join(", ")
         )));
     }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Error::io("cannot read profile", path, e))?;
+    if path.is_dir() {
+        return Err(Error::usage(format!(
+            "profile {name_or_path} is a directory, not a TOML file (give the path of a .toml \
+             file, or a built-in profile: {})",
+            names.join(", ")
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read profile", path, e))?;
+    // Bad input is exit 2, whatever is wrong with it.
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Error::usage(format!(
+            "profile {name_or_path} is not UTF-8 text (invalid byte at offset {}): a profile \
+             is a TOML file",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
     parse(&text, &path.display().to_string(), sets)
 }
 

@@ -5,9 +5,9 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::safety::journal::{self, remount_options, Entry, FileState, Saved};
+use crate::safety::sysmount::{self, MountMode};
 use crate::system::device::{active_choice, device_for_path};
 use crate::system::mount_for_path;
 use crate::{Error, Result};
@@ -257,8 +257,12 @@ impl Knob {
     fn write(&self, value: &str, saved: &Saved) -> Result<()> {
         match (&self.kind, saved) {
             (Kind::Mount { mount_point }, Saved::Mount { original, .. }) => {
-                let opts = remount_options(&apply_mount_tokens(original, value));
-                remount(mount_point, &opts)
+                // The whole flag set, explicitly, verified in mountinfo: a
+                // point is never measured under the previous point's atime.
+                sysmount::set_mode(
+                    mount_point,
+                    MountMode::of(&apply_mount_tokens(original, value)),
+                )
             }
             _ => {
                 for f in &self.files {
@@ -281,23 +285,6 @@ fn read(p: &Path) -> Result<String> {
     let raw = fs::read_to_string(p).map_err(|e| Error::io("cannot read", p, e))?;
     let raw = raw.trim();
     Ok(active_choice(raw).unwrap_or_else(|| raw.to_string()))
-}
-
-fn remount(mount_point: &Path, opts: &str) -> Result<()> {
-    let out = Command::new("mount")
-        .arg("-o")
-        .arg(format!("remount,{opts}"))
-        .arg(mount_point)
-        .output()
-        .map_err(|e| Error::environment(format!("cannot run mount: {e}")))?;
-    if !out.status.success() {
-        return Err(Error::environment(format!(
-            "mount -o remount,{opts} {} failed: {}",
-            mount_point.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(())
 }
 
 /// The original options with `value`'s tokens (e.g. `noatime+sync`) applied.
@@ -331,13 +318,10 @@ impl KnobGuard {
                 knob.name
             )));
         }
-        let entry = Entry {
-            knob: knob.name.clone(),
-            pid: std::process::id(),
-            started: crate::engine::model::now_rfc3339(),
-            saved: knob.snapshot()?,
-        };
-        journal::put(entry.clone())?;
+        let entry = Entry::new(&knob.name, knob.snapshot()?);
+        // Refuses when another tunelab holds this setting (its original
+        // would be lost).
+        journal::claim(entry.clone())?;
         Ok(KnobGuard {
             knob,
             entry,
@@ -355,6 +339,7 @@ impl KnobGuard {
                 own.map(|f| f.original.clone()).unwrap_or_default()
             }
             Saved::Mount { original, .. } => remount_options(original),
+            Saved::Lab { .. } => String::new(),
         }
     }
 
@@ -390,6 +375,7 @@ impl KnobGuard {
             } => {
                 *applied = mount_for_path(mount_point).map(|m| m.options);
             }
+            Saved::Lab { .. } => {}
         }
         journal::put(self.entry.clone())
     }
@@ -408,8 +394,9 @@ impl KnobGuard {
                 let now = mount_for_path(mount_point)
                     .map(|m| m.options)
                     .unwrap_or_default();
-                remount_options(&now) != remount_options(applied.as_ref().unwrap_or(original))
+                MountMode::of(&now) != MountMode::of(applied.as_ref().unwrap_or(original))
             }
+            Saved::Lab { .. } => false,
         };
         if changed {
             return Err(Error::environment(format!(

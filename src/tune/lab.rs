@@ -53,6 +53,23 @@ pub fn mkfs_available(fs_type: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Why a lab file system of `fs_type` cannot be made here, and the fix.
+pub fn mkfs_missing(fs_type: &str) -> String {
+    let package = match fs_type {
+        "ext2" | "ext3" | "ext4" => "e2fsprogs",
+        "xfs" => "xfsprogs",
+        "btrfs" => "btrfs-progs",
+        "f2fs" => "f2fs-tools",
+        "vfat" | "fat" | "msdos" => "dosfstools",
+        "exfat" => "exfatprogs",
+        _ => "the package that provides it",
+    };
+    format!(
+        "mkfs.{fs_type} is not installed, so no {fs_type} lab file system can be made \
+         (install {package}; busybox has no mkfs.{fs_type})"
+    )
+}
+
 /// Parse `read=20MB/s,write=20MB/s` (also `riops=`, `wiops=`).
 pub fn parse_throttle(spec: &str) -> Result<ThrottleLimits> {
     let mut l = ThrottleLimits::default();
@@ -106,17 +123,7 @@ impl LabFs {
             ));
         }
         if !mkfs_available(&spec.fs_type) {
-            return Err(Error::environment(format!(
-                "mkfs.{} is not installed (e.g. apt-get install {})",
-                spec.fs_type,
-                match spec.fs_type.as_str() {
-                    "xfs" => "xfsprogs",
-                    "btrfs" => "btrfs-progs",
-                    "f2fs" => "f2fs-tools",
-                    "vfat" => "dosfstools",
-                    _ => "the package with its mkfs",
-                }
-            )));
+            return Err(Error::environment(mkfs_missing(&spec.fs_type)));
         }
         let scratch = Scratch::create(outer)?;
         scratch.ensure_space(size.min(256 << 20))?;

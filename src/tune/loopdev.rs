@@ -1,19 +1,30 @@
 //! A scratch filesystem on a loop device: a sparse image file inside a
-//! tunelab scratch directory, attached with `losetup --find --show`,
-//! formatted with `mkfs.<fstype> -q`, mounted on a directory inside the
-//! same scratch directory. Dropping the `LoopFs` unmounts, detaches and
-//! removes the image and mount point — also after errors half-way through.
+//! tunelab scratch directory, attached through the kernel interface
+//! (`/dev/loop-control` LOOP_CTL_GET_FREE, then LOOP_CONFIGURE — or
+//! LOOP_SET_FD + LOOP_SET_STATUS64 on kernels before 5.8), formatted with
+//! `mkfs.<fstype>` (the one external program: it says so when missing),
+//! mounted with mount(2) on a directory inside the same scratch directory.
+//! Dropping the `LoopFs` unmounts, detaches and removes the image and mount
+//! point — also after errors half-way through.
 //!
-//! Right after mounting, the loop device is also detached "lazily"
-//! (`losetup -d` on a busy device sets the kernel's autoclear flag), so
-//! even if tunelab is killed the device frees itself once the filesystem
-//! is unmounted. Needs root.
+//! The device is configured with the kernel's autoclear flag and tunelab
+//! closes its own descriptor once the filesystem is mounted, so the device
+//! frees itself when the filesystem is unmounted. The mount and the device
+//! are journalled (like knobs) before they exist: after a SIGKILL the next
+//! tunelab command, or `tunelab restore`, unmounts and releases them.
+//! Needs root.
 
-use std::fs;
+use std::fs::{self, File};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::safety::journal::{self, Entry, Saved};
+use crate::safety::sysmount::{
+    self, LOOP_CONFIGURE, LOOP_CTL_GET_FREE, LOOP_SET_FD, LOOP_SET_STATUS64, LO_FLAGS_AUTOCLEAR,
+};
 use crate::{Error, Result};
 
 /// How to build the loop filesystem.
@@ -49,34 +60,182 @@ pub struct LoopFs {
     image: PathBuf,
     mount_point: PathBuf,
     device: Option<PathBuf>,
+    /// Our descriptor of the loop device until the mount holds it (with
+    /// autoclear, closing the last one detaches the device).
+    loop_file: Option<File>,
     major: u32,
     minor: u32,
     mounted: bool,
-    /// Detach requested already (autoclear after unmount).
-    lazy_detached: bool,
+    /// The journal entry naming this lab mount.
+    journal_key: Option<String>,
 }
 
-/// Run a command, returning its trimmed stdout, or an error that names the
-/// command and quotes its stderr.
-fn run(cmd: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new(cmd).args(args).output().map_err(|e| {
+/// `struct loop_info64` of <linux/loop.h>.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct LoopInfo64 {
+    lo_device: u64,
+    lo_inode: u64,
+    lo_rdevice: u64,
+    lo_offset: u64,
+    lo_sizelimit: u64,
+    lo_number: u32,
+    lo_encrypt_type: u32,
+    lo_encrypt_key_size: u32,
+    lo_flags: u32,
+    lo_file_name: [u8; 64],
+    lo_crypt_name: [u8; 64],
+    lo_encrypt_key: [u8; 32],
+    lo_init: [u64; 2],
+}
+
+/// `struct loop_config` of <linux/loop.h> (LOOP_CONFIGURE, Linux 5.8).
+#[repr(C)]
+struct LoopConfig {
+    fd: u32,
+    block_size: u32,
+    info: LoopInfo64,
+    reserved: [u64; 8],
+}
+
+fn loop_info(image: &Path, read_only: bool) -> LoopInfo64 {
+    // SAFETY: all-zero is a valid loop_info64.
+    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+    info.lo_flags = LO_FLAGS_AUTOCLEAR | u32::from(read_only);
+    let name = image.as_os_str().as_bytes();
+    let n = name.len().min(63);
+    info.lo_file_name[..n].copy_from_slice(&name[..n]);
+    info
+}
+
+fn ioctl_err(what: &str, dev: &Path) -> Error {
+    Error::environment(format!(
+        "{what} on {}: {}",
+        dev.display(),
+        std::io::Error::last_os_error()
+    ))
+}
+
+/// The node of loop device `n`, created when /dev is static (no devtmpfs).
+fn loop_node(n: i32) -> Result<PathBuf> {
+    let dev = PathBuf::from(format!("/dev/loop{n}"));
+    if !dev.exists() {
+        let c = std::ffi::CString::new(dev.as_os_str().as_bytes())
+            .map_err(|_| Error::environment("bad loop device path"))?;
+        // SAFETY: mknod of a block node for loop major 7.
+        let r = unsafe {
+            libc::mknod(
+                c.as_ptr(),
+                libc::S_IFBLK | 0o600,
+                libc::makedev(7, n as u32),
+            )
+        };
+        if r != 0 && !dev.exists() {
+            return Err(ioctl_err("cannot create the device node", &dev));
+        }
+    }
+    Ok(dev)
+}
+
+/// Attach `image` to a free loop device with autoclear. Returns the device
+/// and our open descriptor of it (the device detaches when the last
+/// descriptor closes and nothing is mounted from it).
+pub fn attach(image: &Path, read_only: bool) -> Result<(PathBuf, File)> {
+    let ctl_path = Path::new("/dev/loop-control");
+    let ctl = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(ctl_path)
+        .map_err(|e| {
+            Error::environment(format!(
+                "cannot open {}: {e} (the kernel needs loop device support, CONFIG_BLK_DEV_LOOP)",
+                ctl_path.display()
+            ))
+        })?;
+    let backing = fs::OpenOptions::new()
+        .read(true)
+        .write(!read_only)
+        .open(image)
+        .map_err(|e| Error::io("cannot open loop image", image, e))?;
+    // Another process may take the free device between GET_FREE and our
+    // configure (EBUSY): ask again.
+    for _ in 0..16 {
+        // SAFETY: ioctl without argument on /dev/loop-control.
+        let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE as _) };
+        if n < 0 {
+            return Err(ioctl_err("LOOP_CTL_GET_FREE", ctl_path));
+        }
+        let dev = loop_node(n)?;
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .write(!read_only)
+            .open(&dev)
+            .map_err(|e| Error::io("cannot open", &dev, e))?;
+        let cfg = LoopConfig {
+            fd: backing.as_raw_fd() as u32,
+            block_size: 0,
+            info: loop_info(image, read_only),
+            reserved: [0; 8],
+        };
+        // SAFETY: LOOP_CONFIGURE with a valid loop_config.
+        let r = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_CONFIGURE as _, &cfg) };
+        if r == 0 {
+            return Ok((dev, f));
+        }
+        let err = std::io::Error::last_os_error().raw_os_error();
+        match err {
+            Some(libc::EBUSY) => continue,
+            // Kernels before 5.8 do not know LOOP_CONFIGURE.
+            Some(libc::EINVAL) | Some(libc::ENOTTY) => {
+                // SAFETY: LOOP_SET_FD takes the backing descriptor.
+                let r =
+                    unsafe { libc::ioctl(f.as_raw_fd(), LOOP_SET_FD as _, backing.as_raw_fd()) };
+                if r != 0 {
+                    if std::io::Error::last_os_error().raw_os_error() == Some(libc::EBUSY) {
+                        continue;
+                    }
+                    return Err(ioctl_err("LOOP_SET_FD", &dev));
+                }
+                let info = loop_info(image, read_only);
+                // SAFETY: LOOP_SET_STATUS64 with a valid loop_info64.
+                let r = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_SET_STATUS64 as _, &info) };
+                if r != 0 {
+                    let e = ioctl_err("LOOP_SET_STATUS64", &dev);
+                    // SAFETY: undo the LOOP_SET_FD above.
+                    unsafe { libc::ioctl(f.as_raw_fd(), sysmount::LOOP_CLR_FD as _, 0) };
+                    return Err(e);
+                }
+                return Ok((dev, f));
+            }
+            _ => return Err(ioctl_err("LOOP_CONFIGURE", &dev)),
+        }
+    }
+    Err(Error::environment(
+        "no free loop device could be claimed (others kept taking them)",
+    ))
+}
+
+/// Run mkfs, returning an error that names it and quotes its stderr.
+fn mkfs(fs_type: &str, args: &[&str]) -> Result<()> {
+    let cmd = format!("mkfs.{fs_type}");
+    let out = Command::new(&cmd).args(args).output().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             Error::environment(format!(
-                "{cmd} is not installed (needed for a loop filesystem)"
+                "{cmd} is not installed: a {fs_type} loop file system needs it (install the \
+                 package with {cmd}, or choose a file system whose mkfs this system has)"
             ))
         } else {
             Error::environment(format!("cannot run {cmd}: {e}"))
         }
     })?;
     if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
         return Err(Error::environment(format!(
             "{cmd} {} failed: {}",
             args.join(" "),
-            err.trim()
+            String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    Ok(())
 }
 
 impl LoopFs {
@@ -86,7 +245,7 @@ impl LoopFs {
     pub fn create(dir: &Path, name: &str, opts: &LoopFsOptions) -> Result<LoopFs> {
         if !crate::safety::is_root() {
             return Err(Error::privilege(
-                "a loop filesystem needs root (losetup, mkfs and mount); run with sudo",
+                "a loop filesystem needs root (loop devices and mount); run with sudo",
             ));
         }
         if name.contains('/') || name.is_empty() {
@@ -103,72 +262,84 @@ impl LoopFs {
             image,
             mount_point,
             device: None,
+            loop_file: None,
             major: 0,
             minor: 0,
             mounted: false,
-            lazy_detached: false,
+            journal_key: None,
         };
         f.set_len(opts.size)
             .map_err(|e| Error::io("cannot size loop image", &lfs.image, e))?;
         drop(f);
-        let img = lfs.image.to_string_lossy().into_owned();
-        let dev = run("losetup", &["--find", "--show", &img])?;
-        if !dev.starts_with("/dev/") {
-            return Err(Error::environment(format!(
-                "losetup returned an unexpected device '{dev}'"
-            )));
-        }
-        lfs.device = Some(PathBuf::from(&dev));
-        let st = rustix::fs::stat(dev.as_str())
-            .map_err(|e| Error::io("cannot stat", Path::new(&dev), e.into()))?;
+        // Journal before the device exists, so a SIGKILL at any later
+        // point leaves an entry the next run acts on.
+        let key = format!("lab {}", lfs.mount_point.display());
+        let mut entry = Entry::new(&key, lfs.saved(dir));
+        journal::claim(entry.clone())?;
+        lfs.journal_key = Some(key);
+        let (dev, file) = attach(&lfs.image, opts.read_only)?;
+        lfs.device = Some(dev.clone());
+        lfs.loop_file = Some(file);
+        entry.saved = lfs.saved(dir);
+        journal::put(entry)?;
+        let st = rustix::fs::stat(&dev).map_err(|e| Error::io("cannot stat", &dev, e.into()))?;
         lfs.major = rustix::fs::major(st.st_rdev);
         lfs.minor = rustix::fs::minor(st.st_rdev);
-        let mkfs = format!("mkfs.{}", opts.fs_type);
+        let dev_s = dev.to_string_lossy().into_owned();
         let mut args: Vec<&str> = vec!["-q"];
         if opts.fs_type.starts_with("ext") {
             args.push("-F");
         }
         args.extend(opts.mkfs_args.iter().map(|s| s.as_str()));
-        args.push(&dev);
-        run(&mkfs, &args)?;
+        args.push(&dev_s);
+        mkfs(&opts.fs_type, &args)?;
         fs::create_dir(&lfs.mount_point)
             .map_err(|e| Error::io("cannot create mount point", &lfs.mount_point, e))?;
-        lfs.mount(&opts.mount_options, opts.read_only)?;
-        // Autoclear: the device detaches itself when the fs is unmounted.
-        if run("losetup", &["-d", &dev]).is_ok() {
-            lfs.lazy_detached = true;
-        }
-        // A second Ctrl-C exits without running Drop: let it unmount.
-        let keep = (!lfs.lazy_detached).then_some(Path::new(&dev));
-        crate::safety::signals::register_mount(&lfs.mount_point, keep);
-        Ok(lfs)
-    }
-
-    fn mount(&mut self, options: &str, read_only: bool) -> Result<()> {
-        let dev = self.device_path()?.to_string_lossy().into_owned();
-        let mp = self.mount_point.to_string_lossy().into_owned();
-        let mut o = options.to_string();
-        if read_only {
+        let mut o = opts.mount_options.clone();
+        if opts.read_only {
             o = if o.is_empty() {
                 "ro".into()
             } else {
                 format!("ro,{o}")
             };
         }
-        let mut args = vec![];
-        if !o.is_empty() {
-            args.extend(["-o", o.as_str()]);
-        }
-        args.extend([dev.as_str(), mp.as_str()]);
-        run("mount", &args)?;
-        self.mounted = true;
-        Ok(())
+        sysmount::mount(&dev, &lfs.mount_point, &opts.fs_type, &o)?;
+        lfs.mounted = true;
+        // The mount holds the device now; with autoclear it goes when the
+        // file system is unmounted.
+        lfs.loop_file = None;
+        // A second Ctrl-C exits without running Drop: let it unmount.
+        crate::safety::signals::register_mount(&lfs.mount_point, None);
+        Ok(lfs)
     }
 
-    /// Change mount options in place (`mount -o remount,<options>`).
+    fn saved(&self, scratch: &Path) -> Saved {
+        Saved::Lab {
+            mount_point: self.mount_point.clone(),
+            image: self.image.clone(),
+            device: self.device.clone(),
+            scratch: Some(scratch.to_path_buf()),
+        }
+    }
+
+    /// Change mount options in place (mount(2) MS_REMOUNT; options as for `mount -o`).
     pub fn remount(&mut self, options: &str) -> Result<()> {
-        let mp = self.mount_point.to_string_lossy().into_owned();
-        run("mount", &["-o", &format!("remount,{options}"), &mp])?;
+        let (flags, _) = sysmount::split_options(options);
+        let c = std::ffi::CString::new(self.mount_point.as_os_str().as_bytes())
+            .map_err(|_| Error::usage("bad mount point"))?;
+        // SAFETY: valid NUL-terminated path; NULL source, type and data.
+        let r = unsafe {
+            libc::mount(
+                std::ptr::null(),
+                c.as_ptr(),
+                std::ptr::null(),
+                flags | libc::MS_REMOUNT,
+                std::ptr::null(),
+            )
+        };
+        if r != 0 {
+            return Err(ioctl_err("remount", &self.mount_point));
+        }
         Ok(())
     }
 
@@ -200,32 +371,28 @@ impl LoopFs {
 
 impl Drop for LoopFs {
     fn drop(&mut self) {
-        let mp = self.mount_point.to_string_lossy().into_owned();
+        let mut clean = true;
         if self.mounted {
-            if run("umount", &[&mp]).is_err() {
-                // Busy (a child still has a file open?): detach lazily so it
-                // goes away as soon as it is no longer used.
-                let _ = run("umount", &["-l", &mp]);
-            }
+            // Busy (a child still has a file open?): detached lazily, it
+            // goes away as soon as it is no longer used.
+            clean &= sysmount::unmount(&self.mount_point).is_ok();
             self.mounted = false;
             crate::safety::signals::unregister_mount(&self.mount_point);
         }
+        // Closing our descriptor detaches an unmounted autoclear device.
+        self.loop_file = None;
         if let Some(dev) = self.device.take() {
-            // With autoclear already set the device is gone after umount;
-            // a second detach of a free device is harmless, but only do it
-            // when it is still bound to our image.
-            let img = self.image.to_string_lossy().into_owned();
-            let bound = run("losetup", &["-j", &img]).unwrap_or_default();
-            let d = dev.to_string_lossy().into_owned();
-            if bound.split(':').next() == Some(d.as_str()) || !self.lazy_detached {
-                let _ = run("losetup", &["-d", &d]);
-            }
+            // Only when it is still bound to our image (never someone else's).
+            clean &= sysmount::loop_detach_if_ours(&dev, &self.image).is_ok();
         }
         if fs::symlink_metadata(&self.mount_point).is_ok_and(|m| m.is_dir()) {
             let _ = fs::remove_dir(&self.mount_point);
         }
         if fs::symlink_metadata(&self.image).is_ok_and(|m| !m.file_type().is_block_device()) {
             let _ = fs::remove_file(&self.image);
+        }
+        if let (Some(k), true) = (self.journal_key.take(), clean) {
+            let _ = journal::remove(&k, std::process::id());
         }
     }
 }

@@ -2,8 +2,11 @@
 //! line, stopping it, and reaping it with wait4 to get its own rusage.
 
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use regex::Regex;
@@ -161,6 +164,7 @@ pub fn start(argv: &[String], ready: Option<&Regex>, quit: Option<Quit>) -> Resu
     } else {
         Stdio::null()
     });
+    contain(&mut c);
     let spawn_unix = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
@@ -192,6 +196,45 @@ pub fn start(argv: &[String], ready: Option<&Regex>, quit: Option<Quit>) -> Resu
         stdin,
         ready_rx,
     })
+}
+
+/// Make a child killable as a whole and mortal with us: its own process
+/// group (so killing the group takes its children too, and a terminal's
+/// Ctrl-C reaches tunelab, which then kills it), and PR_SET_PDEATHSIG so the
+/// kernel kills it when tunelab dies, even by SIGKILL. (The death signal
+/// follows the *thread* that forked: start programs from a thread that
+/// outlives them, as the CLI's main thread does.)
+pub fn contain(c: &mut Command) {
+    c.process_group(0);
+    // SAFETY: getpid before the fork.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before prctl: no signal will come.
+            if libc::getppid() != parent {
+                libc::_exit(137);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Why a watched child was killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Killed {
+    Signal,
+    Deadline,
 }
 
 /// What waiting for the ready line gave.
@@ -253,10 +296,9 @@ impl Started {
         }
     }
 
+    /// SIGKILL the program and its process group.
     pub fn kill(&mut self) {
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-        }
+        kill_group(self.pid);
     }
 
     /// Reap the child (blocking) with its resource usage.
@@ -264,9 +306,94 @@ impl Started {
         wait4(self.pid, 0)?.ok_or_else(|| Error::measurement("internal: wait4 returned no child"))
     }
 
+    /// Reap the child, killing it and its process group when a cancelling
+    /// signal arrives or at `deadline`. The wait itself blocks (no polling
+    /// delay enters the measured time); a watchdog thread does the killing.
+    /// Returns the reaped child and why it was killed, if it was.
+    pub fn reap_watched(&mut self, deadline: Option<Instant>) -> Result<(Reaped, Option<Killed>)> {
+        let pid = self.pid;
+        // `exited` is set under the lock once the child is a zombie, so the
+        // watchdog never signals a recycled pid.
+        let exited = Arc::new(Mutex::new(false));
+        let killed: Arc<Mutex<Option<Killed>>> = Arc::new(Mutex::new(None));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (e2, k2, s2) = (exited.clone(), killed.clone(), stop.clone());
+        let dog = std::thread::Builder::new()
+            .name("tunelab-watchdog".into())
+            .spawn(move || {
+                while !s2.load(Ordering::SeqCst) {
+                    let why = if signals::caught().is_some() {
+                        Some(Killed::Signal)
+                    } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                        Some(Killed::Deadline)
+                    } else {
+                        None
+                    };
+                    if let Some(w) = why {
+                        let gone = e2.lock().map(|g| *g).unwrap_or(true);
+                        if !gone {
+                            kill_group(pid);
+                            if let Ok(mut k) = k2.lock() {
+                                *k = Some(w);
+                            }
+                        }
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            })
+            .ok();
+        let at = wait_exited(pid);
+        if let Ok(mut g) = exited.lock() {
+            *g = true;
+        }
+        stop.store(true, Ordering::SeqCst);
+        if let Some(d) = dog {
+            let _ = d.join();
+        }
+        let mut r = self.reap()?;
+        if let Some(at) = at {
+            r.at = Some(at);
+        }
+        let why = killed.lock().ok().and_then(|k| *k);
+        Ok((r, why))
+    }
+
     /// Reap if it has exited, without blocking.
     pub fn try_reap(&mut self) -> Result<Option<Reaped>> {
         wait4(self.pid, libc::WNOHANG)
+    }
+}
+
+/// SIGKILL `pid`'s process group (it leads one, see `contain`) and `pid`.
+pub fn kill_group(pid: i32) {
+    // SAFETY: plain kill(2) calls.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+/// Block until `pid` has exited, leaving it a zombie (waitid WNOWAIT), and
+/// return when that was seen. None when waitid is not usable.
+fn wait_exited(pid: i32) -> Option<Instant> {
+    loop {
+        // SAFETY: waitid with a valid out-pointer.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 {
+            return Some(Instant::now());
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return None;
+        }
     }
 }
 

@@ -17,11 +17,12 @@ use std::time::Duration;
 use regex::Regex;
 use serde::Serialize;
 
-use super::proc::{self, Quit, ReadyOutcome};
+use super::proc::{self, Killed, Quit, ReadyOutcome};
 use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, ParamValue, Point, PointRun, RunDefaults,
     TrialValues,
 };
+use crate::safety::signals;
 use crate::{Error, Result};
 
 pub struct AppTime;
@@ -32,6 +33,8 @@ pub struct TimeSpec {
     pub ready: Option<Regex>,
     pub quit: Quit,
     pub ready_timeout: Duration,
+    /// Kill a run (and its process group) still going after this long.
+    pub max_run: Option<Duration>,
 }
 
 impl Default for TimeSpec {
@@ -40,6 +43,7 @@ impl Default for TimeSpec {
             ready: None,
             quit: Quit::Signal(libc::SIGTERM),
             ready_timeout: Duration::from_secs(30),
+            max_run: None,
         }
     }
 }
@@ -102,7 +106,9 @@ pub fn run_once(label: &str, argv: &[String], spec: &TimeSpec) -> Result<AppTria
                 s.kill();
                 let _ = s.reap();
                 return Err(match other {
-                    ReadyOutcome::Interrupted => Error::Interrupted("SIGINT".into()),
+                    ReadyOutcome::Interrupted => {
+                        Error::Interrupted(signals::caught().unwrap_or("a signal").into())
+                    }
                     ReadyOutcome::Timeout => Error::measurement(format!(
                         "{label}: no output line matched /{re}/ within {:.0} s (--ready-timeout)",
                         spec.ready_timeout.as_secs_f64()
@@ -114,7 +120,23 @@ pub fn run_once(label: &str, argv: &[String], spec: &TimeSpec) -> Result<AppTria
             }
         }
     }
-    let r = s.reap()?;
+    // Signals and the deadline kill the program and its process group.
+    let (r, killed) = s.reap_watched(spec.max_run.map(|d| s.t0 + d))?;
+    match killed {
+        Some(Killed::Signal) => {
+            return Err(Error::Interrupted(
+                signals::caught().unwrap_or("a signal").into(),
+            ))
+        }
+        Some(Killed::Deadline) => {
+            return Err(Error::measurement(format!(
+                "{label}: still running after {:.1} s, longer than the whole --budget; killed it \
+                 and its process group",
+                spec.max_run.unwrap_or_default().as_secs_f64()
+            )))
+        }
+        None => {}
+    }
     let end = r.at.unwrap_or_else(std::time::Instant::now);
     Ok(AppTrial {
         command: label.to_string(),
@@ -205,8 +227,10 @@ impl Experiment for AppTime {
             ParamSpec::new(
                 "command",
                 ParamKind::Text,
-                "true",
-                "the command line (words, quotes allowed; no shell)",
+                // tunelab itself doing nothing: every board has it (not
+                // always `true`); /proc/self/exe is resolved in the child.
+                "/proc/self/exe __noop",
+                "the command line (words, quotes allowed; no shell); default: tunelab's own no-op",
             ),
             ParamSpec::new(
                 "shell",
@@ -256,6 +280,7 @@ mod tests {
             ready: Some(Regex::new("up").unwrap()),
             quit: Quit::StdinClose,
             ready_timeout: Duration::from_secs(5),
+            max_run: None,
         };
         let argv = proc::argv_for("sleep 0.1; echo up; read x; sleep 0.05", true).unwrap();
         let t = run_once("x", &argv, &spec).unwrap();
@@ -269,5 +294,20 @@ mod tests {
             ..spec
         };
         assert_eq!(run_once("x", &argv, &spec).unwrap_err().exit_code(), 1);
+    }
+
+    #[test]
+    fn a_run_past_its_deadline_is_killed_with_its_group() {
+        let spec = TimeSpec {
+            max_run: Some(Duration::from_millis(300)),
+            ..TimeSpec::default()
+        };
+        // A shell whose child would outlive it: both must go.
+        let argv = proc::argv_for("sleep 1000 & echo $! > /dev/null; sleep 1000", true).unwrap();
+        let t0 = std::time::Instant::now();
+        let e = run_once("x", &argv, &spec).unwrap_err();
+        assert_eq!(e.exit_code(), 1, "{e}");
+        assert!(e.to_string().contains("killed"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     }
 }

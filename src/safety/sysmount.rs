@@ -1,0 +1,441 @@
+//! Mounts and loop devices through the kernel interface, without the
+//! `mount`, `umount` and `losetup` programs (a busybox board may lack them,
+//! and util-linux's remount does not always clear `noatime`).
+//!
+//! Remounts pass the *whole* per-mount flag set to mount(2) (MS_REMOUNT
+//! replaces every user-settable per-mount flag: nosuid, nodev, noexec, ro,
+//! nodiratime, nosymfollow and the atime mode), then read
+//! /proc/self/mountinfo back and fail when it does not show exactly what
+//! was asked.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+/// MS_NOSYMFOLLOW (Linux 5.10; not in every libc crate version).
+const MS_NOSYMFOLLOW: libc::c_ulong = 256;
+
+/// One line of /proc/self/mountinfo, unescaped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MountLine {
+    pub mount_point: PathBuf,
+    /// Per-mount options (field 6): rw/ro, nosuid, relatime, …
+    pub mount_opts: Vec<String>,
+    pub fs_type: String,
+    pub source: String,
+    /// Per-superblock options (last field): rw, sync, lazytime, fs options.
+    pub super_opts: Vec<String>,
+}
+
+impl MountLine {
+    fn has(&self, o: &str) -> bool {
+        self.mount_opts
+            .iter()
+            .chain(&self.super_opts)
+            .any(|x| x == o)
+    }
+}
+
+/// Undo the kernel's octal escapes (`\040` for a space).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 4 <= b.len() {
+            if let Some(v) = std::str::from_utf8(&b[i + 1..i + 4])
+                .ok()
+                .and_then(|o| u8::from_str_radix(o, 8).ok())
+            {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Parse mountinfo text.
+pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
+    let split = |s: &str| s.split(',').map(str::to_string).collect::<Vec<_>>();
+    text.lines()
+        .filter_map(|l| {
+            let (head, tail) = l.split_once(" - ")?;
+            let h: Vec<&str> = head.split(' ').collect();
+            let t: Vec<&str> = tail.split(' ').collect();
+            Some(MountLine {
+                mount_point: PathBuf::from(unescape(h.get(4)?)),
+                mount_opts: split(h.get(5)?),
+                fs_type: t.first()?.to_string(),
+                source: unescape(t.get(1)?),
+                super_opts: split(t.get(2).unwrap_or(&"")),
+            })
+        })
+        .collect()
+}
+
+/// The visible mount exactly at `mount_point` (the last one stacked there).
+pub fn mount_at(mount_point: &Path) -> Option<MountLine> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    parse_mountinfo(&text)
+        .into_iter()
+        .rev()
+        .find(|m| m.mount_point == mount_point)
+}
+
+/// The access-time mode and the other options `tune mount` changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MountMode {
+    /// "noatime", "relatime" or "strictatime".
+    pub atime: &'static str,
+    pub sync: bool,
+    pub lazytime: bool,
+}
+
+impl MountMode {
+    /// The mode an option list (mountinfo's, or with tune's tokens applied)
+    /// asks for. mountinfo shows strict atime as neither noatime nor relatime.
+    pub fn of(opts: &[String]) -> MountMode {
+        let has = |o: &str| opts.iter().any(|x| x == o);
+        MountMode {
+            atime: if has("noatime") {
+                "noatime"
+            } else if has("relatime") {
+                "relatime"
+            } else {
+                "strictatime"
+            },
+            sync: has("sync"),
+            lazytime: has("lazytime"),
+        }
+    }
+
+    fn of_line(m: &MountLine) -> MountMode {
+        let all: Vec<String> = m.mount_opts.iter().chain(&m.super_opts).cloned().collect();
+        MountMode::of(&all)
+    }
+
+    /// As `mount -o` would spell it.
+    pub fn options(&self) -> String {
+        format!(
+            "{},{},{}",
+            self.atime,
+            if self.sync { "sync" } else { "async" },
+            if self.lazytime {
+                "lazytime"
+            } else {
+                "nolazytime"
+            }
+        )
+    }
+}
+
+/// mount(2) flags for a remount of `m` to `want`: the per-mount flags it
+/// has now, with the atime mode, sync and lazytime set explicitly.
+pub fn remount_flags(m: &MountLine, want: MountMode) -> libc::c_ulong {
+    let mut f = libc::MS_REMOUNT;
+    for (opt, flag) in [
+        ("nosuid", libc::MS_NOSUID),
+        ("nodev", libc::MS_NODEV),
+        ("noexec", libc::MS_NOEXEC),
+        ("nodiratime", libc::MS_NODIRATIME),
+        ("nosymfollow", MS_NOSYMFOLLOW),
+    ] {
+        if m.mount_opts.iter().any(|o| o == opt) {
+            f |= flag;
+        }
+    }
+    if m.has("ro") {
+        f |= libc::MS_RDONLY;
+    }
+    if m.has("dirsync") {
+        f |= libc::MS_DIRSYNC;
+    }
+    f |= match want.atime {
+        "noatime" => libc::MS_NOATIME,
+        "relatime" => libc::MS_RELATIME,
+        _ => libc::MS_STRICTATIME,
+    };
+    if want.sync {
+        f |= libc::MS_SYNCHRONOUS;
+    }
+    if want.lazytime {
+        f |= libc::MS_LAZYTIME;
+    }
+    f
+}
+
+fn cpath(p: &Path) -> Result<CString> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| Error::usage(format!("path contains a NUL byte: {}", p.display())))
+}
+
+/// Remount `mount_point` to exactly `want` and verify it in mountinfo.
+pub fn set_mode(mount_point: &Path, want: MountMode) -> Result<()> {
+    let m = mount_at(mount_point).ok_or_else(|| {
+        Error::environment(format!(
+            "{} is not a mount point in /proc/self/mountinfo",
+            mount_point.display()
+        ))
+    })?;
+    let flags = remount_flags(&m, want);
+    let target = cpath(mount_point)?;
+    // SAFETY: valid NUL-terminated strings; a NULL source/type/data is
+    // allowed for MS_REMOUNT (fs-specific options stay as they are).
+    let r = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(Error::environment(format!(
+            "remount of {} with {} failed: {e}",
+            mount_point.display(),
+            want.options()
+        )));
+    }
+    verify(mount_point, want)
+}
+
+/// Fail unless mountinfo shows `want` at `mount_point`.
+pub fn verify(mount_point: &Path, want: MountMode) -> Result<()> {
+    let now = mount_at(mount_point).map(|m| MountMode::of_line(&m));
+    if now == Some(want) {
+        return Ok(());
+    }
+    Err(Error::environment(format!(
+        "{} should be mounted {} but /proc/self/mountinfo shows {}",
+        mount_point.display(),
+        want.options(),
+        now.map_or("no such mount".to_string(), |n| n.options())
+    )))
+}
+
+/// Standard mount options that are flags, not filesystem data.
+fn flag_of(opt: &str) -> Option<libc::c_ulong> {
+    Some(match opt {
+        "ro" => libc::MS_RDONLY,
+        "rw" | "async" | "nolazytime" | "defaults" => 0,
+        "nosuid" => libc::MS_NOSUID,
+        "nodev" => libc::MS_NODEV,
+        "noexec" => libc::MS_NOEXEC,
+        "sync" => libc::MS_SYNCHRONOUS,
+        "dirsync" => libc::MS_DIRSYNC,
+        "noatime" => libc::MS_NOATIME,
+        "relatime" => libc::MS_RELATIME,
+        "strictatime" => libc::MS_STRICTATIME,
+        "nodiratime" => libc::MS_NODIRATIME,
+        "lazytime" => libc::MS_LAZYTIME,
+        _ => return None,
+    })
+}
+
+/// Split `mount -o` text into mount(2) flags and the filesystem's data string.
+pub fn split_options(options: &str) -> (libc::c_ulong, String) {
+    let mut flags = 0;
+    let mut data = Vec::new();
+    for o in options.split(',').filter(|o| !o.is_empty()) {
+        match flag_of(o) {
+            Some(f) => flags |= f,
+            None => data.push(o),
+        }
+    }
+    (flags, data.join(","))
+}
+
+/// mount(2) `device` on `mount_point` as `fs_type` with `mount -o` options.
+pub fn mount(device: &Path, mount_point: &Path, fs_type: &str, options: &str) -> Result<()> {
+    let (flags, data) = split_options(options);
+    let (src, tgt) = (cpath(device)?, cpath(mount_point)?);
+    let ty = CString::new(fs_type).map_err(|_| Error::usage("bad file system type"))?;
+    let data_c = CString::new(data.clone()).map_err(|_| Error::usage("bad mount options"))?;
+    // SAFETY: valid NUL-terminated strings.
+    let r = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            tgt.as_ptr(),
+            ty.as_ptr(),
+            flags,
+            if data.is_empty() {
+                std::ptr::null()
+            } else {
+                data_c.as_ptr().cast()
+            },
+        )
+    };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        let hint = match e.raw_os_error() {
+            Some(libc::ENODEV) => {
+                format!(" (the kernel has no {fs_type} support: load its module or build it in)")
+            }
+            Some(libc::EINVAL) => " (an option is not valid for this file system?)".into(),
+            _ => String::new(),
+        };
+        return Err(Error::environment(format!(
+            "cannot mount {} ({fs_type}, options '{options}') on {}: {e}{hint}",
+            device.display(),
+            mount_point.display()
+        )));
+    }
+    Ok(())
+}
+
+/// umount2(2); `lazy` = MNT_DETACH (works while files are still open).
+pub fn umount(mount_point: &Path, lazy: bool) -> std::io::Result<()> {
+    let tgt = CString::new(mount_point.as_os_str().as_bytes())?;
+    // SAFETY: valid NUL-terminated string.
+    let r = unsafe { libc::umount2(tgt.as_ptr(), if lazy { libc::MNT_DETACH } else { 0 }) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Unmount, lazily when busy. Ok when it is not mounted (any more).
+pub fn unmount(mount_point: &Path) -> std::io::Result<()> {
+    if mount_at(mount_point).is_none() {
+        return Ok(());
+    }
+    match umount(mount_point, false) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => umount(mount_point, true),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) && mount_at(mount_point).is_none() => {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+pub const LOOP_SET_FD: libc::c_ulong = 0x4C00;
+pub const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+pub const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
+pub const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+pub const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+pub const LO_FLAGS_AUTOCLEAR: u32 = 4;
+
+/// The file backing loop device `dev` (`/dev/loopN`), from sysfs.
+pub fn loop_backing_file(dev: &Path) -> Option<PathBuf> {
+    let name = dev.file_name()?.to_string_lossy().into_owned();
+    let s = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file")).ok()?;
+    Some(PathBuf::from(s.trim_end_matches('\n')))
+}
+
+/// Detach `dev` when it is still bound to `image` (never someone else's).
+pub fn loop_detach_if_ours(dev: &Path, image: &Path) -> Result<bool> {
+    let backing = loop_backing_file(dev);
+    // The kernel shows a deleted backing file with " (deleted)".
+    let ours = backing.as_ref().is_some_and(|b| {
+        b == image
+            || b.to_string_lossy()
+                .strip_suffix(" (deleted)")
+                .is_some_and(|s| Path::new(s) == image)
+    });
+    if !ours {
+        return Ok(false);
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .open(dev)
+        .map_err(|e| Error::io("cannot open", dev, e))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: ioctl without argument on an open loop device.
+    let r = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_CLR_FD as _, 0) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        // EBUSY with autoclear set: it detaches when its last user closes it.
+        if e.raw_os_error() != Some(libc::ENXIO) {
+            return Err(Error::environment(format!(
+                "cannot detach {}: {e}",
+                dev.display()
+            )));
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INFO: &str = "\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro
+40 22 7:3 / /tmp/lab\\040dir rw,nosuid,nodev,noatime,nodiratime shared:9 - ext4 /dev/loop3 rw,sync,lazytime
+41 22 7:4 / /mnt/strict ro,noexec - vfat /dev/loop4 ro,fmask=0022
+";
+
+    #[test]
+    fn mountinfo_parses_and_unescapes() {
+        let m = parse_mountinfo(INFO);
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[1].mount_point, Path::new("/tmp/lab dir"));
+        assert_eq!(m[1].source, "/dev/loop3");
+        assert_eq!(
+            MountMode::of_line(&m[1]),
+            MountMode {
+                atime: "noatime",
+                sync: true,
+                lazytime: true
+            }
+        );
+        assert_eq!(MountMode::of_line(&m[2]).atime, "strictatime");
+        assert_eq!(
+            MountMode::of_line(&m[0]).options(),
+            "relatime,async,nolazytime"
+        );
+    }
+
+    #[test]
+    fn remount_keeps_other_flags_and_sets_the_whole_atime_set() {
+        let m = parse_mountinfo(INFO);
+        let want = MountMode {
+            atime: "relatime",
+            sync: false,
+            lazytime: false,
+        };
+        let f = remount_flags(&m[1], want);
+        // noatime must be gone; relatime, nosuid, nodev, nodiratime kept/set.
+        assert_eq!(f & libc::MS_NOATIME, 0);
+        assert_ne!(f & libc::MS_RELATIME, 0);
+        assert_eq!(f & libc::MS_SYNCHRONOUS, 0);
+        assert_eq!(f & libc::MS_LAZYTIME, 0);
+        for flag in [
+            libc::MS_NOSUID,
+            libc::MS_NODEV,
+            libc::MS_NODIRATIME,
+            libc::MS_REMOUNT,
+        ] {
+            assert_ne!(f & flag, 0);
+        }
+        let strict = remount_flags(
+            &m[2],
+            MountMode {
+                atime: "strictatime",
+                sync: true,
+                lazytime: false,
+            },
+        );
+        assert_ne!(strict & libc::MS_STRICTATIME, 0);
+        assert_ne!(strict & libc::MS_RDONLY, 0);
+        assert_ne!(strict & libc::MS_NOEXEC, 0);
+        assert_ne!(strict & libc::MS_SYNCHRONOUS, 0);
+    }
+
+    #[test]
+    fn options_split_into_flags_and_data() {
+        let (f, d) = split_options("noatime,data=writeback,commit=60,ro");
+        assert_eq!(f, libc::MS_NOATIME | libc::MS_RDONLY);
+        assert_eq!(d, "data=writeback,commit=60");
+    }
+}
