@@ -207,10 +207,32 @@ pub fn sum_bytes(buf: &[u8]) -> u64 {
     std::hint::black_box(acc)
 }
 
+/// Bytes per write() call of `fill_file`.
+pub const FILL_WRITE: usize = 1 << 20;
+
+/// How `fill_file` laid a file out, for the notes of experiments that read
+/// it from the page cache: how fast cached reads go depends on it (on 6.x
+/// kernels a file written in large pieces can sit in large page-cache
+/// folios and read faster than one written 4 KiB at a time; lmbench's
+/// bw_file_rd measured 1.7x apart for the same file content).
+pub fn layout_note(size: u64) -> String {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "file layout: {} written sequentially with {} buffered write() calls, then read once \
+         into the page cache; kernel {}: on 6.x kernels the page cache may hold such a file \
+         in large folios, which read faster than a file written in small pieces (e.g. by \
+         `head -c` or 4 KiB writes), so compare cached reads only between files laid out \
+         the same way",
+        format_size(size),
+        format_size(FILL_WRITE as u64),
+        kernel.trim()
+    )
+}
+
 /// Write `size` bytes of random data to `file` in 1 MiB pieces, checking for
 /// cancellation between pieces.
 pub fn fill_file(file: &mut File, path: &Path, size: u64, seed: u64) -> Result<()> {
-    let buf = AlignedBuf::random(1 << 20, seed)?;
+    let buf = AlignedBuf::random(FILL_WRITE, seed)?;
     let mut left = size;
     while left > 0 {
         crate::safety::signals::check()?;

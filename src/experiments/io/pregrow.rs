@@ -147,7 +147,11 @@ fn fallocate_unsupported(dir: &Path, mode: i32) -> Result<Option<String>> {
     match e.raw_os_error() {
         Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(Some(format!(
             "fallocate({}) is not supported by this file system ({e})",
-            if mode == 0 { "mode 0" } else { "FALLOC_FL_KEEP_SIZE" }
+            if mode == 0 {
+                "mode 0"
+            } else {
+                "FALLOC_FL_KEEP_SIZE"
+            }
         ))),
         _ => Err(Error::io("cannot fallocate", &path, e)),
     }

@@ -207,7 +207,14 @@ impl Experiment for RecordSize {
 /// `size` fitted to half the target's free space, a multiple of `record`.
 fn fitted_size(p: &Point, room: &Room) -> Result<Fit> {
     let record = p.u64("record")?;
-    fit_disk("io.record-size file", p.u64("size")?, 1, record, record, room)
+    fit_disk(
+        "io.record-size file",
+        p.u64("size")?,
+        1,
+        record,
+        record,
+        room,
+    )
 }
 
 /// Err(reason) when the file system refuses O_DIRECT on `path`.

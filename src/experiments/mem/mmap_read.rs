@@ -13,7 +13,7 @@ use crate::engine::{
     PointRun, Room, RunDefaults, TrialValues,
 };
 use crate::experiments::util::{
-    backing_note, calibrate, fill_file, fit_disk, fit_memory, sum_bytes, Fit,
+    backing_note, calibrate, fill_file, fit_disk, fit_memory, layout_note, sum_bytes, Fit,
 };
 use crate::{Error, Result};
 
@@ -106,6 +106,7 @@ impl Experiment for MmapRead {
             notes: fit_notes,
         };
         run.notes.push(backing_note(ctx));
+        run.notes.push(layout_note(len as u64));
         if !each {
             run.kept = Some(Mapping::new(&run.file, len, &run.path)?);
         }
