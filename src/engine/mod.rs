@@ -202,6 +202,9 @@ pub struct Room {
     pub memory_why: String,
     /// Free bytes on the target's file system (None: unknown).
     pub disk_free: Option<u64>,
+    /// Largest file the target's file system holds, when it is small
+    /// (vfat: 4 GiB − 1), with the file system's name.
+    pub max_file: Option<(u64, String)>,
 }
 
 impl Room {
@@ -215,7 +218,22 @@ impl Room {
                 limits.explain(),
                 params::format_size(crate::system::limits::RESERVE)
             ),
-            disk_free: target.and_then(|t| crate::safety::scratch::free_bytes(t).ok()),
+            // A file system without block accounting (ramfs) stores in RAM.
+            disk_free: target
+                .and_then(|t| crate::safety::scratch::free_bytes(t).ok())
+                .map(|f| {
+                    if f == u64::MAX {
+                        limits.available().unwrap_or(f)
+                    } else {
+                        f
+                    }
+                }),
+            max_file: target
+                .and_then(crate::system::mount_for_path)
+                .and_then(|m| match m.fs_type.as_str() {
+                    "vfat" | "msdos" | "fat" => Some(((4u64 << 30) - 1, m.fs_type)),
+                    _ => None,
+                }),
         }
     }
 

@@ -65,7 +65,7 @@ pub fn fit_disk(
         });
     };
     let why = format!("target has {} free; budget = half of it", format_size(free));
-    fit(
+    let mut f = fit(
         what,
         requested,
         copies,
@@ -74,7 +74,22 @@ pub fn fit_disk(
         free / 2,
         "storage",
         &why,
-    )
+    )?;
+    if let Some((max, fs)) = &room.max_file {
+        if f.value > *max {
+            let value = max / align.max(1) * align.max(1);
+            f = Fit {
+                value,
+                note: Some(format!(
+                    "fitted to the file system: {what} {} instead of {} ({fs} files are at most {})",
+                    format_size(value),
+                    format_size(requested),
+                    format_size(*max)
+                )),
+            };
+        }
+    }
+    Ok(f)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -262,6 +277,7 @@ mod tests {
             memory: Some(memory),
             memory_why: "fixture".into(),
             disk_free: Some(disk),
+            max_file: None,
         }
     }
 
@@ -291,6 +307,14 @@ mod tests {
         let e = fit_memory("arrays", 64 << 20, 3, 4096, 32 << 20, &r).unwrap_err();
         assert_eq!(e.exit_code(), 4);
         assert!(e.to_string().contains("3 x 32 MiB"), "{e}");
+        // vfat holds files of at most 4 GiB − 1.
+        let vfat = Room {
+            max_file: Some(((4u64 << 30) - 1, "vfat".into())),
+            ..room(1 << 30, 64 << 30)
+        };
+        let f = fit_disk("file", 8 << 30, 1, 1 << 20, 1 << 20, &vfat).unwrap();
+        assert_eq!(f.value, (4u64 << 30) - (1 << 20));
+        assert!(f.note.unwrap().contains("vfat files are at most"));
         // Unknown room: as asked.
         let f = fit_memory("x", 1 << 40, 1, 1, 1, &Room::default()).unwrap();
         assert_eq!(f.value, 1 << 40);
