@@ -25,9 +25,16 @@
 # median of the per-round ratios and its spread (min..max). PASS when both the median
 # per-round ratio and the ratio of medians are within 3% of 1.
 #
+#   ram   (issue 11 item 8) tunelab's DEFAULT file (32 MiB) on a RAM-backed loop device
+#         (ext4 on a loop device whose image lives in /dev/shm), where one pass over the
+#         file takes a few ms, against fio TIME-BASED (--time_based --runtime=RAM_RUNTIME,
+#         looping over a file of the same size): tunelab sweeps the file until a timed
+#         phase lasts >= 100 ms, so both time long stretches of the same work.
+#
 # Usage: bench/io_vs_fio.sh [TARGET_DIR] [SIZE] [ROUNDS]     (defaults /var/tmp 1G 9)
 #   env: TUNELAB=path/to/tunelab   TRIALS=3   LAB=auto|0   LAB_SIZE=256M
-#        LAB_RATE=200000000 (B/s)   LAB_ROUNDS=ROUNDS
+#        LAB_RATE=200000000 (B/s)   LAB_ROUNDS=ROUNDS   RAM=auto|0   RAM_SIZE=32M
+#        RAM_RUNTIME=2 (s per fio job)   RAM_ROUNDS=ROUNDS
 # Needs fio, python3 (to read JSON); the lab part needs root, losetup, mkfs.ext4 and
 # a cgroup v1 blkio hierarchy (skipped with a note otherwise, or with LAB=0).
 set -eu
@@ -39,6 +46,10 @@ LAB=${LAB:-auto}
 LAB_SIZE=${LAB_SIZE:-256M}
 LAB_RATE=${LAB_RATE:-200000000}
 LAB_ROUNDS=${LAB_ROUNDS:-$ROUNDS}
+RAM=${RAM:-auto}
+RAM_SIZE=${RAM_SIZE:-32M}
+RAM_RUNTIME=${RAM_RUNTIME:-2}
+RAM_ROUNDS=${RAM_ROUNDS:-$ROUNDS}
 TL=${TUNELAB:-}
 if [ -z "$TL" ]; then
     for c in "${CARGO_TARGET_DIR:-target}/release/tunelab" target/release/tunelab; do
@@ -51,9 +62,12 @@ command -v fio >/dev/null || { echo "fio is not installed (apt-get install -y fi
 command -v python3 >/dev/null || { echo "python3 is needed to read the JSON" >&2; exit 4; }
 
 WORK=$(mktemp -d "$TARGET/.io-vs-fio.XXXXXX")
-MNT="" LOOP="" CG=""
+MNT="" LOOP="" CG="" RMNT="" RLOOP="" RIMG=""
 cleanup() {
     set +e
+    [ -n "$RMNT" ] && mountpoint -q "$RMNT" && umount "$RMNT"
+    [ -n "$RLOOP" ] && losetup -d "$RLOOP" 2>/dev/null
+    [ -n "$RIMG" ] && rm -f "$RIMG"
     [ -n "$CG" ] && [ -d "$CG" ] && rmdir "$CG" 2>/dev/null
     [ -n "$MNT" ] && mountpoint -q "$MNT" && umount "$MNT"
     [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null
@@ -113,6 +127,54 @@ print(statistics.median(bw("write")), statistics.median(bw("read")))
 PY
 }
 
+# fio_time_set DIR SIZE: fresh file, warm-up + TRIALS x (time-based write, sync,
+# time-based read) of RAM_RUNTIME s each -> "fio_write fio_read" (medians).
+fio_time_set() {
+    dir=$1 size=$2
+    rm -f "$dir/fio.dat" "$WORK"/fio-*.json
+    fio --name=layout --filename="$dir/fio.dat" --size="$size" --bs=1M --rw=write \
+        --ioengine=psync --fallocate=none --end_fsync=1 --output-format=json >/dev/null
+    k=0
+    while [ "$k" -le "$TRIALS" ]; do
+        for rw in write read; do
+            fio --name=cmp --filename="$dir/fio.dat" --size="$size" --bs=1M --rw="$rw" \
+                --direct=1 --ioengine=psync --iodepth=1 --end_fsync=0 --fallocate=none \
+                --time_based --runtime="$RAM_RUNTIME" --output-format=json \
+                --output="$WORK/fio-$(echo $rw | cut -c1)$k.json" >/dev/null
+            [ "$rw" = write ] && sync "$dir/fio.dat"
+        done
+        k=$((k + 1))
+    done
+    rm -f "$dir/fio.dat"
+    python3 - "$WORK" "$TRIALS" <<'PY'
+import json, statistics, sys
+work, n = sys.argv[1], int(sys.argv[2])
+def bw(rw):
+    return [json.load(open(f"{work}/fio-{rw[0]}{k}.json"))["jobs"][0][rw]["bw_bytes"]
+            for k in range(1, n + 1)]  # job 0 is the warm-up
+print(statistics.median(bw("write")), statistics.median(bw("read")))
+PY
+}
+
+# compare_time DIR SIZE NROUNDS: like compare, fio time-based; kind "ram".
+compare_time() {
+    dir=$1 size=$2 n=$3
+    i=1
+    while [ "$i" -le "$n" ]; do
+        if [ $((i % 2)) -eq 1 ]; then
+            t=$(tl_set ram "$dir" "$size"); f=$(fio_time_set "$dir" "$size")
+        else
+            f=$(fio_time_set "$dir" "$size"); t=$(tl_set ram "$dir" "$size")
+        fi
+        tw=${t% *} tr=${t#* } fw=${f% *} fr=${f#* }
+        echo "ram $i $tw $fw $tr $fr" >>"$ROWS"
+        awk -v i="$i" -v tw="$tw" -v fw="$fw" -v tr="$tr" -v fr="$fr" 'BEGIN {
+            printf "%-5s %5d %10.1f %10.1f %7.3f   %10.1f %10.1f %7.3f\n",
+                "ram", i, tw/1e6, fw/1e6, tw/fw, tr/1e6, fr/1e6, tr/fr }'
+        i=$((i + 1))
+    done
+}
+
 # compare KIND DIR SIZE NROUNDS [CGROUP] [tunelab args…]: NROUNDS rounds, alternating
 # which tool goes first; appends "KIND round tl_w fio_w tl_r fio_r" to ROWS.
 compare() {
@@ -170,13 +232,36 @@ else
     echo "lab: skipped ($lab_skip)"
 fi
 
+ram_skip=""
+if [ "$RAM" = 0 ]; then
+    ram_skip="RAM=0"
+elif [ "$(id -u)" != 0 ]; then
+    ram_skip="needs root"
+elif [ ! -d /dev/shm ] || ! command -v losetup >/dev/null || ! command -v mkfs.ext4 >/dev/null; then
+    ram_skip="/dev/shm, losetup or mkfs.ext4 missing"
+fi
+if [ -z "$ram_skip" ]; then
+    RIMG=$(mktemp /dev/shm/io-vs-fio.XXXXXX)
+    truncate -s 512M "$RIMG"
+    RLOOP=$(losetup --find --show "$RIMG")
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$RLOOP"
+    RMNT="$WORK/ram"
+    mkdir "$RMNT"
+    mount "$RLOOP" "$RMNT"
+    echo "ram: ext4 on $RLOOP (image in /dev/shm: RAM-backed), tunelab default file" \
+        "$RAM_SIZE vs fio --time_based --runtime=$RAM_RUNTIME on the same size, $RAM_ROUNDS rounds"
+    compare_time "$RMNT" "$RAM_SIZE" "$RAM_ROUNDS"
+else
+    echo "ram: skipped ($ram_skip)"
+fi
+
 echo
 python3 - "$ROWS" "$LAB_RATE" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 rate = float(sys.argv[2])
 fail = False
-for kind in ("host", "lab"):
+for kind in ("host", "lab", "ram"):
     rs = [r for r in rows if r[0] == kind]
     if not rs:
         continue

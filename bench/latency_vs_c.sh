@@ -9,11 +9,19 @@
 # machine (a shared cache, a VM's share of it) differs from its sysfs, not
 # the tool.
 #
+# CHASE=pages compares mem.latency -p chase=pages with the C chase built the
+# way lmbench's lat_mem_rd -t (thrash_initialize) builds it: pages in a random
+# order, lines inside a page in bit-reversed order, the chain moving to the
+# next page on every load (so knees line up with lmbench's).
+#
 # Usage: bench/latency_vs_c.sh [PAGES]   (thp (default) or 4k)
-# Env: TUNELAB (a built binary; default: cargo build --release).
+# Env: TUNELAB (a built binary; default: cargo build --release),
+#      CHASE=random (default) | pages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PAGES=${1:-thp}
+CHASE=${CHASE:-random}
+export CHASE
 command -v cc >/dev/null || { echo "missing cc (apt-get install -y gcc)" >&2; exit 4; }
 if [ -n "${TUNELAB:-}" ]; then TL=$TUNELAB; else
     cargo build --release --quiet
@@ -46,9 +54,31 @@ int main(int argc, char **argv) {
     for (int a = 2; a < argc; a++) {
         size_t n = strtoull(argv[a], 0, 10) / 64;
         if (n < 2) continue;
-        for (size_t i = 0; i < n; i++) idx[i] = i;
-        for (size_t i = n - 1; i > 0; i--) { size_t j = next() % i, t = idx[i]; idx[i] = idx[j]; idx[j] = t; }
-        for (size_t i = 0; i < n; i++) *(void **)(b + idx[i] * 64) = b + idx[(i + 1) % n] * 64;
+        const char *chase = getenv("CHASE");
+        if (chase && strcmp(chase, "pages") == 0 && n * 64 >= 2 * 4096) {
+            /* lat_mem_rd -t: visit k of round r = line w[(k + r) % 64] of page pg[k]. */
+            size_t np = n * 64 / 4096, w[64];
+            for (size_t i = 0; i < 64; i++) { /* 6-bit reversal */
+                size_t v = 0;
+                for (int bit = 0; bit < 6; bit++) if (i & (1u << bit)) v |= 1u << (5 - bit);
+                w[i] = v;
+            }
+            for (size_t i = 0; i < np; i++) idx[i] = i;
+            for (size_t i = np - 1; i > 0; i--) { size_t j = next() % (i + 1), t = idx[i]; idx[i] = idx[j]; idx[j] = t; }
+            char *first = b + idx[0] * 4096 + w[0] * 64, *prev = first;
+            for (size_t r = 0; r < 64; r++)
+                for (size_t k = 0; k < np; k++) {
+                    if (r == 0 && k == 0) continue;
+                    char *cur = b + idx[k] * 4096 + w[(k + r) % 64] * 64;
+                    *(void **)prev = cur;
+                    prev = cur;
+                }
+            *(void **)prev = first;
+        } else {
+            for (size_t i = 0; i < n; i++) idx[i] = i;
+            for (size_t i = n - 1; i > 0; i--) { size_t j = next() % i, t = idx[i]; idx[i] = idx[j]; idx[j] = t; }
+            for (size_t i = 0; i < n; i++) *(void **)(b + idx[i] * 64) = b + idx[(i + 1) % n] * 64;
+        }
         void **p = (void **)b;
         long loads = 1000;
         for (;;) { /* calibrate to >= 20 ms */
@@ -71,7 +101,7 @@ int main(int argc, char **argv) {
 C
 cc -O2 -o "$OUT/chase" "$OUT/chase.c"
 tl_curve() {
-    "$TL" run mem.latency -p pages="$PAGES" -p min=64k -p max=128M --trials 1 --warmup 0 \
+    "$TL" run mem.latency -p pages="$PAGES" -p chase="$CHASE" -p min=64k -p max=128M --trials 1 --warmup 0 \
         --json --no-store --quiet-check 0 2>/dev/null | python3 -c '
 import json, sys
 for r in json.load(sys.stdin)["results"]:

@@ -74,6 +74,10 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         profile.title,
         profile.issues.len()
     ));
+    out.info(
+        &study::footprint::estimate(&profile, args.target.as_deref(), args.measure.trials)
+            .describe(),
+    );
     let mut session = begin_session(&measure, args.target.as_deref(), argv, out);
     let bar = progress_bar(out, profile.issues.len());
     let mut verdicts = Vec::new();

@@ -174,6 +174,81 @@ impl Ctx {
     }
 }
 
+/// What one point will cost the machine, estimated before anything runs so
+/// a study can say up front how much it writes (flash wear) and how much
+/// memory it needs. Experiments size themselves to the `Room` first, so the
+/// estimate is of what will really run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Bytes written to the target once, when the point is set up.
+    pub setup_written: u64,
+    /// Bytes written to the target per trial (warm-up trials too).
+    pub trial_written: u64,
+    /// `trial_written` is one pass of a trial that repeats passes until it
+    /// has lasted long enough: a fast device writes a multiple of it.
+    pub repeats: bool,
+    /// Peak bytes of data buffers (and page cache the point must keep
+    /// resident) while the point runs, tunelab's own memory not included.
+    pub peak_memory: u64,
+}
+
+/// What the machine has room for, read when a point is sized: the memory
+/// budget for data buffers (`system::limits`: MemAvailable and the memory
+/// cgroup) and the free space of the target.
+#[derive(Debug, Clone, Default)]
+pub struct Room {
+    /// Bytes a point may give its data buffers (None: unknown).
+    pub memory: Option<u64>,
+    /// Where `memory` came from, for notes.
+    pub memory_why: String,
+    /// Free bytes on the target's file system (None: unknown).
+    pub disk_free: Option<u64>,
+    /// Largest file the target's file system holds, when it is small
+    /// (vfat: 4 GiB − 1), with the file system's name.
+    pub max_file: Option<(u64, String)>,
+}
+
+impl Room {
+    /// Read now, for `target` (None: memory only).
+    pub fn read(target: Option<&Path>) -> Room {
+        let limits = crate::system::limits::MemoryLimits::read();
+        Room {
+            memory: limits.budget(),
+            memory_why: format!(
+                "{}; budget = 3/4 of the smaller less {} for tunelab",
+                limits.explain(),
+                params::format_size(crate::system::limits::RESERVE)
+            ),
+            // A file system without block accounting (ramfs) stores in RAM.
+            disk_free: target
+                .and_then(|t| crate::safety::scratch::free_bytes(t).ok())
+                .map(|f| {
+                    if f == u64::MAX {
+                        limits.available().unwrap_or(f)
+                    } else {
+                        f
+                    }
+                }),
+            max_file: target
+                .and_then(crate::system::mount_for_path)
+                .and_then(|m| match m.fs_type.as_str() {
+                    "vfat" | "msdos" | "fat" => Some(((4u64 << 30) - 1, m.fs_type)),
+                    _ => None,
+                }),
+        }
+    }
+
+    /// Room for `ctx`'s target.
+    pub fn for_ctx(ctx: &Ctx) -> Room {
+        Room::read(Some(
+            ctx.scratch
+                .as_deref()
+                .map(Scratch::path)
+                .unwrap_or(ctx.target.as_path()),
+        ))
+    }
+}
+
 /// State for one point: created by `prepare` (allocations, files), then
 /// `trial` is called repeatedly. Drop releases everything.
 pub trait PointRun {
@@ -211,4 +286,12 @@ pub trait Experiment: Send + Sync {
         0
     }
     fn prepare(&self, ctx: &Ctx, point: &Point) -> Result<Box<dyn PointRun>>;
+    /// What the point will write and hold in memory once sized to `room`
+    /// (default: its scratch bytes written once, no data buffers).
+    fn footprint(&self, point: &Point, _room: &Room) -> Footprint {
+        Footprint {
+            setup_written: self.scratch_bytes(point),
+            ..Footprint::default()
+        }
+    }
 }

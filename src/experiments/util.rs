@@ -6,10 +6,192 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::engine::params::format_size;
+use crate::engine::{Ctx, PointExtras, PointRun, Room, TrialValues};
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
-/// Shortest time one trial should take; shorter work is batched.
+/// A size chosen for the room the machine has, and why when it is not the
+/// one asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fit {
+    pub value: u64,
+    pub note: Option<String>,
+}
+
+/// Fit `copies` buffers of `requested` bytes into the memory budget: the
+/// largest multiple of `align` (at most `requested`) whose copies fit.
+/// Below `floor` the point cannot run: an environment error saying why.
+pub fn fit_memory(
+    what: &str,
+    requested: u64,
+    copies: u64,
+    align: u64,
+    floor: u64,
+    room: &Room,
+) -> Result<Fit> {
+    let Some(budget) = room.memory else {
+        return Ok(Fit {
+            value: requested,
+            note: None,
+        });
+    };
+    fit(
+        what,
+        requested,
+        copies,
+        align,
+        floor,
+        budget,
+        "memory",
+        &room.memory_why,
+    )
+}
+
+/// Fit `copies` files of `requested` bytes into half the target's free
+/// space (a board's flash is never filled).
+pub fn fit_disk(
+    what: &str,
+    requested: u64,
+    copies: u64,
+    align: u64,
+    floor: u64,
+    room: &Room,
+) -> Result<Fit> {
+    let Some(free) = room.disk_free else {
+        return Ok(Fit {
+            value: requested,
+            note: None,
+        });
+    };
+    let why = format!("target has {} free; budget = half of it", format_size(free));
+    let mut f = fit(
+        what,
+        requested,
+        copies,
+        align,
+        floor,
+        free / 2,
+        "storage",
+        &why,
+    )?;
+    if let Some((max, fs)) = &room.max_file {
+        if f.value > *max {
+            let value = max / align.max(1) * align.max(1);
+            f = Fit {
+                value,
+                note: Some(format!(
+                    "fitted to the file system: {what} {} instead of {} ({fs} files are at most {})",
+                    format_size(value),
+                    format_size(requested),
+                    format_size(*max)
+                )),
+            };
+        }
+    }
+    Ok(f)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fit(
+    what: &str,
+    requested: u64,
+    copies: u64,
+    align: u64,
+    floor: u64,
+    budget: u64,
+    kind: &str,
+    why: &str,
+) -> Result<Fit> {
+    let copies = copies.max(1);
+    let align = align.max(1);
+    if requested.saturating_mul(copies) <= budget {
+        return Ok(Fit {
+            value: requested,
+            note: None,
+        });
+    }
+    let value = budget / copies / align * align;
+    if value < floor.max(1) {
+        return Err(Error::environment(format!(
+            "{what} needs at least {} of {kind}{} but the budget is {} ({why}); free some \
+             {kind} or ask for less",
+            format_size(floor.max(align).saturating_mul(copies)),
+            if copies > 1 {
+                format!(" ({copies} x {})", format_size(floor.max(align)))
+            } else {
+                String::new()
+            },
+            format_size(budget)
+        )));
+    }
+    Ok(Fit {
+        value,
+        note: Some(format!(
+            "fitted to the {kind} available: {what} {} instead of {}{} ({why})",
+            format_size(value),
+            format_size(requested),
+            if copies > 1 {
+                format!(" ({copies} copies)")
+            } else {
+                String::new()
+            }
+        )),
+    })
+}
+
+/// A point that cannot run here (a mode the file system lacks): its trials
+/// produce no metric and its notes say why, so the rest of the run and the
+/// study go on.
+pub struct Skipped(pub String);
+
+impl PointRun for Skipped {
+    fn trial(&mut self, _ctx: &Ctx) -> Result<TrialValues> {
+        Ok(TrialValues::new())
+    }
+    fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
+        Ok(PointExtras {
+            notes: vec![format!("skipped: {}", self.0)],
+            ..Default::default()
+        })
+    }
+}
+
+/// What stores the scratch files, for every storage result: a target that
+/// no block device backs (tmpfs, ramfs, a network or FUSE file system) is
+/// labelled, so RAM speed is never read as a device's.
+pub fn backing_note(ctx: &Ctx) -> String {
+    let dir = ctx.scratch_dir().unwrap_or(ctx.target.as_path());
+    let mount = crate::system::mount_for_path(dir);
+    let fs = mount
+        .as_ref()
+        .map_or("unknown".to_string(), |m| m.fs_type.clone());
+    match (&ctx.device, backing_kind(&fs)) {
+        (Some(d), _) => format!("backing: block device {} ({fs})", d.name),
+        (None, Some(kind)) => format!(
+            "backing: {fs} ({kind}), not a block device: the figures are {kind} speed, not a \
+             device's"
+        ),
+        (None, None) => format!(
+            "backing: {fs}, not a block device (no /sys/dev/block entry): the figures are not a \
+             local device's"
+        ),
+    }
+}
+
+/// Names what a file system without a block device is backed by.
+pub fn backing_kind(fs_type: &str) -> Option<&'static str> {
+    match fs_type {
+        "tmpfs" | "ramfs" | "shmem" | "devtmpfs" => Some("RAM"),
+        "nfs" | "nfs4" | "cifs" | "smb3" | "9p" | "virtiofs" | "fuse" | "ceph" => {
+            Some("network or host-shared")
+        }
+        "overlay" => Some("overlay of other file systems"),
+        "ubifs" | "jffs2" => Some("raw flash (MTD)"),
+        _ => None,
+    }
+}
+
 /// When frame `i` of a stream at `fps` frames per second starting at `t0`
 /// is due.
 pub fn frame_slot(t0: Instant, fps: f64, i: u64) -> Instant {
@@ -24,6 +206,7 @@ pub fn sleep_until(t: Instant) {
     }
 }
 
+/// Shortest time one trial should take; shorter work is batched.
 pub const MIN_TRIAL: Duration = Duration::from_millis(200);
 
 /// Sum a buffer as 64-bit words; `black_box` keeps the loads alive.
@@ -39,10 +222,32 @@ pub fn sum_bytes(buf: &[u8]) -> u64 {
     std::hint::black_box(acc)
 }
 
+/// Bytes per write() call of `fill_file`.
+pub const FILL_WRITE: usize = 1 << 20;
+
+/// How `fill_file` laid a file out, for the notes of experiments that read
+/// it from the page cache: how fast cached reads go depends on it (on 6.x
+/// kernels a file written in large pieces can sit in large page-cache
+/// folios and read faster than one written 4 KiB at a time; lmbench's
+/// bw_file_rd measured 1.7x apart for the same file content).
+pub fn layout_note(size: u64) -> String {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "file layout: {} written sequentially with {} buffered write() calls, then read once \
+         into the page cache; kernel {}: on 6.x kernels the page cache may hold such a file \
+         in large folios, which read faster than a file written in small pieces (e.g. by \
+         `head -c` or 4 KiB writes), so compare cached reads only between files laid out \
+         the same way",
+        format_size(size),
+        format_size(FILL_WRITE as u64),
+        kernel.trim()
+    )
+}
+
 /// Write `size` bytes of random data to `file` in 1 MiB pieces, checking for
 /// cancellation between pieces.
 pub fn fill_file(file: &mut File, path: &Path, size: u64, seed: u64) -> Result<()> {
-    let buf = AlignedBuf::random(1 << 20, seed)?;
+    let buf = AlignedBuf::random(FILL_WRITE, seed)?;
     let mut left = size;
     while left > 0 {
         crate::safety::signals::check()?;
@@ -66,6 +271,61 @@ pub fn calibrate(mut one: impl FnMut() -> Result<()>) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn room(memory: u64, disk: u64) -> Room {
+        Room {
+            memory: Some(memory),
+            memory_why: "fixture".into(),
+            disk_free: Some(disk),
+            max_file: None,
+        }
+    }
+
+    #[test]
+    fn what_fits_is_kept_what_does_not_is_shrunk_and_said() {
+        let r = room(48 << 20, 100 << 20);
+        let f = fit_memory("arrays", 16 << 20, 2, 4096, 1 << 20, &r).unwrap();
+        assert_eq!(
+            f,
+            Fit {
+                value: 16 << 20,
+                note: None
+            }
+        );
+        let f = fit_memory("arrays", 64 << 20, 2, 4096, 1 << 20, &r).unwrap();
+        assert_eq!(f.value, 24 << 20);
+        let n = f.note.unwrap();
+        assert!(
+            n.contains("24 MiB instead of 64 MiB") && n.contains("fixture"),
+            "{n}"
+        );
+        // Alignment to a record size that does not divide the budget.
+        let f = fit_disk("file", 1 << 30, 1, 3 << 20, 1, &r).unwrap();
+        assert_eq!(f.value, 48 << 20);
+        assert!(f.note.unwrap().contains("100 MiB free"));
+        // Below the floor: an environment error (exit 4) naming the need.
+        let e = fit_memory("arrays", 64 << 20, 3, 4096, 32 << 20, &r).unwrap_err();
+        assert_eq!(e.exit_code(), 4);
+        assert!(e.to_string().contains("3 x 32 MiB"), "{e}");
+        // vfat holds files of at most 4 GiB − 1.
+        let vfat = Room {
+            max_file: Some(((4u64 << 30) - 1, "vfat".into())),
+            ..room(1 << 30, 64 << 30)
+        };
+        let f = fit_disk("file", 8 << 30, 1, 1 << 20, 1 << 20, &vfat).unwrap();
+        assert_eq!(f.value, (4u64 << 30) - (1 << 20));
+        assert!(f.note.unwrap().contains("vfat files are at most"));
+        // Unknown room: as asked.
+        let f = fit_memory("x", 1 << 40, 1, 1, 1, &Room::default()).unwrap();
+        assert_eq!(f.value, 1 << 40);
+    }
+
+    #[test]
+    fn ram_and_network_backings_are_named() {
+        assert_eq!(backing_kind("tmpfs"), Some("RAM"));
+        assert_eq!(backing_kind("ubifs"), Some("raw flash (MTD)"));
+        assert_eq!(backing_kind("ext4"), None);
+    }
 
     #[test]
     fn sum_counts_every_byte() {

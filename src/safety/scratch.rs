@@ -119,6 +119,11 @@ impl Drop for Scratch {
 
 pub fn free_bytes(path: &Path) -> Result<u64> {
     let st = rustix::fs::statvfs(path).map_err(|e| Error::io("cannot statvfs", path, e.into()))?;
+    // ramfs keeps no block accounting (0 blocks, 0 free): it grows until
+    // memory runs out, which the memory budget (system::limits) bounds.
+    if st.f_blocks == 0 {
+        return Ok(u64::MAX);
+    }
     Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 

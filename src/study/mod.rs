@@ -1,6 +1,7 @@
 //! Studies: a profile of key issues (experiments, parameters, pass
 //! criteria) run in one go, with a verdict per key issue.
 
+pub mod footprint;
 pub mod profile;
 pub mod verdict;
 

@@ -8,3 +8,4 @@ pub use device::{device_for_path, BlockDevice};
 pub use env::{mount_for_path, snapshot, Environment, MountFact};
 pub use quiet::{check as quietness_check, BusyProcess, Quietness};
 pub mod inspect;
+pub mod limits;

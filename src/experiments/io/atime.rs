@@ -21,6 +21,10 @@ use crate::{Error, Result};
 
 pub struct Atime;
 
+/// Smallest loop image: room for ext4's journal and the default 1000 files
+/// (it was 128 MiB; a board's flash rarely has that to spare).
+const IMAGE_MIN: u64 = 32 << 20;
+
 const MODES: &[&str] = &["current", "strictatime", "relatime", "noatime", "lazytime"];
 
 /// The atime mode in a list of mount options as /proc/mounts shows them:
@@ -56,7 +60,7 @@ impl Experiment for Atime {
          counts the files whose st_atime changed during the pass (stat before and after, \
          untimed). atime=current uses the target as mounted and reports its mode \
          (strictatime/relatime/noatime, plus lazytime); the other values (root only) create a \
-         128 MiB ext4 image on a loop device inside the scratch directory, mount it with that \
+         ext4 image of twice the files' size, at least 32 MiB (sparse: mkfs writes little of it), on a loop device inside the scratch directory, mount it with that \
          option, run there, and unmount and delete it afterwards. Under relatime only the first \
          read after a modification (or after 24 h) updates atime, so later trials show its \
          steady state."
@@ -117,7 +121,7 @@ impl Experiment for Atime {
         let data = p.u64("files").unwrap_or(0) * (p.u64("file_size").unwrap_or(0) + 4096);
         match p.text("atime") {
             Ok("current") => data,
-            _ => data.max(128 << 20),
+            _ => (data * 2).max(IMAGE_MIN),
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
@@ -133,7 +137,7 @@ impl Experiment for Atime {
                 .unwrap_or_else(|| "unknown".into());
             (None, dir, format!("target as mounted: {m}"))
         } else {
-            let size = (files * (file_size as u64 + 4096) * 2).max(128 << 20);
+            let size = (files * (file_size as u64 + 4096) * 2).max(IMAGE_MIN);
             scratch.ensure_space(size)?;
             let opts = LoopFsOptions {
                 size,

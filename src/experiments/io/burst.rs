@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use super::uring_pacer;
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
-    RunDefaults, Series, TrialValues,
+    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
+    PointRun, Room, RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::{frame_slot, sleep_until};
+use crate::experiments::util::{backing_note, fit_disk, frame_slot, sleep_until, Fit, Skipped};
 use crate::observe::dirty::{self, DirtyState};
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
@@ -191,17 +191,34 @@ impl Experiment for Burst {
         RunDefaults::ONE_RECORDING
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
-        match (p.u64("frame"), p.f64("fps"), p.f64("duration")) {
-            (Ok(f), Ok(fps), Ok(d)) => f * (d * fps).ceil() as u64,
+        // The burst is shortened to the free space in prepare(); one
+        // second of frames is the least.
+        match (p.u64("frame"), p.f64("fps")) {
+            (Ok(f), Ok(fps)) => f * fps.ceil() as u64,
             _ => 0,
+        }
+    }
+    fn footprint(&self, p: &Point, room: &Room) -> Footprint {
+        let frame = p.u64("frame").unwrap_or(0);
+        let queue = p.u64("queue").unwrap_or(0);
+        Footprint {
+            trial_written: fitted_frames(p, room).map_or(0, |(n, _)| n * frame),
+            peak_memory: match p.text("mode") {
+                Ok("direct-write") => frame,
+                _ => frame * (queue + 1),
+            },
+            ..Footprint::default()
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let frame = p.usize("frame")?;
         let fps = p.f64("fps")?;
-        let duration = p.f64("duration")?;
+        let (frames, fit_note) = fitted_frames(p, &Room::for_ctx(ctx))?;
+        let duration = frames as f64 / fps;
         let scratch = ctx.scratch()?;
-        scratch.ensure_space(self.scratch_bytes(p))?;
+        scratch.ensure_space(frames * frame as u64)?;
+        let mut notes: Vec<String> = fit_note.into_iter().collect();
+        notes.push(backing_note(ctx));
         dirty::read()
             .map_err(|e| Error::environment(format!("cannot read the dirty page state: {e}")))?;
         let mode = match p.text("mode")? {
@@ -211,12 +228,14 @@ impl Experiment for Burst {
         };
         let mut uring_bufs = Vec::new();
         if mode == Mode::IoUring {
-            uring_pacer::available().map_err(|e| {
-                Error::environment(format!(
-                    "io.burst mode=io-uring: io_uring is not available here ({e}); use \
-                     mode=io-thread"
-                ))
-            })?;
+            // A kernel without io_uring (or with it disabled) skips the
+            // point with the reason; the other modes still run.
+            if let Err(e) = uring_pacer::available() {
+                return Ok(Box::new(Skipped(format!(
+                    "mode=io-uring: io_uring is not available here ({e}); mode=io-thread \
+                     measures the same hand-over with a thread"
+                ))));
+            }
             for k in 0..p.usize("queue")? {
                 uring_bufs.push(AlignedBuf::random(frame, 31 + k as u64)?);
             }
@@ -227,7 +246,8 @@ impl Experiment for Burst {
             frame,
             fps,
             duration,
-            frames: (duration * fps).ceil().max(1.0) as u64,
+            frames,
+            notes,
             mode,
             uring_bufs,
             queue: p.usize("queue")?,
@@ -241,6 +261,33 @@ impl Experiment for Burst {
     }
 }
 
+/// Frames of one trial: ceil(duration × fps), fewer when they would not
+/// fit in half the target's free space (at least one second's worth).
+fn fitted_frames(p: &Point, room: &Room) -> Result<(u64, Option<String>)> {
+    let frame = p.u64("frame")?;
+    let fps = p.f64("fps")?;
+    let want = (p.f64("duration")? * fps).ceil().max(1.0) as u64;
+    let floor = fps.ceil().max(1.0) as u64;
+    let Fit { value, note } = fit_disk(
+        "io.burst frames",
+        want * frame,
+        1,
+        frame,
+        floor.min(want) * frame,
+        room,
+    )?;
+    Ok((
+        value / frame.max(1),
+        note.map(|n| {
+            format!(
+                "{n}: the burst lasts {:.1} s instead of {:.1} s",
+                (value / frame.max(1)) as f64 / fps,
+                want as f64 / fps
+            )
+        }),
+    ))
+}
+
 /// Distinguishes the files of the points of one run.
 static POINT_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -251,6 +298,7 @@ struct BurstRun {
     fps: f64,
     duration: f64,
     frames: u64,
+    notes: Vec<String>,
     mode: Mode,
     queue: usize,
     buf: Option<AlignedBuf>,
@@ -512,23 +560,25 @@ impl PointRun for BurstRun {
             histograms.push(self.io_lag.to_data(&format!("{mode} write completion lag")));
         }
         let throttle = self.samples.first().map(|s| s.throttle).unwrap_or(0);
+        let mut notes = std::mem::take(&mut self.notes);
+        notes.push(format!(
+            "{} frames of {} at {} fps per trial, {}; page cache, never fsynced; \
+                 throttle point at start {}; Dirty/Writeback are system-wide and sampled after \
+                 every frame outside the timing",
+            self.frames,
+            crate::engine::params::format_size(self.frame as u64),
+            self.fps,
+            match self.mode {
+                Mode::DirectWrite => "write() in the pacing thread".to_string(),
+                Mode::IoThread => format!("I/O thread behind a queue of {} frames", self.queue),
+                Mode::IoUring => format!("io_uring with up to {} writes in flight", self.queue),
+            },
+            crate::engine::params::format_size(throttle)
+        ));
         Ok(PointExtras {
             series,
             histograms,
-            notes: vec![format!(
-                "{} frames of {} at {} fps per trial, {}; page cache, never fsynced; \
-                 throttle point at start {}; Dirty/Writeback are system-wide and sampled after \
-                 every frame outside the timing",
-                self.frames,
-                crate::engine::params::format_size(self.frame as u64),
-                self.fps,
-                match self.mode {
-                    Mode::DirectWrite => "write() in the pacing thread".to_string(),
-                    Mode::IoThread => format!("I/O thread behind a queue of {} frames", self.queue),
-                    Mode::IoUring => format!("io_uring with up to {} writes in flight", self.queue),
-                },
-                crate::engine::params::format_size(throttle)
-            )],
+            notes,
         })
     }
 }

@@ -12,10 +12,10 @@ use std::time::Instant;
 use super::cache_control::{open_with, IoMode};
 use crate::engine::params::format_size;
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
-    RunDefaults, Series, TrialValues,
+    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
+    PointRun, Room, RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::fill_file;
+use crate::experiments::util::{backing_note, fill_file, fit_disk};
 use crate::observe::dirty;
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
@@ -161,13 +161,44 @@ impl Experiment for Cache {
         Ok(())
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
+        // The long run is shortened to the free space in prepare().
+        let (short, _, _) = run_sizes(p);
+        p.u64("direct_size").unwrap_or(0) + short
+    }
+    fn footprint(&self, p: &Point, room: &Room) -> Footprint {
         let (short, long, _) = run_sizes(p);
-        p.u64("direct_size").unwrap_or(0) + short.max(long)
+        let direct = p.u64("direct_size").unwrap_or(0);
+        let long = fit_disk("", long, 1, MIB, 1, room).map_or(long, |f| f.value);
+        Footprint {
+            setup_written: direct,
+            trial_written: direct + short + long,
+            peak_memory: p
+                .u64("record")
+                .unwrap_or(0)
+                .max(p.u64("direct_record").unwrap_or(0)),
+            ..Footprint::default()
+        }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let scratch = ctx.scratch()?;
-        let (short, long, why) = run_sizes(p);
+        let (short, long, mut why) = run_sizes(p);
         let direct_size = p.u64("direct_size")?;
+        // The long run must outgrow the dirty limits, but never fill a
+        // board's flash: at most half the free space (the note says when it
+        // was cut, and then the run may end before the device rate shows).
+        let fit = fit_disk(
+            "io.cache long run",
+            long,
+            1,
+            MIB,
+            short.max(MIB),
+            &Room::for_ctx(ctx),
+        )?;
+        let long = fit.value;
+        if let Some(n) = fit.note {
+            why = format!("{why}; {n}: the long run may not reach the dirty limits");
+        }
+        why = format!("{why}; {}", backing_note(ctx));
         scratch.ensure_space(direct_size + short.max(long))?;
         let name = "cache-direct";
         let direct_path = scratch.file_path(name);

@@ -9,10 +9,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
-    TrialValues,
+    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
+    PointRun, Room, TrialValues,
 };
-use crate::experiments::util::{calibrate, fill_file, sum_bytes};
+use crate::experiments::util::{
+    backing_note, calibrate, fill_file, fit_disk, fit_memory, layout_note, sum_bytes, Fit,
+};
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
@@ -67,10 +69,23 @@ impl Experiment for FileRead {
         Ok(())
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
-        p.u64("size").unwrap_or(0)
+        // The file is fitted to the free space in prepare(); this is the least.
+        p.u64("chunk").unwrap_or(0).max(1 << 20)
+    }
+    fn footprint(&self, p: &Point, room: &Room) -> Footprint {
+        let size = fitted_size(p, room).map_or(0, |(f, _)| f);
+        Footprint {
+            setup_written: size,
+            peak_memory: size + p.u64("chunk").unwrap_or(0),
+            ..Footprint::default()
+        }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let size = p.u64("size")?;
+        // The file must stay cached: it follows the memory really available
+        // (cgroup included) and the target's free space.
+        let (size, mut notes) = fitted_size(p, &Room::for_ctx(ctx))?;
+        notes.push(backing_note(ctx));
+        notes.push(layout_note(size));
         let scratch = ctx.scratch()?;
         scratch.ensure_space(size)?;
         // One file per point (a sweep prepares several), removed when the point ends.
@@ -86,6 +101,7 @@ impl Experiment for FileRead {
             buf: AlignedBuf::zeroed(p.usize("chunk")?)?,
             chunk: p.usize("chunk")?,
             passes: 1,
+            notes,
         };
         run.pass()?; // pulls every page into the cache
         run.passes = calibrate(|| run.pass())?;
@@ -93,7 +109,19 @@ impl Experiment for FileRead {
     }
 }
 
+/// `size`, shrunk to what the memory budget (the file stays cached) and
+/// half the free space hold, a multiple of `chunk`; notes say why.
+fn fitted_size(p: &Point, room: &Room) -> Result<(u64, Vec<String>)> {
+    let chunk = p.u64("chunk")?.max(1);
+    let floor = chunk.max(1 << 20);
+    let Fit { value: m, note: a } =
+        fit_memory("io.file-read file", p.u64("size")?, 1, chunk, floor, room)?;
+    let Fit { value: d, note: b } = fit_disk("io.file-read file", m, 1, chunk, floor, room)?;
+    Ok((d, a.into_iter().chain(b).collect()))
+}
+
 struct FileReadRun {
+    notes: Vec<String>,
     path: PathBuf,
     file: File,
     size: u64,
@@ -150,12 +178,14 @@ impl PointRun for FileReadRun {
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
+        let mut notes = std::mem::take(&mut self.notes);
+        notes.push(format!(
+            "page cache: file pre-read, reads served from memory; {} passes per trial, {} per pass",
+            self.passes,
+            crate::engine::params::format_size(self.size)
+        ));
         Ok(PointExtras {
-            notes: vec![format!(
-                "page cache: file pre-read, reads served from memory; {} passes per trial, {} per pass",
-                self.passes,
-                crate::engine::params::format_size(self.size)
-            )],
+            notes,
             ..Default::default()
         })
     }

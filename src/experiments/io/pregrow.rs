@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
-    RunDefaults, TrialValues,
+    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
+    PointRun, Room, RunDefaults, TrialValues,
 };
+use crate::experiments::util::{backing_note, fit_disk, Fit, Skipped};
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
@@ -36,7 +37,11 @@ impl Experiment for Pregrow {
          fallocate(mode 0); keep-size uses fallocate(FALLOC_FL_KEEP_SIZE), which allocates \
          without changing the length. Write: the file is written from offset 0 with `record`-byte \
          pwrite() calls of random data (buffered), then fsync(). total = creation + write. The \
-         file is deleted after the trial, outside the timing. Times in seconds (lower is better)."
+         file is deleted after the trial, outside the timing. Times in seconds (lower is better). \
+         A method the file system cannot do (fallocate on ext2, exfat, vfat, UBIFS…) is probed \
+         with a 4 KiB fallocate() on a probe file before the point and the point is skipped \
+         with the reason (no metrics, a note), so the other methods still run. `size` follows \
+         the target's free space (at most half of it)."
     }
     fn params(&self) -> Vec<ParamSpec> {
         vec![
@@ -71,13 +76,40 @@ impl Experiment for Pregrow {
         }
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
-        p.u64("size").unwrap_or(0)
+        // `size` is fitted to the free space in prepare(); a record is the least.
+        p.u64("record").unwrap_or(0)
+    }
+    fn footprint(&self, p: &Point, room: &Room) -> Footprint {
+        let size = fitted_size(p, room).map_or(0, |f| f.value);
+        let zero = p.text("method").is_ok_and(|m| m == "zero-fill");
+        Footprint {
+            trial_written: if zero { 2 * size } else { size },
+            peak_memory: 2 * p.u64("record").unwrap_or(0),
+            ..Footprint::default()
+        }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let size = p.u64("size")?;
+        let fit = fitted_size(p, &Room::for_ctx(ctx))?;
+        let size = fit.value;
         let scratch = ctx.scratch()?;
         scratch.ensure_space(size)?;
+        let method = p.text("method")?;
+        let mode = match method {
+            "fallocate" => Some(0),
+            "keep-size" => Some(libc::FALLOC_FL_KEEP_SIZE),
+            _ => None,
+        };
+        if let Some(mode) = mode {
+            if let Some(why) = fallocate_unsupported(scratch.path(), mode)? {
+                return Ok(Box::new(Skipped(format!(
+                    "method={method}: {why}; {}",
+                    backing_note(ctx)
+                ))));
+            }
+        }
+        let notes = fit.note.into_iter().chain([backing_note(ctx)]).collect();
         Ok(Box::new(PregrowRun {
+            notes,
             dir: scratch.path().to_path_buf(),
             size,
             record: p.usize("record")?,
@@ -90,7 +122,43 @@ impl Experiment for Pregrow {
     }
 }
 
+/// `size` fitted to half the target's free space, a multiple of `record`.
+fn fitted_size(p: &Point, room: &Room) -> Result<Fit> {
+    let record = p.u64("record")?;
+    fit_disk("io.pregrow file", p.u64("size")?, 1, record, record, room)
+}
+
+/// Some(reason) when fallocate(`mode`) is not supported in `dir` (probed on
+/// a 4 KiB probe file, removed again).
+fn fallocate_unsupported(dir: &Path, mode: i32) -> Result<Option<String>> {
+    let path = dir.join("pregrow-probe");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| Error::io("cannot create scratch file", &path, e))?;
+    let _rm = Remove(&path);
+    // SAFETY: plain syscall on a valid descriptor.
+    let rc = unsafe { libc::fallocate(f.as_raw_fd(), mode, 0, 4096) };
+    if rc == 0 {
+        return Ok(None);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(Some(format!(
+            "fallocate({}) is not supported by this file system ({e})",
+            if mode == 0 {
+                "mode 0"
+            } else {
+                "FALLOC_FL_KEEP_SIZE"
+            }
+        ))),
+        _ => Err(Error::io("cannot fallocate", &path, e)),
+    }
+}
+
 struct PregrowRun {
+    notes: Vec<String>,
     dir: PathBuf,
     size: u64,
     record: usize,
@@ -192,12 +260,13 @@ impl PointRun for PregrowRun {
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
-        let mut notes = vec![format!(
+        let mut notes = std::mem::take(&mut self.notes);
+        notes.push(format!(
             "method={}: fsync inside both phases; {} written in {}-byte buffered pwrite() calls",
             self.method,
             crate::engine::params::format_size(self.size),
             self.record
-        )];
+        ));
         if let Some(a) = self.allocated_after_create {
             notes.push(format!(
                 "allocated after the creation phase: {} of {}{}",

@@ -10,11 +10,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::cache_control::{drop_file_cache, logical_block_size, open_with, DropMethod, IoMode};
+use crate::engine::params::format_size;
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
-    RunDefaults, Series, TrialValues,
+    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
+    PointRun, Room, RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::{fill_file, MIN_TRIAL};
+use crate::experiments::util::{backing_note, fill_file, fit_disk, Fit, MIN_TRIAL};
 use crate::safety::AlignedBuf;
 use crate::stats;
 use crate::{Error, Result};
@@ -52,7 +53,16 @@ impl Experiment for RecordSize {
          default run stays under 2 minutes on a small VM (1 KiB O_DIRECT records run at a few \
          tens of MB/s). Use -p mode=buffered,direct,sync for all three curves and a larger \
          size (e.g. 256M) on big machines; in direct mode `record` and `size` must be \
-         multiples of the device's logical block size."
+         multiples of the device's logical block size. mode=direct on a file system that \
+         refuses O_DIRECT (tmpfs before 6.6, UBIFS, some FUSE) is measured buffered with the \
+         closing fsync and the page cache dropped before each read instead, and the notes say \
+         so; every result names what backs the target (a block device, or RAM for tmpfs, \
+         which accepts O_DIRECT from 6.6 on and then shows RAM speed). Timings shorter than \
+         100 ms are mostly start-up and the closing fsync: with mode=direct one timed phase \
+         therefore sweeps the file several times back to back from one open (as fio's \
+         time_based loops over its file), with one fsync after the last sweep, the number \
+         calibrated so that a phase lasts at least 100 ms; the notes give the sweeps and the \
+         shortest phase. `size` follows the target's free space (at most half of it)."
     }
     fn params(&self) -> Vec<ParamSpec> {
         vec![
@@ -118,13 +128,28 @@ impl Experiment for RecordSize {
         Ok(())
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
-        p.u64("size").unwrap_or(0)
+        // `size` is fitted to the free space in prepare(); one record is the least.
+        p.u64("record").unwrap_or(0)
+    }
+    fn footprint(&self, p: &Point, room: &Room) -> Footprint {
+        let size = fitted_size(p, room).map_or(0, |f| f.value);
+        Footprint {
+            // The fill, and one calibration write with mode=direct.
+            setup_written: 2 * size,
+            trial_written: size,
+            repeats: true,
+            peak_memory: p.u64("record").unwrap_or(0),
+        }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let size = p.u64("size")?;
+        let fit = fitted_size(p, &Room::for_ctx(ctx))?;
+        let size = fit.value;
         let record = p.usize("record")?;
-        let mode = IoMode::parse(p.text("mode")?)?;
+        let asked = IoMode::parse(p.text("mode")?)?;
+        let mut mode = asked;
         let scratch = ctx.scratch()?;
+        let mut notes: Vec<String> = fit.note.into_iter().collect();
+        notes.push(backing_note(ctx));
         if mode == IoMode::Direct {
             let lbs = logical_block_size(scratch.path());
             if record as u64 % lbs != 0 || size % lbs != 0 {
@@ -143,25 +168,84 @@ impl Experiment for RecordSize {
         f.sync_all()
             .map_err(|e| Error::io("cannot fsync", &path, e))?;
         drop(f);
-        Ok(Box::new(RecordSizeRun {
+        if mode == IoMode::Direct {
+            if let Err(why) = direct_refused(&path) {
+                mode = IoMode::Buffered;
+                notes.push(format!(
+                    "mode=direct is not supported here ({why}): measured as mode=buffered \
+                     instead, with the closing fsync timed and the page cache dropped before \
+                     each read"
+                ));
+            }
+        }
+        let mut run = RecordSizeRun {
             path,
             size,
             record,
             mode,
+            asked,
             buf: AlignedBuf::random(record, 11)?,
             drop_method: None,
             passes: Vec::new(),
             samples: Default::default(),
-        }))
+            sweeps: 1,
+            shortest: f64::INFINITY,
+            notes,
+        };
+        if mode == IoMode::Direct {
+            // Calibrate (untimed for the result): with O_DIRECT a timed phase
+            // sweeps the file often enough to last >= 100 ms; the cache is not
+            // involved, so a second sweep is as cold as the first.
+            let (w, _) = run.write_pass(ctx)?;
+            let r = run.read_pass(ctx, true)?;
+            run.sweeps = (MIN_PHASE / w.min(r).max(1e-6)).ceil().clamp(1.0, 10_000.0) as u64;
+        }
+        Ok(Box::new(run))
     }
 }
+
+/// `size` fitted to half the target's free space, a multiple of `record`.
+fn fitted_size(p: &Point, room: &Room) -> Result<Fit> {
+    let record = p.u64("record")?;
+    fit_disk(
+        "io.record-size file",
+        p.u64("size")?,
+        1,
+        record,
+        record,
+        room,
+    )
+}
+
+/// Err(reason) when the file system refuses O_DIRECT on `path`.
+fn direct_refused(path: &std::path::Path) -> std::result::Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("open with O_DIRECT: {e}")),
+    }
+}
+
+/// Shortest timed phase (one write or one read of the file) worth timing.
+const MIN_PHASE: f64 = 0.1;
 
 struct RecordSizeRun {
     path: PathBuf,
     size: u64,
     record: usize,
+    /// The mode measured, and the one asked for (they differ after a fallback).
     mode: IoMode,
+    asked: IoMode,
     buf: AlignedBuf,
+    /// Sweeps over the file per timed phase (direct: calibrated to >= 100 ms).
+    sweeps: u64,
+    /// Shortest timed phase seen, seconds.
+    shortest: f64,
+    notes: Vec<String>,
     drop_method: Option<DropMethod>,
     passes: Vec<u64>,
     /// (write, write_nofsync, read) per trial, for the series.
@@ -184,20 +268,22 @@ impl RecordSizeRun {
         let pass = pass_id();
         let buf = &mut self.buf.as_mut_slice()[..rec];
         let t = Instant::now();
-        let mut off = 0u64;
         let mut calls = 0u32;
-        while off < self.size {
-            stamp_record(buf, off, pass);
-            let n = f
-                .write_at(buf, off)
-                .map_err(|e| Error::io("cannot write", &self.path, e))?;
-            if n == 0 {
-                return Err(Error::measurement("write() returned 0"));
-            }
-            off += n as u64;
-            calls = calls.wrapping_add(1);
-            if calls % 4096 == 0 {
-                ctx.check_cancel()?;
+        for sweep in 0..self.sweeps {
+            let mut off = 0u64;
+            while off < self.size {
+                stamp_record(buf, off, pass.wrapping_add(sweep));
+                let n = f
+                    .write_at(buf, off)
+                    .map_err(|e| Error::io("cannot write", &self.path, e))?;
+                if n == 0 {
+                    return Err(Error::measurement("write() returned 0"));
+                }
+                off += n as u64;
+                calls = calls.wrapping_add(1);
+                if calls % 4096 == 0 {
+                    ctx.check_cancel()?;
+                }
             }
         }
         let nofsync = t.elapsed().as_secs_f64();
@@ -223,23 +309,25 @@ impl RecordSizeRun {
         let rec = self.record;
         let buf = &mut self.buf.as_mut_slice()[..rec];
         let t = Instant::now();
-        let mut off = 0u64;
         let mut calls = 0u32;
-        while off < self.size {
-            let n = f
-                .read_at(buf, off)
-                .map_err(|e| Error::io("cannot read", &self.path, e))?;
-            if n == 0 {
-                return Err(Error::measurement(format!(
-                    "{} is shorter than expected",
-                    self.path.display()
-                )));
-            }
-            std::hint::black_box(&buf[..n]);
-            off += n as u64;
-            calls = calls.wrapping_add(1);
-            if calls % 4096 == 0 {
-                ctx.check_cancel()?;
+        for _ in 0..self.sweeps {
+            let mut off = 0u64;
+            while off < self.size {
+                let n = f
+                    .read_at(buf, off)
+                    .map_err(|e| Error::io("cannot read", &self.path, e))?;
+                if n == 0 {
+                    return Err(Error::measurement(format!(
+                        "{} is shorter than expected",
+                        self.path.display()
+                    )));
+                }
+                std::hint::black_box(&buf[..n]);
+                off += n as u64;
+                calls = calls.wrapping_add(1);
+                if calls % 4096 == 0 {
+                    ctx.check_cancel()?;
+                }
             }
         }
         Ok(t.elapsed().as_secs_f64())
@@ -280,13 +368,15 @@ impl PointRun for RecordSizeRun {
         while passes == 0 || ((w0 < min || r < min) && passes < 1000) {
             ctx.check_cancel()?;
             let (a, b) = self.write_pass(ctx)?;
+            let c = self.read_pass(ctx, passes == 0)?;
+            self.shortest = self.shortest.min(a).min(c);
             w0 += a;
             w1 += b;
-            r += self.read_pass(ctx, passes == 0)?;
+            r += c;
             passes += 1;
         }
         self.passes.push(passes);
-        let bytes = (self.size * passes) as f64;
+        let bytes = (self.size * self.sweeps * passes) as f64;
         let v = [bytes / w1, bytes / w0, bytes / r];
         for (s, x) in self.samples.iter_mut().zip(v) {
             s.push(x);
@@ -316,18 +406,48 @@ impl PointRun for RecordSizeRun {
                 points: vec![(self.record as f64, stats::summarize(s).median)],
             })
             .collect();
-        let mut notes = vec![format!(
-            "mode={} ({}); {} per pass, passes per trial: {:?}; write_throughput includes the \
-             closing fsync, write_throughput_nofsync does not",
+        let mut notes = std::mem::take(&mut self.notes);
+        notes.push(format!(
+            "timing: each timed write or read phase sweeps the {} file {} time(s) from one \
+             open (one fsync after the last write sweep); shortest phase {:.0} ms{}",
+            format_size(self.size),
+            self.sweeps,
+            self.shortest * 1e3,
+            if self.shortest < MIN_PHASE {
+                format!(
+                    " — under the {:.0} ms a timing should last: start-up and the closing fsync \
+                     weigh more{}",
+                    MIN_PHASE * 1e3,
+                    if self.mode == IoMode::Direct {
+                        ""
+                    } else {
+                        " (buffered and sync passes cannot repeat within one timing without \
+                         reading the cache: use a larger size)"
+                    }
+                )
+            } else {
+                String::new()
+            }
+        ));
+        if self.asked != self.mode {
+            notes.push(format!(
+                "measured mode={} although mode={} was asked (see above)",
+                self.mode.as_str(),
+                self.asked.as_str()
+            ));
+        }
+        notes.push(format!(
+            "mode={} ({}); {} per pass, passes per trial: {:?}; write_throughput includes the closing fsync, \
+             write_throughput_nofsync does not",
             self.mode.as_str(),
             match self.mode {
                 IoMode::Buffered => "page cache",
                 IoMode::Direct => "O_DIRECT, page cache bypassed",
                 IoMode::Sync => "O_SYNC writes",
             },
-            crate::engine::params::format_size(self.size),
+            format_size(self.size),
             self.passes
-        )];
+        ));
         match (self.mode, self.drop_method) {
             (IoMode::Direct, _) => {
                 notes.push("reads use O_DIRECT: the page cache is not involved".into())

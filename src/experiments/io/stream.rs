@@ -75,12 +75,14 @@ impl Load {
     }
 }
 
-/// Size of the memory-load buffer: 256 MiB, or a quarter of MemAvailable
-/// when that is smaller.
+/// Size of the memory-load buffer: 256 MiB, or half the memory budget
+/// (MemAvailable and the memory cgroup, `system::limits`) when that is
+/// smaller.
 fn memory_load_bytes() -> usize {
     let cap = 256usize << 20;
-    crate::observe::dirty::read()
-        .map(|d| (d.available_bytes / 4) as usize)
+    crate::system::limits::MemoryLimits::read()
+        .budget()
+        .map(|b| (b / 2) as usize)
         .unwrap_or(cap)
         .clamp(4 << 20, cap)
 }
@@ -281,7 +283,7 @@ impl Experiment for Stream {
          into 10 ms buckets (0–9, …, 90–99, 100+ ms) and an HDR histogram per stream, merged \
          over trials. load=cpu|memory|io runs a built-in background load during the trial: \
          one spinning thread per CPU, a thread writing every cache line of a 256 MiB buffer \
-         (or MemAvailable/4), or a thread rewriting a 64 MiB scratch file in 1 MiB blocks \
+         (or half the memory budget: MemAvailable and the memory cgroup), or a thread rewriting a 64 MiB scratch file in 1 MiB blocks \
          with fdatasync every 8 MiB. One trial lasts `duration` (default 60 s), so the \
          default run is 1 trial, no warm-up: about 60-70 s with preparation; use \
          -p duration=5s for quick runs and --trials N for statistics."

@@ -8,15 +8,15 @@ use std::time::Instant;
 
 use crate::engine::params::format_size;
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
-    Series, TrialValues,
+    Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    Room, RunDefaults, Series, TrialValues,
 };
 use crate::experiments::ipc::child;
-use crate::experiments::util::MIN_TRIAL;
+use crate::experiments::util::{fit_memory, Fit, MIN_TRIAL};
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
-use super::{cache_levels, mem_available, sweep_sizes};
+use super::{cache_levels, sweep_sizes};
 
 pub struct Bandwidth;
 
@@ -196,26 +196,17 @@ impl Experiment for Bandwidth {
             budget: 60.0,
         }
     }
-    fn validate(&self, p: &Point) -> Result<()> {
-        let size = p.u64("size")?;
-        let k = Kernel::parse(p.text("kernel")?);
-        let total = size.saturating_mul(k.arrays() as u64);
-        let avail = mem_available();
-        if let Some(avail) = avail {
-            if total > avail / 10 * 9 {
-                return Err(Error::usage(format!(
-                    "mem.bandwidth: kernel={} needs {} of arrays but only {} of memory is \
-                     available; use a smaller size",
-                    p.text("kernel")?,
-                    format_size(total),
-                    format_size(avail)
-                )));
-            }
+    fn footprint(&self, p: &Point, room: &Room) -> Footprint {
+        let k = Kernel::parse(p.text("kernel").unwrap_or("read"));
+        Footprint {
+            peak_memory: fitted_size(p, room).map_or(0, |f| f.value * k.arrays() as u64),
+            ..Footprint::default()
         }
-        Ok(())
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let size = p.usize("size")? / 4096 * 4096;
+        // The arrays follow the memory really available (cgroup included).
+        let fit = fitted_size(p, &Room::read(None))?;
+        let size = fit.value as usize;
         let kernel = Kernel::parse(p.text("kernel")?);
         let threads = if p.text("threads")? == "all" {
             child::usable_cpus().len()
@@ -247,6 +238,7 @@ impl Experiment for Bandwidth {
             spread: (pin && threads > 1).then(crate::experiments::ipc::child::usable_cpus),
             _pin: pin_guard,
             cpu,
+            fit_note: fit.note,
         };
         for (i, b) in run.bufs.iter_mut().enumerate() {
             run.arrays.0[i] = b.as_mut_slice().as_mut_ptr();
@@ -273,6 +265,22 @@ struct BandwidthRun {
     /// threads=1 with pin: keeps this thread on `cpu` until the point ends.
     _pin: super::PinGuard,
     cpu: Option<usize>,
+    /// Why the arrays are smaller than asked, if they are.
+    fit_note: Option<String>,
+}
+
+/// `size` per array, shrunk to what the memory budget holds for the
+/// kernel's arrays (at least 64 KiB each).
+fn fitted_size(p: &Point, room: &Room) -> Result<Fit> {
+    let k = Kernel::parse(p.text("kernel")?);
+    fit_memory(
+        &format!("mem.bandwidth kernel={} arrays", p.text("kernel")?),
+        p.u64("size")? / 4096 * 4096,
+        k.arrays() as u64,
+        4096,
+        64 << 10,
+        room,
+    )
 }
 
 impl BandwidthRun {
@@ -365,6 +373,7 @@ impl PointRun for BandwidthRun {
             self.passes,
             format_size(self.kernel.counted(self.size))
         )];
+        notes.extend(self.fit_note.clone());
         notes.push(match (&self.spread, self.cpu) {
             (Some(cpus), _) => format!("worker threads pinned one per CPU to {cpus:?}"),
             (None, Some(c)) => format!("measured on CPU {c} (pinned)"),

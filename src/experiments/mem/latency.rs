@@ -10,9 +10,10 @@ use rand::{Rng, SeedableRng};
 
 use crate::engine::params::format_size;
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
-    Series, TrialValues,
+    Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    Room, RunDefaults, Series, TrialValues,
 };
+use crate::experiments::util::{fit_memory, Fit};
 use crate::{Error, Result};
 
 use super::{cache_levels, sweep_sizes};
@@ -25,6 +26,8 @@ const HUGE: usize = 2 << 20;
 /// the per-level chains use words 2, 4 and 6; the stride chain uses offsets
 /// that are 8 mod 16 (odd words), so all chains coexist in one buffer.
 const RANDOM_WORD: usize = 0;
+/// Page of the page-cycling chase (lmbench uses getpagesize()).
+const PAGE: usize = 4096;
 
 impl Experiment for Latency {
     fn name(&self) -> &'static str {
@@ -56,7 +59,16 @@ impl Experiment for Latency {
          than the one before it, or a step 3x past the sysfs size) and a step at under a third \
          of it (a shared cache of which this process gets a smaller share, as on a busy host \
          or VM, or the TLB reach of 4k pages). With pin=yes (default) the thread stays on the \
-         CPU it started on for the whole point."
+         CPU it started on for the whole point. chase=pages replaces every random chain (the \
+         trials' and the curve's) by lmbench's page-cycling pattern (lat_mem_rd -t, \
+         thrash_initialize): the pages in a random order, and the chain moves to the next page \
+         on every load, visiting in each page the line that comes next in a bit-reversed line \
+         order, until every line of every page has been visited once; every load then changes \
+         page, so once the working set has more pages than the TLB holds every load also \
+         misses the TLB, where the line-random chase still hits it now and then. Use it to \
+         compare knees with lmbench. `max` follows the memory really available \
+         (MemAvailable and the memory cgroup's limit): a smaller buffer is chosen, and said, \
+         when it does not fit."
     }
     fn params(&self) -> Vec<ParamSpec> {
         vec![
@@ -99,6 +111,13 @@ impl Experiment for Latency {
                 ParamKind::Bool,
                 "yes",
                 "measure the latency-vs-size curve (series) at the end",
+            ),
+            ParamSpec::new(
+                "chase",
+                ParamKind::Choice(&["random", "pages"]),
+                "random",
+                "random: lines in a random cycle; pages: lmbench's page-cycling pattern \
+                 (lat_mem_rd -t), a different page on every load",
             ),
             super::pin_param(),
         ]
@@ -158,19 +177,17 @@ impl Experiment for Latency {
                 format_size(max)
             )));
         }
-        if let Some(avail) = mem_available() {
-            if max > avail / 10 * 9 {
-                return Err(Error::usage(format!(
-                    "mem.latency: max ({}) is more than the available memory ({}); use a smaller max",
-                    format_size(max),
-                    format_size(avail)
-                )));
-            }
-        }
         Ok(())
     }
+    fn footprint(&self, p: &Point, room: &Room) -> Footprint {
+        Footprint {
+            peak_memory: fitted_max(p, room).map_or(0, |f| f.value),
+            ..Footprint::default()
+        }
+    }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let max = (p.usize("max")? / 4096 * 4096).max(4096);
+        let fit = fitted_max(p, &Room::read(None))?;
+        let max = (fit.value as usize).max(4096);
         let thp = p.text("pages")? == "thp";
         let (pin, cpu) = super::pin_here(p.bool("pin")?)?;
         let region = Region::new(max, thp)?;
@@ -188,11 +205,13 @@ impl Experiment for Latency {
             mem_loads: 0,
             stride_loads: 0,
             thp,
+            pages: p.text("chase")? == "pages",
+            fit_note: fit.note,
             _pin: pin,
             cpu,
         };
         // Whole-buffer random chain (word 0) and stride chain (odd words).
-        run.build_random(max / LINE, RANDOM_WORD, 1);
+        run.build_chain(max / LINE, RANDOM_WORD, 1);
         run.build_stride(max);
         ctx.check_cancel()?;
         // Per-level chains inside the caches sysfs reports.
@@ -202,7 +221,7 @@ impl Experiment for Latency {
             let target = (probe_size(prev, c.size) as usize / LINE * LINE).min(max);
             if target as u64 > prev && target >= LINE * 4 {
                 let word = 2 * c.level as usize;
-                run.build_random(target / LINE, word, 100 + c.level as u64);
+                run.build_chain(target / LINE, word, 100 + c.level as u64);
                 run.levels.push(Level {
                     metric: names[(c.level as usize - 1).min(2)],
                     start: word * 8,
@@ -223,10 +242,18 @@ impl Experiment for Latency {
     }
 }
 
-fn mem_available() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+/// `max`, shrunk to what the memory budget holds (at least 64 KiB and
+/// two strides), with the reason when it is.
+fn fitted_max(p: &Point, room: &Room) -> Result<Fit> {
+    let floor = (64u64 << 10).max(2 * p.u64("stride")?);
+    fit_memory(
+        "mem.latency buffer (max)",
+        (p.u64("max")? / 4096 * 4096).max(4096),
+        1,
+        4096,
+        floor,
+        room,
+    )
 }
 
 /// An anonymous mapping aligned to 2 MiB, advised for or against THP.
@@ -306,6 +333,9 @@ struct LatencyRun {
     mem_loads: u64,
     stride_loads: u64,
     thp: bool,
+    /// chase=pages: lmbench's page-cycling chains instead of line-random ones.
+    pages: bool,
+    fit_note: Option<String>,
     /// Keeps the thread on `cpu` until the point ends.
     _pin: super::PinGuard,
     cpu: Option<usize>,
@@ -369,6 +399,45 @@ impl LatencyRun {
         }
     }
 
+    /// The point's kind of random chain over lines `0..lines` in word `word`.
+    fn build_chain(&mut self, lines: usize, word: usize, seed: u64) {
+        if self.pages && lines * LINE >= 2 * PAGE {
+            self.build_page_cycling(lines * LINE / PAGE, word, seed);
+        } else {
+            self.build_random(lines, word, seed);
+        }
+    }
+
+    /// lmbench's page-cycling chain over pages `0..npages`: pages in a
+    /// random order; round r visits, in every page k of that order, line
+    /// `order[(k + r) % lines_per_page]` of a bit-reversed line order, so
+    /// every load lands on another page and each line is visited once.
+    fn build_page_cycling(&mut self, npages: usize, word: usize, seed: u64) {
+        let mut pages: Vec<usize> = (0..npages).collect();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        for i in (1..npages).rev() {
+            pages.swap(i, rng.gen_range(0..=i));
+        }
+        let order = bit_reversed(PAGE / LINE);
+        let n = order.len();
+        let at = |k: usize, r: usize| pages[k] * PAGE + order[(k + r) % n] * LINE + word * 8;
+        let first = at(0, 0);
+        let mut prev = first;
+        for r in 0..n {
+            for k in 0..npages {
+                if (r, k) == (0, 0) {
+                    continue;
+                }
+                let cur = at(k, r);
+                // SAFETY: npages * PAGE <= max, so every slot is inside.
+                unsafe { *self.slot(prev) = self.base as usize + cur };
+                prev = cur;
+            }
+        }
+        // SAFETY: as above.
+        unsafe { *self.slot(prev) = self.base as usize + first };
+    }
+
     /// A chain visiting offsets 8, 8+stride, 8+2*stride, ... below `bytes`,
     /// then back to the first.
     fn build_stride(&mut self, bytes: usize) {
@@ -404,7 +473,7 @@ impl LatencyRun {
         for size in sweep_sizes(self.min as u64, self.max as u64, self.per_doubling) {
             ctx.check_cancel()?;
             let size = (size as usize).max(LINE) / LINE * LINE;
-            self.build_random(size / LINE, RANDOM_WORD, size as u64);
+            self.build_chain(size / LINE, RANDOM_WORD, size as u64);
             random.push((size as f64, self.measure(RANDOM_WORD * 8, size / LINE)));
             if size >= 2 * self.stride {
                 self.build_stride(size);
@@ -476,6 +545,13 @@ impl PointRun for LatencyRun {
                 }
             ),
         ];
+        notes.extend(self.fit_note.clone());
+        if self.pages {
+            notes.push(format!(
+                "chase=pages: random chains use lmbench's page-cycling pattern (lat_mem_rd -t): \
+                 every load goes to another {PAGE} B page"
+            ));
+        }
         notes.push(super::memory_note("pointer buffer", self.max as u64));
         notes.push(match self.cpu {
             Some(c) => format!("measured on CPU {c} (pinned)"),
@@ -510,6 +586,21 @@ impl PointRun for LatencyRun {
             ..Default::default()
         })
     }
+}
+
+/// 0..n in bit-reversed order (n a power of two), lmbench's
+/// words_initialize: consecutive visits to a page are far apart in it.
+fn bit_reversed(n: usize) -> Vec<usize> {
+    let bits = n.trailing_zeros();
+    (0..n)
+        .map(|i| {
+            if bits == 0 {
+                0
+            } else {
+                i.reverse_bits() >> (usize::BITS - bits)
+            }
+        })
+        .collect()
 }
 
 fn thp_setting(which: &str) -> String {
@@ -829,6 +920,51 @@ mod tests {
         assert!(l2 > 32 << 10 && l2 < 1 << 20 && l2 == 185363, "{l2}");
         let l3 = probe_size(1 << 20, 32 << 20);
         assert!(l3 > 5 << 20 && l3 < 6 << 20, "{l3}");
+    }
+
+    #[test]
+    fn page_cycling_chain_changes_page_every_load_and_visits_every_line_once() {
+        assert_eq!(bit_reversed(8), vec![0, 4, 2, 6, 1, 5, 3, 7]);
+        let max = 16 * PAGE;
+        let region = Region::new(max, false).unwrap();
+        let (pin, cpu) = crate::experiments::mem::pin_here(false).unwrap();
+        let mut run = LatencyRun {
+            base: region.ptr,
+            region,
+            max,
+            min: 1024,
+            per_doubling: 1,
+            stride: 64,
+            curve: false,
+            caches: vec![],
+            levels: vec![],
+            mem_loads: 0,
+            stride_loads: 0,
+            thp: false,
+            pages: true,
+            fit_note: None,
+            _pin: pin,
+            cpu,
+        };
+        run.build_chain(max / LINE, RANDOM_WORD, 5);
+        let base = run.base as usize;
+        let mut seen = std::collections::HashSet::new();
+        let mut p = base;
+        for _ in 0..max / LINE {
+            // SAFETY: the chain was just built inside the region.
+            let next = unsafe { *(p as *const usize) };
+            assert_ne!(
+                (next - base) / PAGE,
+                (p - base) / PAGE,
+                "same page twice in a row"
+            );
+            assert_eq!((next - base) % LINE, 0);
+            assert!(seen.insert(next), "line visited twice");
+            p = next;
+        }
+        // One cycle through every line, back where it started.
+        assert_eq!(p, base);
+        assert_eq!(seen.len(), max / LINE);
     }
 
     #[test]

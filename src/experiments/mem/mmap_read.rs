@@ -9,13 +9,13 @@ use std::time::Instant;
 
 use crate::engine::params::format_size;
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
-    RunDefaults, TrialValues,
+    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
+    PointRun, Room, RunDefaults, TrialValues,
 };
-use crate::experiments::util::{calibrate, fill_file, sum_bytes};
+use crate::experiments::util::{
+    backing_note, calibrate, fill_file, fit_disk, fit_memory, layout_note, sum_bytes, Fit,
+};
 use crate::{Error, Result};
-
-use super::mem_available;
 
 pub struct MmapRead;
 
@@ -69,25 +69,22 @@ impl Experiment for MmapRead {
             budget: 20.0,
         }
     }
-    fn validate(&self, p: &Point) -> Result<()> {
-        let size = p.u64("size")?;
-        if let Some(avail) = mem_available() {
-            if size > avail / 2 {
-                return Err(Error::usage(format!(
-                    "mem.mmap-read: a {} file cannot stay in the page cache with {} of memory \
-                     available; use a smaller size (at most half the available memory)",
-                    format_size(size),
-                    format_size(avail)
-                )));
-            }
-        }
-        Ok(())
+    fn scratch_bytes(&self, _p: &Point) -> u64 {
+        // The file is fitted to the free space in prepare(); this is the least.
+        FLOOR
     }
-    fn scratch_bytes(&self, p: &Point) -> u64 {
-        p.u64("size").unwrap_or(0)
+    fn footprint(&self, p: &Point, room: &Room) -> Footprint {
+        let size = fitted_size(p, room).map_or(0, |(f, _)| f);
+        Footprint {
+            setup_written: size,
+            peak_memory: size,
+            ..Footprint::default()
+        }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let size = p.u64("size")?;
+        // The file must stay in the page cache: it follows the memory really
+        // available (cgroup included) and the target's free space.
+        let (size, fit_notes) = fitted_size(p, &Room::for_ctx(ctx))?;
         let len = usize::try_from(size)
             .map_err(|_| Error::usage("mem.mmap-read: size does not fit in memory"))?;
         let scratch = ctx.scratch()?;
@@ -106,7 +103,10 @@ impl Experiment for MmapRead {
             kept: None,
             each,
             passes: 1,
+            notes: fit_notes,
         };
+        run.notes.push(backing_note(ctx));
+        run.notes.push(layout_note(len as u64));
         if !each {
             run.kept = Some(Mapping::new(&run.file, len, &run.path)?);
         }
@@ -115,6 +115,18 @@ impl Experiment for MmapRead {
         run.passes = calibrate(|| run.pass())?;
         Ok(Box::new(run))
     }
+}
+
+/// The smallest file worth timing.
+const FLOOR: u64 = 1 << 20;
+
+/// `size`, shrunk to what both the memory budget (the file stays cached)
+/// and the free space hold; the notes say why when it is.
+fn fitted_size(p: &Point, room: &Room) -> Result<(u64, Vec<String>)> {
+    let want = p.u64("size")?;
+    let Fit { value: m, note: a } = fit_memory("mem.mmap-read file", want, 1, 4096, FLOOR, room)?;
+    let Fit { value: d, note: b } = fit_disk("mem.mmap-read file", m, 1, 4096, FLOOR, room)?;
+    Ok((d, a.into_iter().chain(b).collect()))
 }
 
 /// A read-only shared mapping of a whole file, unmapped on drop.
@@ -168,6 +180,7 @@ struct MmapRun {
     kept: Option<Mapping>,
     each: bool,
     passes: u64,
+    notes: Vec<String>,
 }
 
 impl MmapRun {
@@ -205,9 +218,9 @@ impl PointRun for MmapRun {
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
-        Ok(PointExtras {
-            notes: vec![
-                format!(
+        let mut notes = std::mem::take(&mut self.notes);
+        notes.extend([
+            format!(
                 "page cache: file fsynced and pre-read, served from memory; {} ({} per pass, {} \
                  passes per trial)",
                 if self.each {
@@ -218,8 +231,10 @@ impl PointRun for MmapRun {
                 format_size(self.len as u64),
                 self.passes
             ),
-                super::memory_note("file", self.len as u64),
-            ],
+            super::memory_note("file", self.len as u64),
+        ]);
+        Ok(PointExtras {
+            notes,
             ..Default::default()
         })
     }

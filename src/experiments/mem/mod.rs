@@ -54,12 +54,10 @@ pub fn memory_note(what: &str, bytes: u64) -> String {
     }
 }
 
-/// MemAvailable from /proc/meminfo, in bytes.
+/// Bytes this process can still allocate: MemAvailable, or the memory
+/// cgroup's headroom when that is smaller (`system::limits`).
 pub fn mem_available() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+    crate::system::limits::MemoryLimits::read().available()
 }
 
 /// One data or unified CPU cache level as sysfs describes it.

@@ -1,0 +1,141 @@
+//! What a study will cost the machine before it starts: the bytes it writes
+//! to the target (flash wear) and the memory it needs at its peak, summed
+//! from each key issue's points as the experiments size them for the room
+//! the machine has now (`Experiment::footprint`).
+
+use std::path::Path;
+
+use crate::engine::params::format_size;
+use crate::engine::Room;
+
+use super::Profile;
+
+/// The estimate for a whole profile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StudyFootprint {
+    /// Bytes written to the target, at least.
+    pub written: u64,
+    /// Some experiments repeat writing until a timing lasts long enough,
+    /// so a fast device gets more than `written`.
+    pub repeats: bool,
+    /// Largest data memory of one point (points run one at a time).
+    pub peak_memory: u64,
+    /// The key issue that needs `peak_memory`.
+    pub peak_issue: String,
+    /// tunelab's own resident memory now.
+    pub own_rss: Option<u64>,
+    /// Where the memory budget came from.
+    pub memory_why: String,
+    /// Free space of the target.
+    pub disk_free: Option<u64>,
+}
+
+/// Sum the footprints of every key issue's points: writes are the setup
+/// plus (warm-up + trials) × per-trial bytes, with the issue's trial count,
+/// else `trials` (the command line), else the experiment's maximum.
+pub fn estimate(profile: &Profile, target: Option<&Path>, trials: Option<usize>) -> StudyFootprint {
+    let dir = target
+        .map(Path::to_path_buf)
+        .unwrap_or_else(std::env::temp_dir);
+    estimate_in(profile, &Room::read(Some(&dir)), trials)
+}
+
+/// `estimate` for a given room (tests use a fixed one).
+pub fn estimate_in(profile: &Profile, room: &Room, trials: Option<usize>) -> StudyFootprint {
+    let mut out = StudyFootprint {
+        own_rss: crate::observe::procmem::read_proc(std::process::id())
+            .ok()
+            .map(|m| m.rss),
+        memory_why: room.memory_why.clone(),
+        disk_free: room.disk_free,
+        ..Default::default()
+    };
+    for issue in &profile.issues {
+        let exp = issue.experiment.as_ref();
+        let d = exp.defaults();
+        let n = issue.trials.or(trials).unwrap_or(d.max_trials) + d.warmup;
+        for p in &issue.points {
+            let f = exp.footprint(p, room);
+            out.written = out
+                .written
+                .saturating_add(f.setup_written)
+                .saturating_add(f.trial_written.saturating_mul(n as u64));
+            out.repeats |= f.repeats && f.trial_written > 0;
+            if f.peak_memory > out.peak_memory {
+                out.peak_memory = f.peak_memory;
+                out.peak_issue = format!("{} ({})", issue.name, exp.name());
+            }
+        }
+    }
+    out
+}
+
+impl StudyFootprint {
+    /// One paragraph for the start of a study.
+    pub fn describe(&self) -> String {
+        format!(
+            "footprint: writes at least {} to the target{}{}; needs {} of memory for data at \
+             its peak{}{} (memory: {})",
+            format_size(self.written),
+            match self.disk_free {
+                Some(f) => format!(" ({} free)", format_size(f)),
+                None => String::new(),
+            },
+            if self.repeats {
+                " — more on a fast device, where storage trials repeat passes until a timing \
+                 lasts long enough"
+            } else {
+                ""
+            },
+            format_size(self.peak_memory),
+            if self.peak_issue.is_empty() {
+                String::new()
+            } else {
+                format!(", in {}", self.peak_issue)
+            },
+            match self.own_rss {
+                Some(r) => format!(", besides tunelab's own {} resident", format_size(r)),
+                None => String::new(),
+            },
+            self.memory_why
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn room(memory: u64, disk: u64) -> Room {
+        Room {
+            memory: Some(memory),
+            memory_why: "fixture".into(),
+            disk_free: Some(disk),
+            max_file: None,
+        }
+    }
+
+    #[test]
+    fn quick_profile_fits_a_64_mib_board() {
+        let p = crate::study::load("quick", &[]).unwrap();
+        let big = estimate_in(&p, &room(16 << 30, 100 << 30), None);
+        // mem.bandwidth triad: 3 x 64 MiB arrays, the largest data of the profile.
+        assert_eq!(big.peak_memory, 192 << 20, "{big:?}");
+        assert!(big.peak_issue.contains("mem.bandwidth"), "{big:?}");
+        assert!(big.repeats);
+        // Each io.record-size issue writes its file at least (fill +
+        // calibration + 1 warm-up + 3 trials) times.
+        assert!(big.written >= 6 * (16 << 20) + 6 * (8 << 20), "{big:?}");
+        // A 64 MiB cgroup leaves about 30 MiB of budget, a small flash 24 MiB
+        // free: everything shrinks to them.
+        let small = estimate_in(&p, &room(30 << 20, 24 << 20), None);
+        assert!(small.peak_memory <= 30 << 20, "{small:?}");
+        assert!(small.written < big.written, "{small:?} vs {big:?}");
+        let d = small.describe();
+        assert!(
+            d.contains("writes at least") && d.contains("24 MiB free"),
+            "{d}"
+        );
+        assert!(d.contains("fixture"), "{d}");
+    }
+}

@@ -1,0 +1,489 @@
+//! How much memory this process may really use: MemAvailable and the memory
+//! cgroup (v1 or v2) it runs in, whichever is tighter. A board, a container
+//! or a CI job with a 64 MiB cgroup limit sees the host's MemAvailable in
+//! /proc/meminfo, so sizing by MemAvailable alone gets a process OOM-killed.
+//!
+//! Everything is read below a root directory (`/` on a live system, a fixture
+//! tree in tests): `proc/meminfo`, `proc/self/cgroup`, `proc/self/mountinfo`
+//! and the cgroup files under the mount points mountinfo names.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// A limit at or above this is "no limit" (cgroup v1 writes
+/// PAGE_COUNTER_MAX × page size, 0x7ffffffffffff000 on 4 KiB pages).
+const UNLIMITED: u64 = 1 << 60;
+
+/// Memory set aside for tunelab itself (its binary, results, the store)
+/// before data buffers are sized from what is available.
+pub const RESERVE: u64 = 8 << 20;
+
+/// One memory cgroup level with a limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupMemory {
+    /// 1 or 2.
+    pub version: u8,
+    /// The cgroup's directory (under its mount point).
+    pub dir: PathBuf,
+    pub limit: u64,
+    pub usage: u64,
+    /// File-backed page cache charged to the cgroup (inactive_file +
+    /// active_file): the kernel reclaims it before it kills anyone.
+    pub file_cache: u64,
+}
+
+impl CgroupMemory {
+    /// limit − (usage − reclaimable file cache).
+    pub fn headroom(&self) -> u64 {
+        let used = self.usage.saturating_sub(self.file_cache);
+        self.limit.saturating_sub(used)
+    }
+}
+
+/// What this process may use, as read at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryLimits {
+    /// /proc/meminfo MemAvailable (kernel ≥ 3.14), bytes.
+    pub mem_available: Option<u64>,
+    /// The tightest limited memory cgroup among this process's cgroup and
+    /// its ancestors (None: no memory cgroup, or no limit).
+    pub cgroup: Option<CgroupMemory>,
+}
+
+impl MemoryLimits {
+    /// The live system.
+    pub fn read() -> Self {
+        Self::read_from(Path::new("/"))
+    }
+
+    /// The system whose /proc and /sys trees are under `root`.
+    pub fn read_from(root: &Path) -> Self {
+        let meminfo = fs::read_to_string(root.join("proc/meminfo")).unwrap_or_default();
+        MemoryLimits {
+            mem_available: meminfo_kb(&meminfo, "MemAvailable").map(|k| k * 1024),
+            cgroup: tightest_cgroup(root),
+        }
+    }
+
+    /// Bytes this process can still allocate without swapping or being
+    /// killed: the smaller of MemAvailable and the cgroup's headroom.
+    pub fn available(&self) -> Option<u64> {
+        let cg = self.cgroup.as_ref().map(CgroupMemory::headroom);
+        match (self.mem_available, cg) {
+            (Some(a), Some(c)) => Some(a.min(c)),
+            (a, c) => a.or(c),
+        }
+    }
+
+    /// Bytes an experiment may give its data buffers: three quarters of
+    /// what is available less `RESERVE` for tunelab's own growth (None when
+    /// nothing could be read, e.g. no /proc).
+    pub fn budget(&self) -> Option<u64> {
+        self.available().map(|a| a.saturating_sub(RESERVE) / 4 * 3)
+    }
+
+    /// Where the figures came from, for notes: "MemAvailable 21 GiB; cgroup
+    /// v1 /sys/fs/cgroup/memory/x: limit 64 MiB, usage 20 MiB (file cache
+    /// 4 MiB) -> 48 MiB headroom".
+    pub fn explain(&self) -> String {
+        let mut parts = vec![match self.mem_available {
+            Some(a) => format!("MemAvailable {}", format_size(a)),
+            None => "MemAvailable unknown".to_string(),
+        }];
+        parts.push(match &self.cgroup {
+            Some(c) => format!(
+                "memory cgroup v{} {}: limit {}, usage {} (of which {} reclaimable file cache), \
+                 headroom {}",
+                c.version,
+                c.dir.display(),
+                format_size(c.limit),
+                format_size(c.usage),
+                format_size(c.file_cache),
+                format_size(c.headroom())
+            ),
+            None => "no memory cgroup limit".to_string(),
+        });
+        parts.join("; ")
+    }
+}
+
+/// Binary units for notes ("64 MiB", "1.5 GiB"); the engine's
+/// `format_size` is a layer above this one.
+fn format_size(bytes: u64) -> String {
+    let (v, unit) = match bytes {
+        b if b >= 1 << 30 => (b as f64 / (1u64 << 30) as f64, "GiB"),
+        b if b >= 1 << 20 => (b as f64 / (1u64 << 20) as f64, "MiB"),
+        b if b >= 1 << 10 => (b as f64 / 1024.0, "KiB"),
+        b => (b as f64, "B"),
+    };
+    if v.fract() == 0.0 {
+        format!("{v:.0} {unit}")
+    } else {
+        format!("{v:.1} {unit}")
+    }
+}
+
+/// A `Key:   123 kB` field of /proc/meminfo, in kB.
+fn meminfo_kb(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A `key value` field of a cgroup memory.stat.
+fn stat_field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok())?
+    })
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    let s = fs::read_to_string(path).ok()?;
+    let s = s.trim();
+    if s == "max" {
+        return Some(u64::MAX);
+    }
+    s.parse().ok()
+}
+
+/// A cgroup mount from mountinfo: (root inside the hierarchy, mount point).
+#[derive(Debug)]
+struct CgroupMount {
+    root: String,
+    mount_point: PathBuf,
+}
+
+/// The v1 mount carrying the memory controller, and the v2 mount.
+fn cgroup_mounts(mountinfo: &str) -> (Option<CgroupMount>, Option<CgroupMount>) {
+    let (mut v1, mut v2) = (None, None);
+    for line in mountinfo.lines() {
+        // id parent major:minor root mount-point options [optional…] - fstype source super-options
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
+        let f: Vec<&str> = pre.split_whitespace().collect();
+        let g: Vec<&str> = post.split_whitespace().collect();
+        if f.len() < 5 || g.is_empty() {
+            continue;
+        }
+        let m = CgroupMount {
+            root: unescape(f[3]),
+            mount_point: PathBuf::from(unescape(f[4])),
+        };
+        match g[0] {
+            "cgroup"
+                if g.get(2)
+                    .is_some_and(|o| o.split(',').any(|x| x == "memory")) =>
+            {
+                v1.get_or_insert(m);
+            }
+            "cgroup2" => {
+                v2.get_or_insert(m);
+            }
+            _ => {}
+        }
+    }
+    (v1, v2)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as \ooo.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 4 <= b.len() {
+            let oct = std::str::from_utf8(&b[i + 1..i + 4]).unwrap_or("");
+            if let Ok(v) = u8::from_str_radix(oct, 8) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The directory of cgroup `path` (as /proc/self/cgroup gives it) on `m`.
+fn cgroup_dir(root: &Path, m: &CgroupMount, path: &str) -> PathBuf {
+    // Inside a container the mount's root is the container's cgroup and
+    // /proc/self/cgroup may show the full path or "/".
+    let rel = if m.root != "/" {
+        path.strip_prefix(m.root.as_str()).unwrap_or(path)
+    } else {
+        path
+    };
+    let mp = m.mount_point.strip_prefix("/").unwrap_or(&m.mount_point);
+    root.join(mp).join(rel.trim_start_matches('/'))
+}
+
+/// Read one level; None when it has no limit or its files are missing.
+fn read_level(dir: &Path, version: u8) -> Option<CgroupMemory> {
+    let (limit, usage, stat) = if version == 1 {
+        (
+            read_u64(&dir.join("memory.limit_in_bytes"))?,
+            read_u64(&dir.join("memory.usage_in_bytes"))?,
+            fs::read_to_string(dir.join("memory.stat")).unwrap_or_default(),
+        )
+    } else {
+        (
+            read_u64(&dir.join("memory.max"))?,
+            read_u64(&dir.join("memory.current"))?,
+            fs::read_to_string(dir.join("memory.stat")).unwrap_or_default(),
+        )
+    };
+    if limit >= UNLIMITED {
+        return None;
+    }
+    // v1 counts the whole subtree as total_*; v2's memory.stat is hierarchical.
+    let (inactive, active) = if version == 1 {
+        (
+            stat_field(&stat, "total_inactive_file").or_else(|| stat_field(&stat, "inactive_file")),
+            stat_field(&stat, "total_active_file").or_else(|| stat_field(&stat, "active_file")),
+        )
+    } else {
+        (
+            stat_field(&stat, "inactive_file"),
+            stat_field(&stat, "active_file"),
+        )
+    };
+    Some(CgroupMemory {
+        version,
+        dir: dir.to_path_buf(),
+        limit,
+        usage,
+        file_cache: inactive.unwrap_or(0) + active.unwrap_or(0),
+    })
+}
+
+/// The limited level with the least headroom, from this process's cgroup up
+/// to the mount's root (a parent's limit binds its children too).
+fn tightest_cgroup(root: &Path) -> Option<CgroupMemory> {
+    let cgroups = fs::read_to_string(root.join("proc/self/cgroup")).ok()?;
+    let mountinfo = fs::read_to_string(root.join("proc/self/mountinfo")).unwrap_or_default();
+    let (v1, v2) = cgroup_mounts(&mountinfo);
+    let mut v1_path = None;
+    let mut v2_path = None;
+    for line in cgroups.lines() {
+        let mut it = line.splitn(3, ':');
+        let (Some(id), Some(ctrl), Some(path)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        if id == "0" && ctrl.is_empty() {
+            v2_path = Some(path.to_string());
+        } else if ctrl.split(',').any(|c| c == "memory") {
+            v1_path = Some(path.to_string());
+        }
+    }
+    // A v1 memory controller takes the controller away from v2 (hybrid
+    // layout); otherwise the unified hierarchy carries it.
+    let (mount, path, version) = match (v1, v1_path, v2, v2_path) {
+        (Some(m), Some(p), _, _) => (m, p, 1),
+        (_, _, Some(m), Some(p)) => (m, p, 2),
+        _ => return None,
+    };
+    let top = cgroup_dir(root, &mount, "/");
+    let mut dir = cgroup_dir(root, &mount, &path);
+    let mut best: Option<CgroupMemory> = None;
+    loop {
+        if let Some(level) = read_level(&dir, version) {
+            if best
+                .as_ref()
+                .map_or(true, |b| level.headroom() < b.headroom())
+            {
+                best = Some(level);
+            }
+        }
+        if dir == top || !dir.pop() || !dir.starts_with(&top) {
+            break;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    const MEMINFO: &str = "MemTotal:       24683520 kB\nMemFree:        19397000 kB\n\
+                           MemAvailable:   21985280 kB\nBuffers:          100 kB\n";
+
+    /// A hybrid host as this one: v1 memory controller, v2 mounted without it.
+    fn v1_tree(root: &Path, limit: &str) {
+        write(root, "proc/meminfo", MEMINFO);
+        write(
+            root,
+            "proc/self/cgroup",
+            "9:name=systemd:/\n4:memory:/jobs/board\n0::/\n",
+        );
+        write(
+            root,
+            "proc/self/mountinfo",
+            "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+             35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+             41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n",
+        );
+        let cg = "sys/fs/cgroup/memory";
+        write(
+            root,
+            &format!("{cg}/memory.limit_in_bytes"),
+            "9223372036854771712\n",
+        );
+        write(root, &format!("{cg}/memory.usage_in_bytes"), "901193728\n");
+        write(
+            root,
+            &format!("{cg}/jobs/memory.limit_in_bytes"),
+            "9223372036854771712\n",
+        );
+        write(root, &format!("{cg}/jobs/memory.usage_in_bytes"), "1000\n");
+        write(
+            root,
+            &format!("{cg}/jobs/board/memory.limit_in_bytes"),
+            limit,
+        );
+        write(
+            root,
+            &format!("{cg}/jobs/board/memory.usage_in_bytes"),
+            "20971520\n",
+        );
+        write(
+            root,
+            &format!("{cg}/jobs/board/memory.stat"),
+            "cache 4194304\nrss 16777216\ninactive_file 1048576\nactive_file 1048576\n\
+             total_cache 4194304\ntotal_inactive_file 3145728\ntotal_active_file 1048576\n",
+        );
+    }
+
+    #[test]
+    fn v1_limit_minus_usage_beats_mem_available() {
+        let t = tempfile::tempdir().unwrap();
+        v1_tree(t.path(), "67108864\n");
+        let l = MemoryLimits::read_from(t.path());
+        assert_eq!(l.mem_available, Some(21985280 * 1024));
+        let c = l.cgroup.as_ref().expect("the 64 MiB level");
+        assert_eq!(c.version, 1);
+        assert!(c.dir.ends_with("sys/fs/cgroup/memory/jobs/board"), "{c:?}");
+        assert_eq!(
+            (c.limit, c.usage, c.file_cache),
+            (64 << 20, 20 << 20, 4 << 20)
+        );
+        // 64 MiB − (20 MiB − 4 MiB of file cache) = 48 MiB.
+        assert_eq!(l.available(), Some(48 << 20));
+        assert_eq!(l.budget(), Some((40 << 20) / 4 * 3));
+        let e = l.explain();
+        assert!(
+            e.contains("limit 64 MiB") && e.contains("headroom 48 MiB"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn v1_unlimited_is_no_limit() {
+        let t = tempfile::tempdir().unwrap();
+        v1_tree(t.path(), "9223372036854771712\n");
+        let l = MemoryLimits::read_from(t.path());
+        assert_eq!(l.cgroup, None);
+        assert_eq!(l.available(), Some(21985280 * 1024));
+        assert!(l.explain().contains("no memory cgroup limit"));
+    }
+
+    #[test]
+    fn a_parents_limit_binds_the_child() {
+        let t = tempfile::tempdir().unwrap();
+        v1_tree(t.path(), "9223372036854771712\n");
+        let cg = "sys/fs/cgroup/memory/jobs";
+        write(
+            t.path(),
+            &format!("{cg}/memory.limit_in_bytes"),
+            "33554432\n",
+        );
+        write(
+            t.path(),
+            &format!("{cg}/memory.usage_in_bytes"),
+            "25165824\n",
+        );
+        let l = MemoryLimits::read_from(t.path());
+        let c = l.cgroup.unwrap();
+        assert!(c.dir.ends_with("memory/jobs"), "{c:?}");
+        assert_eq!(c.headroom(), 8 << 20);
+    }
+
+    #[test]
+    fn v2_max_current_and_stat() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        write(r, "proc/meminfo", MEMINFO);
+        write(r, "proc/self/cgroup", "0::/user.slice/job.scope\n");
+        write(
+            r,
+            "proc/self/mountinfo",
+            "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n",
+        );
+        let cg = "sys/fs/cgroup/user.slice/job.scope";
+        write(r, &format!("{cg}/memory.max"), "33554432\n");
+        write(r, &format!("{cg}/memory.current"), "12582912\n");
+        write(
+            r,
+            &format!("{cg}/memory.stat"),
+            "anon 8388608\nfile 4194304\nactive_file 0\ninactive_file 4194304\n",
+        );
+        write(r, "sys/fs/cgroup/user.slice/memory.max", "max\n");
+        write(r, "sys/fs/cgroup/user.slice/memory.current", "99999999\n");
+        let l = MemoryLimits::read_from(r);
+        let c = l.cgroup.clone().unwrap();
+        assert_eq!(c.version, 2);
+        assert_eq!(c.headroom(), 24 << 20);
+        assert_eq!(l.available(), Some(24 << 20));
+    }
+
+    #[test]
+    fn v2_in_a_container_with_a_mount_root() {
+        // The container sees its own cgroup as the mount root and "0::/".
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        write(r, "proc/meminfo", MEMINFO);
+        write(r, "proc/self/cgroup", "0::/\n");
+        write(
+            r,
+            "proc/self/mountinfo",
+            "700 690 0:26 /docker/abc /sys/fs/cgroup ro,nosuid - cgroup2 cgroup rw\n",
+        );
+        write(r, "sys/fs/cgroup/memory.max", "16777216\n");
+        write(r, "sys/fs/cgroup/memory.current", "4194304\n");
+        let l = MemoryLimits::read_from(r);
+        assert_eq!(l.available(), Some(12 << 20));
+    }
+
+    #[test]
+    fn nothing_readable_is_unknown_not_an_error() {
+        let t = tempfile::tempdir().unwrap();
+        let l = MemoryLimits::read_from(t.path());
+        assert_eq!(l, MemoryLimits::default());
+        assert_eq!(l.available(), None);
+        assert_eq!(l.budget(), None);
+        // Only meminfo (no cgroup files): MemAvailable decides.
+        write(t.path(), "proc/meminfo", "MemAvailable:   65536 kB\n");
+        write(t.path(), "proc/self/cgroup", "0::/\n");
+        let l = MemoryLimits::read_from(t.path());
+        assert_eq!(l.available(), Some(64 << 20));
+        assert_eq!(l.budget(), Some((56 << 20) / 4 * 3));
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape("/mnt/a\\040b"), "/mnt/a b");
+        assert_eq!(unescape("/plain"), "/plain");
+    }
+}
