@@ -152,7 +152,6 @@ pub fn run_points(
         let point_budget = left / (points.len() - i) as f64;
         match run_point(exp, point, ctx, plan, fixed_trials, point_budget, progress) {
             Ok(r) => {
-                out.warnings.extend(suspect_warning(&r, &label));
                 progress(Event::PointDone {
                     index: i,
                     stop_reason: r
@@ -169,17 +168,24 @@ pub fn run_points(
             }
         }
     }
+    out.warnings
+        .extend(suspect_warning(exp.name(), &out.results));
     out
 }
 
-/// A point whose summarised trials the validity guard flagged is worth a
-/// warning: the user must act (cool the board, stop the other load, add
-/// memory or scratch space) for the figures to be trusted.
-fn suspect_warning(r: &PointResult, label: &str) -> Option<String> {
-    let s = r.suspect_summary()?;
+/// Points whose summarised trials the validity guard flagged are worth one
+/// warning per experiment: the user must act (cool the board, stop the
+/// other load, add memory or scratch space) for the figures to be trusted.
+/// `show` lists every suspect point.
+fn suspect_warning(exp: &str, results: &[PointResult]) -> Option<String> {
+    let suspect: Vec<String> = results.iter().filter_map(|r| r.suspect_summary()).collect();
+    let first = suspect.first()?;
     Some(format!(
-        "{} {label}: suspect measurement, {s}",
-        r.experiment
+        "{exp}: {} of {} points measured on suspect trials ({}{first}); the figures may not \
+         be representative",
+        suspect.len(),
+        results.len(),
+        if suspect.len() > 1 { "first: " } else { "" }
     ))
 }
 

@@ -144,9 +144,9 @@ impl Validity {
         }
         let what: Vec<String> = kinds
             .iter()
-            .map(|(_, d, n)| {
+            .map(|(k, d, n)| {
                 if *n > 1 {
-                    format!("{d} (and in {} more)", n - 1)
+                    format!("{k} in {n} (e.g. {d})")
                 } else {
                     d.to_string()
                 }
@@ -908,7 +908,7 @@ mod tests {
         v.trials[1] = load("x 20%");
         assert_eq!(
             v.suspect_summary().unwrap(),
-            "2 of 2 trials flagged: x 20% (and in 1 more)"
+            "2 of 2 trials flagged: load in 2 (e.g. x 20%)"
         );
         v.trials = vec![load("only discarded"), TrialCheck::default()];
         assert_eq!(v.suspect_summary(), None);
