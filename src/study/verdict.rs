@@ -40,6 +40,9 @@ pub enum Outcome {
 pub struct Judged {
     pub outcome: Outcome,
     pub text: String,
+    pub metric: String,
+    /// Judged on single-trial values (no interval).
+    pub single: bool,
 }
 
 fn matches(r: &PointResult, c: &Criterion) -> bool {
@@ -93,6 +96,8 @@ pub fn judge_criterion(c: &Criterion, results: &[PointResult]) -> Judged {
         return Judged {
             outcome: Outcome::Unknown,
             text: format!("{} not measured", c.metric),
+            metric: c.metric.clone(),
+            single: false,
         };
     }
     let worse = |a: f64, b: f64| {
@@ -145,7 +150,36 @@ pub fn judge_criterion(c: &Criterion, results: &[PointResult]) -> Judged {
     Judged {
         outcome: judge_interval(c, low, high),
         text,
+        metric: c.metric.clone(),
+        single,
     }
+}
+
+/// What the flags of the summarised trials were, in a few words for the
+/// conclusion ("other processes' CPU use, VM steal time").
+fn suspect_kinds(results: &[PointResult]) -> String {
+    let mut kinds: Vec<&str> = Vec::new();
+    for f in results
+        .iter()
+        .flat_map(|r| r.validity.kept())
+        .flat_map(|t| &t.flags)
+    {
+        let words = match f.kind.as_str() {
+            "load" => "other processes' CPU use",
+            "steal" => "VM steal time",
+            "throttle" => "CPU throttling",
+            "clock" => "CPU clock changes",
+            "thermal" => "thermal trip or cooling",
+            "swap" => "swapping",
+            "cache-drop" => "a failed cache drop",
+            "scratch-full" => "a full scratch file system",
+            other => other,
+        };
+        if !kinds.contains(&words) {
+            kinds.push(words);
+        }
+    }
+    kinds.join(", ")
 }
 
 /// Suspect trials among the results, in words ("io.record-size: 2 of 5
@@ -164,18 +198,12 @@ fn suspect_notes(results: &[PointResult]) -> Vec<String> {
 /// stopped its measurement, if any).
 pub fn judge(issue: &KeyIssue, results: &[PointResult], error: Option<&str>) -> IssueVerdict {
     let suspect = suspect_notes(results);
+    let kinds = suspect_kinds(results);
     let verdict = |v: &str, result: String, conclusion: String| {
         let conclusion = if suspect.is_empty() {
             conclusion
         } else {
-            format!(
-                "{conclusion} — on suspect data ({})",
-                suspect
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
+            format!("{conclusion} — on suspect data ({kinds}; see `tunelab show`)")
         };
         IssueVerdict {
             name: issue.name.clone(),
@@ -229,9 +257,10 @@ pub fn judge(issue: &KeyIssue, results: &[PointResult], error: Option<&str>) -> 
         judged
             .iter()
             .filter(|j| j.outcome == o)
-            .map(|j| j.text.as_str())
+            .map(|j| j.metric.as_str())
             .collect()
     };
+    let single = judged.iter().all(|j| j.single);
     let (failed, marginal, unknown) = (
         with(Outcome::Fail),
         with(Outcome::Marginal),
@@ -241,19 +270,26 @@ pub fn judge(issue: &KeyIssue, results: &[PointResult], error: Option<&str>) -> 
         verdict(
             "fail",
             result,
-            format!(
-                "does not meet the need (the whole 95% CI misses it): {}",
-                failed.join("; ")
-            ),
+            if single {
+                format!(
+                    "does not meet the need ({}; one trial, no interval)",
+                    failed.join(", ")
+                )
+            } else {
+                format!(
+                    "does not meet the need: the whole 95% CI of {} misses it",
+                    failed.join(", ")
+                )
+            },
         )
     } else if !marginal.is_empty() {
         verdict(
             "marginal",
             result,
             format!(
-                "cannot tell: the 95% CI straddles the need ({}); more trials (--trials) or a \
+                "cannot tell: the 95% CI of {} straddles the need; more trials (--trials) or a \
                  quieter machine narrow it",
-                marginal.join("; ")
+                marginal.join(", ")
             ),
         )
     } else if !unknown.is_empty() {
@@ -266,7 +302,11 @@ pub fn judge(issue: &KeyIssue, results: &[PointResult], error: Option<&str>) -> 
         verdict(
             "pass",
             result,
-            "meets the need: the whole 95% CI is on the right side".into(),
+            if single {
+                "meets the need (one trial, no interval)".into()
+            } else {
+                "meets the need: the whole 95% CI is on the right side".into()
+            },
         )
     }
 }
@@ -433,5 +473,71 @@ mod tests {
     fn nan_interval_falls_back_to_the_median() {
         let p = point("a", 40e-6, f64::NAN, f64::NAN);
         assert_eq!(outcome(&le_50us(Over::All), &[p]), Outcome::Pass);
+    }
+
+    fn issue(criteria: Vec<Criterion>) -> KeyIssue {
+        KeyIssue {
+            name: "Pipe round trip".into(),
+            question: "fast?".into(),
+            experiment: crate::engine::registry::find("ipc.pipe").unwrap(),
+            points: vec![],
+            trials: None,
+            warmup: None,
+            budget: None,
+            criteria,
+        }
+    }
+
+    fn flagged(kind: &str) -> crate::engine::model::TrialCheck {
+        crate::engine::model::TrialCheck {
+            flags: vec![crate::engine::model::Flag {
+                kind: kind.into(),
+                detail: "cpu-thermal at 85.0 °C".into(),
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn issue_verdicts_and_suspect_data() {
+        let ki = issue(vec![le_50us(Over::All)]);
+        let v = judge(&ki, &[point("latency", 47.9e-6, 45e-6, 52e-6)], None);
+        assert_eq!(v.verdict, "marginal");
+        assert!(
+            v.conclusion.contains("95% CI of round_trip straddles"),
+            "{}",
+            v.conclusion
+        );
+        assert!(v.suspect.is_empty());
+        assert_eq!(v.label(), "MARGINAL");
+        // A thermal flag on a summarised trial: the verdict says so.
+        let mut p = point("latency", 40e-6, 38e-6, 42e-6);
+        p.validity.trials = vec![Default::default(), flagged("thermal")];
+        let v = judge(&ki, &[p.clone()], None);
+        assert_eq!(v.verdict, "pass");
+        assert_eq!(v.label(), "PASS (suspect)");
+        assert!(
+            v.conclusion
+                .contains("on suspect data (thermal trip or cooling"),
+            "{}",
+            v.conclusion
+        );
+        assert!(
+            v.suspect[0].contains("1 of 2 trials flagged"),
+            "{:?}",
+            v.suspect
+        );
+        // The same flag on a trial discarded as warm-up does not count.
+        p.validity.trials = vec![flagged("thermal"), Default::default()];
+        p.validity.warmup_discarded = 1;
+        assert!(judge(&ki, &[p], None).suspect.is_empty());
+        // Fail beats marginal.
+        let ki = issue(vec![le_50us(Over::All), {
+            let mut c = le_50us(Over::All);
+            c.value = 10e-6;
+            c
+        }]);
+        let v = judge(&ki, &[point("latency", 47.9e-6, 45e-6, 52e-6)], None);
+        assert_eq!(v.verdict, "fail");
     }
 }
