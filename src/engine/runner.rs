@@ -231,7 +231,7 @@ fn run_point(
     // eat the measurement's share.
     let measure_start = Instant::now();
     let mut n = 0;
-    let mut discard: Discard;
+    let mut discard = Discard::default();
     let reason = loop {
         ctx.check_cancel()?;
         let before = guard.read();
@@ -251,7 +251,9 @@ fn run_point(
         n += 1;
         // Leading trials that are outliers against the rest are warm-up:
         // they do not count towards the trial targets nor the precision.
-        discard = leading_warmup(&samples);
+        // A trial once judged warm-up stays discarded (a fixed --trials N
+        // then gives exactly N summarised trials).
+        discard = leading_warmup(&samples, discard);
         let kept = n - discard.count.min(n);
         progress(Event::Trial {
             n: kept,
@@ -336,10 +338,14 @@ struct Discard {
 /// the summaries use (modified z-score above 3.5, MAD scaled by 1.4826),
 /// judged only with at least [`AUTO_WARMUP_MIN_REST`] later trials and a
 /// non-zero MAD. The first trial that is not an outlier ends the warm-up.
-fn leading_warmup(samples: &BTreeMap<&'static str, Vec<f64>>) -> Discard {
-    let mut out = Discard::default();
-    let mut reasons = Vec::new();
-    'trials: for k in 0..AUTO_WARMUP_CAP {
+/// `so_far` (the previous decision) is kept: the search goes on after it.
+fn leading_warmup(samples: &BTreeMap<&'static str, Vec<f64>>, so_far: Discard) -> Discard {
+    let mut out = so_far;
+    let mut reasons: Vec<String> = Vec::new();
+    if !out.reason.is_empty() {
+        reasons.push(std::mem::take(&mut out.reason));
+    }
+    'trials: for k in out.count..AUTO_WARMUP_CAP {
         for (name, v) in samples {
             let Some(&x) = v.get(k) else { continue };
             let rest: Vec<f64> = v[k + 1..]
@@ -514,7 +520,7 @@ mod tests {
         assert!(
             r.validity
                 .warmup_reason
-                .contains("trial 1's t was 3.00× the median"),
+                .contains("trial 1's t was 2.99× the median of the 4 trials after it"),
             "{}",
             r.validity.warmup_reason
         );
@@ -549,7 +555,7 @@ mod tests {
         let m = |v: &[f64]| {
             let mut b = BTreeMap::new();
             b.insert("t", v.to_vec());
-            leading_warmup(&b).count
+            leading_warmup(&b, Discard::default()).count
         };
         // Too few later trials to judge.
         assert_eq!(m(&[100.0, 10.0, 10.1, 9.9]), 0);
@@ -569,5 +575,18 @@ mod tests {
         assert_eq!(m(&[1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 0);
         // An ordinary first trial ends the search.
         assert_eq!(m(&[10.05, 100.0, 10.0, 10.1, 9.9, 10.2]), 0);
+        // A decision stands when later trials would have made the first
+        // one look ordinary: the search resumes after it.
+        let mut b = BTreeMap::new();
+        b.insert("t", vec![13.0, 10.0, 10.1, 9.9, 10.2]);
+        let first = leading_warmup(&b, Discard::default());
+        assert_eq!(first.count, 1);
+        b.insert(
+            "t",
+            vec![13.0, 10.0, 10.1, 9.9, 10.2, 12.5, 13.5, 11.8, 12.9],
+        );
+        assert_eq!(leading_warmup(&b, Discard::default()).count, 0);
+        let again = leading_warmup(&b, first.clone());
+        assert_eq!(again, first);
     }
 }
