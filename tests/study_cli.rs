@@ -136,3 +136,82 @@ trials = 2
     assert_eq!(run["results"].as_array().unwrap().len(), 3);
     assert!(env.leftovers().is_empty());
 }
+
+/// The validity guard's per-trial checks travel with the run (JSON output
+/// and the stored copy), a verdict on flagged trials says so, and no
+/// warm-up advice is pushed onto the user.
+#[test]
+fn every_measured_trial_is_checked_and_stored() {
+    let env = Env::new();
+    let t = env.target();
+    let p = profile(
+        &env,
+        "guarded.toml",
+        r#"
+name = "guarded"
+title = "One cached-read key issue"
+
+[[issue]]
+name = "Cached reads"
+experiment = "io.file-read"
+params = { size = "4M", chunk = "64k" }
+trials = 6
+warmup = 1
+[[issue.criteria]]
+metric = "read_throughput"
+op = ">="
+value = "1MB/s"
+"#,
+    );
+    let out = env.run(&[
+        "study",
+        &p,
+        "--quiet-check",
+        "0",
+        "--target",
+        t.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.contains("--warmup"), "no warm-up advice: {err}");
+    let run = json(&env.run(&["show", "last", "--json"]));
+    let r = &run["results"][0];
+    let v = &r["validity"];
+    let trials = v["trials"].as_array().expect("per-trial checks stored");
+    let discarded = v["warmup_discarded"].as_u64().unwrap_or(0) as usize;
+    let m = &r["metrics"][0];
+    assert_eq!(m["samples"].as_array().unwrap().len(), 6, "6 kept trials");
+    assert_eq!(trials.len(), 6 + discarded, "one check per measured trial");
+    assert_eq!(
+        m["warmup"].as_array().unwrap().len(),
+        1 + discarded,
+        "configured and discarded warm-up trials are kept"
+    );
+    for c in trials {
+        assert!(c["seconds"].as_f64().unwrap() > 0.0, "{c}");
+        // io.file-read writes in a scratch directory: its file system's
+        // free space is read after every trial (statvfs works everywhere;
+        // CPU shares need a trial longer than a clock tick).
+        assert!(c["scratch_free"].as_u64().is_some(), "{c}");
+    }
+    let flagged = trials[discarded..]
+        .iter()
+        .any(|c| c["flags"].as_array().is_some_and(|f| !f.is_empty()));
+    let issue = &run["study"]["issues"][0];
+    let suspect = issue["suspect"].as_array().is_some_and(|s| !s.is_empty());
+    assert_eq!(
+        flagged, suspect,
+        "a verdict on flagged trials says so: {issue}"
+    );
+    if suspect {
+        assert!(
+            issue["conclusion"]
+                .as_str()
+                .unwrap()
+                .contains("on suspect data"),
+            "{issue}"
+        );
+    }
+    let text = String::from_utf8_lossy(&env.run(&["show", "last"]).stdout).to_string();
+    assert_eq!(text.contains("suspect:"), flagged, "{text}");
+}

@@ -101,6 +101,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         } else {
             let opts = RunOptions {
                 trials: issue.trials.or(args.measure.trials),
+                warmup: issue.warmup.or(args.measure.warmup),
                 budget: issue.budget.or(args.measure.budget),
                 ..args.measure.options()
             };

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{params::ParamValue, Better};
 use crate::observe::sampler::MonitorSample;
+pub use crate::observe::validity::{Flag, TrialCheck, Validity};
 use crate::stats::{HistogramData, Summary};
 use crate::system::Quietness;
 
@@ -30,7 +31,9 @@ pub struct MetricResult {
     pub unit: String,
     pub better: Better,
     pub samples: Vec<f64>,
-    /// Warm-up trials: recorded, not summarised.
+    /// Warm-up trials: recorded, not summarised. The configured warm-up
+    /// trials come first, then the measured trials the runner discarded as
+    /// warm-up (their number is the point's `validity.warmup_discarded`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warmup: Vec<f64>,
     pub summary: Summary,
@@ -50,6 +53,10 @@ pub struct PointResult {
     pub notes: Vec<String>,
     /// Seconds spent on this point, warm-up included.
     pub elapsed_s: f64,
+    /// The validity guard's per-trial checks and the warm-up trials
+    /// discarded automatically (absent in runs from older versions).
+    #[serde(default, skip_serializing_if = "Validity::is_empty")]
+    pub validity: Validity,
 }
 
 impl PointResult {
@@ -63,6 +70,11 @@ impl PointResult {
             .map(|e| e.params())
             .unwrap_or_default();
         super::params::Point(self.params.clone()).label(&specs)
+    }
+
+    /// "2 of 5 trials flagged: …" when the guard flagged a summarised trial.
+    pub fn suspect_summary(&self) -> Option<String> {
+        self.validity.suspect_summary()
     }
 }
 
@@ -118,9 +130,26 @@ pub struct IssueVerdict {
     pub question: String,
     /// The measured figures the verdict rests on, in words.
     pub result: String,
-    /// "pass", "fail" or "unknown" (measurement missing or failed).
+    /// "pass", "fail", "marginal" (the 95% CI straddles the need), "info"
+    /// (no criterion) or "unknown" (measurement missing or failed).
     pub verdict: String,
     pub conclusion: String,
+    /// Points whose summarised trials the validity guard flagged, in words;
+    /// a verdict on them is on suspect data.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspect: Vec<String>,
+}
+
+impl IssueVerdict {
+    /// PASS, FAIL, MARGINAL, … with "(suspect)" when the validity guard
+    /// flagged trials the verdict rests on.
+    pub fn label(&self) -> String {
+        if self.suspect.is_empty() {
+            self.verdict.to_uppercase()
+        } else {
+            format!("{} (suspect)", self.verdict.to_uppercase())
+        }
+    }
 }
 
 /// What a study run concluded, for the summary table and the report.

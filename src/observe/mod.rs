@@ -14,6 +14,7 @@ pub mod irq;
 pub mod pressure;
 pub mod procmem;
 pub mod sampler;
+pub mod validity;
 pub mod vmstat;
 
 pub use dirty::DirtyState;

@@ -423,7 +423,7 @@ fn study_section(st: &crate::engine::model::StudySummary) -> Section {
             i.question.as_str().into(),
             i.result.as_str().into(),
             Cell {
-                text: i.verdict.clone(),
+                text: i.label().to_lowercase(),
                 class,
             },
             i.conclusion.as_str().into(),
@@ -431,15 +431,18 @@ fn study_section(st: &crate::engine::model::StudySummary) -> Section {
     }
     let pass = st.issues.iter().filter(|i| i.verdict == "pass").count();
     let fail = st.issues.iter().filter(|i| i.verdict == "fail").count();
+    let marginal = st.issues.iter().filter(|i| i.verdict == "marginal").count();
+    let suspect = st.issues.iter().filter(|i| !i.suspect.is_empty()).count();
     Section {
         id: "study".into(),
         title: "Study summary".into(),
         blocks: vec![
             Block::Text(format!(
-                "Profile {}: {} — {pass} passed, {fail} failed, {} unknown.",
+                "Profile {}: {} — {pass} passed, {fail} failed, {marginal} marginal (the 95% CI \
+                 straddles the need), {} informational or unknown; {suspect} on suspect data.",
                 st.profile,
                 st.title,
-                st.issues.len() - pass - fail
+                st.issues.len() - pass - fail - marginal
             )),
             Block::Table(t),
         ],
@@ -570,6 +573,14 @@ fn experiment_section(exp: &str, results: &[&PointResult]) -> Section {
     }
     if !notes.is_empty() {
         blocks.push(Block::Notes(notes));
+    }
+    // The validity guard's findings: points measured on suspect trials.
+    let suspect: Vec<String> = results
+        .iter()
+        .filter_map(|r| Some(format!("{}: {}", r.params_label(), r.suspect_summary()?)))
+        .collect();
+    if !suspect.is_empty() {
+        blocks.push(Block::Warnings(suspect));
     }
     Section {
         id: format!("exp-{}", slug(exp)),

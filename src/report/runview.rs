@@ -99,6 +99,11 @@ pub fn render(run: &Run) -> String {
         for n in notes {
             s.push_str(&format!("  note: {n}\n"));
         }
+        for r in &results {
+            if let Some(x) = r.suspect_summary() {
+                s.push_str(&format!("  suspect: {}: {x}\n", r.params_label()));
+            }
+        }
         for h in results.iter().flat_map(|r| &r.histograms) {
             let ps: Vec<String> = h
                 .percentiles
@@ -113,12 +118,31 @@ pub fn render(run: &Run) -> String {
             ));
         }
     }
+    s.push_str(&guard_summary(run));
     s.push_str(&monitor_summary(run));
     if !run.warnings.is_empty() {
         s.push('\n');
         for w in &run.warnings {
             s.push_str(&format!("warning: {w}\n"));
         }
+    }
+    s
+}
+
+/// What the validity guard could not watch on this machine (once per run).
+fn guard_summary(run: &Run) -> String {
+    let mut skipped: Vec<&String> = Vec::new();
+    for x in run.results.iter().flat_map(|r| &r.validity.skipped) {
+        if !skipped.contains(&x) {
+            skipped.push(x);
+        }
+    }
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("\nvalidity guard: not watched on this machine:\n");
+    for x in skipped {
+        s.push_str(&format!("  {x}\n"));
     }
     s
 }

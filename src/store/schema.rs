@@ -26,6 +26,9 @@ const MIGRATIONS: &[&str] = &[
         t REAL NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, idx));",
     // 2: study verdicts (JSON, NULL for plain runs).
     "ALTER TABLE runs ADD COLUMN study TEXT;",
+    // 3: the validity guard's per-trial checks of each point (JSON, NULL
+    // for points stored before it existed).
+    "ALTER TABLE results ADD COLUMN validity TEXT;",
 ];
 
 pub fn version() -> i64 {

@@ -54,7 +54,7 @@ impl Sqlite {
         wanted: impl Fn(&str) -> bool,
     ) -> Result<Vec<PointResult>> {
         let mut stmt = self.conn.prepare(
-            "SELECT idx, experiment, params, series, histograms, notes, elapsed_s
+            "SELECT idx, experiment, params, series, histograms, notes, elapsed_s, validity
              FROM results WHERE run_id = ?1 ORDER BY idx",
         )?;
         let rows = stmt
@@ -67,6 +67,10 @@ impl Sqlite {
                     histograms: json_col(row, 4)?,
                     notes: json_col(row, 5)?,
                     elapsed_s: row.get(6)?,
+                    validity: match row.get::<_, Option<String>>(7)? {
+                        Some(text) => json_text(&text, 7)?,
+                        None => Default::default(),
+                    },
                 };
                 Ok((row.get::<_, i64>(0)?, result))
             })?
@@ -211,8 +215,9 @@ impl Sqlite {
         )?;
         for (i, r) in run.results.iter().enumerate() {
             tx.execute(
-                "INSERT INTO results (run_id, idx, experiment, params, series, histograms, notes, elapsed_s)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO results (run_id, idx, experiment, params, series, histograms, notes, elapsed_s,
+                                      validity)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     run.id,
                     i as i64,
@@ -222,6 +227,9 @@ impl Sqlite {
                     json(&r.histograms)?,
                     json(&r.notes)?,
                     r.elapsed_s,
+                    (!r.validity.is_empty())
+                        .then(|| serde_json::to_string(&r.validity))
+                        .transpose()?,
                 ],
             )?;
             for (j, m) in r.metrics.iter().enumerate() {

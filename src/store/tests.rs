@@ -33,6 +33,20 @@ pub(crate) fn sample_run(label: &str) -> Run {
             histograms: vec![],
             notes: vec!["a note".into()],
             elapsed_s: 1.5,
+            validity: crate::engine::model::Validity {
+                warmup_discarded: 1,
+                warmup_reason: "trial 1 was an outlier".into(),
+                trials: vec![crate::engine::model::TrialCheck {
+                    seconds: 0.5,
+                    other_cpu_pct: Some(40.0),
+                    flags: vec![crate::engine::model::Flag {
+                        kind: "load".into(),
+                        detail: "other processes used 40% of a CPU".into(),
+                    }],
+                    ..Default::default()
+                }],
+                skipped: vec!["thermal: none".into()],
+            },
         }],
         samples: vec![],
         warnings: vec![],

@@ -19,7 +19,7 @@ pub fn summary_table(s: &StudySummary) -> String {
             vec![
                 i.name.clone(),
                 i.result.clone(),
-                i.verdict.to_uppercase(),
+                i.label(),
                 i.conclusion.clone(),
             ]
         })

@@ -50,6 +50,10 @@ struct RawIssue {
     params: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default)]
     trials: Option<usize>,
+    /// Warm-up trials before the measured ones (the experiment's default
+    /// when absent; the runner also discards warm-up it detects).
+    #[serde(default)]
+    warmup: Option<usize>,
     #[serde(default)]
     budget: Option<Spanned<String>>,
     #[serde(default)]
@@ -124,6 +128,7 @@ pub struct KeyIssue {
     pub experiment: Box<dyn Experiment>,
     pub points: Vec<Point>,
     pub trials: Option<usize>,
+    pub warmup: Option<usize>,
     pub budget: Option<f64>,
     pub criteria: Vec<Criterion>,
 }
@@ -303,6 +308,7 @@ pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Prof
             experiment: exp,
             points,
             trials: ri.trials,
+            warmup: ri.warmup,
             budget,
             criteria,
         });

@@ -43,11 +43,16 @@ impl DropMethod {
 pub fn drop_file_cache(file: &File, path: &Path, is_root: bool) -> Result<DropMethod> {
     file.sync_data()
         .map_err(|e| Error::io("cannot fdatasync", path, e))?;
-    if is_root && drop_all_caches().is_ok() {
-        // drop_caches skips pages still mapped or locked; fadvise as well
-        // costs nothing and covers a file that is still open by us.
-        fadvise_dontneed(file, path)?;
-        return Ok(DropMethod::DropCaches);
+    if is_root {
+        if drop_all_caches().is_ok() {
+            // drop_caches skips pages still mapped or locked; fadvise as well
+            // costs nothing and covers a file that is still open by us.
+            fadvise_dontneed(file, path)?;
+            return Ok(DropMethod::DropCaches);
+        }
+        // Root asked for the whole cache to go and it did not: the validity
+        // guard flags the trial (only this file's pages are evicted below).
+        crate::observe::validity::record_cache_drop_failure();
     }
     fadvise_dontneed(file, path)?;
     Ok(DropMethod::Fadvise)
