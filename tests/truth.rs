@@ -208,7 +208,10 @@ fn device_read_on_a_loop_device_checks_its_flush() {
         .output()
         .unwrap();
     if !o.status.success() {
-        eprintln!("skipped: losetup failed: {}", String::from_utf8_lossy(&o.stderr));
+        eprintln!(
+            "skipped: losetup failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         return;
     }
     let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
@@ -258,7 +261,9 @@ fn device_read_on_a_loop_device_checks_its_flush() {
         .map(|n| n.as_str().unwrap().to_string())
         .collect();
     assert!(
-        notes.iter().any(|n| n.contains("stop at the end of the device")),
+        notes
+            .iter()
+            .any(|n| n.contains("stop at the end of the device")),
         "{notes:?}"
     );
     let buffered = median(metric(r, "buffered_read"));
@@ -305,10 +310,16 @@ fn ipc_placement_is_recorded_and_both_matches_latency() {
     for r in [rl, rb] {
         assert!(metric(r, "rt_same_cpu").iter().all(|&x| x == 1.0), "{r}");
         let notes = r["notes"].to_string();
-        assert!(notes.contains("placement (round trips, cpu=same)"), "{notes}");
+        assert!(
+            notes.contains("placement (round trips, cpu=same)"),
+            "{notes}"
+        );
     }
     assert!(metric(rb, "bw_same_cpu").iter().all(|&x| x == 1.0));
-    let (a, b) = (median(metric(rl, "round_trip")), median(metric(rb, "round_trip")));
+    let (a, b) = (
+        median(metric(rl, "round_trip")),
+        median(metric(rb, "round_trip")),
+    );
     // Same placement, same work: within the run-to-run spread of a shared
     // machine, far from the 2x seen when placement was free.
     assert!(

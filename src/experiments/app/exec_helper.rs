@@ -97,6 +97,8 @@ fn errno() -> i32 {
 }
 
 /// CLOCK_MONOTONIC in ns (the clock `Instant` uses on Linux).
+// time_t and c_long are 32-bit on some ARM boards: the casts are not no-ops there.
+#[allow(clippy::unnecessary_cast)]
 pub fn mono_ns() -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -109,6 +111,8 @@ pub fn mono_ns() -> i64 {
 
 /// The helper's whole life; returns its exit code. Plain libc only, no
 /// allocation: everything it touches lands in the child's copy.
+// time_t and c_long are 32-bit on some ARM boards: the casts are not no-ops there.
+#[allow(clippy::unnecessary_cast)]
 unsafe fn helper(out: i32) -> i32 {
     let fail = |e: i32| {
         send(out, [TAG_FAIL, e as i64, 0, 0, 0, 0, 0]);
@@ -116,7 +120,7 @@ unsafe fn helper(out: i32) -> i32 {
     };
     // argv of the program = our cmdline after argv[0].
     let fd = libc::open(
-        b"/proc/self/cmdline\0".as_ptr() as *const c_char,
+        c"/proc/self/cmdline".as_ptr(),
         libc::O_RDONLY | libc::O_CLOEXEC,
     );
     if fd < 0 {
