@@ -8,6 +8,13 @@
 #   sched.messaging (defaults)   vs  perf bench sched messaging   (Total time)
 #   mem.bandwidth kernel=copy    vs  mbw's memcpy test            (MiB/s, bytes once)
 #
+# ipc.pipe / ipc.unix bandwidth per placement (same, split, any) against a
+# C re-implementation of lmbench's bw_pipe / bw_unix loop, app.time / memory
+# peak RSS against /usr/bin/time -v, and io.device-read against hdparm -tT
+# are in bench/truth_vs_reference.sh (lmbench is not packaged). ipc.pipe's
+# default placement is now cpu=same; this script passes cpu=any explicitly,
+# as perf bench lets the scheduler place its two processes.
+#
 # Same workload, same definition on both sides:
 #   - pipe: 1 round trip = write + read on two pipes between two processes
 #     placed by the scheduler; both sides report mean wall time per round

@@ -4,7 +4,9 @@
 //!
 //! - `--pid PID`: the process now (and, with `--for DUR`, its peak over that time);
 //! - `-- CMD …`: system before; the program sampled every --interval from
-//!   start to exit (peak from the samples and from wait4's ru_maxrss);
+//!   one interval after its exec to its exit (peak from the samples and
+//!   from its own ru_maxrss, taken by the exec helper so that tunelab's
+//!   memory is not in it);
 //!   system after;
 //! - `--ready REGEX [--task CMD]`: sampled until the ready line, snapshot,
 //!   then the task (sh -c) runs, snapshot again ("after a normal task"), then
@@ -92,6 +94,8 @@ fn sys_row(label: &str, s: &SystemMem) -> Vec<String> {
 
 pub fn exec(a: &Args, out: &Out) -> Result<i32> {
     let mut procs: Vec<(String, ProcMem)> = Vec::new();
+    // Seconds after the program's exec of each `procs` entry, where known.
+    let mut times: Vec<Option<f64>> = Vec::new();
     let mut systems: Vec<(String, SystemMem)> = vec![("before".into(), sys()?)];
     let mut peak = ProcPeak::default();
     let interval = Duration::from_secs_f64(a.interval);
@@ -153,19 +157,10 @@ pub fn exec(a: &Args, out: &Out) -> Result<i32> {
         )?;
         let mut first = true;
         let mut last: Option<ProcMem> = None;
-        // Sample until ready (or exit).
+        // Sample until ready (or exit). The first sample is taken one
+        // interval after the exec, not at once: right after execve the new
+        // program has mapped almost nothing yet (a 4 KiB "first sample").
         let reaped = loop {
-            if let Some(r) = s.try_reap()? {
-                break Some(r);
-            }
-            if let Ok(m) = procmem::read_proc(s.pid as u32) {
-                peak.add(&m);
-                if first {
-                    procs.push(("first sample".into(), m.clone()));
-                    first = false;
-                }
-                last = Some(m);
-            }
             if signals::caught().is_some() {
                 s.kill();
                 let _ = s.reap();
@@ -189,15 +184,35 @@ pub fn exec(a: &Args, out: &Out) -> Result<i32> {
                         "no line matched --ready within --ready-timeout",
                     ));
                 }
-            }
-            if re.is_none() {
+            } else {
                 std::thread::sleep(interval);
+            }
+            if let Some(r) = s.try_reap()? {
+                break Some(r);
+            }
+            if let Ok(m) = procmem::read_proc(s.pid as u32) {
+                peak.add(&m);
+                if first {
+                    let at = s.t0.elapsed().as_secs_f64();
+                    procs.push((format!("first sample (+{})", human(at, "s")), m.clone()));
+                    times.push(Some(at));
+                    first = false;
+                }
+                last = Some(m);
             }
         };
         match reaped {
             Some(r) => {
                 if let Some(m) = last {
                     procs.push(("last sample before exit".into(), m));
+                    times.push(None);
+                }
+                if first {
+                    notes.push(format!(
+                        "the program exited before the first sample (--interval {}): the peak is \
+                         its ru_maxrss only",
+                        human(a.interval, "s")
+                    ));
                 }
                 notes.push(format!(
                     "exited ({}) after {}; ru_maxrss {}",
@@ -243,7 +258,13 @@ pub fn exec(a: &Args, out: &Out) -> Result<i32> {
 
     if out.json {
         out.json_data(&json!({
-            "process": procs.iter().map(|(l, m)| json!({"when": l, "memory": m})).collect::<Vec<_>>(),
+            "process": procs.iter().enumerate().map(|(i, (l, m))| {
+                let mut o = json!({"when": l, "memory": m});
+                if let Some(Some(t)) = times.get(i) {
+                    o["at_s"] = json!(t);
+                }
+                o
+            }).collect::<Vec<_>>(),
             "peak": peak,
             "system": systems.iter().map(|(l, m)| json!({"when": l, "memory": m})).collect::<Vec<_>>(),
             "notes": notes,

@@ -1,7 +1,10 @@
 //! Starting a program without a shell, watching its output for a "ready"
-//! line, stopping it, and reaping it with wait4 to get its own rusage.
+//! line, stopping it, and getting its own rusage (wait4 in the exec helper,
+//! see [`super::exec_helper`]).
 
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use regex::Regex;
 
+use super::exec_helper::{self, RECORD, TAG_DONE, TAG_EXEC, TAG_FAIL, TAG_PID};
 use crate::safety::signals;
 use crate::{Error, Result};
 
@@ -91,14 +95,20 @@ pub enum Quit {
 
 /// A started program.
 pub struct Started {
+    /// The exec helper (reaped after it reported the program's exit).
     pub child: Child,
+    /// The program itself.
     pub pid: i32,
-    /// Monotonic and wall clock read together just before the spawn.
+    /// Monotonic and wall clock of the helper's fork (just before the program's exec).
     pub t0: Instant,
     pub spawn_unix: f64,
     pub stdin: Option<ChildStdin>,
     /// First line matching the ready pattern: (when read, the line).
     ready_rx: Option<Receiver<(Instant, String)>>,
+    /// The helper's report pipe.
+    report: File,
+    /// Set once the helper reported the program's exit.
+    done: Option<Reaped>,
 }
 
 /// Exit status and resources of a reaped child.
@@ -142,15 +152,28 @@ fn watch_lines<R: Read + Send + 'static>(r: R, re: Regex, tx: mpsc::Sender<(Inst
         });
 }
 
-/// Start `argv` (no shell). With `ready`, stdout and stderr are read line by
-/// line; otherwise they go to /dev/null, like hyperfine. stdin is a pipe
-/// only for `Quit::StdinClose`.
+/// Start `argv` (no shell) through the exec helper ([`super::exec_helper`]),
+/// so that its rusage — above all its peak RSS — is its own and not
+/// tunelab's. With `ready`, stdout and stderr are read line by line;
+/// otherwise they go to /dev/null, like hyperfine. stdin is a pipe only for
+/// `Quit::StdinClose`. Returns once the program has been exec'd.
 pub fn start(argv: &[String], ready: Option<&Regex>, quit: Option<Quit>) -> Result<Started> {
-    let (prog, args) = argv
-        .split_first()
-        .ok_or_else(|| Error::usage("empty command"))?;
-    let mut c = Command::new(prog);
-    c.args(args);
+    let prog = argv.first().ok_or_else(|| Error::usage("empty command"))?;
+    exec_helper::ensure_linked();
+    // Search PATH here, not in the helper: execvp's search runs in the
+    // child before the exec and its page faults (~150 KiB of libc code
+    // mapped) would count in the program's peak RSS.
+    let resolved = resolve(prog)?;
+    let (rep_r, rep_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| Error::environment(format!("pipe: {e} (too many open files?)")))?;
+    // The helper inherits the write end: clear its close-on-exec flag.
+    rustix::io::fcntl_setfd(&rep_w, rustix::io::FdFlags::empty())
+        .map_err(|e| Error::environment(format!("fcntl: {e}")))?;
+    let mut c = Command::new("/proc/self/exe");
+    c.arg0(exec_helper::ARG0)
+        .arg(&resolved)
+        .args(&argv[1..])
+        .env(exec_helper::ENV, rep_w.as_raw_fd().to_string());
     let out = || {
         if ready.is_some() {
             Stdio::piped()
@@ -165,45 +188,131 @@ pub fn start(argv: &[String], ready: Option<&Regex>, quit: Option<Quit>) -> Resu
         Stdio::null()
     });
     contain(&mut c);
-    let spawn_unix = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    let t0 = Instant::now();
-    let mut child = c.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::usage(format!("command not found: {prog}")),
-        std::io::ErrorKind::PermissionDenied => {
-            Error::usage(format!("command is not executable: {prog}"))
-        }
-        _ => Error::measurement(format!("cannot start {prog}: {e}")),
+    let child = c.spawn().map_err(|e| {
+        Error::environment(format!(
+            "cannot start tunelab's exec helper (/proc/self/exe): {e}; is /proc mounted?"
+        ))
     })?;
-    let pid = child.id() as i32;
-    let ready_rx = ready.map(|re| {
+    drop(rep_w);
+    let report = File::from(rep_r);
+    let mut s = Started {
+        child,
+        pid: 0,
+        t0: Instant::now(),
+        spawn_unix: 0.0,
+        stdin: None,
+        ready_rx: None,
+        report,
+        done: None,
+    };
+    let fail = |s: &mut Started, e: Error| {
+        let _ = s.child.kill();
+        let _ = s.child.wait();
+        Err(e)
+    };
+    match s.record() {
+        Ok([TAG_PID, pid, t0, ..]) => {
+            s.pid = pid as i32;
+            s.t0 = instant_of(t0);
+            s.spawn_unix = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64())
+                - s.t0.elapsed().as_secs_f64();
+        }
+        Ok([TAG_FAIL, errno, ..]) => {
+            return fail(
+                &mut s,
+                Error::measurement(format!(
+                    "exec helper: {}",
+                    std::io::Error::from_raw_os_error(errno as i32)
+                )),
+            )
+        }
+        Ok(_) => return fail(&mut s, Error::measurement("exec helper: unexpected report")),
+        Err(e) => return fail(&mut s, e),
+    }
+    match s.record() {
+        Ok([TAG_EXEC, ..]) => {}
+        Ok([TAG_FAIL, errno, ..]) => {
+            let _ = s.child.wait();
+            let e = std::io::Error::from_raw_os_error(errno as i32);
+            return Err(match e.kind() {
+                std::io::ErrorKind::NotFound => Error::usage(format!("command not found: {prog}")),
+                std::io::ErrorKind::PermissionDenied => {
+                    Error::usage(format!("command is not executable: {prog}"))
+                }
+                _ => Error::measurement(format!("cannot start {prog}: {e}")),
+            });
+        }
+        Ok(_) => return fail(&mut s, Error::measurement("exec helper: unexpected report")),
+        Err(e) => return fail(&mut s, e),
+    }
+    s.ready_rx = ready.map(|re| {
         let (tx, rx) = mpsc::channel();
-        if let Some(o) = child.stdout.take() {
+        if let Some(o) = s.child.stdout.take() {
             watch_lines(o, re.clone(), tx.clone());
         }
-        if let Some(e) = child.stderr.take() {
+        if let Some(e) = s.child.stderr.take() {
             watch_lines(e, re.clone(), tx);
         }
         rx
     });
-    let stdin = child.stdin.take();
-    Ok(Started {
-        child,
-        pid,
-        t0,
-        spawn_unix,
-        stdin,
-        ready_rx,
-    })
+    s.stdin = s.child.stdin.take();
+    Ok(s)
 }
 
-/// Make a child killable as a whole and mortal with us: its own process
-/// group (so killing the group takes its children too, and a terminal's
-/// Ctrl-C reaches tunelab, which then kills it), and PR_SET_PDEATHSIG so the
-/// kernel kills it when tunelab dies, even by SIGKILL. (The death signal
-/// follows the *thread* that forked: start programs from a thread that
-/// outlives them, as the CLI's main thread does.)
+/// `prog` as execvp would find it: itself when it contains a '/', else the
+/// first executable regular file of that name in $PATH.
+fn resolve(prog: &str) -> Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if prog.contains('/') {
+        return Ok(prog.into());
+    }
+    if prog.is_empty() {
+        return Err(Error::usage("empty command"));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut found_not_exec = false;
+    for dir in std::env::split_paths(&path) {
+        let cand = if dir.as_os_str().is_empty() {
+            std::path::PathBuf::from(prog)
+        } else {
+            dir.join(prog)
+        };
+        if let Ok(m) = std::fs::metadata(&cand) {
+            if m.is_file() {
+                if m.permissions().mode() & 0o111 != 0 {
+                    return Ok(cand);
+                }
+                found_not_exec = true;
+            }
+        }
+    }
+    Err(Error::usage(if found_not_exec {
+        format!("command is not executable: {prog}")
+    } else {
+        format!("command not found: {prog}")
+    }))
+}
+
+/// The `Instant` of a CLOCK_MONOTONIC reading in ns (taken by the helper).
+fn instant_of(ns: i64) -> Instant {
+    let (now_ns, now) = (exec_helper::mono_ns(), Instant::now());
+    if ns <= now_ns {
+        now.checked_sub(Duration::from_nanos((now_ns - ns) as u64))
+            .unwrap_or(now)
+    } else {
+        now + Duration::from_nanos((ns - now_ns) as u64)
+    }
+}
+
+/// Make the helper killable and mortal with us: its own process group (so
+/// a terminal's Ctrl-C reaches tunelab, which then kills the program) and
+/// PR_SET_PDEATHSIG so the kernel kills it when tunelab dies, even by
+/// SIGKILL. The helper gives the program its own group and death signal in
+/// turn (see [`super::exec_helper`]). The death signal follows the *thread*
+/// that forked: start programs from a thread that outlives them, as the
+/// CLI's main thread does.
 pub fn contain(c: &mut Command) {
     c.process_group(0);
     // SAFETY: getpid before the fork.
@@ -235,6 +344,15 @@ pub fn contain(c: &mut Command) {
 pub enum Killed {
     Signal,
     Deadline,
+}
+
+/// SIGKILL `pid`'s process group (the program leads one) and `pid`.
+pub fn kill_group(pid: i32) {
+    // SAFETY: plain kill(2) calls.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+        libc::kill(pid, libc::SIGKILL);
+    }
 }
 
 /// What waiting for the ready line gave.
@@ -296,24 +414,23 @@ impl Started {
         }
     }
 
-    /// SIGKILL the program and its process group.
+    /// SIGKILL the program and its process group (not yet reaped by the helper).
     pub fn kill(&mut self) {
-        kill_group(self.pid);
+        if self.done.is_none() {
+            kill_group(self.pid);
+        }
     }
 
-    /// Reap the child (blocking) with its resource usage.
-    pub fn reap(&mut self) -> Result<Reaped> {
-        wait4(self.pid, 0)?.ok_or_else(|| Error::measurement("internal: wait4 returned no child"))
-    }
-
-    /// Reap the child, killing it and its process group when a cancelling
-    /// signal arrives or at `deadline`. The wait itself blocks (no polling
-    /// delay enters the measured time); a watchdog thread does the killing.
-    /// Returns the reaped child and why it was killed, if it was.
+    /// Reap the program, killing it and its process group when a cancelling
+    /// signal arrives or at `deadline`. The wait itself blocks on the
+    /// helper's report (no polling delay enters the measured time); a
+    /// watchdog thread does the killing. Returns the reaped program and why
+    /// it was killed, if it was.
     pub fn reap_watched(&mut self, deadline: Option<Instant>) -> Result<(Reaped, Option<Killed>)> {
         let pid = self.pid;
-        // `exited` is set under the lock once the child is a zombie, so the
-        // watchdog never signals a recycled pid.
+        // Set under the lock once the helper reported the exit, so the
+        // watchdog stops signalling before the pid can be recycled (the
+        // helper reaps it just before it reports).
         let exited = Arc::new(Mutex::new(false));
         let killed: Arc<Mutex<Option<Killed>>> = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));
@@ -343,7 +460,7 @@ impl Started {
                 }
             })
             .ok();
-        let at = wait_exited(pid);
+        let r = self.reap();
         if let Ok(mut g) = exited.lock() {
             *g = true;
         }
@@ -351,89 +468,94 @@ impl Started {
         if let Some(d) = dog {
             let _ = d.join();
         }
-        let mut r = self.reap()?;
-        if let Some(at) = at {
-            r.at = Some(at);
-        }
         let why = killed.lock().ok().and_then(|k| *k);
-        Ok((r, why))
+        Ok((r?, why))
+    }
+
+    /// One record from the helper (blocking).
+    fn record(&mut self) -> Result<[i64; 7]> {
+        let mut b = [0u8; RECORD];
+        self.report.read_exact(&mut b).map_err(|e| {
+            Error::measurement(format!(
+                "tunelab's exec helper stopped without reporting ({e})"
+            ))
+        })?;
+        let mut r = [0i64; 7];
+        for (i, v) in r.iter_mut().enumerate() {
+            *v = i64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+        }
+        Ok(r)
+    }
+
+    fn finish(&mut self) -> Result<Reaped> {
+        let r = loop {
+            match self.record() {
+                Ok([TAG_DONE, status, user_us, sys_us, maxrss_kib, t1, _]) => {
+                    break reaped(status as i32, user_us, sys_us, maxrss_kib, t1)
+                }
+                Ok([TAG_FAIL, errno, ..]) => {
+                    let _ = self.child.wait();
+                    return Err(Error::measurement(format!(
+                        "wait4({}): {}",
+                        self.pid,
+                        std::io::Error::from_raw_os_error(errno as i32)
+                    )));
+                }
+                Ok(_) => continue,
+                Err(e) => {
+                    let _ = self.child.wait();
+                    return Err(e);
+                }
+            }
+        };
+        let _ = self.child.wait();
+        self.done = Some(r);
+        Ok(r)
+    }
+
+    /// Reap the child (blocking) with its resource usage.
+    pub fn reap(&mut self) -> Result<Reaped> {
+        match self.done {
+            Some(r) => Ok(r),
+            None => self.finish(),
+        }
     }
 
     /// Reap if it has exited, without blocking.
     pub fn try_reap(&mut self) -> Result<Option<Reaped>> {
-        wait4(self.pid, libc::WNOHANG)
-    }
-}
-
-/// SIGKILL `pid`'s process group (it leads one, see `contain`) and `pid`.
-pub fn kill_group(pid: i32) {
-    // SAFETY: plain kill(2) calls.
-    unsafe {
-        libc::kill(-pid, libc::SIGKILL);
-        libc::kill(pid, libc::SIGKILL);
-    }
-}
-
-/// Block until `pid` has exited, leaving it a zombie (waitid WNOWAIT), and
-/// return when that was seen. None when waitid is not usable.
-fn wait_exited(pid: i32) -> Option<Instant> {
-    loop {
-        // SAFETY: waitid with a valid out-pointer.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
+        if let Some(r) = self.done {
+            return Ok(Some(r));
+        }
+        let mut fds = [rustix::event::PollFd::new(
+            &self.report,
+            rustix::event::PollFlags::IN,
+        )];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
         };
-        if r == 0 {
-            return Some(Instant::now());
-        }
-        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return None;
+        match rustix::event::poll(&mut fds, Some(&zero)) {
+            Ok(n) if n > 0 => self.finish().map(Some),
+            _ => Ok(None),
         }
     }
 }
 
-fn tv(t: libc::timeval) -> f64 {
-    t.tv_sec as f64 + t.tv_usec as f64 / 1e6
-}
-
-/// wait4(2): the child's own user/sys time and peak RSS.
-pub fn wait4(pid: i32, options: i32) -> Result<Option<Reaped>> {
-    let mut status = 0;
-    // SAFETY: plain syscall with valid out-pointers.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        let r = unsafe { libc::wait4(pid, &mut status, options, &mut ru) };
-        if r == 0 {
-            return Ok(None);
-        }
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(Error::measurement(format!("wait4({pid}): {e}")));
-        }
-        let at = Some(Instant::now());
-        let (exit_code, signal) = if libc::WIFEXITED(status) {
-            (Some(libc::WEXITSTATUS(status)), None)
-        } else if libc::WIFSIGNALED(status) {
-            (None, Some(libc::WTERMSIG(status)))
-        } else {
-            (None, None)
-        };
-        return Ok(Some(Reaped {
-            at,
-            exit_code,
-            signal,
-            user_s: tv(ru.ru_utime),
-            sys_s: tv(ru.ru_stime),
-            peak_rss: ru.ru_maxrss.max(0) as u64 * 1024,
-        }));
+fn reaped(status: i32, user_us: i64, sys_us: i64, maxrss_kib: i64, t1: i64) -> Reaped {
+    let (exit_code, signal) = if libc::WIFEXITED(status) {
+        (Some(libc::WEXITSTATUS(status)), None)
+    } else if libc::WIFSIGNALED(status) {
+        (None, Some(libc::WTERMSIG(status)))
+    } else {
+        (None, None)
+    };
+    Reaped {
+        at: Some(instant_of(t1)),
+        exit_code,
+        signal,
+        user_s: user_us as f64 / 1e6,
+        sys_s: sys_us as f64 / 1e6,
+        peak_rss: maxrss_kib.max(0) as u64 * 1024,
     }
 }
 

@@ -1,11 +1,14 @@
 //! app.time — application start-up and exit time, hyperfine-class.
 //!
-//! One trial starts the program with fork/exec (no shell unless asked: the
-//! words of `command` are the argv), with stdin and output on /dev/null,
-//! and reaps it with wait4(2). Measured per trial:
-//! - `wall_time`: monotonic clock from just before spawn to wait4 returning;
+//! One trial starts the program through tunelab's exec helper (a small
+//! fresh process that fork/execs it, no shell unless asked: the words of
+//! `command` are the argv), with stdin and output on /dev/null, and reaps
+//! it with wait4(2) there. Measured per trial:
+//! - `wall_time`: monotonic clock from just before the fork to wait4 returning;
 //! - `user_time`, `sys_time`: the child's own CPU time (rusage of wait4);
-//! - `peak_rss`: the child's ru_maxrss (KiB from the kernel, stored in B).
+//! - `peak_rss`: the child's ru_maxrss (KiB from the kernel, stored in B);
+//!   spawned from the helper, not from tunelab, so that it is the program's
+//!   own and not tunelab's (see `exec_helper`).
 //!
 //! `tunelab time --ready REGEX` adds `ready_time` (spawn → first output line
 //! on stdout or stderr matching REGEX, timestamped by the thread reading the
@@ -174,7 +177,7 @@ pub const METRICS: [MetricSpec; 6] = [
     MetricSpec::lower(
         "peak_rss",
         "B",
-        "the program's peak resident set size (ru_maxrss)",
+        "the program's own peak resident set size (ru_maxrss, spawned from a small helper)",
     ),
     MetricSpec::lower(
         "ready_time",
@@ -218,8 +221,11 @@ impl Experiment for AppTime {
     fn method(&self) -> &'static str {
         "Each trial fork/execs the command without a shell (unless shell=yes: sh -c), stdin and \
          output on /dev/null, and reaps it with wait4: wall time on the monotonic clock from just \
-         before the spawn to wait4 returning, user/sys CPU time and ru_maxrss from the child's \
-         rusage. `tunelab time` runs several commands interleaved and can time start-up to a \
+         before the fork to wait4 returning, user/sys CPU time and ru_maxrss from the child's \
+         rusage. The fork is done by a small helper (tunelab re-executed), not by tunelab \
+         itself: at exec the kernel keeps the larger of the old and the new address space's peak \
+         RSS, so a program spawned by tunelab reported tunelab's peak; from the helper the floor \
+         is the helper's few copied pages (about 1 MiB), as with /usr/bin/time. `tunelab time` runs several commands interleaved and can time start-up to a \
          ready line and the exit."
     }
     fn params(&self) -> Vec<ParamSpec> {
@@ -272,6 +278,29 @@ mod tests {
         assert_eq!(t.exit_code, Some(0));
         assert!(t.user_s + t.sys_s < 0.05);
         assert!(t.peak_rss_bytes > 100_000);
+    }
+
+    /// Regression (issue 11.1): a program spawned from a process holding a
+    /// lot of memory reported that process's peak RSS as its own.
+    #[test]
+    fn peak_rss_is_the_programs_own() {
+        let big = vec![1u8; 96 << 20];
+        let touched: u64 = big.iter().step_by(4096).map(|&b| b as u64).sum();
+        assert!(touched > 0);
+        let argv = vec!["true".to_string()];
+        let t = run_once("true", &argv, &TimeSpec::default()).unwrap();
+        drop(big);
+        assert!(
+            t.peak_rss_bytes < 16 << 20,
+            "peak_rss of `true` is {} B while tunelab holds 96 MiB",
+            t.peak_rss_bytes
+        );
+        assert!(t.peak_rss_bytes > 200 << 10, "{}", t.peak_rss_bytes);
+        assert!(t.wall_s > 0.0 && t.wall_s < 1.0, "{}", t.wall_s);
+        let e = run_once("x", &["no-such-cmd-xyz".to_string()], &TimeSpec::default())
+            .err()
+            .unwrap();
+        assert_eq!(e.exit_code(), 2, "{e}");
     }
 
     #[test]

@@ -38,11 +38,17 @@ impl Experiment for DeviceRead {
          directory instead; source=auto (default) uses the device when it can be opened, else the \
          file, and says so in the notes. A trial: (1) buffered_read, like hdparm -t: flush the cache (device: \
          BLKFLSBUF ioctl + posix_fadvise(DONTNEED); file: root sync + drop_caches, otherwise \
-         fdatasync + fadvise), then read sequentially from offset 0 in 2 MiB read() calls for \
-         `duration` seconds (at the end of the device or file the cache is flushed again, \
-         untimed, and reading wraps to the start); (2) cached_read, like hdparm -T: read the first \
+         fdatasync + fadvise), then read sequentially from offset 0 in 2 MiB read() calls until `duration` seconds \
+         or the end of the device or file, whichever comes first, as hdparm does; a device \
+         read faster than `duration` is read again from the start only after another flush, \
+         untimed, and mincore(2) on a read-only mapping checks before every pass that the \
+         flush took (resident_after_flush; a pass with more than 5% still cached is not \
+         timed: on a loop device under a mounted filesystem BLKFLSBUF may drop nothing, and \
+         wrapping round a 512 MiB device then timed RAM at 13 GB/s against hdparm -t's \
+         3.3 GB/s); (2) cached_read, like hdparm -T: read the first \
          2 MiB once, then re-read those same 2 MiB from the page cache for `duration` seconds. \
-         Throughput in B/s. Defaults: 12 trials of 2 x 3 s, no warm-up; use the summary's \
+         Throughput in B/s. When buffered_read reaches half of cached_read the notes say \
+         it is memory speed, not the device's. Defaults: 12 trials of 2 x 3 s, no warm-up; use the summary's \
          trimmed mean (lowest and highest dropped)."
     }
     fn params(&self) -> Vec<ParamSpec> {
@@ -71,6 +77,12 @@ impl Experiment for DeviceRead {
                 "cached_read",
                 "B/s",
                 "re-reads of 2 MiB from the page cache (hdparm -T)",
+            ),
+            MetricSpec::lower(
+                "resident_after_flush",
+                "ratio",
+                "worst share of the range still in the page cache after a flush (mincore); \
+                 above 0.05 a pass is not timed",
             ),
         ]
     }
@@ -128,6 +140,9 @@ impl Experiment for DeviceRead {
                 (path, f, false, size)
             }
         };
+        let file_probe = file
+            .try_clone()
+            .map_err(|e| Error::io("cannot dup", &path, e))?;
         Ok(Box::new(DeviceReadRun {
             path,
             file,
@@ -137,6 +152,12 @@ impl Experiment for DeviceRead {
             buf: AlignedBuf::zeroed(CHUNK)?,
             flush_note: String::new(),
             fallback,
+            last_pass: 0,
+            passes: Vec::new(),
+            cut_short: 0,
+            first_cached: 0,
+            ratios: Vec::new(),
+            mincore_ok: resident_share(&file_probe, CHUNK as u64).is_some(),
         }))
     }
 }
@@ -197,6 +218,88 @@ struct DeviceReadRun {
     buf: AlignedBuf,
     flush_note: String,
     fallback: Option<String>,
+    /// Bytes the last buffered pass read (the range the next flush must empty).
+    last_pass: u64,
+    /// Buffered passes per trial.
+    passes: Vec<u32>,
+    /// Passes skipped because the flush did not take.
+    cut_short: u32,
+    /// Trials whose first pass started with more than STILL_CACHED cached.
+    first_cached: u32,
+    /// buffered_read / cached_read per trial.
+    ratios: Vec<f64>,
+    mincore_ok: bool,
+}
+
+/// A flush "took" when at most this share of the range stayed cached.
+const STILL_CACHED: f64 = 0.05;
+/// A "device" figure at least this share of the cached figure is RAM speed.
+const NEAR_CACHED: f64 = 0.5;
+
+/// Share of the first `len` bytes of `file` resident in the page cache,
+/// from mincore(2) over a read-only shared mapping, 64 MiB at a time (no
+/// page is touched, so nothing is read in). None if it cannot be mapped.
+fn resident_share(file: &File, len: u64) -> Option<f64> {
+    // SAFETY: sysconf has no preconditions.
+    let page = (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as u64;
+    let window = 64u64 << 20;
+    let mut vec = vec![0u8; (window / page) as usize];
+    let (mut resident, mut pages) = (0u64, 0u64);
+    let mut off = 0u64;
+    while off < len {
+        let n = (len - off).min(window);
+        // SAFETY: a fresh PROT_READ shared mapping of our own fd, unmapped
+        // below; mincore writes one byte per page into `vec`, which is large
+        // enough for `n` bytes.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                n as usize,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                off as libc::off_t,
+            );
+            if p == libc::MAP_FAILED {
+                return None;
+            }
+            let np = n.div_ceil(page) as usize;
+            let rc = libc::mincore(p, n as usize, vec.as_mut_ptr());
+            libc::munmap(p, n as usize);
+            if rc != 0 {
+                return None;
+            }
+            resident += vec[..np].iter().filter(|&&b| b & 1 == 1).count() as u64;
+            pages += np as u64;
+        }
+        off += n;
+    }
+    (pages > 0).then(|| resident as f64 / pages as f64)
+}
+
+/// A warning when buffered ("device") reads run near the cached figure.
+fn device_verdict(ratios: &[f64], is_dev: bool) -> Option<String> {
+    if ratios.is_empty() {
+        return None;
+    }
+    let mut r = ratios.to_vec();
+    r.sort_by(|a, b| a.total_cmp(b));
+    let median = r[r.len() / 2];
+    (median >= NEAR_CACHED).then(|| {
+        format!(
+            "warning: the buffered (\"{}\") reads ran at {:.0}% of the cached reads: that is \
+             memory speed, not {}. Typical causes: a RAM-backed device (zram, a loop device whose \
+             backing file sits in the page cache), or a cache the flush could not drop. Do not \
+             read buffered_read as a device figure here.",
+            if is_dev { "device" } else { "file" },
+            median * 100.0,
+            if is_dev {
+                "the device's"
+            } else {
+                "the storage's"
+            }
+        )
+    })
 }
 
 impl DeviceReadRun {
@@ -221,32 +324,55 @@ impl DeviceReadRun {
 
 impl PointRun for DeviceReadRun {
     fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
-        // -t: flushed sequential reads.
-        self.flush(ctx)?;
-        let mut off = 0u64;
+        // -t: flushed sequential passes from offset 0, each stopping at the
+        // end of the device (or file), like hdparm. A pass starts only after
+        // a flush that mincore(2) shows took: a pass read from the page cache
+        // is not a device figure (on a loop device under a mounted
+        // filesystem BLKFLSBUF can leave everything cached, and wrapping
+        // round a small device then timed RAM).
         let mut bytes = 0u64;
         let mut timed = 0.0;
-        let mut t = Instant::now();
-        while timed + t.elapsed().as_secs_f64() < self.duration {
-            ctx.check_cancel()?;
-            if off >= self.size {
-                timed += t.elapsed().as_secs_f64();
-                self.flush(ctx)?;
-                off = 0;
-                t = Instant::now();
+        let mut passes = 0u32;
+        let mut worst = 0.0f64;
+        while timed < self.duration {
+            self.flush(ctx)?;
+            let check = if self.last_pass == 0 {
+                self.size.min(1 << 30)
+            } else {
+                self.last_pass
+            };
+            let resident = resident_share(&self.file, check);
+            if let Some(r) = resident {
+                if r > STILL_CACHED && passes > 0 {
+                    self.cut_short += 1;
+                    break;
+                }
+                if r > STILL_CACHED {
+                    self.first_cached += 1;
+                }
+                worst = worst.max(r);
             }
-            let n = self
-                .file
-                .read_at(self.buf.as_mut_slice(), off)
-                .map_err(|e| Error::io("cannot read", &self.path, e))?;
-            if n == 0 {
-                off = self.size;
-                continue;
+            passes += 1;
+            let mut off = 0u64;
+            let t = Instant::now();
+            while off < self.size && timed + t.elapsed().as_secs_f64() < self.duration {
+                if off % (64 << 20) == 0 {
+                    ctx.check_cancel()?;
+                }
+                let n = self
+                    .file
+                    .read_at(self.buf.as_mut_slice(), off)
+                    .map_err(|e| Error::io("cannot read", &self.path, e))?;
+                if n == 0 {
+                    break;
+                }
+                off += n as u64;
             }
-            off += n as u64;
-            bytes += n as u64;
+            timed += t.elapsed().as_secs_f64();
+            bytes += off;
+            self.last_pass = off.max(CHUNK as u64);
         }
-        timed += t.elapsed().as_secs_f64();
+        self.passes.push(passes);
         let buffered = bytes as f64 / timed;
 
         // -T: cached re-reads of the first 2 MiB.
@@ -269,9 +395,14 @@ impl PointRun for DeviceReadRun {
             bytes += n as u64;
         }
         let cached = bytes as f64 / t.elapsed().as_secs_f64();
-        Ok(TrialValues::new()
+        self.ratios.push(buffered / cached);
+        let mut v = TrialValues::new()
             .with("buffered_read", buffered)
-            .with("cached_read", cached))
+            .with("cached_read", cached);
+        if self.mincore_ok {
+            v.set("resident_after_flush", worst);
+        }
+        Ok(v)
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
@@ -287,14 +418,86 @@ impl PointRun for DeviceReadRun {
             ),
             self.flush_note.clone(),
             self.fallback.clone().unwrap_or_default(),
+            format!(
+                "buffered_read: passes from offset 0 that stop at the end of the {} ({} B), each \
+                 after a flush checked with mincore(2); passes per trial: {}",
+                if self.is_dev { "device" } else { "file" },
+                self.size,
+                self.passes
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
             "use the trimmed mean of each metric (lowest and highest trial dropped), as with \
                  repeated hdparm -tT runs"
                 .into(),
         ];
+        if !self.mincore_ok {
+            notes.push(
+                "cannot check with mincore(2) whether the flush emptied the cache (mmap of the \
+                 source refused): buffered_read may include cached data"
+                    .into(),
+            );
+        }
+        if self.cut_short > 0 {
+            notes.push(format!(
+                "warning: {} time(s) the flush left more than {:.0}% of the range in the page \
+                 cache; those passes were not timed (the trial ended early instead)",
+                self.cut_short,
+                STILL_CACHED * 100.0
+            ));
+        }
+        if self.first_cached > 0 {
+            notes.push(format!(
+                "warning: in {} trial(s) the flush left more than {:.0}% of the range in the page \
+                 cache before the first pass (see resident_after_flush): those buffered_read \
+                 figures include cached data",
+                self.first_cached,
+                STILL_CACHED * 100.0
+            ));
+        }
+        notes.extend(device_verdict(&self.ratios, self.is_dev));
         notes.retain(|n| !n.is_empty());
         Ok(PointExtras {
             notes,
             ..Default::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// The flush check (issue 11.6): mincore sees a file's pages leave and
+    /// come back into the page cache.
+    #[test]
+    fn resident_share_follows_the_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut f = File::create(&path).unwrap();
+        f.write_all(&vec![7u8; 8 << 20]).unwrap();
+        f.sync_all().unwrap();
+        let f = File::open(&path).unwrap();
+        fadvise_dontneed(&f, &path).unwrap();
+        let cold = resident_share(&f, 8 << 20).unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        for i in 0..8u64 {
+            f.read_at(&mut buf, i << 20).unwrap();
+        }
+        let warm = resident_share(&f, 8 << 20).unwrap();
+        assert!(cold < STILL_CACHED, "after DONTNEED: {cold}");
+        assert!(warm > 0.9, "after reading: {warm}");
+    }
+
+    #[test]
+    fn a_device_figure_near_the_cached_one_is_flagged() {
+        assert!(device_verdict(&[0.9, 1.0, 0.95], true)
+            .unwrap()
+            .contains("memory speed"));
+        assert!(device_verdict(&[0.2, 0.3, 0.25], true).is_none());
+        assert!(device_verdict(&[], true).is_none());
     }
 }

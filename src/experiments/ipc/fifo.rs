@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use crate::engine::{Ctx, Experiment, MetricSpec, Needs, ParamSpec, Point, PointRun, RunDefaults};
 use crate::{Error, Result};
 
-use super::pingpong::{cpu_param, placement, Channel, PingPong, PingPongRun};
+use super::pingpong::{cpu_param, placement, placement_metrics, Channel, PingPong, PingPongRun};
 
 pub struct Fifo;
 
@@ -33,17 +33,20 @@ impl Experiment for Fifo {
          forking one child. One round trip = tunelab write()s 1 byte into the first FIFO, the \
          child read()s it and writes it into the second, tunelab read()s it. A trial times a \
          batch of round trips lasting at least 200 ms and reports seconds per round trip; \
-         every round trip also goes into an HDR histogram. cpu=any|same|split as in ipc.pipe."
+         every round trip also goes into an HDR histogram. cpu=same (default)|split|any and the \
+         placement metrics as in ipc.pipe."
     }
     fn params(&self) -> Vec<ParamSpec> {
         vec![cpu_param()]
     }
     fn metrics(&self) -> Vec<MetricSpec> {
-        vec![MetricSpec::lower(
+        let mut v = vec![MetricSpec::lower(
             "round_trip",
             "s",
             "time of one 1-byte round trip over two named FIFOs",
-        )]
+        )];
+        v.extend(placement_metrics(false));
+        v
     }
     fn needs(&self) -> Needs {
         Needs::SCRATCH

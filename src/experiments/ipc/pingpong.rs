@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use super::child::{self, Children, CpuSet, PinGuard};
-use crate::engine::{Ctx, ParamKind, ParamSpec, PointExtras, PointRun, TrialValues};
+use crate::engine::{Ctx, MetricSpec, ParamKind, ParamSpec, PointExtras, PointRun, TrialValues};
 use crate::experiments::util::MIN_TRIAL;
 use crate::safety::AlignedBuf;
 use crate::stats::LatencyRecorder;
@@ -73,10 +73,12 @@ pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd)> {
 pub(crate) fn cpu_param() -> ParamSpec {
     ParamSpec::new(
         "cpu",
-        ParamKind::Choice(&["any", "same", "split"]),
-        "any",
-        "placement: any (scheduler decides, like perf bench), same (both on one CPU: \
-         pure context switches), split (tunelab and the child on different CPUs)",
+        ParamKind::Choice(&["same", "split", "any"]),
+        "same",
+        "placement: same (default: both pinned to the first CPU tunelab may use: pure context \
+         switches, reproducible, works on one-CPU boards), split (tunelab and the child on two \
+         different CPUs: cross-CPU wake-ups), any (the scheduler decides, like perf bench; the \
+         notes say where it put them and flag a bimodal run)",
     )
 }
 
@@ -109,7 +111,85 @@ pub(crate) struct PingPong {
     hist: LatencyRecorder,
     _pin: PinGuard,
     what: &'static str,
+    /// The placement asked for (any, same, split).
+    cpu_mode: String,
+    echo_pid: libc::pid_t,
+    writer_pid: Option<libc::pid_t>,
+    /// Per trial, where the two sides of the round trips / the stream ran.
+    rt_place: Vec<Placement>,
+    bw_place: Vec<Placement>,
 }
+
+/// Where tunelab and a child ran during one trial: CPUs seen in samples
+/// (tunelab: sched_getcpu; the child: field 39 of /proc/PID/stat, the CPU it
+/// last ran on), how often both were on the same CPU, and migrations of
+/// both (se.nr_migrations in /proc/…/sched; None when the kernel has no
+/// CONFIG_SCHED_DEBUG).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Placement {
+    pub samples: u32,
+    pub same: u32,
+    pub mine: std::collections::BTreeSet<usize>,
+    pub theirs: std::collections::BTreeSet<usize>,
+    pub migrations: Option<u64>,
+}
+
+impl Placement {
+    pub fn same_share(&self) -> f64 {
+        if self.samples == 0 {
+            0.0
+        } else {
+            self.same as f64 / self.samples as f64
+        }
+    }
+
+    fn sample(&mut self, child: libc::pid_t) {
+        // SAFETY: sched_getcpu has no preconditions.
+        let me = unsafe { libc::sched_getcpu() };
+        if let (true, Some(c)) = (me >= 0, last_cpu(child)) {
+            self.samples += 1;
+            self.mine.insert(me as usize);
+            self.theirs.insert(c);
+            if c == me as usize {
+                self.same += 1;
+            }
+        }
+    }
+}
+
+/// Field 39 (processor) of /proc/PID/stat: the CPU the process last ran on.
+pub(crate) fn last_cpu(pid: libc::pid_t) -> Option<usize> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_last_cpu(&s)
+}
+
+/// Pure part of [`last_cpu`]: fields after the command name's closing ')'
+/// start at field 3.
+pub(crate) fn parse_last_cpu(stat: &str) -> Option<usize> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(39 - 3)?.parse().ok()
+}
+
+/// se.nr_migrations of a process (or "thread-self"), when the kernel shows it.
+fn migrations(who: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{who}/sched")).ok()?;
+    s.lines().find_map(|l| {
+        let v = l.strip_prefix("se.nr_migrations")?;
+        v.trim_start_matches([' ', ':']).trim().parse().ok()
+    })
+}
+
+fn migrations_of(pids: &[libc::pid_t]) -> Option<u64> {
+    let mut n = migrations("thread-self")?;
+    for p in pids {
+        n += migrations(&p.to_string())?;
+    }
+    Some(n)
+}
+
+/// Seconds between placement samples inside a trial (a sample costs a
+/// /proc read, ~10-20 us, and its time is left out of the measurement).
+const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl PingPong {
     /// Start the echo child on `lat` and, with `bw`, a writer child sending
@@ -126,7 +206,8 @@ impl PingPong {
         let child_set = theirs.map(CpuSet::one);
         let mut kids = Children::new();
         let (cin, cout) = (lat.child_in, lat.child_out);
-        kids.spawn(move || {
+        let mut writer_pid = None;
+        let echo_pid = kids.spawn(move || {
             if let Some(s) = &child_set {
                 child::pin_self(s);
             }
@@ -145,24 +226,21 @@ impl PingPong {
         let bw = match bw {
             Some(mut ch) => {
                 let src = AlignedBuf::random(chunk, 7)?;
-                let (cin, cout) = (ch.child_in, ch.child_out);
-                kids.spawn(move || {
+                let cout = ch.child_out;
+                // Like lmbench bw_pipe/bw_unix: write continuously; the
+                // reader's pace is the only brake (a full pipe blocks).
+                let pid = kids.spawn(move || {
                     if let Some(s) = &child_set {
                         child::pin_self(s);
                     }
                     let data = &src.as_slice()[..chunk];
-                    let mut cmd = [0u8; 8];
                     loop {
-                        if !child::read_exact(cin, &mut cmd) {
+                        if !child::write_all(cout, data) {
                             return 0;
-                        }
-                        for _ in 0..u64::from_ne_bytes(cmd) {
-                            if !child::write_all(cout, data) {
-                                return 1;
-                            }
                         }
                     }
                 })?;
+                writer_pid = Some(pid);
                 ch.child_only.clear();
                 Some(ch)
             }
@@ -180,11 +258,16 @@ impl PingPong {
             hist: LatencyRecorder::new(),
             _pin: pin,
             what,
+            cpu_mode: cpu.to_string(),
+            echo_pid,
+            writer_pid,
+            rt_place: Vec::new(),
+            bw_place: Vec::new(),
         };
         // Wake both children up and fault everything in.
         pp.ping(ctx, 200, false)?;
         if pp.bw.is_some() {
-            pp.stream(ctx, 4)?;
+            pp.stream(ctx, 4 * chunk as u64)?;
         }
         Ok(pp)
     }
@@ -213,28 +296,54 @@ impl PingPong {
         Ok(start.elapsed().as_secs_f64())
     }
 
-    /// Ask the writer for `n` chunks and read them; seconds taken.
-    fn stream(&mut self, ctx: &Ctx, n: u64) -> Result<f64> {
+    /// Read `want` bytes of the continuous stream; seconds taken.
+    fn stream(&mut self, ctx: &Ctx, want: u64) -> Result<f64> {
+        let start = Instant::now();
+        self.stream_until(ctx, |got, _| got >= want, None)?;
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    /// Read the writer's continuous stream in `chunk`-byte reads until
+    /// `done(bytes, elapsed)`; placement samples (untimed) every
+    /// `SAMPLE_EVERY` when `place` is given. Returns (bytes, seconds
+    /// reading, sampling time excluded).
+    fn stream_until(
+        &mut self,
+        ctx: &Ctx,
+        done: impl Fn(u64, std::time::Duration) -> bool,
+        mut place: Option<&mut Placement>,
+    ) -> Result<(u64, f64)> {
         let PingPong {
             bw,
             buf,
             chunk,
             kids,
             what,
+            writer_pid,
             ..
         } = self;
         let Some(bw) = bw else {
-            return Ok(0.0);
+            return Ok((0, 0.0));
         };
-        let want = n * *chunk as u64;
         let buf = &mut buf.as_mut_slice()[..*chunk];
         let start = Instant::now();
-        if !child::write_all(bw.to_child, &n.to_ne_bytes()) {
-            return Err(broken(what));
-        }
+        let mut untimed = std::time::Duration::ZERO;
+        let mut next_sample = start;
         let mut got = 0u64;
         let mut calls = 0u32;
-        while got < want {
+        loop {
+            let now = Instant::now();
+            if done(got, now - start - untimed) {
+                break;
+            }
+            if let (Some(p), Some(w)) = (place.as_deref_mut(), *writer_pid) {
+                if now >= next_sample {
+                    p.sample(w);
+                    let after = Instant::now();
+                    untimed += after - now;
+                    next_sample = after + SAMPLE_EVERY;
+                }
+            }
             let k = child::read_some(bw.from_child, buf);
             if k == 0 {
                 return Err(broken(what));
@@ -243,47 +352,35 @@ impl PingPong {
             calls = calls.wrapping_add(1);
             if calls % 4096 == 0 {
                 if let Err(e) = ctx.check_cancel() {
-                    // The writer would stay blocked on a full pipe: stop it now.
                     kids.kill_all();
                     return Err(e);
                 }
             }
         }
         std::hint::black_box(&buf);
-        Ok(start.elapsed().as_secs_f64())
+        Ok((got, (start.elapsed() - untimed).as_secs_f64()))
     }
 
     fn broken(&self) -> Error {
         broken(self.what)
     }
 
-    /// Round trips in blocks of 256 until at least `MIN_TRIAL` has passed:
+    /// Round trips in blocks of 256 until at least `MIN_TRIAL` has passed,
+    /// with a placement sample (untimed) at most every `SAMPLE_EVERY`:
     /// (count, seconds).
-    fn ping_for_min_trial(&mut self, ctx: &Ctx) -> Result<(u64, f64)> {
-        let start = Instant::now();
+    fn ping_for_min_trial(&mut self, ctx: &Ctx, place: &mut Placement) -> Result<(u64, f64)> {
         let mut n = 0u64;
+        let mut t = 0.0;
+        let mut next_sample = Instant::now();
         loop {
-            self.ping(ctx, 256, true)?;
-            n += 256;
-            let t = start.elapsed();
-            if t >= MIN_TRIAL {
-                return Ok((n, t.as_secs_f64()));
+            if Instant::now() >= next_sample {
+                place.sample(self.echo_pid);
+                next_sample = Instant::now() + SAMPLE_EVERY;
             }
-        }
-    }
-
-    /// Requests of about 1 MiB until at least `MIN_TRIAL` has passed:
-    /// (chunks, seconds).
-    fn stream_for_min_trial(&mut self, ctx: &Ctx) -> Result<(u64, f64)> {
-        let per = ((1u64 << 20) / self.chunk as u64).max(1);
-        let start = Instant::now();
-        let mut n = 0u64;
-        loop {
-            self.stream(ctx, per)?;
-            n += per;
-            let t = start.elapsed();
-            if t >= MIN_TRIAL {
-                return Ok((n, t.as_secs_f64()));
+            t += self.ping(ctx, 256, true)?;
+            n += 256;
+            if t >= MIN_TRIAL.as_secs_f64() {
+                return Ok((n, t));
             }
         }
     }
@@ -291,14 +388,31 @@ impl PingPong {
     pub fn trial(&mut self, ctx: &Ctx, latency: bool, bandwidth: bool) -> Result<TrialValues> {
         let mut v = TrialValues::new();
         if latency {
-            let (n, t) = self.ping_for_min_trial(ctx)?;
+            let mut place = Placement::default();
+            let m0 = migrations_of(&[self.echo_pid]);
+            let (n, t) = self.ping_for_min_trial(ctx, &mut place)?;
+            place.migrations = m0.zip(migrations_of(&[self.echo_pid])).map(|(a, b)| b - a);
             self.round_trips = n;
             v.set("round_trip", t / n as f64);
+            v.set("rt_same_cpu", place.same_share());
+            if let Some(m) = place.migrations {
+                v.set("rt_migrations", m as f64);
+            }
+            self.rt_place.push(place);
         }
         if bandwidth && self.bw.is_some() {
-            let (n, t) = self.stream_for_min_trial(ctx)?;
-            self.chunks = n;
-            v.set("bandwidth", (n * self.chunk as u64) as f64 / t);
+            let mut place = Placement::default();
+            let w: Vec<_> = self.writer_pid.into_iter().collect();
+            let m0 = migrations_of(&w);
+            let (bytes, t) = self.stream_until(ctx, |_, el| el >= MIN_TRIAL, Some(&mut place))?;
+            place.migrations = m0.zip(migrations_of(&w)).map(|(a, b)| b - a);
+            self.chunks = bytes / self.chunk as u64;
+            v.set("bandwidth", bytes as f64 / t);
+            v.set("bw_same_cpu", place.same_share());
+            if let Some(m) = place.migrations {
+                v.set("bw_migrations", m as f64);
+            }
+            self.bw_place.push(place);
         }
         Ok(v)
     }
@@ -311,10 +425,24 @@ impl PingPong {
         )];
         if self.bw.is_some() {
             notes.push(format!(
-                "requests of ~1 MiB until a trial lasts 200 ms ({} writes of {} B in the last trial), bytes counted once (as received)",
-                self.chunks, self.chunk
+                "continuous stream like lmbench bw_pipe/bw_unix: the writer write()s {} B pieces \
+                 without pause, tunelab read()s for 200 ms per trial (~{} reads' worth in the \
+                 last trial), bytes counted once (as received)",
+                self.chunk, self.chunks
             ));
         }
+        notes.extend(placement_notes(
+            &self.cpu_mode,
+            "round trips",
+            "echo child",
+            &self.rt_place,
+        ));
+        notes.extend(placement_notes(
+            &self.cpu_mode,
+            "stream",
+            "writer child",
+            &self.bw_place,
+        ));
         PointExtras {
             histograms: if self.hist.is_empty() {
                 vec![]
@@ -325,6 +453,64 @@ impl PingPong {
             ..Default::default()
         }
     }
+}
+
+/// "placement: …" notes for one measurement over the trials of a point,
+/// and a warning when the trials split between same-CPU and cross-CPU.
+pub(crate) fn placement_notes(
+    mode: &str,
+    what: &str,
+    child: &str,
+    trials: &[Placement],
+) -> Vec<String> {
+    if trials.is_empty() {
+        return vec![];
+    }
+    let cpus = |f: fn(&Placement) -> &std::collections::BTreeSet<usize>| {
+        let all: std::collections::BTreeSet<usize> =
+            trials.iter().flat_map(|p| f(p).iter().copied()).collect();
+        all.iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let shares: Vec<String> = trials
+        .iter()
+        .map(|p| format!("{:.0}%", 100.0 * p.same_share()))
+        .collect();
+    let migr = if trials.iter().all(|p| p.migrations.is_some()) {
+        let m: Vec<String> = trials
+            .iter()
+            .map(|p| p.migrations.unwrap_or(0).to_string())
+            .collect();
+        format!("; migrations per trial (both sides): {}", m.join(" "))
+    } else {
+        "; migrations not available (no /proc/PID/sched: kernel without CONFIG_SCHED_DEBUG)"
+            .to_string()
+    };
+    let mut out = vec![format!(
+        "placement ({what}, cpu={mode}): tunelab ran on CPU {}, the {child} on CPU {}; both on the \
+         same CPU in {} of samples per trial{migr}",
+        cpus(|p| &p.mine),
+        cpus(|p| &p.theirs),
+        shares.join(" "),
+    )];
+    if bimodal(trials) {
+        out.push(format!(
+            "warning: BIMODAL placement ({what}): some trials ran with both processes on one CPU \
+             (context switches), others on two CPUs (cross-CPU wake-ups); the two cost very \
+             different times and the summary mixes them. Use cpu=same or cpu=split to measure one \
+             of them."
+        ));
+    }
+    out
+}
+
+/// Trials split between mostly-same-CPU (>= 80% of samples) and
+/// mostly-different-CPU (<= 20%).
+pub(crate) fn bimodal(trials: &[Placement]) -> bool {
+    let sampled = || trials.iter().filter(|p| p.samples > 0);
+    sampled().any(|p| p.same_share() >= 0.8) && sampled().any(|p| p.same_share() <= 0.2)
 }
 
 fn broken(what: &str) -> Error {
@@ -347,6 +533,37 @@ impl PointRun for PingPongRun {
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
         Ok(self.pp.extras())
     }
+}
+
+/// Per-trial placement metrics: share of samples with both sides on one CPU
+/// and migrations, for the round trips and (with `bandwidth`) the stream.
+pub(crate) fn placement_metrics(bandwidth: bool) -> Vec<MetricSpec> {
+    let mut v = vec![
+        MetricSpec::higher(
+            "rt_same_cpu",
+            "ratio",
+            "round trips: share of placement samples with tunelab and the echo child on the same \
+             CPU (1 = context switches, 0 = cross-CPU wake-ups)",
+        ),
+        MetricSpec::lower(
+            "rt_migrations",
+            "count",
+            "round trips: CPU migrations of tunelab and the echo child during the trial",
+        ),
+    ];
+    if bandwidth {
+        v.push(MetricSpec::higher(
+            "bw_same_cpu",
+            "ratio",
+            "stream: share of placement samples with tunelab and the writer on the same CPU",
+        ));
+        v.push(MetricSpec::lower(
+            "bw_migrations",
+            "count",
+            "stream: CPU migrations of tunelab and the writer during the trial",
+        ));
+    }
+    v
 }
 
 /// Parameters shared by the two-process ping-pong experiments (ipc.pipe, ipc.unix).
@@ -393,4 +610,41 @@ pub(crate) fn prepare_pair(
         latency,
         bandwidth,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_cpu_from_stat() {
+        // A command name with spaces and parentheses, processor = 3.
+        let mut fields: Vec<String> = (3..=52).map(|i| i.to_string()).collect();
+        fields[39 - 3] = "3".into();
+        let stat = format!("1234 (a (b) c) {}", fields.join(" "));
+        assert_eq!(parse_last_cpu(&stat), Some(3));
+        assert_eq!(parse_last_cpu("garbage"), None);
+        // SAFETY: getpid has no preconditions.
+        let me = unsafe { libc::getpid() };
+        assert!(last_cpu(me).is_some());
+    }
+
+    fn place(samples: u32, same: u32) -> Placement {
+        Placement {
+            samples,
+            same,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn bimodal_placement_is_flagged() {
+        let mixed = [place(20, 20), place(20, 0), place(20, 19)];
+        assert!(bimodal(&mixed));
+        let notes = placement_notes("any", "round trips", "echo child", &mixed);
+        assert!(notes.iter().any(|n| n.contains("BIMODAL")), "{notes:?}");
+        assert!(notes[0].contains("100% 0% 95%"), "{notes:?}");
+        assert!(!bimodal(&[place(20, 20), place(20, 18)]));
+        assert!(!bimodal(&[place(20, 0), place(20, 1)]));
+    }
 }

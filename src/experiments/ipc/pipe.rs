@@ -6,7 +6,9 @@
 use crate::engine::{Ctx, Experiment, MetricSpec, ParamSpec, Point, PointRun, RunDefaults};
 use crate::Result;
 
-use super::pingpong::{pair_params, placement, prepare_pair, Channel, PAIR_DEFAULTS};
+use super::pingpong::{
+    pair_params, placement, placement_metrics, prepare_pair, Channel, PAIR_DEFAULTS,
+};
 
 pub struct Pipe;
 
@@ -23,19 +25,26 @@ impl Experiment for Pipe {
          it and write()s it back into the second, tunelab read()s it (blocking I/O, so every \
          round trip includes two wake-ups and, on one CPU, two context switches). This is one \
          'op' of `perf bench sched pipe` (which sends a 4-byte int; the size makes no \
-         measurable difference). A trial times a batch of round trips lasting at least 200 ms \
-         (monotonic clock) and reports seconds per round trip; every round trip is also \
-         recorded in an HDR histogram. Bandwidth: a second child write()s `chunk`-byte pieces \
-         of random data into a pipe as fast as it can; tunelab read()s them with `chunk`-byte \
-         reads; bytes are counted once, as received, over a batch of at least 200 ms, in B/s. \
-         cpu=any lets the scheduler place both processes (as perf bench does); same pins both \
-         to one CPU; split pins them to two different CPUs. perf bench sched pipe times a \
-         whole run (forking and reaping its two workers included, well under 1% of a run of \
-         >= 30000 loops) and prints the mean; tunelab's trial is likewise a mean over a batch, \
-         so the two agree when compared over runs of similar length on the same machine \
-         (bench/micro_vs_reference.sh). With cpu=any the result depends on where the scheduler \
-         puts the two processes: same CPU ~ two context switches per round trip, different \
-         CPUs = two cross-CPU wake-ups, much slower on a VM with an idle vCPU."
+         measurable difference). A trial times batches of 256 round trips until 200 ms have \
+         passed (monotonic clock) and reports seconds per round trip; every round trip is also \
+         recorded in an HDR histogram. Bandwidth, like lmbench bw_pipe: a second child write()s \
+         `chunk`-byte pieces (64 KiB) of random data into a pipe continuously; tunelab read()s \
+         them with `chunk`-byte reads for 200 ms per trial; bytes counted once, as received, in \
+         B/s. (An earlier version asked the writer for ~1 MiB batches and let the pipe drain \
+         between them: that handshake cost up to a third of the figure when the two processes \
+         ran on different CPUs and no reference tool has it, so it was removed.) Placement: \
+         cpu=same (default) pins both processes to the first CPU tunelab may use: \
+         reproducible, possible on a one-CPU board, and the pure cost of the pipe plus two \
+         context switches; cpu=split pins them to two different CPUs: cross-CPU wake-ups, much \
+         slower on a VM with an idle vCPU; cpu=any lets the scheduler place them, as perf bench \
+         does (bench/micro_vs_reference.sh compares that with perf). Every trial records where \
+         the two sides ran (tunelab: sched_getcpu; the child: /proc/PID/stat field 39, sampled \
+         every 10 ms, untimed) as rt_same_cpu / bw_same_cpu (share of samples on one CPU) and \
+         rt_migrations / bw_migrations (se.nr_migrations of both, from /proc/PID/sched); the \
+         notes list the CPUs and flag a run whose trials split between the two placements \
+         (bimodal). test=both measures the round trips first, then the stream, in each trial; \
+         the writer is blocked on its full pipe during the round trips, so they match \
+         test=latency."
     }
     fn params(&self) -> Vec<ParamSpec> {
         pair_params()
@@ -53,6 +62,9 @@ impl Experiment for Pipe {
                 "bytes moved through one pipe per second, counted once",
             ),
         ]
+        .into_iter()
+        .chain(placement_metrics(true))
+        .collect()
     }
     fn defaults(&self) -> RunDefaults {
         PAIR_DEFAULTS

@@ -4,7 +4,9 @@
 use crate::engine::{Ctx, Experiment, MetricSpec, ParamSpec, Point, PointRun, RunDefaults};
 use crate::Result;
 
-use super::pingpong::{pair_params, placement, prepare_pair, Channel, PAIR_DEFAULTS};
+use super::pingpong::{
+    pair_params, placement, placement_metrics, prepare_pair, Channel, PAIR_DEFAULTS,
+};
 
 pub struct Unix;
 
@@ -18,19 +20,20 @@ impl Experiment for Unix {
     fn method(&self) -> &'static str {
         "Like ipc.pipe, over a socketpair(AF_UNIX, SOCK_STREAM) per child instead of two pipes. \
          Latency: tunelab write()s 1 byte, the forked child read()s it and writes it back; a \
-         trial times a batch of round trips lasting at least 200 ms and reports seconds per \
-         round trip (every round trip also goes into an HDR histogram). Bandwidth: a second \
-         child write()s `chunk`-byte pieces of random data, tunelab read()s them; bytes are \
-         counted once, as received, in B/s. cpu=any|same|split as in ipc.pipe. An AF_UNIX \
-         round trip costs about twice a pipe round trip on the same CPU (socket buffers are \
-         allocated and freed per message). Placement dominates everything else: when the two \
-         processes run on different CPUs every message is a cross-CPU wake-up, and on a VM \
-         whose other vCPU is idle that means waking a halted vCPU through the hypervisor \
-         (on the 2-vCPU development VM a plain C ping-pong pinned to two CPUs took 130-165 us \
-         per round trip, pipes and sockets alike, against 5-20 us on one CPU; the ~100 us \
-         once seen for ipc.unix was this placement, not the socket code); under load it can reach milliseconds. cpu=any reports whatever the scheduler chose, \
-         which is why its trials can be bimodal; compare cpu=same and cpu=split to separate the \
-         two costs."
+         trial times batches of round trips until 200 ms have passed and reports seconds per \
+         round trip (every round trip also goes into an HDR histogram). Bandwidth, like lmbench \
+         bw_unix: a second child write()s `chunk`-byte pieces of random data continuously, \
+         tunelab read()s them for 200 ms per trial; bytes counted once, as received, in B/s. \
+         cpu=same (default)|split|any and the placement metrics and notes as in ipc.pipe. An \
+         AF_UNIX round trip costs about twice a pipe round trip on the same CPU (socket buffers \
+         are allocated and freed per message). Placement dominates everything else: when the \
+         two processes run on different CPUs every message is a cross-CPU wake-up, and on a VM \
+         whose other vCPU is idle that means waking a halted vCPU through the hypervisor (on \
+         the 2-vCPU development VM a plain C ping-pong pinned to two CPUs took 130-165 us per \
+         round trip, pipes and sockets alike, against 5-20 us on one CPU); under load it can \
+         reach milliseconds. cpu=any reports whatever the scheduler chose, which is why its \
+         trials can be bimodal (the notes say so); compare cpu=same and cpu=split to separate \
+         the two costs."
     }
     fn params(&self) -> Vec<ParamSpec> {
         pair_params()
@@ -48,6 +51,9 @@ impl Experiment for Unix {
                 "bytes moved through the socket per second, counted once",
             ),
         ]
+        .into_iter()
+        .chain(placement_metrics(true))
+        .collect()
     }
     fn defaults(&self) -> RunDefaults {
         PAIR_DEFAULTS
