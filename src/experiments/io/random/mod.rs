@@ -361,8 +361,7 @@ impl Experiment for Random {
             s => (s, format!("size = {}", format_size(s))),
         };
         let path = shared_file(ctx, size)?;
-        let (file, direct_note) = open(&path, want_direct)?;
-        let direct = want_direct && direct_note.is_none();
+        let (file, direct, open_notes) = open(&path, want_direct)?;
         let read_pct = read_pct(p.text("rw")?, p.f64("mix")?);
         let bufs = (0..depth)
             .map(|k| AlignedBuf::random(bs, 0x5eed + k as u64))
@@ -392,9 +391,7 @@ impl Experiment for Random {
                 if direct { "direct" } else { "buffered" }
             ),
         };
-        if let Some(n) = direct_note {
-            run.notes.push(n);
-        }
+        run.notes.extend(open_notes);
         if p.bool("steady")? {
             run.steady = Some(run.find_steady(
                 ctx,
@@ -439,8 +436,9 @@ fn shared_file(ctx: &Ctx, size: u64) -> Result<PathBuf> {
 }
 
 /// Open for reading and writing, O_DIRECT when asked and supported. The
-/// note says when direct I/O fell back to buffered.
-fn open(path: &Path, direct: bool) -> Result<(File, Option<String>)> {
+/// note says when direct I/O fell back to buffered (ramfs, vfat on old
+/// kernels, UBIFS, tmpfs before 6.6) or when the file is in memory anyway.
+fn open(path: &Path, direct: bool) -> Result<(File, bool, Vec<String>)> {
     let o = |flags| {
         std::fs::OpenOptions::new()
             .read(true)
@@ -448,26 +446,30 @@ fn open(path: &Path, direct: bool) -> Result<(File, Option<String>)> {
             .custom_flags(flags)
             .open(path)
     };
+    let fs = crate::system::mount_for_path(path).map(|m| m.fs_type);
+    let mut notes = Vec::new();
+    if matches!(fs.as_deref(), Some("tmpfs") | Some("ramfs")) {
+        notes.push(format!(
+            "the target is {}: the file lives in memory, so no storage device is measured",
+            fs.as_deref().unwrap_or("?")
+        ));
+    }
     if direct {
         match o(libc::O_DIRECT) {
-            Ok(f) => return Ok((f, None)),
+            Ok(f) => return Ok((f, true, notes)),
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                let fs = crate::system::mount_for_path(path)
-                    .map(|m| m.fs_type)
-                    .unwrap_or_else(|| "this file system".into());
                 let f = o(0).map_err(|e| Error::io("cannot open", path, e))?;
-                return Ok((
-                    f,
-                    Some(format!(
-                        "mode=direct fell back to BUFFERED: {fs} does not support O_DIRECT; \
-                         these figures include the page cache"
-                    )),
+                notes.push(format!(
+                    "mode=direct fell back to BUFFERED: {} does not support O_DIRECT; these \
+                     figures include the page cache",
+                    fs.as_deref().unwrap_or("this file system")
                 ));
+                return Ok((f, false, notes));
             }
             Err(e) => return Err(Error::io("cannot open", path, e)),
         }
     }
-    Ok((o(0).map_err(|e| Error::io("cannot open", path, e))?, None))
+    Ok((o(0).map_err(|e| Error::io("cannot open", path, e))?, false, notes))
 }
 
 /// A point that cannot run here (io_uring missing): no metrics, the reason

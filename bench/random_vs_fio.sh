@@ -1,0 +1,129 @@
+#!/bin/sh
+# io.random vs fio: 4 KiB random reads, O_DIRECT, at queue depth 1 and 32, with
+# psync (QD 32 = 32 threads) and io_uring (QD 32 = one ring), on the same file system
+# in one run, interleaved: every round runs each case with both tools back to back,
+# alternating which goes first, so both see the same device at the same minute.
+#
+# Each tool does the same work per case:
+#   tunelab  io.random rw=randread bs=4k mode=direct depth=QD engine=E size=SIZE
+#            duration=DUR: its own scratch file of SIZE (random data, fsync, untimed),
+#            1 warm-up trial + TRIALS trials of DUR seconds. IOPS = median of the trials;
+#            p99 = the 99th percentile of the point's merged HDR histogram (all measured
+#            trials' operations), latency from start to completion of each operation.
+#   fio      a file of SIZE in the same directory (laid out once by fio, fsync), one job
+#            --rw=randread --bs=4k --direct=1 --ioengine=E --norandommap --randrepeat=0
+#            (uniform random offsets with repeats, as tunelab), --ramp_time=DUR (the
+#            warm-up) --runtime=TRIALS*DUR --time_based --lat_percentiles=1;
+#            psync QD 32 = --numjobs=32 --thread --group_reporting, io_uring QD 32 =
+#            --iodepth=32. IOPS = read.iops; p99 = read.lat_ns percentile 99 (fio's total
+#            latency, submission included, which is what tunelab times).
+# Per round: ratio = tunelab / fio. Per case: median of the per-round ratios and its
+# range. PASS when the median IOPS ratio is within 5% of 1 and the median p99 ratio
+# within 10% of 1 (issue 17).
+#
+# Usage: bench/random_vs_fio.sh [TARGET_DIR] [SIZE] [ROUNDS]   (defaults /var/tmp 512M 3)
+#   env: TUNELAB=path/to/tunelab  TRIALS=3  DUR=1 (seconds)
+# Needs fio (with io_uring for those cases) and python3 to read JSON.
+set -eu
+TARGET=${1:-/var/tmp}
+SIZE=${2:-512M}
+ROUNDS=${3:-3}
+TRIALS=${TRIALS:-3}
+DUR=${DUR:-1}
+TL=${TUNELAB:-}
+if [ -z "$TL" ]; then
+    for c in "${CARGO_TARGET_DIR:-target}/release/tunelab" target/release/tunelab \
+        "${CARGO_TARGET_DIR:-target}/debug/tunelab"; do
+        [ -x "$c" ] && TL=$c && break
+    done
+    [ -z "$TL" ] && TL=$(command -v tunelab || true)
+fi
+[ -n "$TL" ] && [ -x "$TL" ] || { echo "tunelab binary not found (set TUNELAB=)" >&2; exit 2; }
+command -v fio >/dev/null || { echo "fio is not installed (apt-get install -y fio)" >&2; exit 4; }
+command -v python3 >/dev/null || { echo "python3 is needed to read the JSON" >&2; exit 4; }
+
+WORK=$(mktemp -d "$TARGET/.random-vs-fio.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM HUP
+ROWS="$WORK/rows"
+: >"$ROWS"
+
+# tl_case ENGINE QD -> "iops p99"
+tl_case() {
+    "$TL" run io.random -p rw=randread -p bs=4k -p mode=direct -p depth="$2" -p engine="$1" \
+        -p size="$SIZE" -p duration="$DUR" --warmup 1 --trials "$TRIALS" --quiet-check 0 \
+        --no-store --json --target "$WORK" >"$WORK/tl.json" 2>"$WORK/tl.err" \
+        || { cat "$WORK/tl.err" >&2; exit 1; }
+    python3 - "$WORK/tl.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+m = {x["name"]: x["summary"]["median"] for x in r["metrics"]}
+if "iops" not in m:
+    print("skip skip"); sys.exit()
+h = [h for h in r["histograms"] if h["name"] == "completion latency"][0]
+p99 = [p["value"] for p in h["percentiles"] if abs(p["p"] - 99) < 1e-9][0]
+print(m["iops"], p99)
+PY
+}
+
+# fio_case ENGINE QD -> "iops p99"
+fio_case() {
+    if [ "$1" = psync ]; then par="--numjobs=$2 --thread --group_reporting"; else par="--iodepth=$2"; fi
+    # shellcheck disable=SC2086
+    fio --name=cmp --filename="$WORK/fio.dat" --size="$SIZE" --bs=4k --rw=randread --direct=1 \
+        --ioengine="$1" $par --norandommap --randrepeat=0 --time_based \
+        --ramp_time="$DUR" --runtime=$((TRIALS * DUR)) --lat_percentiles=1 \
+        --output-format=json --output="$WORK/fio.json" >/dev/null 2>"$WORK/fio.err" \
+        || { echo "skip skip"; return 0; }
+    python3 - "$WORK/fio.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["jobs"][0]["read"]
+print(r["iops"], r["lat_ns"]["percentile"]["99.000000"] / 1e9)
+PY
+}
+
+echo "tunelab: $TL ($("$TL" --version 2>/dev/null || echo '?')); $(fio --version); kernel $(uname -r); $(nproc) CPUs"
+echo "target $TARGET ($(df -P "$TARGET" | awk 'NR==2 {print $1}'), $(stat -f -c %T "$TARGET")), file $SIZE," \
+    "$ROUNDS rounds x (1 warm-up + $TRIALS x ${DUR}s) per tool and case; 4 KiB randread, O_DIRECT"
+fio --name=layout --filename="$WORK/fio.dat" --size="$SIZE" --bs=1M --rw=write \
+    --ioengine=psync --end_fsync=1 --output-format=json >/dev/null
+printf "%-12s %5s %11s %11s %7s   %10s %10s %7s\n" case round "tl IOPS" "fio IOPS" ratio \
+    "tl p99" "fio p99" ratio
+i=1
+while [ "$i" -le "$ROUNDS" ]; do
+    for eng in psync io_uring; do
+        for qd in 1 32; do
+            if [ $((i % 2)) -eq 1 ]; then
+                t=$(tl_case "$eng" "$qd"); f=$(fio_case "$eng" "$qd")
+            else
+                f=$(fio_case "$eng" "$qd"); t=$(tl_case "$eng" "$qd")
+            fi
+            case "$t $f" in *skip*) echo "$eng-QD$qd $i skipped (engine unavailable)"; continue ;; esac
+            echo "$eng-QD$qd $i $t $f" >>"$ROWS"
+            echo "$eng-QD$qd $i $t $f" | awk '{
+                printf "%-12s %5d %11.0f %11.0f %7.3f   %8.3fms %8.3fms %7.3f\n",
+                    $1, $2, $3, $5, $3/$5, $4*1e3, $6*1e3, $4/$6 }'
+        done
+    done
+    i=$((i + 1))
+done
+
+echo
+python3 - "$ROWS" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+fail = False
+for case in dict.fromkeys(r[0] for r in rows):
+    rs = [r for r in rows if r[0] == case]
+    io = [float(r[2]) / float(r[4]) for r in rs]
+    lat = [float(r[3]) / float(r[5]) for r in rs]
+    mi, ml = statistics.median(io), statistics.median(lat)
+    ok = abs(mi - 1) <= 0.05 and abs(ml - 1) <= 0.10
+    fail |= not ok
+    print(f"{'PASS' if ok else 'FAIL'} {case:<12} n={len(rs)}  IOPS ratio median {mi:.3f} "
+          f"(range {min(io):.3f}..{max(io):.3f}), tunelab {statistics.median(float(r[2]) for r in rs):.0f} "
+          f"fio {statistics.median(float(r[4]) for r in rs):.0f}  |  p99 ratio median {ml:.3f} "
+          f"(range {min(lat):.3f}..{max(lat):.3f})")
+print("criterion: |median IOPS ratio - 1| <= 5% and |median p99 ratio - 1| <= 10%")
+sys.exit(1 if fail else 0)
+PY
