@@ -141,11 +141,7 @@ fn mixed_random_io_reports_percentiles_histograms_and_curves() {
             "{series:?}"
         );
     }
-    assert!(
-        entries(dir.path()).is_empty(),
-        "{:?}",
-        entries(dir.path())
-    );
+    assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
 }
 
 #[test]
@@ -171,7 +167,12 @@ fn steady_state_search_reports_rounds_and_ratio() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["name"].as_str().unwrap().starts_with("steady-state search"))
+        .find(|s| {
+            s["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("steady-state search")
+        })
         .expect("steady-state series")["points"]
         .as_array()
         .unwrap()
@@ -207,13 +208,22 @@ fn tmpfs_is_labelled_memory_and_direct_falls_back_where_refused() {
     let dir = tempfile::tempdir_in(shm).unwrap();
     let v = ok(&run(
         dir.path(),
-        &["rw=randread", "depth=2", "engine=psync", "size=8M", "duration=200ms"],
+        &[
+            "rw=randread",
+            "depth=2",
+            "engine=psync",
+            "size=8M",
+            "duration=200ms",
+        ],
         TWO,
     ));
     let r = &v["results"][0];
     assert!(median(r, "iops").unwrap() > 0.0);
     let n = notes(r);
-    assert!(n.contains("the target is tmpfs: the file lives in memory"), "{n}");
+    assert!(
+        n.contains("the target is tmpfs: the file lives in memory"),
+        "{n}"
+    );
     assert!(
         n.contains("O_DIRECT: page cache bypassed") || n.contains("fell back to BUFFERED: tmpfs"),
         "{n}"
@@ -241,11 +251,19 @@ fn direct_io_falls_back_to_buffered_on_ramfs() {
     }
     let out = run(
         dir.path(),
-        &["rw=randread,randwrite", "depth=2", "engine=psync,io_uring", "size=8M", "duration=200ms"],
+        &[
+            "rw=randread,randwrite",
+            "depth=2",
+            "engine=psync,io_uring",
+            "size=8M",
+            "duration=200ms",
+        ],
         TWO,
     );
     let left = entries(dir.path());
-    let _ = std::process::Command::new("umount").arg(dir.path()).status();
+    let _ = std::process::Command::new("umount")
+        .arg(dir.path())
+        .status();
     let v = ok(&out);
     for r in v["results"].as_array().unwrap() {
         if uring_skipped(r) {
@@ -253,7 +271,10 @@ fn direct_io_falls_back_to_buffered_on_ramfs() {
         }
         assert!(median(r, "iops").unwrap() > 0.0);
         let n = notes(r);
-        assert!(n.contains("mode=direct fell back to BUFFERED: ramfs"), "{n}");
+        assert!(
+            n.contains("mode=direct fell back to BUFFERED: ramfs"),
+            "{n}"
+        );
         assert!(n.contains("buffered: the file's cache dropped"), "{n}");
     }
     assert!(left.is_empty(), "{left:?}");

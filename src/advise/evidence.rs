@@ -69,7 +69,13 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
             let results = store
                 .results_in(
                     id,
-                    &["io.record-size", "io.cache", "io.api", "io.pregrow", "io.random"],
+                    &[
+                        "io.record-size",
+                        "io.cache",
+                        "io.api",
+                        "io.pregrow",
+                        "io.random",
+                    ],
                 )
                 .unwrap_or_default();
             if ev.write_throughput.is_none() {

@@ -189,10 +189,9 @@ pub(super) fn scheduler(ev: &Evidence, w: Workload) -> Outcome {
         });
         let Some(m) = mixed else { continue };
         let depth = num(m, "depth") as u64;
-        let (Some(&(_, _, read_p99)), Some(mixed_p99)) = (
-            pts.iter().find(|p| p.0 == depth),
-            median(m, "read_p99"),
-        ) else {
+        let (Some(&(_, _, read_p99)), Some(mixed_p99)) =
+            (pts.iter().find(|p| p.0 == depth), median(m, "read_p99"))
+        else {
             continue;
         };
         if mixed_p99 < READ_STARVED * read_p99 {
@@ -316,9 +315,18 @@ mod tests {
 
     #[test]
     fn scheduler_advice_follows_the_measurement() {
-        let fast = ev("mq-deadline", vec![result("randread", 32, 80_000.0, 0.001, None)]);
-        assert_eq!(id(scheduler(&fast, Workload::General)), Some("io.scheduler-iops"));
-        let slow = ev("mq-deadline", vec![result("randread", 32, 3_000.0, 0.01, None)]);
+        let fast = ev(
+            "mq-deadline",
+            vec![result("randread", 32, 80_000.0, 0.001, None)],
+        );
+        assert_eq!(
+            id(scheduler(&fast, Workload::General)),
+            Some("io.scheduler-iops")
+        );
+        let slow = ev(
+            "mq-deadline",
+            vec![result("randread", 32, 3_000.0, 0.01, None)],
+        );
         assert_eq!(id(scheduler(&slow, Workload::General)), None);
         let starved = ev(
             "none",
@@ -327,7 +335,10 @@ mod tests {
                 result("randrw", 1, 500.0, 0.05, Some(0.04)),
             ],
         );
-        assert_eq!(id(scheduler(&starved, Workload::General)), Some("io.scheduler-reads"));
+        assert_eq!(
+            id(scheduler(&starved, Workload::General)),
+            Some("io.scheduler-reads")
+        );
         let fine = ev(
             "none",
             vec![

@@ -422,8 +422,10 @@ fn shared_file(ctx: &Ctx, size: u64) -> Result<PathBuf> {
     let name = format!("random-{size}-{:08x}", rand::random::<u32>());
     let path = scratch.file_path(&name);
     let mut f = scratch.create_file(&name, 0)?;
-    let laid = fill_file(&mut f, &path, size, 0x7a)
-        .and_then(|()| f.sync_all().map_err(|e| Error::io("cannot fsync", &path, e)));
+    let laid = fill_file(&mut f, &path, size, 0x7a).and_then(|()| {
+        f.sync_all()
+            .map_err(|e| Error::io("cannot fsync", &path, e))
+    });
     if let Err(e) = laid {
         drop(f);
         let _ = std::fs::remove_file(&path);
@@ -469,7 +471,11 @@ fn open(path: &Path, direct: bool) -> Result<(File, bool, Vec<String>)> {
             Err(e) => return Err(Error::io("cannot open", path, e)),
         }
     }
-    Ok((o(0).map_err(|e| Error::io("cannot open", path, e))?, false, notes))
+    Ok((
+        o(0).map_err(|e| Error::io("cannot open", path, e))?,
+        false,
+        notes,
+    ))
 }
 
 /// A point that cannot run here (io_uring missing): no metrics, the reason
@@ -761,7 +767,10 @@ mod tests {
             reads += r as u32;
         }
         assert!((6700..7300).contains(&reads), "{reads}");
-        let all_reads = Job { read_pct: 100, ..job };
+        let all_reads = Job {
+            read_pct: 100,
+            ..job
+        };
         assert!((0..100).all(|_| all_reads.next_op(&mut rng).1));
     }
 

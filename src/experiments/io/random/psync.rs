@@ -71,9 +71,9 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut [AlignedBuf], seed: u64) -> Resu
         handles
             .into_iter()
             .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(Error::measurement("io.random: a psync thread panicked"))),
+                Ok(h) => h.join().unwrap_or_else(|_| {
+                    Err(Error::measurement("io.random: a psync thread panicked"))
+                }),
                 Err(e) => Err(Error::environment(format!(
                     "io.random: cannot start an I/O thread ({e}); use a smaller depth"
                 ))),
@@ -161,7 +161,11 @@ fn worker(
             }
             Err(e) => {
                 result = Err(Error::io(
-                    if is_read { "cannot read" } else { "cannot write" },
+                    if is_read {
+                        "cannot read"
+                    } else {
+                        "cannot write"
+                    },
                     &job.path,
                     e,
                 ));

@@ -19,13 +19,17 @@ use crate::{Error, Result};
 
 /// Whether this kernel (and its seccomp/sysctl policy) lets us use io_uring.
 pub fn available() -> std::result::Result<(), String> {
-    IoUring::new(2).map(drop).map_err(|e| match e.raw_os_error() {
-        Some(libc::ENOSYS) => "the kernel has no io_uring (before 5.1, or CONFIG_IO_URING=n)".into(),
-        Some(libc::EPERM) => {
-            "io_uring is disabled (kernel.io_uring_disabled, or a seccomp policy)".into()
-        }
-        _ => e.to_string(),
-    })
+    IoUring::new(2)
+        .map(drop)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOSYS) => {
+                "the kernel has no io_uring (before 5.1, or CONFIG_IO_URING=n)".into()
+            }
+            Some(libc::EPERM) => {
+                "io_uring is disabled (kernel.io_uring_disabled, or a seccomp policy)".into()
+            }
+            _ => e.to_string(),
+        })
 }
 
 fn ring_err(what: &str, e: std::io::Error) -> Error {
@@ -127,7 +131,11 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut Vec<AlignedBuf>, seed: u64) -> R
                 if failed.is_none() {
                     failed = Some(if res < 0 {
                         Error::io(
-                            if is_read { "cannot read" } else { "cannot write" },
+                            if is_read {
+                                "cannot read"
+                            } else {
+                                "cannot write"
+                            },
                             job.path,
                             std::io::Error::from_raw_os_error(-res),
                         )
