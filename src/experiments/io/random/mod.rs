@@ -787,6 +787,46 @@ mod tests {
         assert_eq!(&b[512..520], &(8192u64 + 512).to_le_bytes());
     }
 
+    /// ramfs refuses O_DIRECT on every kernel (root: it mounts one).
+    #[test]
+    fn direct_open_falls_back_to_buffered_on_ramfs() {
+        if !crate::safety::is_root() {
+            eprintln!("SKIPPED: mounting a ramfs needs root");
+            return;
+        }
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "ramfs", "ramfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("SKIPPED: cannot mount a ramfs");
+            return;
+        }
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![1u8; 8192]).unwrap();
+        let got = open(&path, true);
+        let buffered = open(&path, false);
+        let _ = std::process::Command::new("umount")
+            .arg(dir.path())
+            .status();
+        let (_, direct, notes) = got.unwrap();
+        assert!(!direct);
+        let notes = notes.join("\n");
+        assert!(
+            notes.contains("mode=direct fell back to BUFFERED: ramfs"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("the target is ramfs: the file lives in memory"),
+            "{notes}"
+        );
+        let (_, direct, notes) = buffered.unwrap();
+        assert!(!direct);
+        assert!(!notes.join(" ").contains("fell back"));
+    }
+
     #[test]
     fn a_skipped_point_has_no_metrics_and_says_why() {
         let ctx = Ctx::new(None, PathBuf::from("/"), None);
