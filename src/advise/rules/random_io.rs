@@ -32,9 +32,14 @@ fn median(r: &PointResult, metric: &str) -> Option<f64> {
     r.metric(metric).map(|m| m.summary.median)
 }
 
-/// The io.random results grouped by everything but depth: (rw, bs, engine,
-/// mode) -> [(depth, iops, p99)] sorted by depth.
-fn curves(ev: &Evidence) -> BTreeMap<(String, u64, String, String), Vec<(u64, f64, f64)>> {
+/// (rw, bs, engine, mode): everything of an io.random point but its depth.
+type Workload4 = (String, u64, String, String);
+/// (depth, IOPS, p99 latency) per measured depth.
+type Curve = Vec<(u64, f64, f64)>;
+
+/// The io.random results grouped by everything but depth, each curve
+/// sorted by depth.
+fn curves(ev: &Evidence) -> BTreeMap<Workload4, Curve> {
     let mut out: BTreeMap<_, Vec<_>> = BTreeMap::new();
     for r in &ev.random_io {
         let (Some(iops), Some(p99)) = (median(r, "iops"), median(r, "lat_p99")) else {
@@ -107,7 +112,7 @@ pub(super) fn saturating_depth(ev: &Evidence, _: Workload) -> Outcome {
                 target(ev)
             ),
         };
-        if best.as_ref().is_none_or(|b| cost > b.2) {
+        if best.as_ref().map_or(true, |b| cost > b.2) {
             best = Some((rw, f, cost));
         }
     }

@@ -166,7 +166,7 @@ fn worker(
                     } else {
                         "cannot write"
                     },
-                    &job.path,
+                    job.path,
                     e,
                 ));
                 break;
