@@ -1,6 +1,9 @@
 //! engine=io_uring: one thread keeps `depth` reads/writes in flight on one
 //! ring (fio's io_uring engine with iodepth=depth, no registered files or
-//! buffers, no SQ polling). Every completion is replaced at once by a new
+//! buffers, no SQ polling). The ring is set up as fio sets its up:
+//! COOP_TASKRUN | SINGLE_ISSUER | DEFER_TASKRUN (completion work runs in our
+//! thread when it waits, not through interrupts and wake-ups), dropping
+//! the flags a kernel does not know (before 5.19/6.1). Every completion is replaced at once by a new
 //! operation on the freed buffer until the time is up; then the ring is
 //! drained. Latency = completion reaped − operation queued to the ring (the
 //! submit system call is inside it: fio's `lat`, clat + slat).
@@ -34,6 +37,22 @@ pub fn available() -> std::result::Result<(), String> {
 
 fn ring_err(what: &str, e: std::io::Error) -> Error {
     Error::measurement(format!("io.random engine=io_uring: {what}: {e}"))
+}
+
+/// A ring with fio's setup flags, or without them on older kernels.
+fn ring(entries: u32) -> Result<IoUring> {
+    let tuned = IoUring::builder()
+        .setup_coop_taskrun()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(entries);
+    match tuned {
+        Ok(r) => Ok(r),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            IoUring::new(entries).map_err(|e| ring_err("cannot set up a ring", e))
+        }
+        Err(e) => Err(ring_err("cannot set up a ring", e)),
+    }
 }
 
 /// Queues operations: the next random offset and direction for a buffer.
@@ -77,8 +96,7 @@ impl Issuer<'_> {
 /// never freed under the kernel's feet.
 pub fn run(job: &Job, dur: Duration, bufs: &mut Vec<AlignedBuf>, seed: u64) -> Result<Tally> {
     let depth = bufs.len();
-    let mut ring = IoUring::new(depth.next_power_of_two().max(2) as u32)
-        .map_err(|e| ring_err("cannot set up a ring", e))?;
+    let mut ring = ring(depth.next_power_of_two().max(2) as u32)?;
     let start = Instant::now();
     let mut is = Issuer {
         job,
