@@ -29,7 +29,7 @@
 # within 10% of 1 (issue 17).
 #
 # Usage: bench/random_vs_fio.sh [TARGET_DIR] [SIZE] [ROUNDS]   (defaults /var/tmp 512M 3)
-#   env: TUNELAB=path/to/tunelab  TRIALS=3  DUR=1 (seconds)  LAB=auto|0  LAB_IOPS=500
+#   env: TUNELAB=path/to/tunelab  TRIALS=3  DUR=1 (seconds)  HOST=1|0  LAB=auto|0  LAB_IOPS=500
 #        LAB_SIZE=64M
 # Needs fio (with io_uring for those cases) and python3 to read JSON; the lab part needs
 # root, losetup, mkfs.ext4 and a cgroup v1 blkio hierarchy (skipped with a note otherwise).
@@ -39,6 +39,7 @@ SIZE=${2:-512M}
 ROUNDS=${3:-3}
 TRIALS=${TRIALS:-3}
 DUR=${DUR:-1}
+HOST=${HOST:-1}
 LAB=${LAB:-auto}
 LAB_IOPS=${LAB_IOPS:-500}
 LAB_SIZE=${LAB_SIZE:-64M}
@@ -137,10 +138,14 @@ compare() {
 
 echo "tunelab: $TL ($("$TL" --version 2>/dev/null || echo '?')); $(fio --version); kernel $(uname -r); $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "4 KiB randread, O_DIRECT; $ROUNDS rounds x (1 warm-up + $TRIALS x ${DUR}s) per tool and case"
-echo "host: target $TARGET ($(df -P "$TARGET" | awk 'NR==2 {print $1}'), $(stat -f -c %T "$TARGET")), file $SIZE"
 printf "%-18s %5s %11s %11s %7s   %11s %11s %7s\n" case round "tl IOPS" "fio IOPS" ratio \
     "tl p99" "fio p99" ratio
-compare host "$WORK" "$SIZE" ""
+if [ "$HOST" = 1 ]; then
+    echo "host: target $TARGET ($(df -P "$TARGET" | awk 'NR==2 {print $1}'), $(stat -f -c %T "$TARGET")), file $SIZE"
+    compare host "$WORK" "$SIZE" ""
+else
+    echo "host: skipped (HOST=0)"
+fi
 
 lab_skip=""
 if [ "$LAB" = 0 ]; then
