@@ -346,7 +346,10 @@ impl Experiment for Random {
         }
         let (size, size_note) = match p.u64("size")? {
             0 => {
-                let free = scratch.free_bytes()?;
+                // The run's shared file counts as free: it is what this
+                // point would reuse, and otherwise every point would see
+                // less space and lay out a smaller file.
+                let free = scratch.free_bytes()? + shared_bytes_in(scratch.path());
                 let (s, why) = auto_size(mem.total, free);
                 if s < (bs as u64).max(8 << 20) {
                     return Err(Error::environment(format!(
@@ -400,6 +403,17 @@ impl Experiment for Random {
             )?);
         }
         Ok(Box::new(run))
+    }
+}
+
+/// Bytes of the run's shared file when it is in `dir`.
+fn shared_bytes_in(dir: &Path) -> u64 {
+    let shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    match shared.as_ref() {
+        Some((path, _)) if path.parent() == Some(dir) => {
+            std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+        }
+        _ => 0,
     }
 }
 
