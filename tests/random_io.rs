@@ -338,3 +338,53 @@ fn iops_match_a_blkio_iops_limit() {
     assert!(checked >= 4, "only {checked} points measured");
     assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
 }
+
+/// size=0 (auto) on a small file system: every point of a sweep must get
+/// the same file. (It used to count the first point's file as used space,
+/// so each later point laid out a smaller file.) Root: a small loop ext4.
+#[test]
+fn auto_size_is_the_same_for_every_point_on_a_small_disk() {
+    if !rustix::process::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
+        eprintln!("SKIPPED: needs root and loop devices");
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let v = ok(&run(
+        dir.path(),
+        &[
+            "size=0",
+            "rw=randread",
+            "depth=1,2,4",
+            "engine=psync",
+            "duration=100ms",
+        ],
+        &[
+            "--trials",
+            "1",
+            "--warmup",
+            "0",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "96M",
+        ],
+    ));
+    let sizes: Vec<String> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            notes(r)
+                .lines()
+                .find(|l| l.starts_with("size=auto: "))
+                .and_then(|l| l.split(" = ").next())
+                .expect("size note")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(sizes.len(), 3);
+    assert!(sizes.iter().all(|s| *s == sizes[0]), "{sizes:?}");
+    // Half of a ~90 MiB file system, whole MiB.
+    assert!(sizes[0].contains("MiB"), "{sizes:?}");
+    assert!(entries(dir.path()).is_empty());
+}
