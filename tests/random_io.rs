@@ -294,7 +294,11 @@ fn iops_match_a_blkio_iops_limit() {
     // The loop image goes in the target: on a tmpfs the device under the
     // throttle is memory, so the limit and not a busy host disk sets the rate.
     let shm = Path::new("/dev/shm");
-    let base = if shm.is_dir() { shm } else { Path::new("/var/tmp") };
+    let base = if shm.is_dir() {
+        shm
+    } else {
+        Path::new("/var/tmp")
+    };
     let dir = tempfile::tempdir_in(base).unwrap();
     let out = run(
         dir.path(),
