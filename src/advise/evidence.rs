@@ -24,6 +24,8 @@ pub struct Evidence {
     pub api: Vec<PointResult>,
     /// io.pregrow results, newest run only.
     pub pregrow: Vec<PointResult>,
+    /// io.random results, newest run only.
+    pub random_io: Vec<PointResult>,
     /// Runs whose monitor saw Dirty+Writeback above the throttle point:
     /// (run id, peak dirty+writeback bytes, throttle point bytes).
     pub throttled: Vec<(String, u64, u64)>,
@@ -59,10 +61,22 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
     for (id, environment) in &runs {
         let same_disk =
             disk.is_some() && environment.get("target.disk").map(String::as_str) == disk;
-        let wanted = ev.write_throughput.is_none() || ev.api.is_empty() || ev.pregrow.is_empty();
+        let wanted = ev.write_throughput.is_none()
+            || ev.api.is_empty()
+            || ev.pregrow.is_empty()
+            || ev.random_io.is_empty();
         if same_disk && wanted {
             let results = store
-                .results_in(id, &["io.record-size", "io.cache", "io.api", "io.pregrow"])
+                .results_in(
+                    id,
+                    &[
+                        "io.record-size",
+                        "io.cache",
+                        "io.api",
+                        "io.pregrow",
+                        "io.random",
+                    ],
+                )
                 .unwrap_or_default();
             if ev.write_throughput.is_none() {
                 ev.write_throughput = device_write_rate(id, &results);
@@ -79,6 +93,9 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
             }
             if ev.pregrow.is_empty() {
                 ev.pregrow = of("io.pregrow");
+            }
+            if ev.random_io.is_empty() {
+                ev.random_io = of("io.random");
             }
         }
         if let Ok(Some(s)) = store.peak_dirty_sample(id) {

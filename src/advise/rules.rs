@@ -25,6 +25,8 @@ pub const ALL: &[Rule] = &[
     governor,
     stdio_buffer,
     pregrow,
+    random_io::saturating_depth,
+    random_io::scheduler,
 ];
 
 /// Seconds of device writes the dirty limit may hold before it is a stall risk.
@@ -443,6 +445,8 @@ fn pregrow(ev: &Evidence, _: Workload) -> Outcome {
         verify: format!("tunelab run io.pregrow --target {}", target(ev)),
     })
 }
+
+mod random_io;
 
 #[cfg(test)]
 mod tests;

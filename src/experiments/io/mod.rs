@@ -9,6 +9,7 @@ pub mod device_read;
 pub mod file_read;
 pub mod metadata;
 pub mod pregrow;
+pub mod random;
 pub mod record_size;
 pub mod stream;
 pub mod uring_pacer;
@@ -27,5 +28,6 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(atime::Atime),
         Box::new(stream::Stream),
         Box::new(burst::Burst),
+        Box::new(random::Random),
     ]
 }

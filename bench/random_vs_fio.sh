@@ -1,0 +1,203 @@
+#!/bin/sh
+# io.random vs fio: 4 KiB random reads, O_DIRECT, at queue depth 1 and 32, with
+# psync (QD 32 = 32 threads) and io_uring (QD 32 = one ring), on the same file system
+# in one run, interleaved: every round runs each case with both tools back to back,
+# alternating which goes first, so both see the same device at the same minute.
+#
+# Each tool does the same work per case:
+#   tunelab  io.random rw=randread bs=4k mode=direct depth=QD engine=E size=SIZE
+#            duration=DUR: its own scratch file of SIZE (random data, fsync, untimed),
+#            1 warm-up trial + TRIALS trials of DUR seconds. IOPS = median of the trials;
+#            p99 = the 99th percentile of the point's merged HDR histogram (all measured
+#            trials' operations), latency from start to completion of each operation.
+#   fio      a file of SIZE in the same directory (laid out once by fio, fsync), one job
+#            --rw=randread --bs=4k --direct=1 --ioengine=E --norandommap --randrepeat=0
+#            (uniform random offsets with repeats, as tunelab), --ramp_time=DUR (the
+#            warm-up) --runtime=TRIALS*DUR --time_based --lat_percentiles=1;
+#            psync QD 32 = --numjobs=32 --thread --group_reporting, io_uring QD 32 =
+#            --iodepth=32. IOPS = read.iops; p99 = read.lat_ns percentile 99 (fio's total
+#            latency, submission included, which is what tunelab times).
+# Two comparisons:
+#   host  the target directory's own disk. On a shared VM whose disk the host caches,
+#         rates swing by 2x between minutes (and with other load on the CPUs), so the
+#         per-round ratios show that spread.
+#   lab   (root) ext4 on a loop device whose IOPS a cgroup v1 blkio throttle limits to
+#         LAB_IOPS (riops); both tools run inside that cgroup. The loop image is on
+#         /dev/shm when that is a tmpfs (else in TARGET), so the device under the throttle
+#         is memory and even QD 1 is held to the limit: this is the low-noise check that
+#         both tools count and time the same thing.
+# Per round: ratio = tunelab / fio. Per case: median of the per-round ratios and its
+# range. PASS when the median IOPS ratio is within 5% of 1 and the median p99 ratio
+# within 10% of 1 (issue 17).
+#
+# Usage: bench/random_vs_fio.sh [TARGET_DIR] [SIZE] [ROUNDS]   (defaults /var/tmp 512M 3)
+#   env: TUNELAB=path/to/tunelab  TRIALS=3  DUR=1 (seconds)  HOST=1|0  LAB=auto|0  LAB_IOPS=500
+#        LAB_SIZE=64M
+# Needs fio (with io_uring for those cases) and python3 to read JSON; the lab part needs
+# root, losetup, mkfs.ext4 and a cgroup v1 blkio hierarchy (skipped with a note otherwise).
+set -eu
+TARGET=${1:-/var/tmp}
+SIZE=${2:-512M}
+ROUNDS=${3:-3}
+TRIALS=${TRIALS:-3}
+DUR=${DUR:-1}
+HOST=${HOST:-1}
+LAB=${LAB:-auto}
+LAB_IOPS=${LAB_IOPS:-500}
+LAB_SIZE=${LAB_SIZE:-64M}
+TL=${TUNELAB:-}
+if [ -z "$TL" ]; then
+    for c in "${CARGO_TARGET_DIR:-target}/release/tunelab" target/release/tunelab \
+        "${CARGO_TARGET_DIR:-target}/debug/tunelab"; do
+        [ -x "$c" ] && TL=$c && break
+    done
+    [ -z "$TL" ] && TL=$(command -v tunelab || true)
+fi
+[ -n "$TL" ] && [ -x "$TL" ] || { echo "tunelab binary not found (set TUNELAB=)" >&2; exit 2; }
+command -v fio >/dev/null || { echo "fio is not installed (apt-get install -y fio)" >&2; exit 4; }
+command -v python3 >/dev/null || { echo "python3 is needed to read the JSON" >&2; exit 4; }
+
+WORK=$(mktemp -d "$TARGET/.random-vs-fio.XXXXXX")
+MNT="" LOOP="" CG="" SHM_DIR=""
+cleanup() {
+    set +e
+    [ -n "$CG" ] && [ -d "$CG" ] && rmdir "$CG" 2>/dev/null
+    [ -n "$MNT" ] && mountpoint -q "$MNT" && umount "$MNT"
+    [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null
+    [ -n "$SHM_DIR" ] && rm -rf "$SHM_DIR"
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+ROWS="$WORK/rows"
+: >"$ROWS"
+
+# in_cg CGROUP CMD…: run CMD inside the cgroup (none when CGROUP is empty).
+in_cg() {
+    # shellcheck disable=SC2016
+    sh -c '[ -z "$1" ] || echo $$ >"$1/cgroup.procs"; shift; exec "$@"' in-cg "$@"
+}
+
+# tl_case ENGINE QD DIR SIZE CGROUP -> "iops p99"
+tl_case() {
+    in_cg "$5" "$TL" run io.random -p rw=randread -p bs=4k -p mode=direct -p depth="$2" -p engine="$1" \
+        -p size="$4" -p duration="$DUR" --warmup 1 --trials "$TRIALS" --quiet-check 0 \
+        --no-store --json --target "$3" >"$WORK/tl.json" 2>"$WORK/tl.err" \
+        || { cat "$WORK/tl.err" >&2; exit 1; }
+    python3 - "$WORK/tl.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+m = {x["name"]: x["summary"]["median"] for x in r["metrics"]}
+if "iops" not in m:
+    print("skip skip"); sys.exit()
+h = [h for h in r["histograms"] if h["name"] == "completion latency"][0]
+p99 = [p["value"] for p in h["percentiles"] if abs(p["p"] - 99) < 1e-9][0]
+print(m["iops"], p99)
+PY
+}
+
+# fio_case ENGINE QD DIR SIZE CGROUP -> "iops p99"
+fio_case() {
+    if [ "$1" = psync ]; then par="--numjobs=$2 --thread --group_reporting"; else par="--iodepth=$2"; fi
+    # shellcheck disable=SC2086
+    in_cg "$5" fio --name=cmp --filename="$3/fio.dat" --size="$4" --bs=4k --rw=randread --direct=1 \
+        --ioengine="$1" $par --norandommap --randrepeat=0 --time_based \
+        --ramp_time="$DUR" --runtime=$((TRIALS * DUR)) --lat_percentiles=1 \
+        --output-format=json --output="$WORK/fio.json" >/dev/null 2>"$WORK/fio.err" \
+        || { echo "skip skip"; return 0; }
+    python3 - "$WORK/fio.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["jobs"][0]["read"]
+print(r["iops"], r["lat_ns"]["percentile"]["99.000000"] / 1e9)
+PY
+}
+
+# compare KIND DIR SIZE CGROUP: ROUNDS rounds of the four cases, appending
+# "KIND-case round tl_iops tl_p99 fio_iops fio_p99" to ROWS.
+compare() {
+    kind=$1 dir=$2 size=$3 cg=$4
+    fio --name=layout --filename="$dir/fio.dat" --size="$size" --bs=1M --rw=write \
+        --ioengine=psync --end_fsync=1 --output-format=json >/dev/null
+    i=1
+    while [ "$i" -le "$ROUNDS" ]; do
+        for eng in psync io_uring; do
+            for qd in 1 32; do
+                if [ $((i % 2)) -eq 1 ]; then
+                    t=$(tl_case "$eng" "$qd" "$dir" "$size" "$cg"); f=$(fio_case "$eng" "$qd" "$dir" "$size" "$cg")
+                else
+                    f=$(fio_case "$eng" "$qd" "$dir" "$size" "$cg"); t=$(tl_case "$eng" "$qd" "$dir" "$size" "$cg")
+                fi
+                case "$t $f" in *skip*) echo "$kind-$eng-QD$qd $i skipped (engine unavailable)"; continue ;; esac
+                echo "$kind-$eng-QD$qd $i $t $f" >>"$ROWS"
+                echo "$kind-$eng-QD$qd $i $t $f" | awk '{
+                    printf "%-18s %5d %11.0f %11.0f %7.3f   %9.3fms %9.3fms %7.3f\n",
+                        $1, $2, $3, $5, $3/$5, $4*1e3, $6*1e3, $4/$6 }'
+            done
+        done
+        i=$((i + 1))
+    done
+    rm -f "$dir/fio.dat"
+}
+
+echo "tunelab: $TL ($("$TL" --version 2>/dev/null || echo '?')); $(fio --version); kernel $(uname -r); $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "4 KiB randread, O_DIRECT; $ROUNDS rounds x (1 warm-up + $TRIALS x ${DUR}s) per tool and case"
+printf "%-18s %5s %11s %11s %7s   %11s %11s %7s\n" case round "tl IOPS" "fio IOPS" ratio \
+    "tl p99" "fio p99" ratio
+if [ "$HOST" = 1 ]; then
+    echo "host: target $TARGET ($(df -P "$TARGET" | awk 'NR==2 {print $1}'), $(stat -f -c %T "$TARGET")), file $SIZE"
+    compare host "$WORK" "$SIZE" ""
+else
+    echo "host: skipped (HOST=0)"
+fi
+
+lab_skip=""
+if [ "$LAB" = 0 ]; then
+    lab_skip="LAB=0"
+elif [ "$(id -u)" != 0 ]; then
+    lab_skip="needs root"
+elif [ ! -w /sys/fs/cgroup/blkio/cgroup.procs ] || [ ! -e /sys/fs/cgroup/blkio/blkio.throttle.read_iops_device ]; then
+    lab_skip="no cgroup v1 blkio hierarchy"
+elif ! command -v losetup >/dev/null || ! command -v mkfs.ext4 >/dev/null; then
+    lab_skip="losetup or mkfs.ext4 missing"
+fi
+if [ -z "$lab_skip" ]; then
+    IMG_DIR=$WORK
+    if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
+        IMG_DIR=$(mktemp -d /dev/shm/random-vs-fio.XXXXXX)
+        SHM_DIR=$IMG_DIR
+    fi
+    truncate -s 256M "$IMG_DIR/lab.img"
+    LOOP=$(losetup --find --show "$IMG_DIR/lab.img")
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$LOOP"
+    MNT="$WORK/mnt"
+    mkdir "$MNT"
+    mount "$LOOP" "$MNT"
+    majmin=$(cat "/sys/block/$(basename "$LOOP")/dev")
+    CG=/sys/fs/cgroup/blkio/random-vs-fio-$$
+    mkdir "$CG"
+    echo "$majmin $LAB_IOPS" >"$CG/blkio.throttle.read_iops_device"
+    echo "lab: ext4 on $LOOP ($majmin, image in $IMG_DIR), blkio throttle riops=$LAB_IOPS for both tools, file $LAB_SIZE"
+    compare lab "$MNT" "$LAB_SIZE" "$CG"
+else
+    echo "lab: skipped ($lab_skip)"
+fi
+
+echo
+python3 - "$ROWS" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+fail = False
+for case in dict.fromkeys(r[0] for r in rows):
+    rs = [r for r in rows if r[0] == case]
+    io = [float(r[2]) / float(r[4]) for r in rs]
+    lat = [float(r[3]) / float(r[5]) for r in rs]
+    mi, ml = statistics.median(io), statistics.median(lat)
+    ok = abs(mi - 1) <= 0.05 and abs(ml - 1) <= 0.10
+    fail |= not ok
+    print(f"{'PASS' if ok else 'FAIL'} {case:<18} n={len(rs)}  IOPS ratio median {mi:.3f} "
+          f"(range {min(io):.3f}..{max(io):.3f}), tunelab {statistics.median(float(r[2]) for r in rs):.0f} "
+          f"fio {statistics.median(float(r[4]) for r in rs):.0f}  |  p99 ratio median {ml:.3f} "
+          f"(range {min(lat):.3f}..{max(lat):.3f})")
+print("criterion: |median IOPS ratio - 1| <= 5% and |median p99 ratio - 1| <= 10%")
+sys.exit(1 if fail else 0)
+PY

@@ -1,0 +1,191 @@
+//! engine=io_uring: one thread keeps `depth` reads/writes in flight on one
+//! ring (fio's io_uring engine with iodepth=depth, no registered files or
+//! buffers, no SQ polling). The ring is set up as fio sets its up:
+//! COOP_TASKRUN | SINGLE_ISSUER | DEFER_TASKRUN (completion work runs in our
+//! thread when it waits, not through interrupts and wake-ups), dropping
+//! the flags a kernel does not know (before 5.19/6.1). Every completion is replaced at once by a new
+//! operation on the freed buffer until the time is up; then the ring is
+//! drained. Latency = completion reaped − operation queued to the ring (the
+//! submit system call is inside it: fio's `lat`, clat + slat).
+
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use io_uring::{opcode, types, IoUring};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use super::{Job, Tally};
+use crate::safety::{signals, AlignedBuf};
+use crate::stats::LatencyRecorder;
+use crate::{Error, Result};
+
+/// Whether this kernel (and its seccomp/sysctl policy) lets us use io_uring.
+pub fn available() -> std::result::Result<(), String> {
+    IoUring::new(2)
+        .map(drop)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOSYS) => {
+                "the kernel has no io_uring (before 5.1, or CONFIG_IO_URING=n)".into()
+            }
+            Some(libc::EPERM) => {
+                "io_uring is disabled (kernel.io_uring_disabled, or a seccomp policy)".into()
+            }
+            _ => e.to_string(),
+        })
+}
+
+fn ring_err(what: &str, e: std::io::Error) -> Error {
+    Error::measurement(format!("io.random engine=io_uring: {what}: {e}"))
+}
+
+/// A ring with fio's setup flags, or without them on older kernels.
+fn ring(entries: u32) -> Result<IoUring> {
+    let tuned = IoUring::builder()
+        .setup_coop_taskrun()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(entries);
+    match tuned {
+        Ok(r) => Ok(r),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            IoUring::new(entries).map_err(|e| ring_err("cannot set up a ring", e))
+        }
+        Err(e) => Err(ring_err("cannot set up a ring", e)),
+    }
+}
+
+/// Queues operations: the next random offset and direction for a buffer.
+struct Issuer<'a> {
+    job: &'a Job<'a>,
+    fd: types::Fd,
+    rng: SmallRng,
+    seq: u64,
+    /// Per buffer: when its operation was queued, whether it reads, offset.
+    slots: Vec<(Instant, bool, u64)>,
+}
+
+impl Issuer<'_> {
+    fn queue(&mut self, ring: &mut IoUring, slot: usize, buf: &mut AlignedBuf) -> Result<()> {
+        let bs = self.job.bs;
+        let (off, is_read) = self.job.next_op(&mut self.rng);
+        let b = &mut buf.as_mut_slice()[..bs];
+        let entry = if is_read {
+            opcode::Read::new(self.fd, b.as_mut_ptr(), bs as u32)
+                .offset(off)
+                .build()
+        } else {
+            self.seq += 1;
+            super::stamp(b, off, self.seq);
+            opcode::Write::new(self.fd, b.as_ptr(), bs as u32)
+                .offset(off)
+                .build()
+        }
+        .user_data(slot as u64);
+        self.slots[slot] = (Instant::now(), is_read, off);
+        // SAFETY: the buffer is not touched again until this operation's
+        // completion is reaped; run() drains the ring before it returns (or
+        // leaks the buffers when it cannot).
+        unsafe { ring.submission().push(&entry) }
+            .map_err(|_| Error::measurement("io.random: io_uring submission queue full"))
+    }
+}
+
+/// Keep `bufs.len()` operations in flight for `dur`. When the ring fails
+/// with operations in flight the buffers are leaked (taken out of `bufs`),
+/// never freed under the kernel's feet.
+pub fn run(job: &Job, dur: Duration, bufs: &mut Vec<AlignedBuf>, seed: u64) -> Result<Tally> {
+    let depth = bufs.len();
+    let mut ring = ring(depth.next_power_of_two().max(2) as u32)?;
+    let start = Instant::now();
+    let mut is = Issuer {
+        job,
+        fd: types::Fd(job.file.as_raw_fd()),
+        rng: SmallRng::seed_from_u64(seed),
+        seq: 0,
+        slots: vec![(start, true, 0); depth],
+    };
+    let mut done: Vec<(u64, i32)> = Vec::with_capacity(depth * 2);
+    let mut t = Tally {
+        read: LatencyRecorder::new(),
+        write: LatencyRecorder::new(),
+        ..Default::default()
+    };
+    let deadline = start + dur;
+    let bs = job.bs as i32;
+    let mut inflight = 0usize;
+    let mut failed: Option<Error> = None;
+    for (slot, buf) in bufs.iter_mut().enumerate() {
+        if let Err(e) = is.queue(&mut ring, slot, buf) {
+            failed = Some(e);
+            break;
+        }
+        inflight += 1;
+    }
+    let mut last = start;
+    let mut hard_errors = 0;
+    while inflight > 0 {
+        match ring.submit_and_wait(1) {
+            Ok(_) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
+            Err(e) => {
+                hard_errors += 1;
+                if hard_errors > 100 {
+                    std::mem::forget(std::mem::take(bufs));
+                    return Err(ring_err("cannot wait for completions", e));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let now = Instant::now();
+        done.clear();
+        done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+        let more = failed.is_none() && now < deadline && signals::caught().is_none();
+        for &(ud, res) in &done {
+            let slot = ud as usize;
+            inflight -= 1;
+            let (queued, is_read, off) = is.slots[slot];
+            if res != bs {
+                if failed.is_none() {
+                    failed = Some(if res < 0 {
+                        Error::io(
+                            if is_read {
+                                "cannot read"
+                            } else {
+                                "cannot write"
+                            },
+                            job.path,
+                            std::io::Error::from_raw_os_error(-res),
+                        )
+                    } else {
+                        Error::measurement(format!(
+                            "io.random: short {} ({res} of {bs} bytes at offset {off})",
+                            if is_read { "read" } else { "write" }
+                        ))
+                    });
+                }
+                continue;
+            }
+            let ns = (now - queued).as_nanos() as u64;
+            if is_read {
+                t.reads += 1;
+                t.read.record_ns(ns);
+            } else {
+                t.write.record_ns(ns);
+            }
+            t.ops += 1;
+            last = now;
+            if more {
+                match is.queue(&mut ring, slot, &mut bufs[slot]) {
+                    Ok(()) => inflight += 1,
+                    Err(e) => failed = Some(e),
+                }
+            }
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    t.elapsed = (last - start).as_secs_f64();
+    Ok(t)
+}
