@@ -2,6 +2,7 @@
 //! errors to exit codes; nothing is printed to stdout but data.
 
 mod advise;
+mod boot;
 mod compare;
 mod completions;
 mod export;
@@ -85,6 +86,8 @@ pub enum Command {
     Memory(memory::Args),
     /// Write a self-contained HTML (or Markdown) report of a run with charts; --vs adds a comparison.
     Report(report::Args),
+    /// Time a board's boot from its console (a command such as qemu, or --serial DEV), grabserial-style.
+    Boot(boot::Args),
 }
 
 /// The clap command with experiment details added to `run --help` and the man page.
@@ -147,6 +150,7 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
         Command::Time(a) => time::exec(a, out, cli, argv),
         Command::Memory(a) => memory::exec(a, out),
         Command::Report(a) => report::exec(a, out, &open_store(cli)?),
+        Command::Boot(a) => boot::exec(a, out, cli, argv),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Application experiments: start-up and exit time (`app.time`), with the
 //! process-control pieces `tunelab time` and `tunelab memory` share.
 
+pub mod boot;
 pub mod proc;
 pub mod time;
 
