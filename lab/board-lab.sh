@@ -99,7 +99,8 @@ t=$(date +%s)
 root=$LAB_DIR/initramfs
 rm -rf "$root" && mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt/ext4,mnt/vfat,results,lib/modules}
 cp "$LAB_DIR/pkg/busybox/bin/busybox" "$root/bin/busybox"
-cp "$TUNELAB_AARCH64" "$root/bin/tunelab"
+# tunelab itself lives on the ext4 disk, as a board keeps it on flash: in
+# the initramfs it would pin 4 MiB of the 64 MiB guest's RAM.
 # Modules with their dependencies (read from each .ko's .modinfo), in load order.
 declare -A loaded=()
 order=()
@@ -117,7 +118,7 @@ add_module() {
   order+=("$m")
 }
 # crc32c_generic: ext4's checksums ask the crypto API for crc32c (a soft dependency).
-for m in virtio_mmio virtio_blk crc32c_generic ext4 vfat nls_cp437 nls_iso8859_1 nls_utf8; do
+for m in virtio_mmio virtio_blk crc32c_generic ext4 vfat nls_cp437 nls_iso8859-1 nls_utf8; do
   add_module "$m" || add_module "${m//_/-}" || die "cannot collect module $m"
 done
 printf '%s\n' "${order[@]}" >"$root/lib/modules/order"
@@ -126,7 +127,7 @@ cat >"$root/init" <<'INIT'
 # Lab init: mount, load modules, then either report "ready" and power off
 # (lab.mode=boot, for `tunelab boot`) or run the tunelab steps (lab.mode=suite).
 /bin/busybox --install -s /bin
-export PATH=/bin HOME=/tmp TUNELAB_DB=/tmp/results.db NO_COLOR=1
+export PATH=/bin:/mnt/ext4/bin HOME=/tmp TUNELAB_DB=/tmp/results.db NO_COLOR=1
 mount -t proc proc /proc; mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
 for m in $(cat /lib/modules/order); do
@@ -140,8 +141,13 @@ if [ "$mode" = boot ]; then
 fi
 dmesg -n 1
 i=0; while [ ! -b /dev/vdc ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-mount -t ext4 /dev/vda /mnt/ext4 || echo "LAB-GUEST mount ext4 failed"
-mount -t vfat /dev/vdb /mnt/vfat || echo "LAB-GUEST mount vfat failed"
+# virtio-mmio disks appear in reverse order of the qemu command line; they
+# are told apart by size: ext4 (largest), vfat, results (smallest).
+set -- $(for d in /sys/block/vd?; do echo "$(cat $d/size) ${d##*/}"; done | sort -n | while read -r _ d; do echo $d; done)
+results_dev=/dev/$1 vfat_dev=/dev/$2 ext4_dev=/dev/$3
+echo "LAB-GUEST disks: ext4=$ext4_dev vfat=$vfat_dev results=$results_dev"
+mount -t ext4 $ext4_dev /mnt/ext4 || echo "LAB-GUEST mount ext4 failed"
+mount -t vfat $vfat_dev /mnt/vfat || echo "LAB-GUEST mount vfat failed"
 now() { read up _ </proc/uptime; echo "$up"; }
 n=0
 # step NAME CMD…: run, keep its output, export the run it stored.
@@ -178,7 +184,7 @@ cp /tmp/results.db /results/results.db 2>/dev/null
 sync
 umount /mnt/ext4 /mnt/vfat
 # The results disk is raw: a tar archive the host reads without mounting.
-tar cf /dev/vdc -C /results . && sync && echo "LAB-GUEST results written"
+tar cf $results_dev -C /results . && sync && echo "LAB-GUEST results written"
 poweroff -f
 INIT
 chmod +x "$root/init"
@@ -209,12 +215,14 @@ if [ "$LAB_BOOT_RUNS" -gt 0 ]; then
 fi
 
 # ---- 5. the suite on the emulated board, per memory size -------------------
+rm -rf "$LAB_DIR"/m[0-9]*  # results of an earlier lab must not be taken for this one's
 for mem in $LAB_MEMS; do
   t=$(date +%s)
   d=$LAB_DIR/m$mem
   rm -rf "$d" && mkdir -p "$d/results"
   # Disks built without root: mkfs on image files.
-  truncate -s 160M "$d/ext4.img" && mkfs.ext4 -q -F -L labext4 "$d/ext4.img" >/dev/null
+  mkdir -p "$d/ext4root/bin" && cp "$TUNELAB_AARCH64" "$d/ext4root/bin/tunelab"
+  truncate -s 160M "$d/ext4.img" && mkfs.ext4 -q -F -L labext4 -E root_owner=0:0 -d "$d/ext4root" "$d/ext4.img" >/dev/null
   truncate -s 48M "$d/vfat.img" && mkfs.vfat -n LABVFAT "$d/vfat.img" >/dev/null
   truncate -s 32M "$d/results.img"
   disks=()
