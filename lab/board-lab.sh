@@ -203,7 +203,7 @@ if [ "$LAB_BOOT_RUNS" -gt 0 ]; then
     # shellcheck disable=SC2046
     if "$TUNELAB_HOST" --db "$LAB_DIR/host.db" boot --runs "$LAB_BOOT_RUNS" --ready 'tunelab-lab: ready' \
       --kernel "$vmlinuz" --log "$LAB_DIR/boot-console.log" --label "lab boot 128M" --timeout 300s \
-      -- $(qemu_base 128) -append "console=ttyAMA0 printk.time=1 panic=-1 lab.mode=boot" \
+      -- $(qemu_base 128) -append "console=ttyAMA0 earlycon=pl011,0x9000000 printk.time=1 panic=-1 lab.mode=boot" \
       >"$LAB_DIR/boot.out" 2>&1; then
       record boot-time ok $(($(date +%s) - t)); cat "$LAB_DIR/boot.out"
     else
