@@ -281,10 +281,10 @@ fn point(
         marker_names.join(", ")
     )];
     if let Some((path, size)) = kernel {
-        params.insert(
-            "kernel".to_string(),
-            ParamValue::Text(path.display().to_string()),
-        );
+        let name = path.file_name().map_or(path.display().to_string(), |n| {
+            n.to_string_lossy().into_owned()
+        });
+        params.insert("kernel".to_string(), ParamValue::Text(name));
         let mut summary = stats::summarize(&[size as f64]);
         summary.stop_reason = "fixed".into();
         metrics.push(MetricResult {
@@ -340,7 +340,13 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
                 format!("serial {} {} baud", dev.display(), a.baud),
             )
         }
-        (None, false) => (Console::Command(a.command.clone()), a.command.join(" ")),
+        // The program's name labels the point; the whole command line is in the run's argv.
+        (None, false) => (
+            Console::Command(a.command.clone()),
+            Path::new(&a.command[0])
+                .file_name()
+                .map_or(a.command[0].clone(), |n| n.to_string_lossy().into_owned()),
+        ),
         _ => return Err(Error::usage(
             "give the console: a command after -- (e.g. -- qemu-system-aarch64 …) or --serial DEV",
         )),
