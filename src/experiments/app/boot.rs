@@ -558,6 +558,77 @@ mod tests {
         assert_eq!(b.missed, ["init"]);
     }
 
+    /// A pseudo-terminal stands in for the board's serial line.
+    fn pty() -> (std::fs::File, std::path::PathBuf) {
+        use std::os::fd::FromRawFd;
+        // SAFETY: standard pty set-up; the fd is owned by the File.
+        unsafe {
+            let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+            assert!(m >= 0);
+            assert_eq!(libc::grantpt(m), 0);
+            assert_eq!(libc::unlockpt(m), 0);
+            let mut name = [0 as libc::c_char; 128];
+            assert_eq!(libc::ptsname_r(m, name.as_mut_ptr(), name.len()), 0);
+            let path = std::ffi::CStr::from_ptr(name.as_ptr())
+                .to_string_lossy()
+                .into_owned();
+            (std::fs::File::from_raw_fd(m), path.into())
+        }
+    }
+
+    fn lflag(path: &std::path::Path) -> libc::tcflag_t {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(path).unwrap();
+        // SAFETY: tcgetattr into a zeroed termios on an open tty.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            assert_eq!(libc::tcgetattr(f.as_raw_fd(), &mut t), 0);
+            t.c_lflag
+        }
+    }
+
+    #[test]
+    fn a_serial_line_is_read_raw_from_its_first_byte_and_restored() {
+        use std::io::Write;
+        let (mut master, slave) = pty();
+        let before = lflag(&slave);
+        assert_ne!(before & libc::ICANON, 0, "a fresh pty is canonical");
+        {
+            let port = Serial::open(&slave, 115200).unwrap();
+            assert_eq!(lflag(&slave) & (libc::ICANON | libc::ECHO), 0, "raw mode");
+            let (tx, rx) = channel();
+            read_lines(port.reader().unwrap(), tx);
+            master
+                .write_all(b"U-Boot\r\nBooting Linux on physical CPU 0\r\n")
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            master
+                .write_all(b"[    0.5] Run /init as init process\r\n")
+                .unwrap();
+            let mut t = Tracker::new(default_markers());
+            let (how, _) =
+                follow(&rx, None, &mut t, Duration::from_secs(10), &mut |_, _| {}).unwrap();
+            assert!(matches!(how, Waited::Done));
+            let b = t.finish(false);
+            // Time zero is the first byte: U-Boot's line is at 0.
+            assert_eq!(b.first_output_s, Some(0.0));
+            assert!(b.hits[1].at_s >= 0.15, "{:?}", b.hits);
+            assert_eq!(b.hits[1].printk_s, Some(0.5));
+            assert_eq!(b.hits[1].line, "[    0.5] Run /init as init process");
+        }
+        assert_eq!(lflag(&slave), before, "settings restored on drop");
+        let e = Serial::open(std::path::Path::new("/dev/null"), 115200)
+            .err()
+            .unwrap();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        let e = Serial::open(&slave, 12345).err().unwrap();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        let e = Serial::open(std::path::Path::new("/dev/no-such-tty"), 115200)
+            .err()
+            .unwrap();
+        assert_eq!(e.exit_code(), 4, "{e}");
+    }
+
     #[test]
     fn the_kernel_of_a_qemu_command_line() {
         let argv: Vec<String> = ["qemu", "-m", "64", "-kernel", "/k/vmlinuz", "-append", "x"]
