@@ -207,6 +207,8 @@ qemu_base() { # MEM → the qemu command line (without disks)
 }
 
 # ---- 4. boot time, measured from outside (tunelab boot) --------------------
+# Results of an earlier lab must not be taken for this one's.
+rm -rf "$LAB_DIR"/m[0-9]* "$LAB_DIR/host.db" "$LAB_DIR/boot-console.log" "$LAB_DIR/boot.out"
 if [ "$LAB_BOOT_RUNS" -gt 0 ]; then
   t=$(date +%s)
   if "$TUNELAB_HOST" boot --help >/dev/null 2>&1; then
@@ -225,7 +227,6 @@ if [ "$LAB_BOOT_RUNS" -gt 0 ]; then
 fi
 
 # ---- 5. the suite on the emulated board, per memory size -------------------
-rm -rf "$LAB_DIR"/m[0-9]*  # results of an earlier lab must not be taken for this one's
 for mem in $LAB_MEMS; do
   t=$(date +%s)
   d=$LAB_DIR/m$mem
