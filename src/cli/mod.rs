@@ -2,6 +2,7 @@
 //! errors to exit codes; nothing is printed to stdout but data.
 
 mod advise;
+mod boot;
 mod compare;
 mod completions;
 mod export;
@@ -94,6 +95,9 @@ pub enum Command {
     History(history::Args),
     /// Run a tunelab command on hosts over ssh (copying the static binary) and store their runs.
     Remote(remote::Args),
+
+    /// Time a board's boot from its console (a command such as qemu, or --serial DEV), grabserial-style.
+    Boot(boot::Args),
 }
 
 /// The clap command with experiment details added to `run --help` and the man page.
@@ -184,6 +188,8 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
                 Some(open_store(cli)?)
             },
         ),
+
+        Command::Boot(a) => boot::exec(a, out, cli, argv),
     }
 }
 

@@ -3,6 +3,7 @@
 //! sample, the environment and the monitor samples, with versioned schema
 //! migrations. Callers see one interface, [`Store`].
 
+#[cfg(feature = "fleet")]
 mod postgres;
 mod schema;
 mod sqlite;
@@ -60,10 +61,16 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store> {
         let s = path.to_string_lossy();
         if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            #[cfg(feature = "fleet")]
             return Ok(Store {
                 backend: Box::new(postgres::Postgres::open(&s)?),
                 location: postgres::redact(&s),
             });
+            #[cfg(not(feature = "fleet"))]
+            return Err(Error::usage(
+                "this build has no PostgreSQL client (built without the \"fleet\" feature, \
+                 as the static board binaries are); use a SQLite path with --db or TUNELAB_DB",
+            ));
         }
         Ok(Store {
             backend: Box::new(sqlite::Sqlite::open(path)?),

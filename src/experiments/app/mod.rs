@@ -2,6 +2,8 @@
 //! process-control pieces `tunelab time` and `tunelab memory` share.
 
 pub mod exec_helper;
+
+pub mod boot;
 pub mod proc;
 pub mod time;
 

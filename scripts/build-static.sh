@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Build the static, stripped board binaries of tunelab:
+#
+#   scripts/build-static.sh [aarch64|x86_64]...     (default: both)
+#
+# Output: target/static/tunelab-aarch64-linux-musl and
+# target/static/tunelab-x86_64-linux-musl (OUT_DIR overrides target/static),
+# fully static (musl, no dynamic loader), stripped, at most 6 MiB each. They
+# need nothing on the target but a Linux kernel: copy one to the board and run it.
+#
+# The board build uses cargo profile "board" (size-optimised, fat LTO,
+# panic=abort) and leaves out the PostgreSQL fleet client (feature "fleet");
+# it stores runs in SQLite and writes every report. Needs: rustup targets
+# aarch64-unknown-linux-musl and x86_64-unknown-linux-musl, musl-gcc
+# (Debian: musl-tools) and aarch64-linux-gnu-gcc (gcc-aarch64-linux-gnu).
+# SIZE_LIMIT (bytes) overrides the 6 MiB check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+limit=${SIZE_LIMIT:-$((6 * 1024 * 1024))}
+arches=("$@")
+[ ${#arches[@]} -gt 0 ] || arches=(aarch64 x86_64)
+outdir=${OUT_DIR:-target/static}
+mkdir -p "$outdir"
+
+need() { command -v "$1" >/dev/null || { echo "build-static: $1 not found ($2)" >&2; exit 4; }; }
+
+for arch in "${arches[@]}"; do
+  target="$arch-unknown-linux-musl"
+  case "$arch" in
+    x86_64)
+      need musl-gcc "apt-get install musl-tools"
+      export CC_x86_64_unknown_linux_musl=musl-gcc
+      ;;
+    aarch64)
+      need aarch64-linux-gnu-gcc "apt-get install gcc-aarch64-linux-gnu"
+      # Debian has no aarch64 musl-gcc: compile the bundled SQLite with the
+      # glibc cross compiler but without the LFS64 aliases (fopen64, pread64…)
+      # that glibc's headers would otherwise pull in and musl does not export.
+      export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
+      export AR_aarch64_unknown_linux_musl=aarch64-linux-gnu-ar
+      export CFLAGS_aarch64_unknown_linux_musl="-DSQLITE_DISABLE_LFS -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0"
+      export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc
+      ;;
+    *) echo "build-static: unknown architecture '$arch' (aarch64 or x86_64)" >&2; exit 2 ;;
+  esac
+  # Non-PIE: `file` says "statically linked" (a static-pie is static too,
+  # but needs its own start-up relocation and is reported as "static-pie").
+  export "CARGO_TARGET_$(echo "$target" | tr 'a-z-' 'A-Z_')_RUSTFLAGS=-C relocation-model=static -C target-feature=+crt-static"
+  rustup target list --installed 2>/dev/null | grep -qx "$target" ||
+    { echo "build-static: rustup target $target missing (rustup target add $target)" >&2; exit 4; }
+  echo "== $target"
+  cargo build --locked --profile board --no-default-features --target "$target" --bin tunelab
+  out="$outdir/tunelab-$arch-linux-musl"
+  cp "${CARGO_TARGET_DIR:-target}/$target/board/tunelab" "$out"
+  desc=$(file -b "$out")
+  size=$(stat -c %s "$out")
+  echo "$out: $size bytes ($(awk -v s="$size" 'BEGIN{printf "%.2f MiB", s/1048576}')); $desc"
+  case "$desc" in
+    *"statically linked"*) ;;
+    *) echo "build-static: $out is not statically linked" >&2; exit 1 ;;
+  esac
+  case "$desc" in *"not stripped"*) echo "build-static: $out is not stripped" >&2; exit 1 ;; esac
+  [ "$size" -le "$limit" ] ||
+    { echo "build-static: $out is $size bytes, over the limit of $limit" >&2; exit 1; }
+done

@@ -1,0 +1,641 @@
+//! app.boot — a board's boot time measured from outside, the way grabserial
+//! does it: every console line is timestamped on the host's monotonic clock
+//! (when its first byte arrived) from power-on/reset, and the first line
+//! matching each marker gives that marker's time.
+//!
+//! The console is the output of a command (an emulator such as the board
+//! lab's qemu: time zero is just before the spawn) or a serial device (time
+//! zero is just before the `--reset` command, or, without one, the first
+//! byte after the previous boot: the board is switched on by hand).
+//!
+//! Metrics per boot, in seconds from time zero: `first_output`, one per
+//! marker (default `kernel` = the kernel's first line, `init` = the kernel
+//! starting the init program, then any `--marker`s, then `ready`), and, for
+//! marker lines carrying a printk timestamp (`[    1.234567] …`), the
+//! kernel's own clock at that line as `<marker>_printk`. The kernel image's
+//! size (`kernel_image_size`, B) is stored beside them.
+
+use std::io::Read;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+use serde::Serialize;
+
+use crate::safety::signals;
+use crate::{Error, Result};
+
+/// A named pattern in the console output.
+#[derive(Debug, Clone)]
+pub struct Marker {
+    pub name: String,
+    pub re: Regex,
+}
+
+impl Marker {
+    pub fn new(name: &str, re: &str) -> Result<Marker> {
+        let ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !ok {
+            return Err(Error::usage(format!(
+                "marker name '{name}' must be letters, digits, '_' or '-'"
+            )));
+        }
+        let re = Regex::new(re).map_err(|e| {
+            Error::usage(format!(
+                "marker {name}: '{re}' is not a valid regular expression: {e}"
+            ))
+        })?;
+        Ok(Marker {
+            name: name.to_string(),
+            re,
+        })
+    }
+}
+
+/// The kernel's first line (arm64 and x86 print one of these first) and the
+/// kernel handing over to init (`Run /init as init process` needs console
+/// loglevel ≥ 7; "Freeing unused kernel memory" is printed just before it at
+/// the default level).
+pub fn default_markers() -> Vec<Marker> {
+    [
+        (
+            "kernel",
+            r"Booting Linux on physical CPU|Linux version [0-9]",
+        ),
+        (
+            "init",
+            r"Run /\S+ as init process|Freeing unused kernel (image )?memory",
+        ),
+    ]
+    .iter()
+    .map(|(n, r)| Marker::new(n, r).expect("built-in marker"))
+    .collect()
+}
+
+/// The markers to find: the defaults (unless replaced by a marker of the
+/// same name), then the user's, then `ready`. The boot is over at the last.
+pub fn marker_list(user: &[Marker], ready: Option<&Regex>) -> Vec<Marker> {
+    let mut v: Vec<Marker> = default_markers()
+        .into_iter()
+        .filter(|d| !user.iter().any(|u| u.name == d.name))
+        .collect();
+    v.extend(user.iter().cloned());
+    if let Some(re) = ready {
+        v.retain(|m| m.name != "ready");
+        v.push(Marker {
+            name: "ready".into(),
+            re: re.clone(),
+        });
+    }
+    v
+}
+
+/// The kernel's printk timestamp at the start of a console line, seconds.
+pub fn printk_time(line: &str) -> Option<f64> {
+    let rest = line.trim_start().strip_prefix('[')?;
+    let (num, _) = rest.split_once(']')?;
+    num.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// One marker as found in one boot.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Hit {
+    pub marker: String,
+    /// Host time since time zero, s.
+    pub at_s: f64,
+    /// The kernel's printk clock on that line, s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub printk_s: Option<f64>,
+    pub line: String,
+}
+
+/// One timed boot.
+#[derive(Debug, Clone, Serialize)]
+pub struct BootTrial {
+    pub first_output_s: Option<f64>,
+    pub hits: Vec<Hit>,
+    /// Markers not seen before the last one.
+    pub missed: Vec<String>,
+    pub lines: usize,
+    pub warmup: bool,
+}
+
+/// Follows the console of one boot, line by line.
+pub struct Tracker {
+    markers: Vec<Marker>,
+    hits: Vec<Option<Hit>>,
+    first: Option<f64>,
+    lines: usize,
+    /// The last lines, for the error message when the boot never finishes.
+    tail: std::collections::VecDeque<String>,
+}
+
+impl Tracker {
+    pub fn new(markers: Vec<Marker>) -> Tracker {
+        let n = markers.len();
+        Tracker {
+            markers,
+            hits: vec![None; n],
+            first: None,
+            lines: 0,
+            tail: Default::default(),
+        }
+    }
+
+    /// Feed one line that began arriving `at_s` after time zero. True once
+    /// the last marker has been seen (the boot is over).
+    pub fn line(&mut self, at_s: f64, raw: &str) -> bool {
+        let text = clean(raw);
+        self.first.get_or_insert(at_s);
+        self.lines += 1;
+        if self.tail.len() == 20 {
+            self.tail.pop_front();
+        }
+        self.tail.push_back(text.clone());
+        for (m, h) in self.markers.iter().zip(self.hits.iter_mut()) {
+            if h.is_none() && m.re.is_match(&text) {
+                *h = Some(Hit {
+                    marker: m.name.clone(),
+                    at_s,
+                    printk_s: printk_time(&text),
+                    line: text.clone(),
+                });
+            }
+        }
+        self.done()
+    }
+
+    pub fn done(&self) -> bool {
+        self.hits.last().is_some_and(|h| h.is_some())
+    }
+
+    pub fn finish(self, warmup: bool) -> BootTrial {
+        let missed = self
+            .markers
+            .iter()
+            .zip(&self.hits)
+            .filter(|(_, h)| h.is_none())
+            .map(|(m, _)| m.name.clone())
+            .collect();
+        BootTrial {
+            first_output_s: self.first,
+            hits: self.hits.into_iter().flatten().collect(),
+            missed,
+            lines: self.lines,
+            warmup,
+        }
+    }
+
+    /// Why the boot is not over, with the last console lines.
+    pub fn unfinished(&self, why: &str) -> Error {
+        let last = self.markers.last().map_or("", |m| m.name.as_str());
+        let seen: Vec<&str> = self
+            .hits
+            .iter()
+            .flatten()
+            .map(|h| h.marker.as_str())
+            .collect();
+        Error::measurement(format!(
+            "boot not finished: {why} before the '{last}' marker (seen: {}; {} console line(s)); last lines:\n{}",
+            if seen.is_empty() { "none".to_string() } else { seen.join(", ") },
+            self.lines,
+            self.tail.iter().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n")
+        ))
+    }
+}
+
+/// Printable text of a console line: no CR, no ANSI escape sequences.
+fn clean(raw: &str) -> String {
+    let mut s = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => {
+                // CSI: ESC [ params final-byte
+                if chars.peek() == Some(&'[') {
+                    chars.next();
+                    for d in chars.by_ref() {
+                        if ('@'..='~').contains(&d) {
+                            break;
+                        }
+                    }
+                }
+            }
+            '\r' | '\n' => {}
+            c if c.is_control() && c != '\t' => {}
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+/// A console line and when its first byte arrived. `None`: the source ended.
+pub type Line = Option<(Instant, String)>;
+
+/// Read `r` in a thread, sending each line with the time its first byte
+/// arrived; a `None` at the end. Reads are unbuffered chunks so a line's
+/// time is not delayed by a buffer filling up.
+pub fn read_lines<R: Read + Send + 'static>(mut r: R, tx: Sender<Line>) {
+    let _ = std::thread::Builder::new()
+        .name("tunelab-console".into())
+        .spawn(move || {
+            let mut buf = [0u8; 4096];
+            let mut line: Vec<u8> = Vec::with_capacity(256);
+            let mut began: Option<Instant> = None;
+            loop {
+                let n = match r.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                };
+                let now = Instant::now();
+                for &b in &buf[..n] {
+                    began.get_or_insert(now);
+                    if b == b'\n' {
+                        let text = String::from_utf8_lossy(&line).into_owned();
+                        if tx.send(Some((began.take().unwrap_or(now), text))).is_err() {
+                            return;
+                        }
+                        line.clear();
+                    } else {
+                        line.push(b);
+                    }
+                }
+            }
+            if let Some(t) = began {
+                let _ = tx.send(Some((t, String::from_utf8_lossy(&line).into_owned())));
+            }
+            let _ = tx.send(None);
+        });
+}
+
+/// What ended the wait for the boot.
+pub enum Waited {
+    /// The last marker was seen.
+    Done,
+    /// The console ended (the command exited) first.
+    Closed,
+    Timeout,
+}
+
+/// Feed lines from `rx` (time zero `t0`; `None` = start at the first line
+/// received) into `tracker` until the last marker, the end of the console,
+/// the timeout or Ctrl-C. Every line also goes to `log` (grabserial format:
+/// `[seconds since zero] line`).
+pub fn follow(
+    rx: &Receiver<Line>,
+    t0: Option<Instant>,
+    tracker: &mut Tracker,
+    timeout: Duration,
+    log: &mut dyn FnMut(f64, &str),
+) -> Result<(Waited, Instant)> {
+    let waited_from = Instant::now();
+    let mut zero = t0;
+    loop {
+        signals::check()?;
+        let limit = zero.unwrap_or(waited_from) + timeout;
+        let now = Instant::now();
+        if now >= limit {
+            return Ok((Waited::Timeout, zero.unwrap_or(waited_from)));
+        }
+        match rx.recv_timeout((limit - now).min(Duration::from_millis(50))) {
+            Ok(Some((at, text))) => {
+                let z = *zero.get_or_insert(at);
+                let s = at.saturating_duration_since(z).as_secs_f64();
+                log(s, &text);
+                if tracker.line(s, &text) {
+                    return Ok((Waited::Done, z));
+                }
+            }
+            Ok(None) | Err(RecvTimeoutError::Disconnected) => {
+                return Ok((Waited::Closed, zero.unwrap_or(waited_from)))
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// A serial console opened raw at a baud rate; the device's previous
+/// settings are put back when it is dropped.
+pub struct Serial {
+    file: std::fs::File,
+    saved: libc::termios,
+}
+
+fn baud_const(baud: u32) -> Option<libc::speed_t> {
+    Some(match baud {
+        9600 => libc::B9600,
+        19200 => libc::B19200,
+        38400 => libc::B38400,
+        57600 => libc::B57600,
+        115200 => libc::B115200,
+        230400 => libc::B230400,
+        460800 => libc::B460800,
+        500000 => libc::B500000,
+        921600 => libc::B921600,
+        1000000 => libc::B1000000,
+        1500000 => libc::B1500000,
+        2000000 => libc::B2000000,
+        3000000 => libc::B3000000,
+        _ => return None,
+    })
+}
+
+impl Serial {
+    /// Open `path` for reading only (tunelab never writes to the board) and
+    /// set raw mode at `baud`, 8N1, no flow control.
+    pub fn open(path: &std::path::Path, baud: u32) -> Result<Serial> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let speed = baud_const(baud).ok_or_else(|| {
+            Error::usage(format!(
+                "--baud {baud} is not a standard rate (9600 … 3000000, e.g. 115200)"
+            ))
+        })?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOCTTY)
+            .open(path)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    Error::environment(format!("serial device {} does not exist", path.display()))
+                }
+                std::io::ErrorKind::PermissionDenied => Error::privilege(format!(
+                    "cannot open {}: permission denied (join the dialout group or run as root)",
+                    path.display()
+                )),
+                _ => Error::environment(format!("cannot open {}: {e}", path.display())),
+            })?;
+        let fd = file.as_raw_fd();
+        // SAFETY: termios calls on an fd we own, with valid out-pointers.
+        unsafe {
+            let mut saved: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(fd, &mut saved) != 0 {
+                return Err(Error::usage(format!(
+                    "{} is not a terminal (serial) device: {}",
+                    path.display(),
+                    std::io::Error::last_os_error()
+                )));
+            }
+            let mut t = saved;
+            libc::cfmakeraw(&mut t);
+            t.c_cflag |= libc::CLOCAL | libc::CREAD;
+            t.c_cflag &= !(libc::CSTOPB | libc::PARENB | libc::CRTSCTS);
+            t.c_iflag &= !(libc::IXON | libc::IXOFF);
+            t.c_cc[libc::VMIN] = 1;
+            t.c_cc[libc::VTIME] = 0;
+            libc::cfsetispeed(&mut t, speed);
+            libc::cfsetospeed(&mut t, speed);
+            if libc::tcsetattr(fd, libc::TCSANOW, &t) != 0 {
+                return Err(Error::environment(format!(
+                    "cannot set {} to {baud} baud raw: {}",
+                    path.display(),
+                    std::io::Error::last_os_error()
+                )));
+            }
+            libc::tcflush(fd, libc::TCIFLUSH);
+            Ok(Serial { file, saved })
+        }
+    }
+
+    /// A reader of the same device (for [`read_lines`]).
+    pub fn reader(&self) -> Result<std::fs::File> {
+        self.file
+            .try_clone()
+            .map_err(|e| Error::environment(format!("serial device: {e}")))
+    }
+}
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: restores the attributes read in `open` on the same fd.
+        unsafe {
+            libc::tcsetattr(self.file.as_raw_fd(), libc::TCSANOW, &self.saved);
+        }
+    }
+}
+
+/// A channel for [`read_lines`].
+pub fn channel() -> (Sender<Line>, Receiver<Line>) {
+    mpsc::channel()
+}
+
+/// The kernel image a qemu-style command line boots (`-kernel FILE`).
+pub fn kernel_in_argv(argv: &[String]) -> Option<&str> {
+    argv.windows(2)
+        .find(|w| w[0] == "-kernel")
+        .map(|w| w[1].as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qemu_console() -> Vec<(f64, &'static str)> {
+        vec![
+            (0.90, "\x1b[2J\x1b[01;01H"),
+            (
+                1.00,
+                "[    0.000000] Booting Linux on physical CPU 0x0000000000 [0x410fd034]\r",
+            ),
+            (
+                1.01,
+                "[    0.000000] Linux version 6.1.0-50-arm64 (debian-kernel@lists.debian.org)",
+            ),
+            (3.50, "[    2.411000] Freeing unused kernel memory: 6528K"),
+            (3.52, "[    2.430000] Run /init as init process"),
+            (4.10, "tunelab-lab: ready"),
+            (4.20, "reboot: Power down"),
+        ]
+    }
+
+    #[test]
+    fn markers_are_found_in_order_with_the_kernel_clock() {
+        let ready = Regex::new("tunelab-lab: ready").unwrap();
+        let mut t = Tracker::new(marker_list(&[], Some(&ready)));
+        let mut done_at = None;
+        for (s, l) in qemu_console() {
+            if t.line(s, l) {
+                done_at = Some(s);
+                break;
+            }
+        }
+        assert_eq!(done_at, Some(4.10));
+        let b = t.finish(false);
+        assert_eq!(b.first_output_s, Some(0.90));
+        assert!(b.missed.is_empty());
+        let names: Vec<&str> = b.hits.iter().map(|h| h.marker.as_str()).collect();
+        assert_eq!(names, ["kernel", "init", "ready"]);
+        assert_eq!(b.hits[0].at_s, 1.00);
+        assert_eq!(b.hits[0].printk_s, Some(0.0));
+        // The first init pattern to match wins ("Freeing…" comes first).
+        assert_eq!(b.hits[1].at_s, 3.50);
+        assert_eq!(b.hits[1].printk_s, Some(2.411));
+        assert_eq!(b.hits[2].printk_s, None);
+        assert!(!b.hits[0].line.contains('\r'));
+    }
+
+    #[test]
+    fn user_markers_replace_defaults_and_missing_ones_are_listed() {
+        let user = [
+            Marker::new("init", "never printed").unwrap(),
+            Marker::new("net", "eth0: link up").unwrap(),
+        ];
+        let list = marker_list(&user, None);
+        let names: Vec<&str> = list.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["kernel", "init", "net"]);
+        let mut t = Tracker::new(list);
+        assert!(!t.line(0.5, "Booting Linux on physical CPU 0x0"));
+        assert!(t.line(2.0, "eth0: link up 100Mbps"));
+        let b = t.finish(false);
+        assert_eq!(b.missed, ["init"]);
+        assert!(Marker::new("bad name", "x").is_err());
+        assert_eq!(Marker::new("x", "(").unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn an_unfinished_boot_names_the_marker_and_shows_the_last_lines() {
+        let ready = Regex::new("login:").unwrap();
+        let mut t = Tracker::new(marker_list(&[], Some(&ready)));
+        t.line(0.1, "[    0.000000] Booting Linux on physical CPU 0x0");
+        t.line(
+            0.2,
+            "Kernel panic - not syncing: VFS: Unable to mount root fs",
+        );
+        let e = t.unfinished("the console ended");
+        assert_eq!(e.exit_code(), 1);
+        let m = e.to_string();
+        assert!(
+            m.contains("'ready' marker") && m.contains("seen: kernel"),
+            "{m}"
+        );
+        assert!(m.contains("| Kernel panic"), "{m}");
+    }
+
+    #[test]
+    fn printk_stamps() {
+        assert_eq!(printk_time("[    1.234567] x"), Some(1.234567));
+        assert_eq!(printk_time("[12345.000001] x"), Some(12345.000001));
+        assert_eq!(printk_time("no stamp"), None);
+        assert_eq!(printk_time("[ abc] x"), None);
+    }
+
+    #[test]
+    fn lines_are_stamped_when_their_first_byte_arrives() {
+        // A writer that sends half a line, waits, then the rest: the line's
+        // time is the first half's arrival, not the newline's.
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let (r, mut w) = (std::fs::File::from(r), std::fs::File::from(w));
+        let (tx, rx) = channel();
+        read_lines(r, tx);
+        let start = Instant::now();
+        use std::io::Write;
+        w.write_all(b"Booting Linux ").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        w.write_all(b"on physical CPU 0\nlast line without newline")
+            .unwrap();
+        drop(w);
+        let mut tracker = Tracker::new(default_markers());
+        let mut logged = Vec::new();
+        let (how, _) = follow(
+            &rx,
+            Some(start),
+            &mut tracker,
+            Duration::from_secs(10),
+            &mut |s, l| logged.push((s, l.to_string())),
+        )
+        .unwrap();
+        assert!(matches!(how, Waited::Closed));
+        assert_eq!(logged.len(), 2, "{logged:?}");
+        assert!(logged[0].0 < 0.2, "{logged:?}");
+        assert_eq!(logged[1].1, "last line without newline");
+        let b = tracker.finish(false);
+        assert_eq!(b.missed, ["init"]);
+    }
+
+    /// A pseudo-terminal stands in for the board's serial line.
+    fn pty() -> (std::fs::File, std::path::PathBuf) {
+        use std::os::fd::FromRawFd;
+        // SAFETY: standard pty set-up; the fd is owned by the File.
+        unsafe {
+            let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+            assert!(m >= 0);
+            assert_eq!(libc::grantpt(m), 0);
+            assert_eq!(libc::unlockpt(m), 0);
+            let mut name = [0 as libc::c_char; 128];
+            assert_eq!(libc::ptsname_r(m, name.as_mut_ptr(), name.len()), 0);
+            let path = std::ffi::CStr::from_ptr(name.as_ptr())
+                .to_string_lossy()
+                .into_owned();
+            (std::fs::File::from_raw_fd(m), path.into())
+        }
+    }
+
+    fn lflag(path: &std::path::Path) -> libc::tcflag_t {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(path).unwrap();
+        // SAFETY: tcgetattr into a zeroed termios on an open tty.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            assert_eq!(libc::tcgetattr(f.as_raw_fd(), &mut t), 0);
+            t.c_lflag
+        }
+    }
+
+    #[test]
+    fn a_serial_line_is_read_raw_from_its_first_byte_and_restored() {
+        use std::io::Write;
+        let (mut master, slave) = pty();
+        let before = lflag(&slave);
+        assert_ne!(before & libc::ICANON, 0, "a fresh pty is canonical");
+        {
+            let port = Serial::open(&slave, 115200).unwrap();
+            assert_eq!(lflag(&slave) & (libc::ICANON | libc::ECHO), 0, "raw mode");
+            let (tx, rx) = channel();
+            read_lines(port.reader().unwrap(), tx);
+            master
+                .write_all(b"U-Boot\r\nBooting Linux on physical CPU 0\r\n")
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            master
+                .write_all(b"[    0.5] Run /init as init process\r\n")
+                .unwrap();
+            let mut t = Tracker::new(default_markers());
+            let (how, _) =
+                follow(&rx, None, &mut t, Duration::from_secs(10), &mut |_, _| {}).unwrap();
+            assert!(matches!(how, Waited::Done));
+            let b = t.finish(false);
+            // Time zero is the first byte: U-Boot's line is at 0.
+            assert_eq!(b.first_output_s, Some(0.0));
+            assert!(b.hits[1].at_s >= 0.15, "{:?}", b.hits);
+            assert_eq!(b.hits[1].printk_s, Some(0.5));
+            assert_eq!(b.hits[1].line, "[    0.5] Run /init as init process");
+        }
+        assert_eq!(lflag(&slave), before, "settings restored on drop");
+        let e = Serial::open(std::path::Path::new("/dev/null"), 115200)
+            .err()
+            .unwrap();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        let e = Serial::open(&slave, 12345).err().unwrap();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        let e = Serial::open(std::path::Path::new("/dev/no-such-tty"), 115200)
+            .err()
+            .unwrap();
+        assert_eq!(e.exit_code(), 4, "{e}");
+    }
+
+    #[test]
+    fn the_kernel_of_a_qemu_command_line() {
+        let argv: Vec<String> = ["qemu", "-m", "64", "-kernel", "/k/vmlinuz", "-append", "x"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(kernel_in_argv(&argv), Some("/k/vmlinuz"));
+        assert_eq!(kernel_in_argv(&argv[..2]), None);
+    }
+}
