@@ -261,6 +261,7 @@ fn run_point(
         histograms: extras.histograms,
         notes: warmup_note.into_iter().chain(extras.notes).collect(),
         elapsed_s: t0.elapsed().as_secs_f64(),
+        ..Default::default()
     })
 }
 

@@ -26,6 +26,9 @@ const MIGRATIONS: &[&str] = &[
         t REAL NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, idx));",
     // 2: study verdicts (JSON, NULL for plain runs).
     "ALTER TABLE runs ADD COLUMN study TEXT;",
+    // 3: per-result parameter kinds and storage (JSON, NULL for older runs).
+    "ALTER TABLE results ADD COLUMN param_kinds TEXT;
+     ALTER TABLE results ADD COLUMN storage TEXT;",
 ];
 
 pub fn version() -> i64 {

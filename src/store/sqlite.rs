@@ -48,11 +48,14 @@ impl Sqlite {
         wanted: impl Fn(&str) -> bool,
     ) -> Result<Vec<PointResult>> {
         let mut stmt = self.conn.prepare(
-            "SELECT idx, experiment, params, series, histograms, notes, elapsed_s
+            "SELECT idx, experiment, params, series, histograms, notes, elapsed_s,
+                    param_kinds, storage
              FROM results WHERE run_id = ?1 ORDER BY idx",
         )?;
         let rows = stmt
             .query_map([id], |row| {
+                let kinds: Option<String> = row.get(7)?;
+                let storage: Option<String> = row.get(8)?;
                 let result = PointResult {
                     experiment: row.get(1)?,
                     params: json_col(row, 2)?,
@@ -61,6 +64,12 @@ impl Sqlite {
                     histograms: json_col(row, 4)?,
                     notes: json_col(row, 5)?,
                     elapsed_s: row.get(6)?,
+                    param_kinds: kinds
+                        .as_deref()
+                        .map(|k| json_text(k, 7))
+                        .transpose()?
+                        .unwrap_or_default(),
+                    storage: storage.as_deref().map(|k| json_text(k, 8)).transpose()?,
                 };
                 Ok((row.get::<_, i64>(0)?, result))
             })?
@@ -104,64 +113,14 @@ impl Sqlite {
 impl Backend for Sqlite {
     /// Save a whole run in one transaction: it is stored completely or not at all.
     fn save(&mut self, run: &Run) -> Result<()> {
+        self.save_all(std::slice::from_ref(run))
+    }
+
+    /// Save runs in one transaction: all of them or none.
+    fn save_all(&mut self, runs: &[Run]) -> Result<()> {
         let tx = self.conn.transaction()?;
-        tx.execute(
-            "INSERT INTO runs (id, label, status, started, finished, tool_version, argv, environment,
-                               quietness, warnings, experiments, study)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            params![
-                run.id,
-                run.label,
-                run.status.as_str(),
-                run.started,
-                run.finished,
-                run.tool_version,
-                serde_json::to_string(&run.argv)?,
-                serde_json::to_string(&run.environment)?,
-                serde_json::to_string(&run.quietness)?,
-                serde_json::to_string(&run.warnings)?,
-                run.experiments().join(","),
-                run.study.as_ref().map(serde_json::to_string).transpose()?,
-            ],
-        )?;
-        for (i, r) in run.results.iter().enumerate() {
-            tx.execute(
-                "INSERT INTO results (run_id, idx, experiment, params, series, histograms, notes, elapsed_s)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    run.id,
-                    i as i64,
-                    r.experiment,
-                    serde_json::to_string(&r.params)?,
-                    serde_json::to_string(&r.series)?,
-                    serde_json::to_string(&r.histograms)?,
-                    serde_json::to_string(&r.notes)?,
-                    r.elapsed_s,
-                ],
-            )?;
-            for (j, m) in r.metrics.iter().enumerate() {
-                tx.execute(
-                    "INSERT INTO metrics (run_id, result_idx, idx, name, unit, better, samples, warmup, summary)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                    params![
-                        run.id,
-                        i as i64,
-                        j as i64,
-                        m.name,
-                        m.unit,
-                        serde_json::to_string(&m.better)?,
-                        serde_json::to_string(&m.samples)?,
-                        serde_json::to_string(&m.warmup)?,
-                        serde_json::to_string(&m.summary)?,
-                    ],
-                )?;
-            }
-        }
-        for (i, s) in run.samples.iter().enumerate() {
-            tx.execute(
-                "INSERT INTO monitor_samples (run_id, idx, t, data) VALUES (?1, ?2, ?3, ?4)",
-                params![run.id, i as i64, s.t, serde_json::to_string(s)?],
-            )?;
+        for run in runs {
+            insert_run(&tx, run)?;
         }
         tx.commit()?;
         Ok(())
@@ -172,7 +131,9 @@ impl Backend for Sqlite {
     fn list(&self) -> Result<Vec<RunInfo>> {
         let mut stmt = self.conn.prepare(
             "SELECT r.id, r.started, r.label, r.status, r.experiments,
-                    (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id)
+                    (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id),
+                    json_extract(r.environment, '$.\"host.name\"'),
+                    json_extract(r.environment, '$.\"machine.id\"')
              FROM runs r ORDER BY r.started DESC, r.rowid DESC",
         )?;
         let rows = stmt.query_map([], |row| {
@@ -188,6 +149,8 @@ impl Backend for Sqlite {
                     .map(String::from)
                     .collect(),
                 results: row.get::<_, i64>(5)? as usize,
+                machine: row.get::<_, Option<String>>(6)?.unwrap_or_default(),
+                machine_id: row.get::<_, Option<String>>(7)?.unwrap_or_default(),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
@@ -268,6 +231,72 @@ impl Backend for Sqlite {
         data.map(|d| json_text(&d, 0).map_err(Error::from))
             .transpose()
     }
+}
+
+/// Insert one whole run (head, results, metrics, monitor samples) in `tx`.
+fn insert_run(tx: &rusqlite::Transaction, run: &Run) -> Result<()> {
+    tx.execute(
+        "INSERT INTO runs (id, label, status, started, finished, tool_version, argv, environment,
+                           quietness, warnings, experiments, study)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![
+            run.id,
+            run.label,
+            run.status.as_str(),
+            run.started,
+            run.finished,
+            run.tool_version,
+            serde_json::to_string(&run.argv)?,
+            serde_json::to_string(&run.environment)?,
+            serde_json::to_string(&run.quietness)?,
+            serde_json::to_string(&run.warnings)?,
+            run.experiments().join(","),
+            run.study.as_ref().map(serde_json::to_string).transpose()?,
+        ],
+    )?;
+    for (i, r) in run.results.iter().enumerate() {
+        tx.execute(
+            "INSERT INTO results (run_id, idx, experiment, params, series, histograms, notes,
+                                  elapsed_s, param_kinds, storage)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                run.id,
+                i as i64,
+                r.experiment,
+                serde_json::to_string(&r.params)?,
+                serde_json::to_string(&r.series)?,
+                serde_json::to_string(&r.histograms)?,
+                serde_json::to_string(&r.notes)?,
+                r.elapsed_s,
+                serde_json::to_string(&r.param_kinds)?,
+                r.storage.as_ref().map(serde_json::to_string).transpose()?,
+            ],
+        )?;
+        for (j, m) in r.metrics.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO metrics (run_id, result_idx, idx, name, unit, better, samples, warmup, summary)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    run.id,
+                    i as i64,
+                    j as i64,
+                    m.name,
+                    m.unit,
+                    serde_json::to_string(&m.better)?,
+                    serde_json::to_string(&m.samples)?,
+                    serde_json::to_string(&m.warmup)?,
+                    serde_json::to_string(&m.summary)?,
+                ],
+            )?;
+        }
+    }
+    for (i, s) in run.samples.iter().enumerate() {
+        tx.execute(
+            "INSERT INTO monitor_samples (run_id, idx, t, data) VALUES (?1, ?2, ?3, ?4)",
+            params![run.id, i as i64, s.t, serde_json::to_string(s)?],
+        )?;
+    }
+    Ok(())
 }
 
 /// Decode a JSON text column inside a row closure.

@@ -33,6 +33,7 @@ pub(crate) fn sample_run(label: &str) -> Run {
             histograms: vec![],
             notes: vec!["a note".into()],
             elapsed_s: 1.5,
+            ..Default::default()
         }],
         samples: vec![],
         warnings: vec![],

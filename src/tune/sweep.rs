@@ -141,6 +141,7 @@ fn run(
                 histograms: Vec::new(),
                 notes: extras.notes.clone(),
                 elapsed_s: elapsed,
+                ..Default::default()
             }
         })
         .collect())
