@@ -53,6 +53,7 @@ fn run_on(host: &str, i: usize, value: f64, kernel: &str) -> Run {
             histograms: vec![],
             notes: vec![],
             elapsed_s: 1.0,
+            ..Default::default()
         }],
         samples: vec![],
         warnings: vec![],

@@ -1,6 +1,7 @@
 //! What the rules look at: configuration facts (from `inspect`) plus the
 //! stored measurements that concern the same device.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::engine::model::PointResult;
@@ -66,7 +67,7 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
             || ev.pregrow.is_empty()
             || ev.random_io.is_empty();
         if same_disk && wanted {
-            let results = store
+            let results: Vec<PointResult> = store
                 .results_in(
                     id,
                     &[
@@ -77,7 +78,10 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
                         "io.random",
                     ],
                 )
-                .unwrap_or_default();
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| measured_on(r, environment, disk))
+                .collect();
             if ev.write_throughput.is_none() {
                 ev.write_throughput = device_write_rate(id, &results);
             }
@@ -98,6 +102,11 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
                 ev.random_io = of("io.random");
             }
         }
+        // A throttled device drains slowly on purpose: its dirty-page peak
+        // says nothing about the machine's own devices.
+        if throttled_run(environment) {
+            continue;
+        }
         if let Ok(Some(s)) = store.peak_dirty_sample(id) {
             let (peak, point) = (
                 s.dirty.dirty_bytes + s.dirty.writeback_bytes,
@@ -108,6 +117,38 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
             }
         }
     }
+}
+
+/// Whether `r` was measured on `disk` itself, as the system uses it: not on
+/// a lab file system's loop device, not under `--throttle`. Results stored
+/// with their storage say so; older ones are judged by their `fs` lab tag
+/// and the run's command line.
+fn measured_on(
+    r: &PointResult,
+    environment: &BTreeMap<String, String>,
+    disk: Option<&str>,
+) -> bool {
+    match &r.storage {
+        Some(s) => s.is_native() && Some(s.disk.as_str()) == disk,
+        None => {
+            !r.params.contains_key("fs") && !lab_run(environment) && !throttled_run(environment)
+        }
+    }
+}
+
+fn argv_has(environment: &BTreeMap<String, String>, flag: &str) -> bool {
+    environment.get("tool.argv").is_some_and(|a| {
+        a.split_whitespace()
+            .any(|w| w == flag || w.starts_with(&format!("{flag}=")))
+    })
+}
+
+fn lab_run(environment: &BTreeMap<String, String>) -> bool {
+    argv_has(environment, "--fs")
+}
+
+fn throttled_run(environment: &BTreeMap<String, String>) -> bool {
+    argv_has(environment, "--throttle")
 }
 
 /// The best O_DIRECT write rate of a run: io.record-size mode=direct or
@@ -172,6 +213,70 @@ mod tests {
         }];
         store.save(&run).unwrap();
         run.id
+    }
+
+    /// Issue 11 item 7: a `--fs ext4 --throttle` lab run is stored with the
+    /// host target's environment (target.disk = the host's disk); its slow
+    /// loop device must not become the host disk's write rate, and its
+    /// dirty-page peak must not count either.
+    #[test]
+    fn lab_and_throttled_runs_are_not_evidence_for_the_host_disk() {
+        use crate::engine::model::StorageFact;
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+        let argv = "tunelab run io.record-size --fs ext4 --throttle write=2MB/s";
+        // Stored with the storage it ran on (this build).
+        let mut run = sample_run("lab");
+        run.environment.insert("target.disk".into(), "vda".into());
+        run.environment.insert("tool.argv".into(), argv.into());
+        let r = &mut run.results[0];
+        r.experiment = "io.record-size".into();
+        r.params = [
+            ("mode".to_string(), ParamValue::Text("direct".into())),
+            ("fs".to_string(), ParamValue::Text("ext4".into())),
+        ]
+        .into();
+        r.metrics[0].name = "write_throughput".into();
+        r.metrics[0].summary.median = 2e6;
+        r.storage = Some(StorageFact {
+            path: "/tmp/tunelab-lab/mnt".into(),
+            device: "loop7".into(),
+            disk: "loop7".into(),
+            fs: "ext4".into(),
+            lab: Some("ext4".into()),
+            throttle: Some("write=2000000B/s".into()),
+            ..Default::default()
+        });
+        run.samples = vec![MonitorSample {
+            t: 1.0,
+            vmstat: Default::default(),
+            disk: None,
+            dirty: DirtyState {
+                dirty_bytes: 900,
+                threshold_bytes: 100,
+                background_threshold_bytes: 100,
+                ..Default::default()
+            },
+        }];
+        store.save(&run).unwrap();
+        // The same run as stored before results carried their storage.
+        let mut old = run.clone();
+        old.id = format!("{}-old", run.id);
+        old.results[0].storage = None;
+        store.save(&old).unwrap();
+        let mut ev = Evidence::default();
+        collect_measurements(&mut ev, &store, Some("vda"));
+        assert_eq!(
+            ev.write_throughput, None,
+            "lab figure used for the host disk"
+        );
+        assert!(ev.throttled.is_empty(), "{:?}", ev.throttled);
+        // A direct measurement of the host disk itself still counts.
+        let host = stored(&mut store, "vda", "direct", 5e8, 10);
+        let mut ev = Evidence::default();
+        collect_measurements(&mut ev, &store, Some("vda"));
+        let w = ev.write_throughput.expect("the host disk's own rate");
+        assert!(w.source.contains(&host) && w.value == 5e8, "{w:?}");
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub const ALL: &[Rule] = &[
     sync_mount,
     strict_atime,
     usb_link_speed,
+    usb_storage_links,
     usb_storage_driver,
     dirty_limit_vs_device,
     dirty_limit_too_small,
@@ -119,6 +120,43 @@ fn usb_link_speed(ev: &Evidence, _: Workload) -> Outcome {
         command: "plug the device into a USB 3 port with a USB 3 cable (blue/SS-marked); check `lsusb -t`".into(),
         risk: "none".into(),
         verify: format!("tunelab run io.record-size -p mode=direct -p record=1m --target {}", target(ev)),
+    })
+}
+
+/// Every USB storage device on the machine, not only the target's: a USB 3
+/// device enumerated at USB 2 speed (the seed study's "enumerate as a
+/// super-speed device" check).
+fn usb_storage_links(ev: &Evidence, _: Workload) -> Outcome {
+    let slow = crate::system::board::slow_usb3_links(&ev.facts);
+    // The target's own device is reported by usb_link_speed already.
+    let target_slow = matches!(usb_link_speed(ev, Workload::General), Outcome::Finding(_));
+    if slow.is_empty() || (target_slow && slow.len() == 1) {
+        return Outcome::Fine;
+    }
+    let evidence = slow
+        .iter()
+        .map(|(dev, _, _)| fact(ev, &format!("usb.{dev}.storage")))
+        .collect();
+    let devs: Vec<String> = slow
+        .iter()
+        .map(|(dev, v, speed)| format!("{dev} (USB {v} at {speed} Mb/s)"))
+        .collect();
+    finding(Finding {
+        id: "usb.storage-link-speed",
+        severity: Severity::Warning,
+        title: format!("USB 3 storage running at USB 2 speed: {}", devs.join(", ")),
+        evidence,
+        why: "These devices support SuperSpeed (5000 Mb/s or more) but enumerated at high speed \
+              (480 Mb/s) — a USB 2 port, hub or cable — which caps them near 40 MB/s."
+            .into(),
+        command: "plug them into a USB 3 port with a USB 3 cable (blue/SS-marked); check with \
+                  `cat /sys/bus/usb/devices/BUSID/speed` (5000 = SuperSpeed)"
+            .into(),
+        risk: "none".into(),
+        verify:
+            "tunelab inspect   (the usb.BUSID.speed_mbps fact), then tunelab run io.record-size \
+                 -p mode=direct --target A_DIR_ON_THE_DEVICE"
+                .into(),
     })
 }
 

@@ -317,6 +317,7 @@ fn point(
         histograms: Vec::new(),
         notes,
         elapsed_s: elapsed,
+        ..Default::default()
     }
 }
 

@@ -7,6 +7,8 @@ mod compare;
 mod completions;
 mod export;
 mod history;
+
+mod import;
 mod inspect;
 mod list;
 mod memory;
@@ -71,6 +73,8 @@ pub enum Command {
     Compare(compare::Args),
     /// Export a stored run as JSON, CSV or Markdown.
     Export(export::Args),
+    /// Store runs from another machine: `export --format json` files or a copied results.db.
+    Import(import::Args),
     /// Configuration facts that decide performance, with where each came from.
     Inspect(inspect::Args),
     /// Findings from configuration facts and stored measurements, with the fix and its risk.
@@ -168,6 +172,7 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
         Command::Show(a) => show::exec(a, out, &open_store(cli)?),
         Command::Compare(a) => compare::exec(a, out, &open_store(cli)?),
         Command::Export(a) => export::exec(a, out, &open_store(cli)?),
+        Command::Import(a) => import::exec(a, out, &mut open_store(cli)?),
         Command::Inspect(a) => inspect::exec(a, out),
         Command::Advise(a) => advise::exec(a, out, cli),
         Command::Study(a) => study::exec(a, out, cli, argv),

@@ -10,7 +10,7 @@ use super::{Cli, Out};
 use crate::engine::model::Run;
 use crate::engine::params::{expand_points, parse_duration, split_assignment};
 use crate::engine::runner::{run_points, Event, Outcome, RunOptions};
-use crate::engine::session::{prepare_ctx, tag, worth_storing, Session, Watch};
+use crate::engine::session::{self, prepare_ctx, tag, worth_storing, Session, Watch};
 use crate::engine::{registry, Ctx, Experiment, Point};
 use crate::report::runview;
 use crate::safety::is_root;
@@ -314,6 +314,11 @@ pub fn for_each_target(
         };
         let ctx = prepare_ctx(exp, points, dir)?;
         let mut outcome = measure(&ctx);
+        let throttle = lab
+            .throttle
+            .map(|t| session::throttle_text(t.read_bps, t.write_bps, t.read_iops, t.write_iops));
+        let storage = session::storage_of(&ctx, label, throttle);
+        session::stamp_storage(&mut outcome.results, storage.as_ref());
         drop(ctx); // the scratch directory goes before the lab file system
         if let Some(l) = label {
             tag(&mut outcome.results, "fs", l);

@@ -1,4 +1,4 @@
-//! `tunelab runs`: stored runs, newest first.
+//! `tunelab runs`: stored runs, newest first, with the machine each ran on.
 
 use super::Out;
 use crate::report::table;
@@ -31,7 +31,8 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
                 vec![
                     r.id,
                     r.started,
-                    r.label,
+                    clean(&r.machine),
+                    clean(&r.label),
                     r.status,
                     r.experiments.join(" "),
                     r.results.to_string(),
@@ -39,9 +40,46 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
             })
             .collect();
         out.data(&table::render(
-            &["id", "started", "label", "status", "experiments", "points"],
+            &[
+                "id",
+                "started",
+                "machine",
+                "label",
+                "status",
+                "experiments",
+                "points",
+            ],
             rows,
         ))?;
     }
     Ok(0)
+}
+
+/// Text from a run (label, host name) made safe to print on a terminal:
+/// control characters — escape sequences, newlines, tabs — become visible
+/// `\u{…}` escapes instead of acting on the terminal or breaking the table.
+pub fn clean(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clean;
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert_eq!(clean("before noatime"), "before noatime");
+        assert_eq!(clean("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(clean("one\ntwo\tthree\r"), "one\\ntwo\\tthree\\r");
+        assert_eq!(clean("\u{9b}31m"), "\\u{9b}31m");
+        assert_eq!(clean("größe µs"), "größe µs");
+    }
 }

@@ -1,6 +1,8 @@
-//! `tunelab show RUN`: one stored run.
+//! `tunelab show RUN`: one stored run, with the machine it was recorded on.
 
+use super::runs::clean;
 use super::Out;
+use crate::engine::model::Run;
 use crate::report::runview;
 use crate::store::Store;
 use crate::Result;
@@ -16,7 +18,38 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     if out.json {
         out.json_data(&run)?;
     } else {
-        out.data(&runview::render(&run))?;
+        out.data(&render(&run))?;
     }
     Ok(0)
+}
+
+/// The run view, with every text that came from the user or another machine
+/// made safe for the terminal, and the machine's name and id after the first line.
+pub fn render(run: &Run) -> String {
+    let mut safe = run.clone();
+    safe.label = clean(&run.label);
+    for v in safe.environment.values_mut() {
+        *v = clean(v);
+    }
+    safe.warnings = run.warnings.iter().map(|w| clean(w)).collect();
+    for r in &mut safe.results {
+        r.notes = r.notes.iter().map(|n| clean(n)).collect();
+        for v in r.params.values_mut() {
+            if let crate::engine::ParamValue::Text(t) = v {
+                *t = clean(t);
+            }
+        }
+    }
+    let text = runview::render(&safe);
+    let env = &safe.environment;
+    let host = env.get("host.name").map_or("unknown host", |h| h.as_str());
+    let id = env
+        .get("machine.id")
+        .map(|id| format!(" · machine id {}", id.chars().take(12).collect::<String>()))
+        .unwrap_or_default();
+    let line = format!("recorded on: {host}{id}\n");
+    match text.split_once('\n') {
+        Some((first, rest)) => format!("{first}\n{line}{rest}"),
+        None => format!("{text}\n{line}"),
+    }
 }

@@ -243,7 +243,7 @@ fn point(c: &Cmd, reason: &str, elapsed: f64) -> PointResult {
         histograms: Vec::new(),
         notes,
         elapsed_s: elapsed,
-        validity: Default::default(),
+        ..Default::default()
     }
 }
 

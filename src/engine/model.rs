@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{params::ParamValue, Better};
+use super::params::{format_size, ParamKind, ParamValue};
+use super::Better;
 use crate::observe::sampler::MonitorSample;
 pub use crate::observe::validity::{Flag, TrialCheck, Validity};
 use crate::stats::{HistogramData, Summary};
@@ -40,7 +41,7 @@ pub struct MetricResult {
 }
 
 /// The measurements of one experiment at one point (one parameter combination).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PointResult {
     pub experiment: String,
     pub params: BTreeMap<String, ParamValue>,
@@ -57,6 +58,45 @@ pub struct PointResult {
     /// discarded automatically (absent in runs from older versions).
     #[serde(default, skip_serializing_if = "Validity::is_empty")]
     pub validity: Validity,
+    /// The kind of each parameter ("size", "duration", "count", …), so a
+    /// run imported from another build displays without its registry.
+    /// Empty for runs stored before it was recorded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub param_kinds: BTreeMap<String, String>,
+    /// The storage this result was measured on (None: no scratch I/O, or a
+    /// run stored before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageFact>,
+}
+
+/// Where a result's I/O went: a lab file system is not the host's disk.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StorageFact {
+    /// The directory measured in (the lab's mount point for a lab run).
+    pub path: String,
+    /// Partition or device name (`vda1`, `loop3`), "" when not block-backed.
+    #[serde(default)]
+    pub device: String,
+    /// Whole disk (`vda`, `loop3`).
+    #[serde(default)]
+    pub disk: String,
+    #[serde(default)]
+    pub fs: String,
+    #[serde(default)]
+    pub mount_options: String,
+    /// The `--fs` lab file system (e.g. "ext4:noatime"), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<String>,
+    /// The `--throttle` limits in force, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<String>,
+}
+
+impl StorageFact {
+    /// Measured on the real device as the system uses it: no lab image, no throttle.
+    pub fn is_native(&self) -> bool {
+        self.lab.is_none() && self.throttle.is_none()
+    }
 }
 
 impl PointResult {
@@ -65,16 +105,58 @@ impl PointResult {
     }
 
     /// `key=value …` in a stable order, sizes in binary units, for display.
+    /// Uses the kinds stored with the result, else this build's registry.
     pub fn params_label(&self) -> String {
-        let specs = super::registry::find(&self.experiment)
-            .map(|e| e.params())
-            .unwrap_or_default();
-        super::params::Point(self.params.clone()).label(&specs)
+        self.params
+            .iter()
+            .map(|(k, v)| match (self.param_kind(k).as_deref(), v) {
+                (Some("size"), ParamValue::Int(n)) => format!("{k}={}", format_size(*n)),
+                _ => format!("{k}={v}"),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The stored kind of a parameter, else what this build's registry says.
+    pub fn param_kind(&self, name: &str) -> Option<String> {
+        if let Some(k) = self.param_kinds.get(name) {
+            return Some(k.clone());
+        }
+        let exp = super::registry::find(&self.experiment).ok()?;
+        let spec = exp.params().into_iter().find(|s| s.name == name)?;
+        Some(kind_name(&spec.kind).to_string())
     }
 
     /// "2 of 5 trials flagged: …" when the guard flagged a summarised trial.
     pub fn suspect_summary(&self) -> Option<String> {
         self.validity.suspect_summary()
+    }
+
+    /// Record the kind of every parameter this build's registry knows.
+    pub fn fill_param_kinds(&mut self) {
+        let Ok(exp) = super::registry::find(&self.experiment) else {
+            return;
+        };
+        for spec in exp.params() {
+            if self.params.contains_key(spec.name) {
+                self.param_kinds
+                    .entry(spec.name.to_string())
+                    .or_insert_with(|| kind_name(&spec.kind).to_string());
+            }
+        }
+    }
+}
+
+/// The stored name of a parameter kind (see `PointResult::param_kinds`).
+pub fn kind_name(kind: &ParamKind) -> &'static str {
+    match kind {
+        ParamKind::Size => "size",
+        ParamKind::Duration => "duration",
+        ParamKind::Count => "count",
+        ParamKind::Float => "float",
+        ParamKind::Choice(_) => "choice",
+        ParamKind::Bool => "bool",
+        ParamKind::Text => "text",
     }
 }
 

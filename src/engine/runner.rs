@@ -316,6 +316,7 @@ fn run_point(
             trials: checks,
             skipped: guard.skipped.clone(),
         },
+        ..Default::default()
     })
 }
 

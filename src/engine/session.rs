@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::model::{new_run_id, now_rfc3339, PointResult, Run, RunStatus, RUN_SCHEMA};
+use super::model::{new_run_id, now_rfc3339, PointResult, Run, RunStatus, StorageFact, RUN_SCHEMA};
 use super::params::ParamValue;
 use super::runner::Outcome;
 use super::{Ctx, Experiment, Point};
@@ -78,8 +78,14 @@ impl Session {
     }
 
     /// Add what a measurement produced; returns its error, if any.
+    /// Each result gets its parameters' kinds, so it displays the same
+    /// wherever it is imported.
     pub fn absorb(&mut self, outcome: Outcome) -> Option<Error> {
+        let start = self.run.results.len();
         self.run.results.extend(outcome.results);
+        for r in &mut self.run.results[start..] {
+            r.fill_param_kinds();
+        }
         self.run.warnings.extend(outcome.warnings);
         outcome.error
     }
@@ -135,6 +141,64 @@ pub fn prepare_ctx(exp: &dyn Experiment, points: &[Point], target: Option<&Path>
     };
     let device = device_for_path(&dir);
     Ok(Ctx::new(scratch, dir, device))
+}
+
+/// What the storage under `ctx` is, when the experiment did I/O in a scratch
+/// directory there: device, file system and mount options, plus the lab file
+/// system (`--fs` label) and throttle limits in force. Advice uses it to keep
+/// a lab or throttled device's figures away from the host's disk.
+pub fn storage_of(ctx: &Ctx, lab: Option<&str>, throttle: Option<String>) -> Option<StorageFact> {
+    ctx.scratch().ok()?;
+    let dir = &ctx.target;
+    let mount = system::mount_for_path(dir);
+    Some(StorageFact {
+        path: dir.display().to_string(),
+        device: ctx
+            .device
+            .as_ref()
+            .map(|d| d.name.clone())
+            .unwrap_or_default(),
+        disk: ctx
+            .device
+            .as_ref()
+            .map(|d| d.disk.clone())
+            .unwrap_or_default(),
+        fs: mount
+            .as_ref()
+            .map(|m| m.fs_type.clone())
+            .unwrap_or_default(),
+        mount_options: mount.map(|m| m.options.join(",")).unwrap_or_default(),
+        lab: lab.map(String::from),
+        throttle,
+    })
+}
+
+/// Record on every result where its I/O went (see [`storage_of`]).
+pub fn stamp_storage(results: &mut [PointResult], storage: Option<&StorageFact>) {
+    for r in results {
+        if r.storage.is_none() {
+            r.storage = storage.cloned();
+        }
+    }
+}
+
+/// `--throttle` limits as text (`read=20000000B/s,write_iops=100`).
+pub fn throttle_text(
+    read_bps: Option<u64>,
+    write_bps: Option<u64>,
+    read_iops: Option<u64>,
+    write_iops: Option<u64>,
+) -> String {
+    [
+        ("read", read_bps, "B/s"),
+        ("write", write_bps, "B/s"),
+        ("read_iops", read_iops, ""),
+        ("write_iops", write_iops, ""),
+    ]
+    .iter()
+    .filter_map(|(k, v, u)| v.map(|v| format!("{k}={v}{u}")))
+    .collect::<Vec<_>>()
+    .join(",")
 }
 
 /// Tag every result with an extra parameter (the lab's `fs`, a tuned knob's

@@ -410,6 +410,7 @@ mod tests {
                 histograms: vec![],
                 notes: vec![],
                 elapsed_s: 1.0,
+                ..Default::default()
             }],
             samples: vec![],
             warnings: vec![],
@@ -422,6 +423,7 @@ mod tests {
                     result: String::new(),
                     verdict: verdict.into(),
                     conclusion: String::new(),
+                    suspect: vec![],
                 }],
             }),
         }

@@ -115,12 +115,23 @@ pub fn slug(s: &str) -> String {
     out.trim_matches('-').to_string()
 }
 
+/// Text from a run (a label, a host name) on one line: a newline would end a
+/// Markdown heading or table row, other control characters act on terminals.
+pub fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
 /// Build the report of `run`; with `base`, a comparison (ratios run/base)
 /// comes first.
 pub fn build(run: &Run, base: Option<&Run>, noise: f64) -> Document {
     let mut facts = vec![("run".to_string(), run.id.clone())];
     if !run.label.is_empty() {
-        facts.push(("label".into(), run.label.clone()));
+        facts.push(("label".into(), one_line(&run.label)));
+    }
+    if let Some(host) = run.environment.get("host.name") {
+        facts.push(("machine".into(), one_line(host)));
     }
     facts.push(("status".into(), run.status.as_str().to_string()));
     facts.push(("time".into(), format!("{} → {}", run.started, run.finished)));
@@ -132,13 +143,17 @@ pub fn build(run: &Run, base: Option<&Run>, noise: f64) -> Document {
         facts.push((
             "compared with".into(),
             format!(
-                "{}{} (base)",
+                "{}{} (base){}",
                 b.id,
                 if b.label.is_empty() {
                     String::new()
                 } else {
-                    format!(" \"{}\"", b.label)
-                }
+                    format!(" \"{}\"", one_line(&b.label))
+                },
+                b.environment
+                    .get("host.name")
+                    .map(|h| format!(" on {}", one_line(h)))
+                    .unwrap_or_default()
             ),
         ));
     }
@@ -172,9 +187,9 @@ pub fn build(run: &Run, base: Option<&Run>, noise: f64) -> Document {
         title: format!(
             "tunelab report: {}",
             if run.label.is_empty() {
-                run.id.as_str()
+                run.id.clone()
             } else {
-                run.label.as_str()
+                one_line(&run.label)
             }
         ),
         facts,

@@ -66,10 +66,19 @@ pub fn csv(run: &Run) -> String {
     out
 }
 
+/// Text from a run inside a Markdown line or table cell: control characters
+/// (a newline would end the line or row) become spaces, pipes are escaped.
+fn md(s: &str) -> String {
+    super::document::one_line(s).replace('|', "\\|")
+}
+
 pub fn markdown(run: &Run) -> String {
-    let mut s = format!("# tunelab run {}\n\n", run.id);
+    let mut s = format!("# tunelab run {}\n\n", md(&run.id));
     if !run.label.is_empty() {
-        s.push_str(&format!("Label: **{}**\n\n", run.label));
+        s.push_str(&format!("Label: **{}**\n\n", md(&run.label)));
+    }
+    if let Some(host) = run.environment.get("host.name") {
+        s.push_str(&format!("Machine: {}\n\n", md(host)));
     }
     s.push_str(&format!(
         "Status: {} · started {} · finished {} · tunelab {}\n\n## Environment\n\n| fact | value |\n|---|---|\n",
@@ -79,7 +88,7 @@ pub fn markdown(run: &Run) -> String {
         run.tool_version
     ));
     for (k, v) in &run.environment {
-        s.push_str(&format!("| {k} | {} |\n", v.replace('|', "\\|")));
+        s.push_str(&format!("| {} | {} |\n", md(k), md(v)));
     }
     for exp in run.experiments() {
         s.push_str(&format!(
@@ -90,8 +99,8 @@ pub fn markdown(run: &Run) -> String {
                 let x = &m.summary;
                 s.push_str(&format!(
                     "| {} | {} | {} | {} … {} | {} | {} | {} | {} |\n",
-                    r.params_label(),
-                    m.name,
+                    md(&r.params_label()),
+                    md(&m.name),
                     human(x.median, &m.unit),
                     human(x.ci95_low, &m.unit),
                     human(x.ci95_high, &m.unit),
@@ -110,13 +119,13 @@ pub fn markdown(run: &Run) -> String {
             .collect();
         notes.dedup();
         for n in notes {
-            s.push_str(&format!("\n> {n}\n"));
+            s.push_str(&format!("\n> {}\n", md(n)));
         }
     }
     if !run.warnings.is_empty() {
         s.push_str("\n## Warnings\n\n");
         for w in &run.warnings {
-            s.push_str(&format!("- {w}\n"));
+            s.push_str(&format!("- {}\n", md(w)));
         }
     }
     s

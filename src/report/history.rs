@@ -456,6 +456,7 @@ mod tests {
                 histograms: vec![],
                 notes: vec![],
                 elapsed_s: 1.0,
+                ..Default::default()
             }],
             samples: vec![],
             warnings: vec![],

@@ -25,6 +25,8 @@ pub struct Store {
 /// (references like `last~1` are resolved once, in `Store`).
 trait Backend {
     fn save(&mut self, run: &Run) -> Result<()>;
+    /// Save several runs in one transaction: all or none.
+    fn save_all(&mut self, runs: &[Run]) -> Result<()>;
     /// Newest first; the same second: the later save first.
     fn list(&self) -> Result<Vec<RunInfo>>;
     fn load(&self, id: &str) -> Result<Option<Run>>;
@@ -42,6 +44,32 @@ pub struct RunInfo {
     pub status: String,
     pub experiments: Vec<String>,
     pub results: usize,
+    /// The host name the run was recorded on ("" for runs without one).
+    pub machine: String,
+    /// The stable machine id recorded with it ("" when the machine had none).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub machine_id: String,
+}
+
+/// What `Store::import` did with each run offered.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Imported {
+    pub id: String,
+    pub machine: String,
+    /// "imported" or "already stored".
+    pub outcome: &'static str,
+}
+
+/// Whether two copies of a run are the same run: same id, start and machine.
+fn same_run(a: &Run, b: &Run) -> bool {
+    let key = |r: &Run| {
+        (
+            r.started.clone(),
+            r.environment.get("host.name").cloned(),
+            r.environment.get("machine.id").cloned(),
+        )
+    };
+    a.id == b.id && key(a) == key(b)
 }
 
 /// Where the database lives: `--db`, `TUNELAB_DB`, else
@@ -86,6 +114,53 @@ impl Store {
     /// Save a whole run in one transaction: it is stored completely or not at all.
     pub fn save(&mut self, run: &Run) -> Result<()> {
         self.backend.save(run)
+    }
+
+    /// Store runs recorded elsewhere (another machine's export or database),
+    /// keeping their ids and environments. A run already stored is skipped
+    /// ("already stored"); a different run under a stored id is refused. The
+    /// new runs are saved in one transaction: all of them or none.
+    pub fn import(&mut self, runs: &[Run]) -> Result<Vec<Imported>> {
+        let mut out = Vec::new();
+        let mut fresh: Vec<&Run> = Vec::new();
+        for run in runs {
+            let machine = run
+                .environment
+                .get("host.name")
+                .cloned()
+                .unwrap_or_default();
+            let stored = match fresh.iter().find(|r| r.id == run.id) {
+                Some(r) => Some((*r).clone()),
+                None => self.backend.load(&run.id)?,
+            };
+            let outcome = match stored {
+                Some(s) if same_run(&s, run) => "already stored",
+                Some(s) => {
+                    return Err(Error::usage(format!(
+                        "run {} from machine '{machine}' started {} has the id of a different \
+                         stored run (machine '{}', started {}): nothing was imported",
+                        run.id,
+                        run.started,
+                        s.environment.get("host.name").map_or("?", |v| v),
+                        s.started
+                    )))
+                }
+                None => {
+                    fresh.push(run);
+                    "imported"
+                }
+            };
+            out.push(Imported {
+                id: run.id.clone(),
+                machine,
+                outcome,
+            });
+        }
+        let fresh: Vec<Run> = fresh.into_iter().cloned().collect();
+        if !fresh.is_empty() {
+            self.backend.save_all(&fresh)?;
+        }
+        Ok(out)
     }
 
     /// Runs, newest first; runs started in the same second (`started` has

@@ -123,47 +123,15 @@ impl Postgres {
 impl Backend for Postgres {
     /// Save a whole run in one transaction: stored completely or not at all.
     fn save(&mut self, run: &Run) -> Result<()> {
-        let mut head = run.clone();
-        head.results.clear();
-        head.samples.clear();
+        self.save_all(std::slice::from_ref(run))
+    }
+
+    /// Save runs in one transaction: all of them or none.
+    fn save_all(&mut self, runs: &[Run]) -> Result<()> {
         let client = self.client.get_mut();
         let mut tx = client.transaction().map_err(db_error)?;
-        // Saving again replaces the run (a study's growing run); rows cascade.
-        tx.execute("DELETE FROM runs WHERE id = $1", &[&run.id])
-            .map_err(db_error)?;
-        tx.execute(
-            "INSERT INTO runs (id, label, status, started, experiments, environment, head)
-             VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7::text::jsonb)",
-            &[
-                &run.id,
-                &run.label,
-                &run.status.as_str(),
-                &run.started,
-                &run.experiments().join(","),
-                &serde_json::to_string(&run.environment)?,
-                &serde_json::to_string(&head)?,
-            ],
-        )
-        .map_err(db_error)?;
-        for (i, r) in run.results.iter().enumerate() {
-            tx.execute(
-                "INSERT INTO results (run_id, idx, experiment, result)
-                 VALUES ($1, $2, $3, $4::text::jsonb)",
-                &[
-                    &run.id,
-                    &(i as i32),
-                    &r.experiment,
-                    &serde_json::to_string(r)?,
-                ],
-            )
-            .map_err(db_error)?;
-        }
-        for (i, s) in run.samples.iter().enumerate() {
-            tx.execute(
-                "INSERT INTO monitor_samples (run_id, idx, sample) VALUES ($1, $2, $3::text::jsonb)",
-                &[&run.id, &(i as i32), &serde_json::to_string(s)?],
-            )
-            .map_err(db_error)?;
+        for run in runs {
+            insert_run(&mut tx, run)?;
         }
         tx.commit().map_err(db_error)
     }
@@ -175,7 +143,8 @@ impl Backend for Postgres {
             .borrow_mut()
             .query(
                 "SELECT r.id, r.started, r.label, r.status, r.experiments,
-                        (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id)
+                        (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id),
+                        r.environment->>'host.name', r.environment->>'machine.id'
                  FROM runs r ORDER BY r.started DESC, r.seq DESC",
                 &[],
             )
@@ -195,6 +164,8 @@ impl Backend for Postgres {
                         .map(String::from)
                         .collect(),
                     results: row.get::<_, i64>(5) as usize,
+                    machine: row.get::<_, Option<String>>(6).unwrap_or_default(),
+                    machine_id: row.get::<_, Option<String>>(7).unwrap_or_default(),
                 }
             })
             .collect())
@@ -248,6 +219,52 @@ impl Backend for Postgres {
         )?;
         Ok(v.pop())
     }
+}
+
+/// Insert one whole run (head, results, monitor samples) in `tx`,
+/// replacing a stored run of the same id (a study's growing run).
+fn insert_run(tx: &mut postgres::Transaction, run: &Run) -> Result<()> {
+    let mut head = run.clone();
+    head.results.clear();
+    head.samples.clear();
+    // Rows of results and samples cascade.
+    tx.execute("DELETE FROM runs WHERE id = $1", &[&run.id])
+        .map_err(db_error)?;
+    tx.execute(
+        "INSERT INTO runs (id, label, status, started, experiments, environment, head)
+         VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7::text::jsonb)",
+        &[
+            &run.id,
+            &run.label,
+            &run.status.as_str(),
+            &run.started,
+            &run.experiments().join(","),
+            &serde_json::to_string(&run.environment)?,
+            &serde_json::to_string(&head)?,
+        ],
+    )
+    .map_err(db_error)?;
+    for (i, r) in run.results.iter().enumerate() {
+        tx.execute(
+            "INSERT INTO results (run_id, idx, experiment, result)
+             VALUES ($1, $2, $3, $4::text::jsonb)",
+            &[
+                &run.id,
+                &(i as i32),
+                &r.experiment,
+                &serde_json::to_string(r)?,
+            ],
+        )
+        .map_err(db_error)?;
+    }
+    for (i, s) in run.samples.iter().enumerate() {
+        tx.execute(
+            "INSERT INTO monitor_samples (run_id, idx, sample) VALUES ($1, $2, $3::text::jsonb)",
+            &[&run.id, &(i as i32), &serde_json::to_string(s)?],
+        )
+        .map_err(db_error)?;
+    }
+    Ok(())
 }
 
 /// Apply every migration the database has not seen, in one transaction

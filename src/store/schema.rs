@@ -29,6 +29,9 @@ const MIGRATIONS: &[&str] = &[
     // 3: the validity guard's per-trial checks of each point (JSON, NULL
     // for points stored before it existed).
     "ALTER TABLE results ADD COLUMN validity TEXT;",
+    // 4: per-result parameter kinds and storage (JSON, NULL for older runs).
+    "ALTER TABLE results ADD COLUMN param_kinds TEXT;
+     ALTER TABLE results ADD COLUMN storage TEXT;",
 ];
 
 pub fn version() -> i64 {

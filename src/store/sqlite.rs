@@ -54,7 +54,8 @@ impl Sqlite {
         wanted: impl Fn(&str) -> bool,
     ) -> Result<Vec<PointResult>> {
         let mut stmt = self.conn.prepare(
-            "SELECT idx, experiment, params, series, histograms, notes, elapsed_s, validity
+            "SELECT idx, experiment, params, series, histograms, notes, elapsed_s, validity,
+                    param_kinds, storage
              FROM results WHERE run_id = ?1 ORDER BY idx",
         )?;
         let rows = stmt
@@ -70,6 +71,14 @@ impl Sqlite {
                     validity: match row.get::<_, Option<String>>(7)? {
                         Some(text) => json_text(&text, 7)?,
                         None => Default::default(),
+                    },
+                    param_kinds: match row.get::<_, Option<String>>(8)? {
+                        Some(text) => json_text(&text, 8)?,
+                        None => Default::default(),
+                    },
+                    storage: match row.get::<_, Option<String>>(9)? {
+                        Some(text) => json_text(&text, 9)?,
+                        None => None,
                     },
                 };
                 Ok((row.get::<_, i64>(0)?, result))
@@ -178,20 +187,34 @@ impl Sqlite {
     /// Save a whole run in one transaction: it is stored completely or not at
     /// all. A run already stored under the same id is replaced in the same
     /// transaction (a study saves its growing run after each key issue).
-    fn save(&mut self, run: &Run) -> Result<()> {
-        self.save_tx(run).map_err(|e| {
+    /// Save runs in one transaction: all of them or none. Saving a stored
+    /// id again replaces that run (a study's growing run).
+    fn save(&mut self, runs: &[Run]) -> Result<()> {
+        self.save_tx(runs).map_err(|e| {
             let why = write_failure(&self.conn, &self.path, &e);
+            let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
             Error::environment(format!(
                 "could not store run {} in {}: {why}; the results above are not saved \
                  (free space, make the file writable, or choose another --db)",
-                run.id,
+                ids.join(", "),
                 self.path.display()
             ))
         })
     }
 
-    fn save_tx(&mut self, run: &Run) -> rusqlite::Result<()> {
+    fn save_tx(&mut self, runs: &[Run]) -> rusqlite::Result<()> {
         let tx = self.conn.transaction()?;
+        for run in runs {
+            insert_run(&tx, run)?;
+        }
+        tx.commit()
+    }
+}
+
+/// Insert one whole run (head, results, metrics, monitor samples) in `tx`,
+/// replacing a stored run of the same id.
+fn insert_run(tx: &rusqlite::Transaction, run: &Run) -> rusqlite::Result<()> {
+    {
         // Results, metrics and samples go with it (ON DELETE CASCADE).
         tx.execute("DELETE FROM runs WHERE id = ?1", [&run.id])?;
         tx.execute(
@@ -216,8 +239,8 @@ impl Sqlite {
         for (i, r) in run.results.iter().enumerate() {
             tx.execute(
                 "INSERT INTO results (run_id, idx, experiment, params, series, histograms, notes, elapsed_s,
-                                      validity)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                      validity, param_kinds, storage)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     run.id,
                     i as i64,
@@ -228,8 +251,12 @@ impl Sqlite {
                     json(&r.notes)?,
                     r.elapsed_s,
                     (!r.validity.is_empty())
-                        .then(|| serde_json::to_string(&r.validity))
+                        .then(|| json(&r.validity))
                         .transpose()?,
+                    (!r.param_kinds.is_empty())
+                        .then(|| json(&r.param_kinds))
+                        .transpose()?,
+                    r.storage.as_ref().map(json).transpose()?,
                 ],
             )?;
             for (j, m) in r.metrics.iter().enumerate() {
@@ -256,8 +283,8 @@ impl Sqlite {
                 params![run.id, i as i64, s.t, json(s)?],
             )?;
         }
-        tx.commit()
     }
+    Ok(())
 }
 
 /// JSON text for a column (serialising the model cannot fail in practice;
@@ -268,7 +295,11 @@ fn json<T: serde::Serialize>(v: &T) -> rusqlite::Result<String> {
 
 impl Backend for Sqlite {
     fn save(&mut self, run: &Run) -> Result<()> {
-        Sqlite::save(self, run)
+        Sqlite::save(self, std::slice::from_ref(run))
+    }
+
+    fn save_all(&mut self, runs: &[Run]) -> Result<()> {
+        Sqlite::save(self, runs)
     }
 
     /// Runs, newest first. `started` has whole seconds, so runs started in
@@ -276,7 +307,9 @@ impl Backend for Sqlite {
     fn list(&self) -> Result<Vec<RunInfo>> {
         let mut stmt = self.conn.prepare(
             "SELECT r.id, r.started, r.label, r.status, r.experiments,
-                    (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id)
+                    (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id),
+                    json_extract(r.environment, '$.\"host.name\"'),
+                    json_extract(r.environment, '$.\"machine.id\"')
              FROM runs r ORDER BY r.started DESC, r.rowid DESC",
         )?;
         let rows = stmt.query_map([], |row| {
@@ -292,6 +325,8 @@ impl Backend for Sqlite {
                     .map(String::from)
                     .collect(),
                 results: row.get::<_, i64>(5)? as usize,
+                machine: row.get::<_, Option<String>>(6)?.unwrap_or_default(),
+                machine_id: row.get::<_, Option<String>>(7)?.unwrap_or_default(),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)

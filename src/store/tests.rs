@@ -47,6 +47,7 @@ pub(crate) fn sample_run(label: &str) -> Run {
                 }],
                 skipped: vec!["thermal: none".into()],
             },
+            ..Default::default()
         }],
         samples: vec![],
         warnings: vec![],
@@ -197,4 +198,85 @@ fn an_unreachable_postgres_server_is_a_clear_environment_error() {
         "{msg}"
     );
     assert!(!msg.contains("s3cret"), "{msg}");
+}
+
+#[test]
+fn imports_keep_ids_skip_stored_runs_and_are_all_or_nothing() {
+    use crate::engine::model::StorageFact;
+    each_backend(|mut store| {
+        let mut board = sample_run("board");
+        board
+            .environment
+            .insert("host.name".into(), "board-a".into());
+        // A parameter of an experiment this build does not know, whose kind
+        // came with the run; and the storage it ran on.
+        board.results[0].experiment = "io.from-a-newer-build".into();
+        board.results[0].params = [("record".to_string(), ParamValue::Int(65536))].into();
+        board.results[0]
+            .param_kinds
+            .insert("record".into(), "size".into());
+        board.results[0].storage = Some(StorageFact {
+            path: "/data".into(),
+            device: "mmcblk0p2".into(),
+            disk: "mmcblk0".into(),
+            fs: "ext4".into(),
+            ..Default::default()
+        });
+        let done = store.import(std::slice::from_ref(&board)).unwrap();
+        assert_eq!(done[0].outcome, "imported");
+        assert_eq!(done[0].machine, "board-a");
+        let back = store.load(&board.id).unwrap();
+        assert_eq!(back.results, board.results);
+        assert_eq!(back.results[0].params_label(), "record=64 KiB");
+        assert_eq!(store.list().unwrap()[0].machine, "board-a");
+        // Again, with a new run next to it: the stored one is a no-op.
+        let other = sample_run("second");
+        let done = store.import(&[board.clone(), other.clone()]).unwrap();
+        let outcomes: Vec<&str> = done.iter().map(|d| d.outcome).collect();
+        assert_eq!(outcomes, ["already stored", "imported"]);
+        assert_eq!(store.list().unwrap().len(), 2);
+        // A different run under a stored id is refused, and the good run
+        // offered with it is not stored either.
+        let mut clash = sample_run("clash");
+        clash.id = board.id.clone();
+        clash.started = "2001-01-01T00:00:00Z".into();
+        let fresh = sample_run("fresh");
+        let e = store.import(&[fresh.clone(), clash]).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(
+            store.load(&fresh.id).is_err(),
+            "a partial import was stored"
+        );
+        // Two different runs under one id in the same batch: refused, none stored.
+        let dup = sample_run("dup");
+        let mut dup2 = dup.clone();
+        dup2.started = "2001-01-01T00:00:00Z".into();
+        assert!(store.import(&[dup.clone(), dup2]).is_err());
+        assert!(store.load(&dup.id).is_err());
+    });
+}
+
+#[test]
+fn a_schema_2_database_migrates_and_its_results_read_without_the_new_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let run = sample_run("old");
+    {
+        let mut store = Store::open(&path).unwrap();
+        store.save(&run).unwrap();
+    }
+    // Make it a schema-2 database as an older tunelab left it.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "ALTER TABLE results DROP COLUMN param_kinds; ALTER TABLE results DROP COLUMN storage;
+         PRAGMA user_version = 2;",
+    )
+    .unwrap();
+    drop(conn);
+    let store = Store::open(&path).unwrap();
+    let back = store.load(&run.id).unwrap();
+    assert_eq!(back.results[0].storage, None);
+    assert!(back.results[0].param_kinds.is_empty());
+    // Kinds fall back to this build's registry: io.file-read's chunk is a size.
+    assert_eq!(back.results[0].params_label(), "chunk=64 KiB");
 }

@@ -343,7 +343,7 @@ mod tests {
             histograms: vec![],
             notes: vec![],
             elapsed_s: 1.0,
-            validity: Default::default(),
+            ..Default::default()
         }
     }
 

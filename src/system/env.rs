@@ -68,6 +68,10 @@ pub fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
         "host.name",
         Some(uts.nodename().to_string_lossy().into_owned()),
     );
+    if let Some((id, source)) = machine_id(Path::new("/")) {
+        put("machine.id", Some(id));
+        put("machine.id_source", Some(source));
+    }
     put(
         "kernel.release",
         Some(uts.release().to_string_lossy().into_owned()),
@@ -147,6 +151,58 @@ pub fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
         }
     }
     env
+}
+
+/// Files a stable machine identity can come from, most specific first:
+/// systemd/dbus machine ids, then the board's device-tree serial number and
+/// the SoC serial some ARM kernels print in /proc/cpuinfo.
+const MACHINE_ID_FILES: &[&str] = &[
+    "etc/machine-id",
+    "var/lib/dbus/machine-id",
+    "proc/device-tree/serial-number",
+    "sys/firmware/devicetree/base/serial-number",
+];
+
+/// A stable id for this machine under `root` ("/" normally; a fixture tree
+/// in tests) and the file it was derived from. The raw machine-id is not
+/// recorded (systemd asks that it not be exposed): the id is a 128-bit
+/// FNV-1a digest of it, salted with "tunelab", stable across tunelab builds.
+/// None when the machine has none of the sources (host.name is then its
+/// only identity).
+pub fn machine_id(root: &Path) -> Option<(String, String)> {
+    let mut sources: Vec<(String, String)> = MACHINE_ID_FILES
+        .iter()
+        .filter_map(|f| {
+            let raw = fs::read(root.join(f)).ok()?;
+            let text = String::from_utf8_lossy(&raw)
+                .trim_matches(|c: char| c.is_whitespace() || c == '\0')
+                .to_string();
+            Some((text, format!("/{f}")))
+        })
+        .collect();
+    if let Ok(info) = fs::read_to_string(root.join("proc/cpuinfo")) {
+        let serial = info.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == "Serial").then(|| v.trim().to_string())
+        });
+        if let Some(s) = serial {
+            sources.push((s, "/proc/cpuinfo Serial".into()));
+        }
+    }
+    sources
+        .into_iter()
+        .find(|(v, _)| !v.is_empty() && v.chars().any(|c| c != '0'))
+        .map(|(v, src)| (digest128(&v), src))
+}
+
+/// FNV-1a over `tunelab:` + text, as 128 bits of hex.
+fn digest128(text: &str) -> String {
+    let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
+    for b in b"tunelab:".iter().chain(text.as_bytes()) {
+        h ^= *b as u128;
+        h = h.wrapping_mul(0x0000000001000000000000000000013B);
+    }
+    format!("{h:032x}")
 }
 
 /// The mount containing `path`: the longest mount point that is a
@@ -298,6 +354,43 @@ mod tests {
             .collect();
         assert_eq!(join_argv(&argv), "tunelab run io.x --label 'before change'");
         assert_eq!(join_argv(&[]), "");
+    }
+
+    #[test]
+    fn machine_id_is_derived_from_the_first_source_present() {
+        let root = tempfile::tempdir().unwrap();
+        assert_eq!(machine_id(root.path()), None);
+        // A board without /etc/machine-id: the SoC serial from cpuinfo.
+        fs::create_dir_all(root.path().join("proc")).unwrap();
+        fs::write(
+            root.path().join("proc/cpuinfo"),
+            "processor\t: 0\nCPU implementer\t: 0x41\n\nSerial\t\t: 00000000a1b2c3d4\n",
+        )
+        .unwrap();
+        let (pi, src) = machine_id(root.path()).unwrap();
+        assert_eq!(src, "/proc/cpuinfo Serial");
+        assert_eq!(pi.len(), 32);
+        // The device-tree serial (NUL-terminated, as the kernel exposes it) wins over it.
+        fs::create_dir_all(root.path().join("proc/device-tree")).unwrap();
+        fs::write(
+            root.path().join("proc/device-tree/serial-number"),
+            "ABC123\0",
+        )
+        .unwrap();
+        let (dt, src) = machine_id(root.path()).unwrap();
+        assert_eq!(src, "/proc/device-tree/serial-number");
+        assert_ne!(dt, pi);
+        // /etc/machine-id wins over all; the raw id is never the result.
+        fs::create_dir_all(root.path().join("etc")).unwrap();
+        let raw = "4c4c4544004d3510804ab4c04f4e4d32";
+        fs::write(root.path().join("etc/machine-id"), format!("{raw}\n")).unwrap();
+        let (id, src) = machine_id(root.path()).unwrap();
+        assert_eq!(src, "/etc/machine-id");
+        assert_ne!(id, raw);
+        // Stable: the same input gives the same id (fixed FNV-1a, not std's hasher).
+        assert_eq!(digest128(raw), id);
+        // Computed independently (Python) for the FNV-1a 128 parameters.
+        assert_eq!(digest128(""), "03fe74e66d659b9224a6edbdbfbeab78");
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub struct Fact {
 pub struct Facts(pub Vec<Fact>);
 
 impl Facts {
-    fn add(
+    pub(super) fn add(
         &mut self,
         section: &'static str,
         key: &str,
@@ -87,6 +87,7 @@ pub fn inspect(target: Option<&Path>) -> Facts {
     vm(&mut f);
     cpu(&mut f);
     kernel(&mut f);
+    super::board::collect(Path::new("/"), &mut f);
     f
 }
 

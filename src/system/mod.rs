@@ -1,5 +1,6 @@
 //! Read-only facts about the machine: environment snapshot, devices, quietness.
 
+pub mod board;
 pub mod device;
 pub mod env;
 pub mod quiet;

@@ -141,7 +141,7 @@ fn run(
                 histograms: Vec::new(),
                 notes: extras.notes.clone(),
                 elapsed_s: elapsed,
-                validity: Default::default(),
+                ..Default::default()
             }
         })
         .collect())

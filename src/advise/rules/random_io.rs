@@ -268,6 +268,7 @@ mod tests {
             histograms: vec![],
             notes: vec![],
             elapsed_s: 1.0,
+            ..Default::default()
         }
     }
 

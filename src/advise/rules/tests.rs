@@ -130,6 +130,43 @@ fn usb_rules() {
 }
 
 #[test]
+fn usb3_storage_anywhere_on_a_usb2_link_is_found() {
+    let ev = with(&[
+        (
+            "usb.2-1.storage",
+            "Ultra USB 3.0: USB 3.20, link 480 Mb/s, driver usb-storage",
+        ),
+        ("usb.2-1.version", "3.20"),
+        ("usb.2-1.speed_mbps", "480"),
+        (
+            "usb.4-1.storage",
+            "T7: USB 3.10, link 5000 Mb/s, driver uas",
+        ),
+        ("usb.4-1.version", "3.10"),
+        ("usb.4-1.speed_mbps", "5000"),
+    ]);
+    let a = advise(&ev, Workload::General);
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.id == "usb.storage-link-speed")
+        .expect("a finding for 2-1");
+    assert!(
+        f.title.contains("2-1") && !f.title.contains("4-1"),
+        "{}",
+        f.title
+    );
+    // A USB 2 stick at 480 and a USB 3 disk at 5000 are fine.
+    let ev = with(&[
+        ("usb.1-1.version", "2.00"),
+        ("usb.1-1.speed_mbps", "480"),
+        ("usb.4-1.version", "3.10"),
+        ("usb.4-1.speed_mbps", "5000"),
+    ]);
+    assert!(ids(&ev, Workload::General).is_empty());
+}
+
+#[test]
 fn workload_dependent_rules() {
     let ev = with(&[("cpu.governor", "powersave")]);
     assert!(ids(&ev, Workload::General).is_empty());

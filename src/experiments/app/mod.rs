@@ -1,9 +1,8 @@
 //! Application experiments: start-up and exit time (`app.time`), with the
 //! process-control pieces `tunelab time` and `tunelab memory` share.
 
-pub mod exec_helper;
-
 pub mod boot;
+pub mod exec_helper;
 pub mod proc;
 pub mod time;
 
