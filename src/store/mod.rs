@@ -24,6 +24,8 @@ pub struct Store {
 /// (references like `last~1` are resolved once, in `Store`).
 trait Backend {
     fn save(&mut self, run: &Run) -> Result<()>;
+    /// Save, replacing a run stored under the same id (one transaction).
+    fn replace(&mut self, run: &Run) -> Result<()>;
     /// Newest first; the same second: the later save first.
     fn list(&self) -> Result<Vec<RunInfo>>;
     fn load(&self, id: &str) -> Result<Option<Run>>;
@@ -79,6 +81,13 @@ impl Store {
     /// Save a whole run in one transaction: it is stored completely or not at all.
     pub fn save(&mut self, run: &Run) -> Result<()> {
         self.backend.save(run)
+    }
+
+    /// Save again a run that grows (a study after each key issue): the
+    /// stored copy under its id is replaced in one transaction. `save`
+    /// still refuses a duplicate id.
+    pub fn replace(&mut self, run: &Run) -> Result<()> {
+        self.backend.replace(run)
     }
 
     /// Runs, newest first; runs started in the same second (`started` has

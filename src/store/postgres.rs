@@ -120,17 +120,20 @@ impl Postgres {
     }
 }
 
-impl Backend for Postgres {
-    /// Save a whole run in one transaction: stored completely or not at all.
-    fn save(&mut self, run: &Run) -> Result<()> {
+impl Postgres {
+    /// One transaction: stored completely or not at all; with `replace`, a
+    /// run already stored under the id is replaced.
+    fn save_or_replace(&mut self, run: &Run, replace: bool) -> Result<()> {
         let mut head = run.clone();
         head.results.clear();
         head.samples.clear();
         let client = self.client.get_mut();
         let mut tx = client.transaction().map_err(db_error)?;
-        // Saving again replaces the run (a study's growing run); rows cascade.
-        tx.execute("DELETE FROM runs WHERE id = $1", &[&run.id])
-            .map_err(db_error)?;
+        if replace {
+            // A study's growing run: the old copy goes, its rows cascade.
+            tx.execute("DELETE FROM runs WHERE id = $1", &[&run.id])
+                .map_err(db_error)?;
+        }
         tx.execute(
             "INSERT INTO runs (id, label, status, started, experiments, environment, head)
              VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7::text::jsonb)",
@@ -166,6 +169,17 @@ impl Backend for Postgres {
             .map_err(db_error)?;
         }
         tx.commit().map_err(db_error)
+    }
+}
+
+impl Backend for Postgres {
+    /// Save a whole run in one transaction: stored completely or not at all.
+    fn save(&mut self, run: &Run) -> Result<()> {
+        self.save_or_replace(run, false)
+    }
+
+    fn replace(&mut self, run: &Run) -> Result<()> {
+        self.save_or_replace(run, true)
     }
 
     /// Runs, newest first (same second: the later save first).

@@ -172,10 +172,11 @@ fn write_failure(conn: &Connection, path: &Path, e: &rusqlite::Error) -> String 
 
 impl Sqlite {
     /// Save a whole run in one transaction: it is stored completely or not at
-    /// all. A run already stored under the same id is replaced in the same
-    /// transaction (a study saves its growing run after each key issue).
-    fn save(&mut self, run: &Run) -> Result<()> {
-        self.save_tx(run).map_err(|e| {
+    /// all. With `replace`, a run already stored under the same id is
+    /// replaced in the same transaction (a study's growing run); without, a
+    /// duplicate id is an error.
+    fn save_or_replace(&mut self, run: &Run, replace: bool) -> Result<()> {
+        self.save_tx(run, replace).map_err(|e| {
             let why = write_failure(&self.conn, &self.path, &e);
             Error::environment(format!(
                 "could not store run {} in {}: {why}; the results above are not saved \
@@ -186,10 +187,12 @@ impl Sqlite {
         })
     }
 
-    fn save_tx(&mut self, run: &Run) -> rusqlite::Result<()> {
+    fn save_tx(&mut self, run: &Run, replace: bool) -> rusqlite::Result<()> {
         let tx = self.conn.transaction()?;
-        // Results, metrics and samples go with it (ON DELETE CASCADE).
-        tx.execute("DELETE FROM runs WHERE id = ?1", [&run.id])?;
+        if replace {
+            // Results, metrics and samples go with it (ON DELETE CASCADE).
+            tx.execute("DELETE FROM runs WHERE id = ?1", [&run.id])?;
+        }
         tx.execute(
             "INSERT INTO runs (id, label, status, started, finished, tool_version, argv, environment,
                                quietness, warnings, experiments, study)
@@ -260,7 +263,11 @@ fn json<T: serde::Serialize>(v: &T) -> rusqlite::Result<String> {
 
 impl Backend for Sqlite {
     fn save(&mut self, run: &Run) -> Result<()> {
-        Sqlite::save(self, run)
+        self.save_or_replace(run, false)
+    }
+
+    fn replace(&mut self, run: &Run) -> Result<()> {
+        self.save_or_replace(run, true)
     }
 
     /// Runs, newest first. `started` has whole seconds, so runs started in
@@ -375,4 +382,30 @@ fn json_text<T: serde::de::DeserializeOwned>(text: &str, i: usize) -> rusqlite::
     serde_json::from_str(text).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::tests::sample_run;
+    use crate::store::Store;
+
+    #[test]
+    fn replace_swaps_a_growing_run_and_save_still_refuses_duplicates() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+        let mut run = sample_run("study");
+        let full = run.results.clone();
+        run.results.truncate(1);
+        store.replace(&run).unwrap(); // nothing stored yet: a plain insert
+        run.results = full.clone();
+        store.replace(&run).unwrap();
+        let list = store.list().unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].results, full.len());
+        assert_eq!(store.load(&run.id).unwrap().results, full);
+        assert!(
+            store.save(&run).is_err(),
+            "save must keep refusing a duplicate id"
+        );
+    }
 }
