@@ -205,9 +205,20 @@ pub fn begin_session(
 /// then the store failure is returned (exit 4): a measurement is never
 /// thrown away silently.
 pub fn finish(run: Run, store: Option<&mut Store>, out: &Out) -> Result<Run> {
+    finish_with(run, store, out, false)
+}
+
+/// `finish`, replacing a copy stored earlier under the run's id (a study
+/// stores its growing run after each key issue).
+pub fn finish_with(run: Run, store: Option<&mut Store>, out: &Out, replace: bool) -> Result<Run> {
     let mut store_error = None;
     if let (Some(store), true) = (store, worth_storing(&run)) {
-        match store.save(&run) {
+        let saved = if replace {
+            store.replace(&run)
+        } else {
+            store.save(&run)
+        };
+        match saved {
             Ok(()) => out.info(&format!(
                 "stored run {} ({}) in {}",
                 run.id,

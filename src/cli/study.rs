@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::run::{begin_session, finish, for_each_target, LabArgs, MeasureArgs};
+use super::run::{begin_session, finish_with, for_each_target, LabArgs, MeasureArgs};
 use super::{Cli, Out};
 use crate::engine::model::StudySummary;
 use crate::engine::runner::{run_points, RunOptions};
@@ -130,7 +130,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         // one in progress. One run grows under one id (see docs/decisions.md).
         if let (Some(st), None) = (store.as_mut(), &progress_error) {
             let snap = in_progress(&session.run, &profile, &verdicts);
-            if let Err(e) = st.save(&snap) {
+            if let Err(e) = st.replace(&snap) {
                 out.warn(&format!(
                     "{e} (measuring goes on; the results will be printed)"
                 ));
@@ -162,7 +162,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         issues: verdicts,
     });
     let run = session.finish(stop.as_ref());
-    let run = finish(run, store.as_mut(), out)?;
+    let run = finish_with(run, store.as_mut(), out, true)?;
     if !out.json {
         if let Some(s) = &run.study {
             out.data(&study::summary_table(s))?;

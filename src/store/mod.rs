@@ -27,6 +27,8 @@ trait Backend {
     fn save(&mut self, run: &Run) -> Result<()>;
     /// Save several runs in one transaction: all or none.
     fn save_all(&mut self, runs: &[Run]) -> Result<()>;
+    /// Save, replacing a run stored under the same id (one transaction).
+    fn replace(&mut self, run: &Run) -> Result<()>;
     /// Newest first; the same second: the later save first.
     fn list(&self) -> Result<Vec<RunInfo>>;
     fn load(&self, id: &str) -> Result<Option<Run>>;
@@ -114,6 +116,13 @@ impl Store {
     /// Save a whole run in one transaction: it is stored completely or not at all.
     pub fn save(&mut self, run: &Run) -> Result<()> {
         self.backend.save(run)
+    }
+
+    /// Save again a run that grows (a study after each key issue): the
+    /// stored copy under its id is replaced in one transaction. `save`
+    /// still refuses a duplicate id.
+    pub fn replace(&mut self, run: &Run) -> Result<()> {
+        self.backend.replace(run)
     }
 
     /// Store runs recorded elsewhere (another machine's export or database),

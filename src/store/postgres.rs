@@ -120,20 +120,32 @@ impl Postgres {
     }
 }
 
+impl Postgres {
+    /// One transaction: stored completely or not at all.
+    fn save_runs(&mut self, runs: &[Run], replace: bool) -> Result<()> {
+        let client = self.client.get_mut();
+        let mut tx = client.transaction().map_err(db_error)?;
+        for run in runs {
+            insert_run(&mut tx, run, replace)?;
+        }
+        tx.commit().map_err(db_error)
+    }
+}
+
 impl Backend for Postgres {
     /// Save a whole run in one transaction: stored completely or not at all.
     fn save(&mut self, run: &Run) -> Result<()> {
-        self.save_all(std::slice::from_ref(run))
+        self.save_runs(std::slice::from_ref(run), false)
     }
 
     /// Save runs in one transaction: all of them or none.
     fn save_all(&mut self, runs: &[Run]) -> Result<()> {
-        let client = self.client.get_mut();
-        let mut tx = client.transaction().map_err(db_error)?;
-        for run in runs {
-            insert_run(&mut tx, run)?;
-        }
-        tx.commit().map_err(db_error)
+        self.save_runs(runs, false)
+    }
+
+    /// A study's growing run: the stored copy is replaced in one transaction.
+    fn replace(&mut self, run: &Run) -> Result<()> {
+        self.save_runs(std::slice::from_ref(run), true)
     }
 
     /// Runs, newest first (same second: the later save first).
@@ -221,15 +233,16 @@ impl Backend for Postgres {
     }
 }
 
-/// Insert one whole run (head, results, monitor samples) in `tx`,
-/// replacing a stored run of the same id (a study's growing run).
-fn insert_run(tx: &mut postgres::Transaction, run: &Run) -> Result<()> {
+/// Insert one whole run (head, results, monitor samples) in `tx`; with
+/// `replace`, a stored run of the same id goes first (its rows cascade).
+fn insert_run(tx: &mut postgres::Transaction, run: &Run, replace: bool) -> Result<()> {
     let mut head = run.clone();
     head.results.clear();
     head.samples.clear();
-    // Rows of results and samples cascade.
-    tx.execute("DELETE FROM runs WHERE id = $1", &[&run.id])
-        .map_err(db_error)?;
+    if replace {
+        tx.execute("DELETE FROM runs WHERE id = $1", &[&run.id])
+            .map_err(db_error)?;
+    }
     tx.execute(
         "INSERT INTO runs (id, label, status, started, experiments, environment, head)
          VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7::text::jsonb)",

@@ -187,10 +187,11 @@ impl Sqlite {
     /// Save a whole run in one transaction: it is stored completely or not at
     /// all. A run already stored under the same id is replaced in the same
     /// transaction (a study saves its growing run after each key issue).
-    /// Save runs in one transaction: all of them or none. Saving a stored
-    /// id again replaces that run (a study's growing run).
-    fn save(&mut self, runs: &[Run]) -> Result<()> {
-        self.save_tx(runs).map_err(|e| {
+    /// Save runs in one transaction: all of them or none. With `replace`,
+    /// a run already stored under the same id is replaced (a study's
+    /// growing run); without, a duplicate id is an error.
+    fn save(&mut self, runs: &[Run], replace: bool) -> Result<()> {
+        self.save_tx(runs, replace).map_err(|e| {
             let why = write_failure(&self.conn, &self.path, &e);
             let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
             Error::environment(format!(
@@ -202,21 +203,23 @@ impl Sqlite {
         })
     }
 
-    fn save_tx(&mut self, runs: &[Run]) -> rusqlite::Result<()> {
+    fn save_tx(&mut self, runs: &[Run], replace: bool) -> rusqlite::Result<()> {
         let tx = self.conn.transaction()?;
         for run in runs {
-            insert_run(&tx, run)?;
+            insert_run(&tx, run, replace)?;
         }
         tx.commit()
     }
 }
 
-/// Insert one whole run (head, results, metrics, monitor samples) in `tx`,
-/// replacing a stored run of the same id.
-fn insert_run(tx: &rusqlite::Transaction, run: &Run) -> rusqlite::Result<()> {
+/// Insert one whole run (head, results, metrics, monitor samples) in `tx`;
+/// with `replace`, a stored run of the same id goes first.
+fn insert_run(tx: &rusqlite::Transaction, run: &Run, replace: bool) -> rusqlite::Result<()> {
     {
-        // Results, metrics and samples go with it (ON DELETE CASCADE).
-        tx.execute("DELETE FROM runs WHERE id = ?1", [&run.id])?;
+        if replace {
+            // Results, metrics and samples go with it (ON DELETE CASCADE).
+            tx.execute("DELETE FROM runs WHERE id = ?1", [&run.id])?;
+        }
         tx.execute(
             "INSERT INTO runs (id, label, status, started, finished, tool_version, argv, environment,
                                quietness, warnings, experiments, study)
@@ -295,11 +298,15 @@ fn json<T: serde::Serialize>(v: &T) -> rusqlite::Result<String> {
 
 impl Backend for Sqlite {
     fn save(&mut self, run: &Run) -> Result<()> {
-        Sqlite::save(self, std::slice::from_ref(run))
+        Sqlite::save(self, std::slice::from_ref(run), false)
     }
 
     fn save_all(&mut self, runs: &[Run]) -> Result<()> {
-        Sqlite::save(self, runs)
+        Sqlite::save(self, runs, false)
+    }
+
+    fn replace(&mut self, run: &Run) -> Result<()> {
+        Sqlite::save(self, std::slice::from_ref(run), true)
     }
 
     /// Runs, newest first. `started` has whole seconds, so runs started in
