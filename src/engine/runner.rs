@@ -338,7 +338,8 @@ struct Discard {
 /// metric, it is an outlier against the trials after it by the same MAD rule
 /// the summaries use (modified z-score above 3.5, MAD scaled by 1.4826),
 /// judged only with at least [`AUTO_WARMUP_MIN_REST`] later trials and a
-/// non-zero MAD. The first trial that is not an outlier ends the warm-up.
+/// non-zero MAD, and lies outside the range of those later trials. The
+/// first trial that is not an outlier ends the warm-up.
 /// `so_far` (the previous decision) is kept: the search goes on after it.
 fn leading_warmup(samples: &BTreeMap<&'static str, Vec<f64>>, so_far: Discard) -> Discard {
     let mut out = so_far;
@@ -364,7 +365,14 @@ fn leading_warmup(samples: &BTreeMap<&'static str, Vec<f64>>, so_far: Discard) -
                 continue;
             }
             let z = (x - med).abs() / (1.4826 * mad);
-            if z > 3.5 {
+            // ... and more extreme than every later trial: with 4-5 tight
+            // later values the MAD alone would call a trial 10% off warm-up.
+            let (lo, hi) = rest
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+                    (l.min(*v), h.max(*v))
+                });
+            if z > 3.5 && (x < lo || x > hi) {
                 reasons.push(format!(
                     "trial {}'s {name} was {:.2}× the median of the {} trials after it \
                      (modified z-score {z:.1} > 3.5)",
@@ -576,6 +584,9 @@ mod tests {
         assert_eq!(m(&[1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 0);
         // An ordinary first trial ends the search.
         assert_eq!(m(&[10.05, 100.0, 10.0, 10.1, 9.9, 10.2]), 0);
+        // Tight later trials make the MAD tiny: a first trial inside their
+        // range is not warm-up even with a large modified z-score.
+        assert_eq!(m(&[11.0, 10.0, 10.01, 10.02, 12.0, 10.03]), 0);
         // A decision stands when later trials would have made the first
         // one look ordinary: the search resumes after it.
         let mut b = BTreeMap::new();
