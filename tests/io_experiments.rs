@@ -228,8 +228,23 @@ fn out_of_space_is_exit_4_and_leaves_nothing() {
         return;
     };
     let mp = lfs.mount_point();
-    // Caught by the free-space check before anything is written.
+    // A file larger than the free space is shrunk to half of it, and said.
     let out = run("io.record-size", &["size=128M", "record=1m"], mp);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("fitted to the storage space available"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(entries(mp).is_empty(), "left: {:?}", entries(mp));
+    // Below the least it can measure (one 64 MiB record): caught before
+    // anything is written.
+    let out = run("io.record-size", &["size=128M", "record=64m"], mp);
     assert_eq!(
         out.status.code(),
         Some(4),

@@ -72,7 +72,7 @@ pub fn fit_disk(
         align,
         floor,
         free / 2,
-        "storage",
+        "storage space",
         &why,
     )?;
     if let Some((max, fs)) = &room.max_file {
