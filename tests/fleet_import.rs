@@ -105,6 +105,10 @@ fn scenario(env: &Env, host_db: &str) {
         let listed = json(&cmd(&["runs", "--json"]));
         assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
     }
+    // A missing file is bad input too.
+    let out = import(&[&fa, &dir.join("no-such-file.json")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing was imported"));
     // A foreign SQLite database too.
     let other = dir.join("other.sqlite");
     rusqlite_free_db(&other);

@@ -55,7 +55,15 @@ pub fn exec(args: &Args, out: &Out, store: &mut Store) -> Result<i32> {
 
 /// Every run in `path`, checked; a clear usage error (exit 2) otherwise.
 pub fn read_runs(path: &Path) -> Result<Vec<Run>> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+        // A wrong file name is bad input (exit 2), like a bad file.
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory => Error::usage(format!(
+            "{}: {e} — give files written by 'tunelab export RUN --format json' or a results.db; \
+             nothing was imported",
+            path.display()
+        )),
+        _ => Error::io("cannot read", path, e),
+    })?;
     if bytes.starts_with(SQLITE_MAGIC) {
         return read_database(path);
     }
