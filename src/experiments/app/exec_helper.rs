@@ -16,13 +16,13 @@
 //! program, then reports on the fd in fixed-size binary records:
 //!
 //! - `PID`  (pid, CLOCK_MONOTONIC ns just before fork),
-//! - `EXEC` (exec succeeded) or `FAIL` (errno of execvp),
+//! - `EXEC` (exec succeeded) or `FAIL` (errno of execv),
 //! - `DONE` (wait status, user µs, sys µs, ru_maxrss KiB, CLOCK_MONOTONIC ns
 //!   when wait4 returned).
 //!
 //! Wall time is thus taken in the helper, fork to wait4, like `/usr/bin/time`;
 //! the helper's own start-up is not in it. The program's argv is the
-//! helper's argv after argv[0] (read from /proc/self/cmdline, which works
+//! helper's argv after argv[0] and the resolved path (read from /proc/self/cmdline, which works
 //! with glibc and musl alike; musl passes no arguments to constructors).
 //!
 //! The helper ignores SIGINT/SIGTERM/SIGHUP/SIGQUIT, puts the program in a
@@ -160,11 +160,13 @@ unsafe fn helper(out: i32) -> i32 {
             start = i + 1;
         }
     }
-    if n < 2 {
+    // argv: [helper name, resolved path, the program's own argv…].
+    if n < 3 {
         return fail(libc::EINVAL);
     }
     *av.add(n) = std::ptr::null();
-    let prog = av.add(1);
+    let path = *av.add(1);
+    let prog = av.add(2);
 
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
         libc::signal(sig, libc::SIG_IGN);
@@ -194,7 +196,9 @@ unsafe fn helper(out: i32) -> i32 {
         if libc::getppid() != me {
             libc::_exit(127);
         }
-        libc::execvp(*prog, prog);
+        // The program keeps the argv[0] it was given (ps, pgrep and the
+        // program itself see `sleep`, not `/usr/bin/sleep`).
+        libc::execv(path, prog);
         let e = errno();
         libc::write(ep[1], &e as *const i32 as *const libc::c_void, 4);
         libc::_exit(127);

@@ -172,7 +172,7 @@ pub fn start(argv: &[String], ready: Option<&Regex>, quit: Option<Quit>) -> Resu
     let mut c = Command::new("/proc/self/exe");
     c.arg0(exec_helper::ARG0)
         .arg(&resolved)
-        .args(&argv[1..])
+        .args(argv)
         .env(exec_helper::ENV, rep_w.as_raw_fd().to_string());
     let out = || {
         if ready.is_some() {

@@ -196,6 +196,10 @@ impl Experiment for Bandwidth {
             budget: 60.0,
         }
     }
+    fn validate(&self, p: &Point) -> Result<()> {
+        let k = Kernel::parse(p.text("kernel")?);
+        crate::experiments::util::refuse_beyond_ram(self, p, "size", k.arrays() as u64, "arrays")
+    }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
         let k = Kernel::parse(p.text("kernel").unwrap_or("read"));
         Footprint {

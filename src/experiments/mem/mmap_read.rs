@@ -73,6 +73,10 @@ impl Experiment for MmapRead {
         // The file is fitted to the free space in prepare(); this is the least.
         FLOOR
     }
+    fn validate(&self, p: &Point) -> Result<()> {
+        // The file must stay cached while it is read.
+        crate::experiments::util::refuse_beyond_ram(self, p, "size", 1, "page cache")
+    }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
         let size = fitted_size(p, room).map_or(0, |(f, _)| f);
         Footprint {
