@@ -268,6 +268,45 @@ pub fn calibrate(mut one: impl FnMut() -> Result<()>) -> Result<u64> {
     Ok(((MIN_TRIAL.as_secs_f64() / dt).ceil() as u64).max(1))
 }
 
+/// Defaults follow the room a machine has; a size the user typed is
+/// honoured or refused, never silently cut from a terabyte to what fits:
+/// an explicit `param` (not its default) whose `copies` exceed the machine's
+/// whole memory (MemTotal) is a usage error.
+pub fn refuse_beyond_ram(
+    exp: &dyn Experiment,
+    p: &Point,
+    param: &str,
+    copies: u64,
+    what: &str,
+) -> Result<()> {
+    let value = p.u64(param)?;
+    let default = exp
+        .params()
+        .into_iter()
+        .find(|s| s.name == param)
+        .and_then(|s| parse_size(s.default));
+    if default == Some(value) {
+        return Ok(());
+    }
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    });
+    match total {
+        Some(total) if value.saturating_mul(copies) > total => Err(Error::usage(format!(
+            "{} {param}={} needs {} of {what}, more than this machine's whole memory ({}); \
+             use a smaller {param} (or leave it out: the default fits the memory available)",
+            exp.name(),
+            format_size(value),
+            format_size(value.saturating_mul(copies)),
+            format_size(total)
+        ))),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,44 +377,5 @@ mod tests {
             a + 16 + 17 + 18 + 19 + 20
         };
         assert_eq!(sum_bytes(&v), expect);
-    }
-}
-
-/// Defaults follow the room a machine has; a size the user typed is
-/// honoured or refused, never silently cut from a terabyte to what fits:
-/// an explicit `param` (not its default) whose `copies` exceed the machine's
-/// whole memory (MemTotal) is a usage error.
-pub fn refuse_beyond_ram(
-    exp: &dyn Experiment,
-    p: &Point,
-    param: &str,
-    copies: u64,
-    what: &str,
-) -> Result<()> {
-    let value = p.u64(param)?;
-    let default = exp
-        .params()
-        .into_iter()
-        .find(|s| s.name == param)
-        .and_then(|s| parse_size(s.default));
-    if default == Some(value) {
-        return Ok(());
-    }
-    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        m.lines()
-            .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map(|kib| kib * 1024)
-    });
-    match total {
-        Some(total) if value.saturating_mul(copies) > total => Err(Error::usage(format!(
-            "{} {param}={} needs {} of {what}, more than this machine's whole memory ({}); \
-             use a smaller {param} (or leave it out: the default fits the memory available)",
-            exp.name(),
-            format_size(value),
-            format_size(value.saturating_mul(copies)),
-            format_size(total)
-        ))),
-        _ => Ok(()),
     }
 }
