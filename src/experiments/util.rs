@@ -268,10 +268,11 @@ pub fn calibrate(mut one: impl FnMut() -> Result<()>) -> Result<u64> {
     Ok(((MIN_TRIAL.as_secs_f64() / dt).ceil() as u64).max(1))
 }
 
-/// Defaults follow the room a machine has; a size the user typed is
-/// honoured or refused, never silently cut from a terabyte to what fits:
-/// an explicit `param` (not its default) whose `copies` exceed the machine's
-/// whole memory (MemTotal) is a usage error.
+/// Defaults follow the room a machine has, and so does anything up to the
+/// default (a profile's smaller size): they are fitted. A size above the
+/// default that exceeds the machine's whole memory (MemTotal) was typed by
+/// someone who wants that much, so it is refused (usage error), never cut
+/// silently from a terabyte to what fits.
 pub fn refuse_beyond_ram(
     exp: &dyn Experiment,
     p: &Point,
@@ -285,7 +286,7 @@ pub fn refuse_beyond_ram(
         .into_iter()
         .find(|s| s.name == param)
         .and_then(|s| parse_size(s.default));
-    if default == Some(value) {
+    if default.is_some_and(|d| value <= d) {
         return Ok(());
     }
     let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {

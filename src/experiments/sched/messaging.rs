@@ -11,7 +11,6 @@ use crate::engine::{
 };
 use crate::experiments::ipc::child::{self, check_process_limit, Children};
 use crate::experiments::ipc::pingpong::pipe;
-use crate::experiments::util::fit_memory;
 use crate::{Error, Result};
 
 pub struct Messaging;
@@ -23,43 +22,56 @@ pub struct Messaging;
 /// A board with 64 MiB cannot hold perf's default 400 workers.
 const WORKER_BYTES: u64 = 288 << 10;
 
-/// Groups that fit the memory budget, and a note when fewer than asked.
-fn fitted_groups(p: &Point, room: &Room) -> Result<(u64, Option<String>)> {
+/// Groups and pairs that fit the memory budget and the process limit, and a
+/// note when fewer than asked: fewer groups first; when not even one group
+/// fits, fewer pairs (at least 2).
+fn fitted_shape(p: &Point, room: &Room) -> Result<(u64, u64, Option<String>)> {
     let (groups, pairs) = (p.u64("groups")?, p.u64("pairs")?);
-    let group_bytes = 2 * pairs * WORKER_BYTES;
-    let fit = fit_memory(
-        "sched.messaging workers",
-        groups * group_bytes,
-        1,
-        group_bytes,
-        group_bytes,
-        room,
-    )?;
-    let by_memory = (fit.value / group_bytes).max(1);
-    // A small board also caps the processes (threads-max scales with RAM):
-    // as many groups as it allows; not even one group is an error.
-    let mut fitted = by_memory;
-    while fitted > 1 && check_process_limit("sched.messaging", 2 * fitted * pairs).is_err() {
-        fitted -= 1;
+    let (mut g, mut pr) = (groups, pairs);
+    let mut why = Vec::new();
+    if let Some(budget) = room.memory {
+        let workers = budget / WORKER_BYTES;
+        if 2 * g * pr > workers {
+            g = (workers / (2 * pr)).max(1);
+            if 2 * g * pr > workers {
+                pr = (workers / 2).clamp(2, pairs.max(2));
+            }
+            if 2 * g * pr > workers {
+                return Err(Error::environment(format!(
+                    "sched.messaging needs at least 4 workers ({} KiB each) but the memory \
+                     budget is {} KiB ({}); free some memory",
+                    WORKER_BYTES >> 10,
+                    budget >> 10,
+                    room.memory_why
+                )));
+            }
+            why.push(format!(
+                "memory for about {workers} workers at {} KiB each ({})",
+                WORKER_BYTES >> 10,
+                room.memory_why
+            ));
+        }
     }
-    check_process_limit("sched.messaging", 2 * fitted * pairs)?;
-    let why = match (fit.note, fitted < by_memory) {
-        (_, true) => Some(format!(
+    // A small board also caps the processes (threads-max scales with RAM).
+    let by_memory = g;
+    while g > 1 && check_process_limit("sched.messaging", 2 * g * pr).is_err() {
+        g -= 1;
+    }
+    check_process_limit("sched.messaging", 2 * g * pr)?;
+    if g < by_memory {
+        why.push(format!(
             "the process limit (kernel.threads-max, RLIMIT_NPROC) leaves room for {} workers",
-            2 * fitted * pairs
-        )),
-        (Some(n), false) => Some(format!("at about {} KiB each; {n}", WORKER_BYTES >> 10)),
-        (None, false) => None,
-    };
-    Ok((
-        fitted,
-        why.map(|w| {
-            format!(
-                "{fitted} of the {groups} groups asked for ({} workers): {w}",
-                2 * fitted * pairs
-            )
-        }),
-    ))
+            2 * g * pr
+        ));
+    }
+    let note = (!why.is_empty()).then(|| {
+        format!(
+            "{g} groups of {pr} pairs instead of {groups} of {pairs} ({} workers): {}",
+            2 * g * pr,
+            why.join("; ")
+        )
+    });
+    Ok((g, pr, note))
 }
 
 impl Experiment for Messaging {
@@ -137,8 +149,16 @@ impl Experiment for Messaging {
         }
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        // One group must fit the process limit; more are fitted at prepare.
-        check_process_limit("sched.messaging", 2 * p.u64("pairs")?)?;
+        // Up to the default 10 groups, a small board's process limit is
+        // fitted at prepare (one group must fit); more groups than the
+        // default were asked for on purpose and must fit as asked.
+        let (groups, pairs) = (p.u64("groups")?, p.u64("pairs")?);
+        let need = if groups > 10 {
+            2 * groups * pairs
+        } else {
+            2 * pairs
+        };
+        check_process_limit("sched.messaging", need)?;
         // Each group's descriptors are open in tunelab at the same time.
         let fds_needed = 2 * p.u64("pairs")? + 16;
         // SAFETY: getrlimit fills the struct.
@@ -158,19 +178,19 @@ impl Experiment for Messaging {
         Ok(())
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
-        let groups = fitted_groups(p, room).map_or(0, |g| g.0);
+        let (groups, pairs) = fitted_shape(p, room).map_or((0, 0), |f| (f.0, f.1));
         Footprint {
-            peak_memory: groups * 2 * p.u64("pairs").unwrap_or(0) * WORKER_BYTES,
+            peak_memory: groups * 2 * pairs * WORKER_BYTES,
             ..Footprint::default()
         }
     }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         // The workers follow the memory really available (cgroup included).
-        let (groups, fit_note) = fitted_groups(p, &Room::read(None))?;
+        let (groups, pairs, fit_note) = fitted_shape(p, &Room::read(None))?;
         Ok(Box::new(MessagingRun {
             fit_note,
             groups,
-            pairs: p.usize("pairs")?,
+            pairs: pairs as usize,
             loops: p.u64("loops")?,
             size: p.usize("size")?,
             sockets: p.text("ipc")? == "socket",
