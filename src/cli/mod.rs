@@ -124,6 +124,7 @@ pub fn main() -> i32 {
         std::env::remove_var("TUNELAB_DB");
     }
     crate::safety::signals::install();
+    crate::report::table::set_terminal(output_is_terminal());
     if let Some(code) = run::help_for_experiment(&args) {
         return code;
     }
