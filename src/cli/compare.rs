@@ -134,7 +134,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     }
     if let Some(path) = &args.html {
         let page = crate::report::html::render(&devices::document(&c));
-        super::history::write_new(path, &page)?;
+        super::report::write_new(path, &page)?;
         out.info(&format!("wrote {}", path.display()));
     }
     if args.fail_on_regression && c.regressions > 0 {

@@ -64,7 +64,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     }
     if let Some(path) = &args.html {
         let page = crate::report::html::render(&crate::report::history::document(&h));
-        write_new(path, &page)?;
+        super::report::write_new(path, &page)?;
         out.info(&format!("wrote {}", path.display()));
     }
     let bad = h.regressions();
@@ -79,25 +79,4 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
         )));
     }
     Ok(0)
-}
-
-/// Write a file that must not exist yet: a user's file is never overwritten.
-pub fn write_new(path: &std::path::Path, text: &str) -> Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                Error::usage(format!(
-                    "{} already exists; choose a new file name",
-                    path.display()
-                ))
-            } else {
-                Error::io("cannot create", path, e)
-            }
-        })?;
-    f.write_all(text.as_bytes())
-        .map_err(|e| Error::io("cannot write", path, e))
 }

@@ -57,7 +57,7 @@ fn format_of(path: &Path) -> Result<Format> {
 }
 
 /// Create `path`, which must not exist.
-fn create_new(path: &Path) -> Result<std::fs::File> {
+pub(super) fn create_new(path: &Path) -> Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -74,7 +74,7 @@ fn create_new(path: &Path) -> Result<std::fs::File> {
         })
 }
 
-fn write_all(f: &mut std::fs::File, path: &Path, text: &str) -> Result<()> {
+pub(super) fn write_all(f: &mut std::fs::File, path: &Path, text: &str) -> Result<()> {
     f.write_all(text.as_bytes())
         .and_then(|_| f.flush())
         .map_err(|e| Error::io("cannot write", path, e))
@@ -169,6 +169,11 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
         }
     ));
     Ok(0)
+}
+
+/// Write `text` to a new file (a user's file is never overwritten).
+pub(super) fn write_new(path: &Path, text: &str) -> Result<()> {
+    write_all(&mut create_new(path)?, path, text)
 }
 
 #[cfg(test)]
