@@ -4,6 +4,7 @@
 pub mod measure;
 pub mod model;
 pub mod params;
+pub mod profile_model;
 pub mod registry;
 pub mod runner;
 pub mod session;
