@@ -12,10 +12,10 @@ use std::time::Instant;
 
 use super::data::{channel_name, day_date, fingerprint, listing};
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
-    TrialValues,
+    Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    Room, RunDefaults, TrialValues,
 };
-use crate::experiments::util::MIN_TRIAL;
+use crate::experiments::util::{fit_memory, MIN_TRIAL};
 use crate::{Error, Result};
 
 pub struct Search;
@@ -222,15 +222,23 @@ impl Experiment for Search {
         }
         Ok(())
     }
+    fn footprint(&self, p: &Point, room: &Room) -> Footprint {
+        Footprint {
+            peak_memory: fitted_days(p, room).map_or(0, |(days, _)| days * day_bytes(p)),
+            ..Footprint::default()
+        }
+    }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let seed = p.u64("seed")?;
+        let (days, fit_note) = fitted_days(p, &Room::read(None))?;
         let db = listing(
-            p.u64("days")? as u32,
+            days as u32,
             p.u64("channels")? as u32,
             p.u64("programmes")? as u32,
             seed,
         );
-        let date = day_date(p.u64("day")? as u32 - 1);
+        // A fitted listing has fewer days: query its last one instead.
+        let date = day_date(p.u64("day")?.min(days) as u32 - 1);
         let minute = parse_hhmm(p.text("time")?)
             .ok_or_else(|| Error::usage("work.search: time must be HH:MM"))?;
         let queries = vec![
@@ -256,6 +264,7 @@ impl Experiment for Search {
             out: String::new(),
             null,
             reps: [1; 3],
+            fit_note,
         };
         for i in 0..3 {
             let (secs, _) = run.once(i)?;
@@ -263,6 +272,43 @@ impl Experiment for Search {
         }
         Ok(Box::new(run))
     }
+}
+
+/// Upper bound of one listing line's bytes: what `data::listing` reserves
+/// per programme (title, keywords, a 40–70 word description).
+const LINE_BYTES: u64 = 460;
+
+/// Bytes one day of the listing takes at most.
+fn day_bytes(p: &Point) -> u64 {
+    let (c, n) = (
+        p.u64("channels").unwrap_or(1),
+        p.u64("programmes").unwrap_or(1),
+    );
+    c.saturating_mul(n).saturating_mul(LINE_BYTES).max(1)
+}
+
+/// The days of listing that fit the memory budget (a 10 MB listing does
+/// not fit a 64 MiB board next to the kernel), and why when fewer than
+/// asked. Times then cover a smaller listing: the throughput metrics stay
+/// comparable, the per-query times do not.
+fn fitted_days(p: &Point, room: &Room) -> Result<(u64, Option<String>)> {
+    let (days, per_day) = (p.u64("days")?, day_bytes(p));
+    let f = fit_memory(
+        "work.search listing",
+        days.saturating_mul(per_day),
+        1,
+        per_day,
+        per_day,
+        room,
+    )?;
+    let fitted = (f.value / per_day).clamp(1, days);
+    let note = f.note.map(|n| {
+        format!(
+            "{n}: {fitted} of {days} days; per-query times cover the smaller listing, \
+             compare the *_throughput metrics instead"
+        )
+    });
+    Ok((fitted, note))
 }
 
 struct SearchRun {
@@ -273,6 +319,7 @@ struct SearchRun {
     out: String,
     null: File,
     reps: [u64; 3],
+    fit_note: Option<String>,
 }
 
 impl SearchRun {
@@ -335,7 +382,10 @@ impl PointRun for SearchRun {
                     }
                 ),
                 "in memory only: no files, the page cache and the device are not involved".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(self.fit_note.clone())
+            .collect(),
             ..Default::default()
         })
     }
@@ -344,6 +394,33 @@ impl PointRun for SearchRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::params::expand_points;
+
+    fn room(memory: u64) -> Room {
+        Room {
+            memory: Some(memory),
+            memory_why: "test budget".into(),
+            disk_free: None,
+            max_file: None,
+        }
+    }
+
+    /// A 64 MiB board has ~10 MiB for data: the 10-day listing (~10.5 MiB)
+    /// was built anyway and the study was OOM-killed at this key issue.
+    #[test]
+    fn listing_fits_the_memory_budget() {
+        let p = &expand_points(&Search.params(), &[]).unwrap()[0];
+        let per_day = day_bytes(p);
+        assert_eq!(fitted_days(p, &room(u64::MAX)).unwrap(), (10, None));
+        let (days, note) = fitted_days(p, &room(4 * per_day + per_day / 2)).unwrap();
+        assert_eq!(days, 4);
+        assert!(note.unwrap().contains("4 of 10 days"));
+        assert_eq!(
+            Search.footprint(p, &room(4 * per_day)).peak_memory,
+            4 * per_day
+        );
+        assert!(fitted_days(p, &room(per_day / 2)).is_err());
+    }
 
     #[test]
     fn queries_match_what_they_say() {
