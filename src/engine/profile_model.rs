@@ -57,13 +57,15 @@ pub struct Profile {
 pub struct ProfileOverhead {
     /// One sentence with the numbers below, for a report.
     pub summary: String,
-    /// Wall time from start() to the end of finish(), ms.
+    /// Wall time sampled, from start() to finish() stopping the events, ms.
     pub interval_ms: f64,
     /// CPU time of tunelab's ring-buffer reader thread (user+sys), ms.
     pub reader_cpu_ms: f64,
-    /// CPU time spent symbolising and aggregating in finish(), ms.
+    /// CPU time spent symbolising and aggregating in finish(), after the
+    /// sampled interval, ms.
     pub symbolise_cpu_ms: f64,
-    /// (reader + symbolise CPU) / sampling interval, % of one CPU.
+    /// Reader CPU / sampled interval, % of one CPU: what the profiler took
+    /// from the machine while the workload ran.
     pub cpu_percent_of_one_cpu: f64,
     /// Ring buffer memory mapped for the samplers, bytes.
     pub ring_bytes: u64,

@@ -60,29 +60,53 @@ fn kernel_frames(sym: &Symbolizer, addrs: &[u64]) -> HashMap<u64, Frame> {
     out
 }
 
+fn sym_name(s: &Symbolized) -> Option<String> {
+    match s {
+        Symbolized::Sym(s) => Some(s.name.to_string()),
+        Symbolized::Unknown(_) => None,
+    }
+}
+
 fn user_frames(sym: &Symbolizer, path: &str, offsets: &[u64]) -> HashMap<u64, Frame> {
     let image = image_name(path);
-    let mut out = HashMap::new();
-    let results = if path.starts_with('[') {
-        // [vdso], [vsyscall]: no file to read.
-        Vec::new()
-    } else {
-        let src = Source::Elf(Elf {
-            path: PathBuf::from(path),
-            debug_syms: cfg!(feature = "profile-dwarf"),
-            ..Elf::new(path)
-        });
-        sym.symbolize(&src, Input::FileOffset(offsets))
-            .unwrap_or_default()
-    };
-    for (i, &off) in offsets.iter().enumerate() {
-        let f = match results.get(i) {
-            Some(Symbolized::Sym(s)) => Frame::new(&image, &s.name),
-            _ => Frame::new(&image, &hex(off)),
+    let mut names: Vec<Option<String>> = vec![None; offsets.len()];
+    // [vdso], [vsyscall]: no file to read.
+    if !path.starts_with('[') {
+        let src = |debug_syms| {
+            Source::Elf(Elf {
+                path: PathBuf::from(path),
+                debug_syms,
+                ..Elf::new(path)
+            })
         };
-        out.insert(off, f);
+        let dwarf = cfg!(feature = "profile-dwarf");
+        if let Ok(v) = sym.symbolize(&src(dwarf), Input::FileOffset(offsets)) {
+            names = v.iter().map(sym_name).collect();
+        }
+        // Debug info that cannot be read (a separate debug file with
+        // compressed sections, a truncated one) must not cost the ELF
+        // symbols: retry what is missing without it.
+        let missing: Vec<usize> = (0..offsets.len()).filter(|i| names[*i].is_none()).collect();
+        if dwarf && !missing.is_empty() {
+            let again: Vec<u64> = missing.iter().map(|i| offsets[*i]).collect();
+            if let Ok(v) = sym.symbolize(&src(false), Input::FileOffset(&again)) {
+                for (k, i) in missing.iter().enumerate() {
+                    names[*i] = v.get(k).and_then(sym_name);
+                }
+            }
+        }
     }
-    out
+    offsets
+        .iter()
+        .zip(names)
+        .map(|(&off, name)| {
+            let f = match name {
+                Some(n) => Frame::new(&image, &n),
+                None => Frame::new(&image, &hex(off)),
+            };
+            (off, f)
+        })
+        .collect()
 }
 
 /// The collected stacks with names, for aggregation.
@@ -177,6 +201,18 @@ mod tests {
         let f = &m[&off];
         assert_eq!(f.symbol, "tunelab_symbol_probe_fn", "{f:?} in {path}");
         assert_eq!(f.image, image_name(&path));
+    }
+
+    #[test]
+    fn shared_library_functions_resolve_from_dynsym() {
+        // libc's own getpid, not a PLT stub: dlsym gives the address in libc.
+        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name.
+        let addr = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"getpid".as_ptr()) } as u64;
+        assert_ne!(addr, 0);
+        let (path, off) = file_offset_of(addr + 1);
+        assert!(path.contains("libc"), "{path}");
+        let m = user_frames(&Symbolizer::new(), &path, &[off]);
+        assert!(m[&off].symbol.contains("getpid"), "{:?} in {path}", m[&off]);
     }
 
     #[test]
