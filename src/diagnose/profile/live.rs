@@ -424,15 +424,11 @@ impl Reader {
         };
         match parsed {
             Rec::Sample(s) => self.sample(&s, misc),
-            Rec::Mmap2(m) => {
-                if m.prot & libc::PROT_EXEC as u32 != 0 {
-                    self.mapping(m.pid, m.addr, m.len, m.pgoff, &m.filename);
-                }
+            Rec::Mmap2(m) if m.prot & libc::PROT_EXEC as u32 != 0 => {
+                self.mapping(m.pid, m.addr, m.len, m.pgoff, &m.filename);
             }
-            Rec::Mmap(m) => {
-                if misc & MISC_MMAP_DATA == 0 {
-                    self.mapping(m.pid, m.addr, m.len, m.pgoff, &m.filename);
-                }
+            Rec::Mmap(m) if misc & MISC_MMAP_DATA == 0 => {
+                self.mapping(m.pid, m.addr, m.len, m.pgoff, &m.filename);
             }
             Rec::Comm(c) => {
                 let name = String::from_utf8_lossy(&c.comm).into_owned();
@@ -447,14 +443,14 @@ impl Reader {
                     sp.proc_read = true;
                 }
             }
-            Rec::Fork(f) => {
-                if f.pid != f.ppid {
-                    if let Some(parent) = self.spaces.get(&f.ppid).cloned() {
-                        self.spaces.insert(f.pid, parent);
-                    }
-                    if let Some(c) = self.comm_of_pid.get(&f.ppid).copied() {
-                        self.comm_of_pid.insert(f.pid, c);
-                    }
+            // A new process (not a thread): it starts with its parent's
+            // mappings and name.
+            Rec::Fork(f) if f.pid != f.ppid => {
+                if let Some(parent) = self.spaces.get(&f.ppid).cloned() {
+                    self.spaces.insert(f.pid, parent);
+                }
+                if let Some(c) = self.comm_of_pid.get(&f.ppid).copied() {
+                    self.comm_of_pid.insert(f.pid, c);
                 }
             }
             Rec::Lost(l) => self.out.lost += l.lost,

@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn a_known_function_of_this_test_binary_resolves_by_name() {
-        let addr = tunelab_symbol_probe_fn as usize as u64;
+        let addr = tunelab_symbol_probe_fn as *const () as usize as u64;
         assert_eq!(tunelab_symbol_probe_fn(1), tunelab_symbol_probe_fn(1));
         let (path, off) = file_offset_of(addr + 2);
         let sym = Symbolizer::new();
