@@ -10,6 +10,11 @@
 # CLI); it forks the command stopped, attaches, releases it, as diagnose
 # does. Needs: perf (Debian: linux-perf), root or perf_event_paranoid ≤ 1.
 #
+# Symbols are compared by name: glibc aliases (perf: __GI___libc_write from
+# the debug file, tunelab: __write from .dynsym) count as disagreement, and
+# unresolved addresses (stripped binaries) are compared by address.
+# Timings are single runs on whatever else the machine is doing.
+#
 # Agreement = Σ over the union of both top-5 lists of min(share_perf,
 # share_tunelab): 100% when both put the same shares on the same symbols.
 set -euo pipefail
@@ -23,7 +28,7 @@ cargo test --test diagnose_profile --no-run >/dev/null 2>&1
 workloads=(
   "dd if=/dev/zero of=/dev/null bs=512 count=1500000"
   "head -c 400000000 /dev/zero | gzip -1 > /dev/null"
-  "python3 -c 'import hashlib; b=bytes(64<<20); [hashlib.sha256(b).digest() for _ in range(12)]'"
+  "perl -e 'my \$s = 0; for my \$i (1..12000000) { \$s += \$i * \$i } print \"\$s\\n\"' > /dev/null"
 )
 
 ms_now() { date +%s%3N; }
@@ -45,12 +50,20 @@ for w in "${workloads[@]}"; do
 
   python3 - "$T/tl.txt" "$T/perf.txt" "$plain" "$perf_wall" <<'PY'
 import sys
+def norm(sym):
+    # Unresolved addresses: perf pads to 16 digits, tunelab does not.
+    if sym.startswith("0x"):
+        try:
+            return hex(int(sym, 16))
+        except ValueError:
+            pass
+    return sym
 def rows(path):
     out = {}
     for line in open(path):
         p = line.rstrip("\n").split("\t")
         if p[0] == "ROW" and len(p) >= 3:
-            sym = p[2].strip()
+            sym = norm(p[2].strip())
             out[sym] = out.get(sym, 0.0) + float(p[1])
     return out
 tl, pf = rows(sys.argv[1]), rows(sys.argv[2])
@@ -69,7 +82,7 @@ both = sum(max(tl.get(s, 0), pf.get(s, 0)) for s in union)
 print("top-5 share agreement: %.1f%% of samples (the union holds %.1f%%); same #1: %s"
       % (agree, both, "yes" if top_tl[:1] == top_pf[:1] else "no"))
 tlw = int(float(meta.get("WALL_MS", "0")))
-print("workload wall: alone %d ms, under tunelab %d ms (x%.2f), under perf record %d ms (x%.2f)"
+print("workload wall: alone %d ms, under tunelab %d ms (x%.2f), under perf record %d ms (x%.2f; includes perf's start-up and perf.data writing)"
       % (plain, tlw, tlw / max(plain, 1), perf_wall, perf_wall / max(plain, 1)))
 print("tunelab samples %s; %s" % (meta.get("SAMPLES", "?"), meta.get("OVERHEAD", "")))
 PY

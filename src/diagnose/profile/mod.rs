@@ -145,3 +145,21 @@ pub fn flamegraph_svg(folded: &[FoldedStack], title: &str) -> Result<String, Str
         Err(NO_FEATURE.to_string())
     }
 }
+
+#[cfg(all(test, not(feature = "profile")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_the_feature_every_entry_point_says_so() {
+        let r = Request {
+            scope: Scope::System,
+            event: Event::Auto,
+            frequency_hz: 99,
+            call_graph: true,
+        };
+        assert_eq!(start(&r).err().unwrap(), NO_FEATURE);
+        assert_eq!(start_counters(&Scope::System).err().unwrap(), NO_FEATURE);
+        assert_eq!(flamegraph_svg(&[], "t").unwrap_err(), NO_FEATURE);
+    }
+}
