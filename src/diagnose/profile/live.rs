@@ -61,6 +61,8 @@ pub(super) struct Collected {
     pub throttled: u64,
     pub reader_cpu_ns: u64,
     pub errors: Vec<String>,
+    /// Samples whose stack was cut to its leaf because MAX_STACKS was hit.
+    pub truncated: u64,
 }
 
 struct Meta {
@@ -87,6 +89,9 @@ const MISC_CPUMODE_MASK: u16 = 7;
 const MISC_KERNEL: u16 = 1;
 const MISC_COMM_EXEC: u16 = 1 << 13;
 const MISC_MMAP_DATA: u16 = 1 << 13;
+/// Distinct full stacks kept while sampling (~20 frames × 16 bytes each,
+/// a few MiB at most).
+const MAX_STACKS: usize = 20_000;
 // _IO('$', 5): send this event's records to another event's ring buffer.
 const PERF_EVENT_IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
 
@@ -327,6 +332,12 @@ impl Live {
             collected.lost,
             collected.throttled
         );
+        if collected.truncated > 0 {
+            summary.push_str(&format!(
+                "; {} samples kept only their leaf frame (over {MAX_STACKS} distinct stacks)",
+                collected.truncated
+            ));
+        }
         if !collected.errors.is_empty() {
             summary.push_str(&format!("; {} unreadable records", collected.errors.len()));
         }
@@ -391,7 +402,12 @@ impl Reader {
         if let Some(c) = self.comm_of_pid.get(&pid) {
             return *c;
         }
-        let name = common::comm_of(pid as i32).unwrap_or_else(|| format!("[pid {pid}]"));
+        let name = if pid == 0 {
+            // The idle task of each CPU, named as perf names it.
+            "swapper".to_string()
+        } else {
+            common::comm_of(pid as i32).unwrap_or_else(|| format!("[pid {pid}]"))
+        };
         let c = self.comm_id(&name);
         self.comm_of_pid.insert(pid, c);
         c
@@ -516,11 +532,25 @@ impl Reader {
             }
         }
         let comm = self.pid_comm(pid);
-        let e = self.out.stacks.entry((comm, frames)).or_default();
-        e.0 += 1;
-        if leaf_kernel {
-            e.1 += 1;
-        }
+        add_stack(&mut self.out, comm, frames, leaf_kernel, MAX_STACKS);
+    }
+}
+
+/// Count one sample. Memory stays bounded on a long system-wide run: past
+/// `cap` distinct stacks, new ones keep only their leaf frame (the flat
+/// profile stays exact, the call graph loses those callers).
+fn add_stack(out: &mut Collected, comm: u32, mut frames: Vec<FrameKey>, kernel: bool, cap: usize) {
+    if out.stacks.len() >= cap
+        && frames.len() > 1
+        && !out.stacks.contains_key(&(comm, frames.clone()))
+    {
+        frames.truncate(1);
+        out.truncated += 1;
+    }
+    let e = out.stacks.entry((comm, frames)).or_default();
+    e.0 += 1;
+    if kernel {
+        e.1 += 1;
     }
 }
 
@@ -587,6 +617,23 @@ fn read_loop(mut opened: Opened, stop: &AtomicBool, scope: Scope) -> Collected {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stacks_past_the_cap_keep_their_leaf_and_every_sample_counts() {
+        let mut out = Collected::default();
+        let st = |leaf: u64| vec![FrameKey::Kernel(leaf), FrameKey::User(0, 0x10)];
+        add_stack(&mut out, 0, st(1), true, 2);
+        add_stack(&mut out, 0, st(2), false, 2);
+        // At the cap: a known stack still counts in full…
+        add_stack(&mut out, 0, st(1), true, 2);
+        // …a new one is cut to its leaf.
+        add_stack(&mut out, 0, st(3), false, 2);
+        add_stack(&mut out, 0, st(3), false, 2);
+        assert_eq!(out.truncated, 2);
+        assert_eq!(out.stacks[&(0, st(1))], (2, 2));
+        assert_eq!(out.stacks[&(0, vec![FrameKey::Kernel(3)])], (2, 0));
+        assert_eq!(out.stacks.values().map(|v| v.0).sum::<u64>(), 5);
+    }
 
     #[test]
     fn ring_size_fits_the_unprivileged_lock_budget() {
