@@ -45,8 +45,10 @@ pub(super) enum FrameKey {
     Kernel(u64),
     /// File index and offset in that file.
     User(u32, u64),
-    /// A user address in no known file mapping (JIT, vdso gone…).
-    Unmapped(u64),
+    /// A user address of a process in no mapping known when it was read
+    /// (JIT code, or its MMAP2 record sits in another CPU's ring buffer not
+    /// drained yet: `resolve_late` retries these at the end).
+    Unmapped(u32, u64),
 }
 
 /// Distinct stacks: (comm index, frames leaf first) -> (samples, kernel samples).
@@ -526,7 +528,7 @@ impl Reader {
             } else {
                 let key = match self.space(pid).lookup(addr) {
                     Some((file, off)) => FrameKey::User(file, off),
-                    None => FrameKey::Unmapped(addr),
+                    None => FrameKey::Unmapped(pid, addr),
                 };
                 frames.push(key);
             }
@@ -610,8 +612,37 @@ fn read_loop(mut opened: Opened, stop: &AtomicBool, scope: Scope) -> Collected {
     for i in 0..opened.samplers.len() {
         drain(&mut opened.samplers[i], &mut reader);
     }
+    resolve_late(&mut reader.out, &reader.spaces);
     reader.out.reader_cpu_ns = common::thread_cpu_ns();
     reader.out
+}
+
+/// Look unmapped user addresses up again in the final address spaces: a
+/// process that moved to another CPU right after an mmap or exec has samples
+/// in one ring buffer and the MMAP2 record in another, and the buffers are
+/// drained one after the other.
+fn resolve_late(out: &mut Collected, spaces: &HashMap<u32, AddressSpace>) {
+    let has_unmapped =
+        |k: &(u32, Vec<FrameKey>)| k.1.iter().any(|f| matches!(f, FrameKey::Unmapped(..)));
+    if !out.stacks.keys().any(has_unmapped) {
+        return;
+    }
+    let old = std::mem::take(&mut out.stacks);
+    for ((comm, frames), (n, k)) in old {
+        let frames: Vec<FrameKey> = frames
+            .into_iter()
+            .map(|f| match f {
+                FrameKey::Unmapped(pid, addr) => spaces
+                    .get(&pid)
+                    .and_then(|sp| sp.lookup(addr))
+                    .map_or(f, |(file, off)| FrameKey::User(file, off)),
+                other => other,
+            })
+            .collect();
+        let e = out.stacks.entry((comm, frames)).or_default();
+        e.0 += n;
+        e.1 += k;
+    }
 }
 
 #[cfg(test)]
@@ -633,6 +664,33 @@ mod tests {
         assert_eq!(out.stacks[&(0, st(1))], (2, 2));
         assert_eq!(out.stacks[&(0, vec![FrameKey::Kernel(3)])], (2, 0));
         assert_eq!(out.stacks.values().map(|v| v.0).sum::<u64>(), 5);
+    }
+
+    #[test]
+    fn addresses_unmapped_when_read_resolve_from_later_mmap_records() {
+        let mut out = Collected::default();
+        let libc = out.files.intern("/usr/lib/libc.so.6");
+        let early = vec![FrameKey::Unmapped(7, 0x7f00_0000_12ad), FrameKey::Kernel(1)];
+        let known = vec![FrameKey::User(libc, 0xf82ad), FrameKey::Kernel(1)];
+        out.stacks.insert((0, early), (3, 0));
+        out.stacks.insert((0, known.clone()), (5, 0));
+        out.stacks
+            .insert((0, vec![FrameKey::Unmapped(8, 0x1234)]), (1, 0));
+        let mut spaces: HashMap<u32, AddressSpace> = HashMap::new();
+        spaces.entry(7).or_default().add(Mapping {
+            start: 0x7f00_0000_0000,
+            end: 0x7f00_0010_0000,
+            pgoff: 0xf7000,
+            file: libc,
+        });
+        resolve_late(&mut out, &spaces);
+        // Merged with the stack that resolved at once; pid 8 has no mapping.
+        assert_eq!(out.stacks[&(0, known)], (8, 0));
+        assert_eq!(
+            out.stacks[&(0, vec![FrameKey::Unmapped(8, 0x1234)])],
+            (1, 0)
+        );
+        assert_eq!(out.stacks.len(), 2);
     }
 
     #[test]

@@ -127,7 +127,7 @@ pub(super) fn resolve(c: &Collected) -> Vec<Stack> {
                 FrameKey::User(file, off) => {
                     per_file.entry(file).or_default().insert(off);
                 }
-                FrameKey::Unmapped(_) => {}
+                FrameKey::Unmapped(..) => {}
             }
         }
     }
@@ -161,7 +161,7 @@ pub(super) fn resolve(c: &Collected) -> Vec<Stack> {
                         .and_then(|m| m.get(&off))
                         .cloned()
                         .unwrap_or_else(|| Frame::new("[unknown]", &hex(off))),
-                    FrameKey::Unmapped(a) => Frame::new("[unknown]", &hex(a)),
+                    FrameKey::Unmapped(_, a) => Frame::new("[unknown]", &hex(a)),
                 })
                 .collect(),
             kernel_samples: *ksamples,
