@@ -10,7 +10,10 @@
 #
 # The board build uses cargo profile "board" (size-optimised, fat LTO,
 # panic=abort) and leaves out the PostgreSQL fleet client (feature "fleet");
-# it stores runs in SQLite and writes every report. Needs: rustup targets
+# it stores runs in SQLite and writes every report. It keeps the profiler
+# (feature "profile": perf_event_open, ELF/kallsyms symbols, flame graphs)
+# but not DWARF ("profile-dwarf"). BOARD_FEATURES overrides the feature list
+# (BOARD_FEATURES= builds without the profiler, to compare sizes). Needs: rustup targets
 # aarch64-unknown-linux-musl and x86_64-unknown-linux-musl, musl-gcc
 # (Debian: musl-tools) and aarch64-linux-gnu-gcc (gcc-aarch64-linux-gnu).
 # SIZE_LIMIT (bytes) overrides the 6 MiB check.
@@ -18,6 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 limit=${SIZE_LIMIT:-$((6 * 1024 * 1024))}
+features=${BOARD_FEATURES-profile}
 arches=("$@")
 [ ${#arches[@]} -gt 0 ] || arches=(aarch64 x86_64)
 outdir=${OUT_DIR:-target/static}
@@ -50,7 +54,7 @@ for arch in "${arches[@]}"; do
   rustup target list --installed 2>/dev/null | grep -qx "$target" ||
     { echo "build-static: rustup target $target missing (rustup target add $target)" >&2; exit 4; }
   echo "== $target"
-  cargo build --locked --profile board --no-default-features --target "$target" --bin tunelab
+  cargo build --locked --profile board --no-default-features --features "$features" --target "$target" --bin tunelab
   out="$outdir/tunelab-$arch-linux-musl"
   cp "${CARGO_TARGET_DIR:-target}/$target/board/tunelab" "$out"
   desc=$(file -b "$out")

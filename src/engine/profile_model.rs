@@ -32,6 +32,45 @@ pub struct Profile {
     /// Folded call stacks, root first ("main;f;g"), for a flame graph.
     #[serde(default)]
     pub folded: Vec<FoldedStack>,
+    /// What was profiled, in words ("pid 1234, its threads and children",
+    /// "whole system, 4 CPUs").
+    #[serde(default)]
+    pub scope: String,
+    /// Whether kernel-mode samples were taken (false when the kernel only
+    /// allowed user space, e.g. perf_event_paranoid=2 without root).
+    #[serde(default)]
+    pub kernel_included: bool,
+    /// Whether call chains were sampled (the callgraph and folded stacks
+    /// then have more than one frame).
+    #[serde(default)]
+    pub call_graph: bool,
+    /// Samples the kernel throttled away (perf_event_max_sample_rate).
+    #[serde(default)]
+    pub throttled: u64,
+    /// What the profiler itself cost.
+    #[serde(default)]
+    pub overhead: ProfileOverhead,
+}
+
+/// The profiler's own cost over one profile, measured, not estimated.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileOverhead {
+    /// One sentence with the numbers below, for a report.
+    pub summary: String,
+    /// Wall time sampled, from start() to finish() stopping the events, ms.
+    pub interval_ms: f64,
+    /// CPU time of tunelab's ring-buffer reader thread (user+sys), ms.
+    pub reader_cpu_ms: f64,
+    /// CPU time spent symbolising and aggregating in finish(), after the
+    /// sampled interval, ms.
+    pub symbolise_cpu_ms: f64,
+    /// Reader CPU / sampled interval, % of one CPU: what the profiler took
+    /// from the machine while the workload ran.
+    pub cpu_percent_of_one_cpu: f64,
+    /// Ring buffer memory mapped for the samplers, bytes.
+    pub ring_bytes: u64,
+    /// Distinct stacks kept in memory while sampling.
+    pub distinct_stacks: u64,
 }
 
 /// One symbol of a flat profile.
@@ -79,6 +118,12 @@ pub struct Counters {
     /// instructions / cycles, when both were counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipc: Option<f64>,
+    /// What was counted, in words (like `Profile::scope`).
+    #[serde(default)]
+    pub scope: String,
+    /// Wall time the counters were enabled, ms.
+    #[serde(default)]
+    pub interval_ms: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -93,6 +138,9 @@ pub struct Counter {
     /// (running / enabled): below 1 means multiplexed and scaled.
     #[serde(default)]
     pub running_fraction: f64,
+    /// Unit of `value`: "ns" for the clocks, "" for plain counts.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unit: String,
     /// Why there is no value (e.g. "not supported: no PMU in this VM").
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub unavailable: String,

@@ -1,0 +1,3 @@
+//! `tunelab diagnose`: find the bottleneck.
+
+pub mod profile;

@@ -1,0 +1,706 @@
+//! The sampler: one perf_event_open ring buffer per CPU (the kernel refuses
+//! to mmap an inherited per-task event opened for all CPUs), a reader thread
+//! that drains them and keeps only distinct stacks with counts, and
+//! `finish`, which stops, symbolises and aggregates.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use perf_event::data::Record as Rec;
+use perf_event::events::{Hardware, Software};
+use perf_event::{Builder, Counter, SampleFlag, Sampler};
+
+use super::aggregate::{self, Limits};
+use super::common::{self, explain};
+use super::maps::{self, AddressSpace, Files, Mapping};
+use super::symbols;
+use super::{Event, Request, Scope};
+use crate::engine::profile_model::{Profile, ProfileOverhead};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Cycles,
+    CpuClock,
+    CacheMisses,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Cycles => "cycles",
+            Kind::CpuClock => "cpu-clock",
+            Kind::CacheMisses => "cache-misses",
+        }
+    }
+}
+
+/// A frame before symbolisation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum FrameKey {
+    Kernel(u64),
+    /// File index and offset in that file.
+    User(u32, u64),
+    /// A user address of a process in no mapping known when it was read
+    /// (JIT code, or its MMAP2 record sits in another CPU's ring buffer not
+    /// drained yet: `resolve_late` retries these at the end).
+    Unmapped(u32, u64),
+}
+
+/// Distinct stacks: (comm index, frames leaf first) -> (samples, kernel samples).
+pub(super) type StackMap = HashMap<(u32, Vec<FrameKey>), (u64, u64)>;
+
+#[derive(Default)]
+pub(super) struct Collected {
+    pub stacks: StackMap,
+    pub comms: Vec<String>,
+    pub files: Files,
+    pub lost: u64,
+    pub throttled: u64,
+    pub reader_cpu_ns: u64,
+    pub errors: Vec<String>,
+    /// Samples whose stack was cut to its leaf because MAX_STACKS was hit.
+    pub truncated: u64,
+}
+
+struct Meta {
+    kind: Kind,
+    event_reason: String,
+    frequency_hz: u64,
+    scope_words: String,
+    kernel_included: bool,
+    call_graph: bool,
+    ring_bytes: u64,
+}
+
+pub struct Live {
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<Collected>>,
+    started: Instant,
+    meta: Meta,
+}
+
+const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
+const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
+const PERF_CONTEXT_USER: u64 = -512i64 as u64;
+const MISC_CPUMODE_MASK: u16 = 7;
+const MISC_KERNEL: u16 = 1;
+const MISC_COMM_EXEC: u16 = 1 << 13;
+const MISC_MMAP_DATA: u16 = 1 << 13;
+/// Distinct full stacks kept while sampling (~20 frames × 16 bytes each,
+/// a few MiB at most).
+const MAX_STACKS: usize = 20_000;
+// _IO('$', 5): send this event's records to another event's ring buffer.
+const PERF_EVENT_IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
+
+/// Ring buffer data size per CPU: 128 KiB holds >1 s of 1 kHz samples with
+/// deep stacks; kept within the 512 KiB the kernel lets an unprivileged
+/// user lock (perf_event_mlock_kb) over all CPUs.
+fn ring_data_bytes(ncpus: usize) -> usize {
+    let budget = 512 * 1024 / ncpus.max(1);
+    let mut size = 128 * 1024;
+    while size > budget && size > 8 * 1024 {
+        size /= 2;
+    }
+    size
+}
+
+fn max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+struct Opened {
+    samplers: Vec<Sampler>,
+    /// Events of further threads whose records go to a sampler's buffer.
+    redirected: Vec<Counter>,
+}
+
+fn builder(
+    kind: Kind,
+    req: &Request,
+    freq: u64,
+    include_kernel: bool,
+    wake: usize,
+) -> Builder<'static> {
+    let mut b = match kind {
+        Kind::Cycles => Builder::new(Hardware::CPU_CYCLES),
+        Kind::CpuClock => Builder::new(Software::CPU_CLOCK),
+        Kind::CacheMisses => Builder::new(Hardware::CACHE_MISSES),
+    };
+    let mut flags = SampleFlag::IP | SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU;
+    if req.call_graph {
+        flags |= SampleFlag::CALLCHAIN;
+    }
+    b.sample(flags)
+        .sample_frequency(freq)
+        .exclude_kernel(!include_kernel)
+        .exclude_hv(true)
+        .mmap(true)
+        .mmap2(true)
+        .comm(true)
+        .comm_exec(true)
+        .task(true)
+        .sample_id_all(true)
+        .inherit(matches!(req.scope, Scope::Process { .. }))
+        .wakeup_watermark(wake)
+        .enabled(true);
+    b
+}
+
+fn open_all(kind: Kind, req: &Request, freq: u64, include_kernel: bool) -> io::Result<Opened> {
+    let cpus = common::online_cpus();
+    let data = ring_data_bytes(cpus.len());
+    let mut out = Opened {
+        samplers: Vec::new(),
+        redirected: Vec::new(),
+    };
+    let tids = match req.scope {
+        Scope::Process { pid } => {
+            common::threads_of(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?
+        }
+        Scope::System => Vec::new(),
+    };
+    for &cpu in &cpus {
+        let mut b = builder(kind, req, freq, include_kernel, data / 4);
+        b.one_cpu(cpu);
+        match req.scope {
+            Scope::System => {
+                b.any_pid();
+                out.samplers.push(b.build()?.sampled(data)?);
+            }
+            Scope::Process { pid } => {
+                let mut leader: Option<Sampler> = None;
+                for &tid in &tids {
+                    b.observe_pid(tid);
+                    let c = match b.build() {
+                        Ok(c) => c,
+                        // A thread that exited since it was listed.
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != pid => continue,
+                        Err(e) => return Err(e),
+                    };
+                    match &leader {
+                        None => leader = Some(c.sampled(data)?),
+                        Some(l) => {
+                            // SAFETY: both fds are open perf events owned here.
+                            let rc = unsafe {
+                                libc::ioctl(
+                                    c.as_raw_fd(),
+                                    PERF_EVENT_IOC_SET_OUTPUT as _,
+                                    l.as_raw_fd(),
+                                )
+                            };
+                            if rc != 0 {
+                                return Err(io::Error::last_os_error());
+                            }
+                            out.redirected.push(c);
+                        }
+                    }
+                }
+                out.samplers.extend(leader);
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Live {
+    pub fn start(req: &Request) -> Result<Live, String> {
+        let started = Instant::now();
+        if let Scope::Process { pid } = req.scope {
+            if pid <= 0 {
+                return Err(format!("invalid pid {pid}"));
+            }
+        }
+        let mut reasons: Vec<String> = Vec::new();
+        let mut freq = req.frequency_hz.max(1);
+        if let Some(max) = max_sample_rate() {
+            if freq > max {
+                reasons.push(format!(
+                    "{freq} Hz asked, clamped to kernel.perf_event_max_sample_rate={max}"
+                ));
+                freq = max;
+            }
+        }
+        let mut kind = match req.event {
+            Event::Auto => Kind::Cycles,
+            Event::CacheMisses => Kind::CacheMisses,
+        };
+        let mut include_kernel = true;
+        let opened = loop {
+            match open_all(kind, req, freq, include_kernel) {
+                Ok(o) => break o,
+                Err(e) => {
+                    let errno = e.raw_os_error().unwrap_or(0);
+                    let unsupported =
+                        matches!(errno, libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV);
+                    let denied = matches!(errno, libc::EACCES | libc::EPERM);
+                    if kind == Kind::Cycles && unsupported {
+                        reasons.insert(
+                            0,
+                            format!(
+                                "no hardware cycles event ({e}; {}): sampling the cpu-clock software event",
+                                common::pmu_words()
+                            ),
+                        );
+                        kind = Kind::CpuClock;
+                    } else if denied && include_kernel && matches!(req.scope, Scope::Process { .. })
+                    {
+                        // paranoid=2 still allows user-space profiling of
+                        // one's own processes: better than nothing.
+                        reasons.push(format!(
+                            "kernel excluded: {}",
+                            explain(&e, "kernel samples", &req.scope)
+                        ));
+                        include_kernel = false;
+                    } else {
+                        return Err(explain(&e, kind.name(), &req.scope));
+                    }
+                }
+            }
+        };
+        if kind == Kind::Cycles {
+            reasons.insert(0, format!("hardware cycles ({})", common::pmu_words()));
+        }
+        let ncpus = common::online_cpus().len();
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let ring_bytes = (opened.samplers.len() * (ring_data_bytes(ncpus) + page)) as u64;
+        let meta = Meta {
+            kind,
+            event_reason: reasons.join("; "),
+            frequency_hz: freq,
+            scope_words: common::scope_words(&req.scope, ncpus),
+            kernel_included: include_kernel,
+            call_graph: req.call_graph,
+            ring_bytes,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let scope = req.scope;
+        let reader = std::thread::Builder::new()
+            .name("tunelab-profile".into())
+            .spawn(move || read_loop(opened, &stop2, scope))
+            .map_err(|e| format!("cannot start the profile reader thread: {e}"))?;
+        Ok(Live {
+            stop,
+            reader: Some(reader),
+            started,
+            meta,
+        })
+    }
+
+    pub fn finish(mut self) -> Result<Profile, String> {
+        self.stop.store(true, Ordering::SeqCst);
+        let collected = self
+            .reader
+            .take()
+            .expect("reader joined only here")
+            .join()
+            .map_err(|_| "the profile reader thread panicked".to_string())?;
+        let sampling_ms = self.started.elapsed().as_secs_f64() * 1e3;
+        let cpu0 = common::thread_cpu_ns();
+        let distinct = collected.stacks.len() as u64;
+        let stacks = symbols::resolve(&collected);
+        let agg = aggregate::aggregate(&stacks, Limits::default());
+        let symbolise_cpu_ms = (common::thread_cpu_ns().saturating_sub(cpu0)) as f64 / 1e6;
+        let reader_cpu_ms = collected.reader_cpu_ns as f64 / 1e6;
+        // What competes with the workload is the reader while sampling;
+        // symbolising runs after the workload's interval.
+        let pct = if sampling_ms > 0.0 {
+            reader_cpu_ms * 100.0 / sampling_ms
+        } else {
+            0.0
+        };
+        let m = &self.meta;
+        let mut summary = format!(
+            "while sampling {:.0} ms, the reader used {:.1} ms CPU ({pct:.2}% of one CPU) for {} samples; \
+             afterwards symbolising {} distinct stacks took {:.1} ms CPU; {} KiB ring buffers; \
+             {} samples lost, {} throttled (kernel-side sampling cost is not included: \
+             see bench/profile_vs_perf.sh)",
+            sampling_ms,
+            reader_cpu_ms,
+            agg.samples,
+            distinct,
+            symbolise_cpu_ms,
+            m.ring_bytes / 1024,
+            collected.lost,
+            collected.throttled
+        );
+        if collected.truncated > 0 {
+            summary.push_str(&format!(
+                "; {} samples kept only their leaf frame (over {MAX_STACKS} distinct stacks)",
+                collected.truncated
+            ));
+        }
+        if !collected.errors.is_empty() {
+            summary.push_str(&format!("; {} unreadable records", collected.errors.len()));
+        }
+        Ok(Profile {
+            event: m.kind.name().to_string(),
+            event_reason: m.event_reason.clone(),
+            frequency_hz: m.frequency_hz,
+            samples: agg.samples,
+            user_samples: agg.user_samples,
+            kernel_samples: agg.kernel_samples,
+            lost: collected.lost,
+            symbols: agg.symbols,
+            callgraph: agg.callgraph,
+            folded: agg.folded,
+            scope: m.scope_words.clone(),
+            kernel_included: m.kernel_included,
+            call_graph: m.call_graph,
+            throttled: collected.throttled,
+            overhead: ProfileOverhead {
+                summary,
+                interval_ms: sampling_ms,
+                reader_cpu_ms,
+                symbolise_cpu_ms,
+                cpu_percent_of_one_cpu: pct,
+                ring_bytes: m.ring_bytes,
+                distinct_stacks: distinct,
+            },
+        })
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        // Dropped without finish (an error path): stop the reader.
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+/// Per-process state the reader keeps while sampling.
+struct Reader {
+    out: Collected,
+    spaces: HashMap<u32, AddressSpace>,
+    comm_of_pid: HashMap<u32, u32>,
+    comm_index: HashMap<String, u32>,
+}
+
+impl Reader {
+    fn comm_id(&mut self, name: &str) -> u32 {
+        if let Some(i) = self.comm_index.get(name) {
+            return *i;
+        }
+        let i = self.out.comms.len() as u32;
+        self.out.comms.push(name.to_string());
+        self.comm_index.insert(name.to_string(), i);
+        i
+    }
+
+    fn pid_comm(&mut self, pid: u32) -> u32 {
+        if let Some(c) = self.comm_of_pid.get(&pid) {
+            return *c;
+        }
+        let name = if pid == 0 {
+            // The idle task of each CPU, named as perf names it.
+            "swapper".to_string()
+        } else {
+            common::comm_of(pid as i32).unwrap_or_else(|| format!("[pid {pid}]"))
+        };
+        let c = self.comm_id(&name);
+        self.comm_of_pid.insert(pid, c);
+        c
+    }
+
+    /// The address space of pid, reading /proc/PID/maps the first time a
+    /// sample needs it (MMAP2 records only cover mappings made after start).
+    fn space(&mut self, pid: u32) -> &mut AddressSpace {
+        let files = &mut self.out.files;
+        let sp = self.spaces.entry(pid).or_default();
+        if !sp.proc_read {
+            sp.proc_read = true;
+            if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+                sp.add_older(maps::parse_proc_maps(&text, files));
+            }
+        }
+        sp
+    }
+
+    fn record(&mut self, rec: &perf_event::Record) {
+        let misc = rec.misc();
+        let parsed = match rec.parse_record() {
+            Ok(r) => r,
+            Err(e) => {
+                if self.out.errors.len() < 10 {
+                    self.out.errors.push(e.to_string());
+                }
+                return;
+            }
+        };
+        match parsed {
+            Rec::Sample(s) => self.sample(&s, misc),
+            Rec::Mmap2(m) if m.prot & libc::PROT_EXEC as u32 != 0 => {
+                self.mapping(m.pid, m.addr, m.len, m.pgoff, &m.filename);
+            }
+            Rec::Mmap(m) if misc & MISC_MMAP_DATA == 0 => {
+                self.mapping(m.pid, m.addr, m.len, m.pgoff, &m.filename);
+            }
+            Rec::Comm(c) => {
+                let name = String::from_utf8_lossy(&c.comm).into_owned();
+                let id = self.comm_id(&name);
+                // Only the process's main thread names the process.
+                if c.pid == c.tid {
+                    self.comm_of_pid.insert(c.pid, id);
+                }
+                if misc & MISC_COMM_EXEC != 0 {
+                    let sp = self.spaces.entry(c.pid).or_default();
+                    sp.clear();
+                    sp.proc_read = true;
+                }
+            }
+            // A new process (not a thread): it starts with its parent's
+            // mappings and name.
+            Rec::Fork(f) if f.pid != f.ppid => {
+                if let Some(parent) = self.spaces.get(&f.ppid).cloned() {
+                    self.spaces.insert(f.pid, parent);
+                }
+                if let Some(c) = self.comm_of_pid.get(&f.ppid).copied() {
+                    self.comm_of_pid.insert(f.pid, c);
+                }
+            }
+            Rec::Lost(l) => self.out.lost += l.lost,
+            Rec::LostSamples(l) => self.out.lost += l.lost,
+            Rec::Throttle(_) => self.out.throttled += 1,
+            _ => {}
+        }
+    }
+
+    fn mapping(&mut self, pid: u32, addr: u64, len: u64, pgoff: u64, name: &[u8]) {
+        let name = String::from_utf8_lossy(name);
+        if name.is_empty() || name.starts_with("//anon") {
+            return;
+        }
+        let file = self.out.files.intern(&name);
+        self.spaces.entry(pid).or_default().add(Mapping {
+            start: addr,
+            end: addr.saturating_add(len),
+            pgoff,
+            file,
+        });
+    }
+
+    fn sample(&mut self, s: &perf_event::data::Sample, misc: u16) {
+        let pid = s.pid().unwrap_or(0);
+        let leaf_kernel = misc & MISC_CPUMODE_MASK == MISC_KERNEL;
+        let mut frames: Vec<FrameKey> = Vec::new();
+        let mut raw: Vec<(u64, bool)> = Vec::new();
+        match s.callchain() {
+            Some(chain) if !chain.is_empty() => {
+                let mut kernel = leaf_kernel;
+                for &ip in chain {
+                    if ip >= PERF_CONTEXT_MAX {
+                        kernel = match ip {
+                            PERF_CONTEXT_KERNEL => true,
+                            PERF_CONTEXT_USER => false,
+                            // hypervisor/guest contexts: not ours to resolve
+                            _ => kernel,
+                        };
+                        continue;
+                    }
+                    raw.push((ip, kernel));
+                }
+            }
+            _ => {
+                if let Some(ip) = s.ip() {
+                    raw.push((ip, leaf_kernel));
+                }
+            }
+        }
+        for (i, (ip, kernel)) in raw.into_iter().enumerate() {
+            // Callers' entries are return addresses: step back into the
+            // call instruction so a call at a function's very end resolves.
+            let addr = if i > 0 { ip.saturating_sub(1) } else { ip };
+            if kernel {
+                frames.push(FrameKey::Kernel(addr));
+            } else {
+                let key = match self.space(pid).lookup(addr) {
+                    Some((file, off)) => FrameKey::User(file, off),
+                    None => FrameKey::Unmapped(pid, addr),
+                };
+                frames.push(key);
+            }
+        }
+        let comm = self.pid_comm(pid);
+        add_stack(&mut self.out, comm, frames, leaf_kernel, MAX_STACKS);
+    }
+}
+
+/// Count one sample. Memory stays bounded on a long system-wide run: past
+/// `cap` distinct stacks, new ones keep only their leaf frame (the flat
+/// profile stays exact, the call graph loses those callers).
+fn add_stack(out: &mut Collected, comm: u32, mut frames: Vec<FrameKey>, kernel: bool, cap: usize) {
+    if out.stacks.len() >= cap
+        && frames.len() > 1
+        && !out.stacks.contains_key(&(comm, frames.clone()))
+    {
+        frames.truncate(1);
+        out.truncated += 1;
+    }
+    let e = out.stacks.entry((comm, frames)).or_default();
+    e.0 += 1;
+    if kernel {
+        e.1 += 1;
+    }
+}
+
+fn drain(sampler: &mut Sampler, reader: &mut Reader) {
+    while let Some(rec) = sampler.next_record() {
+        reader.record(&rec);
+    }
+}
+
+fn read_loop(mut opened: Opened, stop: &AtomicBool, scope: Scope) -> Collected {
+    let mut reader = Reader {
+        out: Collected::default(),
+        spaces: HashMap::new(),
+        comm_of_pid: HashMap::new(),
+        comm_index: HashMap::new(),
+    };
+    if let Scope::Process { pid } = scope {
+        // The target's current mappings and name, while it surely exists.
+        reader.space(pid as u32);
+        reader.pid_comm(pid as u32);
+    }
+    // Fds whose task has gone (POLLHUP) are not polled again: poll would
+    // return at once for them forever.
+    let mut live: Vec<bool> = vec![true; opened.samplers.len()];
+    while !stop.load(Ordering::SeqCst) {
+        let idx: Vec<usize> = (0..live.len()).filter(|i| live[*i]).collect();
+        if idx.is_empty() {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        let mut fds: Vec<libc::pollfd> = idx
+            .iter()
+            .map(|&i| libc::pollfd {
+                fd: opened.samplers[i].as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: fds is a valid array of fds.len() pollfd structs.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+        if n < 0 {
+            continue; // EINTR
+        }
+        for (k, &i) in idx.iter().enumerate() {
+            if fds[k].revents & libc::POLLHUP != 0 {
+                live[i] = false;
+            }
+            drain(&mut opened.samplers[i], &mut reader);
+        }
+    }
+    for s in &mut opened.samplers {
+        let _ = s.disable();
+    }
+    for c in &mut opened.redirected {
+        let _ = c.disable();
+    }
+    for i in 0..opened.samplers.len() {
+        drain(&mut opened.samplers[i], &mut reader);
+    }
+    resolve_late(&mut reader.out, &reader.spaces);
+    reader.out.reader_cpu_ns = common::thread_cpu_ns();
+    reader.out
+}
+
+/// Look unmapped user addresses up again in the final address spaces: a
+/// process that moved to another CPU right after an mmap or exec has samples
+/// in one ring buffer and the MMAP2 record in another, and the buffers are
+/// drained one after the other.
+fn resolve_late(out: &mut Collected, spaces: &HashMap<u32, AddressSpace>) {
+    let has_unmapped =
+        |k: &(u32, Vec<FrameKey>)| k.1.iter().any(|f| matches!(f, FrameKey::Unmapped(..)));
+    if !out.stacks.keys().any(has_unmapped) {
+        return;
+    }
+    let old = std::mem::take(&mut out.stacks);
+    for ((comm, frames), (n, k)) in old {
+        let frames: Vec<FrameKey> = frames
+            .into_iter()
+            .map(|f| match f {
+                FrameKey::Unmapped(pid, addr) => spaces
+                    .get(&pid)
+                    .and_then(|sp| sp.lookup(addr))
+                    .map_or(f, |(file, off)| FrameKey::User(file, off)),
+                other => other,
+            })
+            .collect();
+        let e = out.stacks.entry((comm, frames)).or_default();
+        e.0 += n;
+        e.1 += k;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacks_past_the_cap_keep_their_leaf_and_every_sample_counts() {
+        let mut out = Collected::default();
+        let st = |leaf: u64| vec![FrameKey::Kernel(leaf), FrameKey::User(0, 0x10)];
+        add_stack(&mut out, 0, st(1), true, 2);
+        add_stack(&mut out, 0, st(2), false, 2);
+        // At the cap: a known stack still counts in full…
+        add_stack(&mut out, 0, st(1), true, 2);
+        // …a new one is cut to its leaf.
+        add_stack(&mut out, 0, st(3), false, 2);
+        add_stack(&mut out, 0, st(3), false, 2);
+        assert_eq!(out.truncated, 2);
+        assert_eq!(out.stacks[&(0, st(1))], (2, 2));
+        assert_eq!(out.stacks[&(0, vec![FrameKey::Kernel(3)])], (2, 0));
+        assert_eq!(out.stacks.values().map(|v| v.0).sum::<u64>(), 5);
+    }
+
+    #[test]
+    fn addresses_unmapped_when_read_resolve_from_later_mmap_records() {
+        let mut out = Collected::default();
+        let libc = out.files.intern("/usr/lib/libc.so.6");
+        let early = vec![FrameKey::Unmapped(7, 0x7f00_0000_12ad), FrameKey::Kernel(1)];
+        let known = vec![FrameKey::User(libc, 0xf82ad), FrameKey::Kernel(1)];
+        out.stacks.insert((0, early), (3, 0));
+        out.stacks.insert((0, known.clone()), (5, 0));
+        out.stacks
+            .insert((0, vec![FrameKey::Unmapped(8, 0x1234)]), (1, 0));
+        let mut spaces: HashMap<u32, AddressSpace> = HashMap::new();
+        spaces.entry(7).or_default().add(Mapping {
+            start: 0x7f00_0000_0000,
+            end: 0x7f00_0010_0000,
+            pgoff: 0xf7000,
+            file: libc,
+        });
+        resolve_late(&mut out, &spaces);
+        // Merged with the stack that resolved at once; pid 8 has no mapping.
+        assert_eq!(out.stacks[&(0, known)], (8, 0));
+        assert_eq!(
+            out.stacks[&(0, vec![FrameKey::Unmapped(8, 0x1234)])],
+            (1, 0)
+        );
+        assert_eq!(out.stacks.len(), 2);
+    }
+
+    #[test]
+    fn ring_size_fits_the_unprivileged_lock_budget() {
+        assert_eq!(ring_data_bytes(1), 128 * 1024);
+        assert_eq!(ring_data_bytes(4), 128 * 1024);
+        assert_eq!(ring_data_bytes(8), 64 * 1024);
+        assert_eq!(ring_data_bytes(256), 8 * 1024);
+        for n in [1, 2, 3, 8, 64] {
+            assert!(ring_data_bytes(n).is_power_of_two());
+        }
+    }
+}

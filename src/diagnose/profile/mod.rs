@@ -1,0 +1,165 @@
+//! `diagnose`'s profiler half: a sampled CPU profile with call chains
+//! (perf_event_open), symbolised (kernel from /proc/kallsyms, user code from
+//! ELF symbols, DWARF with feature `profile-dwarf`), aggregated into the
+//! `opreport -l` / `opreport -c` views and folded stacks; `perf stat`-style
+//! counters; flame graph SVGs. See docs/diagnose-profile.md.
+//!
+//! Attaching to a child that `diagnose -- CMD` forked but has not yet let
+//! exec: `start(Process { pid })` opens the events enabled at once, with
+//! `inherit`, on the child's (single) thread; the child is blocked on its
+//! pipe so nothing is sampled until it is released, and everything from the
+//! exec on, including its children, is. `enable_on_exec` is not used
+//! because the same call must work for `--pid` of a process that never
+//! execs again.
+
+pub mod aggregate;
+pub mod maps;
+
+#[cfg(feature = "profile")]
+mod common;
+#[cfg(feature = "profile")]
+mod counters;
+#[cfg(feature = "profile")]
+mod flame;
+#[cfg(feature = "profile")]
+mod live;
+#[cfg(feature = "profile")]
+mod symbols;
+
+use crate::engine::profile_model::{Counters, FoldedStack, Profile};
+
+/// What to sample or count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// One process: all its threads, and children forked after start
+    /// (inherit).
+    Process { pid: i32 },
+    /// Every CPU, every process.
+    System,
+}
+
+/// The event that triggers a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Hardware cycles if a PMU exists, else the cpu-clock software event
+    /// (the reason is recorded in `Profile::event_reason`).
+    Auto,
+    /// Last-level cache misses (needs a PMU; otherwise `start` fails with
+    /// the reason).
+    CacheMisses,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub scope: Scope,
+    pub event: Event,
+    /// Samples per second per CPU (clamped to the kernel's
+    /// perf_event_max_sample_rate, noted in `event_reason`).
+    pub frequency_hz: u64,
+    /// Sample call chains (frame-pointer based, as `perf record -g`).
+    pub call_graph: bool,
+}
+
+/// A profile being sampled; `finish` stops it.
+pub struct Running {
+    #[cfg(feature = "profile")]
+    inner: live::Live,
+}
+
+/// Counters being counted; `finish` stops them.
+pub struct RunningCounters {
+    #[cfg(feature = "profile")]
+    inner: counters::LiveCounters,
+}
+
+#[cfg(not(feature = "profile"))]
+const NO_FEATURE: &str = "built without the profile feature";
+
+/// Start sampling. `Err` is the reason the profile is skipped, in words
+/// (perf_event_paranoid, EACCES, no perf events in the kernel, no PMU for
+/// cache misses, no such process…).
+pub fn start(req: &Request) -> Result<Running, String> {
+    #[cfg(feature = "profile")]
+    {
+        live::Live::start(req).map(|inner| Running { inner })
+    }
+    #[cfg(not(feature = "profile"))]
+    {
+        let _ = req;
+        Err(NO_FEATURE.to_string())
+    }
+}
+
+impl Running {
+    /// Stop sampling, drain the ring buffers, symbolise and aggregate.
+    pub fn finish(self) -> Result<Profile, String> {
+        #[cfg(feature = "profile")]
+        {
+            self.inner.finish()
+        }
+        #[cfg(not(feature = "profile"))]
+        {
+            Err(NO_FEATURE.to_string())
+        }
+    }
+}
+
+/// Start counting instructions, cycles, cache references/misses, branch
+/// misses, task-clock, context switches, CPU migrations and page faults.
+/// Each counter that cannot be opened is kept with the reason; `Err` only
+/// when none at all can be.
+pub fn start_counters(scope: &Scope) -> Result<RunningCounters, String> {
+    #[cfg(feature = "profile")]
+    {
+        counters::LiveCounters::start(scope).map(|inner| RunningCounters { inner })
+    }
+    #[cfg(not(feature = "profile"))]
+    {
+        let _ = scope;
+        Err(NO_FEATURE.to_string())
+    }
+}
+
+impl RunningCounters {
+    pub fn finish(self) -> Counters {
+        #[cfg(feature = "profile")]
+        {
+            self.inner.finish()
+        }
+        #[cfg(not(feature = "profile"))]
+        {
+            Counters::default()
+        }
+    }
+}
+
+/// A flame graph (SVG text) of folded stacks.
+pub fn flamegraph_svg(folded: &[FoldedStack], title: &str) -> Result<String, String> {
+    #[cfg(feature = "profile")]
+    {
+        flame::svg(folded, title)
+    }
+    #[cfg(not(feature = "profile"))]
+    {
+        let _ = (folded, title);
+        Err(NO_FEATURE.to_string())
+    }
+}
+
+#[cfg(all(test, not(feature = "profile")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_the_feature_every_entry_point_says_so() {
+        let r = Request {
+            scope: Scope::System,
+            event: Event::Auto,
+            frequency_hz: 99,
+            call_graph: true,
+        };
+        assert_eq!(start(&r).err().unwrap(), NO_FEATURE);
+        assert_eq!(start_counters(&Scope::System).err().unwrap(), NO_FEATURE);
+        assert_eq!(flamegraph_svg(&[], "t").unwrap_err(), NO_FEATURE);
+    }
+}

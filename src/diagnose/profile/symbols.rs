@@ -1,0 +1,246 @@
+//! Addresses to names with blazesym: kernel addresses from /proc/kallsyms,
+//! user addresses as (file, offset) from each binary's ELF symbols (and
+//! DWARF with feature `profile-dwarf`). Each distinct address is resolved
+//! once, in one batch per file.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+
+use blazesym::symbolize::source::{Elf, Kernel, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+use blazesym::MaybeDefault;
+
+use super::aggregate::{Frame, Stack};
+use super::live::{Collected, FrameKey};
+
+fn image_name(path: &str) -> String {
+    if path.starts_with('[') {
+        return path.to_string();
+    }
+    path.rsplit('/').next().unwrap_or(path).to_string()
+}
+
+fn hex(addr: u64) -> String {
+    format!("{addr:#x}")
+}
+
+/// Kernel symbols: "[kernel]", or "[kernel.module]" with the module named.
+fn kernel_frames(sym: &Symbolizer, addrs: &[u64]) -> HashMap<u64, Frame> {
+    let src = Source::Kernel(Kernel {
+        kallsyms: MaybeDefault::Default,
+        // Only /proc/kallsyms: a vmlinux search walks /boot and /usr/lib
+        // and boards have none.
+        vmlinux: MaybeDefault::None,
+        debug_syms: false,
+        ..Kernel::default()
+    });
+    let mut out = HashMap::new();
+    let results = sym
+        .symbolize(&src, Input::AbsAddr(addrs))
+        .unwrap_or_default();
+    for (i, &a) in addrs.iter().enumerate() {
+        let f = match results.get(i) {
+            Some(Symbolized::Sym(s)) => {
+                let module = s
+                    .module
+                    .as_ref()
+                    .map(|m| m.to_string_lossy().into_owned())
+                    .filter(|m| {
+                        !m.is_empty() && !m.contains('/') && m != "kallsyms" && m != "vmlinux"
+                    });
+                match module {
+                    Some(m) => Frame::new("[kernel.module]", &format!("{} [{m}]", s.name)),
+                    None => Frame::new("[kernel]", &s.name),
+                }
+            }
+            _ => Frame::new("[kernel]", &hex(a)),
+        };
+        out.insert(a, f);
+    }
+    out
+}
+
+fn sym_name(s: &Symbolized) -> Option<String> {
+    match s {
+        Symbolized::Sym(s) => Some(s.name.to_string()),
+        Symbolized::Unknown(_) => None,
+    }
+}
+
+fn user_frames(sym: &Symbolizer, path: &str, offsets: &[u64]) -> HashMap<u64, Frame> {
+    let image = image_name(path);
+    let mut names: Vec<Option<String>> = vec![None; offsets.len()];
+    // [vdso], [vsyscall]: no file to read.
+    if !path.starts_with('[') {
+        let src = |debug_syms| {
+            Source::Elf(Elf {
+                path: PathBuf::from(path),
+                debug_syms,
+                ..Elf::new(path)
+            })
+        };
+        let dwarf = cfg!(feature = "profile-dwarf");
+        if let Ok(v) = sym.symbolize(&src(dwarf), Input::FileOffset(offsets)) {
+            names = v.iter().map(sym_name).collect();
+        }
+        // Debug info that cannot be read (a separate debug file with
+        // compressed sections, a truncated one) must not cost the ELF
+        // symbols: retry what is missing without it.
+        let missing: Vec<usize> = (0..offsets.len()).filter(|i| names[*i].is_none()).collect();
+        if dwarf && !missing.is_empty() {
+            let again: Vec<u64> = missing.iter().map(|i| offsets[*i]).collect();
+            if let Ok(v) = sym.symbolize(&src(false), Input::FileOffset(&again)) {
+                for (k, i) in missing.iter().enumerate() {
+                    names[*i] = v.get(k).and_then(sym_name);
+                }
+            }
+        }
+    }
+    offsets
+        .iter()
+        .zip(names)
+        .map(|(&off, name)| {
+            let f = match name {
+                Some(n) => Frame::new(&image, &n),
+                None => Frame::new(&image, &hex(off)),
+            };
+            (off, f)
+        })
+        .collect()
+}
+
+/// The collected stacks with names, for aggregation.
+pub(super) fn resolve(c: &Collected) -> Vec<Stack> {
+    let sym = Symbolizer::builder()
+        .enable_code_info(false)
+        .enable_inlined_fns(false)
+        .enable_demangling(true)
+        .build();
+    let mut kernel: HashSet<u64> = HashSet::new();
+    let mut per_file: HashMap<u32, HashSet<u64>> = HashMap::new();
+    for (_, frames) in c.stacks.keys() {
+        for f in frames {
+            match *f {
+                FrameKey::Kernel(a) => {
+                    kernel.insert(a);
+                }
+                FrameKey::User(file, off) => {
+                    per_file.entry(file).or_default().insert(off);
+                }
+                FrameKey::Unmapped(..) => {}
+            }
+        }
+    }
+    let mut kaddrs: Vec<u64> = kernel.into_iter().collect();
+    kaddrs.sort_unstable();
+    let kmap = if kaddrs.is_empty() {
+        HashMap::new()
+    } else {
+        kernel_frames(&sym, &kaddrs)
+    };
+    let mut umap: HashMap<u32, HashMap<u64, Frame>> = HashMap::new();
+    for (file, offs) in per_file {
+        let mut offs: Vec<u64> = offs.into_iter().collect();
+        offs.sort_unstable();
+        let path = &c.files.names[file as usize];
+        umap.insert(file, user_frames(&sym, path, &offs));
+    }
+    c.stacks
+        .iter()
+        .map(|((comm, keys), (samples, ksamples))| Stack {
+            comm: c.comms.get(*comm as usize).cloned().unwrap_or_default(),
+            frames: keys
+                .iter()
+                .map(|k| match *k {
+                    FrameKey::Kernel(a) => kmap
+                        .get(&a)
+                        .cloned()
+                        .unwrap_or_else(|| Frame::new("[kernel]", &hex(a))),
+                    FrameKey::User(file, off) => umap
+                        .get(&file)
+                        .and_then(|m| m.get(&off))
+                        .cloned()
+                        .unwrap_or_else(|| Frame::new("[unknown]", &hex(off))),
+                    FrameKey::Unmapped(_, a) => Frame::new("[unknown]", &hex(a)),
+                })
+                .collect(),
+            kernel_samples: *ksamples,
+            samples: *samples,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    #[no_mangle]
+    pub extern "C" fn tunelab_symbol_probe_fn(x: u64) -> u64 {
+        std::hint::black_box(x.wrapping_mul(31).rotate_left(7))
+    }
+
+    /// The file and file offset of an address of this process, from its
+    /// /proc/self/maps (the path a sampled address takes).
+    fn file_offset_of(addr: u64) -> (String, u64) {
+        let mut files = super::super::maps::Files::default();
+        let text = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let mut sp = super::super::maps::AddressSpace::default();
+        sp.add_older(super::super::maps::parse_proc_maps(&text, &mut files));
+        let (f, off) = sp.lookup(addr).expect("own code is mapped");
+        (files.names[f as usize].clone(), off)
+    }
+
+    #[test]
+    fn a_known_function_of_this_test_binary_resolves_by_name() {
+        let addr = tunelab_symbol_probe_fn as *const () as usize as u64;
+        assert_eq!(tunelab_symbol_probe_fn(1), tunelab_symbol_probe_fn(1));
+        let (path, off) = file_offset_of(addr + 2);
+        let sym = Symbolizer::new();
+        let m = user_frames(&sym, &path, &[off]);
+        let f = &m[&off];
+        assert_eq!(f.symbol, "tunelab_symbol_probe_fn", "{f:?} in {path}");
+        assert_eq!(f.image, image_name(&path));
+    }
+
+    #[test]
+    fn shared_library_functions_resolve_from_dynsym() {
+        // libc's own getpid, not a PLT stub: dlsym gives the address in libc.
+        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name.
+        let addr = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"getpid".as_ptr()) } as u64;
+        assert_ne!(addr, 0);
+        let (path, off) = file_offset_of(addr + 1);
+        assert!(path.contains("libc"), "{path}");
+        let m = user_frames(&Symbolizer::new(), &path, &[off]);
+        assert!(m[&off].symbol.contains("getpid"), "{:?} in {path}", m[&off]);
+    }
+
+    #[test]
+    fn a_missing_file_leaves_addresses_unresolved_in_hex() {
+        let sym = Symbolizer::new();
+        let m = user_frames(&sym, "/nonexistent/libx.so", &[0x1234]);
+        assert_eq!(m[&0x1234], Frame::new("libx.so", "0x1234"));
+        let m = user_frames(&sym, "[vdso]", &[0x10]);
+        assert_eq!(m[&0x10], Frame::new("[vdso]", "0x10"));
+    }
+
+    #[test]
+    fn kernel_addresses_resolve_from_kallsyms_when_readable() {
+        // A kernel text symbol's address from kallsyms itself; with
+        // kptr_restrict addresses read as 0 and nothing can resolve.
+        let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        let hit = text.lines().find_map(|l| {
+            let mut it = l.split_whitespace();
+            let (a, t, n) = (it.next()?, it.next()?, it.next()?);
+            let a = u64::from_str_radix(a, 16).ok()?;
+            (a != 0 && (t == "T" || t == "t") && n == "schedule").then_some(a)
+        });
+        let Some(addr) = hit else {
+            eprintln!("skipped: /proc/kallsyms has no readable address for `schedule`");
+            return;
+        };
+        let sym = Symbolizer::new();
+        let m = kernel_frames(&sym, &[addr + 1]);
+        assert_eq!(m[&(addr + 1)], Frame::new("[kernel]", "schedule"));
+    }
+}
