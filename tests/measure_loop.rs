@@ -576,3 +576,99 @@ fn the_runner_discards_cold_trials_and_shares_the_budget_between_points() {
         );
     }
 }
+
+/// A knob sweep through the loop: the fake knob logs every value it is set
+/// to, the fake experiment returns a value that depends on the knob.
+#[test]
+fn a_knob_sweep_shuffles_its_rounds_by_a_stated_seed() {
+    use tunelab::tune::sweep::{sweep_with, Sweep};
+
+    struct Knobbed(Arc<Mutex<String>>);
+    struct KnobbedRun(Arc<Mutex<String>>);
+    impl PointRun for KnobbedRun {
+        fn trial(&mut self, _ctx: &Ctx) -> Result<TrialValues> {
+            let v = if *self.0.lock().unwrap() == "fast" {
+                1.0
+            } else {
+                2.0
+            };
+            Ok(TrialValues::new().with("t", v))
+        }
+    }
+    impl Experiment for Knobbed {
+        fn name(&self) -> &'static str {
+            "test.knobbed"
+        }
+        fn summary(&self) -> &'static str {
+            "reads the fake knob"
+        }
+        fn method(&self) -> &'static str {
+            "scripted"
+        }
+        fn params(&self) -> Vec<ParamSpec> {
+            Vec::new()
+        }
+        fn metrics(&self) -> Vec<MetricSpec> {
+            vec![MetricSpec::lower("t", "s", "a time")]
+        }
+        fn prepare(&self, _ctx: &Ctx, _p: &Point) -> Result<Box<dyn PointRun>> {
+            Ok(Box::new(KnobbedRun(self.0.clone())))
+        }
+    }
+
+    let ctx = Ctx::new(None, std::env::temp_dir(), None);
+    let values = ["fast".to_string(), "slow".into(), "mid".into()];
+    let sweep = |seed: u64| {
+        let knob = Arc::new(Mutex::new(String::new()));
+        let exp = Knobbed(knob.clone());
+        let mut set_to = Vec::new();
+        let mut rounds = Vec::new();
+        let out = sweep_with(
+            |v: &str| {
+                set_to.push(v.to_string());
+                *knob.lock().unwrap() = v.to_string();
+                Ok(())
+            },
+            &Sweep {
+                knob: "fake",
+                values: &values,
+                exp: &exp,
+                point: &Point::default(),
+            },
+            &ctx,
+            &plan(1, 4, 4, 100.0),
+            seed,
+            &mut Now::default(),
+            &mut |r| rounds.push(r),
+        );
+        assert!(out.error.is_none());
+        (out.results, set_to, rounds)
+    };
+    let (results, order, rounds) = sweep(7);
+    assert_eq!(rounds, [1, 2, 3, 4], "progress once per measured round");
+    assert_eq!(order.len(), 15, "a warm-up round and four measured ones");
+    for round in order.chunks(3) {
+        let mut r = round.to_vec();
+        r.sort();
+        assert_eq!(r, ["fast", "mid", "slow"]);
+    }
+    assert_eq!(sweep(7).1, order, "the same seed replays the order");
+    for r in &results {
+        let m = &r.metrics[0];
+        assert_eq!((m.samples.len(), m.warmup.len()), (4, 1));
+        assert_eq!(m.summary.stop_reason, Some(StopReason::Precision));
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n == "rounds in shuffled order, seed 7"),
+            "{:?}",
+            r.notes
+        );
+    }
+    let fast = &results[0];
+    assert_eq!(fast.params["fake"], ParamValue::Text("fast".into()));
+    assert_eq!(
+        fast.metrics[0].samples, [1.0; 4],
+        "each trial under its own value"
+    );
+}
