@@ -230,7 +230,7 @@ fn metric(
         return None;
     }
     let mut summary = stats::summarize(&samples);
-    summary.stop_reason = "fixed".into();
+    summary.stop_reason = Some(stats::StopReason::Fixed);
     Some(MetricResult {
         name,
         unit: unit.to_string(),
@@ -286,7 +286,7 @@ fn point(
         });
         params.insert("kernel".to_string(), ParamValue::Text(name));
         let mut summary = stats::summarize(&[size as f64]);
-        summary.stop_reason = "fixed".into();
+        summary.stop_reason = Some(stats::StopReason::Fixed);
         metrics.push(MetricResult {
             name: "kernel_image_size".into(),
             unit: "B".into(),

@@ -3,8 +3,9 @@
 //!
 //! Several commands run interleaved (A B A B …) so a drift of the machine
 //! hits all of them alike; warm-up rounds first; then rounds until the 95%
-//! CI of every command's median wall time is within --precision (the
-//! engine's rule), between --min-runs and --max-runs, within --budget.
+//! CI of every command's median wall time is within --precision, between
+//! --min-runs and --max-runs, within --budget: the engine's measurement
+//! loop (`engine::measure`) with an interleaved schedule.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 
 use super::{Cli, Out};
+use crate::engine::measure::{measure, Loop, Monotonic, Schedule, StopReason, Trials, Values};
 use crate::engine::model::{
     new_run_id, now_rfc3339, MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA,
 };
@@ -171,7 +173,7 @@ fn metric(
     name: &'static str,
     trials: &[&AppTrial],
     f: &dyn Fn(&AppTrial) -> Option<f64>,
-    reason: &str,
+    reason: Option<StopReason>,
 ) -> Option<MetricResult> {
     let spec = METRICS.iter().find(|m| m.name == name)?;
     let samples: Vec<f64> = trials
@@ -183,7 +185,7 @@ fn metric(
         return None;
     }
     let mut summary = stats::summarize(&samples);
-    summary.stop_reason = reason.to_string();
+    summary.stop_reason = reason;
     Some(MetricResult {
         name: name.to_string(),
         unit: spec.unit.to_string(),
@@ -198,7 +200,7 @@ fn metric(
     })
 }
 
-fn point(c: &Cmd, reason: &str, elapsed: f64) -> PointResult {
+fn point(c: &Cmd, reason: Option<StopReason>, elapsed: f64) -> PointResult {
     let all: Vec<&AppTrial> = c.trials.iter().collect();
     let metrics = [
         metric("wall_time", &all, &|t| Some(t.wall_s), reason),
@@ -244,6 +246,44 @@ fn point(c: &Cmd, reason: &str, elapsed: f64) -> PointResult {
         notes,
         elapsed_s: elapsed,
         ..Default::default()
+    }
+}
+
+/// `time`'s side of the measurement loop: one arm per command; a trial is
+/// one run (after --prepare), kept with its exit status in the command's
+/// list; a failing run stops the loop unless --ignore-failure.
+struct CmdTrials<'a> {
+    a: &'a Args,
+    spec: &'a TimeSpec,
+    cmds: &'a mut Vec<Cmd>,
+    seq: usize,
+}
+
+impl Trials for CmdTrials<'_> {
+    fn check(&mut self) -> Result<()> {
+        signals::check()
+    }
+
+    fn trial(&mut self, arm: usize, warm: bool) -> Result<Values> {
+        if let Some(p) = &self.a.prepare {
+            proc::run_shell("--prepare", p)?;
+        }
+        let c = &mut self.cmds[arm];
+        let mut t = run_once(&c.label, &c.argv, self.spec)?;
+        t.warmup = warm;
+        self.seq += 1;
+        t.seq = self.seq;
+        let failed = failure(&t);
+        let wall = t.wall_s;
+        c.trials.push(t);
+        match failed {
+            Some(how) if !self.a.ignore_failure => Err(Error::measurement(format!(
+                "{}: {how}; a failing program is not timed as a success (use --ignore-failure \
+                 to time it anyway)",
+                c.label
+            ))),
+            _ => Ok(vec![("wall_time", wall)]),
+        }
     }
 }
 
@@ -296,79 +336,33 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     };
     let sampler = Sampler::start(None, Duration::from_secs(1));
     let t0 = Instant::now();
-    let mut seq = 0;
-    let mut one = |c: &mut Cmd, warm: bool| -> Result<()> {
-        signals::check()?;
-        if let Some(p) = &a.prepare {
-            proc::run_shell("--prepare", p)?;
-        }
-        let mut t = run_once(&c.label, &c.argv, &spec)?;
-        t.warmup = warm;
-        seq += 1;
-        t.seq = seq;
-        let failed = failure(&t);
-        c.trials.push(t);
-        match failed {
-            Some(how) if !a.ignore_failure => Err(Error::measurement(format!(
-                "{}: {how}; a failing program is not timed as a success (use --ignore-failure \
-                 to time it anyway)",
-                c.label
-            ))),
-            _ => Ok(()),
-        }
+    // Rounds of one run per command, A B A B …, through the engine's loop;
+    // only the wall time decides precision (the trials return nothing else).
+    let how = Loop {
+        schedule: Schedule::Interleaved,
+        plan,
+        fixed: a.runs.is_some(),
+        auto_warmup: false,
     };
-    let outcome: Result<&str>;
-    'rounds: {
-        for _ in 0..plan.warmup {
-            for c in cmds.iter_mut() {
-                if let Err(e) = one(c, true) {
-                    outcome = Err(e);
-                    break 'rounds;
-                }
-            }
-        }
-        let measure = Instant::now();
-        let mut n = 0;
-        outcome = loop {
-            for c in cmds.iter_mut() {
-                if let Err(e) = one(c, false) {
-                    outcome = Err(e);
-                    break 'rounds;
-                }
-            }
-            n += 1;
-            if a.runs.is_some() {
-                if n >= plan.max_trials {
-                    break Ok("fixed");
-                }
-                continue;
-            }
-            let precise = cmds.iter().all(|c| {
-                let w: Vec<f64> = c
-                    .trials
-                    .iter()
-                    .filter(|t| !t.warmup)
-                    .map(|t| t.wall_s)
-                    .collect();
-                relative_half_width(&stats::summarize(&w)) <= plan.precision
-            });
-            if n >= plan.min_trials && precise {
-                break Ok("precision");
-            }
-            if n >= plan.max_trials {
-                break Ok("max_trials");
-            }
-            if measure.elapsed().as_secs_f64() >= plan.budget {
-                break Ok("budget");
-            }
-        };
-    }
+    let mut runner = CmdTrials {
+        a,
+        spec: &spec,
+        cmds: &mut cmds,
+        seq: 0,
+    };
+    let measured = measure(
+        runner.cmds.len(),
+        &how,
+        &mut Monotonic::start(),
+        &mut runner,
+    );
     run.samples = sampler.stop();
     let elapsed = t0.elapsed().as_secs_f64();
-    let reason = match &outcome {
-        Ok(r) => *r,
-        Err(Error::Interrupted(_)) => "interrupted",
-        Err(_) => "failed",
+    // Every arm of a round schedule stops for the same reason.
+    let reason = measured.arms.first().and_then(|arm| arm.reason);
+    let outcome: Result<()> = match measured.error {
+        Some(e) => Err(e),
+        None => Ok(()),
     };
     for c in &cmds {
         if c.trials.iter().any(|t| !t.warmup) {
@@ -484,7 +478,7 @@ fn render(run: &Run, cmds: &[Cmd], comparisons: &[serde_json::Value]) -> String 
         run.results
             .first()
             .and_then(|r| r.metrics.first())
-            .map_or("", |m| m.summary.stop_reason.as_str())
+            .map_or("", |m| m.summary.stop_reason_str())
     );
     s.push_str(&table(
         &[

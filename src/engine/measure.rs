@@ -4,69 +4,56 @@
 //! commands) take their trials.
 //!
 //! The loop knows nothing about experiments, knobs or programs: a caller
-//! hands it a trial function `(arm, warm-up?) -> values` and gets back every
-//! value, per arm, and a typed reason for stopping. `run`, `tune` and `time`
-//! all measure through it, so the stop rules are written (and tested) once.
+//! implements [`Trials`] (run one trial of an arm; optional hooks to set an
+//! arm up and down, report progress and poll for signals) and gets back
+//! every value, per arm, and a typed reason for stopping. `run` (the
+//! runner), `tune` (knob sweeps) and `time` (command timing) all measure
+//! through it, so the stop rule, the warm-up handling (including the
+//! automatic discard of cold leading trials) and budget sharing are written
+//! and tested once.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-use super::runner::Plan;
+pub use crate::stats::StopReason;
 use crate::stats::{self, summary::relative_half_width};
 use crate::{Error, Result};
 
-/// Why repetition stopped. Stored (as its string) in every metric summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// Every metric's 95% CI of the median is within the precision target.
-    Precision,
-    /// The maximum number of trials (or rounds) was reached first.
-    MaxTrials,
-    /// The time budget ran out first.
-    Budget,
-    /// A fixed number of trials was asked for (`--trials N`, `--runs N`).
-    Fixed,
+/// Repetition settings, after the experiment's (or command's) defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    pub warmup: usize,
+    pub min_trials: usize,
+    pub max_trials: usize,
+    /// Target relative half-width of the 95% CI of the median (0.02 = 2%).
+    pub precision: f64,
+    /// Seconds for all arms together.
+    pub budget: f64,
 }
 
-impl StopReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopReason::Precision => "precision",
-            StopReason::MaxTrials => "max_trials",
-            StopReason::Budget => "budget",
-            StopReason::Fixed => "fixed",
-        }
+/// The stop rule itself: after `n` measured trials (rounds), stop or go on.
+/// A fixed count ignores precision and budget; otherwise precision counts
+/// only from the minimum, then the maximum, then the budget.
+pub fn stop_after(
+    n: usize,
+    plan: &Plan,
+    precise: bool,
+    over_budget: bool,
+    fixed: bool,
+) -> Option<StopReason> {
+    if fixed {
+        return (n >= plan.max_trials).then_some(StopReason::Fixed);
     }
-
-    /// The rule itself: after `n` measured trials (rounds), stop or go on.
-    pub fn after(
-        n: usize,
-        plan: &Plan,
-        precise: bool,
-        over_budget: bool,
-        fixed: bool,
-    ) -> Option<Self> {
-        if fixed {
-            return (n >= plan.max_trials).then_some(StopReason::Fixed);
-        }
-        if n >= plan.min_trials && precise {
-            return Some(StopReason::Precision);
-        }
-        if n >= plan.max_trials {
-            return Some(StopReason::MaxTrials);
-        }
-        over_budget.then_some(StopReason::Budget)
+    if n >= plan.min_trials && precise {
+        return Some(StopReason::Precision);
     }
-}
-
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+    if n >= plan.max_trials {
+        return Some(StopReason::MaxTrials);
     }
+    over_budget.then_some(StopReason::Budget)
 }
 
 /// In which order the arms take their trials.
@@ -83,35 +70,136 @@ pub enum Schedule {
     Shuffled { seed: u64 },
 }
 
+/// How to repeat: the schedule, the plan and the rules that vary by caller.
+#[derive(Debug, Clone, Copy)]
+pub struct Loop {
+    pub schedule: Schedule,
+    pub plan: Plan,
+    /// Exactly `plan.max_trials` trials (rounds): no precision rule.
+    pub fixed: bool,
+    /// Leading measured trials that are outliers against the later ones are
+    /// warm-up: moved to the warm-up values and not counted (see
+    /// [`leading_warmup`]).
+    pub auto_warmup: bool,
+}
+
 /// One trial's values, metric by metric.
 pub type Values = Vec<(&'static str, f64)>;
+
+/// What the loop asks of its caller. Only [`Trials::trial`] is required.
+pub trait Trials {
+    /// Polled before every trial: `Err(Interrupted)` once a signal came.
+    fn check(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Set an arm up, before its first (warm-up) trial. Sequential: each arm
+    /// in turn, after its share of the budget started; rounds: every arm
+    /// before the first round.
+    fn begin(&mut self, _arm: usize) -> Result<()> {
+        Ok(())
+    }
+    /// Run one trial of `arm`; `warm` for a warm-up trial.
+    fn trial(&mut self, arm: usize, warm: bool) -> Result<Values>;
+    /// The arm's warm-up trials are done; measured trials follow.
+    fn warmup_done(&mut self, _arm: usize) {}
+    /// A measured trial of `arm` finished: `n` counted (auto-discarded
+    /// warm-up excluded) of at most `max`.
+    fn progress(&mut self, _arm: usize, _n: usize, _max: usize) {}
+    /// A round of one trial per arm finished (rounds only).
+    fn round_done(&mut self, _rounds: usize) {}
+    /// The arm stopped (its `reason` is set, discarded warm-up settled).
+    /// Sequential: right after its last trial; rounds: every arm after the
+    /// last round. Not called when a trial failed or was interrupted.
+    fn end(&mut self, _arm: usize, _samples: &ArmSamples) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// [`Trials`] from a closure `(arm, warm) -> values`, no hooks.
+pub struct FnTrials<F>(pub F);
+
+impl<F: FnMut(usize, bool) -> Result<Values>> Trials for FnTrials<F> {
+    fn trial(&mut self, arm: usize, warm: bool) -> Result<Values> {
+        (self.0)(arm, warm)
+    }
+}
 
 /// Every value one arm produced.
 #[derive(Debug, Clone, Default)]
 pub struct ArmSamples {
+    /// Warm-up values, then the measured ones discarded as warm-up.
     pub warmup: BTreeMap<&'static str, Vec<f64>>,
+    /// The measured values that count.
     pub samples: BTreeMap<&'static str, Vec<f64>>,
     /// Warm-up trials run (fewer than planned when the budget ran out).
     pub warmed: usize,
-    /// Why this arm stopped; `None` when the loop ended with an error first.
+    /// Measured trials moved to `warmup` by the automatic warm-up rule.
+    pub discarded: usize,
+    /// Why they were (empty when none were).
+    pub discard_reason: String,
+    /// Seconds of budget this arm had (its share, or the whole budget for
+    /// rounds).
+    pub budget: f64,
+    /// Why this arm stopped; `None` when it never started.
     pub reason: Option<StopReason>,
 }
 
 impl ArmSamples {
+    /// Measured trials that count so far.
+    pub fn counted(&self) -> usize {
+        self.samples
+            .values()
+            .map(Vec::len)
+            .max()
+            .unwrap_or(0)
+            .saturating_sub(self.discarded)
+    }
+
     fn precise(&self, precision: f64) -> bool {
         !self.samples.is_empty()
-            && self
-                .samples
-                .values()
-                .all(|s| relative_half_width(&stats::summarize(s)) <= precision)
+            && self.samples.values().all(|s| {
+                let s = &s[self.discarded.min(s.len())..];
+                relative_half_width(&stats::summarize(s)) <= precision
+            })
     }
-    fn measured(&self) -> usize {
-        self.samples.values().map(Vec::len).max().unwrap_or(0)
+
+    fn record(&mut self, values: Values, warm: bool, auto_warmup: bool) {
+        let into = if warm {
+            &mut self.warmup
+        } else {
+            &mut self.samples
+        };
+        for (name, v) in values {
+            into.entry(name).or_default().push(v);
+        }
+        if !warm && auto_warmup {
+            let d = leading_warmup(
+                &self.samples,
+                Discard {
+                    count: self.discarded,
+                    reason: std::mem::take(&mut self.discard_reason),
+                },
+            );
+            self.discarded = d.count;
+            self.discard_reason = d.reason;
+        }
+    }
+
+    /// Move the discarded leading trials to the warm-up values.
+    fn settle(&mut self) {
+        if self.discarded == 0 {
+            return;
+        }
+        for (name, s) in self.samples.iter_mut() {
+            let cut = self.discarded.min(s.len());
+            self.warmup.entry(name).or_default().extend(s.drain(..cut));
+        }
     }
 }
 
 /// What the loop measured, and the error that stopped it early, if any
-/// (interrupt or failure): values measured before the error are kept.
+/// (interrupt or failure): values measured before the error are kept and
+/// the arms it cut short say `Interrupted` or `Failed`.
 pub struct Measured {
     pub arms: Vec<ArmSamples>,
     pub error: Option<Error>,
@@ -138,110 +226,148 @@ impl Clock for Monotonic {
     }
 }
 
-/// Callbacks a caller may want between trials (progress bars).
-pub trait Observer {
-    /// A measured (not warm-up) trial of `arm` finished; `n` of at most `max`.
-    fn trial(&mut self, _arm: usize, _n: usize, _max: usize) {}
-    /// An arm is about to start (sequential schedule only).
-    fn arm_started(&mut self, _arm: usize) {}
-    /// An arm stopped (sequential) or, for rounds, every arm stopped.
-    fn arm_done(&mut self, _arm: usize, _reason: StopReason) {}
-}
-
-/// Does nothing.
-pub struct Quiet;
-impl Observer for Quiet {}
-
-/// The loop. `trial(arm, warm)` runs one trial; `plan` carries warm-up, the
-/// trial bounds, the precision target and the budget (seconds for all arms).
+/// The loop: `arms` arms, repeated as `how` says, trials run by `trials`.
 pub fn measure(
     arms: usize,
-    schedule: Schedule,
-    plan: &Plan,
-    fixed: bool,
+    how: &Loop,
     clock: &mut dyn Clock,
-    observer: &mut dyn Observer,
-    trial: &mut dyn FnMut(usize, bool) -> Result<Values>,
+    trials: &mut dyn Trials,
 ) -> Measured {
     let mut out = Measured {
         arms: vec![ArmSamples::default(); arms],
         error: None,
     };
-    let result = match schedule {
-        Schedule::Sequential => sequential(&mut out.arms, plan, fixed, clock, observer, trial),
-        Schedule::Interleaved => rounds(&mut out.arms, None, plan, fixed, clock, observer, trial),
+    if arms == 0 {
+        return out;
+    }
+    let result = match how.schedule {
+        Schedule::Sequential => sequential(&mut out.arms, how, clock, trials),
+        Schedule::Interleaved => rounds(&mut out.arms, None, how, clock, trials),
         Schedule::Shuffled { seed } => rounds(
             &mut out.arms,
             Some(SmallRng::seed_from_u64(seed)),
-            plan,
-            fixed,
+            how,
             clock,
-            observer,
-            trial,
+            trials,
         ),
     };
     out.error = result.err();
     out
 }
 
-fn record(into: &mut BTreeMap<&'static str, Vec<f64>>, values: Values) {
-    for (name, v) in values {
-        into.entry(name).or_default().push(v);
+/// Why an arm cut short by `e` stopped.
+fn cut_short(e: &Error) -> StopReason {
+    match e {
+        Error::Interrupted(_) => StopReason::Interrupted,
+        _ => StopReason::Failed,
     }
 }
 
 fn sequential(
     arms: &mut [ArmSamples],
-    plan: &Plan,
-    fixed: bool,
+    how: &Loop,
     clock: &mut dyn Clock,
-    observer: &mut dyn Observer,
-    trial: &mut dyn FnMut(usize, bool) -> Result<Values>,
+    trials: &mut dyn Trials,
 ) -> Result<()> {
+    let plan = &how.plan;
     let total = arms.len();
     for (i, arm) in arms.iter_mut().enumerate() {
-        observer.arm_started(i);
         // Share what is left of the budget among the arms still to run.
         let left = (plan.budget - clock.elapsed()).max(0.0);
-        let budget = left / (total - i) as f64;
+        arm.budget = left / (total - i) as f64;
         let arm_start = clock.elapsed();
-        // Warm-up is bounded by the budget too (after its first trial): a
-        // large --warmup must not run for ever.
-        while arm.warmed < plan.warmup {
-            if arm.warmed > 0 && clock.elapsed() - arm_start >= budget {
-                break;
+        let r = one_arm(i, arm, how, clock, trials, arm_start);
+        arm.settle();
+        match r {
+            Ok(reason) => {
+                arm.reason = Some(reason);
+                trials.end(i, arm)?;
             }
-            record(&mut arm.warmup, trial(i, true)?);
-            arm.warmed += 1;
+            Err(e) => {
+                arm.reason = Some(cut_short(&e));
+                return Err(e);
+            }
         }
-        // The budget clock starts after warm-up, so a slow first trial does
-        // not eat the measurement's share.
-        let measure_start = clock.elapsed();
-        let mut n = 0;
-        let reason = loop {
-            record(&mut arm.samples, trial(i, false)?);
-            n += 1;
-            observer.trial(i, n, plan.max_trials);
-            let over = clock.elapsed() - measure_start >= budget;
-            if let Some(r) = StopReason::after(n, plan, arm.precise(plan.precision), over, fixed) {
-                break r;
-            }
-        };
-        arm.reason = Some(reason);
-        observer.arm_done(i, reason);
     }
     Ok(())
 }
 
+fn one_arm(
+    i: usize,
+    arm: &mut ArmSamples,
+    how: &Loop,
+    clock: &mut dyn Clock,
+    trials: &mut dyn Trials,
+    arm_start: f64,
+) -> Result<StopReason> {
+    let plan = &how.plan;
+    trials.begin(i)?;
+    // Warm-up is bounded by the budget too (after its first trial): a
+    // large --warmup must not run for ever.
+    while arm.warmed < plan.warmup {
+        if arm.warmed > 0 && clock.elapsed() - arm_start >= arm.budget {
+            break;
+        }
+        trials.check()?;
+        let v = trials.trial(i, true)?;
+        arm.record(v, true, false);
+        arm.warmed += 1;
+    }
+    trials.warmup_done(i);
+    // The budget clock starts after warm-up, so a slow first trial does
+    // not eat the measurement's share.
+    let measure_start = clock.elapsed();
+    loop {
+        trials.check()?;
+        let v = trials.trial(i, false)?;
+        arm.record(v, false, how.auto_warmup);
+        let n = arm.counted();
+        trials.progress(i, n, plan.max_trials);
+        let over = clock.elapsed() - measure_start >= arm.budget;
+        if let Some(r) = stop_after(n, plan, arm.precise(plan.precision), over, how.fixed) {
+            return Ok(r);
+        }
+    }
+}
+
 fn rounds(
     arms: &mut [ArmSamples],
-    mut shuffle: Option<SmallRng>,
-    plan: &Plan,
-    fixed: bool,
+    shuffle: Option<SmallRng>,
+    how: &Loop,
     clock: &mut dyn Clock,
-    observer: &mut dyn Observer,
-    trial: &mut dyn FnMut(usize, bool) -> Result<Values>,
+    trials: &mut dyn Trials,
 ) -> Result<()> {
+    let r = all_rounds(arms, shuffle, how, clock, trials);
+    for arm in arms.iter_mut() {
+        arm.settle();
+    }
+    match r {
+        Ok(reason) => {
+            for arm in arms.iter_mut() {
+                arm.reason = Some(reason);
+            }
+            for (i, arm) in arms.iter().enumerate() {
+                trials.end(i, arm)?;
+            }
+            Ok(())
+        }
+        Err(e) => {
+            for arm in arms.iter_mut() {
+                arm.reason = Some(cut_short(&e));
+            }
+            Err(e)
+        }
+    }
+}
+
+fn all_rounds(
+    arms: &mut [ArmSamples],
+    mut shuffle: Option<SmallRng>,
+    how: &Loop,
+    clock: &mut dyn Clock,
+    trials: &mut dyn Trials,
+) -> Result<StopReason> {
+    let plan = &how.plan;
     let mut order: Vec<usize> = (0..arms.len()).collect();
     let mut next_order = |order: &mut Vec<usize>| {
         if let Some(rng) = shuffle.as_mut() {
@@ -249,36 +375,46 @@ fn rounds(
         }
     };
     let start = clock.elapsed();
+    for (i, arm) in arms.iter_mut().enumerate() {
+        arm.budget = plan.budget;
+        trials.begin(i)?;
+    }
     for w in 0..plan.warmup {
         if w > 0 && clock.elapsed() - start >= plan.budget {
             break;
         }
         next_order(&mut order);
         for &i in &order {
-            record(&mut arms[i].warmup, trial(i, true)?);
+            trials.check()?;
+            let v = trials.trial(i, true)?;
+            arms[i].record(v, true, false);
             arms[i].warmed += 1;
         }
     }
+    for i in 0..arms.len() {
+        trials.warmup_done(i);
+    }
     let measure_start = clock.elapsed();
-    let mut n = 0;
-    let reason = loop {
+    let mut round = 0;
+    loop {
         next_order(&mut order);
         for &i in &order {
-            record(&mut arms[i].samples, trial(i, false)?);
-            observer.trial(i, arms[i].measured(), plan.max_trials);
+            trials.check()?;
+            let v = trials.trial(i, false)?;
+            arms[i].record(v, false, how.auto_warmup);
+            trials.progress(i, arms[i].counted(), plan.max_trials);
         }
-        n += 1;
+        round += 1;
+        trials.round_done(round);
+        // With the automatic warm-up rule an arm may have fewer counted
+        // trials than rounds: the least counted decides.
+        let n = arms.iter().map(ArmSamples::counted).min().unwrap_or(0);
         let precise = arms.iter().all(|a| a.precise(plan.precision));
         let over = clock.elapsed() - measure_start >= plan.budget;
-        if let Some(r) = StopReason::after(n, plan, precise, over, fixed) {
-            break r;
+        if let Some(r) = stop_after(n, plan, precise, over, how.fixed) {
+            return Ok(r);
         }
-    };
-    for (i, arm) in arms.iter_mut().enumerate() {
-        arm.reason = Some(reason);
-        observer.arm_done(i, reason);
     }
-    Ok(())
 }
 
 /// A trial function's undeclared metric is a bug in the experiment; the
@@ -290,6 +426,76 @@ pub fn check_declared(exp: &str, declared: &[&str], values: &Values) -> Result<(
         ))),
         None => Ok(()),
     }
+}
+
+/// Most measured trials the loop discards as warm-up; beyond that the
+/// point is unstable, not warming up, and every trial is kept.
+pub const AUTO_WARMUP_CAP: usize = 3;
+/// A leading trial is only judged against at least this many later ones:
+/// the MAD of fewer values is too rough to call anything an outlier.
+pub const AUTO_WARMUP_MIN_REST: usize = 4;
+
+/// Leading measured trials judged to be warm-up, and why.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Discard {
+    pub count: usize,
+    pub reason: String,
+}
+
+/// Trial k (k = 0, 1, … up to [`AUTO_WARMUP_CAP`]) is warm-up when, in any
+/// metric, it is an outlier against the trials after it by the same MAD rule
+/// the summaries use (modified z-score above 3.5, MAD scaled by 1.4826),
+/// judged only with at least [`AUTO_WARMUP_MIN_REST`] later trials and a
+/// non-zero MAD, and lies outside the range of those later trials. The
+/// first trial that is not an outlier ends the warm-up.
+/// `so_far` (the previous decision) is kept: the search goes on after it.
+pub fn leading_warmup(samples: &BTreeMap<&'static str, Vec<f64>>, so_far: Discard) -> Discard {
+    let mut out = so_far;
+    let mut reasons: Vec<String> = Vec::new();
+    if !out.reason.is_empty() {
+        reasons.push(std::mem::take(&mut out.reason));
+    }
+    'trials: for k in out.count..AUTO_WARMUP_CAP {
+        for (name, v) in samples {
+            let Some(&x) = v.get(k) else { continue };
+            let rest: Vec<f64> = v[k + 1..]
+                .iter()
+                .copied()
+                .filter(|x| x.is_finite())
+                .collect();
+            if !x.is_finite() || rest.len() < AUTO_WARMUP_MIN_REST {
+                continue;
+            }
+            let med = stats::median(&rest);
+            let dev: Vec<f64> = rest.iter().map(|r| (r - med).abs()).collect();
+            let mad = stats::median(&dev);
+            if mad <= 0.0 || med == 0.0 {
+                continue;
+            }
+            let z = (x - med).abs() / (1.4826 * mad);
+            // ... and more extreme than every later trial: with 4-5 tight
+            // later values the MAD alone would call a trial 10% off warm-up.
+            let (lo, hi) = rest
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+                    (l.min(*v), h.max(*v))
+                });
+            if z > 3.5 && (x < lo || x > hi) {
+                reasons.push(format!(
+                    "trial {}'s {name} was {:.2}× the median of the {} trials after it \
+                     (modified z-score {z:.1} > 3.5)",
+                    k + 1,
+                    x / med,
+                    rest.len()
+                ));
+                out.count = k + 1;
+                continue 'trials;
+            }
+        }
+        break;
+    }
+    out.reason = reasons.join("; ");
+    out
 }
 
 #[cfg(test)]
@@ -307,38 +513,33 @@ mod tests {
         }
     }
 
-    fn plan(warmup: usize, min: usize, max: usize, budget: f64) -> Plan {
-        Plan {
-            warmup,
-            min_trials: min,
-            max_trials: max,
-            precision: 0.02,
-            budget,
+    fn how(schedule: Schedule, warmup: usize, min: usize, max: usize, budget: f64) -> Loop {
+        Loop {
+            schedule,
+            plan: Plan {
+                warmup,
+                min_trials: min,
+                max_trials: max,
+                precision: 0.02,
+                budget,
+            },
+            fixed: false,
+            auto_warmup: false,
         }
     }
 
     /// Runs the loop on a fake experiment: every trial costs `cost` fake
     /// seconds and returns `100 × (arm + 1)` plus `jitter` times a wobble;
     /// the log records (arm, warm-up?) in call order.
-    fn run(
-        arms: usize,
-        schedule: Schedule,
-        p: &Plan,
-        fixed: bool,
-        cost: f64,
-        jitter: f64,
-    ) -> (Measured, Vec<(usize, bool)>) {
+    fn run(arms: usize, how: &Loop, cost: f64, jitter: f64) -> (Measured, Vec<(usize, bool)>) {
         let now = Rc::new(Cell::new(0.0));
         let mut clock = Fake(now.clone());
         let mut log = Vec::new();
         let m = measure(
             arms,
-            schedule,
-            p,
-            fixed,
+            how,
             &mut clock,
-            &mut Quiet,
-            &mut |arm, warm| {
+            &mut FnTrials(|arm: usize, warm: bool| {
                 now.set(now.get() + cost);
                 log.push((arm, warm));
                 let k = log.len() as f64;
@@ -346,52 +547,43 @@ mod tests {
                     "t",
                     100.0 * (arm + 1) as f64 + jitter * (k * 2.7).sin(),
                 )])
-            },
+            }),
         );
         (m, log)
     }
 
     #[test]
     fn stop_rule_order() {
-        let p = plan(1, 5, 10, 10.0);
+        let p = how(Schedule::Sequential, 1, 5, 10, 10.0).plan;
+        assert_eq!(stop_after(3, &p, true, false, false), None, "min first");
         assert_eq!(
-            StopReason::after(3, &p, true, false, false),
-            None,
-            "min trials first"
-        );
-        assert_eq!(
-            StopReason::after(5, &p, true, false, false),
+            stop_after(5, &p, true, false, false),
             Some(StopReason::Precision)
         );
         assert_eq!(
-            StopReason::after(10, &p, false, false, false),
+            stop_after(10, &p, false, false, false),
             Some(StopReason::MaxTrials)
         );
         assert_eq!(
-            StopReason::after(2, &p, false, true, false),
+            stop_after(2, &p, false, true, false),
             Some(StopReason::Budget)
         );
         assert_eq!(
-            StopReason::after(5, &p, true, true, true),
+            stop_after(5, &p, true, true, true),
             None,
-            "fixed ignores precision"
+            "fixed ignores precision and budget"
         );
         assert_eq!(
-            StopReason::after(10, &p, false, false, true),
+            stop_after(10, &p, false, false, true),
             Some(StopReason::Fixed)
         );
     }
 
     #[test]
     fn sequential_warms_each_arm_before_its_own_trials() {
-        let (m, log) = run(
-            2,
-            Schedule::Sequential,
-            &plan(2, 3, 3, 100.0),
-            true,
-            0.1,
-            5.0,
-        );
+        let mut h = how(Schedule::Sequential, 2, 3, 3, 100.0);
+        h.fixed = true;
+        let (m, log) = run(2, &h, 0.1, 5.0);
         assert!(m.error.is_none());
         let expect: Vec<(usize, bool)> = [(0, true), (0, true), (0, false), (0, false), (0, false)]
             .into_iter()
@@ -406,129 +598,25 @@ mod tests {
     }
 
     #[test]
-    fn interleaved_rounds_alternate_arms() {
-        let (m, log) = run(
-            3,
-            Schedule::Interleaved,
-            &plan(1, 2, 2, 100.0),
-            true,
-            0.1,
-            5.0,
-        );
-        assert!(m.error.is_none());
-        let arms: Vec<usize> = log.iter().map(|(a, _)| *a).collect();
-        assert_eq!(arms, vec![0, 1, 2, 0, 1, 2, 0, 1, 2]);
-        assert!(log[..3].iter().all(|(_, w)| *w), "warm-up round first");
-        assert!(log[3..].iter().all(|(_, w)| !*w));
-    }
-
-    #[test]
-    fn shuffled_rounds_visit_every_arm_once_per_round_and_replay_by_seed() {
-        let p = plan(0, 6, 6, 100.0);
-        let (_, a) = run(4, Schedule::Shuffled { seed: 7 }, &p, true, 0.1, 5.0);
-        let (_, b) = run(4, Schedule::Shuffled { seed: 7 }, &p, true, 0.1, 5.0);
-        assert_eq!(a, b, "same seed, same order");
-        for round in a.chunks(4) {
-            let mut arms: Vec<usize> = round.iter().map(|(x, _)| *x).collect();
-            arms.sort();
-            assert_eq!(arms, vec![0, 1, 2, 3]);
-        }
-        let orders: std::collections::BTreeSet<Vec<usize>> = a
-            .chunks(4)
-            .map(|r| r.iter().map(|(x, _)| *x).collect())
-            .collect();
-        assert!(orders.len() > 1, "the order changes between rounds");
-    }
-
-    #[test]
     fn precise_arms_stop_at_the_minimum() {
         // No jitter: the CI is zero wide after the minimum trials.
-        let (m, log) = run(
-            1,
-            Schedule::Sequential,
-            &plan(0, 5, 30, 100.0),
-            false,
-            0.1,
-            0.0,
-        );
+        let (m, log) = run(1, &how(Schedule::Sequential, 0, 5, 30, 100.0), 0.1, 0.0);
         assert_eq!(m.arms[0].reason, Some(StopReason::Precision));
         assert_eq!(log.len(), 5);
     }
 
     #[test]
     fn noisy_arms_run_to_the_maximum() {
-        let (m, log) = run(
-            1,
-            Schedule::Sequential,
-            &plan(0, 5, 12, 1000.0),
-            false,
-            0.1,
-            40.0,
-        );
+        let (m, log) = run(1, &how(Schedule::Sequential, 0, 5, 12, 1000.0), 0.1, 40.0);
         assert_eq!(m.arms[0].reason, Some(StopReason::MaxTrials));
         assert_eq!(log.len(), 12);
     }
 
     #[test]
-    fn sequential_arms_share_the_budget() {
-        // 10 s for 2 arms, 1 s a trial, noisy: each arm gets about 5 s.
-        let (m, log) = run(
-            2,
-            Schedule::Sequential,
-            &plan(0, 2, 100, 10.0),
-            false,
-            1.0,
-            40.0,
-        );
-        for arm in &m.arms {
-            assert_eq!(arm.reason, Some(StopReason::Budget));
-        }
-        let first = log.iter().filter(|(a, _)| *a == 0).count();
-        let second = log.iter().filter(|(a, _)| *a == 1).count();
-        assert_eq!(first, 5, "first arm: half of 10 s");
-        assert_eq!(second, 5, "second arm: what is left");
-    }
-
-    #[test]
     fn warmup_is_bounded_by_the_budget() {
-        let (m, log) = run(
-            1,
-            Schedule::Sequential,
-            &plan(1000, 1, 1, 3.0),
-            false,
-            1.0,
-            0.0,
-        );
+        let (m, log) = run(1, &how(Schedule::Sequential, 1000, 1, 1, 3.0), 1.0, 0.0);
         assert_eq!(m.arms[0].warmed, 3, "stops once the budget is spent");
         assert_eq!(log.iter().filter(|(_, w)| !*w).count(), 1);
-    }
-
-    #[test]
-    fn an_error_keeps_what_was_measured() {
-        let p = plan(0, 3, 3, 100.0);
-        let mut clock = Fake(Rc::new(Cell::new(0.0)));
-        let mut calls = 0;
-        let m = measure(
-            2,
-            Schedule::Sequential,
-            &p,
-            true,
-            &mut clock,
-            &mut Quiet,
-            &mut |_, _| {
-                calls += 1;
-                if calls == 5 {
-                    Err(Error::measurement("boom"))
-                } else {
-                    Ok(vec![("t", 1.0)])
-                }
-            },
-        );
-        assert!(m.error.is_some());
-        assert_eq!(m.arms[0].reason, Some(StopReason::Fixed));
-        assert_eq!(m.arms[0].samples["t"].len(), 3);
-        assert_eq!(m.arms[1].reason, None);
-        assert_eq!(m.arms[1].samples["t"].len(), 1);
     }
 
     #[test]
@@ -536,5 +624,48 @@ mod tests {
         let v: Values = vec![("a", 1.0), ("zz", 2.0)];
         assert!(check_declared("x.y", &["a"], &v).is_err());
         assert!(check_declared("x.y", &["a", "zz"], &v).is_ok());
+    }
+
+    #[test]
+    fn warmup_detection_is_capped_and_needs_evidence() {
+        let m = |v: &[f64]| {
+            let mut b = BTreeMap::new();
+            b.insert("t", v.to_vec());
+            leading_warmup(&b, Discard::default()).count
+        };
+        // Too few later trials to judge.
+        assert_eq!(m(&[100.0, 10.0, 10.1, 9.9]), 0);
+        assert_eq!(m(&[100.0, 10.0, 10.1, 9.9, 10.2]), 1);
+        // Two cold trials.
+        assert_eq!(m(&[100.0, 50.0, 10.0, 10.1, 9.9, 10.2]), 2);
+        // A slow drift over many trials is not warm-up beyond the cap.
+        assert_eq!(
+            m(&[90.0, 80.0, 70.0, 60.0, 10.0, 10.1, 9.9, 10.2, 10.0]),
+            AUTO_WARMUP_CAP
+        );
+        // A faster first trial is a transient too (e.g. writes before the
+        // dirty limit).
+        assert_eq!(m(&[2.0, 10.0, 10.1, 9.9, 10.2]), 1);
+        // Identical later values (a count, a quantised time): no spread to
+        // judge against, nothing discarded.
+        assert_eq!(m(&[1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 0);
+        // An ordinary first trial ends the search.
+        assert_eq!(m(&[10.05, 100.0, 10.0, 10.1, 9.9, 10.2]), 0);
+        // Tight later trials make the MAD tiny: a first trial inside their
+        // range is not warm-up even with a large modified z-score.
+        assert_eq!(m(&[11.0, 10.0, 10.01, 10.02, 12.0, 10.03]), 0);
+        // A decision stands when later trials would have made the first
+        // one look ordinary: the search resumes after it.
+        let mut b = BTreeMap::new();
+        b.insert("t", vec![13.0, 10.0, 10.1, 9.9, 10.2]);
+        let first = leading_warmup(&b, Discard::default());
+        assert_eq!(first.count, 1);
+        b.insert(
+            "t",
+            vec![13.0, 10.0, 10.1, 9.9, 10.2, 12.5, 13.5, 11.8, 12.9],
+        );
+        assert_eq!(leading_warmup(&b, Discard::default()).count, 0);
+        let again = leading_warmup(&b, first.clone());
+        assert_eq!(again, first);
     }
 }

@@ -260,6 +260,23 @@ pub trait PointRun {
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
         Ok(PointExtras::default())
     }
+    /// Parameters the point ran with a value other than the one asked for
+    /// (a size fitted to the memory or disk there was), asked after
+    /// `finish`: the runner stores the value used in the point's params and
+    /// notes what was asked for and why.
+    fn fitted(&self) -> Vec<Fitted> {
+        Vec::new()
+    }
+}
+
+/// A parameter value a point changed to fit the machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fitted {
+    pub param: &'static str,
+    /// The value the point really ran with.
+    pub used: ParamValue,
+    /// Why, in a few words ("memory budget 48 MiB").
+    pub why: String,
 }
 
 /// One experiment: a file under `src/experiments/<family>/`.

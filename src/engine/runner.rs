@@ -1,15 +1,25 @@
-//! The runner: warm-up, then trials until the 95% CI of every metric's median
-//! is within the precision target (or max trials, or the time budget), and
-//! the reason it stopped.
+//! The runner: an experiment's points through the measurement loop
+//! ([`super::measure`]): warm-up, then trials until the 95% CI of every
+//! metric's median is within the precision target (or max trials, or the
+//! time budget), and the reason it stopped; plus what only experiments
+//! have: prepare/finish per point, the validity guard around every measured
+//! trial, and parameters a point fitted to the machine.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use super::measure::{
+    check_declared, measure, ArmSamples, Clock, Loop, Monotonic, Schedule, Trials, Values,
+};
 use super::model::{MetricResult, PointResult};
-use super::{Ctx, Experiment, Point, RunDefaults};
-use crate::observe::validity::{Guard, Roots, Validity};
-use crate::stats::{self, summary::relative_half_width};
+use super::{
+    Ctx, Experiment, Fitted, ParamSpec, ParamValue, Point, PointExtras, PointRun, RunDefaults,
+};
+use crate::observe::validity::{Guard, Roots, TrialCheck, Validity};
+use crate::stats;
 use crate::{Error, Result};
+
+pub use super::measure::{Plan, StopReason, AUTO_WARMUP_CAP, AUTO_WARMUP_MIN_REST};
 
 /// Repetition settings from the command line; `None` means the experiment's
 /// default.
@@ -24,16 +34,6 @@ pub struct RunOptions {
     pub precision: Option<f64>,
     /// Seconds for the whole run.
     pub budget: Option<f64>,
-}
-
-/// Settings after applying the experiment's defaults.
-#[derive(Debug, Clone, Copy)]
-pub struct Plan {
-    pub warmup: usize,
-    pub min_trials: usize,
-    pub max_trials: usize,
-    pub precision: f64,
-    pub budget: f64,
 }
 
 impl RunOptions {
@@ -94,29 +94,6 @@ pub enum Event<'a> {
     },
 }
 
-/// Why a point stopped repeating.
-fn stop_reason(
-    n: usize,
-    plan: &Plan,
-    precise: bool,
-    over_budget: bool,
-    fixed: bool,
-) -> Option<&'static str> {
-    if fixed {
-        return (n >= plan.max_trials).then_some("fixed");
-    }
-    if n >= plan.min_trials && precise {
-        return Some("precision");
-    }
-    if n >= plan.max_trials {
-        return Some("max_trials");
-    }
-    if over_budget {
-        return Some("budget");
-    }
-    None
-}
-
 /// Outcome of running all points: the completed ones, and the error that
 /// stopped the run early, if any (interrupt or failure).
 pub struct Outcome {
@@ -125,6 +102,9 @@ pub struct Outcome {
     pub error: Option<Error>,
 }
 
+/// Run every point of `exp` in turn through the measurement loop
+/// ([`measure`], sequential schedule, automatic warm-up discard), each with
+/// an equal share of what is left of the budget.
 pub fn run_points(
     exp: &dyn Experiment,
     points: &[Point],
@@ -133,44 +113,252 @@ pub fn run_points(
     fixed_trials: bool,
     progress: &mut dyn FnMut(Event),
 ) -> Outcome {
-    let start = Instant::now();
-    let mut out = Outcome {
-        results: Vec::new(),
-        warnings: Vec::new(),
-        error: None,
+    run_points_with(
+        exp,
+        points,
+        ctx,
+        plan,
+        fixed_trials,
+        &mut Monotonic::start(),
+        progress,
+    )
+}
+
+/// [`run_points`] with the budget read from `clock` (tests pass a fake one).
+pub fn run_points_with(
+    exp: &dyn Experiment,
+    points: &[Point],
+    ctx: &Ctx,
+    plan: &Plan,
+    fixed_trials: bool,
+    clock: &mut dyn Clock,
+    progress: &mut dyn FnMut(Event),
+) -> Outcome {
+    let how = Loop {
+        schedule: Schedule::Sequential,
+        plan: *plan,
+        fixed: fixed_trials,
+        auto_warmup: true,
     };
-    let specs = exp.params();
-    for (i, point) in points.iter().enumerate() {
-        let label = point.label(&specs);
-        progress(Event::PointStarted {
-            index: i,
-            total: points.len(),
+    let mut pr = PointTrials {
+        exp,
+        points,
+        ctx,
+        plan,
+        specs: exp.params(),
+        declared: exp.metrics().iter().map(|m| m.name).collect(),
+        progress,
+        state: None,
+        guard: None,
+        checks: Vec::new(),
+        t0: Instant::now(),
+        results: Vec::new(),
+    };
+    let m = measure(points.len(), &how, clock, &mut pr);
+    let results = std::mem::take(&mut pr.results);
+    drop(pr);
+    Outcome {
+        warnings: suspect_warning(exp.name(), &results).into_iter().collect(),
+        results,
+        error: m.error,
+    }
+}
+
+/// The runner's side of the loop: one arm per point, prepared when it
+/// starts, checked by the validity guard around every measured trial,
+/// turned into a [`PointResult`] when it stops.
+struct PointTrials<'a> {
+    exp: &'a dyn Experiment,
+    points: &'a [Point],
+    ctx: &'a Ctx,
+    plan: &'a Plan,
+    specs: Vec<ParamSpec>,
+    declared: Vec<&'static str>,
+    progress: &'a mut dyn FnMut(Event),
+    state: Option<Box<dyn PointRun>>,
+    guard: Option<Guard>,
+    checks: Vec<TrialCheck>,
+    t0: Instant,
+    results: Vec<PointResult>,
+}
+
+impl Trials for PointTrials<'_> {
+    fn check(&mut self) -> Result<()> {
+        self.ctx.check_cancel()
+    }
+
+    fn begin(&mut self, arm: usize) -> Result<()> {
+        let label = self.points[arm].label(&self.specs);
+        (self.progress)(Event::PointStarted {
+            index: arm,
+            total: self.points.len(),
             label: &label,
         });
-        // Share what is left of the budget among the points still to run.
-        let left = (plan.budget - start.elapsed().as_secs_f64()).max(0.0);
-        let point_budget = left / (points.len() - i) as f64;
-        match run_point(exp, point, ctx, plan, fixed_trials, point_budget, progress) {
-            Ok(r) => {
-                progress(Event::PointDone {
-                    index: i,
-                    stop_reason: r
-                        .metrics
-                        .first()
-                        .map(|m| m.summary.stop_reason.as_str())
-                        .unwrap_or(""),
-                });
-                out.results.push(r);
+        self.t0 = Instant::now();
+        self.checks.clear();
+        self.guard = None;
+        self.state = Some(self.exp.prepare(self.ctx, &self.points[arm])?);
+        Ok(())
+    }
+
+    fn trial(&mut self, _arm: usize, warm: bool) -> Result<Values> {
+        let state = self
+            .state
+            .as_mut()
+            .ok_or_else(|| Error::measurement("internal: trial before prepare"))?;
+        let values = match (&self.guard, warm) {
+            (Some(guard), false) => {
+                let before = guard.read();
+                let t = Instant::now();
+                let values = state.trial(self.ctx)?;
+                let seconds = t.elapsed().as_secs_f64();
+                self.checks
+                    .push(guard.check(&before, &guard.read(), seconds));
+                values
             }
-            Err(e) => {
-                out.error = Some(e);
-                break;
-            }
+            _ => state.trial(self.ctx)?,
+        };
+        check_declared(self.exp.name(), &self.declared, &values.0)?;
+        Ok(values.0)
+    }
+
+    fn warmup_done(&mut self, _arm: usize) {
+        if let Some(s) = self.state.as_mut() {
+            s.warmup_done();
+        }
+        // The validity guard reads its sources before and after every
+        // measured trial, outside the experiment's own timing.
+        self.guard = Some(Guard::new(Roots::system(), self.ctx.scratch_dir().ok()));
+    }
+
+    fn progress(&mut self, _arm: usize, n: usize, max: usize) {
+        (self.progress)(Event::Trial { n, max });
+    }
+
+    fn end(&mut self, arm: usize, a: &ArmSamples) -> Result<()> {
+        let mut state = self
+            .state
+            .take()
+            .ok_or_else(|| Error::measurement("internal: point ended before prepare"))?;
+        let extras = state.finish(self.ctx)?;
+        let fitted = state.fitted();
+        drop(state);
+        let r = self.point_result(arm, a, extras, fitted);
+        (self.progress)(Event::PointDone {
+            index: arm,
+            stop_reason: r
+                .metrics
+                .first()
+                .map(|m| m.summary.stop_reason_str())
+                .unwrap_or(""),
+        });
+        self.results.push(r);
+        Ok(())
+    }
+}
+
+impl PointTrials<'_> {
+    fn point_result(
+        &mut self,
+        arm: usize,
+        a: &ArmSamples,
+        extras: PointExtras,
+        fitted: Vec<Fitted>,
+    ) -> PointResult {
+        let plan = self.plan;
+        let metrics = self
+            .exp
+            .metrics()
+            .iter()
+            .filter_map(|spec| {
+                let s = a.samples.get(spec.name)?.clone();
+                let mut summary = stats::summarize(&s);
+                summary.stop_reason = a.reason;
+                Some(MetricResult {
+                    name: spec.name.to_string(),
+                    unit: spec.unit.to_string(),
+                    better: spec.better,
+                    samples: s,
+                    warmup: a.warmup.get(spec.name).cloned().unwrap_or_default(),
+                    summary,
+                })
+            })
+            .collect();
+        // Warm-up stopped early by the budget is said in the point's notes.
+        let warmup_note = (a.warmed < plan.warmup).then(|| {
+            format!(
+                "warm-up stopped after {} of {} trials: it used the whole time budget ({:.0} s)",
+                a.warmed, plan.warmup, a.budget
+            )
+        });
+        let discard_note = (a.discarded > 0).then(|| {
+            format!(
+                "{} measured trial{} discarded as warm-up (kept in the run with the warm-up \
+                 trials): {}",
+                a.discarded,
+                if a.discarded == 1 { "" } else { "s" },
+                a.discard_reason
+            )
+        });
+        let mut params = self.points[arm].0.clone();
+        let fit_notes = apply_fitted(&mut params, fitted, &self.specs);
+        PointResult {
+            experiment: self.exp.name().to_string(),
+            params,
+            metrics,
+            series: extras.series,
+            histograms: extras.histograms,
+            notes: warmup_note
+                .into_iter()
+                .chain(discard_note)
+                .chain(fit_notes)
+                .chain(extras.notes)
+                .collect(),
+            elapsed_s: self.t0.elapsed().as_secs_f64(),
+            validity: Validity {
+                warmup_discarded: a.discarded,
+                warmup_reason: a.discard_reason.clone(),
+                trials: std::mem::take(&mut self.checks),
+                skipped: self
+                    .guard
+                    .take()
+                    .map(|g| g.skipped.clone())
+                    .unwrap_or_default(),
+            },
+            ..Default::default()
         }
     }
-    out.warnings
-        .extend(suspect_warning(exp.name(), &out.results));
-    out
+}
+
+/// Store the values a point really ran with (a size fitted to the memory or
+/// disk there was) in its parameters, and say what was asked for and why.
+fn apply_fitted(
+    params: &mut BTreeMap<String, ParamValue>,
+    fitted: Vec<Fitted>,
+    specs: &[ParamSpec],
+) -> Vec<String> {
+    let show = |name: &str, v: &ParamValue| {
+        let mut one = BTreeMap::new();
+        one.insert(name.to_string(), v.clone());
+        Point(one).label(specs)
+    };
+    let mut notes = Vec::new();
+    for f in fitted {
+        let Some(asked) = params.get(f.param) else {
+            continue;
+        };
+        if *asked == f.used {
+            continue;
+        }
+        notes.push(format!(
+            "{} was measured (fitted: {}; {} was asked for)",
+            show(f.param, &f.used),
+            f.why,
+            show(f.param, asked)
+        ));
+        params.insert(f.param.to_string(), f.used);
+    }
+    notes
 }
 
 /// Points whose summarised trials the validity guard flagged are worth one
@@ -189,239 +377,9 @@ fn suspect_warning(exp: &str, results: &[PointResult]) -> Option<String> {
     ))
 }
 
-fn run_point(
-    exp: &dyn Experiment,
-    point: &Point,
-    ctx: &Ctx,
-    plan: &Plan,
-    fixed_trials: bool,
-    budget: f64,
-    progress: &mut dyn FnMut(Event),
-) -> Result<PointResult> {
-    let t0 = Instant::now();
-    let metric_specs = exp.metrics();
-    let mut state = exp.prepare(ctx, point)?;
-    let mut warm: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
-    let mut samples: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
-    // Warm-up is bounded by the budget too: a large --warmup must not run
-    // for ever. Stopping early is said in the point's notes.
-    let mut warmed = 0;
-    while warmed < plan.warmup {
-        if warmed > 0 && t0.elapsed().as_secs_f64() >= budget {
-            break;
-        }
-        ctx.check_cancel()?;
-        for (name, v) in state.trial(ctx)?.0 {
-            warm.entry(name).or_default().push(v);
-        }
-        warmed += 1;
-    }
-    let warmup_note = (warmed < plan.warmup).then(|| {
-        format!(
-            "warm-up stopped after {warmed} of {} trials: it used the whole time budget ({:.0} s)",
-            plan.warmup, budget
-        )
-    });
-    state.warmup_done();
-    // The validity guard reads its sources before and after every measured
-    // trial, outside the experiment's own timing.
-    let guard = Guard::new(Roots::system(), ctx.scratch_dir().ok());
-    let mut checks = Vec::new();
-    // The budget clock starts after warm-up so a slow first trial does not
-    // eat the measurement's share.
-    let measure_start = Instant::now();
-    let mut n = 0;
-    let mut discard = Discard::default();
-    let reason = loop {
-        ctx.check_cancel()?;
-        let before = guard.read();
-        let t = Instant::now();
-        let values = state.trial(ctx)?;
-        let seconds = t.elapsed().as_secs_f64();
-        checks.push(guard.check(&before, &guard.read(), seconds));
-        for (name, v) in values.0 {
-            if !metric_specs.iter().any(|m| m.name == name) {
-                return Err(Error::measurement(format!(
-                    "internal: {} produced undeclared metric {name}",
-                    exp.name()
-                )));
-            }
-            samples.entry(name).or_default().push(v);
-        }
-        n += 1;
-        // Leading trials that are outliers against the rest are warm-up:
-        // they do not count towards the trial targets nor the precision.
-        // A trial once judged warm-up stays discarded (a fixed --trials N
-        // then gives exactly N summarised trials).
-        discard = leading_warmup(&samples, discard);
-        let kept = n - discard.count.min(n);
-        progress(Event::Trial {
-            n: kept,
-            max: plan.max_trials,
-        });
-        let precise = !samples.is_empty()
-            && samples.values().all(|s| {
-                let s = &s[discard.count.min(s.len())..];
-                relative_half_width(&stats::summarize(s)) <= plan.precision
-            });
-        let over = measure_start.elapsed().as_secs_f64() >= budget;
-        if let Some(r) = stop_reason(kept, plan, precise, over, fixed_trials) {
-            break r;
-        }
-    };
-    let extras = state.finish(ctx)?;
-    drop(state);
-    let metrics = metric_specs
-        .iter()
-        .filter_map(|spec| {
-            let mut s = samples.remove(spec.name)?;
-            let mut warmup = warm.remove(spec.name).unwrap_or_default();
-            warmup.extend(s.drain(..discard.count.min(s.len())));
-            let mut summary = stats::summarize(&s);
-            summary.stop_reason = reason.to_string();
-            Some(MetricResult {
-                name: spec.name.to_string(),
-                unit: spec.unit.to_string(),
-                better: spec.better,
-                samples: s,
-                warmup,
-                summary,
-            })
-        })
-        .collect();
-    let discard_note = (discard.count > 0).then(|| {
-        format!(
-            "{} measured trial{} discarded as warm-up (kept in the run with the warm-up \
-             trials): {}",
-            discard.count,
-            if discard.count == 1 { "" } else { "s" },
-            discard.reason
-        )
-    });
-    Ok(PointResult {
-        experiment: exp.name().to_string(),
-        params: point.0.clone(),
-        metrics,
-        series: extras.series,
-        histograms: extras.histograms,
-        notes: warmup_note
-            .into_iter()
-            .chain(discard_note)
-            .chain(extras.notes)
-            .collect(),
-        elapsed_s: t0.elapsed().as_secs_f64(),
-        validity: Validity {
-            warmup_discarded: discard.count,
-            warmup_reason: discard.reason,
-            trials: checks,
-            skipped: guard.skipped.clone(),
-        },
-        ..Default::default()
-    })
-}
-
-/// Most measured trials the runner discards as warm-up; beyond that the
-/// point is unstable, not warming up, and every trial is kept.
-pub const AUTO_WARMUP_CAP: usize = 3;
-/// A leading trial is only judged against at least this many later ones:
-/// the MAD of fewer values is too rough to call anything an outlier.
-pub const AUTO_WARMUP_MIN_REST: usize = 4;
-
-/// Leading measured trials judged to be warm-up, and why.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Discard {
-    count: usize,
-    reason: String,
-}
-
-/// Trial k (k = 0, 1, … up to [`AUTO_WARMUP_CAP`]) is warm-up when, in any
-/// metric, it is an outlier against the trials after it by the same MAD rule
-/// the summaries use (modified z-score above 3.5, MAD scaled by 1.4826),
-/// judged only with at least [`AUTO_WARMUP_MIN_REST`] later trials and a
-/// non-zero MAD, and lies outside the range of those later trials. The
-/// first trial that is not an outlier ends the warm-up.
-/// `so_far` (the previous decision) is kept: the search goes on after it.
-fn leading_warmup(samples: &BTreeMap<&'static str, Vec<f64>>, so_far: Discard) -> Discard {
-    let mut out = so_far;
-    let mut reasons: Vec<String> = Vec::new();
-    if !out.reason.is_empty() {
-        reasons.push(std::mem::take(&mut out.reason));
-    }
-    'trials: for k in out.count..AUTO_WARMUP_CAP {
-        for (name, v) in samples {
-            let Some(&x) = v.get(k) else { continue };
-            let rest: Vec<f64> = v[k + 1..]
-                .iter()
-                .copied()
-                .filter(|x| x.is_finite())
-                .collect();
-            if !x.is_finite() || rest.len() < AUTO_WARMUP_MIN_REST {
-                continue;
-            }
-            let med = stats::median(&rest);
-            let dev: Vec<f64> = rest.iter().map(|r| (r - med).abs()).collect();
-            let mad = stats::median(&dev);
-            if mad <= 0.0 || med == 0.0 {
-                continue;
-            }
-            let z = (x - med).abs() / (1.4826 * mad);
-            // ... and more extreme than every later trial: with 4-5 tight
-            // later values the MAD alone would call a trial 10% off warm-up.
-            let (lo, hi) = rest
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
-                    (l.min(*v), h.max(*v))
-                });
-            if z > 3.5 && (x < lo || x > hi) {
-                reasons.push(format!(
-                    "trial {}'s {name} was {:.2}× the median of the {} trials after it \
-                     (modified z-score {z:.1} > 3.5)",
-                    k + 1,
-                    x / med,
-                    rest.len()
-                ));
-                out.count = k + 1;
-                continue 'trials;
-            }
-        }
-        break;
-    }
-    out.reason = reasons.join("; ");
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn plan() -> Plan {
-        Plan {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 10,
-            precision: 0.02,
-            budget: 10.0,
-        }
-    }
-
-    #[test]
-    fn stops_for_the_right_reason() {
-        let p = plan();
-        assert_eq!(
-            stop_reason(3, &p, true, false, false),
-            None,
-            "min trials first"
-        );
-        assert_eq!(stop_reason(5, &p, true, false, false), Some("precision"));
-        assert_eq!(stop_reason(10, &p, false, false, false), Some("max_trials"));
-        assert_eq!(stop_reason(2, &p, false, true, false), Some("budget"));
-        assert_eq!(
-            stop_reason(5, &p, true, true, true),
-            None,
-            "fixed count ignores precision"
-        );
-        assert_eq!(stop_reason(10, &p, false, false, true), Some("fixed"));
-    }
 
     #[test]
     fn options_resolve_against_defaults() {
@@ -540,7 +498,7 @@ mod tests {
         assert!(!m.summary.first_is_outlier);
         // Every measured trial (discarded included) has a guard check.
         assert_eq!(r.validity.trials.len(), 6);
-        assert_eq!(m.summary.stop_reason, "fixed");
+        assert_eq!(m.summary.stop_reason, Some(StopReason::Fixed));
     }
 
     #[test]
@@ -559,46 +517,73 @@ mod tests {
         assert!(r.metrics[0].warmup.is_empty());
     }
 
+    /// A point that ran with a smaller size than asked, as the memory and
+    /// disk fitting does on a small board.
+    struct Fitting;
+
+    struct FittingRun;
+
+    impl super::super::PointRun for FittingRun {
+        fn trial(&mut self, _ctx: &Ctx) -> Result<super::super::TrialValues> {
+            Ok(super::super::TrialValues::new().with("t", 1.0))
+        }
+        fn fitted(&self) -> Vec<Fitted> {
+            vec![Fitted {
+                param: "size",
+                used: ParamValue::Int(48 << 20),
+                why: "memory budget 48 MiB".into(),
+            }]
+        }
+    }
+
+    impl Experiment for Fitting {
+        fn name(&self) -> &'static str {
+            "test.fitting"
+        }
+        fn summary(&self) -> &'static str {
+            "fits its size"
+        }
+        fn method(&self) -> &'static str {
+            "returns 1"
+        }
+        fn params(&self) -> Vec<ParamSpec> {
+            vec![ParamSpec::new(
+                "size",
+                super::super::ParamKind::Size,
+                "256M",
+                "buffer size",
+            )]
+        }
+        fn metrics(&self) -> Vec<super::super::MetricSpec> {
+            vec![super::super::MetricSpec::lower("t", "s", "a time")]
+        }
+        fn prepare(&self, _ctx: &Ctx, _p: &Point) -> Result<Box<dyn PointRun>> {
+            Ok(Box::new(FittingRun))
+        }
+    }
+
     #[test]
-    fn warmup_detection_is_capped_and_needs_evidence() {
-        let m = |v: &[f64]| {
-            let mut b = BTreeMap::new();
-            b.insert("t", v.to_vec());
-            leading_warmup(&b, Discard::default()).count
+    fn a_fitted_size_is_stored_as_used_with_a_note() {
+        let ctx = Ctx::new(None, std::env::temp_dir(), None);
+        let mut params = BTreeMap::new();
+        params.insert("size".to_string(), ParamValue::Int(256 << 20));
+        let p = Plan {
+            warmup: 0,
+            min_trials: 2,
+            max_trials: 2,
+            precision: 0.02,
+            budget: 60.0,
         };
-        // Too few later trials to judge.
-        assert_eq!(m(&[100.0, 10.0, 10.1, 9.9]), 0);
-        assert_eq!(m(&[100.0, 10.0, 10.1, 9.9, 10.2]), 1);
-        // Two cold trials.
-        assert_eq!(m(&[100.0, 50.0, 10.0, 10.1, 9.9, 10.2]), 2);
-        // A slow drift over many trials is not warm-up beyond the cap.
-        assert_eq!(
-            m(&[90.0, 80.0, 70.0, 60.0, 10.0, 10.1, 9.9, 10.2, 10.0]),
-            AUTO_WARMUP_CAP
+        let out = run_points(&Fitting, &[Point(params)], &ctx, &p, true, &mut |_| {});
+        assert!(out.error.is_none());
+        let r = &out.results[0];
+        assert_eq!(r.params["size"], ParamValue::Int(48 << 20));
+        assert!(
+            r.notes.iter().any(|n| n
+                == "size=48 MiB was measured (fitted: memory budget 48 MiB; size=256 MiB was \
+                    asked for)"),
+            "{:?}",
+            r.notes
         );
-        // A faster first trial is a transient too (e.g. writes before the
-        // dirty limit).
-        assert_eq!(m(&[2.0, 10.0, 10.1, 9.9, 10.2]), 1);
-        // Identical later values (a count, a quantised time): no spread to
-        // judge against, nothing discarded.
-        assert_eq!(m(&[1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 0);
-        // An ordinary first trial ends the search.
-        assert_eq!(m(&[10.05, 100.0, 10.0, 10.1, 9.9, 10.2]), 0);
-        // Tight later trials make the MAD tiny: a first trial inside their
-        // range is not warm-up even with a large modified z-score.
-        assert_eq!(m(&[11.0, 10.0, 10.01, 10.02, 12.0, 10.03]), 0);
-        // A decision stands when later trials would have made the first
-        // one look ordinary: the search resumes after it.
-        let mut b = BTreeMap::new();
-        b.insert("t", vec![13.0, 10.0, 10.1, 9.9, 10.2]);
-        let first = leading_warmup(&b, Discard::default());
-        assert_eq!(first.count, 1);
-        b.insert(
-            "t",
-            vec![13.0, 10.0, 10.1, 9.9, 10.2, 12.5, 13.5, 11.8, 12.9],
-        );
-        assert_eq!(leading_warmup(&b, Discard::default()).count, 0);
-        let again = leading_warmup(&b, first.clone());
-        assert_eq!(again, first);
     }
 }

@@ -534,7 +534,7 @@ fn experiment_section(exp: &str, results: &[&PointResult]) -> Section {
                 format!("±{}", pct(relative_half_width(s))).into(),
                 s.n.to_string().into(),
                 pct(s.cv).into(),
-                s.stop_reason.as_str().into(),
+                s.stop_reason_str().into(),
                 if s.outliers.is_empty() {
                     String::new()
                 } else {

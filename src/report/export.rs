@@ -55,7 +55,7 @@ pub fn csv(run: &Run) -> String {
                 s.max.to_string(),
                 s.ci95_low.to_string(),
                 s.ci95_high.to_string(),
-                s.stop_reason.clone(),
+                s.stop_reason_str().to_string(),
                 samples.join(" "),
             ];
             let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
@@ -107,7 +107,7 @@ pub fn markdown(run: &Run) -> String {
                     pct(relative_half_width(x)),
                     x.n,
                     pct(x.cv),
-                    x.stop_reason
+                    x.stop_reason_str()
                 ));
             }
         }

@@ -62,7 +62,7 @@ fn metric_rows(results: &[&PointResult]) -> Vec<Vec<String>> {
                 format!("±{}", pct(relative_half_width(s)).trim_start_matches('±')),
                 s.n.to_string(),
                 pct(s.cv),
-                s.stop_reason.clone(),
+                s.stop_reason_str().to_string(),
                 if s.outliers.is_empty() {
                     String::new()
                 } else {

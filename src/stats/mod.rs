@@ -7,4 +7,4 @@ pub mod summary;
 
 pub use compare::{compare, Comparison, Verdict};
 pub use histogram::{HistogramData, LatencyRecorder};
-pub use summary::{median, summarize, Summary};
+pub use summary::{median, summarize, StopReason, Summary};

@@ -41,9 +41,61 @@ pub struct Summary {
     /// The first trial is an outlier: often a sign of insufficient warm-up.
     #[serde(default)]
     pub first_is_outlier: bool,
-    /// Why the runner stopped; left empty by [`summarize`].
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub stop_reason: String,
+    /// Why the measurement loop stopped; left `None` by [`summarize`].
+    /// Stored as the same strings as before it was typed ("precision", …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReason>,
+}
+
+/// Why repetition stopped, stored in every metric summary. It lives here,
+/// beside [`Summary`], so the ground floor owns the stored form; the loop
+/// that decides it is `engine::measure`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// Every metric's 95% CI of the median is within the precision target.
+    Precision,
+    /// The maximum number of trials (or rounds) was reached first.
+    MaxTrials,
+    /// The time budget ran out first.
+    Budget,
+    /// A fixed number of trials was asked for (`--trials N`, `--runs N`).
+    Fixed,
+    /// SIGINT/SIGTERM/SIGHUP arrived; the trials before it are kept.
+    Interrupted,
+    /// A trial failed; the trials before it are kept.
+    Failed,
+    /// A reason this version does not know (a run stored by a newer one):
+    /// the run still loads.
+    #[serde(other)]
+    Unknown,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Precision => "precision",
+            StopReason::MaxTrials => "max_trials",
+            StopReason::Budget => "budget",
+            StopReason::Fixed => "fixed",
+            StopReason::Interrupted => "interrupted",
+            StopReason::Failed => "failed",
+            StopReason::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Summary {
+    /// The stop reason as shown in tables and CSV ("" when none was set).
+    pub fn stop_reason_str(&self) -> &'static str {
+        self.stop_reason.map_or("", StopReason::as_str)
+    }
 }
 
 impl Summary {
@@ -63,7 +115,7 @@ impl Summary {
             ci95_high: nan,
             outliers: Vec::new(),
             first_is_outlier: false,
-            stop_reason: String::new(),
+            stop_reason: None,
         }
     }
 }
@@ -109,7 +161,7 @@ pub fn summarize(samples: &[f64]) -> Summary {
         ci95_high,
         first_is_outlier: outliers.first() == Some(&0),
         outliers,
-        stop_reason: String::new(),
+        stop_reason: None,
     }
 }
 
@@ -264,7 +316,7 @@ mod tests {
         assert!(close(s.cv, 1902.5_f64.sqrt() / 22.0));
         assert_eq!(s.outliers, vec![4]);
         assert!(!s.first_is_outlier);
-        assert!(s.stop_reason.is_empty());
+        assert!(s.stop_reason.is_none());
     }
 
     #[test]
@@ -383,5 +435,36 @@ mod tests {
             sorted.sort_by(f64::total_cmp);
             assert!(close(s.median, quantile_sorted(&sorted, 0.5)));
         }
+    }
+
+    /// Runs stored before the stop reason was typed hold plain strings:
+    /// they load into the same reasons and are written back unchanged.
+    #[test]
+    fn stop_reasons_keep_their_stored_strings() {
+        let base = serde_json::to_value(summarize(&[1.0, 2.0, 3.0])).unwrap();
+        assert!(base.get("stop_reason").is_none(), "none set: not written");
+        for (text, want) in [
+            ("precision", StopReason::Precision),
+            ("max_trials", StopReason::MaxTrials),
+            ("budget", StopReason::Budget),
+            ("fixed", StopReason::Fixed),
+            ("interrupted", StopReason::Interrupted),
+            ("failed", StopReason::Failed),
+        ] {
+            let mut v = base.clone();
+            v["stop_reason"] = text.into();
+            let s: Summary = serde_json::from_value(v).unwrap();
+            assert_eq!(s.stop_reason, Some(want));
+            assert_eq!(s.stop_reason_str(), text);
+            let back = serde_json::to_value(&s).unwrap();
+            assert_eq!(back["stop_reason"], text);
+        }
+        // A reason from a newer version does not stop the run loading.
+        let mut v = base.clone();
+        v["stop_reason"] = "converged".into();
+        let s: Summary = serde_json::from_value(v).unwrap();
+        assert_eq!(s.stop_reason, Some(StopReason::Unknown));
+        let s: Summary = serde_json::from_value(base).unwrap();
+        assert_eq!(s.stop_reason, None);
     }
 }

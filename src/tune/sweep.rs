@@ -1,23 +1,19 @@
 //! A one-knob A/B sweep: the experiment is prepared once, then every round
 //! runs one trial per value in a fresh random order (so drift and noise hit
 //! all values alike), until every value's median is precise, the maximum
-//! rounds, or the budget. The knob guard restores the original at the end.
+//! rounds, or the budget — the engine's measurement loop with a shuffled
+//! schedule. The knob guard restores the original at the end.
 
-use std::collections::BTreeMap;
-use std::time::Instant;
-
-use rand::seq::SliceRandom;
 use serde::Serialize;
 
 use super::knobs::KnobGuard;
+use crate::engine::measure::{measure, Clock, Loop, Monotonic, Schedule, Trials, Values};
 use crate::engine::model::{MetricResult, PointResult};
 use crate::engine::params::ParamValue;
 use crate::engine::runner::{Outcome, Plan};
-use crate::engine::{Better, Ctx, Experiment, Point};
-use crate::stats::{self, compare, summary::relative_half_width, Verdict};
+use crate::engine::{Better, Ctx, Experiment, Point, PointRun};
+use crate::stats::{self, compare, Verdict};
 use crate::{Error, Result};
-
-type Samples = BTreeMap<&'static str, Vec<f64>>;
 
 /// What a sweep compares: the knob's values on one experiment point.
 pub struct Sweep<'a> {
@@ -28,6 +24,7 @@ pub struct Sweep<'a> {
 }
 
 /// Run the sweep; results are one point per value, tagged `<knob>=<value>`.
+/// The round order is shuffled with a fresh seed, stated in the notes.
 pub fn sweep(
     guard: &mut KnobGuard,
     sw: &Sweep,
@@ -35,23 +32,71 @@ pub fn sweep(
     plan: &Plan,
     progress: &mut dyn FnMut(usize),
 ) -> Outcome {
+    let seed = rand::random();
+    sweep_with(
+        |v| guard.set(v),
+        sw,
+        ctx,
+        plan,
+        seed,
+        &mut Monotonic::start(),
+        progress,
+    )
+}
+
+/// [`sweep`] with the knob set by `set`, a given shuffle seed and clock
+/// (tests: a fake knob, a fixed seed, a fake clock).
+pub fn sweep_with(
+    set: impl FnMut(&str) -> Result<()>,
+    sw: &Sweep,
+    ctx: &Ctx,
+    plan: &Plan,
+    seed: u64,
+    clock: &mut dyn Clock,
+    progress: &mut dyn FnMut(usize),
+) -> Outcome {
     let mut out = Outcome {
         results: Vec::new(),
         warnings: Vec::new(),
         error: None,
     };
-    match run(guard, sw, ctx, plan, progress) {
+    match run(set, sw, ctx, plan, seed, clock, progress) {
         Ok(results) => out.results = results,
         Err(e) => out.error = Some(e),
     }
     out
 }
 
+/// The sweep's side of the loop: one arm per knob value, all on the one
+/// prepared point; the knob is set before every trial.
+struct KnobTrials<'a, S> {
+    set: S,
+    values: &'a [String],
+    state: &'a mut Box<dyn PointRun>,
+    ctx: &'a Ctx,
+    progress: &'a mut dyn FnMut(usize),
+}
+
+impl<S: FnMut(&str) -> Result<()>> Trials for KnobTrials<'_, S> {
+    fn check(&mut self) -> Result<()> {
+        self.ctx.check_cancel()
+    }
+    fn trial(&mut self, arm: usize, _warm: bool) -> Result<Values> {
+        (self.set)(&self.values[arm])?;
+        Ok(self.state.trial(self.ctx)?.0)
+    }
+    fn round_done(&mut self, rounds: usize) {
+        (self.progress)(rounds);
+    }
+}
+
 fn run(
-    guard: &mut KnobGuard,
+    set: impl FnMut(&str) -> Result<()>,
     sw: &Sweep,
     ctx: &Ctx,
     plan: &Plan,
+    seed: u64,
+    clock: &mut dyn Clock,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<PointResult>> {
     let Sweep {
@@ -60,75 +105,54 @@ fn run(
         exp,
         point,
     } = *sw;
-    let t0 = Instant::now();
+    let t0 = std::time::Instant::now();
     let mut state = exp.prepare(ctx, point)?;
-    let mut warm: Vec<Samples> = vec![Samples::new(); values.len()];
-    let mut samples: Vec<Samples> = vec![Samples::new(); values.len()];
-    let mut order: Vec<usize> = (0..values.len()).collect();
-    let mut rng = rand::thread_rng();
-    let mut trial = |i: usize,
-                     into: &mut Vec<Samples>,
-                     state: &mut Box<dyn crate::engine::PointRun>|
-     -> Result<()> {
-        ctx.check_cancel()?;
-        guard.set(&values[i])?;
-        for (name, v) in state.trial(ctx)?.0 {
-            into[i].entry(name).or_default().push(v);
-        }
-        Ok(())
+    let how = Loop {
+        schedule: Schedule::Shuffled { seed },
+        plan: *plan,
+        fixed: false,
+        auto_warmup: false,
     };
-    for _ in 0..plan.warmup {
-        order.shuffle(&mut rng);
-        for &i in &order {
-            trial(i, &mut warm, &mut state)?;
-        }
+    let m = measure(
+        values.len(),
+        &how,
+        clock,
+        &mut KnobTrials {
+            set,
+            values,
+            state: &mut state,
+            ctx,
+            progress,
+        },
+    );
+    if let Some(e) = m.error {
+        return Err(e);
     }
-    let measure_start = Instant::now();
-    let mut rounds = 0;
-    let reason = loop {
-        order.shuffle(&mut rng);
-        for &i in &order {
-            trial(i, &mut samples, &mut state)?;
-        }
-        rounds += 1;
-        progress(rounds);
-        let precise = samples.iter().all(|s| {
-            !s.is_empty()
-                && s.values()
-                    .all(|v| relative_half_width(&stats::summarize(v)) <= plan.precision)
-        });
-        if rounds >= plan.min_trials && precise {
-            break "precision";
-        }
-        if rounds >= plan.max_trials {
-            break "max_trials";
-        }
-        if measure_start.elapsed().as_secs_f64() >= plan.budget {
-            break "budget";
-        }
-    };
-    let extras = state.finish(ctx)?;
+    let mut extras = state.finish(ctx)?;
     drop(state);
+    extras
+        .notes
+        .push(format!("rounds in shuffled order, seed {seed}"));
     let elapsed = t0.elapsed().as_secs_f64() / values.len() as f64;
     let specs = exp.metrics();
     Ok(values
         .iter()
-        .enumerate()
-        .map(|(i, v)| {
+        .zip(m.arms)
+        .map(|(v, mut arm)| {
             let mut params = point.0.clone();
             params.insert(knob.to_string(), ParamValue::Text(v.clone()));
             let metrics = specs
                 .iter()
                 .filter_map(|m| {
-                    let s = samples[i].remove(m.name)?;
+                    let s = arm.samples.remove(m.name)?;
                     let mut summary = stats::summarize(&s);
-                    summary.stop_reason = reason.to_string();
+                    summary.stop_reason = arm.reason;
                     Some(MetricResult {
                         name: m.name.into(),
                         unit: m.unit.into(),
                         better: m.better,
                         samples: s,
-                        warmup: warm[i].remove(m.name).unwrap_or_default(),
+                        warmup: arm.warmup.remove(m.name).unwrap_or_default(),
                         summary,
                     })
                 })
