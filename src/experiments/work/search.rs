@@ -12,10 +12,10 @@ use std::time::Instant;
 
 use super::data::{channel_name, day_date, fingerprint, listing};
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
-    TrialValues,
+    Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    Room, RunDefaults, TrialValues,
 };
-use crate::experiments::util::MIN_TRIAL;
+use crate::experiments::util::{fit_memory, Fit, MIN_TRIAL};
 use crate::{Error, Result};
 
 pub struct Search;
@@ -222,15 +222,33 @@ impl Experiment for Search {
         }
         Ok(())
     }
+    fn footprint(&self, p: &Point, room: &Room) -> Footprint {
+        Footprint {
+            peak_memory: fitted_days(p, room).map_or(0, |f| f.value * bytes_per_day(p)),
+            ..Footprint::default()
+        }
+    }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let seed = p.u64("seed")?;
+        // A 16-64 MiB board holds fewer days than the default 10 (the
+        // listing is one allocation: before, it was OOM-killed there).
+        let fit = fitted_days(p, &Room::read(None))?;
+        let days = fit.value;
+        let mut fit_note = fit.note;
+        let mut day = p.u64("day")?;
+        if day > days {
+            fit_note = fit_note.map(|n| {
+                format!("{n}; the slot and channel queries use day {days} instead of {day}")
+            });
+            day = days;
+        }
         let db = listing(
-            p.u64("days")? as u32,
+            days as u32,
             p.u64("channels")? as u32,
             p.u64("programmes")? as u32,
             seed,
         );
-        let date = day_date(p.u64("day")? as u32 - 1);
+        let date = day_date(day as u32 - 1);
         let minute = parse_hhmm(p.text("time")?)
             .ok_or_else(|| Error::usage("work.search: time must be HH:MM"))?;
         let queries = vec![
@@ -256,6 +274,7 @@ impl Experiment for Search {
             out: String::new(),
             null,
             reps: [1; 3],
+            fit_note,
         };
         for i in 0..3 {
             let (secs, _) = run.once(i)?;
@@ -273,6 +292,33 @@ struct SearchRun {
     out: String,
     null: File,
     reps: [u64; 3],
+    fit_note: Option<String>,
+}
+
+/// Bytes the listing reserves per day (`data::listing` allocates 460 bytes
+/// per programme up front, in one piece).
+fn bytes_per_day(p: &Point) -> u64 {
+    let n = p.u64("channels").unwrap_or(1) * p.u64("programmes").unwrap_or(1);
+    n.max(1) * 460
+}
+
+/// `days`, shrunk to what the memory budget holds (at least one day), with
+/// the reason when it is.
+fn fitted_days(p: &Point, room: &Room) -> Result<Fit> {
+    let per_day = bytes_per_day(p);
+    let f = fit_memory(
+        "work.search listing",
+        p.u64("days")? * per_day,
+        1,
+        per_day,
+        per_day,
+        room,
+    )?;
+    let days = (f.value / per_day).max(1);
+    Ok(Fit {
+        value: days,
+        note: f.note.map(|n| format!("{n} ({days} days)")),
+    })
 }
 
 impl SearchRun {
@@ -335,7 +381,10 @@ impl PointRun for SearchRun {
                     }
                 ),
                 "in memory only: no files, the page cache and the device are not involved".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(self.fit_note.clone())
+            .collect(),
             ..Default::default()
         })
     }
