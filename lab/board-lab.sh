@@ -256,11 +256,11 @@ if [ "$fsmatrix" = 1 ]; then
   q="--trials 2 --warmup 0 --quiet-check 0"
   for fs in vfat exfat f2fs; do
     mounted /mnt/$fs || continue
-    step io.record-size-$fs tunelab run io.record-size --target /mnt/$fs -p record=64k,1m -p size=4M $q
-    step io.pregrow-$fs tunelab run io.pregrow --target /mnt/$fs -p size=4M -p record=1m $q
-    step io.atime-$fs tunelab run io.atime --target /mnt/$fs -p atime=current -p files=200 $q
-    step io.random-$fs tunelab run io.random --target /mnt/$fs -p size=8M -p duration=1s -p depth=1,4 $q
-    step io.stream-$fs tunelab run io.stream --target /mnt/$fs -p duration=2s --trials 1 --warmup 0 --quiet-check 0
+    step $fs-io.record-size tunelab run io.record-size --target /mnt/$fs -p record=64k,1m -p size=4M $q
+    step $fs-io.pregrow tunelab run io.pregrow --target /mnt/$fs -p size=4M -p record=1m $q
+    step $fs-io.atime tunelab run io.atime --target /mnt/$fs -p atime=current -p files=200 $q
+    step $fs-io.random tunelab run io.random --target /mnt/$fs -p size=8M -p duration=1s -p depth=1,4 $q
+    step $fs-io.stream tunelab run io.stream --target /mnt/$fs -p duration=2s --trials 1 --warmup 0 --quiet-check 0
   done
   # The filesystem lab on a board: a loop device through /dev/loop-control,
   # formatted by busybox's mkdosfs (no -q), mounted and torn down by tunelab.
@@ -320,7 +320,8 @@ for mem in $LAB_MEMS; do
   truncate -s 48M "$d/vfat.img" && mkfs.vfat -n LABVFAT "$d/vfat.img" >/dev/null
   truncate -s 32M "$d/results.img"
   # The guest tells the disks apart by size; lab.disks names them from the
-  # smallest up: results 32M < exfat 40M < vfat 48M < f2fs 64M < ext4 160M.
+  # smallest up: results 32M < exfat 40M < vfat 48M < f2fs 128M < ext4 160M.
+  # (f2fs keeps overprovisioning and GC sections: 64M left 16 MiB free.)
   fsmatrix=0 extra=" "
   if [ "$mem" = "${LAB_MEMS%% *}" ] && [ -n "$LAB_FS" ]; then
     fsmatrix=1
@@ -328,7 +329,7 @@ for mem in $LAB_MEMS; do
       case $fs in
         vfat) continue ;;
         exfat) truncate -s 40M "$d/exfat.img" && mkfs.exfat -L LABEXFAT "$d/exfat.img" >/dev/null 2>&1 ;;
-        f2fs) truncate -s 64M "$d/f2fs.img" && mkfs.f2fs -q -f -l labf2fs "$d/f2fs.img" >/dev/null 2>&1 ;;
+        f2fs) truncate -s 128M "$d/f2fs.img" && mkfs.f2fs -q -f -l labf2fs "$d/f2fs.img" >/dev/null 2>&1 ;;
         *) false ;;
       esac && extra+="$fs " ||
         record "  ${mem}M $fs disk" FAIL 0 "cannot make a $fs image on the host (mkfs.$fs: exfatprogs, f2fs-tools)"
