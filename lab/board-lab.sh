@@ -168,6 +168,8 @@ for w in $(cat /proc/cmdline); do
     lab.mode=*) mode=${w#lab.mode=} ;;
     lab.disks=*) disks=$(echo "${w#lab.disks=}" | tr , ' ') ;;
     lab.fsmatrix=*) fsmatrix=${w#lab.fsmatrix=} ;;
+    # The machine name the runs carry home (busybox leaves it "(none)").
+    lab.host=*) hostname "${w#lab.host=}" ;;
   esac
 done
 mods=$(cat /lib/modules/order)
@@ -348,7 +350,7 @@ for mem in $LAB_MEMS; do
   done
   # shellcheck disable=SC2046
   timeout --foreground -k 10 "$LAB_TIMEOUT" $(qemu_base "$mem") "${disks[@]}" \
-    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=suite lab.disks=$(IFS=,; echo "${roles[*]}") lab.fsmatrix=$fsmatrix" \
+    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=suite lab.host=lab-a53-${mem}m lab.disks=$(IFS=,; echo "${roles[*]}") lab.fsmatrix=$fsmatrix" \
     </dev/null >"$d/console.log" 2>&1
   qrc=$?
   secs=$(($(date +%s) - t))
@@ -447,7 +449,7 @@ remote_guest() {
   # shellcheck disable=SC2046
   $(qemu_base 128 "$dir/initramfs.cpio.gz") \
     -netdev "user,id=n,hostfwd=tcp:127.0.0.1:$port-:22" -device virtio-net-device,netdev=n \
-    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=ssh" </dev/null >"$dir/console.log" 2>&1 &
+    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=ssh lab.host=lab-a53-ssh" </dev/null >"$dir/console.log" 2>&1 &
   qpid=$!
   i=0
   while ! grep -q "tunelab-lab: sshd ready" "$dir/console.log" && kill -0 $qpid 2>/dev/null && [ $i -lt 600 ]; do
