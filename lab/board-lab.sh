@@ -2,7 +2,10 @@
 # The emulated board lab: one command boots an aarch64 "board" under QEMU
 # (TCG, cortex-a53, 128 MiB and 64 MiB of RAM) with Debian's arm64 kernel, a
 # busybox initramfs and the static aarch64 tunelab, runs tunelab there against
-# an ext4 and a vfat disk, brings the runs back to the host and imports them.
+# ext4, vfat, exfat and f2fs disks (and a loop-mounted `--fs vfat` lab), brings
+# the runs back to the host and imports them; then boots once more with an SSH
+# server (dropbear) behind qemu's user-mode port forward and drives the guest
+# from the host with `tunelab remote`.
 #
 #   lab/board-lab.sh
 #
@@ -12,11 +15,16 @@
 #   LAB_BOOT_RUNS  boots timed by `tunelab boot` (default 3; 0 skips)
 #   LAB_TIMEOUT    seconds one guest may run before it is killed (default 900)
 #   LAB_SMP        guest CPUs (default 1)
+#   LAB_FS         file systems measured in the first guest besides ext4
+#                  (default "vfat exfat f2fs"; each needs its mkfs on the host)
+#   LAB_SSH        1 (default): the remote-guest step; 0 skips it
 #   TUNELAB_AARCH64, TUNELAB_HOST   prebuilt binaries (default: scripts/build-static.sh)
 #
 # Needs on the host (Debian): qemu-system-arm, dpkg with the arm64 architecture
 # added (dpkg --add-architecture arm64; apt-get update), e2fsprogs, dosfstools,
-# cpio, gzip, jq, plus what scripts/build-static.sh needs. No root.
+# cpio, gzip, jq, plus what scripts/build-static.sh needs; for LAB_FS
+# exfatprogs and f2fs-tools; for LAB_SSH the OpenSSH client (ssh, ssh-keygen)
+# and readelf (binutils). No root.
 #
 # Every step prints "LAB <step> <status> <seconds>s"; a failing step prints
 # the guest console log; the exit status is 1 when any step failed, 4 when
@@ -30,6 +38,8 @@ LAB_MEMS=${LAB_MEMS:-128 64}
 LAB_BOOT_RUNS=${LAB_BOOT_RUNS:-3}
 LAB_TIMEOUT=${LAB_TIMEOUT:-900}
 LAB_SMP=${LAB_SMP:-1}
+LAB_FS=${LAB_FS-vfat exfat f2fs}
+LAB_SSH=${LAB_SSH:-1}
 mkdir -p "$LAB_DIR/cache"
 LAB_DIR=$(cd "$LAB_DIR" && pwd)
 lab_t0=$(date +%s)
@@ -97,13 +107,18 @@ record kernel ok $(($(date +%s) - t)) "$kpkg ($kver), vmlinuz $(stat -c %s "$vml
 # ---- 3. initramfs ----------------------------------------------------------
 t=$(date +%s)
 root=$LAB_DIR/initramfs
-rm -rf "$root" && mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt/ext4,mnt/vfat,results,lib/modules}
+rm -rf "$root" && mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt/ext4,mnt/vfat,mnt/exfat,mnt/f2fs,results,lib/modules}
+# The board's own mkfs for the `--fs vfat` lab: busybox calls it mkdosfs.
+printf '#!/bin/busybox sh\nexec /bin/busybox mkdosfs "$@"\n' >"$root/bin/mkfs.vfat"
+chmod +x "$root/bin/mkfs.vfat"
 cp "$LAB_DIR/pkg/busybox/bin/busybox" "$root/bin/busybox"
 # tunelab itself lives on the ext4 disk, as a board keeps it on flash: in
 # the initramfs it would pin 4 MiB of the 64 MiB guest's RAM.
 # Modules with their dependencies (read from each .ko's .modinfo), in load order.
 declare -A loaded=()
 order=()
+flash_mods=""
+flash_missing=""
 add_module() {
   local m=$1 f dep
   [ -n "${loaded[$m]:-}" ] && return 0
@@ -123,7 +138,22 @@ add_module() {
 for m in virtio_mmio virtio_blk crc32c_generic ext4 vfat nls_cp437 nls_ascii nls_iso8859-1 nls_utf8; do
   add_module "$m" || add_module "${m//_/-}" || die "cannot collect module $m"
 done
-printf '%s\n' "${order[@]}" >"$root/lib/modules/order"
+nbase=${#order[@]}
+# loop: the `--fs` lab inside the guest; exfat, f2fs: the LAB_FS disks. Only
+# the guest that measures them loads them (f2fs brings its compressors: about
+# 1.5 MiB of kernel memory the 64 MiB guest keeps for tunelab).
+# crc32_generic: f2fs asks the crypto API for "crc32" (a soft dependency:
+# without it the mount fails, "F2FS-fs: Cannot load crc32 driver").
+for m in loop exfat crc32_generic f2fs; do
+  add_module "$m" || die "cannot collect module $m"
+done
+printf '%s\n' "${order[@]:0:nbase}" >"$root/lib/modules/order"
+printf '%s\n' "${order[@]:nbase}" >"$root/lib/modules/order.fs"
+# Emulated flash (nandsim/block2mtd + UBI + UBIFS): only when this kernel
+# package has a way to make an MTD device; docs/board.md says why not otherwise.
+for m in nandsim block2mtd mtdram ubi ubifs; do
+  if find "$moddir" -name "$m.ko*" | grep -q .; then flash_mods+=" $m"; else flash_missing+=" $m"; fi
+done
 cat >"$root/init" <<'INIT'
 #!/bin/busybox sh
 # Lab init: mount, load modules, then either report "ready" and power off
@@ -132,22 +162,51 @@ cat >"$root/init" <<'INIT'
 export PATH=/bin:/mnt/ext4/bin HOME=/tmp TUNELAB_DB=/tmp/results.db NO_COLOR=1
 mount -t proc proc /proc; mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
-for m in $(cat /lib/modules/order); do
+mode=suite disks="results vfat ext4" fsmatrix=0
+for w in $(cat /proc/cmdline); do
+  case $w in
+    lab.mode=*) mode=${w#lab.mode=} ;;
+    lab.disks=*) disks=$(echo "${w#lab.disks=}" | tr , ' ') ;;
+    lab.fsmatrix=*) fsmatrix=${w#lab.fsmatrix=} ;;
+    # The machine name the runs carry home (busybox leaves it "(none)").
+    lab.host=*) hostname "${w#lab.host=}" ;;
+  esac
+done
+mods=$(cat /lib/modules/order)
+[ "$fsmatrix" = 1 ] && mods="$mods $(cat /lib/modules/order.fs 2>/dev/null)"
+for m in $mods; do
   insmod /lib/modules/$m.ko 2>/dev/null || echo "LAB-GUEST insmod $m failed"
 done
-mode=suite
-for w in $(cat /proc/cmdline); do case $w in lab.mode=*) mode=${w#lab.mode=} ;; esac; done
+# The initramfs lives in RAM: the loaded modules' files are no longer needed.
+rm -f /lib/modules/*.ko
 if [ "$mode" = boot ]; then
   echo "tunelab-lab: ready"
   poweroff -f
 fi
+if [ "$mode" = ssh ]; then
+  # The fleet step: network behind qemu's user-mode NAT (guest 10.0.2.15,
+  # gateway 10.0.2.2; the host reaches port 22 through hostfwd) and dropbear
+  # with the throwaway key in /root/.ssh/authorized_keys.
+  dmesg -n 1
+  ip link set lo up
+  ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2 ||
+    echo "LAB-GUEST network setup failed"
+  chmod 700 /root /root/.ssh; chmod 600 /root/.ssh/authorized_keys
+  mkdir -p /etc/dropbear
+  # -R: make the host key when first needed; -s: no password logins; -E: log to the console.
+  LD_LIBRARY_PATH=/lib/aarch64-linux-gnu /usr/sbin/dropbear -R -s -E -p 22 -P /tmp/dropbear.pid &&
+    echo "tunelab-lab: sshd ready" || echo "LAB-GUEST dropbear failed to start"
+  while :; do sleep 3600; done
+fi
 dmesg -n 1
-i=0; while [ ! -b /dev/vdc ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+ndisks=$(echo $disks | wc -w)
+i=0; while [ "$(ls /sys/block | grep -c '^vd')" -lt "$ndisks" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 # virtio-mmio disks appear in reverse order of the qemu command line; they
-# are told apart by size: ext4 (largest), vfat, results (smallest).
+# are told apart by size: lab.disks names them from the smallest up.
 set -- $(for d in /sys/block/vd?; do echo "$(cat $d/size) ${d##*/}"; done | sort -n | while read -r _ d; do echo $d; done)
-results_dev=/dev/$1 vfat_dev=/dev/$2 ext4_dev=/dev/$3
-echo "LAB-GUEST disks: ext4=$ext4_dev vfat=$vfat_dev results=$results_dev"
+desc=""
+for role in $disks; do eval "${role}_dev=/dev/$1"; desc="$desc $role=/dev/$1"; shift; done
+echo "LAB-GUEST disks:$desc"
 now() { read up _ </proc/uptime; echo "$up"; }
 n=0
 # step NAME CMD…: run, keep its output, export the run it stored.
@@ -176,6 +235,10 @@ mnt() { mount -t "$1" "$2" "$3" || { rc=$?; dmesg | tail -n 5; return $rc; }; }
 mounted() { grep -q " $1 " /proc/mounts; }
 step mount-ext4 mnt ext4 $ext4_dev /mnt/ext4
 step mount-vfat mnt vfat $vfat_dev /mnt/vfat
+for fs in exfat f2fs; do
+  eval "dev=\${${fs}_dev:-}"
+  [ -n "$dev" ] && step mount-$fs mnt $fs $dev /mnt/$fs
+done
 cat /proc/meminfo >/results/meminfo
 step version tunelab --version
 step list tunelab list
@@ -188,22 +251,44 @@ fi
 if mounted /mnt/vfat; then
   step io.record-size-vfat tunelab run io.record-size --target /mnt/vfat -p mode=buffered -p record=64k -p size=8M --trials 2 --warmup 0 --quiet-check 0
 fi
+# The board file systems: each experiment with its default modes, which
+# must fall back (O_DIRECT, fallocate, atime) or skip a point with the
+# reason, never fail. Once, in the first guest.
+if [ "$fsmatrix" = 1 ]; then
+  q="--trials 2 --warmup 0 --quiet-check 0"
+  for fs in vfat exfat f2fs; do
+    mounted /mnt/$fs || continue
+    step $fs-io.record-size tunelab run io.record-size --target /mnt/$fs -p record=64k,1m -p size=4M $q
+    step $fs-io.pregrow tunelab run io.pregrow --target /mnt/$fs -p size=4M -p record=1m $q
+    step $fs-io.atime tunelab run io.atime --target /mnt/$fs -p atime=current -p files=200 $q
+    step $fs-io.random tunelab run io.random --target /mnt/$fs -p size=8M -p duration=1s -p depth=1,4 $q
+    step $fs-io.stream tunelab run io.stream --target /mnt/$fs -p duration=2s --trials 1 --warmup 0 --quiet-check 0
+  done
+  # The filesystem lab on a board: a loop device through /dev/loop-control,
+  # formatted by busybox's mkdosfs (no -q), mounted and torn down by tunelab.
+  mounted /mnt/ext4 &&
+    step fs-lab-vfat tunelab run io.stream --fs vfat --fs-size 32M --target /mnt/ext4 -p duration=2s --trials 1 --warmup 0 --quiet-check 0
+fi
 step mem.latency tunelab run mem.latency -p max=8M --trials 1 --warmup 0 --quiet-check 0
 step runs tunelab runs
 cp /tmp/results.db /results/results.db 2>/dev/null
 sync
-umount /mnt/vfat /mnt/ext4 2>/dev/null
+umount /mnt/f2fs /mnt/exfat /mnt/vfat /mnt/ext4 2>/dev/null
 # The results disk is raw: a tar archive the host reads without mounting.
 tar cf $results_dev -C /results . && sync && echo "LAB-GUEST results written"
 poweroff -f
 INIT
 chmod +x "$root/init"
-(cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -9) >"$LAB_DIR/initramfs.cpio.gz"
+mkcpio() { (cd "$1" && find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet | gzip -9) >"$2"; }
+mkcpio "$root" "$LAB_DIR/initramfs.cpio.gz"
 record initramfs ok $(($(date +%s) - t)) "$(stat -c %s "$LAB_DIR/initramfs.cpio.gz") B gzip, modules: ${order[*]}"
+if [ -n "$flash_missing" ]; then
+  note "no emulated flash: $kpkg lacks$flash_missing (has:${flash_mods:- none}); UBIFS is not run (docs/board.md)"
+fi
 
-qemu_base() { # MEM → the qemu command line (without disks)
+qemu_base() { # MEM [INITRD] → the qemu command line (without disks)
   echo qemu-system-aarch64 -M virt -cpu cortex-a53 -smp "$LAB_SMP" -m "$1" -nographic -no-reboot \
-    -kernel "$vmlinuz" -initrd "$LAB_DIR/initramfs.cpio.gz"
+    -kernel "$vmlinuz" -initrd "${2:-$LAB_DIR/initramfs.cpio.gz}"
 }
 
 # ---- 4. boot time, measured from outside (tunelab boot) --------------------
@@ -236,15 +321,37 @@ for mem in $LAB_MEMS; do
   truncate -s 160M "$d/ext4.img" && mkfs.ext4 -q -F -L labext4 -E root_owner=0:0 -d "$d/ext4root" "$d/ext4.img" >/dev/null
   truncate -s 48M "$d/vfat.img" && mkfs.vfat -n LABVFAT "$d/vfat.img" >/dev/null
   truncate -s 32M "$d/results.img"
+  # The guest tells the disks apart by size; lab.disks names them from the
+  # smallest up: results 32M < exfat 40M < vfat 48M < f2fs 128M < ext4 160M.
+  # (f2fs keeps overprovisioning and GC sections: 64M left 16 MiB free.)
+  fsmatrix=0 extra=" "
+  if [ "$mem" = "${LAB_MEMS%% *}" ] && [ -n "$LAB_FS" ]; then
+    fsmatrix=1
+    for fs in $LAB_FS; do
+      case $fs in
+        vfat) continue ;;
+        exfat) truncate -s 40M "$d/exfat.img" && mkfs.exfat -L LABEXFAT "$d/exfat.img" >/dev/null 2>&1 ;;
+        f2fs) truncate -s 128M "$d/f2fs.img" && mkfs.f2fs -q -f -l labf2fs "$d/f2fs.img" >/dev/null 2>&1 ;;
+        *) false ;;
+      esac && extra+="$fs " ||
+        record "  ${mem}M $fs disk" FAIL 0 "cannot make a $fs image on the host (mkfs.$fs: exfatprogs, f2fs-tools)"
+    done
+  fi
+  roles=(results)
+  [[ $extra == *" exfat "* ]] && roles+=(exfat)
+  roles+=(vfat)
+  [[ $extra == *" f2fs "* ]] && roles+=(f2fs)
+  roles+=(ext4)
   disks=()
   i=0
-  for img in ext4 vfat results; do
+  for img in "${roles[@]}"; do
     disks+=(-drive "file=$d/$img.img,format=raw,if=none,id=d$i" -device "virtio-blk-device,drive=d$i")
     i=$((i + 1))
   done
   # shellcheck disable=SC2046
   timeout --foreground -k 10 "$LAB_TIMEOUT" $(qemu_base "$mem") "${disks[@]}" \
-    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=suite" </dev/null >"$d/console.log" 2>&1
+    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=suite lab.host=lab-a53-${mem}m lab.disks=$(IFS=,; echo "${roles[*]}") lab.fsmatrix=$fsmatrix" \
+    </dev/null >"$d/console.log" 2>&1
   qrc=$?
   secs=$(($(date +%s) - t))
   if [ $qrc -ne 0 ] || ! tar xf "$d/results.img" -C "$d/results" 2>/dev/null || [ ! -s "$d/results/steps" ]; then
@@ -289,6 +396,91 @@ elif "$TUNELAB_HOST" import --help >/dev/null 2>&1; then
   cat "$LAB_DIR/import.out"
 else
   record import skip 0 "this tunelab has no 'import' verb yet; $(echo "$jsons" | wc -l) JSON run(s) validated with jq"
+fi
+
+# ---- 7. the fleet: tunelab remote into the guest over SSH ----------------
+# Issue 16 item 4: the aarch64 guest is a fleet host. Debian's dropbear-bin
+# is dynamically linked: it goes into a second initramfs with the glibc
+# libraries it needs (this step only; tunelab itself stays static), the
+# guest gets virtio-net behind qemu's user-mode NAT with a hostfwd of
+# 127.0.0.1:PORT to its port 22, and the host runs `tunelab remote` with a
+# throwaway key, storing the run the guest brings back in host.db.
+remote_guest() {
+  local t dir sroot port qpid i deb lib need rc
+  t=$(date +%s)
+  dir=$LAB_DIR/ssh
+  rm -rf "$dir" && mkdir -p "$dir"
+  for x in ssh ssh-keygen readelf; do
+    command -v $x >/dev/null || { record remote-guest FAIL 0 "$x not found on the host (openssh-client, binutils)"; return; }
+  done
+  sroot=$dir/initramfs
+  # virtio_net (with failover, net_failover) only in this step's initramfs.
+  add_module virtio_net || { record remote-guest FAIL 0 "module virtio_net is not in $kpkg"; return; }
+  cp -a "$root" "$sroot"
+  printf '%s\n' "${order[@]}" >"$sroot/lib/modules/order"
+  mkdir -p "$dir/pkg"
+  for p in dropbear-bin libc6 libcrypt1 libtomcrypt1 libtommath1 libgmp10 zlib1g; do
+    deb=$(fetch "$p") || { record remote-guest FAIL 0 "apt-get download $p:arm64 failed"; return; }
+    dpkg-deb -x "$deb" "$dir/pkg"
+  done
+  mkdir -p "$sroot/usr/sbin" "$sroot/lib/aarch64-linux-gnu" "$sroot/etc" "$sroot/root/.ssh"
+  cp "$dir/pkg/usr/sbin/dropbear" "$sroot/usr/sbin/"
+  # The loader, then every DT_NEEDED library, transitively.
+  cp -L "$dir/pkg/usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1" "$sroot/lib/ld-linux-aarch64.so.1" 2>/dev/null ||
+    cp -L "$dir/pkg/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1" "$sroot/lib/ld-linux-aarch64.so.1" ||
+    { record remote-guest FAIL 0 "no ld-linux-aarch64.so.1 in libc6:arm64"; return; }
+  need=$(readelf -d "$sroot/usr/sbin/dropbear" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p')
+  while [ -n "$need" ]; do
+    set -- $need; lib=$1; shift; need="$*"
+    [ -f "$sroot/lib/aarch64-linux-gnu/$lib" ] && continue
+    f=$(find "$dir/pkg" -name "$lib" | head -1)
+    [ -n "$f" ] || { record remote-guest FAIL 0 "library $lib not found in the downloaded packages"; return; }
+    cp -L "$f" "$sroot/lib/aarch64-linux-gnu/$lib"
+    need="$need $(readelf -d "$sroot/lib/aarch64-linux-gnu/$lib" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p')"
+    need=$(echo $need)
+  done
+  printf 'root:x:0:0:root:/root:/bin/sh\n' >"$sroot/etc/passwd"
+  printf 'root:x:0:\n' >"$sroot/etc/group"
+  printf '/bin/sh\n' >"$sroot/etc/shells"
+  ssh-keygen -q -t ed25519 -N '' -C tunelab-lab -f "$dir/id" </dev/null
+  cp "$dir/id.pub" "$sroot/root/.ssh/authorized_keys"
+  mkcpio "$sroot" "$dir/initramfs.cpio.gz"
+  port=$((20000 + RANDOM % 20000))
+  # shellcheck disable=SC2046
+  $(qemu_base 128 "$dir/initramfs.cpio.gz") \
+    -netdev "user,id=n,hostfwd=tcp:127.0.0.1:$port-:22" -device virtio-net-device,netdev=n \
+    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=ssh lab.host=lab-a53-ssh" </dev/null >"$dir/console.log" 2>&1 &
+  qpid=$!
+  i=0
+  while ! grep -q "tunelab-lab: sshd ready" "$dir/console.log" && kill -0 $qpid 2>/dev/null && [ $i -lt 600 ]; do
+    sleep 0.2; i=$((i + 1))
+  done
+  if ! grep -q "tunelab-lab: sshd ready" "$dir/console.log"; then
+    kill $qpid 2>/dev/null; wait $qpid 2>/dev/null
+    record remote-guest FAIL $(($(date +%s) - t)) "the guest's sshd did not come up"
+    show_log "$dir/console.log" 60
+    return
+  fi
+  local before after
+  before=$("$TUNELAB_HOST" --db "$LAB_DIR/host.db" runs 2>/dev/null | wc -l)
+  timeout -k 5 300 "$TUNELAB_HOST" --db "$LAB_DIR/host.db" remote "root@127.0.0.1:$port" \
+    --bin "$(dirname "$TUNELAB_AARCH64")" --timeout 240s \
+    -o "-i $dir/id" -o "-o StrictHostKeyChecking=no" -o "-o UserKnownHostsFile=/dev/null" -o "-o LogLevel=ERROR" \
+    -- run mem.latency -p max=4M --trials 1 --warmup 0 --quiet-check 0 --label "lab remote-guest" \
+    >"$dir/remote.out" 2>&1
+  rc=$?
+  after=$("$TUNELAB_HOST" --db "$LAB_DIR/host.db" runs 2>/dev/null | wc -l)
+  kill $qpid 2>/dev/null; wait $qpid 2>/dev/null
+  cat "$dir/remote.out"
+  if [ $rc = 0 ] && [ "$after" -gt "$before" ]; then
+    record remote-guest ok $(($(date +%s) - t)) "tunelab remote root@127.0.0.1:$port (qemu hostfwd to the guest's dropbear): run stored in host.db"
+  else
+    record remote-guest FAIL $(($(date +%s) - t)) "tunelab remote exit $rc; runs in host.db $before -> $after"
+    show_log "$dir/console.log" 60
+  fi
+}
+if [ "$LAB_SSH" = 1 ]; then
+  remote_guest
 fi
 
 echo

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod error;
 pub mod experiments;
 pub mod fleet;
+pub mod lab;
 pub mod observe;
 pub mod report;
 pub mod safety;

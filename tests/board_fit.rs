@@ -205,6 +205,106 @@ fn mem_bandwidth_shrinks_its_arrays_in_a_32_mib_cgroup() {
     );
 }
 
+#[test]
+fn study_quick_in_a_16_mib_cgroup_is_never_oom_killed_and_stores_every_issue() {
+    if !is_root() {
+        return skip("needs root to create a memory cgroup");
+    }
+    let Some(cg) = Cgroup::new("quick16", 16 << 20) else {
+        return skip("no writable cgroup v1 memory hierarchy");
+    };
+    let env = Env::new();
+    let target = env.target();
+    // Before: OOM-killed (exit 137) at work.search, the 13th key issue.
+    let out = cg.run(
+        &env,
+        &[
+            "study",
+            "quick",
+            "--target",
+            target.to_str().unwrap(),
+            "--trials",
+            "2",
+            "--warmup",
+            "0",
+            "--quiet-check",
+            "0",
+            "--json",
+        ],
+    );
+    let err = stderr(&out);
+    let oom = cg.read("memory.oom_control");
+    assert!(out.status.success(), "exit {:?} ({oom})\n{err}", out.status);
+    assert!(!oom.contains("oom_kill 1"), "OOM kill in the cgroup: {oom}");
+    assert!(err.contains("limit 16 MiB"), "{err}");
+    let run = json(&out);
+    assert_eq!(run["status"], "complete", "{err}");
+    let issues = run["study"]["issues"].as_array().unwrap();
+    assert_eq!(issues.len(), 13, "{err}");
+    // What does not fit says so (memory budget), it does not die: a debug
+    // test binary keeps ~10 MiB resident, the static board build ~4 MiB.
+    let warnings: Vec<&str> = run["warnings"]
+        .as_array()
+        .map(|w| w.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for w in &warnings {
+        if issues
+            .iter()
+            .any(|i| w.starts_with(&format!("{}: ", i["name"].as_str().unwrap())))
+        {
+            assert!(w.contains("budget") && w.contains("limit 16 MiB"), "{w}");
+        }
+    }
+}
+
+#[test]
+fn work_search_fits_its_listing_in_a_16_mib_cgroup() {
+    if !is_root() {
+        return skip("needs root to create a memory cgroup");
+    }
+    let Some(cg) = Cgroup::new("search16", 16 << 20) else {
+        return skip("no writable cgroup v1 memory hierarchy");
+    };
+    let env = Env::new();
+    // Before: the 10-day listing (11 MB in one allocation) was OOM-killed
+    // here and in the 64 MiB arm64 guest, as the last key issue of study quick.
+    let out = cg.run(
+        &env,
+        &[
+            "run",
+            "work.search",
+            "--trials",
+            "2",
+            "--warmup",
+            "0",
+            "--quiet-check",
+            "0",
+            "--no-store",
+            "--json",
+        ],
+    );
+    let oom = cg.read("memory.oom_control");
+    assert!(
+        out.status.success(),
+        "exit {:?} ({oom}): {}",
+        out.status,
+        stderr(&out)
+    );
+    assert!(!oom.contains("oom_kill 1"), "OOM kill in the cgroup: {oom}");
+    let run = json(&out);
+    let n = notes(&run["results"][0]);
+    let fit = n
+        .iter()
+        .find(|n| n.contains("fitted to the memory available"))
+        .unwrap_or_else(|| panic!("{n:?}"));
+    assert!(
+        fit.contains("work.search listing")
+            && fit.contains("limit 16 MiB")
+            && fit.contains("days)"),
+        "{fit}"
+    );
+}
+
 /// A scratch mount point that is unmounted and removed on drop.
 struct Mount {
     dir: tempfile::TempDir,

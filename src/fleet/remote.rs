@@ -75,6 +75,8 @@ pub fn binary_for(arch: &str, dir: Option<&Path>) -> Result<PathBuf> {
         }
         let candidates = [
             dir.join(format!("tunelab-{arch}")),
+            // scripts/build-static.sh's names: --bin target/static.
+            dir.join(format!("tunelab-{arch}-linux-musl")),
             dir.join(arch).join("tunelab"),
             dir.join(&triple).join("board").join("tunelab"),
             dir.join(&triple).join("release").join("tunelab"),
@@ -85,7 +87,7 @@ pub fn binary_for(arch: &str, dir: Option<&Path>) -> Result<PathBuf> {
             .cloned()
             .ok_or_else(|| {
                 Error::usage(format!(
-                "no tunelab binary for {arch} in {} (looked for tunelab-{arch}, {arch}/tunelab, \
+                "no tunelab binary for {arch} in {} (looked for tunelab-{arch}, tunelab-{arch}-linux-musl, {arch}/tunelab, \
                  {triple}/board/tunelab); build it with scripts/build-static.sh",
                 dir.display()
             ))
@@ -378,6 +380,16 @@ mod tests {
             "aarch64"
         };
         assert_eq!(binary_for(other, None).unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn build_static_output_directory_serves_as_bin() {
+        // scripts/build-static.sh writes target/static/tunelab-<arch>-linux-musl;
+        // `--bin target/static` did not find it before.
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("tunelab-aarch64-linux-musl");
+        std::fs::write(&f, b"x").unwrap();
+        assert_eq!(binary_for("aarch64", Some(d.path())).unwrap(), f);
     }
 
     #[test]

@@ -1,13 +1,13 @@
-//! Changing the system under test, always reversibly: a filesystem lab on
-//! loop devices (`loopdev`) and block I/O throttling with cgroups
-//! (`throttle`). Every object here is a guard whose `Drop` undoes what it
-//! did, on every exit path.
+//! Changing the system under test, always reversibly: knob definitions and
+//! sweeps. The filesystem lab on loop devices and block I/O throttling moved
+//! to `crate::lab` (below the experiments, which use it); the re-exports
+//! below keep the old `tune::` paths working for one merge.
 
 pub mod knobs;
-pub mod lab;
-pub mod loopdev;
 pub mod sweep;
-pub mod throttle;
 
-pub use loopdev::{LoopFs, LoopFsOptions};
-pub use throttle::{IoThrottle, ThrottleLimits};
+// Old paths, kept for one merge: use `crate::lab::…` in new code.
+pub use crate::lab;
+pub use crate::lab::loopfs as loopdev;
+pub use crate::lab::throttle;
+pub use crate::lab::{IoThrottle, LoopFs, LoopFsOptions, ThrottleLimits};

@@ -15,8 +15,8 @@ use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, TrialValues,
 };
+use crate::lab::{LoopFs, LoopFsOptions};
 use crate::safety::AlignedBuf;
-use crate::tune::{LoopFs, LoopFsOptions};
 use crate::{Error, Result};
 
 pub struct Atime;

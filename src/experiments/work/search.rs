@@ -15,7 +15,7 @@ use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     Room, RunDefaults, TrialValues,
 };
-use crate::experiments::util::{fit_memory, MIN_TRIAL};
+use crate::experiments::util::{fit_memory, Fit, MIN_TRIAL};
 use crate::{Error, Result};
 
 pub struct Search;
@@ -224,21 +224,31 @@ impl Experiment for Search {
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
         Footprint {
-            peak_memory: fitted_days(p, room).map_or(0, |(days, _)| days * day_bytes(p)),
+            peak_memory: fitted_days(p, room).map_or(0, |f| f.value * bytes_per_day(p)),
             ..Footprint::default()
         }
     }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let seed = p.u64("seed")?;
-        let (days, fit_note) = fitted_days(p, &Room::read(None))?;
+        // A 16-64 MiB board holds fewer days than the default 10 (the
+        // listing is one allocation: before, it was OOM-killed there).
+        let fit = fitted_days(p, &Room::read(None))?;
+        let days = fit.value;
+        let mut fit_note = fit.note;
+        let mut day = p.u64("day")?;
+        if day > days {
+            fit_note = fit_note.map(|n| {
+                format!("{n}; the slot and channel queries use day {days} instead of {day}")
+            });
+            day = days;
+        }
         let db = listing(
             days as u32,
             p.u64("channels")? as u32,
             p.u64("programmes")? as u32,
             seed,
         );
-        // A fitted listing has fewer days: query its last one instead.
-        let date = day_date(p.u64("day")?.min(days) as u32 - 1);
+        let date = day_date(day as u32 - 1);
         let minute = parse_hhmm(p.text("time")?)
             .ok_or_else(|| Error::usage("work.search: time must be HH:MM"))?;
         let queries = vec![
@@ -274,43 +284,6 @@ impl Experiment for Search {
     }
 }
 
-/// Upper bound of one listing line's bytes: what `data::listing` reserves
-/// per programme (title, keywords, a 40–70 word description).
-const LINE_BYTES: u64 = 460;
-
-/// Bytes one day of the listing takes at most.
-fn day_bytes(p: &Point) -> u64 {
-    let (c, n) = (
-        p.u64("channels").unwrap_or(1),
-        p.u64("programmes").unwrap_or(1),
-    );
-    c.saturating_mul(n).saturating_mul(LINE_BYTES).max(1)
-}
-
-/// The days of listing that fit the memory budget (a 10 MB listing does
-/// not fit a 64 MiB board next to the kernel), and why when fewer than
-/// asked. Times then cover a smaller listing: the throughput metrics stay
-/// comparable, the per-query times do not.
-fn fitted_days(p: &Point, room: &Room) -> Result<(u64, Option<String>)> {
-    let (days, per_day) = (p.u64("days")?, day_bytes(p));
-    let f = fit_memory(
-        "work.search listing",
-        days.saturating_mul(per_day),
-        1,
-        per_day,
-        per_day,
-        room,
-    )?;
-    let fitted = (f.value / per_day).clamp(1, days);
-    let note = f.note.map(|n| {
-        format!(
-            "{n}: {fitted} of {days} days; per-query times cover the smaller listing, \
-             compare the *_throughput metrics instead"
-        )
-    });
-    Ok((fitted, note))
-}
-
 struct SearchRun {
     db: String,
     fingerprint: u64,
@@ -320,6 +293,32 @@ struct SearchRun {
     null: File,
     reps: [u64; 3],
     fit_note: Option<String>,
+}
+
+/// Bytes the listing reserves per day (`data::listing` allocates 460 bytes
+/// per programme up front, in one piece).
+fn bytes_per_day(p: &Point) -> u64 {
+    let n = p.u64("channels").unwrap_or(1) * p.u64("programmes").unwrap_or(1);
+    n.max(1) * 460
+}
+
+/// `days`, shrunk to what the memory budget holds (at least one day), with
+/// the reason when it is.
+fn fitted_days(p: &Point, room: &Room) -> Result<Fit> {
+    let per_day = bytes_per_day(p);
+    let f = fit_memory(
+        "work.search listing",
+        p.u64("days")? * per_day,
+        1,
+        per_day,
+        per_day,
+        room,
+    )?;
+    let days = (f.value / per_day).max(1);
+    Ok(Fit {
+        value: days,
+        note: f.note.map(|n| format!("{n} ({days} days)")),
+    })
 }
 
 impl SearchRun {
@@ -410,15 +409,13 @@ mod tests {
     #[test]
     fn listing_fits_the_memory_budget() {
         let p = &expand_points(&Search.params(), &[]).unwrap()[0];
-        let per_day = day_bytes(p);
-        assert_eq!(fitted_days(p, &room(u64::MAX)).unwrap(), (10, None));
-        let (days, note) = fitted_days(p, &room(4 * per_day + per_day / 2)).unwrap();
-        assert_eq!(days, 4);
-        assert!(note.unwrap().contains("4 of 10 days"));
-        assert_eq!(
-            Search.footprint(p, &room(4 * per_day)).peak_memory,
-            4 * per_day
-        );
+        let per_day = bytes_per_day(p);
+        let all = fitted_days(p, &room(u64::MAX)).unwrap();
+        assert_eq!((all.value, all.note), (10, None));
+        let f = fitted_days(p, &room(4 * per_day + per_day / 2)).unwrap();
+        assert_eq!(f.value, 4);
+        assert!(f.note.unwrap().contains("(4 days)"));
+        assert_eq!(Search.footprint(p, &room(4 * per_day)).peak_memory, 4 * per_day);
         assert!(fitted_days(p, &room(per_day / 2)).is_err());
     }
 

@@ -3,15 +3,22 @@
 //! directory, formatted and mounted with the given options; `--throttle`
 //! limits tunelab's own I/O on that device through a blkio cgroup. Everything
 //! is torn down by guards on every exit path.
+//!
+//! Layer: below experiments (io.atime builds its loop filesystems here) and
+//! above engine; it imports only engine, safety and system. `tune::` keeps
+//! re-exports of the old paths for one merge.
+
+pub mod loopfs;
+pub mod throttle;
 
 use std::path::{Path, PathBuf};
 
-use super::loopdev::{LoopFs, LoopFsOptions};
-use super::throttle::{IoThrottle, ThrottleLimits};
 use crate::engine::params::parse_size;
 use crate::safety::Scratch;
 use crate::system::device_for_path;
 use crate::{Error, Result};
+pub use loopfs::{LoopFs, LoopFsOptions};
+pub use throttle::{IoThrottle, ThrottleLimits};
 
 /// One `--fs` entry: `ext4`, `ext4:noatime`, `ext4:data=writeback:commit=60`.
 #[derive(Debug, Clone, PartialEq)]

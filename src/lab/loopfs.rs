@@ -215,6 +215,26 @@ pub fn attach(image: &Path, read_only: bool) -> Result<(PathBuf, File)> {
     ))
 }
 
+/// The arguments of `mkfs.<fs_type>` for `target`: each mkfs's own quiet
+/// and force flags, then `extra`, then the target. There is no common set:
+/// mkfs.vfat (dosfstools and busybox) and mkfs.exfat (exfatprogs) reject
+/// `-q`, and only some need forcing over an old signature.
+pub fn mkfs_args(fs_type: &str, extra: &[String], target: &str) -> Vec<String> {
+    let own: &[&str] = match fs_type {
+        "ext2" | "ext3" | "ext4" => &["-q", "-F"],
+        "xfs" | "btrfs" | "f2fs" => &["-q", "-f"],
+        // Quiet by default; no quiet flag to give.
+        "vfat" | "fat" | "msdos" | "exfat" => &[],
+        // Unknown mkfs: pass nothing we cannot be sure it accepts.
+        _ => &[],
+    };
+    own.iter()
+        .map(|s| s.to_string())
+        .chain(extra.iter().cloned())
+        .chain([target.to_string()])
+        .collect()
+}
+
 /// Run mkfs, returning an error that names it and quotes its stderr.
 fn mkfs(fs_type: &str, args: &[&str]) -> Result<()> {
     let cmd = format!("mkfs.{fs_type}");
@@ -286,12 +306,8 @@ impl LoopFs {
         lfs.major = rustix::fs::major(st.st_rdev);
         lfs.minor = rustix::fs::minor(st.st_rdev);
         let dev_s = dev.to_string_lossy().into_owned();
-        let mut args: Vec<&str> = vec!["-q"];
-        if opts.fs_type.starts_with("ext") {
-            args.push("-F");
-        }
-        args.extend(opts.mkfs_args.iter().map(|s| s.as_str()));
-        args.push(&dev_s);
+        let args = mkfs_args(&opts.fs_type, &opts.mkfs_args, &dev_s);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         mkfs(&opts.fs_type, &args)?;
         fs::create_dir(&lfs.mount_point)
             .map_err(|e| Error::io("cannot create mount point", &lfs.mount_point, e))?;
@@ -394,5 +410,23 @@ impl Drop for LoopFs {
         if let (Some(k), true) = (self.journal_key.take(), clean) {
             let _ = journal::remove(&k, std::process::id());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mkfs_args;
+
+    #[test]
+    fn each_mkfs_gets_only_flags_it_accepts() {
+        let a = |fs: &str| mkfs_args(fs, &["-L".into(), "x".into()], "/dev/loop7");
+        // mkfs.vfat and mkfs.exfat reject -q: the old code passed it to all.
+        assert_eq!(a("vfat"), ["-L", "x", "/dev/loop7"]);
+        assert_eq!(a("exfat"), ["-L", "x", "/dev/loop7"]);
+        assert_eq!(a("ext2"), ["-q", "-F", "-L", "x", "/dev/loop7"]);
+        assert_eq!(a("ext4"), ["-q", "-F", "-L", "x", "/dev/loop7"]);
+        assert_eq!(a("f2fs"), ["-q", "-f", "-L", "x", "/dev/loop7"]);
+        assert_eq!(a("xfs"), ["-q", "-f", "-L", "x", "/dev/loop7"]);
+        assert_eq!(a("nilfs2"), ["-L", "x", "/dev/loop7"]);
     }
 }
