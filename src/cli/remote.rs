@@ -17,7 +17,7 @@ use crate::{Error, Result};
 pub struct Args {
     /// Hosts as [user@]name[:port], or inventory groups/hosts with --inventory.
     pub hosts: Vec<String>,
-    /// Ansible INI inventory file; HOSTS (default: all) select groups or hosts in it.
+    /// Ansible inventory file (INI, or YAML: *.yml/*.yaml); HOSTS (default: all) select groups or hosts in it.
     #[arg(long, short, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
     /// Static tunelab binaries for the hosts' architectures (scripts/build-static.sh output).
@@ -50,7 +50,7 @@ fn hosts(a: &Args) -> Result<Vec<Host>> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| Error::io("cannot read the inventory", path, e))?;
-            let inv = Inventory::parse(&text)?;
+            let inv = Inventory::load(&text, &path.to_string_lossy())?;
             let pattern = if a.hosts.is_empty() {
                 "all".to_string()
             } else {
