@@ -1,7 +1,7 @@
 //! `tunelab remote` against a real fleet on this machine: an OpenSSH server
 //! on a loopback port with throwaway keys, reached under two host names, one
 //! host that does not answer, one whose target is read-only, one that runs
-//! past its timeout — and the runs stored locally (and in PostgreSQL when
+//! past its timeout, one whose tunelab is killed — and the runs stored locally (and in PostgreSQL when
 //! TUNELAB_TEST_PG is set).
 
 mod common;
@@ -304,6 +304,80 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
         .unwrap()
         .len();
     assert_eq!(after, before);
+
+    // A host whose tunelab is killed (SIGKILL, as the OOM killer or a
+    // watchdog would) is reported as killed with its signal, not as
+    // unreachable: ssh exits 255 for a remote command that died by a signal,
+    // the code it uses for its own failures.
+    let cache = env.dir.path().join("cache-b1");
+    let mut remote = env.background();
+    remote.args([
+        "remote",
+        "--inventory",
+        inv.to_str().unwrap(),
+        "b1",
+        "-o",
+        &cfg,
+        "--timeout",
+        "60s",
+        "--",
+        "time",
+        "--runs",
+        "1",
+        "--",
+        "sleep",
+        "30",
+    ]);
+    let child = remote
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let victim = loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the remote tunelab never started"
+        );
+        if let Some(pid) = remote_tunelab(&cache) {
+            break pid;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(Command::new("kill")
+        .args(["-KILL", &victim.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("killed by signal 9") && !text.contains("unreachable"),
+        "{text}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(25),
+        "not waited for the sleep"
+    );
+}
+
+/// The pid of the `tunelab … time` process running from a host's binary
+/// cache (its executable lives under `cache`).
+fn remote_tunelab(cache: &Path) -> Option<u32> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let exe = std::fs::read_link(e.path().join("exe")).unwrap_or_default();
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        if exe.starts_with(cache) && args.iter().any(|a| *a == b"time") {
+            return Some(pid);
+        }
+    }
+    None
 }
 
 #[test]
