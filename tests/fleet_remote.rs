@@ -189,6 +189,17 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
     // Both runs are in the local store, with the host that measured them.
     let runs = json(&env.run(&["--json", "runs"]));
     assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
+    // b1 and b2 are one machine (one host name), as boards cloned from one
+    // image are: the inventory name stored with each run tells them apart.
+    let out = env.run(&["--json", "compare", "--machine", "b1", "--machine", "b2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let machines: Vec<String> = json(&out)["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["machine"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(machines, ["b1", "b2"]);
 
     // Into the fleet's PostgreSQL store, when the test server is there.
     match common::pg::PgSchema::new() {
@@ -310,6 +321,9 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
     // unreachable: ssh exits 255 for a remote command that died by a signal,
     // the code it uses for its own failures.
     let cache = env.dir.path().join("cache-b1");
+    // The timed-out run above may still be sleeping on the host: only a
+    // process started after this point is the victim.
+    let stale = remote_tunelabs(&cache);
     let mut remote = env.background();
     remote.args([
         "remote",
@@ -339,7 +353,10 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
             t0.elapsed() < Duration::from_secs(30),
             "the remote tunelab never started"
         );
-        if let Some(pid) = remote_tunelab(&cache) {
+        if let Some(pid) = remote_tunelabs(&cache)
+            .into_iter()
+            .find(|p| !stale.contains(p))
+        {
             break pid;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -363,10 +380,14 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
     );
 }
 
-/// The pid of the `tunelab … time` process running from a host's binary
-/// cache (its executable lives under `cache`).
-fn remote_tunelab(cache: &Path) -> Option<u32> {
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+/// The pids of `tunelab … time` processes running from a host's binary
+/// cache (their executable lives under `cache`).
+fn remote_tunelabs(cache: &Path) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in dir.flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
@@ -374,10 +395,10 @@ fn remote_tunelab(cache: &Path) -> Option<u32> {
         let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
         let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
         if exe.starts_with(cache) && args.iter().any(|a| *a == b"time") {
-            return Some(pid);
+            found.push(pid);
         }
     }
-    None
+    found
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use super::Out;
 use crate::engine::model::Run;
 use crate::report::comparison::{compare_runs, render};
-use crate::report::devices::{self, compare_devices};
+use crate::report::devices::{self, compare_devices, machine_of};
 use crate::store::Store;
 use crate::{Error, Result};
 
@@ -31,7 +31,7 @@ pub struct Args {
 /// (shared by `compare` and `report`).
 #[derive(clap::Args, Debug, Default)]
 pub struct Selection {
-    /// Select the newest run of this machine (host name); repeatable.
+    /// Select the newest run of this machine (inventory name of a `remote` run, else host name); repeatable.
     #[arg(long, value_name = "HOST")]
     pub machine: Vec<String>,
     /// Select runs with this label (the newest per machine).
@@ -78,9 +78,7 @@ impl Selection {
             None => Ok(0),
             Some(b) => runs
                 .iter()
-                .position(|r| {
-                    r.id.starts_with(b.as_str()) || r.environment.get("host.name") == Some(b)
-                })
+                .position(|r| r.id.starts_with(b.as_str()) || machine_of(r) == Some(b))
                 .ok_or_else(|| {
                     Error::usage(format!(
                         "--baseline {b} is none of the compared runs or machines"
@@ -110,24 +108,17 @@ fn select(a: &Selection, store: &Store) -> Result<Vec<Run>> {
             continue;
         }
         let run = store.load(&info.id)?;
-        let machine = run
-            .environment
-            .get("host.name")
-            .cloned()
-            .unwrap_or_default();
+        let machine = machine_of(&run).cloned().unwrap_or_default();
         if !a.machine.is_empty() && !a.machine.contains(&machine) {
             continue;
         }
-        if picked
-            .iter()
-            .all(|p| p.environment.get("host.name") != Some(&machine))
-        {
+        if picked.iter().all(|p| machine_of(p) != Some(&machine)) {
             picked.push(run);
         }
     }
     // Keep the machines in the order the user named them.
     picked.sort_by_key(|r| {
-        let m = r.environment.get("host.name").cloned().unwrap_or_default();
+        let m = machine_of(r).cloned().unwrap_or_default();
         a.machine.iter().position(|x| x == &m).unwrap_or(usize::MAX)
     });
     Ok(picked)

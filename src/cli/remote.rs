@@ -111,12 +111,16 @@ pub fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
             .as_str()
             .is_some_and(|s| s.starts_with("tunelab.run/"));
         if let (true, Some(store)) = (is_run, store.as_mut()) {
-            let run: Run = serde_json::from_value(doc.clone()).map_err(|e| {
+            let mut run: Run = serde_json::from_value(doc.clone()).map_err(|e| {
                 Error::measurement(format!(
                     "{}: the run it sent back is not readable: {e}",
                     o.host
                 ))
             })?;
+            // The inventory name tells boards apart when they share a host
+            // name (cloned images are all "buildroot"); --machine matches it.
+            run.environment
+                .insert(crate::report::devices::FLEET_HOST.into(), o.host.clone());
             store.save(&run)?;
             stored.push((o.host.clone(), run.id.clone()));
         }

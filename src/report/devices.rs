@@ -64,12 +64,19 @@ pub struct DeviceComparison {
     pub regressions: usize,
 }
 
+/// Environment key of the inventory name a run came from (`remote`).
+pub const FLEET_HOST: &str = "fleet.host";
+
+/// The machine a run is from: its inventory name when `remote` brought it
+/// back, else its host name.
+pub fn machine_of(r: &Run) -> Option<&String> {
+    r.environment
+        .get(FLEET_HOST)
+        .or_else(|| r.environment.get("host.name"))
+}
+
 fn device(r: &Run) -> Device {
-    let machine = r
-        .environment
-        .get("host.name")
-        .cloned()
-        .unwrap_or_else(|| "?".into());
+    let machine = machine_of(r).cloned().unwrap_or_else(|| "?".into());
     Device {
         name: format!("{machine} ({})", r.id),
         run: r.id.clone(),
