@@ -140,12 +140,14 @@ impl Inventory {
     }
 
     /// Declare a group (idempotent).
+    #[cfg(feature = "fleet")]
     pub(super) fn add_group(&mut self, group: &str) {
         self.groups.entry(group.to_string()).or_default();
     }
 
     /// Put a host into a group, with its own variables (merged when the
     /// host is listed again).
+    #[cfg(feature = "fleet")]
     pub(super) fn add_host(&mut self, group: &str, name: &str, vars: Vec<(String, String)>) {
         let g = self.groups.entry(group.to_string()).or_default();
         if !g.hosts.iter().any(|h| h == name) {
@@ -160,6 +162,7 @@ impl Inventory {
         }
     }
 
+    #[cfg(feature = "fleet")]
     pub(super) fn add_child(&mut self, parent: &str, child: &str) {
         self.add_group(child);
         let g = self.groups.entry(parent.to_string()).or_default();
@@ -168,6 +171,7 @@ impl Inventory {
         }
     }
 
+    #[cfg(feature = "fleet")]
     pub(super) fn set_group_var(&mut self, group: &str, key: String, value: String) {
         self.groups
             .entry(group.to_string())
@@ -177,6 +181,7 @@ impl Inventory {
     }
 
     /// Ansible's implicit `ungrouped`: hosts that belong to no group but `all`.
+    #[cfg(feature = "fleet")]
     pub(super) fn fill_ungrouped(&mut self) {
         let lonely: Vec<String> = self
             .order
