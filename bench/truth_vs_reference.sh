@@ -4,24 +4,44 @@
 #
 #   app.time / memory peak_rss  vs  /usr/bin/time -v "Maximum resident set size"
 #       for `true` and a C program touching ALLOC_MIB MiB (needs cc)
-#   ipc.pipe / ipc.unix bandwidth  vs  bw_pipe.c / bw_unix.c built here: a
-#       faithful small re-implementation of lmbench's bw_pipe / bw_unix loop
-#       (lmbench is not packaged): a forked writer write()s 64 KiB pieces
-#       continuously, the reader read()s 64 KiB at a time; MB/s over XFER_MIB
-#       MiB after a 4-chunk warm-up. Both sides run pinned the same way:
-#       same (one CPU), split (two CPUs), any (unpinned).
+#   ipc.pipe / ipc.unix bandwidth and round trip, per placement, against
+#       lmbench's bw_pipe / bw_unix / lat_pipe / lat_unix. lmbench is not
+#       packaged: with LMBENCH_BIN=DIR (a directory holding those four
+#       programs, built from lmbench's own sources and Makefile) the real
+#       ones run, placed with lmbench's own LMBENCH_SCHED (SINGLE = one CPU,
+#       UNIQUE = two CPUs, DEFAULT = the scheduler's choice) and timed with
+#       ENOUGH=LMB_ENOUGH us per timing (calibration skipped: TIMING_O=0,
+#       LOOP_O=0, as its config would set). Without it, a faithful small C
+#       re-implementation built here: bw: a forked writer write()s 64 KiB
+#       pieces continuously, the reader read()s 64 KiB at a time; B/s over
+#       XFER_MIB MiB after a 4-chunk warm-up; lat: a 1-byte ping-pong over two
+#       pipes (or one socketpair), mean of LAT_N round trips after 1000
+#       warm-up ones. The output says which reference was used. Both sides run
+#       placed the same way: same (one CPU), split (two CPUs), any (unpinned).
 #   io.device-read buffered/cached  vs  hdparm -t / -T on a loop device
 #       (root; LOOP_BACKING=/dev/shm for a RAM-backed one, default /var/tmp)
 #
 # Usage: bench/truth_vs_reference.sh [ROUNDS]  (default 3; rounds alternate
 # which side goes first). Env: TUNELAB (binary; default: cargo build),
-# ALLOC_MIB (64), XFER_MIB (256), LOOP_MIB (512), LOOP_BACKING.
+# ALLOC_MIB (64), XFER_MIB (256), LOOP_MIB (512), LOOP_BACKING, LMBENCH_BIN,
+# LMB_ENOUGH (100000), LAT_N (200000), PARTS (rss,ipc,device: which parts run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 ALLOC_MIB=${ALLOC_MIB:-64}
 XFER_MIB=${XFER_MIB:-256}
 LOOP_MIB=${LOOP_MIB:-512}
+LMB_ENOUGH=${LMB_ENOUGH:-100000}
+LAT_N=${LAT_N:-200000}
+PARTS=${PARTS:-rss,ipc,device}
+part() { case ",$PARTS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+LMB=""
+if [ -n "${LMBENCH_BIN:-}" ]; then
+    for p in bw_pipe bw_unix lat_pipe lat_unix; do
+        [ -x "$LMBENCH_BIN/$p" ] || { echo "LMBENCH_BIN=$LMBENCH_BIN has no executable $p" >&2; exit 4; }
+    done
+    LMB=$LMBENCH_BIN
+fi
 for t in python3 cc; do
     command -v "$t" >/dev/null || { echo "missing $t" >&2; exit 4; }
 done
@@ -82,6 +102,63 @@ int main(int argc, char **argv) {
 EOF
 cc -O2 -o "$OUT/bw" "$OUT/bw.c"
 
+# lmbench lat_pipe / lat_unix loop: the parent writes one byte, the child
+# reads it and writes it back (two pipes, or one socketpair); mean s per
+# round trip over N round trips after 1000 warm-up ones.
+cat >"$OUT/lat.c" <<'EOF'
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+static void pin(int cpu) { if (cpu < 0) return; cpu_set_t s; CPU_ZERO(&s); CPU_SET(cpu, &s); sched_setaffinity(0, sizeof s, &s); }
+int main(int argc, char **argv) {
+    /* lat MODE(pipe|unix) N PARENT_CPU CHILD_CPU (-1 = unpinned) */
+    int unix_ = strcmp(argv[1], "unix") == 0;
+    long n = atol(argv[2]);
+    int pc = atoi(argv[3]), cc = atoi(argv[4]);
+    int a[2], b[2]; /* parent writes a[1], child reads a[0], writes b[1], parent reads b[0] */
+    if (unix_) { int s[2]; if (socketpair(AF_UNIX, SOCK_STREAM, 0, s)) return 1; a[0] = s[1]; a[1] = s[0]; b[0] = s[0]; b[1] = s[1]; }
+    else if (pipe(a) || pipe(b)) return 1;
+    char c = 0;
+    pid_t pid = fork();
+    if (pid == 0) { pin(cc); for (;;) { if (read(a[0], &c, 1) != 1) _exit(0); if (write(b[1], &c, 1) != 1) _exit(0); } }
+    pin(pc);
+    struct timespec t0, t1;
+    for (long i = -1000; i < n; i++) {
+        if (i == 0) clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (write(a[1], &c, 1) != 1 || read(b[0], &c, 1) != 1) return 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    kill(pid, SIGKILL);
+    printf("%.9f\n", ((t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9) / n);
+    return 0;
+}
+EOF
+cc -O2 -o "$OUT/lat" "$OUT/lat.c"
+
+# The reference for one placement: B/s (bw) or s per round trip (lat).
+ref_ipc() { # kind(bw|lat) mode(pipe|unix) placement a b
+    local kind=$1 mode=$2 place=$3 a=$4 b=$5
+    if [ -n "$LMB" ]; then
+        local sched
+        case $place in same) sched=SINGLE ;; split) sched=UNIQUE ;; *) sched=DEFAULT ;; esac
+        # lmbench prints MB/sec with MB = 10^6 B (lib_timing.c), latency in microseconds.
+        ENOUGH=$LMB_ENOUGH TIMING_O=0 LOOP_O=0.0 LMBENCH_SCHED=$sched \
+            "$LMB/${kind}_$mode" -N 5 2>&1 | awk -v k="$kind" '
+                k == "bw" && /MB\/sec/ {print $(NF-1) * 1e6}
+                k == "lat" && /microseconds/ {print $(NF-1) / 1e6}'
+    elif [ "$kind" = bw ]; then
+        "$OUT/bw" "$mode" "$XFER_MIB" "$a" "$b"
+    else
+        "$OUT/lat" "$mode" "$LAT_N" "$a" "$b"
+    fi
+}
+
 CPUS=$(python3 -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0))[:2])))')
 C0=${CPUS%% *}; C1=${CPUS##* }
 
@@ -101,25 +178,30 @@ memory_peak() { tl memory --json -- "$@" | python3 -c 'import json,sys; print(js
 rec() { echo "$1 $2" >>"$OUT/$3"; }
 for r in $(seq 1 "$ROUNDS"); do
     echo "round $r/$ROUNDS ..." >&2
-    for p in true "$OUT/alloc"; do
+    part rss && for p in true "$OUT/alloc"; do
         k=$(basename "$p")
         if [ $((r % 2)) -eq 1 ]; then rec "$r" "$(timev "$p")" "ref_rss_$k"; fi
         rec "$r" "$(tl_metric peak_rss app.time -p "command=$p" --trials 5)" "tl_rss_$k"
         rec "$r" "$(memory_peak "$p")" "mem_rss_$k"
         if [ $((r % 2)) -eq 0 ]; then rec "$r" "$(timev "$p")" "ref_rss_$k"; fi
     done
-    for mode in pipe unix; do
+    part ipc && for mode in pipe unix; do
         for place in same split any; do
             case $place in same) a=$C0 b=$C0 ;; split) a=$C0 b=$C1 ;; any) a=-1 b=-1 ;; esac
             [ "$place" = split ] && [ "$C0" = "$C1" ] && continue
-            if [ $((r % 2)) -eq 1 ]; then rec "$r" "$("$OUT/bw" $mode "$XFER_MIB" $a $b)" "ref_bw_${mode}_$place"; fi
-            rec "$r" "$(tl_metric bandwidth "ipc.$mode" -p test=bandwidth -p cpu=$place --trials 3 --warmup 1)" "tl_bw_${mode}_$place"
-            if [ $((r % 2)) -eq 0 ]; then rec "$r" "$("$OUT/bw" $mode "$XFER_MIB" $a $b)" "ref_bw_${mode}_$place"; fi
+            for kind in bw lat; do
+                case $kind in bw) m=bandwidth t=bandwidth ;; lat) m=round_trip t=latency ;; esac
+                if [ $((r % 2)) -eq 1 ]; then rec "$r" "$(ref_ipc $kind $mode $place $a $b)" "ref_${kind}_${mode}_$place"; fi
+                rec "$r" "$(tl_metric $m "ipc.$mode" -p test=$t -p cpu=$place --trials 3 --warmup 1)" "tl_${kind}_${mode}_$place"
+                if [ $((r % 2)) -eq 0 ]; then rec "$r" "$(ref_ipc $kind $mode $place $a $b)" "ref_${kind}_${mode}_$place"; fi
+            done
         done
     done
 done
 
-if [ "$(id -u)" = 0 ] && command -v hdparm >/dev/null && command -v losetup >/dev/null; then
+if ! part device; then
+    :
+elif [ "$(id -u)" = 0 ] && command -v hdparm >/dev/null && command -v losetup >/dev/null; then
     LOOPIMG="${LOOP_BACKING:-/var/tmp}/tunelab-truth-$$.img"
     truncate -s "${LOOP_MIB}M" "$LOOPIMG"
     mkfs.ext4 -q -F "$LOOPIMG"
@@ -143,6 +225,8 @@ else
     echo "io.device-read vs hdparm skipped (needs root, hdparm, losetup)" >&2
 fi
 
+if [ -n "$LMB" ]; then REF="lmbench ($LMB, LMBENCH_SCHED, ENOUGH=$LMB_ENOUGH)"; else REF="C re-implementation of lmbench's bw/lat loops (set LMBENCH_BIN for the real one)"; fi
+echo "ipc reference: $REF"
 python3 - "$OUT" <<'PY'
 import os, statistics as st, sys
 d = sys.argv[1]
@@ -163,7 +247,8 @@ for k in ("true", "alloc"):
 for m in ("pipe", "unix"):
     for p in ("same", "split", "any"):
         row(f"ipc.{m} bandwidth cpu={p} (B/s)", f"tl_bw_{m}_{p}", f"ref_bw_{m}_{p}", 0, 0.10)
+        row(f"ipc.{m} round trip cpu={p} (s)", f"tl_lat_{m}_{p}", f"ref_lat_{m}_{p}", 0, 0.10)
 row("io.device-read buffered (MB/s)", "tl_buffered", "ref_buffered", 0, 0.15)
 row("io.device-read cached (MB/s)", "tl_cached", "ref_cached", 0, 0.15)
-print("PASS: peak RSS within max(5%, 256 KiB); bandwidth within 10%; device 15%")
+print("PASS: peak RSS within max(5%, 256 KiB); IPC within 10%; device 15%")
 PY

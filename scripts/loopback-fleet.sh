@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A throwaway fleet on this machine, to try `tunelab remote` without boards:
 # an OpenSSH server on a loopback port with its own host and client keys,
-# an ssh_config that uses them, and an Ansible inventory naming the server
-# twice (two "boards"). Needs root (sshd) and openssh-server.
+# an ssh_config that uses them, and an Ansible inventory (INI and YAML)
+# naming the server twice (two "boards"). Needs root (sshd) and
+# openssh-server.
 #
 #   scripts/loopback-fleet.sh DIR        # start; prints what to pass to tunelab
 #   kill "$(cat DIR/sshd.pid)"           # stop
@@ -41,6 +42,21 @@ stb-2 ansible_host=localhost tunelab_dir=$dir/stb-2
 [boards:vars]
 ansible_port=$port
 CFG
+# The same fleet in Ansible's YAML inventory format.
+cat > "$dir/inventory.yml" <<CFG
+all:
+  children:
+    boards:
+      hosts:
+        stb-1:
+          ansible_host: 127.0.0.1
+          tunelab_dir: $dir/stb-1
+        stb-2:
+          ansible_host: localhost
+          tunelab_dir: $dir/stb-2
+      vars:
+        ansible_port: $port
+CFG
 "$(command -v sshd || echo /usr/sbin/sshd)" -f "$dir/sshd_config"
 echo "sshd listening on 127.0.0.1:$port (pid $(cat "$dir/sshd.pid" 2>/dev/null || echo '?'))"
-echo "try: tunelab remote --inventory $dir/inventory.ini boards -o \"-F $dir/ssh_config\" -- inspect"
+echo "try: tunelab remote --inventory $dir/inventory.yml boards -o \"-F $dir/ssh_config\" -- inspect"

@@ -1,7 +1,7 @@
 //! `tunelab remote` against a real fleet on this machine: an OpenSSH server
 //! on a loopback port with throwaway keys, reached under two host names, one
 //! host that does not answer, one whose target is read-only, one that runs
-//! past its timeout — and the runs stored locally (and in PostgreSQL when
+//! past its timeout, one whose tunelab is killed — and the runs stored locally (and in PostgreSQL when
 //! TUNELAB_TEST_PG is set).
 
 mod common;
@@ -189,6 +189,17 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
     // Both runs are in the local store, with the host that measured them.
     let runs = json(&env.run(&["--json", "runs"]));
     assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
+    // b1 and b2 are one machine (one host name), as boards cloned from one
+    // image are: the inventory name stored with each run tells them apart.
+    let out = env.run(&["--json", "compare", "--machine", "b1", "--machine", "b2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let machines: Vec<String> = json(&out)["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["machine"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(machines, ["b1", "b2"]);
 
     // Into the fleet's PostgreSQL store, when the test server is there.
     match common::pg::PgSchema::new() {
@@ -304,6 +315,90 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
         .unwrap()
         .len();
     assert_eq!(after, before);
+
+    // A host whose tunelab is killed (SIGKILL, as the OOM killer or a
+    // watchdog would) is reported as killed with its signal, not as
+    // unreachable: ssh exits 255 for a remote command that died by a signal,
+    // the code it uses for its own failures.
+    let cache = env.dir.path().join("cache-b1");
+    // The timed-out run above may still be sleeping on the host: only a
+    // process started after this point is the victim.
+    let stale = remote_tunelabs(&cache);
+    let mut remote = env.background();
+    remote.args([
+        "remote",
+        "--inventory",
+        inv.to_str().unwrap(),
+        "b1",
+        "-o",
+        &cfg,
+        "--timeout",
+        "60s",
+        "--",
+        "time",
+        "--runs",
+        "1",
+        "--",
+        "sleep",
+        "30",
+    ]);
+    let child = remote
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let victim = loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the remote tunelab never started"
+        );
+        if let Some(pid) = remote_tunelabs(&cache)
+            .into_iter()
+            .find(|p| !stale.contains(p))
+        {
+            break pid;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(Command::new("kill")
+        .args(["-KILL", &victim.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("killed by signal 9") && !text.contains("unreachable"),
+        "{text}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(25),
+        "not waited for the sleep"
+    );
+}
+
+/// The pids of `tunelab … time` processes running from a host's binary
+/// cache (their executable lives under `cache`).
+fn remote_tunelabs(cache: &Path) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let exe = std::fs::read_link(e.path().join("exe")).unwrap_or_default();
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        if exe.starts_with(cache) && args.iter().any(|a| *a == b"time") {
+            found.push(pid);
+        }
+    }
+    found
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use super::Out;
 use crate::engine::model::Run;
 use crate::report::comparison::{compare_runs, render};
-use crate::report::devices::{self, compare_devices};
+use crate::report::devices::{self, compare_devices, machine_of};
 use crate::store::Store;
 use crate::{Error, Result};
 
@@ -14,7 +14,24 @@ pub struct Args {
     /// two, the first is the baseline device. Id, unique prefix, `last` or `last~N`.
     #[arg(value_name = "RUN")]
     pub runs: Vec<String>,
-    /// Select the newest run of this machine (host name); repeatable.
+    #[command(flatten)]
+    pub sel: Selection,
+    /// Differences smaller than this are "no change" (e.g. 2% or 0.02).
+    #[arg(long, default_value = "2%", value_parser = parse_noise)]
+    pub noise: f64,
+    /// With several devices: also write the comparison as a self-contained HTML file (new file).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+    /// Exit with code 5 when any metric regressed.
+    #[arg(long)]
+    pub fail_on_regression: bool,
+}
+
+/// Runs picked by machine, label or time, and the baseline among them
+/// (shared by `compare` and `report`).
+#[derive(clap::Args, Debug, Default)]
+pub struct Selection {
+    /// Select the newest run of this machine (inventory name of a `remote` run, else host name); repeatable.
     #[arg(long, value_name = "HOST")]
     pub machine: Vec<String>,
     /// Select runs with this label (the newest per machine).
@@ -26,15 +43,6 @@ pub struct Args {
     /// With several devices: the baseline, by machine name or run (default: the first).
     #[arg(long)]
     pub baseline: Option<String>,
-    /// Differences smaller than this are "no change" (e.g. 2% or 0.02).
-    #[arg(long, default_value = "2%", value_parser = parse_noise)]
-    pub noise: f64,
-    /// With several devices: also write the comparison as a self-contained HTML file (new file).
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<std::path::PathBuf>,
-    /// Exit with code 5 when any metric regressed.
-    #[arg(long)]
-    pub fail_on_regression: bool,
 }
 
 pub fn parse_noise(s: &str) -> std::result::Result<f64, String> {
@@ -50,12 +58,38 @@ pub fn parse_noise(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
-fn selecting(a: &Args) -> bool {
-    !a.machine.is_empty() || a.label.is_some() || a.since.is_some()
+impl Selection {
+    pub(super) fn selecting(&self) -> bool {
+        !self.machine.is_empty() || self.label.is_some() || self.since.is_some()
+    }
+
+    /// The named runs, then those the selection adds.
+    pub(super) fn gather(&self, named: &[String], store: &Store) -> Result<Vec<Run>> {
+        let mut runs: Vec<Run> = named.iter().map(|r| store.load(r)).collect::<Result<_>>()?;
+        if self.selecting() {
+            runs.extend(select(self, store)?);
+        }
+        Ok(runs)
+    }
+
+    /// Index of --baseline among `runs` (default: the first).
+    pub(super) fn baseline_index(&self, runs: &[Run]) -> Result<usize> {
+        match &self.baseline {
+            None => Ok(0),
+            Some(b) => runs
+                .iter()
+                .position(|r| r.id.starts_with(b.as_str()) || machine_of(r) == Some(b))
+                .ok_or_else(|| {
+                    Error::usage(format!(
+                        "--baseline {b} is none of the compared runs or machines"
+                    ))
+                }),
+        }
+    }
 }
 
 /// The runs a selection names: the newest matching run of each machine.
-fn select(a: &Args, store: &Store) -> Result<Vec<Run>> {
+fn select(a: &Selection, store: &Store) -> Result<Vec<Run>> {
     let since = a.since.as_deref().map(|s| {
         if s.len() == 10 {
             format!("{s}T00:00:00Z")
@@ -74,58 +108,38 @@ fn select(a: &Args, store: &Store) -> Result<Vec<Run>> {
             continue;
         }
         let run = store.load(&info.id)?;
-        let machine = run
-            .environment
-            .get("host.name")
-            .cloned()
-            .unwrap_or_default();
+        let machine = machine_of(&run).cloned().unwrap_or_default();
         if !a.machine.is_empty() && !a.machine.contains(&machine) {
             continue;
         }
-        if picked
-            .iter()
-            .all(|p| p.environment.get("host.name") != Some(&machine))
-        {
+        if picked.iter().all(|p| machine_of(p) != Some(&machine)) {
             picked.push(run);
         }
     }
     // Keep the machines in the order the user named them.
     picked.sort_by_key(|r| {
-        let m = r.environment.get("host.name").cloned().unwrap_or_default();
+        let m = machine_of(r).cloned().unwrap_or_default();
         a.machine.iter().position(|x| x == &m).unwrap_or(usize::MAX)
     });
     Ok(picked)
 }
 
 pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
-    let mut runs: Vec<Run> = args
-        .runs
-        .iter()
-        .map(|r| store.load(r))
-        .collect::<Result<_>>()?;
-    if selecting(args) {
-        runs.extend(select(args, store)?);
-    }
+    let runs = args.sel.gather(&args.runs, store)?;
     if runs.len() < 2 {
         return Err(Error::usage(format!(
             "compare needs two runs or more; {} found (name runs, or select them with --machine, --label or --since)",
             runs.len()
         )));
     }
-    if runs.len() == 2 && !selecting(args) && args.baseline.is_none() && args.html.is_none() {
+    if runs.len() == 2
+        && !args.sel.selecting()
+        && args.sel.baseline.is_none()
+        && args.html.is_none()
+    {
         return pair(&runs[0], &runs[1], args, out);
     }
-    let baseline = match &args.baseline {
-        None => 0,
-        Some(b) => runs
-            .iter()
-            .position(|r| r.id.starts_with(b.as_str()) || r.environment.get("host.name") == Some(b))
-            .ok_or_else(|| {
-                Error::usage(format!(
-                    "--baseline {b} is none of the compared runs or machines"
-                ))
-            })?,
-    };
+    let baseline = args.sel.baseline_index(&runs)?;
     let c = compare_devices(&runs, baseline, args.noise);
     if out.json {
         out.json_data(&c)?;

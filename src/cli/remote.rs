@@ -17,7 +17,7 @@ use crate::{Error, Result};
 pub struct Args {
     /// Hosts as [user@]name[:port], or inventory groups/hosts with --inventory.
     pub hosts: Vec<String>,
-    /// Ansible INI inventory file; HOSTS (default: all) select groups or hosts in it.
+    /// Ansible inventory file (INI, or YAML: *.yml/*.yaml); HOSTS (default: all) select groups or hosts in it.
     #[arg(long, short, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
     /// Static tunelab binaries for the hosts' architectures (scripts/build-static.sh output).
@@ -50,7 +50,7 @@ fn hosts(a: &Args) -> Result<Vec<Host>> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| Error::io("cannot read the inventory", path, e))?;
-            let inv = Inventory::parse(&text)?;
+            let inv = Inventory::load(&text, &path.to_string_lossy())?;
             let pattern = if a.hosts.is_empty() {
                 "all".to_string()
             } else {
@@ -111,12 +111,16 @@ pub fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
             .as_str()
             .is_some_and(|s| s.starts_with("tunelab.run/"));
         if let (true, Some(store)) = (is_run, store.as_mut()) {
-            let run: Run = serde_json::from_value(doc.clone()).map_err(|e| {
+            let mut run: Run = serde_json::from_value(doc.clone()).map_err(|e| {
                 Error::measurement(format!(
                     "{}: the run it sent back is not readable: {e}",
                     o.host
                 ))
             })?;
+            // The inventory name tells boards apart when they share a host
+            // name (cloned images are all "buildroot"); --machine matches it.
+            run.environment
+                .insert(crate::report::devices::FLEET_HOST.into(), o.host.clone());
             store.save(&run)?;
             stored.push((o.host.clone(), run.id.clone()));
         }

@@ -1,12 +1,14 @@
 //! `tunelab report RUN [--vs BASE] -o FILE.html|FILE.md`: a report to read
 //! and keep — system, study verdicts, every experiment with its table and
-//! charts, monitor timelines, and with `--vs` a comparison first.
+//! charts, monitor timelines, and with `--vs` a comparison first. With
+//! several runs or a selection (`--machine`, `--label`, `--since`), the
+//! device comparison that `compare` prints, as a document.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::Out;
-use crate::report::{document, html, md_report};
+use crate::report::{devices, document, html, md_report};
 use crate::store::Store;
 use crate::{Error, Result};
 
@@ -17,13 +19,22 @@ as SVG files into FILE-assets/ next to it (e.g. report.md + report-assets/01-…
 relatively. Existing files are never overwritten.
 
 With --vs, RUN is the new run and --vs names the base (before the change): environment \
-differences, then ratios RUN/BASE with 95% CIs as a forest plot, then the verdict table.";
+differences, then ratios RUN/BASE with 95% CIs as a forest plot, then the verdict table.
+
+With several runs, or runs selected by --machine/--label/--since (the newest run of each \
+machine), the report compares devices as `compare` does: a chart of each device's ratio to the \
+baseline (--baseline, default the first) per metric with 95% CIs, the key issues' verdicts per \
+device, the ratios, and the environment facts that differ between the devices.";
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// Run to report on: id, unique prefix, `last` or `last~N`.
-    pub run: String,
+    /// Run(s) to report on: id, unique prefix, `last` or `last~N`; several
+    /// (or a selection) make a device comparison.
+    #[arg(value_name = "RUN")]
+    pub runs: Vec<String>,
+    #[command(flatten)]
+    pub sel: super::compare::Selection,
     /// Compare with this base run (before the change): id, prefix, `last` or `last~N`.
     #[arg(long, value_name = "RUN")]
     pub vs: Option<String>,
@@ -98,12 +109,50 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
             args.output.display()
         )));
     }
-    let run = store.load(&args.run)?;
-    let base = match &args.vs {
-        Some(r) => Some(store.load(r)?),
-        None => None,
+    let devices = args.runs.len() > 1 || args.sel.selecting();
+    let (doc, ids, vs_id, baseline_id) = if devices {
+        if args.vs.is_some() {
+            return Err(Error::usage(
+                "--vs compares two runs; with several runs or a selection, name the baseline \
+                 with --baseline",
+            ));
+        }
+        let runs = args.sel.gather(&args.runs, store)?;
+        if runs.len() < 2 {
+            return Err(Error::usage(format!(
+                "a device comparison needs two runs or more; {} found (name runs, or select \
+                 them with --machine, --label or --since)",
+                runs.len()
+            )));
+        }
+        let baseline = args.sel.baseline_index(&runs)?;
+        let c = devices::compare_devices(&runs, baseline, args.noise);
+        let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
+        (
+            devices::document(&c),
+            ids,
+            None,
+            Some(runs[baseline].id.clone()),
+        )
+    } else {
+        let Some(name) = args.runs.first() else {
+            return Err(Error::usage(
+                "name the run to report on (or select runs with --machine, --label or --since)",
+            ));
+        };
+        if args.sel.baseline.is_some() {
+            return Err(Error::usage(
+                "--baseline picks one of several devices; for two runs use --vs BASE",
+            ));
+        }
+        let run = store.load(name)?;
+        let base = match &args.vs {
+            Some(r) => Some(store.load(r)?),
+            None => None,
+        };
+        let doc = document::build(&run, base.as_ref(), args.noise);
+        (doc, vec![run.id.clone()], base.map(|b| b.id), None)
     };
-    let doc = document::build(&run, base.as_ref(), args.noise);
     let charts = doc.figures().filter(|f| f.svg.is_ok()).count();
     let failed: Vec<String> = doc
         .figures()
@@ -152,8 +201,10 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
         out.json_data(&serde_json::json!({
             "path": path,
             "format": match format { Format::Html => "html", Format::Markdown => "md" },
-            "run": run.id,
-            "vs": base.as_ref().map(|b| b.id.clone()),
+            "run": ids.first(),
+            "runs": ids,
+            "vs": vs_id,
+            "baseline": baseline_id,
             "charts": charts,
             "assets": assets,
         }))?;

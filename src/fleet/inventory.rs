@@ -1,4 +1,5 @@
-//! Hosts from the command line or an Ansible INI inventory.
+//! Hosts from the command line or an Ansible inventory (INI here, YAML in
+//! `inventory_yaml`, which fills the same groups and variables).
 //!
 //! The INI format is Ansible's: `[group]` sections of host lines
 //! (`name key=value …`), `[group:vars]` sections of `key=value` lines,
@@ -104,6 +105,102 @@ fn pairs(s: &str, line: usize) -> Result<Vec<(String, String)>> {
 }
 
 impl Inventory {
+    /// An inventory file's text in either of Ansible's formats: YAML when
+    /// the name ends in .yml/.yaml or the text starts like YAML (`---`, or a
+    /// first line `name:`), INI otherwise — as Ansible tries its plugins.
+    pub fn load(text: &str, file_name: &str) -> Result<Inventory> {
+        let lower = file_name.to_ascii_lowercase();
+        let first = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))
+            .unwrap_or("");
+        let yaml = lower.ends_with(".yml")
+            || lower.ends_with(".yaml")
+            || first.starts_with("---")
+            || (first.ends_with(':') && !first.contains('=') && !first.starts_with('['));
+        if yaml {
+            Self::parse_yaml(text)
+        } else {
+            Self::parse(text)
+        }
+    }
+
+    #[cfg(feature = "fleet")]
+    fn parse_yaml(text: &str) -> Result<Inventory> {
+        super::inventory_yaml::parse(text)
+    }
+
+    #[cfg(not(feature = "fleet"))]
+    fn parse_yaml(_: &str) -> Result<Inventory> {
+        Err(Error::usage(
+            "this tunelab was built without YAML inventories (the board build leaves out \
+             feature 'fleet'): write the inventory in Ansible's INI format",
+        ))
+    }
+
+    /// Declare a group (idempotent).
+    #[cfg(feature = "fleet")]
+    pub(super) fn add_group(&mut self, group: &str) {
+        self.groups.entry(group.to_string()).or_default();
+    }
+
+    /// Put a host into a group, with its own variables (merged when the
+    /// host is listed again).
+    #[cfg(feature = "fleet")]
+    pub(super) fn add_host(&mut self, group: &str, name: &str, vars: Vec<(String, String)>) {
+        let g = self.groups.entry(group.to_string()).or_default();
+        if !g.hosts.iter().any(|h| h == name) {
+            g.hosts.push(name.to_string());
+        }
+        self.host_vars
+            .entry(name.to_string())
+            .or_default()
+            .extend(vars);
+        if !self.order.iter().any(|h| h == name) {
+            self.order.push(name.to_string());
+        }
+    }
+
+    #[cfg(feature = "fleet")]
+    pub(super) fn add_child(&mut self, parent: &str, child: &str) {
+        self.add_group(child);
+        let g = self.groups.entry(parent.to_string()).or_default();
+        if !g.children.iter().any(|c| c == child) {
+            g.children.push(child.to_string());
+        }
+    }
+
+    #[cfg(feature = "fleet")]
+    pub(super) fn set_group_var(&mut self, group: &str, key: String, value: String) {
+        self.groups
+            .entry(group.to_string())
+            .or_default()
+            .vars
+            .insert(key, value);
+    }
+
+    /// Ansible's implicit `ungrouped`: hosts that belong to no group but `all`.
+    #[cfg(feature = "fleet")]
+    pub(super) fn fill_ungrouped(&mut self) {
+        let lonely: Vec<String> = self
+            .order
+            .iter()
+            .filter(|h| {
+                self.groups
+                    .iter()
+                    .all(|(g, grp)| g == "all" || g == "ungrouped" || !grp.hosts.contains(h))
+            })
+            .cloned()
+            .collect();
+        for h in lonely {
+            let g = self.groups.entry("ungrouped".into()).or_default();
+            if !g.hosts.contains(&h) {
+                g.hosts.push(h);
+            }
+        }
+    }
+
     pub fn parse(text: &str) -> Result<Inventory> {
         let mut inv = Inventory::default();
         // (group, kind) of the current section; kind: hosts, vars or children.

@@ -2,4 +2,6 @@
 //! and tunelab commands run on them over the system OpenSSH client.
 
 pub mod inventory;
+#[cfg(feature = "fleet")]
+mod inventory_yaml;
 pub mod remote;

@@ -42,7 +42,9 @@ pub struct Plan<'a> {
 pub struct HostOutcome {
     pub host: String,
     pub arch: Option<String>,
-    /// ok, failed (the command exited non-zero), unreachable, timeout,
+    /// ok, failed (the command exited non-zero, or was killed: the error
+    /// says by which signal), unreachable, lost (the connection broke while
+    /// the command ran), timeout,
     /// interrupted or error (no binary, bad output).
     pub status: String,
     /// The remote tunelab's exit code, when it ran.
@@ -292,8 +294,11 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
     // 3. The command, with its progress streamed under the host's name.
     let mut line = vec![q, "--json".to_string()];
     line.extend(plan.args.iter().map(|a| shell_quote(a)));
+    // `; exit $?` keeps the host's shell from exec'ing tunelab: killed by a
+    // signal, it then exits 128+N, where sshd would report a bare signal
+    // that ssh turns into 255, the code of its own failures.
     let mut c = ssh(plan, host);
-    c.arg(line.join(" "));
+    c.arg(format!("{}; exit $?", line.join(" ")));
     let d = match call(c, None, deadline, say) {
         Ok(d) => d,
         Err(why) => {
@@ -308,7 +313,17 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
         }
     };
     if unreachable(&d) {
-        return fail(o, "unreachable", last_line(&d.stderr));
+        // Steps 1 and 2 reached the host: now the connection (or the host)
+        // went away while tunelab ran.
+        return fail(
+            o,
+            "lost",
+            format!(
+                "the connection to the host was lost while tunelab ran (after {:.0} s): {}",
+                t0.elapsed().as_secs_f64(),
+                last_line(&d.stderr)
+            ),
+        );
     }
     o.exit_code = d.code;
     o.seconds = t0.elapsed().as_secs_f64();
@@ -318,11 +333,18 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
         o.status = "ok".into();
     } else {
         o.status = "failed".into();
-        o.error = Some(format!(
-            "tunelab exited {} on the host: {}",
-            d.code.map_or("by a signal".into(), |c| c.to_string()),
-            last_line(&d.stderr)
-        ));
+        o.error = Some(match d.code {
+            Some(c) if c > 128 && c < 128 + 65 => format!(
+                "tunelab was killed by signal {} on the host (exit {c}): {}",
+                c - 128,
+                last_line(&d.stderr)
+            ),
+            c => format!(
+                "tunelab exited {} on the host: {}",
+                c.map_or("by a signal".into(), |c| c.to_string()),
+                last_line(&d.stderr)
+            ),
+        });
     }
     o
 }

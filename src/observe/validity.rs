@@ -18,6 +18,15 @@
 //!   descendants via `/proc/PID/task/TID/children`) above 10% of one CPU
 //!   (the quietness check's per-process threshold); kernel threads working
 //!   for us (writeback) count as others;
+//! - other processes' disk I/O: bytes read and written on the machine's
+//!   disks (`/proc/diskstats`, whole hardware disks only — those with a
+//!   `/sys/block/NAME/device` — so partitions, loop, dm and md devices
+//!   stacked on them are not counted twice) minus our process tree's own
+//!   (`/proc/PID/io` read_bytes + write_bytes − cancelled_write_bytes of
+//!   ourselves, which includes reaped children, and of live descendants)
+//!   above 1 MiB/s and 1 MiB; writeback of pages dirtied before the trial
+//!   and I/O a kernel loop worker does for our loop devices count as others
+//!   (they disturb the trial just the same);
 //! - swap: `pswpin`/`pswpout` in `/proc/vmstat` moved;
 //! - a cache drop that failed ([`record_cache_drop_failure`], called by the
 //!   experiments' cache control);
@@ -37,6 +46,11 @@ pub const OTHER_CPU_PCT: f64 = 10.0;
 /// ... and only when it is at least this many clock ticks (short trials
 /// would otherwise be flagged by one tick of rounding).
 pub const OTHER_CPU_MIN_TICKS: u64 = 5;
+/// Other processes' disk I/O above this rate flags a trial (B/s) ...
+pub const OTHER_IO_BPS: f64 = 1048576.0;
+/// ... and only when it is at least this many bytes (one journal commit
+/// or an atime update is not worth a flag).
+pub const OTHER_IO_MIN_BYTES: u64 = 1 << 20;
 /// Steal above this share of all CPU time flags a trial (%).
 pub const STEAL_PCT: f64 = 2.0;
 /// A fixed-frequency governor's clock moving by more than this flags (ratio).
@@ -55,7 +69,7 @@ pub fn record_cache_drop_failure() {
 /// One flag: what happened during a trial, in words.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Flag {
-    /// `throttle`, `clock`, `thermal`, `steal`, `load`, `swap`,
+    /// `throttle`, `clock`, `thermal`, `steal`, `load`, `disk-io`, `swap`,
     /// `cache-drop` or `scratch-full`.
     pub kind: String,
     pub detail: String,
@@ -80,6 +94,9 @@ pub struct TrialCheck {
     /// Other processes' CPU, % of one CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_cpu_pct: Option<f64>,
+    /// Bytes other processes read from and wrote to the disks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_io_bytes: Option<u64>,
     /// Pages swapped in + out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swap_pages: Option<u64>,
@@ -207,6 +224,9 @@ pub struct Reading {
     /// (user+nice+system, steal, all columns) ticks.
     cpu: Option<(u64, u64, u64)>,
     own: Option<u64>,
+    /// Bytes read + written on the watched disks, and by our tree.
+    disk_bytes: Option<u64>,
+    own_io: Option<u64>,
     swap: Option<u64>,
     /// (cur kHz, limit kHz) per CPU.
     freq: Vec<(u64, u64)>,
@@ -229,6 +249,8 @@ pub struct Guard {
     cooling: Vec<Cooling>,
     throttle: Vec<PathBuf>,
     children: bool,
+    /// Whole hardware disks of /proc/diskstats (empty: not watched).
+    disks: Vec<String>,
     scratch: Option<PathBuf>,
     /// Failed cache drops so far (the process-wide counter; tests use their own).
     drops: &'static AtomicU64,
@@ -365,6 +387,22 @@ impl Guard {
                     .to_string(),
             );
         }
+        let disks = hardware_disks(&roots);
+        let own_io = proc_io(&roots.proc_, roots.pid).is_some();
+        if disks.is_empty() {
+            skipped.push(
+                "other processes' disk I/O: no whole disk with a /sys/block/NAME/device in \
+                 /proc/diskstats"
+                    .to_string(),
+            );
+        } else if !own_io {
+            skipped.push(
+                "other processes' disk I/O: no /proc/PID/io (kernel without \
+                 CONFIG_TASK_IO_ACCOUNTING), our own I/O cannot be told from others'"
+                    .to_string(),
+            );
+        }
+        let disks = if own_io { disks } else { Vec::new() };
         Guard {
             roots,
             freqs,
@@ -373,6 +411,7 @@ impl Guard {
             cooling,
             throttle,
             children,
+            disks,
             scratch: scratch.map(Path::to_path_buf),
             drops: &CACHE_DROP_FAILURES,
             skipped,
@@ -388,6 +427,13 @@ impl Guard {
                 .ok()
                 .and_then(|s| parse_cpu_line(&s)),
             own: self.children.then(|| self.own_ticks()).flatten(),
+            disk_bytes: (!self.disks.is_empty())
+                .then(|| {
+                    let text = std::fs::read_to_string(proc_.join("diskstats")).ok()?;
+                    Some(parse_diskstats(&text, &self.disks))
+                })
+                .flatten(),
+            own_io: (!self.disks.is_empty()).then(|| self.own_io()).flatten(),
             swap: std::fs::read_to_string(proc_.join("vmstat"))
                 .ok()
                 .and_then(|s| parse_swap(&s)),
@@ -432,6 +478,25 @@ impl Guard {
             }
             total += proc_ticks(&self.roots.proc_, p).unwrap_or(0);
             todo.extend(children_of(&self.roots.proc_, p));
+        }
+        Some(total)
+    }
+
+    /// Disk bytes of our process tree, like [`Self::own_ticks`]: reaped
+    /// children's I/O is in our own /proc/PID/io.
+    fn own_io(&self) -> Option<u64> {
+        let mut total = proc_io(&self.roots.proc_, self.roots.pid)?;
+        if self.children {
+            let mut todo = children_of(&self.roots.proc_, self.roots.pid);
+            let mut seen = 0;
+            while let Some(p) = todo.pop() {
+                seen += 1;
+                if seen > 4096 {
+                    break;
+                }
+                total += proc_io(&self.roots.proc_, p).unwrap_or(0);
+                todo.extend(children_of(&self.roots.proc_, p));
+            }
         }
         Some(total)
     }
@@ -557,6 +622,28 @@ impl Guard {
                 }
             }
         }
+        if let (Some(db), Some(da), Some(ob), Some(oa)) = (
+            before.disk_bytes,
+            after.disk_bytes,
+            before.own_io,
+            after.own_io,
+        ) {
+            let others = da.saturating_sub(db).saturating_sub(oa.saturating_sub(ob));
+            c.other_io_bytes = Some(others);
+            if seconds > 0.0
+                && others >= OTHER_IO_MIN_BYTES
+                && others as f64 / seconds > OTHER_IO_BPS
+            {
+                flag(
+                    "disk-io",
+                    format!(
+                        "other processes read or wrote {:.1} MiB on the disks ({:.1} MiB/s)",
+                        others as f64 / 1048576.0,
+                        others as f64 / 1048576.0 / seconds
+                    ),
+                );
+            }
+        }
         if let (Some(b), Some(a)) = (before.swap, after.swap) {
             let pages = a.saturating_sub(b);
             c.swap_pages = Some(pages);
@@ -603,6 +690,53 @@ fn parse_cpu_line(stat: &str) -> Option<(u64, u64, u64)> {
     // guest and guest_nice (9, 10) are already inside user and nice.
     let total: u64 = v.iter().take(8).sum();
     Some((v[0] + v[1] + v[2], v.get(7).copied().unwrap_or(0), total))
+}
+
+/// Whole disks backed by hardware: names in /proc/diskstats with a
+/// /sys/block/NAME/device link (partitions are not in /sys/block; loop, dm,
+/// md, ram and zram devices have no device link).
+fn hardware_disks(roots: &Roots) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(roots.proc_.join("diskstats")) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .filter(|n| roots.sys.join("block").join(n).join("device").exists())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Bytes read + written on `disks`: sectors (512 B, whatever the device's
+/// block size) read are field 6, written field 10 of /proc/diskstats.
+fn parse_diskstats(text: &str, disks: &[String]) -> u64 {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if !disks.iter().any(|d| Some(&d.as_str()) == f.get(2)) {
+                return None;
+            }
+            let read: u64 = f.get(5)?.parse().ok()?;
+            let written: u64 = f.get(9)?.parse().ok()?;
+            Some((read + written) * 512)
+        })
+        .sum()
+}
+
+/// read_bytes + write_bytes − cancelled_write_bytes of one process (its
+/// reaped children included).
+fn proc_io(proc_: &Path, pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(proc_.join(format!("{pid}/io"))).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some(
+        (field("read_bytes")? + field("write_bytes")?)
+            .saturating_sub(field("cancelled_write_bytes").unwrap_or(0)),
+    )
 }
 
 /// pswpin + pswpout.
@@ -705,6 +839,7 @@ mod tests {
         assert!(text.contains("thermal: no readable"), "{text}");
         assert!(text.contains("throttle counters"), "{text}");
         assert!(text.contains("CONFIG_PROC_CHILDREN"), "{text}");
+        assert!(text.contains("disk I/O: no whole disk"), "{text}");
         let r = g.read();
         let c = g.check(&r, &g.read(), 1.0);
         assert!(c.flags.is_empty(), "{:?}", c.flags);
@@ -741,6 +876,97 @@ mod tests {
         t.put("proc/stat", &proc_stat(1010, 110, 6000, 0));
         let quiet = g.check(&before, &g.read(), 1.0);
         assert!(quiet.flags.is_empty(), "{:?}", quiet.flags);
+    }
+
+    fn diskstats(vda_read: u64, vda_written: u64, loop_written: u64) -> String {
+        // major minor name reads merged SECTORS_READ ms writes merged SECTORS_WRITTEN ...
+        format!(
+            " 253 0 vda 100 0 {vda_read} 50 200 0 {vda_written} 80 0 100 130 0 0 0 0\n\
+             253 1 vda1 90 0 {vda_read} 40 190 0 {vda_written} 70 0 90 110 0 0 0 0\n\
+             7 0 loop0 10 0 0 1 20 0 {loop_written} 2 0 3 3 0 0 0 0\n"
+        )
+    }
+
+    fn io(read: u64, write: u64, cancelled: u64) -> String {
+        format!(
+            "rchar: 1\nwchar: 1\nsyscr: 1\nsyscw: 1\nread_bytes: {read}\nwrite_bytes: {write}\n\
+             cancelled_write_bytes: {cancelled}\n"
+        )
+    }
+
+    /// A machine whose disk moved 40 MiB in a 2 s trial of which our tree
+    /// (we, and a live child) did 10 MiB: the other 30 MiB are flagged.
+    #[test]
+    fn other_processes_disk_io_is_flagged() {
+        let t = Tree::new();
+        t.put("proc/stat", &proc_stat(100, 0, 1000, 0))
+            .put("proc/diskstats", &diskstats(1000, 2000, 0))
+            .put("sys/block/vda/device/vendor", "0x1af4")
+            .put("sys/block/loop0/size", "0")
+            .put("proc/100/stat", &stat_line(100, 1, 1, 0, 0))
+            .put("proc/100/io", &io(0, 4096, 0))
+            .put("proc/100/task/100/children", "200")
+            .put("proc/200/stat", &stat_line(200, 1, 1, 0, 0))
+            .put("proc/200/io", &io(0, 0, 0))
+            .put("proc/200/task/200/children", "");
+        let g = t.guard(None);
+        assert!(
+            g.skipped.iter().all(|s| !s.contains("disk I/O")),
+            "{:?}",
+            g.skipped
+        );
+        assert_eq!(
+            g.disks,
+            ["vda"],
+            "partitions and loop devices are not watched"
+        );
+        let before = g.read();
+        let mib_sectors = 2048;
+        // vda: +15 MiB read, +25 MiB written (its partition and a loop
+        // device moved too: not counted again). We wrote 6 MiB, cancelled
+        // 1 MiB of it; our child read 5 MiB.
+        t.put(
+            "proc/diskstats",
+            &diskstats(1000 + 15 * mib_sectors, 2000 + 25 * mib_sectors, 999_999),
+        )
+        .put("proc/100/io", &io(0, 4096 + (6 << 20), 1 << 20))
+        .put("proc/200/io", &io(5 << 20, 0, 0));
+        let c = g.check(&before, &g.read(), 2.0);
+        assert_eq!(c.other_io_bytes, Some(30 << 20));
+        let kinds: Vec<&str> = c.flags.iter().map(|f| f.kind.as_str()).collect();
+        assert_eq!(kinds, ["disk-io"], "{:?}", c.flags);
+        assert!(c.flags[0].detail.contains("30.0 MiB"), "{:?}", c.flags);
+        // The same 30 MiB over 60 s is 0.5 MiB/s: under the threshold.
+        let slow = g.check(&before, &g.read(), 60.0);
+        assert!(slow.flags.is_empty(), "{:?}", slow.flags);
+        // Only our own I/O: nothing to flag.
+        t.put(
+            "proc/diskstats",
+            &diskstats(1000, 2000 + 5 * mib_sectors, 0),
+        )
+        .put("proc/100/io", &io(0, 4096 + (5 << 20), 0))
+        .put("proc/200/io", &io(0, 0, 0));
+        let own = g.check(&before, &g.read(), 1.0);
+        assert_eq!(own.other_io_bytes, Some(0));
+        assert!(own.flags.is_empty(), "{:?}", own.flags);
+    }
+
+    #[test]
+    fn disk_io_without_io_accounting_is_skipped() {
+        let t = Tree::new();
+        t.put("proc/diskstats", &diskstats(0, 0, 0))
+            .put("sys/block/vda/device/vendor", "x")
+            .put("proc/100/stat", &stat_line(100, 1, 1, 0, 0));
+        let g = t.guard(None);
+        assert!(
+            g.skipped
+                .iter()
+                .any(|s| s.contains("CONFIG_TASK_IO_ACCOUNTING")),
+            "{:?}",
+            g.skipped
+        );
+        let c = g.check(&g.read(), &g.read(), 1.0);
+        assert_eq!(c.other_io_bytes, None);
     }
 
     #[test]

@@ -64,12 +64,19 @@ pub struct DeviceComparison {
     pub regressions: usize,
 }
 
+/// Environment key of the inventory name a run came from (`remote`).
+pub const FLEET_HOST: &str = "fleet.host";
+
+/// The machine a run is from: its inventory name when `remote` brought it
+/// back, else its host name.
+pub fn machine_of(r: &Run) -> Option<&String> {
+    r.environment
+        .get(FLEET_HOST)
+        .or_else(|| r.environment.get("host.name"))
+}
+
 fn device(r: &Run) -> Device {
-    let machine = r
-        .environment
-        .get("host.name")
-        .cloned()
-        .unwrap_or_else(|| "?".into());
+    let machine = machine_of(r).cloned().unwrap_or_else(|| "?".into());
     Device {
         name: format!("{machine} ({})", r.id),
         run: r.id.clone(),
@@ -329,6 +336,34 @@ pub fn document(c: &DeviceComparison) -> super::document::Document {
                 .collect(),
         }));
     }
+    // The chart's numbers: each device's median and its ratio to the
+    // baseline with the 95% CI and the verdict.
+    blocks.push(Block::Table(Table {
+        header: header("metric"),
+        rows: c
+            .metrics
+            .iter()
+            .map(|m| {
+                let first = format!("{} {} {}", m.experiment, m.params, m.metric);
+                std::iter::once(Cell::from(first))
+                    .chain(m.medians.iter().zip(&m.vs_baseline).map(|(med, cmp)| {
+                        match (med, cmp) {
+                            (None, _) => Cell::from("–".to_string()),
+                            (Some(v), None) => Cell::from(human(*v, &m.unit)),
+                            (Some(v), Some(x)) => Cell {
+                                text: format!("{} {}", human(*v, &m.unit), ratio_cell(x)),
+                                class: match x.verdict {
+                                    Verdict::Regressed => Some("fail"),
+                                    Verdict::Improved => Some("pass"),
+                                    _ => None,
+                                },
+                            },
+                        }
+                    }))
+                    .collect()
+            })
+            .collect(),
+    }));
     if !c.environment_diff.is_empty() {
         blocks.push(Block::Heading("environment facts that differ".into()));
         blocks.push(Block::Table(Table {
@@ -468,5 +503,10 @@ mod tests {
         );
         let html = super::super::html::render(&document(&c));
         assert!(html.contains("<svg") && html.contains("FAIL"));
+        // The ratios with their CIs are in the document too, not only drawn.
+        assert!(
+            html.contains("× [") && html.contains("regressed"),
+            "the ratio table is missing"
+        );
     }
 }

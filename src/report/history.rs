@@ -24,7 +24,7 @@ pub struct Query {
     /// An experiment name (`io.record-size`) or a study profile (`quick`).
     pub subject: String,
     pub metric: Option<String>,
-    /// Only runs whose `host.name` is this.
+    /// Only runs of this machine (`fleet.host`, else `host.name`).
     pub machine: Option<String>,
     /// Fewest runs on each side of a change point.
     pub min_segment: usize,
@@ -85,9 +85,9 @@ impl History {
     }
 }
 
+/// The inventory name of a `remote` run, else its host name (as devices).
 fn machine_of(run: &Run) -> String {
-    run.environment
-        .get("host.name")
+    super::devices::machine_of(run)
         .cloned()
         .unwrap_or_else(|| "?".into())
 }
@@ -523,6 +523,10 @@ mod tests {
             .environment
             .insert("host.name".into(), "board2".into());
         runs[3].results[0].experiment = "io.other".into();
+        // A remote run of board2 from a clone that calls itself board1.
+        runs[4]
+            .environment
+            .insert("fleet.host".into(), "board2".into());
         let h = history(
             &runs,
             &Query {
@@ -531,7 +535,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        assert_eq!(h.runs, 4);
-        assert_eq!(h.series[0].entries.len(), 4);
+        assert_eq!(h.runs, 3);
+        assert_eq!(h.series[0].entries.len(), 3);
     }
 }

@@ -166,6 +166,7 @@ fn suspect_kinds(results: &[PointResult]) -> String {
     {
         let words = match f.kind.as_str() {
             "load" => "other processes' CPU use",
+            "disk-io" => "other processes' disk I/O",
             "steal" => "VM steal time",
             "throttle" => "CPU throttling",
             "clock" => "CPU clock changes",

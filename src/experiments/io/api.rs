@@ -387,6 +387,9 @@ impl PointRun for ApiRun {
                     .into(),
                 "system calls counted from /proc/thread-self/io (syscr/syscw) of the measuring thread"
                     .into(),
+                // The page-cache folios come from the first fill, not from
+                // the trials' record-size rewrites in place.
+                crate::experiments::util::layout_note(self.size),
             ],
             ..Default::default()
         })

@@ -418,6 +418,12 @@ impl PointRun for DeviceReadRun {
             ),
             self.flush_note.clone(),
             self.fallback.clone().unwrap_or_default(),
+            // A scratch file's cached_read depends on how it was written.
+            if self.is_dev {
+                String::new()
+            } else {
+                crate::experiments::util::layout_note(self.size)
+            },
             format!(
                 "buffered_read: passes from offset 0 that stop at the end of the {} ({} B), each \
                  after a flush checked with mincore(2); passes per trial: {}",
