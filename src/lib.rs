@@ -17,5 +17,6 @@ pub mod store;
 pub mod study;
 pub mod system;
 pub mod tune;
+pub mod units;
 
 pub use error::{Error, Result};

@@ -2,8 +2,8 @@
 //! evidence that is not there), or nothing when the configuration is fine.
 
 use super::{Evidence, Finding, Severity, Workload};
-use crate::engine::params::format_size;
-use crate::report::units::human;
+use crate::units::format_size;
+use crate::units::human;
 
 pub enum Outcome {
     Finding(Box<Finding>),

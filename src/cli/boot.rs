@@ -16,15 +16,15 @@ use super::{Cli, Out};
 use crate::engine::model::{
     new_run_id, now_rfc3339, MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA,
 };
-use crate::engine::params::parse_duration;
 use crate::engine::{Better, ParamValue};
 use crate::experiments::app::boot::{
     self, follow, kernel_in_argv, marker_list, BootTrial, Marker, Serial, Tracker, Waited,
 };
 use crate::experiments::app::proc;
 use crate::report::table::render as table;
-use crate::report::units::human;
 use crate::stats;
+use crate::units::human;
+use crate::units::parse_duration;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]

@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{Cli, Out};
 use crate::engine::model::Run;
-use crate::engine::params::{expand_points, parse_duration, split_assignment};
+use crate::engine::params::{expand_points, split_assignment};
 use crate::engine::runner::{run_points, Event, Outcome, RunOptions};
 use crate::engine::session::{self, prepare_ctx, tag, worth_storing, Session, Watch};
 use crate::engine::{registry, Ctx, Experiment, Point};
@@ -19,6 +19,7 @@ use crate::tune::lab::{
     mkfs_available, mkfs_missing, parse_fs_list, parse_throttle, throttle_for, FsSpec, LabFs,
 };
 use crate::tune::throttle::ThrottleLimits;
+use crate::units::parse_duration;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -257,7 +258,7 @@ pub struct LabArgs {
 }
 
 fn parse_size_arg(s: &str) -> std::result::Result<u64, String> {
-    crate::engine::params::parse_size(s)
+    crate::units::parse_size(s)
         .filter(|v| *v > 0)
         .ok_or_else(|| format!("'{s}' is not a size (e.g. 512M, 2G)"))
 }
@@ -350,7 +351,7 @@ pub fn for_each_target(
         out.info(&format!(
             "lab: {} on a {} loop image",
             spec.label,
-            crate::engine::params::format_size(lab.fs_size)
+            crate::units::format_size(lab.fs_size)
         ));
         let result = LabFs::create(spec, target, lab.fs_size).and_then(|fs| {
             let r = one(Some(fs.mount_point()), Some(&spec.label), session);

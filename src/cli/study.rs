@@ -48,7 +48,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
                         "{} {} {}",
                         c.metric,
                         c.op.symbol(),
-                        crate::report::units::human(c.value, &c.unit)
+                        crate::units::human(c.value, &c.unit)
                     )
                 })
                 .collect();

@@ -9,9 +9,9 @@ use crate::engine::params::{expand_points, split_assignment};
 use crate::engine::registry;
 use crate::engine::runner::Outcome;
 use crate::report::table;
-use crate::report::units::human;
 use crate::tune::knobs::{Knob, KnobGuard, NAMES};
 use crate::tune::sweep::{best_value, sweep, Sweep};
+use crate::units::human;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]

@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::params::{format_size, ParamKind, ParamValue};
+use super::params::{ParamKind, ParamValue};
 use super::Better;
 use crate::observe::sampler::MonitorSample;
 pub use crate::observe::validity::{Flag, TrialCheck, Validity};
 use crate::stats::{HistogramData, Summary};
 use crate::system::Quietness;
+use crate::units::format_size;
 
 pub const RUN_SCHEMA: &str = "tunelab.run/1";
 

@@ -7,11 +7,12 @@
 use super::charts::{Axis, Chart, ForestPlot, ForestRow, Line, LineChart};
 use super::comparison::{compare_runs, RunComparison};
 use super::pick_charts::{experiment_charts, median_of};
-use super::units::{human, pct, seconds, sig};
 use crate::engine::model::{PointResult, Run};
-use crate::engine::params::{format_size, ParamKind, ParamSpec, ParamValue};
+use crate::engine::params::{ParamKind, ParamSpec, ParamValue};
 use crate::stats::summary::relative_half_width;
 use crate::stats::{HistogramData, Verdict};
+use crate::units::format_size;
+use crate::units::{human, pct, seconds, sig};
 
 /// A table cell; `class` marks cells to colour ("pass", "fail", "warn").
 #[derive(Debug, Clone, PartialEq)]

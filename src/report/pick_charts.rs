@@ -24,10 +24,10 @@ use std::collections::BTreeMap;
 
 use super::charts::{Axis, Bar, BarChart, BarGroup, Chart, Line, LineChart};
 use super::document::{param_specs, param_text, param_unit, varying};
-use super::units::human;
 use crate::engine::model::{PointResult, Series};
 use crate::engine::params::ParamValue;
 use crate::stats::HistogramData;
+use crate::units::human;
 
 /// Whether values spanning min..max deserve a log axis.
 pub(super) fn wide(vals: impl Iterator<Item = f64>) -> bool {

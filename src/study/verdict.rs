@@ -24,7 +24,7 @@
 
 use super::profile::{Criterion, KeyIssue, Over};
 use crate::engine::model::{IssueVerdict, PointResult};
-use crate::report::units::human;
+use crate::units::human;
 
 /// The outcome of one criterion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::{fact, finding, target, Evidence, Finding, Outcome, Severity, Workload};
 use crate::engine::model::PointResult;
-use crate::report::units::human;
+use crate::units::human;
 
 /// A depth saturates the device when it reaches this share of the best IOPS.
 const SATURATED: f64 = 0.9;
@@ -84,7 +84,7 @@ pub(super) fn saturating_depth(ev: &Evidence, _: Workload) -> Outcome {
             severity: Severity::Info,
             title: format!(
                 "{disk} saturates at queue depth {d_sat} for {} {rw}: deeper queues only add latency",
-                crate::engine::params::format_size(bs)
+                crate::units::format_size(bs)
             ),
             evidence: vec![format!(
                 "io.random rw={rw} engine={engine} mode={mode}: QD {d_sat} {} at p99 {}; QD {d_max} {} at p99 {} ({cost:.1}×)",

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::cache_control::{open_with, IoMode};
-use crate::engine::params::format_size;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, Series, TrialValues,
@@ -18,6 +17,7 @@ use crate::engine::{
 use crate::experiments::util::{backing_note, fill_file, fit_disk};
 use crate::observe::dirty;
 use crate::safety::AlignedBuf;
+use crate::units::format_size;
 use crate::{Error, Result};
 
 pub struct Cache;

@@ -264,14 +264,14 @@ impl PointRun for PregrowRun {
         notes.push(format!(
             "method={}: fsync inside both phases; {} written in {}-byte buffered pwrite() calls",
             self.method,
-            crate::engine::params::format_size(self.size),
+            crate::units::format_size(self.size),
             self.record
         ));
         if let Some(a) = self.allocated_after_create {
             notes.push(format!(
                 "allocated after the creation phase: {} of {}{}",
-                crate::engine::params::format_size(a),
-                crate::engine::params::format_size(self.size),
+                crate::units::format_size(a),
+                crate::units::format_size(self.size),
                 if self.method == "ftruncate" {
                     " — ftruncate makes a sparse file on Linux: no blocks are reserved"
                 } else {

@@ -8,12 +8,12 @@ use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
 
-use crate::engine::params::format_size;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     Room, RunDefaults, Series, TrialValues,
 };
 use crate::experiments::util::{fit_memory, Fit};
+use crate::units::format_size;
 use crate::{Error, Result};
 
 use super::{cache_levels, sweep_sizes};

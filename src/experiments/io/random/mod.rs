@@ -28,7 +28,6 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 
 use super::cache_control::{fadvise_dontneed, logical_block_size};
-use crate::engine::params::format_size;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, Series, TrialValues,
@@ -36,6 +35,7 @@ use crate::engine::{
 use crate::experiments::util::fill_file;
 use crate::safety::AlignedBuf;
 use crate::stats::{self, HistogramData, LatencyRecorder};
+use crate::units::format_size;
 use crate::{Error, Result};
 
 pub struct Random;
