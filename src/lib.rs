@@ -9,6 +9,7 @@ pub mod engine;
 pub mod error;
 pub mod experiments;
 pub mod fleet;
+pub mod model;
 pub mod observe;
 pub mod report;
 pub mod safety;

@@ -11,7 +11,8 @@ use crate::engine::model::Run;
 use crate::engine::params::{expand_points, split_assignment};
 use crate::engine::runner::{run_points, Event, Outcome, RunOptions};
 use crate::engine::session::{self, prepare_ctx, tag, worth_storing, Session, Watch};
-use crate::engine::{registry, Ctx, Experiment, Point};
+use crate::engine::{Ctx, Experiment, Point};
+use crate::experiments::registry;
 use crate::report::runview;
 use crate::safety::is_root;
 use crate::store::Store;
@@ -331,6 +332,7 @@ pub fn for_each_target(
             .map(|t| session::throttle_text(t.read_bps, t.write_bps, t.read_iops, t.write_iops));
         let storage = session::storage_of(&ctx, label, throttle);
         session::stamp_storage(&mut outcome.results, storage.as_ref());
+        session::stamp_kinds(&mut outcome.results, &exp.params());
         drop(ctx); // the scratch directory goes before the lab file system
         if let Some(l) = label {
             tag(&mut outcome.results, "fs", l);

@@ -2,13 +2,15 @@
 //! comma lists that sweep, and the cartesian product of points.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 // Unit parsing and formatting live in the bottom module `units`; these
 // re-exports keep the old paths compiling on other branches until merge.
 pub use crate::units::{format_size, parse_duration, parse_size};
+
+/// Values are data of the run model; the specs that parse them live here.
+pub use crate::model::ParamValue;
 use crate::{Error, Result};
 
 /// What kind of value a parameter takes, which decides how it is parsed.
@@ -28,6 +30,22 @@ pub enum ParamKind {
     Bool,
     /// Free text.
     Text,
+}
+
+impl ParamKind {
+    /// The name stored with a result (`PointResult::param_kinds`), so a run
+    /// displays its parameters without this build's registry.
+    pub fn stored_name(&self) -> &'static str {
+        match self {
+            ParamKind::Size => "size",
+            ParamKind::Duration => "duration",
+            ParamKind::Count => "count",
+            ParamKind::Float => "float",
+            ParamKind::Choice(_) => "choice",
+            ParamKind::Bool => "bool",
+            ParamKind::Text => "text",
+        }
+    }
 }
 
 /// Declaration of one parameter of an experiment.
@@ -164,37 +182,6 @@ impl ParamSpec {
             }
         }
         Ok(out)
-    }
-}
-
-/// A parsed parameter value in base units.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum ParamValue {
-    Bool(bool),
-    Int(u64),
-    Float(f64),
-    Text(String),
-}
-
-impl ParamValue {
-    pub fn as_f64(&self) -> Option<f64> {
-        match self {
-            ParamValue::Int(v) => Some(*v as f64),
-            ParamValue::Float(v) => Some(*v),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for ParamValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ParamValue::Bool(b) => write!(f, "{}", if *b { "yes" } else { "no" }),
-            ParamValue::Int(v) => write!(f, "{v}"),
-            ParamValue::Float(v) => write!(f, "{v}"),
-            ParamValue::Text(s) => write!(f, "{s}"),
-        }
     }
 }
 

@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use super::table::render as table;
-use crate::engine::model::{PointResult, Run};
-use crate::engine::Better;
+use crate::model::run::{PointResult, Run};
+use crate::model::Better;
 use crate::stats::{compare, Comparison, Verdict};
 use crate::units::{human, sig};
 

@@ -1,7 +1,7 @@
 //! Exports of a run: the JSON document, CSV (one row per metric and point,
 //! raw samples included) and Markdown.
 
-use crate::engine::model::Run;
+use crate::model::run::Run;
 use crate::stats::summary::relative_half_width;
 use crate::units::{human, pct};
 use crate::Result;

@@ -2,7 +2,7 @@
 //! warnings and a summary of the background monitor.
 
 use super::table::render as table;
-use crate::engine::model::{PointResult, Run};
+use crate::model::run::{PointResult, Run};
 use crate::stats::summary::relative_half_width;
 use crate::units::{human, pct};
 

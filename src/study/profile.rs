@@ -9,7 +9,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::engine::params::{expand_points, split_assignment, Point};
-use crate::engine::{registry, Experiment};
+use crate::engine::Experiment;
+use crate::experiments::registry;
 use crate::units::{parse_duration, parse_size};
 use crate::{Error, Result};
 

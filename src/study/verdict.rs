@@ -479,7 +479,7 @@ mod tests {
         KeyIssue {
             name: "Pipe round trip".into(),
             question: "fast?".into(),
-            experiment: crate::engine::registry::find("ipc.pipe").unwrap(),
+            experiment: crate::experiments::registry::find("ipc.pipe").unwrap(),
             points: vec![],
             trials: None,
             warmup: None,

@@ -1,0 +1,98 @@
+//! Looking experiments up by name, with a suggestion for typos. It lives
+//! with the experiments it lists: the engine below never asks for one by name.
+
+use crate::engine::Experiment;
+use crate::{Error, Result};
+
+/// Every experiment this build has, in family order.
+pub fn all() -> Vec<Box<dyn Experiment>> {
+    super::all()
+}
+
+pub fn find(name: &str) -> Result<Box<dyn Experiment>> {
+    let mut all = all();
+    if let Some(i) = all.iter().position(|e| e.name() == name) {
+        return Ok(all.swap_remove(i));
+    }
+    let names: Vec<&str> = all.iter().map(|e| e.name()).collect();
+    let hint = names
+        .iter()
+        .min_by_key(|n| edit_distance(n, name))
+        .filter(|n| edit_distance(n, name) <= 3 || n.ends_with(&format!(".{name}")))
+        .map(|n| format!(" — did you mean '{n}'?"))
+        .unwrap_or_default();
+    Err(Error::usage(format!(
+        "unknown experiment '{name}'{hint} (see 'tunelab list')"
+    )))
+}
+
+/// The stored kind name of an experiment's parameter, for results stored
+/// before kinds travelled with them (the CLI hands this to
+/// `model::run::set_legacy_kinds` at start-up).
+pub fn param_kind(experiment: &str, param: &str) -> Option<&'static str> {
+    let exp = find(experiment).ok()?;
+    let spec = exp.params().into_iter().find(|s| s.name == param)?;
+    Some(spec.kind.stored_name())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_well_formed() {
+        let all = all();
+        for (i, e) in all.iter().enumerate() {
+            assert!(e.name().contains('.'), "{} is not family.name", e.name());
+            assert!(
+                all[i + 1..].iter().all(|o| o.name() != e.name()),
+                "duplicate {}",
+                e.name()
+            );
+            for p in e.params() {
+                p.parse_list(p.default)
+                    .unwrap_or_else(|err| panic!("{} default of {}: {err}", e.name(), p.name));
+            }
+        }
+    }
+
+    #[test]
+    fn typos_get_a_suggestion() {
+        let e = find("io.file-raed").err().unwrap();
+        assert!(e.to_string().contains("did you mean 'io.file-read'"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn legacy_results_learn_kinds_from_the_installed_lookup() {
+        use crate::model::run::{set_legacy_kinds, PointResult};
+        use crate::model::ParamValue;
+        let mut r: PointResult = serde_json::from_str(
+            r#"{"experiment":"io.file-read","params":{"chunk":65536},
+               "metrics":[],"elapsed_s":0.0}"#,
+        )
+        .unwrap();
+        assert!(r.param_kinds.is_empty());
+        set_legacy_kinds(param_kind);
+        assert_eq!(r.params_label(), "chunk=64 KiB");
+        // A stored kind wins over the lookup.
+        r.param_kinds.insert("chunk".into(), "count".into());
+        assert_eq!(r.params.get("chunk"), Some(&ParamValue::Int(65536)));
+        assert_eq!(r.params_label(), "chunk=65536");
+    }
+}
