@@ -37,6 +37,11 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "tune::LoopFs: helper \"board\" moves the loop-device lab below experiments",
     ),
     (
+        "src/engine/pipeline.rs",
+        "tune",
+        "tune::lab/throttle (LabFs, throttle_for): helper \"board\" moves the loop-device lab below experiments",
+    ),
+    (
         "src/engine/registry.rs",
         "experiments",
         "transition re-export of experiments::registry; the lead removes it after merging",

@@ -3,6 +3,7 @@
 
 pub mod measure;
 pub mod params;
+pub mod pipeline;
 pub mod registry;
 pub mod runner;
 pub mod session;

@@ -20,6 +20,11 @@ use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};
 
+/// Name and the metrics `advise` reads, as constants so a rename cannot
+/// silently drop a finding (advise::evidence checks them against the registry).
+pub const NAME: &str = "io.cache";
+pub const METRIC_DIRECT_THROUGHPUT: &str = "direct_throughput";
+
 pub struct Cache;
 
 const MIB: u64 = 1 << 20;
@@ -57,7 +62,7 @@ fn run_sizes(p: &Point) -> (u64, u64, String) {
 
 impl Experiment for Cache {
     fn name(&self) -> &'static str {
-        "io.cache"
+        NAME
     }
     fn summary(&self) -> &'static str {
         "page cache vs device: direct writes, short and long buffered runs, inflation factor"
@@ -120,7 +125,7 @@ impl Experiment for Cache {
     fn metrics(&self) -> Vec<MetricSpec> {
         vec![
             MetricSpec::higher(
-                "direct_throughput",
+                METRIC_DIRECT_THROUGHPUT,
                 "B/s",
                 "(a) O_DIRECT|O_SYNC write rate: the device",
             ),

@@ -17,13 +17,18 @@ use crate::experiments::util::{backing_note, fit_disk, Fit, Skipped};
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
+/// Name and the metrics `advise` reads, as constants so a rename cannot
+/// silently drop a finding (advise::evidence checks them against the registry).
+pub const NAME: &str = "io.pregrow";
+pub const METRIC_TOTAL_TIME: &str = "total_time";
+
 pub struct Pregrow;
 
 const METHODS: &[&str] = &["extend", "zero-fill", "ftruncate", "fallocate", "keep-size"];
 
 impl Experiment for Pregrow {
     fn name(&self) -> &'static str {
-        "io.pregrow"
+        NAME
     }
     fn summary(&self) -> &'static str {
         "create a file of known size: extend / zero-fill / ftruncate / fallocate / keep-size"
@@ -61,7 +66,7 @@ impl Experiment for Pregrow {
         vec![
             MetricSpec::lower("create_time", "s", "creation phase, fsync included"),
             MetricSpec::lower("write_time", "s", "overwrite phase, fsync included"),
-            MetricSpec::lower("total_time", "s", "creation + write"),
+            MetricSpec::lower(METRIC_TOTAL_TIME, "s", "creation + write"),
         ]
     }
     fn needs(&self) -> Needs {

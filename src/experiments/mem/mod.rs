@@ -2,6 +2,7 @@
 
 pub mod bandwidth;
 pub mod latency;
+pub mod latency_curve;
 pub mod mmap_read;
 
 use crate::engine::Experiment;
