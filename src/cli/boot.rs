@@ -461,14 +461,10 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         ));
     }
     run.finished = now_rfc3339();
-    if let (Some(store), false) = (store.as_mut(), run.results.is_empty()) {
-        store.save(&run)?;
-        out.info(&format!(
-            "stored run {} ({}) in {}",
-            run.id,
-            run.status.as_str(),
-            store.location()
-        ));
+    if !run.results.is_empty() {
+        if let Some(e) = crate::engine::pipeline::store_run(&run, store.as_mut(), false, out) {
+            return Err(e);
+        }
     }
     if out.json {
         let mut doc = serde_json::to_value(&run)?;
