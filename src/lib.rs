@@ -11,6 +11,7 @@ pub mod error;
 pub mod experiments;
 pub mod fleet;
 pub mod lab;
+pub mod model;
 pub mod observe;
 pub mod report;
 pub mod safety;
@@ -19,5 +20,6 @@ pub mod store;
 pub mod study;
 pub mod system;
 pub mod tune;
+pub mod units;
 
 pub use error::{Error, Result};

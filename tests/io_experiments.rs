@@ -8,8 +8,8 @@ use std::process::Output;
 
 use assert_cmd::Command;
 use serde_json::Value;
+use tunelab::lab::{LoopFs, LoopFsOptions};
 use tunelab::safety::Scratch;
-use tunelab::tune::{LoopFs, LoopFsOptions};
 
 const COMMON: &[&str] = &[
     "--trials",

@@ -10,8 +10,8 @@
 
 use std::process::Command;
 
+use tunelab::lab::{throttle, IoThrottle, LoopFs, LoopFsOptions, ThrottleLimits};
 use tunelab::safety::Scratch;
-use tunelab::tune::{throttle, IoThrottle, LoopFs, LoopFsOptions, ThrottleLimits};
 
 const RATE: u64 = 16_000_000; // 16 MB/s
 

@@ -287,7 +287,7 @@ fn iops_match_a_blkio_iops_limit() {
         eprintln!("SKIPPED: needs root (loop device + cgroup)");
         return;
     }
-    if tunelab::tune::throttle::detect().is_none() || !Path::new("/dev/loop-control").exists() {
+    if tunelab::lab::throttle::detect().is_none() || !Path::new("/dev/loop-control").exists() {
         eprintln!("SKIPPED: no cgroup I/O throttling or no loop devices");
         return;
     }

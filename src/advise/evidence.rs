@@ -5,8 +5,29 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::engine::model::PointResult;
+use crate::experiments::io::{api, cache, pregrow, random, record_size};
 use crate::store::Store;
 use crate::system::inspect::{inspect, Facts};
+
+/// Every (experiment, metric) the advice reads, named by the experiments'
+/// own constants; a test checks each pair against the registry, so renaming a
+/// metric fails a test instead of silently removing a finding.
+pub const READS: &[(&str, &str)] = &[
+    (record_size::NAME, record_size::METRIC_WRITE_THROUGHPUT),
+    (cache::NAME, cache::METRIC_DIRECT_THROUGHPUT),
+    (api::NAME, api::METRIC_WRITE_THROUGHPUT),
+    (pregrow::NAME, pregrow::METRIC_TOTAL_TIME),
+    (random::NAME, random::METRIC_IOPS),
+    (random::NAME, random::METRIC_LAT_P99),
+    (random::NAME, random::METRIC_READ_P99),
+];
+
+/// The experiments of `READS`, each once.
+fn experiments_read() -> Vec<&'static str> {
+    let mut names: Vec<&str> = READS.iter().map(|(e, _)| *e).collect();
+    names.dedup();
+    names
+}
 
 /// A measured figure with where it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,16 +89,7 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
             || ev.random_io.is_empty();
         if same_disk && wanted {
             let results: Vec<PointResult> = store
-                .results_in(
-                    id,
-                    &[
-                        "io.record-size",
-                        "io.cache",
-                        "io.api",
-                        "io.pregrow",
-                        "io.random",
-                    ],
-                )
+                .results_in(id, &experiments_read())
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|r| measured_on(r, environment, disk))
@@ -93,13 +105,13 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
                     .collect()
             };
             if ev.api.is_empty() {
-                ev.api = of("io.api");
+                ev.api = of(api::NAME);
             }
             if ev.pregrow.is_empty() {
-                ev.pregrow = of("io.pregrow");
+                ev.pregrow = of(pregrow::NAME);
             }
             if ev.random_io.is_empty() {
-                ev.random_io = of("io.random");
+                ev.random_io = of(random::NAME);
             }
         }
         // A throttled device drains slowly on purpose: its dirty-page peak
@@ -158,13 +170,13 @@ fn device_write_rate(run_id: &str, results: &[PointResult]) -> Option<Measured> 
         .iter()
         .filter_map(|r| {
             let (metric, ok) = match r.experiment.as_str() {
-                "io.record-size" => (
-                    "write_throughput",
+                record_size::NAME => (
+                    record_size::METRIC_WRITE_THROUGHPUT,
                     r.params
                         .get("mode")
                         .is_some_and(|m| m.to_string() == "direct"),
                 ),
-                "io.cache" => ("direct_throughput", true),
+                cache::NAME => (cache::METRIC_DIRECT_THROUGHPUT, true),
                 _ => return None,
             };
             let m = r.metric(metric).filter(|_| ok)?;
@@ -293,5 +305,17 @@ mod tests {
         assert!(w.source.contains(&mine), "{}", w.source);
         // Dirty-page throttling is a machine-wide fact: any run counts.
         assert_eq!(ev.throttled, [(other, 500, 100)]);
+    }
+
+    #[test]
+    fn every_metric_the_advice_reads_exists() {
+        for (exp, metric) in READS {
+            let e = crate::experiments::registry::find(exp)
+                .unwrap_or_else(|err| panic!("advice reads {exp}, which does not exist: {err}"));
+            assert!(
+                e.metrics().iter().any(|m| m.name == *metric),
+                "advice reads {exp} metric {metric}, which {exp} does not declare"
+            );
+        }
     }
 }

@@ -2,8 +2,9 @@
 //! evidence that is not there), or nothing when the configuration is fine.
 
 use super::{Evidence, Finding, Severity, Workload};
-use crate::engine::params::format_size;
-use crate::report::units::human;
+use crate::experiments::io::{api as io_api, pregrow};
+use crate::units::format_size;
+use crate::units::human;
 
 pub enum Outcome {
     Finding(Box<Finding>),
@@ -413,11 +414,11 @@ fn stdio_buffer(ev: &Evidence, _: Workload) -> Outcome {
     let stdio = at
         .iter()
         .find(|r| api(r) == "stdio")
-        .and_then(|r| median_of(r, "write_throughput"));
+        .and_then(|r| median_of(r, io_api::METRIC_WRITE_THROUGHPUT));
     let best = at
         .iter()
         .filter(|r| api(r) != "stdio")
-        .filter_map(|r| Some((api(r), median_of(r, "write_throughput")?)))
+        .filter_map(|r| Some((api(r), median_of(r, io_api::METRIC_WRITE_THROUGHPUT)?)))
         .max_by(|a, b| a.1.total_cmp(&b.1));
     let (Some(stdio), Some((best_api, best))) = (stdio, best) else {
         return Outcome::Fine;
@@ -458,7 +459,7 @@ fn pregrow(ev: &Evidence, _: Workload) -> Outcome {
         ev.pregrow
             .iter()
             .find(|r| method(r) == m)
-            .and_then(|r| median_of(r, "total_time"))
+            .and_then(|r| median_of(r, pregrow::METRIC_TOTAL_TIME))
     };
     let (Some(extend), Some(falloc)) = (total("extend"), total("fallocate")) else {
         return Outcome::Fine;

@@ -16,15 +16,15 @@ use super::{Cli, Out};
 use crate::engine::model::{
     new_run_id, now_rfc3339, MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA,
 };
-use crate::engine::params::parse_duration;
 use crate::engine::{Better, ParamValue};
 use crate::experiments::app::boot::{
     self, follow, kernel_in_argv, marker_list, BootTrial, Marker, Serial, Tracker, Waited,
 };
 use crate::experiments::app::proc;
 use crate::report::table::render as table;
-use crate::report::units::human;
 use crate::stats;
+use crate::units::human;
+use crate::units::parse_duration;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -461,14 +461,10 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         ));
     }
     run.finished = now_rfc3339();
-    if let (Some(store), false) = (store.as_mut(), run.results.is_empty()) {
-        store.save(&run)?;
-        out.info(&format!(
-            "stored run {} ({}) in {}",
-            run.id,
-            run.status.as_str(),
-            store.location()
-        ));
+    if !run.results.is_empty() {
+        if let Some(e) = crate::engine::pipeline::store_run(&run, store.as_mut(), false, out) {
+            return Err(e);
+        }
     }
     if out.json {
         let mut doc = serde_json::to_value(&run)?;

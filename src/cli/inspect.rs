@@ -50,7 +50,7 @@ pub fn exec(args: &Args, out: &Out) -> Result<i32> {
 fn display(key: &str, value: &str) -> String {
     if key.ends_with("_bytes") {
         if let Ok(b) = value.parse::<u64>() {
-            return format!("{} ({b})", crate::engine::params::format_size(b));
+            return format!("{} ({b})", crate::units::format_size(b));
         }
     }
     if value.chars().count() > 90 {

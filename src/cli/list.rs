@@ -3,7 +3,8 @@
 use serde::Serialize;
 
 use super::Out;
-use crate::engine::{registry, Better, Experiment};
+use crate::engine::{Better, Experiment};
+use crate::experiments::registry;
 use crate::report::table;
 use crate::Result;
 

@@ -18,12 +18,12 @@ use regex::Regex;
 use serde_json::json;
 
 use super::Out;
-use crate::engine::params::parse_duration;
 use crate::experiments::app::proc::{self, Quit, ReadyOutcome};
 use crate::observe::procmem::{self, ProcMem, ProcPeak, SystemMem};
 use crate::report::table::render as table;
-use crate::report::units::human;
 use crate::safety::signals;
+use crate::units::human;
+use crate::units::parse_duration;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]

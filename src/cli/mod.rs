@@ -30,7 +30,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use output::{output_is_terminal, Out};
 
-use crate::engine::registry;
+use crate::experiments::registry;
 use crate::store::{self, Store};
 use crate::Result;
 
@@ -125,6 +125,7 @@ pub fn main() -> i32 {
     }
     crate::safety::signals::install();
     crate::report::table::set_terminal(output_is_terminal());
+    crate::model::run::set_legacy_kinds(crate::experiments::registry::param_kind);
     if let Some(code) = run::help_for_experiment(&args) {
         return code;
     }

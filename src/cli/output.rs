@@ -61,3 +61,13 @@ impl Out {
 pub fn output_is_terminal() -> bool {
     std::io::stdout().is_terminal()
 }
+
+/// The engine's pipeline reports through the CLI's own messages.
+impl crate::engine::pipeline::Observer for Out {
+    fn info(&self, msg: &str) {
+        Out::info(self, msg)
+    }
+    fn warn(&self, msg: &str) {
+        Out::warn(self, msg)
+    }
+}

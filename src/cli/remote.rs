@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::run::parse_secs;
 use super::Out;
 use crate::engine::model::Run;
-use crate::fleet::inventory::{Host, Inventory};
+use crate::fleet::inventory::Host;
 use crate::fleet::remote::{self, Plan};
 use crate::report::table;
 use crate::store::Store;
@@ -50,7 +50,7 @@ fn hosts(a: &Args) -> Result<Vec<Host>> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| Error::io("cannot read the inventory", path, e))?;
-            let inv = Inventory::load(&text, &path.to_string_lossy())?;
+            let inv = crate::fleet::load_inventory(&text, &path.to_string_lossy())?;
             let pattern = if a.hosts.is_empty() {
                 "all".to_string()
             } else {

@@ -8,17 +8,19 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{Cli, Out};
 use crate::engine::model::Run;
-use crate::engine::params::{expand_points, parse_duration, split_assignment};
-use crate::engine::runner::{run_points, Event, Outcome, RunOptions};
-use crate::engine::session::{self, prepare_ctx, tag, worth_storing, Session, Watch};
-use crate::engine::{registry, Ctx, Experiment, Point};
+use crate::engine::params::{expand_points, split_assignment};
+use crate::engine::pipeline;
+use crate::engine::runner::{run_points, Event, RunOptions};
+// Moved to the engine; re-exported so other branches' `cli::run::…` paths
+// still compile until they are merged (the lead removes these then).
+pub use crate::engine::pipeline::{for_each_target, Lab};
+use crate::engine::session::{Session, Watch};
+use crate::engine::{Ctx, Experiment};
+use crate::experiments::registry;
 use crate::report::runview;
 use crate::safety::is_root;
 use crate::store::Store;
-use crate::tune::lab::{
-    mkfs_available, mkfs_missing, parse_fs_list, parse_throttle, throttle_for, FsSpec, LabFs,
-};
-use crate::tune::throttle::ThrottleLimits;
+use crate::units::parse_duration;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -191,13 +193,7 @@ pub fn begin_session(
     argv: &[String],
     out: &Out,
 ) -> Session {
-    if m.quiet_check > 0.0 {
-        out.info(&format!(
-            "checking the machine is quiet for {:.1} s…",
-            m.quiet_check
-        ));
-    }
-    Session::begin(target, &m.label, argv, &m.watch(), &|w| out.warn(w))
+    pipeline::begin_session(&m.watch(), &m.label, target, argv, out)
 }
 
 /// Store (unless --no-store) and print a finished run. When the store
@@ -211,23 +207,7 @@ pub fn finish(run: Run, store: Option<&mut Store>, out: &Out) -> Result<Run> {
 /// `finish`, replacing a copy stored earlier under the run's id (a study
 /// stores its growing run after each key issue).
 pub fn finish_with(run: Run, store: Option<&mut Store>, out: &Out, replace: bool) -> Result<Run> {
-    let mut store_error = None;
-    if let (Some(store), true) = (store, worth_storing(&run)) {
-        let saved = if replace {
-            store.replace(&run)
-        } else {
-            store.save(&run)
-        };
-        match saved {
-            Ok(()) => out.info(&format!(
-                "stored run {} ({}) in {}",
-                run.id,
-                run.status.as_str(),
-                store.location()
-            )),
-            Err(e) => store_error = Some(e),
-        }
-    }
+    let store_error = pipeline::store_run(&run, store, replace, out);
     if out.json {
         out.json_data(&run)?;
     } else if !run.results.is_empty() {
@@ -256,112 +236,16 @@ pub struct LabArgs {
     pub throttle: Option<String>,
 }
 
-fn parse_size_arg(s: &str) -> std::result::Result<u64, String> {
-    crate::engine::params::parse_size(s)
-        .filter(|v| *v > 0)
-        .ok_or_else(|| format!("'{s}' is not a size (e.g. 512M, 2G)"))
-}
-
-/// Parsed lab flags.
-pub struct Lab {
-    pub fs: Vec<FsSpec>,
-    /// `--fs` entries skipped because their mkfs is not installed.
-    pub missing: Vec<String>,
-    pub fs_size: u64,
-    pub throttle: Option<ThrottleLimits>,
-}
-
 impl LabArgs {
     pub fn parse(&self) -> Result<Lab> {
-        let (fs, missing): (Vec<FsSpec>, Vec<FsSpec>) = match &self.fs {
-            Some(list) => parse_fs_list(list)?
-                .into_iter()
-                .partition(|s| mkfs_available(&s.fs_type)),
-            None => (Vec::new(), Vec::new()),
-        };
-        if fs.is_empty() && !missing.is_empty() {
-            let why: Vec<String> = missing
-                .iter()
-                .map(|s| format!("--fs {}: {}", s.label, mkfs_missing(&s.fs_type)))
-                .collect();
-            return Err(Error::environment(why.join("; ")));
-        }
-        let missing: Vec<String> = missing
-            .iter()
-            .map(|s| format!("--fs {}: skipped: {}", s.label, mkfs_missing(&s.fs_type)))
-            .collect();
-        let throttle = self.throttle.as_deref().map(parse_throttle).transpose()?;
-        if (!fs.is_empty() || throttle.is_some()) && !is_root() {
-            return Err(Error::privilege(
-                "--fs and --throttle need root (loop devices, mounts and cgroups): run with sudo",
-            ));
-        }
-        Ok(Lab {
-            fs,
-            missing,
-            fs_size: self.fs_size,
-            throttle,
-        })
+        Lab::from_flags(self.fs.as_deref(), self.fs_size, self.throttle.as_deref())
     }
 }
 
-/// Run `measure` on the target, or on each lab file system in turn (results
-/// tagged `fs=…`), under the throttle when asked. Returns the error that
-/// stopped it; every loop device, mount and cgroup is gone when it returns.
-pub fn for_each_target(
-    exp: &dyn Experiment,
-    points: &[Point],
-    target: Option<&Path>,
-    lab: &Lab,
-    out: &Out,
-    session: &mut Session,
-    measure: &mut dyn FnMut(&Ctx) -> Outcome,
-) -> Option<Error> {
-    let mut one = |dir: Option<&Path>, label: Option<&str>, session: &mut Session| -> Result<()> {
-        let _throttle = match (&lab.throttle, dir) {
-            (Some(l), Some(d)) => Some(throttle_for(d, *l)?),
-            (Some(l), None) => Some(throttle_for(&std::env::temp_dir(), *l)?),
-            _ => None,
-        };
-        let ctx = prepare_ctx(exp, points, dir)?;
-        let mut outcome = measure(&ctx);
-        let throttle = lab
-            .throttle
-            .map(|t| session::throttle_text(t.read_bps, t.write_bps, t.read_iops, t.write_iops));
-        let storage = session::storage_of(&ctx, label, throttle);
-        session::stamp_storage(&mut outcome.results, storage.as_ref());
-        drop(ctx); // the scratch directory goes before the lab file system
-        if let Some(l) = label {
-            tag(&mut outcome.results, "fs", l);
-        }
-        match session.absorb(outcome) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    };
-    if lab.fs.is_empty() {
-        return one(target, None, session).err();
-    }
-    // Kept with the run (the run view prints its warnings once).
-    for m in &lab.missing {
-        session.run.warnings.push(m.clone());
-    }
-    for spec in &lab.fs {
-        out.info(&format!(
-            "lab: {} on a {} loop image",
-            spec.label,
-            crate::engine::params::format_size(lab.fs_size)
-        ));
-        let result = LabFs::create(spec, target, lab.fs_size).and_then(|fs| {
-            let r = one(Some(fs.mount_point()), Some(&spec.label), session);
-            drop(fs);
-            r
-        });
-        if let Err(e) = result {
-            return Some(e);
-        }
-    }
-    None
+fn parse_size_arg(s: &str) -> std::result::Result<u64, String> {
+    crate::units::parse_size(s)
+        .filter(|v| *v > 0)
+        .ok_or_else(|| format!("'{s}' is not a size (e.g. 512M, 2G)"))
 }
 
 fn run_with_progress(

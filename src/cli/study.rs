@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::run::{begin_session, finish_with, for_each_target, LabArgs, MeasureArgs};
+use super::run::{begin_session, finish_with, LabArgs, MeasureArgs};
 use super::{Cli, Out};
 use crate::engine::model::StudySummary;
+use crate::engine::pipeline::for_each_target;
 use crate::engine::runner::{run_points, RunOptions};
 use crate::safety::is_root;
 use crate::study::{self, profile::parse_sets, verdict::judge};
@@ -48,7 +49,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
                         "{} {} {}",
                         c.metric,
                         c.op.symbol(),
-                        crate::report::units::human(c.value, &c.unit)
+                        crate::units::human(c.value, &c.unit)
                     )
                 })
                 .collect();

@@ -3,15 +3,16 @@
 
 use std::path::PathBuf;
 
-use super::run::{begin_session, finish, for_each_target, LabArgs, MeasureArgs};
+use super::run::{begin_session, finish, LabArgs, MeasureArgs};
 use super::{Cli, Out};
 use crate::engine::params::{expand_points, split_assignment};
-use crate::engine::registry;
+use crate::engine::pipeline::for_each_target;
 use crate::engine::runner::Outcome;
+use crate::experiments::registry;
 use crate::report::table;
-use crate::report::units::human;
 use crate::tune::knobs::{Knob, KnobGuard, NAMES};
 use crate::tune::sweep::{best_value, sweep, Sweep};
+use crate::units::human;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]

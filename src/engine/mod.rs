@@ -2,18 +2,19 @@
 //! and the runner that repeats trials until the statistics are trustworthy.
 
 pub mod measure;
-pub mod model;
 pub mod params;
-pub mod profile_model;
-pub mod registry;
+pub mod pipeline;
 pub mod runner;
 pub mod session;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
+// The run model moved to the bottom module `crate::model` (store and report
+// read it without the engine). These paths stay for code written against them.
+pub use crate::model::profile as profile_model;
+pub use crate::model::run as model;
+pub use crate::model::Better;
 pub use model::{MetricResult, PointResult, Run, Series};
 pub use params::{ParamKind, ParamSpec, ParamValue, Point};
 
@@ -21,14 +22,6 @@ use crate::safety::{signals, Scratch};
 use crate::stats::HistogramData;
 use crate::system::BlockDevice;
 use crate::{Error, Result};
-
-/// Whether a larger or a smaller value of a metric is better.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Better {
-    Higher,
-    Lower,
-}
 
 /// Declaration of one metric an experiment produces.
 #[derive(Debug, Clone)]

@@ -2,10 +2,15 @@
 //! comma lists that sweep, and the cartesian product of points.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+// Unit parsing and formatting live in the bottom module `units`; these
+// re-exports keep the old paths compiling on other branches until merge.
+pub use crate::units::{format_size, parse_duration, parse_size};
+
+/// Values are data of the run model; the specs that parse them live here.
+pub use crate::model::ParamValue;
 use crate::{Error, Result};
 
 /// What kind of value a parameter takes, which decides how it is parsed.
@@ -25,6 +30,22 @@ pub enum ParamKind {
     Bool,
     /// Free text.
     Text,
+}
+
+impl ParamKind {
+    /// The name stored with a result (`PointResult::param_kinds`), so a run
+    /// displays its parameters without this build's registry.
+    pub fn stored_name(&self) -> &'static str {
+        match self {
+            ParamKind::Size => "size",
+            ParamKind::Duration => "duration",
+            ParamKind::Count => "count",
+            ParamKind::Float => "float",
+            ParamKind::Choice(_) => "choice",
+            ParamKind::Bool => "bool",
+            ParamKind::Text => "text",
+        }
+    }
 }
 
 /// Declaration of one parameter of an experiment.
@@ -164,37 +185,6 @@ impl ParamSpec {
     }
 }
 
-/// A parsed parameter value in base units.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum ParamValue {
-    Bool(bool),
-    Int(u64),
-    Float(f64),
-    Text(String),
-}
-
-impl ParamValue {
-    pub fn as_f64(&self) -> Option<f64> {
-        match self {
-            ParamValue::Int(v) => Some(*v as f64),
-            ParamValue::Float(v) => Some(*v),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for ParamValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ParamValue::Bool(b) => write!(f, "{}", if *b { "yes" } else { "no" }),
-            ParamValue::Int(v) => write!(f, "{v}"),
-            ParamValue::Float(v) => write!(f, "{v}"),
-            ParamValue::Text(s) => write!(f, "{s}"),
-        }
-    }
-}
-
 /// One combination of parameter values: what a trial function is called with.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Point(pub BTreeMap<String, ParamValue>);
@@ -325,98 +315,9 @@ pub fn split_assignment(raw: &str) -> Result<(String, String)> {
     }
 }
 
-/// Parse a byte size. Bare suffixes and `KiB`-style are binary (4k = 4096);
-/// `kB`/`MB`/`GB` are decimal, as fio and dd do.
-pub fn parse_size(raw: &str) -> Option<u64> {
-    let s = raw.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let num: f64 = num.parse().ok()?;
-    let mult: f64 = match unit.trim() {
-        "" | "b" | "B" => 1.0,
-        "k" | "K" | "KiB" | "kiB" | "Ki" => 1024.0,
-        "m" | "M" | "MiB" | "Mi" => 1024.0 * 1024.0,
-        "g" | "G" | "GiB" | "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "t" | "T" | "TiB" | "Ti" => 1024f64.powi(4),
-        "kB" | "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "TB" => 1e12,
-        _ => return None,
-    };
-    let v = num * mult;
-    if !v.is_finite() || v < 0.0 || v > u64::MAX as f64 || v.fract() != 0.0 {
-        return None;
-    }
-    Some(v as u64)
-}
-
-/// Parse a duration into seconds: `500ms`, `3s`, `2m`, `1h`, `250us`, `1.5`.
-pub fn parse_duration(raw: &str) -> Option<f64> {
-    let s = raw.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let num: f64 = num.parse().ok()?;
-    let mult = match unit.trim() {
-        "" | "s" | "sec" => 1.0,
-        "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
-        "ns" => 1e-9,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        _ => return None,
-    };
-    let v = num * mult;
-    (v.is_finite() && v >= 0.0).then_some(v)
-}
-
-/// Binary-unit size for display: `4 KiB`, `1.5 MiB`.
-pub fn format_size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < UNITS.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[i])
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse_with_binary_and_decimal_units() {
-        assert_eq!(parse_size("4096"), Some(4096));
-        assert_eq!(parse_size("4k"), Some(4096));
-        assert_eq!(parse_size("4KiB"), Some(4096));
-        assert_eq!(parse_size("256MiB"), Some(256 << 20));
-        assert_eq!(parse_size("1M"), Some(1 << 20));
-        assert_eq!(parse_size("1MB"), Some(1_000_000));
-        assert_eq!(parse_size("1.5k"), Some(1536));
-        assert_eq!(parse_size("12x"), None);
-        assert_eq!(parse_size("abc"), None);
-        assert_eq!(parse_size("-4k"), None);
-        assert_eq!(parse_size("0.3"), None);
-    }
-
-    #[test]
-    fn durations_parse_to_seconds() {
-        assert_eq!(parse_duration("500ms"), Some(0.5));
-        assert_eq!(parse_duration("60s"), Some(60.0));
-        assert_eq!(parse_duration("2m"), Some(120.0));
-        assert_eq!(parse_duration("1.5"), Some(1.5));
-        assert_eq!(parse_duration("5 parsecs"), None);
-    }
 
     fn specs() -> Vec<ParamSpec> {
         vec![
@@ -469,12 +370,5 @@ mod tests {
         let e = expand_points(&specs(), &o).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("given twice"), "{e}");
-    }
-
-    #[test]
-    fn format_size_is_readable() {
-        assert_eq!(format_size(4096), "4 KiB");
-        assert_eq!(format_size(1536), "1.5 KiB");
-        assert_eq!(format_size(256 << 20), "256 MiB");
     }
 }

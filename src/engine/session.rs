@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::model::{new_run_id, now_rfc3339, PointResult, Run, RunStatus, StorageFact, RUN_SCHEMA};
-use super::params::ParamValue;
+use super::params::{ParamSpec, ParamValue};
 use super::runner::Outcome;
 use super::{Ctx, Experiment, Point};
 use crate::observe::sampler::Sampler;
@@ -78,14 +78,9 @@ impl Session {
     }
 
     /// Add what a measurement produced; returns its error, if any.
-    /// Each result gets its parameters' kinds, so it displays the same
-    /// wherever it is imported.
+    /// (`stamp_kinds` has given each result its parameters' kinds.)
     pub fn absorb(&mut self, outcome: Outcome) -> Option<Error> {
-        let start = self.run.results.len();
         self.run.results.extend(outcome.results);
-        for r in &mut self.run.results[start..] {
-            r.fill_param_kinds();
-        }
         self.run.warnings.extend(outcome.warnings);
         outcome.error
     }
@@ -207,5 +202,19 @@ pub fn tag(results: &mut [PointResult], key: &str, value: &str) {
     for r in results {
         r.params
             .insert(key.to_string(), ParamValue::Text(value.to_string()));
+    }
+}
+
+/// Record the kind of every parameter the experiment declares, so a result
+/// displays the same wherever it is imported, without any registry.
+pub fn stamp_kinds(results: &mut [PointResult], specs: &[ParamSpec]) {
+    for r in results {
+        for spec in specs {
+            if r.params.contains_key(spec.name) {
+                r.param_kinds
+                    .entry(spec.name.to_string())
+                    .or_insert_with(|| spec.kind.stored_name().to_string());
+            }
+        }
     }
 }

@@ -4,6 +4,7 @@ pub mod app;
 pub mod io;
 pub mod ipc;
 pub mod mem;
+pub mod registry;
 pub mod sched;
 pub mod util;
 pub mod work;

@@ -6,9 +6,9 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::engine::params::{format_size, parse_size};
 use crate::engine::{Ctx, Experiment, Point, PointExtras, PointRun, Room, TrialValues};
 use crate::safety::AlignedBuf;
+use crate::units::{format_size, parse_size};
 use crate::{Error, Result};
 
 /// A size chosen for the room the machine has, and why when it is not the

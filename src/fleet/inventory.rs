@@ -105,40 +105,6 @@ fn pairs(s: &str, line: usize) -> Result<Vec<(String, String)>> {
 }
 
 impl Inventory {
-    /// An inventory file's text in either of Ansible's formats: YAML when
-    /// the name ends in .yml/.yaml or the text starts like YAML (`---`, or a
-    /// first line `name:`), INI otherwise — as Ansible tries its plugins.
-    pub fn load(text: &str, file_name: &str) -> Result<Inventory> {
-        let lower = file_name.to_ascii_lowercase();
-        let first = text
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))
-            .unwrap_or("");
-        let yaml = lower.ends_with(".yml")
-            || lower.ends_with(".yaml")
-            || first.starts_with("---")
-            || (first.ends_with(':') && !first.contains('=') && !first.starts_with('['));
-        if yaml {
-            Self::parse_yaml(text)
-        } else {
-            Self::parse(text)
-        }
-    }
-
-    #[cfg(feature = "fleet")]
-    fn parse_yaml(text: &str) -> Result<Inventory> {
-        super::inventory_yaml::parse(text)
-    }
-
-    #[cfg(not(feature = "fleet"))]
-    fn parse_yaml(_: &str) -> Result<Inventory> {
-        Err(Error::usage(
-            "this tunelab was built without YAML inventories (the board build leaves out \
-             feature 'fleet'): write the inventory in Ansible's INI format",
-        ))
-    }
-
     /// Declare a group (idempotent).
     #[cfg(feature = "fleet")]
     pub(super) fn add_group(&mut self, group: &str) {

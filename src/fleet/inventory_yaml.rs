@@ -255,7 +255,7 @@ all:
 
     #[test]
     fn the_ansible_guide_example_resolves_groups_children_and_vars() {
-        let inv = Inventory::load(ANSIBLE_DOCS, "hosts.yml").unwrap();
+        let inv = crate::fleet::load_inventory(ANSIBLE_DOCS, "hosts.yml").unwrap();
         assert_eq!(
             names(&inv, "webservers"),
             ["foo.example.com", "bar.example.com"]
@@ -280,7 +280,7 @@ all:
 
     #[test]
     fn nested_children_inherit_and_override_like_ansible() {
-        let inv = Inventory::load(NESTED, "inventory").unwrap();
+        let inv = crate::fleet::load_inventory(NESTED, "inventory").unwrap();
         assert_eq!(names(&inv, "boards"), ["stb-1", "stb-2", "cam-1"]);
         let hosts = inv.select("stb").unwrap();
         assert_eq!(hosts[0].port, Some(2201));
@@ -312,11 +312,12 @@ all:
     #[test]
     fn the_format_is_told_by_name_or_content() {
         // Same hosts as INI and as YAML without an extension.
-        let ini = Inventory::load("[g]\nh1 ansible_port=22\n", "inventory").unwrap();
+        let ini = crate::fleet::load_inventory("[g]\nh1 ansible_port=22\n", "inventory").unwrap();
         let yaml =
-            Inventory::load("g:\n  hosts:\n    h1:\n      ansible_port: 22\n", "inv").unwrap();
+            crate::fleet::load_inventory("g:\n  hosts:\n    h1:\n      ansible_port: 22\n", "inv")
+                .unwrap();
         assert_eq!(ini.select("g").unwrap(), yaml.select("g").unwrap());
-        assert!(Inventory::load("---\n", "x")
+        assert!(crate::fleet::load_inventory("---\n", "x")
             .unwrap()
             .select("all")
             .unwrap()
@@ -339,11 +340,12 @@ all:
             ("g: 5\n", "must be a mapping with hosts"),
             ("g:\n  vars: [a]\n", "must be a mapping of name: value"),
         ] {
-            let r = Inventory::load(bad, "inv.yaml").and_then(|i| i.select("all").map(|_| ()));
+            let r = crate::fleet::load_inventory(bad, "inv.yaml")
+                .and_then(|i| i.select("all").map(|_| ()));
             let e = r.expect_err(bad).to_string();
             assert!(e.contains(says), "{bad:?}: {e}");
         }
-        let inv = Inventory::load(NESTED, "inv.yml").unwrap();
+        let inv = crate::fleet::load_inventory(NESTED, "inv.yml").unwrap();
         let e = inv.select("nope").unwrap_err().to_string();
         assert!(e.contains("'nope'") && e.contains("boards"), "{e}");
     }

@@ -5,3 +5,41 @@ pub mod inventory;
 #[cfg(feature = "fleet")]
 mod inventory_yaml;
 pub mod remote;
+
+use crate::Result;
+use inventory::Inventory;
+
+/// An inventory file's text in either of Ansible's formats: YAML when the
+/// name ends in .yml/.yaml or the text starts like YAML (`---`, or a first
+/// line `name:`), INI otherwise — as Ansible tries its plugins. (Here, not in
+/// `inventory`, so the INI and YAML readers do not import each other.)
+pub fn load_inventory(text: &str, file_name: &str) -> Result<Inventory> {
+    let lower = file_name.to_ascii_lowercase();
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))
+        .unwrap_or("");
+    let yaml = lower.ends_with(".yml")
+        || lower.ends_with(".yaml")
+        || first.starts_with("---")
+        || (first.ends_with(':') && !first.contains('=') && !first.starts_with('['));
+    if yaml {
+        parse_yaml(text)
+    } else {
+        Inventory::parse(text)
+    }
+}
+
+#[cfg(feature = "fleet")]
+fn parse_yaml(text: &str) -> Result<Inventory> {
+    inventory_yaml::parse(text)
+}
+
+#[cfg(not(feature = "fleet"))]
+fn parse_yaml(_: &str) -> Result<Inventory> {
+    Err(crate::Error::usage(
+        "this tunelab was built without YAML inventories (the board build leaves out \
+         feature 'fleet'): write the inventory in Ansible's INI format",
+    ))
+}

@@ -5,17 +5,17 @@
 //! is torn down by guards on every exit path.
 //!
 //! Layer: below experiments (io.atime builds its loop filesystems here) and
-//! above engine; it imports only engine, safety and system. `tune::` keeps
-//! re-exports of the old paths for one merge.
+//! the engine's session pipeline (`--fs`, `--throttle`); it imports only
+//! safety, system and units.
 
 pub mod loopfs;
 pub mod throttle;
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::params::parse_size;
 use crate::safety::Scratch;
 use crate::system::device_for_path;
+use crate::units::parse_size;
 use crate::{Error, Result};
 pub use loopfs::{LoopFs, LoopFsOptions};
 pub use throttle::{IoThrottle, ThrottleLimits};

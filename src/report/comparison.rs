@@ -5,10 +5,10 @@
 use serde::Serialize;
 
 use super::table::render as table;
-use super::units::{human, sig};
-use crate::engine::model::{PointResult, Run};
-use crate::engine::Better;
+use crate::model::run::{PointResult, Run};
+use crate::model::Better;
 use crate::stats::{compare, Comparison, Verdict};
+use crate::units::{human, sig};
 
 /// Facts that change from one minute to the next and say nothing about setup.
 pub const VOLATILE: &[&str] = &["mem.available_bytes"];

@@ -9,8 +9,8 @@ use serde::Serialize;
 use super::comparison::VOLATILE;
 use super::table::render as table;
 use super::units::{human, sig};
-use crate::engine::model::Run;
-use crate::engine::Better;
+use crate::model::run::Run;
+use crate::model::Better;
 use crate::stats::{compare, Comparison, Verdict};
 
 #[derive(Debug, Clone, Serialize)]
@@ -403,7 +403,7 @@ pub fn document(c: &DeviceComparison) -> super::document::Document {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::model::{IssueVerdict, MetricResult, PointResult, RunStatus, StudySummary};
+    use crate::model::run::{IssueVerdict, MetricResult, PointResult, RunStatus, StudySummary};
     use crate::stats::summarize;
     use std::collections::BTreeMap;
 

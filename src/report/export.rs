@@ -1,9 +1,9 @@
 //! Exports of a run: the JSON document, CSV (one row per metric and point,
 //! raw samples included) and Markdown.
 
-use super::units::{human, pct};
-use crate::engine::model::Run;
+use crate::model::run::Run;
 use crate::stats::summary::relative_half_width;
+use crate::units::{human, pct};
 use crate::Result;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

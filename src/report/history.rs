@@ -13,8 +13,8 @@ use serde::Serialize;
 use super::comparison::{env_diff, EnvDiff};
 use super::table::render as table;
 use super::units::{human, sig};
-use crate::engine::model::Run;
-use crate::engine::Better;
+use crate::model::run::Run;
+use crate::model::Better;
 use crate::stats::changepoint::{e_divisive, Options};
 use crate::stats::summary::median;
 
@@ -421,7 +421,7 @@ pub fn document(h: &History) -> super::document::Document {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::model::{MetricResult, PointResult, RunStatus};
+    use crate::model::run::{MetricResult, PointResult, RunStatus};
     use crate::stats::summarize;
     use std::collections::BTreeMap;
 

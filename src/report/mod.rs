@@ -9,6 +9,7 @@ pub mod export;
 pub mod history;
 pub mod html;
 pub mod md_report;
+mod params;
 mod pick_charts;
 pub mod runview;
 pub mod table;

@@ -23,11 +23,11 @@
 use std::collections::BTreeMap;
 
 use super::charts::{Axis, Bar, BarChart, BarGroup, Chart, Line, LineChart};
-use super::document::{param_specs, param_text, param_unit, varying};
-use super::units::human;
-use crate::engine::model::{PointResult, Series};
-use crate::engine::params::ParamValue;
+use super::params::{param_kinds, param_text, param_unit, varying};
+use crate::model::run::{PointResult, Series};
+use crate::model::ParamValue;
 use crate::stats::HistogramData;
+use crate::units::human;
 
 /// Whether values spanning min..max deserve a log axis.
 pub(super) fn wide(vals: impl Iterator<Item = f64>) -> bool {
@@ -71,16 +71,12 @@ pub fn cache_sizes(notes: &[String]) -> Vec<(f64, String)> {
     out
 }
 
-pub(super) fn experiment_charts(
-    exp: &str,
-    results: &[&PointResult],
-    notes: &[String],
-) -> Vec<Chart> {
+pub(super) fn experiment_charts(results: &[&PointResult], notes: &[String]) -> Vec<Chart> {
     let mut charts = series_charts(results, notes);
     if charts.is_empty() {
-        charts.extend(sweep_charts(exp, results));
+        charts.extend(sweep_charts(results));
     }
-    charts.extend(histogram_charts(exp, results));
+    charts.extend(histogram_charts(results));
     charts
 }
 
@@ -173,8 +169,8 @@ fn metric_names(results: &[&PointResult]) -> Vec<(String, String)> {
     out
 }
 
-fn sweep_charts(exp: &str, results: &[&PointResult]) -> Vec<Chart> {
-    let specs = param_specs(exp);
+fn sweep_charts(results: &[&PointResult]) -> Vec<Chart> {
+    let specs = param_kinds(results);
     let vary = varying(results);
     let metrics = metric_names(results);
     if results.len() < 2 || vary.is_empty() {
@@ -344,8 +340,8 @@ fn single_point_bars(results: &[&PointResult]) -> Vec<Chart> {
 
 const MAX_BUCKET_CHARTS: usize = 12;
 
-fn histogram_charts(exp: &str, results: &[&PointResult]) -> Vec<Chart> {
-    let specs = param_specs(exp);
+fn histogram_charts(results: &[&PointResult]) -> Vec<Chart> {
+    let specs = param_kinds(results);
     let vary = varying(results);
     let point_name = |r: &PointResult| {
         if vary.is_empty() {

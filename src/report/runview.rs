@@ -2,9 +2,9 @@
 //! warnings and a summary of the background monitor.
 
 use super::table::render as table;
-use super::units::{human, pct};
-use crate::engine::model::{PointResult, Run};
+use crate::model::run::{PointResult, Run};
 use crate::stats::summary::relative_half_width;
+use crate::units::{human, pct};
 
 pub fn render_header(run: &Run) -> String {
     let env = &run.environment;

@@ -102,8 +102,8 @@ impl Scratch {
                 "not enough free space in {}: this run writes {} but only {} is free \
                  (free some space, choose another --target, or use a smaller size)",
                 self.path.parent().unwrap_or(&self.path).display(),
-                super::super::engine::params::format_size(want),
-                super::super::engine::params::format_size(free)
+                crate::units::format_size(want),
+                crate::units::format_size(free)
             )));
         }
         Ok(())

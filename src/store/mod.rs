@@ -11,7 +11,7 @@ mod sqlite;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::engine::model::{PointResult, Run};
+use crate::model::run::{PointResult, Run};
 use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
 

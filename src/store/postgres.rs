@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use postgres::{Client, NoTls};
 
 use super::{Backend, RunInfo};
-use crate::engine::model::{PointResult, Run};
+use crate::model::run::{PointResult, Run};
 use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{schema, Backend, RunInfo};
-use crate::engine::model::{MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA};
+use crate::model::run::{MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA};
 use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
 

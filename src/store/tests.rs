@@ -1,7 +1,7 @@
 use super::*;
-use crate::engine::model::{new_run_id, now_rfc3339, MetricResult, RunStatus, RUN_SCHEMA};
-use crate::engine::params::ParamValue;
-use crate::engine::Better;
+use crate::model::run::{new_run_id, now_rfc3339, MetricResult, RunStatus, RUN_SCHEMA};
+use crate::model::Better;
+use crate::model::ParamValue;
 use crate::stats::summarize;
 
 /// A small complete run (one io.file-read result), for tests elsewhere too.
@@ -33,13 +33,13 @@ pub(crate) fn sample_run(label: &str) -> Run {
             histograms: vec![],
             notes: vec!["a note".into()],
             elapsed_s: 1.5,
-            validity: crate::engine::model::Validity {
+            validity: crate::model::run::Validity {
                 warmup_discarded: 1,
                 warmup_reason: "trial 1 was an outlier".into(),
-                trials: vec![crate::engine::model::TrialCheck {
+                trials: vec![crate::model::run::TrialCheck {
                     seconds: 0.5,
                     other_cpu_pct: Some(40.0),
-                    flags: vec![crate::engine::model::Flag {
+                    flags: vec![crate::model::run::Flag {
                         kind: "load".into(),
                         detail: "other processes used 40% of a CPU".into(),
                     }],
@@ -202,7 +202,7 @@ fn an_unreachable_postgres_server_is_a_clear_environment_error() {
 
 #[test]
 fn imports_keep_ids_skip_stored_runs_and_are_all_or_nothing() {
-    use crate::engine::model::StorageFact;
+    use crate::model::run::StorageFact;
     each_backend(|mut store| {
         let mut board = sample_run("board");
         board
@@ -278,6 +278,6 @@ fn a_schema_2_database_migrates_and_its_results_read_without_the_new_fields() {
     assert_eq!(back.results[0].storage, None);
     assert!(back.results[0].param_kinds.is_empty());
     assert!(back.results[0].validity.is_empty());
-    // Kinds fall back to this build's registry: io.file-read's chunk is a size.
-    assert_eq!(back.results[0].params_label(), "chunk=64 KiB");
+    // Display falls back to the CLI's legacy lookup: tested in
+    // experiments::registry (the store does not know the registry).
 }

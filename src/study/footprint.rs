@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use crate::engine::params::format_size;
 use crate::engine::Room;
+use crate::units::format_size;
 
 use super::Profile;
 

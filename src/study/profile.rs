@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::engine::params::{expand_points, parse_duration, parse_size, split_assignment, Point};
-use crate::engine::{registry, Experiment};
+use crate::engine::params::{expand_points, split_assignment, Point};
+use crate::engine::Experiment;
+use crate::experiments::registry;
+use crate::units::{parse_duration, parse_size};
 use crate::{Error, Result};
 
 /// Built-in profiles: (name, TOML text).

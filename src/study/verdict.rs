@@ -24,7 +24,7 @@
 
 use super::profile::{Criterion, KeyIssue, Over};
 use crate::engine::model::{IssueVerdict, PointResult};
-use crate::report::units::human;
+use crate::units::human;
 
 /// The outcome of one criterion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -480,7 +480,7 @@ mod tests {
         KeyIssue {
             name: "Pipe round trip".into(),
             question: "fast?".into(),
-            experiment: crate::engine::registry::find("ipc.pipe").unwrap(),
+            experiment: crate::experiments::registry::find("ipc.pipe").unwrap(),
             points: vec![],
             trials: None,
             warmup: None,

@@ -30,7 +30,7 @@ pub fn device_for_path(path: &Path) -> Option<BlockDevice> {
     }
     // btrfs (and some others) report an anonymous st_dev (major 0) that is not
     // a block device; the mount source still names the real device.
-    let mount = crate::system::env::mount_for_path(path)?;
+    let mount = crate::system::mounts::mount_for_path(path)?;
     if !mount.source.starts_with("/dev/") {
         return None;
     }
@@ -123,7 +123,7 @@ mod tests {
     fn root_has_a_block_device() {
         // The test VM has ext4 on a virtio disk; on machines where / is
         // overlay or tmpfs there is legitimately no device.
-        let fs_type = crate::system::env::mount_for_path(Path::new("/")).map(|m| m.fs_type);
+        let fs_type = crate::system::mounts::mount_for_path(Path::new("/")).map(|m| m.fs_type);
         let dev = device_for_path(Path::new("/"));
         if matches!(fs_type.as_deref(), Some("ext4" | "xfs" | "ext3" | "ext2")) {
             let dev = dev.expect("block-backed root must resolve");

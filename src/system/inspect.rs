@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::device::{active_choice, device_for_path, BlockDevice};
-use super::env::mount_for_path;
+use super::mounts::mount_for_path;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Fact {

@@ -10,6 +10,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::units::format_size;
+
 /// A limit at or above this is "no limit" (cgroup v1 writes
 /// PAGE_COUNTER_MAX × page size, 0x7ffffffffffff000 on 4 KiB pages).
 const UNLIMITED: u64 = 1 << 60;
@@ -104,22 +106,6 @@ impl MemoryLimits {
             None => "no memory cgroup limit".to_string(),
         });
         parts.join("; ")
-    }
-}
-
-/// Binary units for notes ("64 MiB", "1.5 GiB"); the engine's
-/// `format_size` is a layer above this one.
-fn format_size(bytes: u64) -> String {
-    let (v, unit) = match bytes {
-        b if b >= 1 << 30 => (b as f64 / (1u64 << 30) as f64, "GiB"),
-        b if b >= 1 << 20 => (b as f64 / (1u64 << 20) as f64, "MiB"),
-        b if b >= 1 << 10 => (b as f64 / 1024.0, "KiB"),
-        b => (b as f64, "B"),
-    };
-    if v.fract() == 0.0 {
-        format!("{v:.0} {unit}")
-    } else {
-        format!("{v:.1} {unit}")
     }
 }
 

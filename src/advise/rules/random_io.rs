@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use super::{fact, finding, target, Evidence, Finding, Outcome, Severity, Workload};
 use crate::engine::model::PointResult;
-use crate::report::units::human;
+use crate::experiments::io::random;
+use crate::units::human;
 
 /// A depth saturates the device when it reaches this share of the best IOPS.
 const SATURATED: f64 = 0.9;
@@ -42,7 +43,10 @@ type Curve = Vec<(u64, f64, f64)>;
 fn curves(ev: &Evidence) -> BTreeMap<Workload4, Curve> {
     let mut out: BTreeMap<_, Vec<_>> = BTreeMap::new();
     for r in &ev.random_io {
-        let (Some(iops), Some(p99)) = (median(r, "iops"), median(r, "lat_p99")) else {
+        let (Some(iops), Some(p99)) = (
+            median(r, random::METRIC_IOPS),
+            median(r, random::METRIC_LAT_P99),
+        ) else {
             continue;
         };
         let key = (
@@ -84,7 +88,7 @@ pub(super) fn saturating_depth(ev: &Evidence, _: Workload) -> Outcome {
             severity: Severity::Info,
             title: format!(
                 "{disk} saturates at queue depth {d_sat} for {} {rw}: deeper queues only add latency",
-                crate::engine::params::format_size(bs)
+                crate::units::format_size(bs)
             ),
             evidence: vec![format!(
                 "io.random rw={rw} engine={engine} mode={mode}: QD {d_sat} {} at p99 {}; QD {d_max} {} at p99 {} ({cost:.1}×)",
@@ -194,9 +198,10 @@ pub(super) fn scheduler(ev: &Evidence, w: Workload) -> Outcome {
         });
         let Some(m) = mixed else { continue };
         let depth = num(m, "depth") as u64;
-        let (Some(&(_, _, read_p99)), Some(mixed_p99)) =
-            (pts.iter().find(|p| p.0 == depth), median(m, "read_p99"))
-        else {
+        let (Some(&(_, _, read_p99)), Some(mixed_p99)) = (
+            pts.iter().find(|p| p.0 == depth),
+            median(m, random::METRIC_READ_P99),
+        ) else {
             continue;
         };
         if mixed_p99 < READ_STARVED * read_p99 {

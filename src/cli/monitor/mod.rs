@@ -20,12 +20,12 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{json, Value};
 
 use super::Out;
-use crate::engine::params::parse_duration;
 use crate::observe::dirtywatch::{DirtySample, DirtyWatch};
 use crate::observe::hogs::{self, HogsFilter, HogsReader, TaskTimes};
 use crate::observe::{dirty, hints, iostat, irq, pressure, vmstat};
-use crate::report::units::human;
 use crate::safety::signals;
+use crate::units::human;
+use crate::units::parse_duration;
 use crate::{Error, Result};
 
 mod dirty_view;

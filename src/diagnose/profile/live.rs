@@ -16,8 +16,9 @@ use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Counter, SampleFlag, Sampler};
 
 use super::aggregate::{self, Limits};
+use super::collected::{Collected, FrameKey};
 use super::common::{self, explain};
-use super::maps::{self, AddressSpace, Files, Mapping};
+use super::maps::{self, AddressSpace, Mapping};
 use super::symbols;
 use super::{Event, Request, Scope};
 use crate::engine::profile_model::{Profile, ProfileOverhead};
@@ -37,34 +38,6 @@ impl Kind {
             Kind::CacheMisses => "cache-misses",
         }
     }
-}
-
-/// A frame before symbolisation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum FrameKey {
-    Kernel(u64),
-    /// File index and offset in that file.
-    User(u32, u64),
-    /// A user address of a process in no mapping known when it was read
-    /// (JIT code, or its MMAP2 record sits in another CPU's ring buffer not
-    /// drained yet: `resolve_late` retries these at the end).
-    Unmapped(u32, u64),
-}
-
-/// Distinct stacks: (comm index, frames leaf first) -> (samples, kernel samples).
-pub(super) type StackMap = HashMap<(u32, Vec<FrameKey>), (u64, u64)>;
-
-#[derive(Default)]
-pub(super) struct Collected {
-    pub stacks: StackMap,
-    pub comms: Vec<String>,
-    pub files: Files,
-    pub lost: u64,
-    pub throttled: u64,
-    pub reader_cpu_ns: u64,
-    pub errors: Vec<String>,
-    /// Samples whose stack was cut to its leaf because MAX_STACKS was hit.
-    pub truncated: u64,
 }
 
 struct Meta {

@@ -11,7 +11,7 @@ use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
 
 use super::aggregate::{Frame, Stack};
-use super::live::{Collected, FrameKey};
+use super::collected::{Collected, FrameKey};
 
 fn image_name(path: &str) -> String {
     if path.starts_with('[') {

@@ -21,13 +21,18 @@ use crate::safety::AlignedBuf;
 use crate::stats;
 use crate::{Error, Result};
 
+/// Name and the metrics `advise` reads, as constants so a rename cannot
+/// silently drop a finding (advise::evidence checks them against the registry).
+pub const NAME: &str = "io.api";
+pub const METRIC_WRITE_THROUGHPUT: &str = "write_throughput";
+
 pub struct Api;
 
 const APIS: &[&str] = &["fd", "stdio", "stdio-setvbuf", "bufio"];
 
 impl Experiment for Api {
     fn name(&self) -> &'static str {
-        "io.api"
+        NAME
     }
     fn summary(&self) -> &'static str {
         "raw fd vs stdio vs setvbuf vs Rust BufReader/BufWriter at small records, with syscall counts"
@@ -71,7 +76,7 @@ impl Experiment for Api {
     fn metrics(&self) -> Vec<MetricSpec> {
         vec![
             MetricSpec::higher(
-                "write_throughput",
+                METRIC_WRITE_THROUGHPUT,
                 "B/s",
                 "file bytes written per second (page cache, no fsync)",
             ),

@@ -28,8 +28,8 @@ use crate::{Error, Result};
 
 pub struct Burst;
 
-pub(super) const BUCKET_NS: u64 = 10_000_000;
-pub(super) const BUCKETS: usize = 11;
+const BUCKET_NS: u64 = 10_000_000;
+const BUCKETS: usize = 11;
 
 /// Where writers start being throttled: the kernel's own thresholds when
 /// /proc/vmstat has them, else our approximation.
@@ -450,6 +450,8 @@ impl PointRun for BurstRun {
                     fps,
                     t0,
                     hard_stop,
+                    bucket_ns: BUCKET_NS,
+                    buckets: BUCKETS,
                 };
                 let out = uring_pacer::pace(&pacer, &self.uring_bufs, |slot, l| {
                     lat.record(l);
@@ -566,14 +568,14 @@ impl PointRun for BurstRun {
                  throttle point at start {}; Dirty/Writeback are system-wide and sampled after \
                  every frame outside the timing",
             self.frames,
-            crate::engine::params::format_size(self.frame as u64),
+            crate::units::format_size(self.frame as u64),
             self.fps,
             match self.mode {
                 Mode::DirectWrite => "write() in the pacing thread".to_string(),
                 Mode::IoThread => format!("I/O thread behind a queue of {} frames", self.queue),
                 Mode::IoUring => format!("io_uring with up to {} writes in flight", self.queue),
             },
-            crate::engine::params::format_size(throttle)
+            crate::units::format_size(throttle)
         ));
         Ok(PointExtras {
             series,

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::cache_control::{open_with, IoMode};
-use crate::engine::params::format_size;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, Series, TrialValues,
@@ -18,7 +17,13 @@ use crate::engine::{
 use crate::experiments::util::{backing_note, fill_file, fit_disk};
 use crate::observe::dirty;
 use crate::safety::AlignedBuf;
+use crate::units::format_size;
 use crate::{Error, Result};
+
+/// Name and the metrics `advise` reads, as constants so a rename cannot
+/// silently drop a finding (advise::evidence checks them against the registry).
+pub const NAME: &str = "io.cache";
+pub const METRIC_DIRECT_THROUGHPUT: &str = "direct_throughput";
 
 pub struct Cache;
 
@@ -57,7 +62,7 @@ fn run_sizes(p: &Point) -> (u64, u64, String) {
 
 impl Experiment for Cache {
     fn name(&self) -> &'static str {
-        "io.cache"
+        NAME
     }
     fn summary(&self) -> &'static str {
         "page cache vs device: direct writes, short and long buffered runs, inflation factor"
@@ -120,7 +125,7 @@ impl Experiment for Cache {
     fn metrics(&self) -> Vec<MetricSpec> {
         vec![
             MetricSpec::higher(
-                "direct_throughput",
+                METRIC_DIRECT_THROUGHPUT,
                 "B/s",
                 "(a) O_DIRECT|O_SYNC write rate: the device",
             ),

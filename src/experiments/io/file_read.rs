@@ -182,7 +182,7 @@ impl PointRun for FileReadRun {
         notes.push(format!(
             "page cache: file pre-read, reads served from memory; {} passes per trial, {} per pass",
             self.passes,
-            crate::engine::params::format_size(self.size)
+            crate::units::format_size(self.size)
         ));
         Ok(PointExtras {
             notes,

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod atime;
+pub mod background_load;
 pub mod burst;
 pub mod cache;
 pub mod cache_control;

@@ -17,13 +17,18 @@ use crate::experiments::util::{backing_note, fit_disk, Fit, Skipped};
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
+/// Name and the metrics `advise` reads, as constants so a rename cannot
+/// silently drop a finding (advise::evidence checks them against the registry).
+pub const NAME: &str = "io.pregrow";
+pub const METRIC_TOTAL_TIME: &str = "total_time";
+
 pub struct Pregrow;
 
 const METHODS: &[&str] = &["extend", "zero-fill", "ftruncate", "fallocate", "keep-size"];
 
 impl Experiment for Pregrow {
     fn name(&self) -> &'static str {
-        "io.pregrow"
+        NAME
     }
     fn summary(&self) -> &'static str {
         "create a file of known size: extend / zero-fill / ftruncate / fallocate / keep-size"
@@ -61,7 +66,7 @@ impl Experiment for Pregrow {
         vec![
             MetricSpec::lower("create_time", "s", "creation phase, fsync included"),
             MetricSpec::lower("write_time", "s", "overwrite phase, fsync included"),
-            MetricSpec::lower("total_time", "s", "creation + write"),
+            MetricSpec::lower(METRIC_TOTAL_TIME, "s", "creation + write"),
         ]
     }
     fn needs(&self) -> Needs {
@@ -264,14 +269,14 @@ impl PointRun for PregrowRun {
         notes.push(format!(
             "method={}: fsync inside both phases; {} written in {}-byte buffered pwrite() calls",
             self.method,
-            crate::engine::params::format_size(self.size),
+            crate::units::format_size(self.size),
             self.record
         ));
         if let Some(a) = self.allocated_after_create {
             notes.push(format!(
                 "allocated after the creation phase: {} of {}{}",
-                crate::engine::params::format_size(a),
-                crate::engine::params::format_size(self.size),
+                crate::units::format_size(a),
+                crate::units::format_size(self.size),
                 if self.method == "ftruncate" {
                     " — ftruncate makes a sparse file on Linux: no blocks are reserved"
                 } else {

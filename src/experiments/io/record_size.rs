@@ -20,6 +20,11 @@ use crate::safety::AlignedBuf;
 use crate::stats;
 use crate::{Error, Result};
 
+/// Name and the metrics `advise` reads, as constants so a rename cannot
+/// silently drop a finding (advise::evidence checks them against the registry).
+pub const NAME: &str = "io.record-size";
+pub const METRIC_WRITE_THROUGHPUT: &str = "write_throughput";
+
 pub struct RecordSize;
 
 impl Experiment for RecordSize {

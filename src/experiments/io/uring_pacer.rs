@@ -32,6 +32,10 @@ pub struct Pacer<'a> {
     pub t0: Instant,
     /// Frames not started by then are abandoned.
     pub hard_stop: Instant,
+    /// The lag histogram's buckets (width in ns, count), the caller's choice
+    /// so its own and the ring's histograms line up.
+    pub bucket_ns: u64,
+    pub buckets: usize,
 }
 
 /// What the writes did: completion lag from each frame's slot.
@@ -148,7 +152,7 @@ pub fn pace(
         no_timeout: false,
     };
     let mut out = Handoff {
-        lag: LatencyRecorder::with_buckets(super::burst::BUCKET_NS, super::burst::BUCKETS),
+        lag: LatencyRecorder::with_buckets(p.bucket_ns, p.buckets),
         series: Vec::with_capacity(p.frames as usize),
         written: 0,
         last: 0.0,

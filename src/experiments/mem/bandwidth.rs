@@ -6,7 +6,6 @@
 use std::sync::Barrier;
 use std::time::Instant;
 
-use crate::engine::params::format_size;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     Room, RunDefaults, Series, TrialValues,
@@ -14,6 +13,7 @@ use crate::engine::{
 use crate::experiments::ipc::child;
 use crate::experiments::util::{fit_memory, Fit, MIN_TRIAL};
 use crate::safety::AlignedBuf;
+use crate::units::format_size;
 use crate::{Error, Result};
 
 use super::{cache_levels, sweep_sizes};

@@ -7,7 +7,6 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::engine::params::format_size;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, TrialValues,
@@ -15,6 +14,7 @@ use crate::engine::{
 use crate::experiments::util::{
     backing_note, calibrate, fill_file, fit_disk, fit_memory, layout_note, sum_bytes, Fit,
 };
+use crate::units::format_size;
 use crate::{Error, Result};
 
 pub struct MmapRead;

@@ -2,6 +2,7 @@
 
 pub mod bandwidth;
 pub mod latency;
+pub mod latency_curve;
 pub mod mmap_read;
 
 use crate::engine::Experiment;
@@ -39,7 +40,7 @@ pub(crate) fn pin_here(pin: bool) -> crate::Result<(PinGuard, Option<usize>)> {
 /// next to tunelab's RSS now and its peak so far (VmHWM), so a reader sees
 /// that nothing else grows with the measurement.
 pub fn memory_note(what: &str, bytes: u64) -> String {
-    use crate::engine::params::format_size;
+    use crate::units::format_size;
     match crate::observe::procmem::read_proc(std::process::id()) {
         Ok(m) => format!(
             "memory: {what} {} set up once before the trials; tunelab RSS {}, peak so far {}",

@@ -415,7 +415,10 @@ mod tests {
         let f = fitted_days(p, &room(4 * per_day + per_day / 2)).unwrap();
         assert_eq!(f.value, 4);
         assert!(f.note.unwrap().contains("(4 days)"));
-        assert_eq!(Search.footprint(p, &room(4 * per_day)).peak_memory, 4 * per_day);
+        assert_eq!(
+            Search.footprint(p, &room(4 * per_day)).peak_memory,
+            4 * per_day
+        );
         assert!(fitted_days(p, &room(per_day / 2)).is_err());
     }
 

@@ -14,15 +14,15 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::units::{human, sig};
+use crate::units::{human, sig};
 
 mod axes;
 mod bars;
 mod forest;
 mod line;
 
-use crate::engine::params::format_size;
 use crate::stats::Verdict;
+use crate::units::format_size;
 use axes::*;
 use bars::render_bars;
 use forest::render_forest;

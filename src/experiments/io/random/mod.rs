@@ -28,7 +28,6 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 
 use super::cache_control::{fadvise_dontneed, logical_block_size};
-use crate::engine::params::format_size;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, Series, TrialValues,
@@ -36,7 +35,15 @@ use crate::engine::{
 use crate::experiments::util::fill_file;
 use crate::safety::AlignedBuf;
 use crate::stats::{self, HistogramData, LatencyRecorder};
+use crate::units::format_size;
 use crate::{Error, Result};
+
+/// Name and the metrics `advise` reads, as constants so a rename cannot
+/// silently drop a finding (advise::evidence checks them against the registry).
+pub const NAME: &str = "io.random";
+pub const METRIC_IOPS: &str = "iops";
+pub const METRIC_LAT_P99: &str = "lat_p99";
+pub const METRIC_READ_P99: &str = "read_p99";
 
 pub struct Random;
 
@@ -154,7 +161,7 @@ fn read_pct(rw: &str, mix: f64) -> u32 {
 
 impl Experiment for Random {
     fn name(&self) -> &'static str {
-        "io.random"
+        NAME
     }
     fn summary(&self) -> &'static str {
         "random reads/writes at a queue depth: IOPS and latency percentiles (fio randread/randwrite)"
@@ -255,14 +262,14 @@ impl Experiment for Random {
     }
     fn metrics(&self) -> Vec<MetricSpec> {
         vec![
-            MetricSpec::higher("iops", "ops/s", "completed operations per second"),
+            MetricSpec::higher(METRIC_IOPS, "ops/s", "completed operations per second"),
             MetricSpec::higher("throughput", "B/s", "IOPS × block size"),
             MetricSpec::lower("lat_p50", "s", "median completion latency"),
             MetricSpec::lower("lat_p90", "s", "90th percentile completion latency"),
-            MetricSpec::lower("lat_p99", "s", "99th percentile completion latency"),
+            MetricSpec::lower(METRIC_LAT_P99, "s", "99th percentile completion latency"),
             MetricSpec::lower("lat_p999", "s", "99.9th percentile completion latency"),
             MetricSpec::lower("lat_max", "s", "worst completion latency"),
-            MetricSpec::lower("read_p99", "s", "randrw: 99th percentile read latency"),
+            MetricSpec::lower(METRIC_READ_P99, "s", "randrw: 99th percentile read latency"),
             MetricSpec::lower("write_p99", "s", "randrw: 99th percentile write latency"),
             MetricSpec::lower(
                 "steady_time",

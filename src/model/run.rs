@@ -5,12 +5,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::params::{format_size, ParamKind, ParamValue};
-use super::Better;
+use std::sync::OnceLock;
+
+use super::{Better, ParamValue};
 use crate::observe::sampler::MonitorSample;
 pub use crate::observe::validity::{Flag, TrialCheck, Validity};
 use crate::stats::{HistogramData, Summary};
 use crate::system::Quietness;
+use crate::units::format_size;
 
 pub const RUN_SCHEMA: &str = "tunelab.run/1";
 
@@ -105,7 +107,7 @@ impl PointResult {
     }
 
     /// `key=value …` in a stable order, sizes in binary units, for display.
-    /// Uses the kinds stored with the result, else this build's registry.
+    /// Uses the kinds stored with the result (see `param_kind`).
     pub fn params_label(&self) -> String {
         self.params
             .iter()
@@ -117,47 +119,33 @@ impl PointResult {
             .join(" ")
     }
 
-    /// The stored kind of a parameter, else what this build's registry says.
+    /// The stored kind of a parameter ("size", "duration", …). Results stored
+    /// before kinds were recorded ask the legacy lookup the CLI installed at
+    /// start-up (`set_legacy_kinds`); the model itself knows no registry.
     pub fn param_kind(&self, name: &str) -> Option<String> {
         if let Some(k) = self.param_kinds.get(name) {
             return Some(k.clone());
         }
-        let exp = super::registry::find(&self.experiment).ok()?;
-        let spec = exp.params().into_iter().find(|s| s.name == name)?;
-        Some(kind_name(&spec.kind).to_string())
+        let lookup = LEGACY_KINDS.get()?;
+        lookup(&self.experiment, name).map(str::to_string)
     }
 
     /// "2 of 5 trials flagged: …" when the guard flagged a summarised trial.
     pub fn suspect_summary(&self) -> Option<String> {
         self.validity.suspect_summary()
     }
-
-    /// Record the kind of every parameter this build's registry knows.
-    pub fn fill_param_kinds(&mut self) {
-        let Ok(exp) = super::registry::find(&self.experiment) else {
-            return;
-        };
-        for spec in exp.params() {
-            if self.params.contains_key(spec.name) {
-                self.param_kinds
-                    .entry(spec.name.to_string())
-                    .or_insert_with(|| kind_name(&spec.kind).to_string());
-            }
-        }
-    }
 }
 
-/// The stored name of a parameter kind (see `PointResult::param_kinds`).
-pub fn kind_name(kind: &ParamKind) -> &'static str {
-    match kind {
-        ParamKind::Size => "size",
-        ParamKind::Duration => "duration",
-        ParamKind::Count => "count",
-        ParamKind::Float => "float",
-        ParamKind::Choice(_) => "choice",
-        ParamKind::Bool => "bool",
-        ParamKind::Text => "text",
-    }
+/// How a result stored without `param_kinds` learns a parameter's kind:
+/// (experiment, parameter) -> kind name, from this build's registry.
+pub type LegacyKinds = fn(&str, &str) -> Option<&'static str>;
+
+static LEGACY_KINDS: OnceLock<LegacyKinds> = OnceLock::new();
+
+/// Installed once by the CLI at start-up (a lower layer never asks a higher
+/// one; the answer is handed down). Later calls are ignored.
+pub fn set_legacy_kinds(lookup: LegacyKinds) {
+    let _ = LEGACY_KINDS.set(lookup);
 }
 
 /// Whether the run finished.

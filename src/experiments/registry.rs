@@ -1,10 +1,12 @@
-//! Looking experiments up by name, with a suggestion for typos.
+//! Looking experiments up by name, with a suggestion for typos. It lives
+//! with the experiments it lists: the engine below never asks for one by name.
 
-use super::Experiment;
-use crate::{experiments, Error, Result};
+use crate::engine::Experiment;
+use crate::{Error, Result};
 
+/// Every experiment this build has, in family order.
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    experiments::all()
+    super::all()
 }
 
 pub fn find(name: &str) -> Result<Box<dyn Experiment>> {
@@ -22,6 +24,15 @@ pub fn find(name: &str) -> Result<Box<dyn Experiment>> {
     Err(Error::usage(format!(
         "unknown experiment '{name}'{hint} (see 'tunelab list')"
     )))
+}
+
+/// The stored kind name of an experiment's parameter, for results stored
+/// before kinds travelled with them (the CLI hands this to
+/// `model::run::set_legacy_kinds` at start-up).
+pub fn param_kind(experiment: &str, param: &str) -> Option<&'static str> {
+    let exp = find(experiment).ok()?;
+    let spec = exp.params().into_iter().find(|s| s.name == param)?;
+    Some(spec.kind.stored_name())
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -65,5 +76,23 @@ mod tests {
         let e = find("io.file-raed").err().unwrap();
         assert!(e.to_string().contains("did you mean 'io.file-read'"), "{e}");
         assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn legacy_results_learn_kinds_from_the_installed_lookup() {
+        use crate::model::run::{set_legacy_kinds, PointResult};
+        use crate::model::ParamValue;
+        let mut r: PointResult = serde_json::from_str(
+            r#"{"experiment":"io.file-read","params":{"chunk":65536},
+               "metrics":[],"elapsed_s":0.0}"#,
+        )
+        .unwrap();
+        assert!(r.param_kinds.is_empty());
+        set_legacy_kinds(param_kind);
+        assert_eq!(r.params_label(), "chunk=64 KiB");
+        // A stored kind wins over the lookup.
+        r.param_kinds.insert("chunk".into(), "count".into());
+        assert_eq!(r.params.get("chunk"), Some(&ParamValue::Int(65536)));
+        assert_eq!(r.params_label(), "chunk=65536");
     }
 }

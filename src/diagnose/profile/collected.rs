@@ -1,0 +1,34 @@
+//! What the sampler's reader thread collects, before symbolisation: shared
+//! by the reader (`live`) and the symboliser (`symbols`).
+
+use std::collections::HashMap;
+
+use super::maps::Files;
+
+/// A frame before symbolisation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum FrameKey {
+    Kernel(u64),
+    /// File index and offset in that file.
+    User(u32, u64),
+    /// A user address of a process in no mapping known when it was read
+    /// (JIT code, or its MMAP2 record sits in another CPU's ring buffer not
+    /// drained yet: `resolve_late` retries these at the end).
+    Unmapped(u32, u64),
+}
+
+/// Distinct stacks: (comm index, frames leaf first) -> (samples, kernel samples).
+pub(super) type StackMap = HashMap<(u32, Vec<FrameKey>), (u64, u64)>;
+
+#[derive(Default)]
+pub(super) struct Collected {
+    pub stacks: StackMap,
+    pub comms: Vec<String>,
+    pub files: Files,
+    pub lost: u64,
+    pub throttled: u64,
+    pub reader_cpu_ns: u64,
+    pub errors: Vec<String>,
+    /// Samples whose stack was cut to its leaf because MAX_STACKS was hit.
+    pub truncated: u64,
+}

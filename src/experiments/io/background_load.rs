@@ -1,0 +1,153 @@
+//! The background load `io.stream` can run against (`load=cpu|memory|io`):
+//! threads started before a trial and joined after it, so a stream's
+//! deadlines are measured under a known competing load.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::safety::AlignedBuf;
+use crate::{Error, Result};
+
+/// Which load runs beside the streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    None,
+    Cpu,
+    Memory,
+    Io,
+}
+
+impl Load {
+    pub(super) const CHOICES: &'static [&'static str] = &["none", "cpu", "memory", "io"];
+    pub(super) fn parse(s: &str) -> Load {
+        match s {
+            "cpu" => Load::Cpu,
+            "memory" => Load::Memory,
+            "io" => Load::Io,
+            _ => Load::None,
+        }
+    }
+}
+
+/// Size of the memory-load buffer: 256 MiB, or half the memory budget
+/// (MemAvailable and the memory cgroup, `system::limits`) when that is
+/// smaller.
+fn memory_load_bytes() -> usize {
+    let cap = 256usize << 20;
+    crate::system::limits::MemoryLimits::read()
+        .budget()
+        .map(|b| (b / 2) as usize)
+        .unwrap_or(cap)
+        .clamp(4 << 20, cap)
+}
+
+/// Bytes the io load cycles through in its scratch file.
+pub(super) const IO_LOAD_SPAN: u64 = 64 << 20;
+
+/// Background load threads, started before a trial and stopped (joined)
+/// after it, or when dropped.
+pub struct BackgroundLoad {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl BackgroundLoad {
+    /// Start `kind`: cpu = one spinning thread per online CPU; memory = one
+    /// thread writing a byte per 64-byte line over a large buffer, again and
+    /// again; io = one thread rewriting 1 MiB blocks of `io_file` (cycling
+    /// over 64 MiB) with fdatasync every 8 MiB.
+    pub fn start(kind: Load, io_file: Option<&File>) -> Result<BackgroundLoad> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut load = BackgroundLoad {
+            stop: stop.clone(),
+            threads: Vec::new(),
+        };
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .map_err(|e| Error::environment(format!("cannot start a load thread: {e}")))
+        };
+        match kind {
+            Load::None => {}
+            Load::Cpu => {
+                let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+                for _ in 0..n {
+                    let stop = stop.clone();
+                    load.threads.push(spawn(
+                        "load-cpu",
+                        Box::new(move || {
+                            let mut x = 1u64;
+                            while !stop.load(Ordering::Relaxed) {
+                                for _ in 0..100_000 {
+                                    x = std::hint::black_box(
+                                        x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                                    );
+                                }
+                            }
+                        }),
+                    )?);
+                }
+            }
+            Load::Memory => {
+                let size = memory_load_bytes();
+                let stop = stop.clone();
+                load.threads.push(spawn(
+                    "load-memory",
+                    Box::new(move || {
+                        let mut buf = vec![0u8; size];
+                        let mut v = 0u8;
+                        while !stop.load(Ordering::Relaxed) {
+                            v = v.wrapping_add(1);
+                            for chunk in buf.chunks_mut(1 << 20) {
+                                for line in chunk.iter_mut().step_by(64) {
+                                    *line = v;
+                                }
+                                if stop.load(Ordering::Relaxed) {
+                                    break;
+                                }
+                            }
+                            std::hint::black_box(&buf);
+                        }
+                    }),
+                )?);
+            }
+            Load::Io => {
+                let f = io_file
+                    .ok_or_else(|| Error::measurement("internal: io load without a file"))?
+                    .try_clone()
+                    .map_err(|e| Error::environment(format!("cannot duplicate a file: {e}")))?;
+                let buf = AlignedBuf::random(1 << 20, 99)?;
+                let stop = stop.clone();
+                load.threads.push(spawn(
+                    "load-io",
+                    Box::new(move || {
+                        let mut off = 0u64;
+                        while !stop.load(Ordering::Relaxed) {
+                            if f.write_all_at(buf.as_slice(), off).is_err() {
+                                return;
+                            }
+                            off = (off + (1 << 20)) % IO_LOAD_SPAN;
+                            if off % (8 << 20) == 0 && f.sync_data().is_err() {
+                                return;
+                            }
+                        }
+                    }),
+                )?);
+            }
+        }
+        Ok(load)
+    }
+}
+
+impl Drop for BackgroundLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

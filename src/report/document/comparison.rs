@@ -1,0 +1,154 @@
+//! The comparison section of a report: ratios run/base per metric, with a
+//! forest plot of the ratios and their confidence intervals.
+
+use super::{figure, Block, Cell, Section, Table};
+use crate::report::charts::{Chart, ForestPlot, ForestRow};
+use crate::report::comparison::RunComparison;
+use crate::stats::Verdict;
+use crate::units::{human, sig};
+
+fn verdict_class(v: Verdict) -> Option<&'static str> {
+    match v {
+        Verdict::Improved => Some("pass"),
+        Verdict::Regressed => Some("fail"),
+        Verdict::Inconclusive => Some("warn"),
+        Verdict::NoChange => None,
+    }
+}
+
+/// `key=value` words of a params label ("chunk=64 KiB open=once" → two).
+fn param_words(label: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in label.split_whitespace() {
+        match out.last_mut() {
+            Some(last) if !w.contains('=') => {
+                last.push(' ');
+                last.push_str(w);
+            }
+            _ => out.push(w.to_string()),
+        }
+    }
+    out
+}
+
+/// The parameters of `params` that are not the same for every pair of
+/// `experiment`: what tells the rows of a forest plot apart.
+fn distinct_params(c: &RunComparison, experiment: &str, params: &str) -> String {
+    let all: Vec<Vec<String>> = c
+        .pairs
+        .iter()
+        .filter(|p| p.experiment == experiment)
+        .map(|p| param_words(&p.new_params))
+        .collect();
+    param_words(params)
+        .into_iter()
+        .filter(|w| all.len() < 2 || !all.iter().all(|ws| ws.contains(w)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub(super) fn comparison_section(c: &RunComparison) -> Section {
+    let mut blocks = vec![Block::Text(format!(
+        "new = {} (this run), base = {}; ratios are new/base with a bootstrap 95% CI; \
+         noise threshold ±{}%.",
+        c.new,
+        c.base,
+        sig(c.noise * 100.0)
+    ))];
+    blocks.push(Block::Heading("Environment differences".into()));
+    if c.environment_diff.is_empty() {
+        blocks.push(Block::Text("The environments are identical.".into()));
+    } else {
+        blocks.push(Block::Text(
+            "Check these before trusting the numbers.".into(),
+        ));
+        let mut t = Table::new(&["fact", "base", "new"]);
+        for d in &c.environment_diff {
+            t.rows.push(vec![
+                d.key.as_str().into(),
+                d.base.clone().unwrap_or_else(|| "–".into()).into(),
+                d.new.clone().unwrap_or_else(|| "–".into()).into(),
+            ]);
+        }
+        blocks.push(Block::Table(t));
+    }
+    let mut rows = Vec::new();
+    let mut t = Table::new(&[
+        "result", "metric", "base", "new", "new/base", "95% CI", "verdict",
+    ]);
+    for p in &c.pairs {
+        let distinct = distinct_params(c, &p.experiment, &p.new_params);
+        let params = if p.base_params == p.new_params {
+            p.base_params.clone()
+        } else {
+            format!("{} → {}", p.base_params, p.new_params)
+        };
+        for m in &p.metrics {
+            let x = &m.comparison;
+            rows.push(ForestRow {
+                label: if distinct.is_empty() {
+                    format!("{} · {}", p.experiment, m.name)
+                } else {
+                    format!("{} {distinct} · {}", p.experiment, m.name)
+                },
+                ratio: x.ratio,
+                low: x.ci95_low,
+                high: x.ci95_high,
+                verdict: x.verdict,
+            });
+            t.rows.push(vec![
+                format!("{} {params}", p.experiment).into(),
+                m.name.as_str().into(),
+                human(m.base_median, &m.unit).into(),
+                human(m.new_median, &m.unit).into(),
+                format!("{}×", sig(x.ratio)).into(),
+                format!("{}× … {}×", sig(x.ci95_low), sig(x.ci95_high)).into(),
+                Cell {
+                    text: x.verdict.as_str().to_string(),
+                    class: verdict_class(x.verdict),
+                },
+            ]);
+        }
+    }
+    blocks.push(Block::Heading("Ratios".into()));
+    if rows.is_empty() {
+        blocks.push(Block::Text(
+            "The two runs have no experiment in common: nothing was compared.".into(),
+        ));
+    } else {
+        blocks.push(figure(Chart::Forest(ForestPlot {
+            title: "new / base: ratio of medians with 95% CI".into(),
+            rows,
+            noise: c.noise,
+        })));
+        blocks.push(Block::Text(
+            "Solid line: no change (1×); dashed lines: the noise threshold. \
+             Green improved, red regressed, grey no change, amber inconclusive."
+                .into(),
+        ));
+        blocks.push(Block::Heading("Verdicts".into()));
+        blocks.push(Block::Table(t));
+        blocks.push(Block::Text(format!("{} regression(s).", c.regressions)));
+    }
+    if !c.unpaired.is_empty() {
+        blocks.push(Block::Notes(c.unpaired.clone()));
+    }
+    Section {
+        id: "comparison".into(),
+        title: "Comparison".into(),
+        blocks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn param_words_keep_units() {
+        assert_eq!(
+            param_words("chunk=64 KiB open=once size=2 MiB"),
+            vec!["chunk=64 KiB", "open=once", "size=2 MiB"]
+        );
+    }
+}

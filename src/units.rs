@@ -1,0 +1,192 @@
+//! Units, one place for the whole crate: parsing what a person types
+//! (`4k`, `256MiB`, `500ms`) and showing base-unit values (B/s, s, B, ops/s)
+//! in human units. Values are stored in base units; throughput is shown in
+//! MiB/s (2^20) and says so. A bottom module: it imports nothing of the crate.
+
+/// Parse a byte size. Bare suffixes and `KiB`-style are binary (4k = 4096);
+/// `kB`/`MB`/`GB` are decimal, as fio and dd do.
+pub fn parse_size(raw: &str) -> Option<u64> {
+    let s = raw.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let num: f64 = num.parse().ok()?;
+    let mult: f64 = match unit.trim() {
+        "" | "b" | "B" => 1.0,
+        "k" | "K" | "KiB" | "kiB" | "Ki" => 1024.0,
+        "m" | "M" | "MiB" | "Mi" => 1024.0 * 1024.0,
+        "g" | "G" | "GiB" | "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "T" | "TiB" | "Ti" => 1024f64.powi(4),
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        _ => return None,
+    };
+    let v = num * mult;
+    if !v.is_finite() || v < 0.0 || v > u64::MAX as f64 || v.fract() != 0.0 {
+        return None;
+    }
+    Some(v as u64)
+}
+
+/// Parse a duration into seconds: `500ms`, `3s`, `2m`, `1h`, `250us`, `1.5`.
+pub fn parse_duration(raw: &str) -> Option<f64> {
+    let s = raw.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let num: f64 = num.parse().ok()?;
+    let mult = match unit.trim() {
+        "" | "s" | "sec" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return None,
+    };
+    let v = num * mult;
+    (v.is_finite() && v >= 0.0).then_some(v)
+}
+
+/// Binary-unit size for display: `4 KiB`, `1.5 MiB`.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[i])
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+/// Format a value in its base unit for a person.
+pub fn human(value: f64, unit: &str) -> String {
+    if !value.is_finite() {
+        return "–".to_string();
+    }
+    match unit {
+        "B/s" => format!("{} MiB/s", sig(value / 1048576.0)),
+        "B" => format_size(value.max(0.0) as u64),
+        "s" => seconds(value),
+        "ratio" => format!("{}×", sig(value)),
+        // A share of a whole (0..1), shown as a percentage.
+        "fraction" => format!("{}%", sig(value * 100.0)),
+        "%" => format!("{:.1}%", value),
+        u if u.ends_with("/s") => format!("{} {u}", si(value)),
+        "" | "count" => si(value),
+        u => format!("{} {u}", sig(value)),
+    }
+}
+
+/// A duration with an adaptive unit: `812 ns`, `3.42 µs`, `12.1 ms`, `2.50 s`.
+pub fn seconds(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0 s".to_string()
+    } else if a < 1e-6 {
+        format!("{} ns", sig(v * 1e9))
+    } else if a < 1e-3 {
+        format!("{} µs", sig(v * 1e6))
+    } else if a < 1.0 {
+        format!("{} ms", sig(v * 1e3))
+    } else {
+        format!("{} s", sig(v))
+    }
+}
+
+/// Three significant digits, no exponent for everyday magnitudes.
+pub fn sig(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".to_string()
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 0.001 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.2e}")
+    }
+}
+
+/// SI prefixes for rates and counts: `1.23 k`, `45.6 M`.
+pub fn si(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{} G", sig(v / 1e9))
+    } else if a >= 1e6 {
+        format!("{} M", sig(v / 1e6))
+    } else if a >= 1e4 {
+        format!("{} k", sig(v / 1e3))
+    } else {
+        sig(v)
+    }
+}
+
+/// A ±percentage of the median for the CI half-width.
+pub fn pct(v: f64) -> String {
+    if v.is_finite() {
+        format!("{:.1}%", v * 100.0)
+    } else {
+        "–".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_are_explicit() {
+        assert_eq!(human(1048576.0 * 512.0, "B/s"), "512 MiB/s");
+        assert_eq!(human(0.0123, "s"), "12.3 ms");
+        assert_eq!(human(3.4e-6, "s"), "3.40 µs");
+        assert_eq!(human(4096.0, "B"), "4 KiB");
+        assert_eq!(human(0.0123, "fraction"), "1.23%");
+        assert_eq!(human(12345.0, "ops/s"), "12.3 k ops/s");
+        assert_eq!(human(f64::NAN, "s"), "–");
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_and_decimal_units() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("4k"), Some(4096));
+        assert_eq!(parse_size("4KiB"), Some(4096));
+        assert_eq!(parse_size("256MiB"), Some(256 << 20));
+        assert_eq!(parse_size("1M"), Some(1 << 20));
+        assert_eq!(parse_size("1MB"), Some(1_000_000));
+        assert_eq!(parse_size("1.5k"), Some(1536));
+        assert_eq!(parse_size("12x"), None);
+        assert_eq!(parse_size("abc"), None);
+        assert_eq!(parse_size("-4k"), None);
+        assert_eq!(parse_size("0.3"), None);
+    }
+
+    #[test]
+    fn durations_parse_to_seconds() {
+        assert_eq!(parse_duration("500ms"), Some(0.5));
+        assert_eq!(parse_duration("60s"), Some(60.0));
+        assert_eq!(parse_duration("2m"), Some(120.0));
+        assert_eq!(parse_duration("1.5"), Some(1.5));
+        assert_eq!(parse_duration("5 parsecs"), None);
+    }
+
+    #[test]
+    fn format_size_is_readable() {
+        assert_eq!(format_size(4096), "4 KiB");
+        assert_eq!(format_size(1536), "1.5 KiB");
+        assert_eq!(format_size(256 << 20), "256 MiB");
+    }
+}

@@ -1,0 +1,621 @@
+//! The layers of docs/architecture.md, checked on the source: every import
+//! of `src/` points down, and no two top-level modules import each other
+//! (directly or round a longer cycle). The graph is built from the text:
+//! `use` trees and every `crate::…`, `super::…` and `self::…` path, with
+//! comments and string literals removed first.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Layer of each top-level module, higher imports lower (docs/architecture.md).
+const LAYERS: &[(&str, u8)] = &[
+    ("cli", 5),
+    ("study", 4),
+    ("advise", 4),
+    ("tune", 4),
+    ("diagnose", 4),
+    ("fleet", 4),
+    ("experiments", 3),
+    ("engine", 2),
+    ("store", 1),
+    ("report", 1),
+    ("lab", 1),
+    ("safety", 0),
+    ("observe", 0),
+    ("system", 0),
+    ("stats", 0),
+    ("units", 0),
+    ("model", 0),
+    ("error", 0),
+];
+
+/// Known edges that point up, each with who removes it. (file, target layer)
+const ALLOWED: &[(&str, &str, &str)] = &[];
+
+/// File-level cycles inside one top-level module that are known and not yet
+/// broken, each with who owns the files. Any other cycle fails the test, and
+/// so does one of these once it is gone (so the list only shrinks).
+const KNOWN_FILE_CYCLES: &[(&[&str], &str)] = &[
+    (
+        &["safety::journal", "safety::scratch", "safety::signals"],
+        "scratch cleanup <-> signal handler <-> journal restore: the exit paths call each other",
+    ),
+    (
+        &["system::board", "system::inspect"],
+        "board facts fill inspect's Facts; inspect calls board::collect",
+    ),
+    (
+        &["cli::compare", "cli::report"],
+        "helper \"fleettruth\"'s files (write_new / parse_noise)",
+    ),
+];
+
+/// One module of the crate: its path segments and the file it lives in.
+struct Module {
+    file: PathBuf,
+    /// e.g. ["experiments", "io", "burst"]; empty for lib.rs.
+    path: Vec<String>,
+}
+
+/// An import found in the source.
+#[derive(Debug, Clone)]
+struct Edge {
+    file: String,
+    line: usize,
+    from: Vec<String>,
+    to: Vec<String>,
+    text: String,
+}
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn collect(dir: &Path, out: &mut Vec<Module>) {
+    let mut entries: Vec<_> = fs::read_dir(dir).unwrap().flatten().collect();
+    entries.sort_by_key(|e| e.path());
+    for e in entries {
+        let p = e.path();
+        if p.is_dir() {
+            collect(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            let rel = p.strip_prefix(src_dir()).unwrap();
+            let mut path: Vec<String> = rel
+                .with_extension("")
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if path == ["main"] {
+                continue; // the binary, above everything
+            }
+            if path.last().is_some_and(|l| l == "mod" || l == "lib") {
+                path.pop();
+            }
+            out.push(Module { file: p, path });
+        }
+    }
+}
+
+/// The source with comments, strings and char literals blanked (newlines kept).
+fn strip(src: &str) -> String {
+    let b: Vec<char> = src.chars().collect();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < b.len() && b[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i] == '/' && b.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if b[i] == '*' && b.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+        } else if (c == 'r' || (c == 'b' && next == Some('r')))
+            && !prev_is_ident(&b, i)
+            && raw_string_start(&b, i + if c == 'b' { 2 } else { 1 }).is_some()
+        {
+            let start = i + if c == 'b' { 2 } else { 1 };
+            let hashes = raw_string_start(&b, start).unwrap();
+            let close: Vec<char> = std::iter::once('"')
+                .chain(std::iter::repeat('#').take(hashes))
+                .collect();
+            let mut j = start + hashes + 1;
+            while j < b.len() && !b[j..].starts_with(&close) {
+                j += 1;
+            }
+            let end = (j + close.len()).min(b.len());
+            for &ch in &b[i..end] {
+                out.push(blank(ch));
+            }
+            i = end;
+        } else if c == '"' {
+            out.push(' ');
+            i += 1;
+            while i < b.len() && b[i] != '"' {
+                if b[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if i < b.len() {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            i += 1;
+        } else if c == '\''
+            && (!prev_is_ident(&b, i) || (b[i - 1] == 'b' && !prev_is_ident(&b, i - 1)))
+        {
+            // A char literal ('x', '\n', '\u{..}') or a lifetime ('a).
+            if next == Some('\\') {
+                let mut j = i + 2;
+                while j < b.len() && b[j] != '\'' {
+                    j += 1;
+                }
+                for _ in i..=j.min(b.len() - 1) {
+                    out.push(' ');
+                }
+                i = j + 1;
+            } else if b.get(i + 2) == Some(&'\'') {
+                out.push_str("   ");
+                i += 3;
+            } else {
+                out.push(c);
+                i += 1;
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn prev_is_ident(b: &[char], i: usize) -> bool {
+    i > 0 && (b[i - 1].is_alphanumeric() || b[i - 1] == '_')
+}
+
+/// At `i`: `"` or `#…#"` opening a raw string; returns the number of `#`.
+fn raw_string_start(b: &[char], i: usize) -> Option<usize> {
+    let mut n = 0;
+    while b.get(i + n) == Some(&'#') {
+        n += 1;
+    }
+    (b.get(i + n) == Some(&'"')).then_some(n)
+}
+
+/// Expand a `use` tree (`a::{b, c::{d, e}}`) into paths.
+fn expand_use(tree: &str) -> Vec<Vec<String>> {
+    fn go(prefix: &[String], s: &str, out: &mut Vec<Vec<String>>) {
+        let s = s.trim();
+        if s.is_empty() {
+            return;
+        }
+        if let Some(open) = s.find('{') {
+            let head = s[..open].trim().trim_end_matches("::");
+            let mut p = prefix.to_vec();
+            p.extend(segments(head));
+            let inner = &s[open + 1..s.rfind('}').unwrap_or(s.len())];
+            for part in split_top(inner) {
+                go(&p, part, out);
+            }
+        } else {
+            let s = s.split(" as ").next().unwrap().trim();
+            let mut p = prefix.to_vec();
+            p.extend(segments(s));
+            out.push(p);
+        }
+    }
+    let mut out = Vec::new();
+    go(&[], tree, &mut out);
+    out
+}
+
+fn segments(s: &str) -> Vec<String> {
+    s.split("::")
+        .map(|x| x.trim().to_string())
+        .filter(|x| !x.is_empty() && x != "*")
+        .collect()
+}
+
+fn split_top(s: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Every path of one file: (line, path as written, inline-module nesting).
+fn paths_in(text: &str) -> Vec<(usize, Vec<String>, Vec<String>)> {
+    let mut found = Vec::new();
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let line_of = |byte: usize| text[..byte].matches('\n').count() + 1;
+    // Inline `mod name {` blocks shift what `super` and `self` mean.
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut k = 0;
+    while k < chars.len() {
+        let (pos, c) = chars[k];
+        let rest = &text[pos..];
+        let at_word = k == 0 || !is_ident(chars[k - 1].1);
+        if c == '{' {
+            depth += 1;
+        } else if c == '}' {
+            depth = depth.saturating_sub(1);
+            if inline.last().is_some_and(|(_, d)| *d == depth) {
+                inline.pop();
+            }
+        } else if at_word && rest.starts_with("mod ") {
+            let after = &rest[4..];
+            let name: String = after
+                .trim_start()
+                .chars()
+                .take_while(|c| is_ident(*c))
+                .collect();
+            let tail = after.trim_start()[name.len()..].trim_start();
+            if tail.starts_with('{') {
+                inline.push((name, depth));
+            }
+        } else if at_word && rest.starts_with("use ") {
+            let end = rest.find(';').unwrap_or(rest.len());
+            let nest: Vec<String> = inline.iter().map(|(n, _)| n.clone()).collect();
+            for p in expand_use(&rest[4..end]) {
+                found.push((line_of(pos), p, nest.clone()));
+            }
+            let skip = rest[..end].chars().count();
+            k += skip;
+            continue;
+        } else if at_word
+            && (rest.starts_with("crate::")
+                || rest.starts_with("super::")
+                || rest.starts_with("self::"))
+        {
+            let len = rest
+                .find(|c: char| !(is_ident(c) || c == ':'))
+                .unwrap_or(rest.len());
+            let nest: Vec<String> = inline.iter().map(|(n, _)| n.clone()).collect();
+            found.push((line_of(pos), segments(&rest[..len]), nest));
+            k += rest[..len].chars().count();
+            continue;
+        }
+        k += 1;
+    }
+    found
+}
+
+/// The module a path names: the longest known module prefix, made absolute.
+fn resolve(
+    from: &[String],
+    nest: &[String],
+    path: &[String],
+    modules: &BTreeSet<Vec<String>>,
+) -> Option<Vec<String>> {
+    let mut here: Vec<String> = from.iter().chain(nest).cloned().collect();
+    let mut rest = path;
+    match rest.first().map(String::as_str) {
+        Some("crate") => {
+            here.clear();
+            rest = &rest[1..];
+        }
+        Some("super") | Some("self") => {
+            while let Some(s) = rest.first() {
+                match s.as_str() {
+                    "super" => {
+                        here.pop()?;
+                    }
+                    "self" => {}
+                    _ => break,
+                }
+                rest = &rest[1..];
+            }
+        }
+        Some(first) => {
+            // A relative `use child::…` in a parent module; anything else
+            // (std, serde, a local item) is not a module of this crate.
+            let mut child = here.clone();
+            child.push(first.to_string());
+            if !modules.contains(&child) {
+                return None;
+            }
+        }
+        None => return None,
+    }
+    let mut abs = here;
+    abs.extend(rest.iter().cloned());
+    // `crate::Error` and `crate::Result` are re-exports of `error`.
+    if abs.len() == 1 && (abs[0] == "Error" || abs[0] == "Result") {
+        return Some(vec!["error".into()]);
+    }
+    while !abs.is_empty() && !modules.contains(&abs) {
+        abs.pop();
+    }
+    (!abs.is_empty()).then_some(abs)
+}
+
+fn graph() -> Vec<Edge> {
+    let mut mods = Vec::new();
+    collect(&src_dir(), &mut mods);
+    let known: BTreeSet<Vec<String>> = mods.iter().map(|m| m.path.clone()).collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut edges = Vec::new();
+    for m in &mods {
+        if m.path.is_empty() {
+            continue; // lib.rs declares the modules, it imports none
+        }
+        let text = strip(&fs::read_to_string(&m.file).unwrap());
+        let file = m.file.strip_prefix(root).unwrap().display().to_string();
+        for (line, p, nest) in paths_in(&text) {
+            if let Some(to) = resolve(&m.path, &nest, &p, &known) {
+                if to != m.path {
+                    edges.push(Edge {
+                        file: file.clone(),
+                        line,
+                        from: m.path.clone(),
+                        to,
+                        text: p.join("::"),
+                    });
+                }
+            }
+        }
+    }
+    edges
+}
+
+fn layer(top: &str) -> Option<u8> {
+    LAYERS.iter().find(|(n, _)| *n == top).map(|(_, l)| *l)
+}
+
+fn allowed(e: &Edge) -> bool {
+    ALLOWED
+        .iter()
+        .any(|(f, to, _)| e.file == *f && e.to[0] == *to)
+}
+
+/// Strongly connected components with more than one member (Tarjan).
+fn cycles(nodes: &BTreeSet<String>, adj: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        adj: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<String, usize>,
+        low: BTreeMap<String, usize>,
+        stack: Vec<String>,
+        on: BTreeSet<String>,
+        next: usize,
+        out: Vec<Vec<String>>,
+    }
+    fn visit(t: &mut T, v: &str) {
+        t.index.insert(v.into(), t.next);
+        t.low.insert(v.into(), t.next);
+        t.next += 1;
+        t.stack.push(v.into());
+        t.on.insert(v.into());
+        let succ: Vec<String> = t.adj.get(v).into_iter().flatten().cloned().collect();
+        for w in succ {
+            if !t.index.contains_key(&w) {
+                visit(t, &w);
+                let l = t.low[&w].min(t.low[v]);
+                t.low.insert(v.into(), l);
+            } else if t.on.contains(&w) {
+                let l = t.index[&w].min(t.low[v]);
+                t.low.insert(v.into(), l);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(&w);
+                let done = w == v;
+                comp.push(w);
+                if done {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        adj,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for n in nodes {
+        if !t.index.contains_key(n) {
+            visit(&mut t, n);
+        }
+    }
+    t.out
+}
+
+/// Edges between the members of a cycle, for the failure message.
+fn explain(comp: &[String], edges: &[&Edge], key: impl Fn(&Edge) -> (String, String)) -> String {
+    let mut lines = BTreeMap::new();
+    for e in edges {
+        let (a, b) = key(e);
+        if comp.contains(&a) && comp.contains(&b) {
+            lines
+                .entry((a.clone(), b.clone()))
+                .or_insert_with(|| format!("    {a} -> {b}  ({}:{} {})", e.file, e.line, e.text));
+        }
+    }
+    lines.into_values().collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn imports_point_down_the_layers() {
+    let edges = graph();
+    assert!(
+        edges.len() > 200,
+        "the graph found only {} imports",
+        edges.len()
+    );
+    let mut problems = Vec::new();
+    for e in &edges {
+        let (a, b) = (&e.from[0], &e.to[0]);
+        let (Some(la), Some(lb)) = (layer(a), layer(b)) else {
+            problems.push(format!(
+                "{}:{}: module '{}' or '{}' has no layer in tests/architecture.rs LAYERS",
+                e.file, e.line, a, b
+            ));
+            continue;
+        };
+        if lb > la && !allowed(e) {
+            problems.push(format!(
+                "{}:{}: {a} (layer {la}) imports {b} (layer {lb}) upwards: {}",
+                e.file, e.line, e.text
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "imports pointing up (docs/architecture.md, Layers):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn top_level_modules_form_no_cycle() {
+    let edges = graph();
+    let kept: Vec<&Edge> = edges.iter().filter(|e| !allowed(e)).collect();
+    let mut nodes = BTreeSet::new();
+    let mut adj: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in &kept {
+        let (a, b) = (e.from[0].clone(), e.to[0].clone());
+        nodes.insert(a.clone());
+        nodes.insert(b.clone());
+        if a != b {
+            adj.entry(a).or_default().insert(b);
+        }
+    }
+    let found = cycles(&nodes, &adj);
+    let report: Vec<String> = found
+        .iter()
+        .map(|c| {
+            format!(
+                "  cycle {{{}}}:\n{}",
+                c.join(", "),
+                explain(c, &kept, |e| (e.from[0].clone(), e.to[0].clone()))
+            )
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "top-level modules import each other:\n{}",
+        report.join("\n")
+    );
+}
+
+#[test]
+fn files_form_no_cycle() {
+    // A parent module re-exporting its children is structure, not an
+    // import; every other edge between two files must not go round.
+    let edges = graph();
+    let kept: Vec<&Edge> = edges
+        .iter()
+        .filter(|e| !allowed(e) && !e.to.starts_with(&e.from))
+        .collect();
+    let name = |p: &[String]| p.join("::");
+    let mut nodes = BTreeSet::new();
+    let mut adj: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in &kept {
+        nodes.insert(name(&e.from));
+        nodes.insert(name(&e.to));
+        adj.entry(name(&e.from)).or_default().insert(name(&e.to));
+    }
+    let found = cycles(&nodes, &adj);
+    let known = |c: &Vec<String>| KNOWN_FILE_CYCLES.iter().any(|(k, _)| c == k);
+    let report: Vec<String> = found
+        .iter()
+        .filter(|c| !known(c))
+        .map(|c| {
+            format!(
+                "  cycle {{{}}}:\n{}",
+                c.join(", "),
+                explain(c, &kept, |e| (name(&e.from), name(&e.to)))
+            )
+        })
+        .collect();
+    assert!(
+        report.is_empty(),
+        "modules import each other:\n{}",
+        report.join("\n")
+    );
+    let gone: Vec<String> = KNOWN_FILE_CYCLES
+        .iter()
+        .filter(|(k, _)| !found.iter().any(|c| c == k))
+        .map(|(k, why)| format!("  {{{}}} ({why})", k.join(", ")))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "known cycles no longer found: remove them from KNOWN_FILE_CYCLES:\n{}",
+        gone.join("\n")
+    );
+}
+
+#[test]
+fn the_parser_sees_what_it_must() {
+    let t = strip("let s = \"crate::cli\"; // crate::cli\nuse crate::{a::{b, c}, d as e};\n");
+    assert!(!t.contains("crate::cli"));
+    let p = paths_in(&t);
+    let got: Vec<String> = p.iter().map(|(_, p, _)| p.join("::")).collect();
+    assert_eq!(got, ["crate::a::b", "crate::a::c", "crate::d"]);
+    assert_eq!(p[0].0, 2);
+    let known: BTreeSet<Vec<String>> = [vec!["a".to_string()], vec!["a".into(), "b".into()]]
+        .into_iter()
+        .collect();
+    let from = vec!["a".to_string(), "b".to_string()];
+    let sup = vec!["super".to_string(), "X".to_string()];
+    assert_eq!(
+        resolve(&from, &[], &sup, &known),
+        Some(vec!["a".to_string()])
+    );
+    // `use super::*` inside `mod tests` in a.b names a.b itself.
+    assert_eq!(
+        resolve(&from, &["tests".into()], &["super".into()], &known),
+        Some(from.clone())
+    );
+    let t = strip("fn f<'a>(x: &'a str) -> char { '{' }\nmod tests {\n use super::*;\n}\n");
+    let p = paths_in(&t);
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].2, vec!["tests".to_string()]);
+}
