@@ -5,6 +5,7 @@
 
 pub mod advise;
 pub mod cli;
+pub mod diagnose;
 pub mod engine;
 pub mod error;
 pub mod experiments;

@@ -1,6 +1,7 @@
 //! The experiment engine: what an experiment declares, what a trial returns,
 //! and the runner that repeats trials until the statistics are trustworthy.
 
+pub mod diagnosis;
 pub mod measure;
 pub mod model;
 pub mod params;

@@ -426,6 +426,7 @@ mod tests {
                     suspect: vec![],
                 }],
             }),
+            diagnosis: None,
         }
     }
 

@@ -52,6 +52,7 @@ pub(crate) fn sample_run(label: &str) -> Run {
         samples: vec![],
         warnings: vec![],
         study: None,
+        diagnosis: None,
     }
 }
 
