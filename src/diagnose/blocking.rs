@@ -491,7 +491,7 @@ mod tests {
         assert_eq!(b.causes[0].cause, pipe.cause, "sorted by total time");
         // schedstat read on ticks 0 and 10: the task existed at start, so its
         // baseline is the first reading.
-        assert_eq!(b.sched[0].run_s, 2000e-9);
-        assert_eq!(b.sched[0].runqueue_s, 400e-9);
+        assert!((b.sched[0].run_s - 2000e-9).abs() < 1e-15);
+        assert!((b.sched[0].runqueue_s - 400e-9).abs() < 1e-15);
     }
 }

@@ -83,7 +83,7 @@ fn class_line(t: &str) -> Option<LockRow> {
         if nums.len() == 12 || nums.len() == 10 {
             // 0.4 adds waittime-avg after waittime-total and holdtime-avg at the end.
             let v4 = nums.len() == 12;
-            let (acq_b, acq) = if v4 { (7, 8) } else { (6, 7) };
+            let (acq_b, acq) = if v4 { (6, 7) } else { (5, 6) };
             return Some(LockRow {
                 class: name.trim().to_string(),
                 con_bounces: nums[0] as u64,
@@ -187,7 +187,7 @@ mod tests {
         ))
         .unwrap();
         let rows = parse(&text);
-        assert_eq!(rows.len(), 4, "{rows:#?}");
+        assert_eq!(rows.len(), 5, "{rows:#?}");
         let top = &rows[0];
         assert_eq!(top.class, "&(&n->list_lock)->rlock");
         assert_eq!(top.contentions, 48211);

@@ -30,7 +30,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::engine::diagnosis::{Diagnosis, Overhead, Section, Target};
-use crate::report::units::{pct, seconds};
+use crate::report::units::{seconds, sig};
 use crate::safety::signals;
 use crate::{Error, Result};
 
@@ -102,10 +102,10 @@ pub fn overhead(cpu_s: f64, interval_s: f64, readings: u64, what: &str) -> Overh
         words: String::new(),
     };
     o.words = format!(
-        "{} of tunelab CPU over {}: {} of one CPU{}{}",
+        "{} of tunelab CPU over {}: {}% of one CPU{}{}",
         seconds(cpu_s),
         seconds(interval_s),
-        pct(o.percent_of_cpu() / 100.0),
+        sig(o.percent_of_cpu()),
         if readings > 0 {
             format!(", {readings} readings")
         } else {

@@ -559,7 +559,7 @@ mod tests {
         assert_eq!(get(cpu, "context switches"), 1_000_000.0);
         assert_eq!(t.standouts.len(), 1);
         assert!(
-            t.standouts[0].starts_with("CPU is saturated: 95% busy (85% system")
+            t.standouts[0].starts_with("CPU is saturated: 95.0% busy (85.0% system")
                 && t.standouts[0].contains("most of it in the kernel"),
             "{:?}",
             t.standouts

@@ -335,10 +335,12 @@ mod tests {
     use crate::engine::profile_model::{Profile, SymbolRow};
 
     fn messaging(fast: Option<f64>, profile: bool) -> Diagnosis {
-        let present = |x| Section::Present {
-            data: x,
-            overhead: Overhead::default(),
-        };
+        fn present<T>(x: T) -> Section<T> {
+            Section::Present {
+                data: x,
+                overhead: Overhead::default(),
+            }
+        }
         let mut d = Diagnosis {
             cpus: 2,
             interval_s: 4.0,
@@ -447,7 +449,11 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(f.severity, Severity::Warning);
-        assert!(f.evidence[1].contains("42% of samples"), "{:?}", f.evidence);
+        assert!(
+            f.evidence[1].contains("42.0% of samples"),
+            "{:?}",
+            f.evidence
+        );
         // Churn and kernel time without a slow-path measurement: info only.
         let f = get(slab_slow_path(
             &ev(messaging(None, false)),
@@ -466,7 +472,11 @@ mod tests {
     #[test]
     fn kernel_bound_and_blocking() {
         let f = get(kernel_bound(&ev(messaging(None, false)), Workload::General)).unwrap();
-        assert!(f.title.contains("80% system of 98% busy"), "{}", f.title);
+        assert!(
+            f.title.contains("80.0% system of 98.0% busy"),
+            "{}",
+            f.title
+        );
         let f = get(blocking_cause(
             &ev(messaging(None, false)),
             Workload::General,
