@@ -131,6 +131,7 @@ impl LatencySession {
                 causes.push(BlockCause {
                     pid: *pid,
                     comm: comm.clone(),
+                    processes: 1,
                     cause,
                     count,
                     max_s,
@@ -192,8 +193,8 @@ pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
 #[derive(Default)]
 struct TaskTrack {
     pid: i32,
-    /// The current blocked stretch: cause and samples so far.
-    stretch: Option<(String, u64)>,
+    /// The current blocked stretch: cause and seconds so far.
+    stretch: Option<(String, f64)>,
     /// schedstat at first sight (zero for tasks born in the interval) and now.
     first: Option<(u64, u64)>,
     last: Option<(u64, u64)>,
@@ -203,9 +204,9 @@ struct TaskTrack {
 
 #[derive(Default)]
 struct CauseAcc {
-    samples: u64,
+    seconds: f64,
     stretches: u64,
-    max_samples: u64,
+    max_seconds: f64,
 }
 
 pub struct Sampler {
@@ -221,6 +222,9 @@ pub struct Sampler {
     causes: HashMap<(i32, String), CauseAcc>,
     comms: HashMap<i32, String>,
     stack_ok: bool,
+    last_at: Option<std::time::Instant>,
+    /// Seconds covered by samples (for the achieved rate).
+    covered_s: f64,
 }
 
 impl Sampler {
@@ -239,6 +243,8 @@ impl Sampler {
             causes: HashMap::new(),
             comms: HashMap::new(),
             stack_ok,
+            last_at: None,
+            covered_s: 0.0,
         }
     }
 
@@ -263,7 +269,7 @@ impl Sampler {
             if let Some((cause, n)) = t.stretch.take() {
                 let acc = self.causes.entry((t.pid, cause)).or_default();
                 acc.stretches += 1;
-                acc.max_samples = acc.max_samples.max(n);
+                acc.max_seconds = acc.max_seconds.max(n);
             }
         }
     }
@@ -273,37 +279,70 @@ impl Sampler {
         for t in tids {
             self.close(t);
         }
-        let dt = 1.0 / self.hz as f64;
-        let mut causes: Vec<BlockCause> = self
-            .causes
-            .iter()
-            .map(|((pid, cause), a)| BlockCause {
+        // Same-named processes (a workload's workers) are summed.
+        let mut by: HashMap<(String, String), BlockCause> = HashMap::new();
+        let mut pids: HashMap<(String, String), std::collections::HashSet<i32>> = HashMap::new();
+        for ((pid, cause), a) in &self.causes {
+            let comm = self.comms.get(pid).cloned().unwrap_or_default();
+            let key = (comm.clone(), cause.clone());
+            pids.entry(key.clone()).or_default().insert(*pid);
+            let e = by.entry(key).or_insert_with(|| BlockCause {
                 pid: *pid,
-                comm: self.comms.get(pid).cloned().unwrap_or_default(),
+                comm,
+                processes: 0,
                 cause: cause.clone(),
-                count: a.stretches,
-                max_s: a.max_samples as f64 * dt,
-                total_s: a.samples as f64 * dt,
+                ..Default::default()
+            });
+            e.pid = e.pid.min(*pid);
+            e.count += a.stretches;
+            e.max_s = e.max_s.max(a.max_seconds);
+            e.total_s += a.seconds;
+        }
+        let mut causes: Vec<BlockCause> = by
+            .into_iter()
+            .map(|(k, mut c)| {
+                c.processes = pids.get(&k).map_or(1, |s| s.len() as u32);
+                c
             })
             .collect();
         sort_causes(&mut causes);
-        let mut sched: BTreeMap<i32, SchedTime> = BTreeMap::new();
+        type Acc = (SchedTime, std::collections::HashSet<i32>);
+        let mut sched: HashMap<String, Acc> = HashMap::new();
         for t in self.tasks.values() {
             let (Some(first), Some(last)) = (t.first, t.last) else {
                 continue;
             };
-            let s = sched.entry(t.pid).or_insert_with(|| SchedTime {
-                pid: t.pid,
-                comm: self.comms.get(&t.pid).cloned().unwrap_or_default(),
-                ..Default::default()
+            let comm = self.comms.get(&t.pid).cloned().unwrap_or_default();
+            let (s, set) = sched.entry(comm.clone()).or_insert_with(|| {
+                (
+                    SchedTime {
+                        pid: t.pid,
+                        comm,
+                        ..Default::default()
+                    },
+                    Default::default(),
+                )
             });
+            set.insert(t.pid);
+            s.pid = s.pid.min(t.pid);
             s.tasks += 1;
             s.run_s += last.0.saturating_sub(first.0) as f64 * 1e-9;
             s.runqueue_s += last.1.saturating_sub(first.1) as f64 * 1e-9;
         }
-        let mut sched: Vec<SchedTime> = sched.into_values().collect();
+        let mut sched: Vec<SchedTime> = sched
+            .into_values()
+            .map(|(mut s, set)| {
+                s.processes = set.len() as u32;
+                s
+            })
+            .collect();
         sched.sort_by(|a, b| (b.run_s + b.runqueue_s).total_cmp(&(a.run_s + a.runqueue_s)));
         sched.truncate(TOP);
+        let achieved = if self.covered_s > 0.0 {
+            readings as f64 / self.covered_s.max(interval)
+        } else {
+            0.0
+        };
         let what = match self.scope {
             Scope::System => "every task of the machine",
             Scope::Tree(_) => "every task of the process and its descendants",
@@ -314,13 +353,15 @@ impl Sampler {
                 causes,
                 sched,
                 method: format!(
-                    "{what} sampled at {} Hz: a task found sleeping (S) or in uninterruptible \
-                     sleep (D, marked [D]) is charged 1/{} s to the kernel function it waits in \
-                     (/proc/…/wchan{}); max = longest run of consecutive samples in one cause; \
-                     on-CPU and run-queue time from /proc/…/schedstat. A sampled estimate: \
-                     stretches shorter than one sample period are missed or rounded up.",
+                    "{what} sampled at {} Hz planned, {:.0} Hz achieved ({readings} samples): a \
+                     task found sleeping (S) or in uninterruptible sleep (D, marked [D]) is \
+                     charged the time since the previous sample to the kernel function it waits \
+                     in (/proc/…/wchan{}); max = longest stretch in one cause; same-named \
+                     processes summed (×N); on-CPU and run-queue time from /proc/…/schedstat. \
+                     A sampled estimate: stretches shorter than one sample period are missed or \
+                     rounded up.",
                     self.hz,
-                    self.hz,
+                    achieved,
                     if self.stack_ok {
                         ", with its caller from /proc/…/stack"
                     } else {
@@ -335,6 +376,21 @@ impl Sampler {
 
 impl Sampled for Sampler {
     fn sample(&mut self) {
+        // Charge the time since the previous sample: on a loaded machine the
+        // thread falls behind its rate and a fixed 1/hz would under-count.
+        let now = std::time::Instant::now();
+        let dt = match self.last_at.replace(now) {
+            Some(prev) => (now - prev).as_secs_f64(),
+            None => 1.0 / self.hz as f64,
+        };
+        self.sample_at(dt);
+    }
+}
+
+impl Sampler {
+    /// One sample; sleeping tasks are charged `dt` seconds.
+    pub fn sample_at(&mut self, dt: f64) {
+        self.covered_s += dt;
         if self.ticks % 10 == 0 {
             self.refresh();
         }
@@ -403,9 +459,9 @@ impl Sampled for Sampler {
                     self.close(tid);
                 }
                 let track = self.tasks.get_mut(&tid).expect("inserted above");
-                let st = track.stretch.get_or_insert_with(|| (cause.clone(), 0));
-                st.1 += 1;
-                self.causes.entry((*pid, cause)).or_default().samples += 1;
+                let st = track.stretch.get_or_insert_with(|| (cause.clone(), 0.0));
+                st.1 += dt;
+                self.causes.entry((*pid, cause)).or_default().seconds += dt;
             }
         }
         self.procs = procs;
@@ -465,17 +521,17 @@ mod tests {
         std::fs::write(task.join("schedstat"), "1000 500 3").unwrap();
         let mut s = Sampler::new(d.path(), Scope::Tree(50), 100);
         for _ in 0..5 {
-            s.sample();
+            s.sample_at(0.01);
         }
         std::fs::write(task.join("stat"), "51 (w) R 1 0").unwrap();
         std::fs::write(task.join("schedstat"), "3000 900 5").unwrap();
         for _ in 0..10 {
-            s.sample();
+            s.sample_at(0.01);
         }
         std::fs::write(task.join("stat"), "51 (w) D 1 0").unwrap();
         std::fs::write(task.join("wchan"), "folio_wait_bit").unwrap();
         for _ in 0..2 {
-            s.sample();
+            s.sample_at(0.01);
         }
         let r = s.finish(0.17, 0.0, 17);
         let b = r.data().unwrap();

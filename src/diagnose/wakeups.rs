@@ -162,19 +162,24 @@ impl Sampler {
     }
 
     pub fn report(&self, seconds: f64) -> (String, Vec<Waker>) {
-        let mut per: BTreeMap<i32, (u64, u64)> = BTreeMap::new();
+        // Same-named processes (a workload's workers) are summed.
+        type Acc = (u64, u64, std::collections::BTreeSet<i32>);
+        let mut per: BTreeMap<String, Acc> = BTreeMap::new();
         for (tid, (pid, c)) in &self.last {
             let f = self.first.get(tid).copied().unwrap_or_default();
-            let e = per.entry(*pid).or_default();
+            let comm = self.comms.get(pid).cloned().unwrap_or_default();
+            let e = per.entry(comm).or_default();
             e.0 += c.wakeups.saturating_sub(f.wakeups);
             e.1 += c.involuntary.saturating_sub(f.involuntary);
+            e.2.insert(*pid);
         }
         let mut v: Vec<Waker> = per
             .into_iter()
-            .filter(|(_, (w, i))| w + i > 0)
-            .map(|(pid, (w, i))| Waker {
-                pid,
-                comm: self.comms.get(&pid).cloned().unwrap_or_default(),
+            .filter(|(_, (w, i, _))| w + i > 0)
+            .map(|(comm, (w, i, pids))| Waker {
+                pid: pids.iter().next().copied().unwrap_or(0),
+                processes: pids.len() as u32,
+                comm,
                 wakeups_per_s: w as f64 / seconds.max(1e-9),
                 preempted_per_s: i as f64 / seconds.max(1e-9),
             })

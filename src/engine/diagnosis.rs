@@ -113,6 +113,10 @@ pub struct Diagnosis {
     pub startup: Section<StartupReport>,
 }
 
+fn one() -> u32 {
+    1
+}
+
 // ------------------------------------------------------------ 1 USE table
 
 /// One measured figure with its unit (base units: %, /s, s, B/s, count).
@@ -210,11 +214,15 @@ pub struct LockReport {
 
 // ------------------------------------------------------------ 5 blocking
 
-/// One cause of off-CPU time in one process.
+/// One cause of off-CPU time in the processes of one name.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BlockCause {
+    /// The lowest pid of the processes (same name) summed here.
     pub pid: i32,
     pub comm: String,
+    /// How many processes of that name (a workload's workers) are summed.
+    #[serde(default = "one")]
+    pub processes: u32,
     /// Kernel function(s) the tasks waited in (wchan, or the stack's top
     /// frames, or LatencyTOP's backtrace).
     pub cause: String,
@@ -226,11 +234,13 @@ pub struct BlockCause {
     pub total_s: f64,
 }
 
-/// Per process: time on CPU and waiting for a CPU (schedstat).
+/// Per process name: time on CPU and waiting for a CPU (schedstat).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SchedTime {
     pub pid: i32,
     pub comm: String,
+    #[serde(default = "one")]
+    pub processes: u32,
     pub tasks: u32,
     pub run_s: f64,
     /// Runnable but waiting for a CPU.
@@ -284,6 +294,8 @@ pub struct SlabReport {
 pub struct Waker {
     pub pid: i32,
     pub comm: String,
+    #[serde(default = "one")]
+    pub processes: u32,
     pub wakeups_per_s: f64,
     /// Involuntary context switches per second (preemptions).
     #[serde(default)]

@@ -65,6 +65,15 @@ fn figures(v: &[Figure]) -> String {
         .join(", ")
 }
 
+/// "1234 sshd", or "tunelab ×400 (from pid 1234)" for summed workers.
+fn who(pid: i32, comm: &str, processes: u32) -> String {
+    if processes > 1 {
+        format!("{comm} ×{processes} (from pid {pid})")
+    } else {
+        format!("{pid} {comm}")
+    }
+}
+
 fn overhead_line(o: &Overhead) -> String {
     format!("overhead: {}", o.words)
 }
@@ -292,7 +301,7 @@ pub fn parts(d: &Diagnosis) -> Vec<Part> {
                 .take(ROWS)
                 .map(|c| {
                     vec![
-                        format!("{} {}", c.pid, c.comm),
+                        who(c.pid, &c.comm, c.processes),
                         c.cause.clone(),
                         c.count.to_string(),
                         seconds(c.max_s),
@@ -308,7 +317,7 @@ pub fn parts(d: &Diagnosis) -> Vec<Part> {
                 .take(ROWS)
                 .map(|s| {
                     vec![
-                        format!("{} {}", s.pid, s.comm),
+                        who(s.pid, &s.comm, s.processes),
                         s.tasks.to_string(),
                         seconds(s.run_s),
                         seconds(s.runqueue_s),
@@ -367,7 +376,7 @@ pub fn parts(d: &Diagnosis) -> Vec<Part> {
                 .take(ROWS)
                 .map(|k| {
                     vec![
-                        format!("{} {}", k.pid, k.comm),
+                        who(k.pid, &k.comm, k.processes),
                         si(k.wakeups_per_s),
                         si(k.preempted_per_s),
                     ]

@@ -8,14 +8,14 @@ use crate::report::units::{seconds, si, sig};
 
 /// System time above this share of busy CPU time makes a run kernel-bound.
 const KERNEL_BOUND_PCT: f64 = 50.0;
-/// Context switches per second per CPU that count as heavy.
-const HEAVY_CS_PER_CPU: f64 = 20_000.0;
+/// The CPUs must be at least this busy for time in the kernel to matter.
+const BUSY_PCT: f64 = 50.0;
 /// A cache's allocations take the slow path too often below this fast share.
 const LOW_FAST_PCT: f64 = 70.0;
 /// Profile share in SLUB's slow paths worth a finding.
 const SLAB_PROFILE_PCT: f64 = 10.0;
 /// Allocations + frees per second that make a cache busy.
-const BUSY_CACHE_PER_S: f64 = 50_000.0;
+const BUSY_CACHE_PER_S: f64 = 10_000.0;
 
 /// SLUB's slow-path functions, as they appear in a kernel profile.
 const SLUB_SLOW: &[&str] = &[
@@ -56,7 +56,7 @@ fn slub_share(d: &Diagnosis) -> Option<(f64, String)> {
         let name = s.symbol.split('+').next().unwrap_or(&s.symbol);
         if SLUB_SLOW.contains(&name) {
             share += s.percent;
-            if top.as_ref().is_none_or(|t| s.percent > t.0) {
+            if top.as_ref().map_or(true, |t| s.percent > t.0) {
                 top = Some((s.percent, name.to_string()));
             }
         }
@@ -80,7 +80,7 @@ pub(super) fn kernel_bound(ev: &Evidence, _: Workload) -> Outcome {
         return Outcome::Fine;
     };
     let cs_per_cpu = cs / d.cpus.max(1) as f64;
-    if busy <= 0.0 || sys / busy * 100.0 < KERNEL_BOUND_PCT || cs_per_cpu < HEAVY_CS_PER_CPU {
+    if busy < BUSY_PCT || sys / busy * 100.0 < KERNEL_BOUND_PCT {
         return Outcome::Fine;
     }
     let target = target_words(d);
@@ -103,8 +103,7 @@ pub(super) fn kernel_bound(ev: &Evidence, _: Workload) -> Outcome {
             si(cs),
             si(cs_per_cpu)
         )],
-        why: "When most CPU time is system time and tasks switch tens of thousands of times per \
-              second per CPU, the work is syscalls, wake-ups and kernel allocations rather than \
+        why: "When most busy CPU time is system time, the work is syscalls, wake-ups and kernel allocations rather than \
               the program's own code: the kernel paths in the profile and the slab table say \
               which."
             .into(),
@@ -138,7 +137,8 @@ pub(super) fn slab_slow_path(ev: &Evidence, _: Workload) -> Outcome {
         .is_some_and(|(s, _)| *s >= SLAB_PROFILE_PCT);
     let sys = cpu_figures(d).map(|c| c.1).unwrap_or(0.0);
     let busy_cache = cache.churn_per_s >= BUSY_CACHE_PER_S;
-    if !(stats_slow || profile_slow) && !(busy_cache && sys >= KERNEL_BOUND_PCT / 2.0) {
+    let churn_in_kernel = busy_cache && sys >= KERNEL_BOUND_PCT / 2.0;
+    if !(stats_slow || profile_slow || churn_in_kernel) {
         return Outcome::Fine;
     }
     let n = slub_min_objects(d);
@@ -398,6 +398,7 @@ mod tests {
                 BlockCause {
                     pid: 7,
                     comm: "tunelab".into(),
+                    processes: 1,
                     cause: "unix_stream_read_generic".into(),
                     total_s: 3.0,
                     max_s: 0.05,
