@@ -287,3 +287,30 @@ fn lock_stat_left_on_by_a_killed_diagnose_is_restored() {
             || !String::from_utf8_lossy(&out.stdout).is_empty()
     );
 }
+
+/// A stored diagnosis (the README's sched.messaging run, exported on a 2-CPU
+/// VM) is evidence for `advise` like any other run.
+#[test]
+fn advise_reads_a_stored_diagnosis() {
+    let env = Env::new();
+    let out = cmd(&env)
+        .args(["import", &format!("{FIXTURES}/messaging-run.json")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = cmd(&env)
+        .args(["--json", "advise", "--target"])
+        .arg(env.target())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let ids: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"diagnose.kernel-bound"), "{v}");
+    assert!(ids.contains(&"diagnose.slab-slow-path"), "{v}");
+}
