@@ -418,7 +418,12 @@ pub fn parts(d: &Diagnosis) -> Vec<Part> {
                 r.major_faults.to_string(),
                 n(&|l| format!("{} {}", si(l.startup), l.unit)),
                 n(&|l| format!("{} {}", si(l.relocation), l.unit)),
-                n(&|l| format!("{}/{}", l.relocations, l.final_relocations)),
+                // glibc prints the exit figure only on a normal exit through
+                // its finalisers (not after _exit): "–" when it did not.
+                n(&|l| match l.final_relocations {
+                    0 => format!("{}/–", l.relocations),
+                    f => format!("{}/{f}", l.relocations),
+                }),
             ]
         };
         let mut rows = vec![row(&s.default)];
