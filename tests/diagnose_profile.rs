@@ -10,7 +10,7 @@ use std::ffi::CString;
 use std::time::{Duration, Instant};
 
 use tunelab::diagnose::profile::{self, Event, Request, Scope};
-use tunelab::engine::profile_model::Profile;
+use tunelab::model::profile::Profile;
 
 /// A child forked stopped: it waits for one byte on a pipe, then runs
 /// `body` (async-signal-safe only: it is a fork of a threaded process) and

@@ -58,6 +58,7 @@ fn run_on(host: &str, i: usize, value: f64, kernel: &str) -> Run {
         samples: vec![],
         warnings: vec![],
         study: None,
+        diagnosis: None,
     }
 }
 

@@ -65,6 +65,7 @@ fn run(host: &str, day: usize, value: f64, kernel: &str, verdict: &str) -> Run {
                 suspect: vec![],
             }],
         }),
+        diagnosis: None,
     }
 }
 

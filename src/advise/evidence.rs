@@ -53,6 +53,8 @@ pub struct Evidence {
     pub throttled: Vec<(String, u64, u64)>,
     /// The run the stored evidence comes from, for messages.
     pub store_path: Option<String>,
+    /// The newest stored `diagnose` run: (run id, its diagnosis).
+    pub diagnosis: Option<(String, crate::model::diagnosis::Diagnosis)>,
 }
 
 /// Collect facts for `target` and the stored measurements of its device.
@@ -114,6 +116,11 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
                 ev.random_io = of(random::NAME);
             }
         }
+        if ev.diagnosis.is_none() && diagnose_run(environment) {
+            if let Ok(run) = store.load(id) {
+                ev.diagnosis = run.diagnosis.map(|d| (id.clone(), *d));
+            }
+        }
         // A throttled device drains slowly on purpose: its dirty-page peak
         // says nothing about the machine's own devices.
         if throttled_run(environment) {
@@ -152,6 +159,15 @@ fn argv_has(environment: &BTreeMap<String, String>, flag: &str) -> bool {
     environment.get("tool.argv").is_some_and(|a| {
         a.split_whitespace()
             .any(|w| w == flag || w.starts_with(&format!("{flag}=")))
+    })
+}
+
+/// Whether a run was made by `tunelab diagnose` (its words before `--`).
+fn diagnose_run(environment: &BTreeMap<String, String>) -> bool {
+    environment.get("tool.argv").is_some_and(|a| {
+        a.split_whitespace()
+            .take_while(|w| *w != "--")
+            .any(|w| w == "diagnose")
     })
 }
 

@@ -64,6 +64,21 @@ pub struct Advice {
     pub gaps: Vec<String>,
 }
 
+/// The findings on one diagnosis alone (what `diagnose` prints at its end).
+pub fn diagnosis_findings(run_id: &str, d: &crate::model::diagnosis::Diagnosis) -> Vec<Finding> {
+    let ev = Evidence {
+        diagnosis: Some((run_id.to_string(), d.clone())),
+        ..Default::default()
+    };
+    let mut v: Vec<Finding> = advise(&ev, Workload::General)
+        .findings
+        .into_iter()
+        .filter(|f| f.id.starts_with("diagnose."))
+        .collect();
+    v.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    v
+}
+
 /// Apply every rule to the evidence; findings sorted by severity.
 pub fn advise(ev: &Evidence, workload: Workload) -> Advice {
     let mut findings = Vec::new();

@@ -29,6 +29,10 @@ pub const ALL: &[Rule] = &[
     pregrow,
     random_io::saturating_depth,
     random_io::scheduler,
+    diagnose::kernel_bound,
+    diagnose::slab_slow_path,
+    diagnose::hot_lock,
+    diagnose::blocking_cause,
 ];
 
 /// Seconds of device writes the dirty limit may hold before it is a stall risk.
@@ -485,6 +489,7 @@ fn pregrow(ev: &Evidence, _: Workload) -> Outcome {
     })
 }
 
+mod diagnose;
 mod random_io;
 
 #[cfg(test)]

@@ -400,6 +400,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         samples: Vec::new(),
         warnings: Vec::new(),
         study: None,
+        diagnosis: None,
     };
     let t_all = Instant::now();
     let total = a.warmup + a.runs;

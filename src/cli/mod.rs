@@ -5,6 +5,7 @@ mod advise;
 mod boot;
 mod compare;
 mod completions;
+mod diagnose;
 mod export;
 mod history;
 
@@ -100,6 +101,8 @@ pub enum Command {
     /// Run a tunelab command on hosts over ssh (copying the static binary) and store their runs.
     Remote(remote::Args),
 
+    /// Why is it slow: USE table, CPU profile, locks, blocking, slab churn, wake-ups, start-up (--for DUR | --pid P | -- CMD).
+    Diagnose(diagnose::Args),
     /// Time a board's boot from its console (a command such as qemu, or --serial DEV), grabserial-style.
     Boot(boot::Args),
 }
@@ -197,6 +200,7 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
         ),
 
         Command::Boot(a) => boot::exec(a, out, cli, argv),
+        Command::Diagnose(a) => diagnose::exec(a, out, cli, argv),
     }
 }
 

@@ -150,7 +150,18 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
             Some(r) => Some(store.load(r)?),
             None => None,
         };
-        let doc = document::build(&run, base.as_ref(), args.noise);
+        let mut doc = document::build(&run, base.as_ref(), args.noise);
+        if let Some(d) = &run.diagnosis {
+            // The flame graph is drawn here, by the profiler's renderer, and
+            // handed to the report (report does not reach up into diagnose/).
+            let at = doc
+                .sections
+                .iter()
+                .position(|s| s.id == "warnings")
+                .unwrap_or(doc.sections.len());
+            let extra = crate::report::diagnosis::sections(d, &super::diagnose::flame);
+            doc.sections.splice(at..at, extra);
+        }
         (doc, vec![run.id.clone()], base.map(|b| b.id), None)
     };
     let charts = doc.figures().filter(|f| f.svg.is_ok()).count();

@@ -40,7 +40,16 @@ pub fn render(run: &Run) -> String {
             }
         }
     }
-    let text = runview::render(&safe);
+    let mut text = runview::render(&safe);
+    if let Some(d) = &run.diagnosis {
+        // Process names and commands come from another machine: cleaned
+        // line by line so the layout's newlines stay.
+        let d = crate::report::diagnosis::text(d);
+        for line in d.lines() {
+            text.push_str(&clean(line));
+            text.push('\n');
+        }
+    }
     let env = &safe.environment;
     let host = env.get("host.name").map_or("unknown host", |h| h.as_str());
     let id = env

@@ -333,6 +333,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         samples: Vec::new(),
         warnings: Vec::new(),
         study: None,
+        diagnosis: None,
     };
     let sampler = Sampler::start(None, Duration::from_secs(1));
     let t0 = Instant::now();

@@ -1,3 +1,418 @@
-//! `tunelab diagnose`: find the bottleneck.
+//! `tunelab diagnose`: why is it slow? One interval (a duration, a running
+//! process, or a command from exec to exit) observed by several sections at
+//! once — USE table, CPU profile and counters (`profile`), lock contention,
+//! blocking causes, slab churn, wake-ups — plus the start-up anatomy of a
+//! short command. Each section is present with its measured overhead, or
+//! skipped with the reason (kernel option missing, no privileges, …).
+//!
+//! Kernel files are read below a root ("/" normally; a fixture tree in
+//! tests, or `TUNELAB_DIAGNOSE_ROOT` for the integration tests of the
+//! journalled knobs), as `system::board` does.
 
+pub mod blocking;
+mod child;
+pub mod knob;
+pub mod locks;
+pub mod procs;
 pub mod profile;
+pub mod slab;
+pub mod startup;
+pub mod usetable;
+pub mod wakeups;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::model::diagnosis::{Diagnosis, Overhead, Section, Target};
+use crate::report::units::{seconds, sig};
+use crate::safety::signals;
+use crate::{Error, Result};
+
+/// What to diagnose.
+#[derive(Debug, Clone, PartialEq)]
+pub enum What {
+    /// The whole machine for this long.
+    System(Duration),
+    /// One running process (all its threads and descendants) for this long,
+    /// or until it exits.
+    Pid(i32, Duration),
+    /// Run this command and diagnose it from exec to exit.
+    Command(Vec<String>),
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub what: What,
+    /// Sampling rate of the blocking section (wchan/stack), Hz.
+    pub hz: u32,
+    /// Profiler sampling frequency, Hz.
+    pub profile_hz: u64,
+    /// Runs per mode for the start-up anatomy of a command (0: skip it).
+    pub startup_runs: u32,
+    /// Where kernel files are read ("/" normally).
+    pub root: PathBuf,
+}
+
+impl Options {
+    pub fn new(what: What) -> Options {
+        Options {
+            what,
+            hz: 100,
+            profile_hz: 999,
+            startup_runs: 5,
+            root: default_root(),
+        }
+    }
+}
+
+/// "/" unless TUNELAB_DIAGNOSE_ROOT names a fixture tree (tests).
+pub fn default_root() -> PathBuf {
+    std::env::var_os("TUNELAB_DIAGNOSE_ROOT")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// Progress messages for the user (stderr), passed down by the CLI.
+pub type Say<'a> = &'a dyn Fn(&str);
+
+/// CPU time (user + system) of the calling thread, s.
+pub fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// The overhead of a section in numbers and words.
+pub fn overhead(cpu_s: f64, interval_s: f64, readings: u64, what: &str) -> Overhead {
+    let mut o = Overhead {
+        cpu_s,
+        interval_s,
+        readings,
+        words: String::new(),
+    };
+    o.words = format!(
+        "{} of tunelab CPU over {}: {}% of one CPU{}{}",
+        seconds(cpu_s),
+        seconds(interval_s),
+        sig(o.percent_of_cpu()),
+        if readings > 0 {
+            format!(", {readings} readings")
+        } else {
+            String::new()
+        },
+        if what.is_empty() {
+            String::new()
+        } else {
+            format!(" ({what})")
+        }
+    );
+    o
+}
+
+/// A section's state sampled periodically on its own thread, which also
+/// measures its own CPU time (the section's overhead).
+pub trait Sampled: Send + 'static {
+    fn sample(&mut self);
+}
+
+pub struct Ticker<S> {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<(S, f64, u64)>,
+}
+
+impl<S: Sampled> Ticker<S> {
+    /// Sample `state` every `period` until `stop()`; the first sample is
+    /// taken at once.
+    pub fn start(name: &str, mut state: S, period: Duration) -> Ticker<S> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("diag-{name}"))
+            .spawn(move || {
+                let cpu0 = thread_cpu_s();
+                let mut n = 0u64;
+                let mut next = Instant::now();
+                loop {
+                    state.sample();
+                    n += 1;
+                    if flag.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    next += period;
+                    let now = Instant::now();
+                    if next > now {
+                        std::thread::sleep(next - now);
+                    } else {
+                        // Fell behind (loaded machine): do not burst to catch up.
+                        next = now;
+                    }
+                }
+                (state, thread_cpu_s() - cpu0, n)
+            })
+            .expect("spawning a sampling thread");
+        Ticker { stop, handle }
+    }
+
+    /// Stop after one last sample; the state, its CPU time (s) and readings.
+    pub fn stop(self) -> (S, f64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.handle.join() {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    }
+}
+
+/// Number of CPUs online.
+pub fn cpus() -> u32 {
+    std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1)
+}
+
+/// Read a kernel file below `root`.
+pub fn read(root: &Path, rel: &str) -> std::io::Result<String> {
+    std::fs::read_to_string(root.join(rel.trim_start_matches('/')))
+}
+
+/// The process name of `pid` (from /proc/PID/comm).
+pub fn comm(root: &Path, pid: i32) -> Option<String> {
+    read(root, &format!("proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Run the diagnosis. `say` gets progress lines for the user.
+pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
+    let root = opts.root.as_path();
+    let mut target = Target::default();
+    let scope_pid = match &opts.what {
+        What::System(_) => {
+            target.kind = "system".into();
+            None
+        }
+        What::Pid(pid, _) => {
+            let name = comm(root, *pid).ok_or_else(|| {
+                Error::usage(format!(
+                    "no process with pid {pid} (nothing in /proc/{pid}); give the pid of a running process"
+                ))
+            })?;
+            target.kind = "pid".into();
+            target.pid = Some(*pid);
+            target.name = name;
+            Some(*pid)
+        }
+        What::Command(argv) => {
+            if argv.is_empty() {
+                return Err(Error::usage(
+                    "no command after --: say what to run (tunelab diagnose -- CMD ARGS…)",
+                ));
+            }
+            target.kind = "command".into();
+            target.command = argv.clone();
+            None
+        }
+    };
+
+    // The command is forked now, stopped before exec, so the samplers and
+    // the profiler can follow it from its first instruction.
+    let mut pending = match &opts.what {
+        What::Command(argv) => Some(child::Stopped::spawn(argv)?),
+        _ => None,
+    };
+    let pid = pending.as_ref().map(|c| c.pid()).or(scope_pid);
+    if let Some(p) = pid {
+        target.pid = Some(p);
+    }
+    let scope = match pid {
+        Some(p) => procs::Scope::Tree(p),
+        None => procs::Scope::System,
+    };
+    let pscope = || match pid {
+        Some(p) => profile::Scope::Process { pid: p },
+        None => profile::Scope::System,
+    };
+
+    // Kernel facilities switched on through the journal for the interval.
+    let lock_session = locks::Session::begin(root);
+    let latency_session = blocking::LatencySession::begin(root, &scope);
+
+    let cpu0 = thread_cpu_s();
+    let prof = profile::start(&profile::Request {
+        scope: pscope(),
+        event: profile::Event::Auto,
+        frequency_hz: opts.profile_hz,
+        call_graph: true,
+    });
+    let cache = profile::start(&profile::Request {
+        scope: pscope(),
+        event: profile::Event::CacheMisses,
+        frequency_hz: opts.profile_hz,
+        call_graph: true,
+    });
+    let counters = profile::start_counters(&pscope());
+    let profile_start_cpu = thread_cpu_s() - cpu0;
+
+    let hz = if pid.is_some() {
+        opts.hz.max(1)
+    } else {
+        // Every task of the machine is read per sample: a lower rate keeps
+        // the overhead small on a busy system.
+        opts.hz.clamp(1, 20)
+    };
+    let use_t = usetable::Collector::start(root);
+    let block_t = latency_session
+        .is_err()
+        .then(|| blocking::Sampler::new(root, scope.clone(), hz))
+        .map(|s| Ticker::start("blocking", s, Duration::from_secs_f64(1.0 / hz as f64)));
+    let slab_t = slab::Collector::start(root);
+    let wake_t = wakeups::Collector::start(root, scope.clone());
+
+    let t0 = Instant::now();
+    let mut outcome: Result<()> = Ok(());
+    match &opts.what {
+        What::System(d) => {
+            say(&format!(
+                "diagnosing the whole machine for {}…",
+                seconds(d.as_secs_f64())
+            ));
+            outcome = wait_for(*d, None);
+        }
+        What::Pid(p, d) => {
+            say(&format!(
+                "diagnosing pid {p} ({}) for {} or until it exits…",
+                target.name,
+                seconds(d.as_secs_f64())
+            ));
+            outcome = wait_for(*d, Some((root, *p)));
+        }
+        What::Command(_) => {
+            let c = pending.take().expect("the command was forked");
+            say(&format!(
+                "diagnosing `{}` from exec to exit…",
+                target.command.join(" ")
+            ));
+            match c.release_and_wait() {
+                Ok(st) => {
+                    target.exit = Some(st.words());
+                    target.exit_code = st.code;
+                }
+                Err(e) => outcome = Err(e),
+            }
+        }
+    }
+    let interval = t0.elapsed().as_secs_f64();
+
+    // Stop everything before any error is returned: knobs restored first.
+    let locks = match lock_session {
+        Ok(s) => s.finish(interval),
+        Err(why) => Section::skipped(why),
+    };
+    let blocking = match (latency_session, block_t) {
+        (Ok(l), _) => l.finish(interval),
+        (Err(why), Some(t)) => {
+            let (s, cpu, n) = t.stop();
+            let mut b = s.finish(interval, cpu, n);
+            if let Section::Present { data, .. } = &mut b {
+                data.method = format!("LatencyTOP unavailable ({why}); {}", data.method);
+            }
+            b
+        }
+        (Err(why), None) => Section::skipped(why),
+    };
+    let resources = use_t.finish(interval);
+    let slab = slab_t.finish(interval);
+    let wakeups = wake_t.finish(interval);
+    let cpu1 = thread_cpu_s();
+    let profile_section = |r: std::result::Result<profile::Running, String>| match r {
+        Ok(run) => match run.finish() {
+            Ok(p) => Section::Present {
+                data: p,
+                overhead: Overhead::default(),
+            },
+            Err(e) => Section::skipped(e),
+        },
+        Err(e) => Section::skipped(e),
+    };
+    let mut profile = profile_section(prof);
+    let mut cache_profile = profile_section(cache);
+    let mut counters = match counters {
+        Ok(c) => Section::Present {
+            data: c.finish(),
+            overhead: Overhead::default(),
+        },
+        Err(e) => Section::skipped(e),
+    };
+    // The profiler's start and finish (reading, symbolising) ran on this
+    // thread; shared evenly between the sections it served.
+    let prof_cpu = profile_start_cpu + thread_cpu_s() - cpu1;
+    for o in [
+        section_overhead(&mut profile),
+        section_overhead(&mut cache_profile),
+        section_overhead(&mut counters),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        *o = overhead(
+            prof_cpu / 3.0,
+            interval,
+            0,
+            "starting, reading and symbolising, on tunelab's main thread",
+        );
+    }
+    outcome?;
+
+    let mut d = Diagnosis {
+        target,
+        interval_s: interval,
+        cpus: cpus(),
+        resources,
+        profile,
+        counters,
+        cache_profile,
+        locks,
+        blocking,
+        slab,
+        wakeups,
+        startup: Section::skipped("start-up anatomy is for `diagnose -- CMD` only"),
+    };
+    if let What::Command(argv) = &opts.what {
+        d.startup = startup::analyse(argv, interval, opts.startup_runs, say);
+    }
+    Ok(d)
+}
+
+fn section_overhead<T>(s: &mut Section<T>) -> Option<&mut Overhead> {
+    match s {
+        Section::Present { overhead, .. } => Some(overhead),
+        Section::Skipped { .. } => None,
+    }
+}
+
+/// Sleep for `d`, ending early when the watched process exits or a signal
+/// asks to stop.
+fn wait_for(d: Duration, watch: Option<(&Path, i32)>) -> Result<()> {
+    let end = Instant::now() + d;
+    loop {
+        signals::check()?;
+        let now = Instant::now();
+        if now >= end {
+            return Ok(());
+        }
+        if let Some((root, pid)) = watch {
+            if !procs::alive(root, pid) {
+                return Ok(());
+            }
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(50)));
+    }
+}

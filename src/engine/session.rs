@@ -59,6 +59,7 @@ impl Session {
             samples: Vec::new(),
             warnings: Vec::new(),
             study: None,
+            diagnosis: None,
         };
         if watch.quiet_check > 0.0 {
             run.quietness = system::quietness_check(

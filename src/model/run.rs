@@ -190,6 +190,9 @@ pub struct Run {
     /// Present when the run is a study: key issues with verdicts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub study: Option<StudySummary>,
+    /// Present when the run is a `tunelab diagnose`: its sections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<Box<super::diagnosis::Diagnosis>>,
 }
 
 /// The verdict on one key issue of a study profile.

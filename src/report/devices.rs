@@ -461,6 +461,7 @@ mod tests {
                     suspect: vec![],
                 }],
             }),
+            diagnosis: None,
         }
     }
 

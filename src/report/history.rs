@@ -461,6 +461,7 @@ mod tests {
             samples: vec![],
             warnings: vec![],
             study: None,
+            diagnosis: None,
         }
     }
 

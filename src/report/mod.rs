@@ -4,6 +4,7 @@
 pub mod charts;
 pub mod comparison;
 pub mod devices;
+pub mod diagnosis;
 pub mod document;
 pub mod export;
 pub mod history;

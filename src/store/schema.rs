@@ -32,6 +32,8 @@ const MIGRATIONS: &[&str] = &[
     // 4: per-result parameter kinds and storage (JSON, NULL for older runs).
     "ALTER TABLE results ADD COLUMN param_kinds TEXT;
      ALTER TABLE results ADD COLUMN storage TEXT;",
+    // 5: a `diagnose` run's sections (JSON, NULL for other runs).
+    "ALTER TABLE runs ADD COLUMN diagnosis TEXT;",
 ];
 
 pub fn version() -> i64 {

@@ -222,8 +222,8 @@ fn insert_run(tx: &rusqlite::Transaction, run: &Run, replace: bool) -> rusqlite:
         }
         tx.execute(
             "INSERT INTO runs (id, label, status, started, finished, tool_version, argv, environment,
-                               quietness, warnings, experiments, study)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                               quietness, warnings, experiments, study, diagnosis)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 run.id,
                 run.label,
@@ -237,6 +237,7 @@ fn insert_run(tx: &rusqlite::Transaction, run: &Run, replace: bool) -> rusqlite:
                 json(&run.warnings)?,
                 run.experiments().join(","),
                 run.study.as_ref().map(json).transpose()?,
+                run.diagnosis.as_ref().map(json).transpose()?,
             ],
         )?;
         for (i, r) in run.results.iter().enumerate() {
@@ -345,12 +346,13 @@ impl Backend for Sqlite {
             .conn
             .query_row(
                 "SELECT id, label, status, started, finished, tool_version, argv, environment, quietness, warnings,
-                        study
+                        study, diagnosis
                  FROM runs WHERE id = ?1",
                 [id],
                 |row| {
                     let status: String = row.get(2)?;
                     let study: Option<String> = row.get(10)?;
+                    let diagnosis: Option<String> = row.get(11)?;
                     Ok(Run {
                         schema: RUN_SCHEMA.to_string(),
                         id: row.get(0)?,
@@ -370,6 +372,10 @@ impl Backend for Sqlite {
                         results: Vec::new(),
                         samples: Vec::new(),
                         study: study.as_deref().map(|s| json_text(s, 10)).transpose()?,
+                        diagnosis: diagnosis
+                            .as_deref()
+                            .map(|s| json_text(s, 11))
+                            .transpose()?,
                     })
                 },
             )

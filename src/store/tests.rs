@@ -52,6 +52,7 @@ pub(crate) fn sample_run(label: &str) -> Run {
         samples: vec![],
         warnings: vec![],
         study: None,
+        diagnosis: None,
     }
 }
 
@@ -269,7 +270,8 @@ fn a_schema_2_database_migrates_and_its_results_read_without_the_new_fields() {
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
         "ALTER TABLE results DROP COLUMN param_kinds; ALTER TABLE results DROP COLUMN storage;
-         ALTER TABLE results DROP COLUMN validity; PRAGMA user_version = 2;",
+         ALTER TABLE results DROP COLUMN validity; ALTER TABLE runs DROP COLUMN diagnosis;
+         PRAGMA user_version = 2;",
     )
     .unwrap();
     drop(conn);
@@ -277,6 +279,7 @@ fn a_schema_2_database_migrates_and_its_results_read_without_the_new_fields() {
     let back = store.load(&run.id).unwrap();
     assert_eq!(back.results[0].storage, None);
     assert!(back.results[0].param_kinds.is_empty());
+    assert!(back.diagnosis.is_none());
     assert!(back.results[0].validity.is_empty());
     // Display falls back to the CLI's legacy lookup: tested in
     // experiments::registry (the store does not know the registry).

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::engine::profile_model::{CallEdge, CallEntry, FoldedStack, SymbolRow};
+use crate::model::profile::{CallEdge, CallEntry, FoldedStack, SymbolRow};
 
 /// One resolved frame.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

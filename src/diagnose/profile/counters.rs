@@ -11,7 +11,7 @@ use perf_event::{Builder, Counter as PerfCounter};
 
 use super::common::{self, explain};
 use super::Scope;
-use crate::engine::profile_model::{Counter, Counters};
+use crate::model::profile::{Counter, Counters};
 
 #[derive(Clone, Copy)]
 enum Ev {

@@ -1,6 +1,6 @@
 //! Flame graph SVG from folded stacks, rendered by inferno.
 
-use crate::engine::profile_model::FoldedStack;
+use crate::model::profile::FoldedStack;
 
 pub fn svg(folded: &[FoldedStack], title: &str) -> Result<String, String> {
     if folded.iter().all(|f| f.samples == 0) {

@@ -21,7 +21,7 @@ use super::common::{self, explain};
 use super::maps::{self, AddressSpace, Mapping};
 use super::symbols;
 use super::{Event, Request, Scope};
-use crate::engine::profile_model::{Profile, ProfileOverhead};
+use crate::model::profile::{Profile, ProfileOverhead};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {

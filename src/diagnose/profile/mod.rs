@@ -28,7 +28,7 @@ mod live;
 #[cfg(feature = "profile")]
 mod symbols;
 
-use crate::engine::profile_model::{Counters, FoldedStack, Profile};
+use crate::model::profile::{Counters, FoldedStack, Profile};
 
 /// What to sample or count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,136 @@
+//! `tunelab diagnose [--for DUR | --pid P | -- CMD…]`: why is it slow.
+//! Thin: parse, run `diagnose::diagnose`, store the run, print the
+//! sections and the headline findings.
+
+use std::time::Duration;
+
+use super::{Cli, Out};
+use crate::diagnose::{self, Options, What};
+use crate::engine::model::{new_run_id, now_rfc3339, Run, RunStatus, RUN_SCHEMA};
+use crate::engine::params::parse_duration;
+use crate::report::diagnosis as view;
+use crate::{Error, Result};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Diagnose the whole machine for this long (e.g. 10s), or a --pid for
+    /// at most this long.
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_secs)]
+    pub duration: Option<f64>,
+    /// Diagnose a running process (its threads and descendants) until it
+    /// exits or --for ends (default 10s).
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    pub pid: Option<i32>,
+    /// Sampling rate of the blocking section, Hz (the whole machine: at most 20).
+    #[arg(long, value_name = "HZ", default_value = "100", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub hz: u32,
+    /// Runs per mode of the start-up anatomy of a short command (0: skip it).
+    #[arg(long, value_name = "N", default_value = "5")]
+    pub startup_runs: u32,
+    /// A label stored with the run.
+    #[arg(long, default_value = "")]
+    pub label: String,
+    /// Do not store the run.
+    #[arg(long)]
+    pub no_store: bool,
+    /// The command to diagnose, from exec to exit (after --).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+fn parse_secs(s: &str) -> std::result::Result<f64, String> {
+    match parse_duration(s) {
+        Some(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a duration between 1ms and 24h (e.g. 500ms, 10s, 2m)"
+        )),
+    }
+}
+
+fn what(a: &Args, argv: &[String]) -> Result<What> {
+    let dur = |d: Option<f64>| Duration::from_secs_f64(d.unwrap_or(10.0));
+    match (a.pid, a.command.is_empty(), a.duration) {
+        (Some(p), _, d) => Ok(What::Pid(p, dur(d))),
+        (None, false, Some(_)) => Err(Error::usage(
+            "--for and -- CMD exclude each other: a command is diagnosed from exec to exit",
+        )),
+        (None, false, None) => Ok(What::Command(a.command.clone())),
+        (None, true, Some(d)) => Ok(What::System(dur(Some(d)))),
+        (None, true, None) => Err(Error::usage(if argv.iter().any(|w| w == "--") {
+            "no command after --: say what to run (tunelab diagnose -- CMD ARGS…)"
+        } else {
+            "say what to diagnose: --for 10s (the whole machine), --pid PID, or -- CMD ARGS…"
+        })),
+    }
+}
+
+pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
+    let mut opts = Options::new(what(a, argv)?);
+    opts.hz = a.hz;
+    opts.startup_runs = a.startup_runs;
+    let mut store = if a.no_store {
+        None
+    } else {
+        Some(super::open_store(cli)?)
+    };
+    let started = now_rfc3339();
+    let say = |m: &str| out.info(m);
+    let d = diagnose::diagnose(&opts, &say)?;
+    let run = Run {
+        schema: RUN_SCHEMA.to_string(),
+        id: new_run_id(),
+        label: a.label.clone(),
+        status: RunStatus::Complete,
+        started,
+        finished: now_rfc3339(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        argv: argv.to_vec(),
+        environment: crate::system::snapshot(None, argv),
+        quietness: Default::default(),
+        results: Vec::new(),
+        samples: Vec::new(),
+        warnings: Vec::new(),
+        study: None,
+        diagnosis: Some(Box::new(d)),
+    };
+    if let Some(s) = store.as_mut() {
+        s.save(&run)?;
+    }
+    let d = run.diagnosis.as_deref().expect("set above");
+    let findings = crate::advise::diagnosis_findings(&run.id, d);
+    if out.json {
+        out.json_data(&serde_json::json!({ "run": &run, "findings": findings }))?;
+        return Ok(0);
+    }
+    let mut text = format!("diagnosis {}", run.id);
+    if store.is_none() {
+        text.push_str(" (not stored)");
+    }
+    text.push('\n');
+    text.push_str(&view::text(d));
+    text.push_str("\n== Findings ==\n");
+    if findings.is_empty() {
+        text.push_str("no finding: nothing in this diagnosis crosses a rule's threshold\n");
+    }
+    for f in &findings {
+        text.push_str(&format!(
+            "[{}] {}\n  evidence: {}\n  try: {}\n  verify: {}\n",
+            f.severity.as_str(),
+            f.title,
+            f.evidence.join("; "),
+            f.command,
+            f.verify
+        ));
+    }
+    out.data(&text)?;
+    Ok(0)
+}
+
+/// The flame-graph renderer handed to the report (report never calls
+/// diagnose/ itself).
+pub fn flame(
+    stacks: &[crate::model::profile::FoldedStack],
+    title: &str,
+) -> std::result::Result<String, String> {
+    diagnose::profile::flamegraph_svg(stacks, title)
+}

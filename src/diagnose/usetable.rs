@@ -1,0 +1,583 @@
+//! Section 1, the USE table (utilisation, saturation, errors) for CPUs,
+//! memory, each disk and each network interface over the interval, from
+//! the same counters as `monitor` (observe::vmstat, iostat, pressure) read
+//! before and after, plus the run queue sampled at 10 Hz; the one or two
+//! rows that stand out are named in plain words.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{overhead, read, thread_cpu_s, Sampled, Ticker};
+use crate::model::diagnosis::{Figure, Section, UseRow, UseTable};
+use crate::observe::iostat::{self, DiskCounters};
+use crate::observe::pressure::{self, PsiCounters};
+use crate::observe::vmstat::{self, VmstatCounters};
+use crate::report::units::{human, sig};
+
+/// One interface of /proc/net/dev.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NetCounters {
+    pub name: String,
+    pub rx_bytes: u64,
+    pub rx_errs: u64,
+    pub rx_drop: u64,
+    pub rx_fifo: u64,
+    pub tx_bytes: u64,
+    pub tx_errs: u64,
+    pub tx_drop: u64,
+    pub tx_fifo: u64,
+    pub tx_colls: u64,
+}
+
+pub fn parse_net_dev(text: &str) -> Vec<NetCounters> {
+    text.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            let v: Vec<u64> = rest
+                .split_whitespace()
+                .map(|w| w.parse().ok())
+                .collect::<Option<_>>()?;
+            if v.len() < 16 {
+                return None;
+            }
+            Some(NetCounters {
+                name: name.trim().to_string(),
+                rx_bytes: v[0],
+                rx_errs: v[2],
+                rx_drop: v[3],
+                rx_fifo: v[4],
+                tx_bytes: v[8],
+                tx_errs: v[10],
+                tx_drop: v[11],
+                tx_fifo: v[12],
+                tx_colls: v[13],
+            })
+        })
+        .collect()
+}
+
+/// "key value" lines (/proc/vmstat) or "Key: value kB" (/proc/meminfo).
+pub fn parse_keyed(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let k = w.next()?.trim_end_matches(':').to_string();
+            let v = w.next()?.parse().ok()?;
+            Some((k, v))
+        })
+        .collect()
+}
+
+/// Runnable tasks from /proc/loadavg's "running/total" field.
+pub fn parse_loadavg_running(text: &str) -> Option<u64> {
+    text.split_whitespace()
+        .nth(3)?
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Everything read at one end of the interval.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub vm: Option<VmstatCounters>,
+    pub disks: Vec<DiskCounters>,
+    pub psi: Vec<PsiCounters>,
+    pub net: Vec<NetCounters>,
+    pub vmstat: BTreeMap<String, u64>,
+    pub meminfo: BTreeMap<String, u64>,
+    /// Link speed of each interface, Mb/s (/sys/class/net/IF/speed).
+    pub speeds: BTreeMap<String, u64>,
+}
+
+impl Snapshot {
+    pub fn read(root: &Path) -> Snapshot {
+        Snapshot {
+            vm: vmstat::read().ok(),
+            disks: iostat::read_all().unwrap_or_default(),
+            psi: pressure::read_psi().unwrap_or_default(),
+            net: read(root, "proc/net/dev")
+                .map(|t| parse_net_dev(&t))
+                .unwrap_or_default(),
+            vmstat: read(root, "proc/vmstat")
+                .map(|t| parse_keyed(&t))
+                .unwrap_or_default(),
+            meminfo: read(root, "proc/meminfo")
+                .map(|t| parse_keyed(&t))
+                .unwrap_or_default(),
+            speeds: link_speeds(root),
+        }
+    }
+}
+
+fn link_speeds(root: &Path) -> BTreeMap<String, u64> {
+    let Ok(rd) = std::fs::read_dir(root.join("sys/class/net")) else {
+        return BTreeMap::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            // Reading speed of a link that is down fails with EINVAL.
+            let s = std::fs::read_to_string(e.path().join("speed")).ok()?;
+            let s: i64 = s.trim().parse().ok()?;
+            (s > 0).then_some((name, s as u64))
+        })
+        .collect()
+}
+
+/// The run queue sampled: (sum of runnable tasks, samples).
+pub struct RunQueue {
+    root: PathBuf,
+    sum: u64,
+    n: u64,
+    max: u64,
+}
+
+impl Sampled for RunQueue {
+    fn sample(&mut self) {
+        if let Some(r) = read(&self.root, "proc/loadavg")
+            .ok()
+            .and_then(|t| parse_loadavg_running(&t))
+        {
+            // The sampling thread itself is running while it reads.
+            let r = r.saturating_sub(1);
+            self.sum += r;
+            self.max = self.max.max(r);
+            self.n += 1;
+        }
+    }
+}
+
+pub struct Collector {
+    root: PathBuf,
+    before: Snapshot,
+    ticker: Ticker<RunQueue>,
+    cpu_s: f64,
+}
+
+impl Collector {
+    pub fn start(root: &Path) -> Collector {
+        let cpu0 = thread_cpu_s();
+        let before = Snapshot::read(root);
+        Collector {
+            root: root.to_path_buf(),
+            before,
+            cpu_s: thread_cpu_s() - cpu0,
+            ticker: Ticker::start(
+                "runqueue",
+                RunQueue {
+                    root: root.to_path_buf(),
+                    sum: 0,
+                    n: 0,
+                    max: 0,
+                },
+                Duration::from_millis(100),
+            ),
+        }
+    }
+
+    pub fn finish(self, interval: f64) -> Section<UseTable> {
+        let (rq, cpu, n) = self.ticker.stop();
+        let cpu0 = thread_cpu_s();
+        let after = Snapshot::read(&self.root);
+        let rq_mean = (rq.n > 0).then(|| rq.sum as f64 / rq.n as f64);
+        let whole_disks = whole_disks(&self.root);
+        let table = build(
+            &self.before,
+            &after,
+            interval,
+            super::cpus(),
+            rq_mean.map(|m| (m, rq.max)),
+            &whole_disks,
+        );
+        Section::Present {
+            data: table,
+            overhead: overhead(
+                cpu + self.cpu_s + thread_cpu_s() - cpu0,
+                interval,
+                n + 2,
+                "two readings of the counters, run queue every 100 ms",
+            ),
+        }
+    }
+}
+
+/// Whole disks (/sys/block entries), so partitions are not counted twice.
+fn whole_disks(root: &Path) -> Vec<String> {
+    std::fs::read_dir(root.join("sys/block"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn psi_pct(before: &[PsiCounters], after: &[PsiCounters], res: &str, s: f64) -> Option<f64> {
+    pressure::psi_delta(before, after, s)
+        .into_iter()
+        .find(|r| r.resource == res)
+        .map(|r| r.some_pct)
+}
+
+/// The table from two snapshots `seconds` apart.
+pub fn build(
+    b: &Snapshot,
+    a: &Snapshot,
+    seconds: f64,
+    cpus: u32,
+    run_queue: Option<(f64, u64)>,
+    whole_disks: &[String],
+) -> UseTable {
+    let mut rows = Vec::new();
+    let per_s = |x: u64, y: u64| y.saturating_sub(x) as f64 / seconds.max(1e-9);
+    let f = Figure::new;
+
+    if let (Some(vb), Some(va)) = (&b.vm, &a.vm) {
+        let d = |x: u64, y: u64| y.saturating_sub(x) as f64;
+        let user = d(vb.cpu_user, va.cpu_user);
+        let sys = d(vb.cpu_system, va.cpu_system);
+        let idle = d(vb.cpu_idle, va.cpu_idle);
+        let wait = d(vb.cpu_iowait, va.cpu_iowait);
+        let steal = d(vb.cpu_steal, va.cpu_steal);
+        let total = (user + sys + idle + wait + steal).max(1.0);
+        let busy = (user + sys) / total * 100.0;
+        let mut row = UseRow {
+            kind: "cpu".into(),
+            name: format!("{cpus} CPUs"),
+            utilisation: vec![
+                f("busy", busy, "%"),
+                f("user", user / total * 100.0, "%"),
+                f("system", sys / total * 100.0, "%"),
+                f("iowait", wait / total * 100.0, "%"),
+                f("steal", steal / total * 100.0, "%"),
+            ],
+            ..Default::default()
+        };
+        let mut score = busy / 100.0;
+        if let Some((mean, max)) = run_queue {
+            row.saturation
+                .push(f("runnable per CPU", mean / cpus.max(1) as f64, "tasks"));
+            row.saturation.push(f("runnable max", max as f64, "tasks"));
+            score = score.max(mean / cpus.max(1) as f64 / 2.0);
+        }
+        if let Some(p) = psi_pct(&b.psi, &a.psi, "cpu", seconds) {
+            row.saturation.push(f("PSI some", p, "%"));
+            score = score.max(p / 50.0);
+        }
+        row.saturation
+            .push(f("context switches", per_s(vb.ctxt, va.ctxt), "/s"));
+        row.saturation
+            .push(f("interrupts", per_s(vb.intr, va.intr), "/s"));
+        if steal / total > 0.1 {
+            score = score.max(0.6);
+        }
+        row.notes
+            .push("CPU errors (machine checks) are not counted here".into());
+        row.score = score;
+        rows.push(row);
+    }
+
+    if !a.meminfo.is_empty() {
+        let total = *a.meminfo.get("MemTotal").unwrap_or(&0) as f64;
+        let avail = *a.meminfo.get("MemAvailable").unwrap_or(&0) as f64;
+        let used = if total > 0.0 {
+            (total - avail) / total * 100.0
+        } else {
+            0.0
+        };
+        let mut row = UseRow {
+            kind: "memory".into(),
+            name: "memory".into(),
+            utilisation: vec![f("used", used, "%")],
+            ..Default::default()
+        };
+        let swap_total = *a.meminfo.get("SwapTotal").unwrap_or(&0) as f64;
+        let swap_free = *a.meminfo.get("SwapFree").unwrap_or(&0) as f64;
+        if swap_total > 0.0 {
+            row.utilisation.push(f(
+                "swap used",
+                (swap_total - swap_free) / swap_total * 100.0,
+                "%",
+            ));
+        }
+        let g = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
+        let page = vmstat_page(a);
+        let swap = (per_s(g(&b.vmstat, "pswpin"), g(&a.vmstat, "pswpin"))
+            + per_s(g(&b.vmstat, "pswpout"), g(&a.vmstat, "pswpout")))
+            * page;
+        row.saturation.push(f("swapping", swap, "B/s"));
+        let majflt = per_s(g(&b.vmstat, "pgmajfault"), g(&a.vmstat, "pgmajfault"));
+        row.saturation.push(f("major faults", majflt, "/s"));
+        let scan = per_s(g(&b.vmstat, "pgscan_direct"), g(&a.vmstat, "pgscan_direct"));
+        row.saturation.push(f("direct reclaim scans", scan, "/s"));
+        let mut score = (used / 100.0 - 0.3).max(0.0);
+        if let Some(p) = psi_pct(&b.psi, &a.psi, "memory", seconds) {
+            row.saturation.push(f("PSI some", p, "%"));
+            score = score.max(p / 20.0);
+        }
+        if swap > 64.0 * 1024.0 {
+            score = score.max(0.8);
+        }
+        if majflt > 100.0 {
+            score = score.max(0.6);
+        }
+        let oom = g(&a.vmstat, "oom_kill").saturating_sub(g(&b.vmstat, "oom_kill"));
+        row.errors.push(f("OOM kills", oom as f64, "count"));
+        if oom > 0 {
+            score = score.max(1.0);
+        }
+        row.score = score;
+        rows.push(row);
+    }
+
+    let io_psi = psi_pct(&b.psi, &a.psi, "io", seconds);
+    for d in &a.disks {
+        if !whole_disks.is_empty() && !whole_disks.contains(&d.name) {
+            continue;
+        }
+        let Some(p) = b.disks.iter().find(|p| p.name == d.name) else {
+            continue;
+        };
+        let r = iostat::delta(p, d, seconds);
+        let moved = r.r_s + r.w_s > 0.0;
+        if !moved && (d.name.starts_with("loop") || d.name.starts_with("ram")) {
+            continue;
+        }
+        let mut row = UseRow {
+            kind: "disk".into(),
+            name: d.name.clone(),
+            utilisation: vec![
+                f("util", r.util_pct, "%"),
+                f("read", r.rkb_s * 1024.0, "B/s"),
+                f("write", r.wkb_s * 1024.0, "B/s"),
+                f("IOPS", r.r_s + r.w_s, "/s"),
+            ],
+            saturation: vec![
+                f("queue depth", r.aqu_sz, "requests"),
+                f("read await", r.r_await_ms / 1000.0, "s"),
+                f("write await", r.w_await_ms / 1000.0, "s"),
+            ],
+            notes: vec![
+                "I/O errors are not exposed by /proc/diskstats (see the kernel log)".into(),
+            ],
+            ..Default::default()
+        };
+        if let Some(p) = io_psi {
+            row.saturation.push(f("PSI io some", p, "%"));
+        }
+        row.score = (r.util_pct / 100.0).max(r.aqu_sz / 4.0).min(1.5);
+        rows.push(row);
+    }
+
+    for n in &a.net {
+        let Some(p) = b.net.iter().find(|p| p.name == n.name) else {
+            continue;
+        };
+        let rx = per_s(p.rx_bytes, n.rx_bytes);
+        let tx = per_s(p.tx_bytes, n.tx_bytes);
+        let drops = n.rx_drop + n.tx_drop + n.rx_fifo + n.tx_fifo
+            - (p.rx_drop + p.tx_drop + p.rx_fifo + p.tx_fifo)
+                .min(n.rx_drop + n.tx_drop + n.rx_fifo + n.tx_fifo);
+        let errs = (n.rx_errs + n.tx_errs).saturating_sub(p.rx_errs + p.tx_errs);
+        if rx + tx == 0.0 && drops == 0 && errs == 0 {
+            continue;
+        }
+        let colls = n.tx_colls.saturating_sub(p.tx_colls);
+        let mut row = UseRow {
+            kind: "net".into(),
+            name: n.name.clone(),
+            utilisation: vec![f("receive", rx, "B/s"), f("transmit", tx, "B/s")],
+            saturation: vec![
+                f("drops", drops as f64, "count"),
+                f("collisions", colls as f64, "count"),
+            ],
+            errors: vec![f("errors", errs as f64, "count")],
+            ..Default::default()
+        };
+        let mut score: f64 = 0.0;
+        if let Some(mbit) = a.speeds.get(&n.name).copied() {
+            let u = (rx.max(tx) * 8.0) / (mbit as f64 * 1e6) * 100.0;
+            row.utilisation.push(f("of link speed", u, "%"));
+            score = u / 100.0;
+        }
+        if drops > 0 || errs > 0 {
+            score = score.max(0.7);
+        }
+        row.score = score;
+        rows.push(row);
+    }
+
+    let standouts = standouts(&rows);
+    UseTable {
+        rows,
+        standouts,
+        method:
+            "CPU and memory from /proc/stat, /proc/vmstat and /proc/meminfo (as vmstat), disks \
+                 from /proc/diskstats (as iostat -x), interfaces from /proc/net/dev, pressure from \
+                 /proc/pressure, each read before and after the interval; the run queue \
+                 (/proc/loadavg running tasks, minus the reader) every 100 ms"
+                .into(),
+    }
+}
+
+fn vmstat_page(_a: &Snapshot) -> f64 {
+    // pswpin/pswpout count pages.
+    // SAFETY: sysconf has no memory effects.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as f64
+    } else {
+        4096.0
+    }
+}
+
+fn get(row: &UseRow, name: &str) -> f64 {
+    row.figure(name).unwrap_or(0.0)
+}
+
+/// The one or two rows that stand out (score ≥ 0.5), in plain words.
+pub fn standouts(rows: &[UseRow]) -> Vec<String> {
+    let mut sorted: Vec<&UseRow> = rows.iter().filter(|r| r.score >= 0.5).collect();
+    sorted.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let words: Vec<String> = sorted
+        .iter()
+        .take(2)
+        .map(|r| match r.kind.as_str() {
+            "cpu" => {
+                let sys = get(r, "system");
+                let user = get(r, "user");
+                let mut s = format!(
+                    "CPU is {}: {}% busy ({}% system, {}% user)",
+                    if r.score >= 0.9 { "saturated" } else { "busy" },
+                    sig(get(r, "busy")),
+                    sig(sys),
+                    sig(user)
+                );
+                if let Some(q) = r.figure("runnable per CPU") {
+                    s.push_str(&format!(", {} runnable tasks per CPU", sig(q)));
+                }
+                s.push_str(&format!(
+                    ", {}",
+                    human(get(r, "context switches"), "context switches/s")
+                ));
+                if sys > user && sys > 30.0 {
+                    s.push_str(" — most of it in the kernel");
+                }
+                s
+            }
+            "memory" => format!(
+                "memory is under pressure: {}% used, swapping {}, {} major faults/s{}",
+                sig(get(r, "used")),
+                human(get(r, "swapping"), "B/s"),
+                sig(get(r, "major faults")),
+                r.figure("PSI some")
+                    .map(|p| format!(", tasks stalled on memory {}% of the time", sig(p)))
+                    .unwrap_or_default()
+            ),
+            "disk" => format!(
+                "disk {} is {}: {}% utilised, queue depth {}, write await {}",
+                r.name,
+                if r.score >= 0.9 { "saturated" } else { "busy" },
+                sig(get(r, "util")),
+                sig(get(r, "queue depth")),
+                human(get(r, "write await"), "s")
+            ),
+            _ => format!(
+                "interface {}: {} drops, {} errors over the interval",
+                r.name,
+                get(r, "drops"),
+                get(r, "errors")
+            ),
+        })
+        .collect();
+    if words.is_empty() {
+        let cpu = rows
+            .iter()
+            .find(|r| r.kind == "cpu")
+            .map(|r| format!(" (CPU {}% busy)", sig(get(r, "busy"))))
+            .unwrap_or_default();
+        return vec![format!(
+            "nothing stands out: no resource is near saturation{cpu}"
+        )];
+    }
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn net_dev_and_loadavg() {
+        let t = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/diagnose/proc/net/dev"
+        ))
+        .unwrap();
+        let n = parse_net_dev(&t);
+        assert_eq!(n.len(), 2);
+        assert_eq!(n[1].name, "eth0");
+        assert_eq!(n[1].rx_bytes, 91_234_567);
+        assert_eq!((n[1].rx_errs, n[1].rx_drop), (2, 17));
+        assert_eq!(
+            (n[1].tx_bytes, n[1].tx_errs, n[1].tx_colls),
+            (4_567_890, 0, 3)
+        );
+        assert_eq!(
+            parse_loadavg_running("0.52 0.58 0.59 7/419 12345\n"),
+            Some(7)
+        );
+    }
+
+    fn vm(user: u64, sys: u64, idle: u64, ctxt: u64) -> VmstatCounters {
+        VmstatCounters {
+            cpu_user: user,
+            cpu_system: sys,
+            cpu_idle: idle,
+            ctxt,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn busy_kernel_cpu_stands_out() {
+        let b = Snapshot {
+            vm: Some(vm(100, 100, 1000, 0)),
+            ..Default::default()
+        };
+        let a = Snapshot {
+            vm: Some(vm(120, 270, 1010, 2_000_000)),
+            ..Default::default()
+        };
+        let t = build(&b, &a, 2.0, 2, Some((6.0, 9)), &[]);
+        let cpu = t.row("cpu").unwrap();
+        assert!((get(cpu, "busy") - 95.0).abs() < 1e-9);
+        assert!((get(cpu, "system") - 85.0).abs() < 1e-9);
+        assert_eq!(get(cpu, "context switches"), 1_000_000.0);
+        assert_eq!(t.standouts.len(), 1);
+        assert!(
+            t.standouts[0].starts_with("CPU is saturated: 95.0% busy (85.0% system")
+                && t.standouts[0].contains("most of it in the kernel"),
+            "{:?}",
+            t.standouts
+        );
+    }
+
+    #[test]
+    fn a_quiet_machine_says_so() {
+        let b = Snapshot {
+            vm: Some(vm(100, 100, 1000, 0)),
+            ..Default::default()
+        };
+        let a = Snapshot {
+            vm: Some(vm(101, 101, 1198, 10)),
+            ..Default::default()
+        };
+        let t = build(&b, &a, 2.0, 2, Some((0.0, 1)), &[]);
+        assert_eq!(t.standouts.len(), 1);
+        assert!(t.standouts[0].starts_with("nothing stands out"));
+    }
+}
