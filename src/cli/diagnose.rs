@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::{Cli, Out};
 use crate::diagnose::{self, Options, What};
 use crate::engine::model::{new_run_id, now_rfc3339, Run, RunStatus, RUN_SCHEMA};
-use crate::engine::params::parse_duration;
 use crate::report::diagnosis as view;
+use crate::units::parse_duration;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]

@@ -17,16 +17,16 @@ use crate::engine::measure::{measure, Loop, Monotonic, Schedule, StopReason, Tri
 use crate::engine::model::{
     new_run_id, now_rfc3339, MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA,
 };
-use crate::engine::params::parse_duration;
 use crate::engine::runner::RunOptions;
 use crate::engine::{ParamValue, RunDefaults};
 use crate::experiments::app::proc::{self, Quit};
 use crate::experiments::app::time::{run_once, AppTrial, TimeSpec, METRICS};
 use crate::observe::sampler::Sampler;
 use crate::report::table::render as table;
-use crate::report::units::{human, pct};
 use crate::safety::signals;
 use crate::stats::{self, summary::relative_half_width};
+use crate::units::parse_duration;
+use crate::units::{human, pct};
 use crate::{Error, Result};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,8 +27,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::model::diagnosis::{Diagnosis, Overhead, Section, Target};
-use crate::report::units::{seconds, sig};
 use crate::safety::signals;
+use crate::units::{seconds, sig};
 use crate::{Error, Result};
 
 /// What to diagnose.

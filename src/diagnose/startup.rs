@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use super::{overhead, thread_cpu_s, Say};
 use crate::model::diagnosis::{LinkerStats, Section, StartupReport, StartupRuns};
-use crate::report::units::seconds;
 use crate::safety::scratch::Scratch;
+use crate::units::seconds;
 
 /// Commands that ran longer than this are not repeated.
 pub const MAX_RUN_S: f64 = 2.0;

@@ -13,7 +13,7 @@ use crate::model::diagnosis::{Figure, Section, UseRow, UseTable};
 use crate::observe::iostat::{self, DiskCounters};
 use crate::observe::pressure::{self, PsiCounters};
 use crate::observe::vmstat::{self, VmstatCounters};
-use crate::report::units::{human, sig};
+use crate::units::{human, sig};
 
 /// One interface of /proc/net/dev.
 #[derive(Debug, Clone, Default, PartialEq)]

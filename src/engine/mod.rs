@@ -211,7 +211,7 @@ impl Room {
             memory_why: format!(
                 "{}; budget = 3/4 of the smaller less {} for tunelab",
                 limits.explain(),
-                params::format_size(crate::system::limits::RESERVE)
+                crate::units::format_size(crate::system::limits::RESERVE)
             ),
             // A file system without block accounting (ramfs) stores in RAM.
             disk_free: target

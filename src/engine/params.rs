@@ -5,9 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-// Unit parsing and formatting live in the bottom module `units`; these
-// re-exports keep the old paths compiling on other branches until merge.
-pub use crate::units::{format_size, parse_duration, parse_size};
+use crate::units::{format_size, parse_duration, parse_size};
 
 /// Values are data of the run model; the specs that parse them live here.
 pub use crate::model::ParamValue;

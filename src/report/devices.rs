@@ -8,10 +8,10 @@ use serde::Serialize;
 
 use super::comparison::VOLATILE;
 use super::table::render as table;
-use super::units::{human, sig};
 use crate::model::run::Run;
 use crate::model::Better;
 use crate::stats::{compare, Comparison, Verdict};
+use crate::units::{human, sig};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Device {

@@ -5,9 +5,9 @@
 //! reaches up into diagnose/.
 
 use super::document::{Block, Cell, Figure as DocFigure, Section as DocSection, Table};
-use super::units::{human, seconds, si, sig};
 use crate::model::diagnosis::{Diagnosis, Figure, Overhead, Section};
 use crate::model::profile::{FoldedStack, Profile};
+use crate::units::{human, seconds, si, sig};
 
 /// Draws folded stacks as an SVG flame graph (title) or says why not.
 pub type Flame<'a> = &'a dyn Fn(&[FoldedStack], &str) -> Result<String, String>;
@@ -230,7 +230,12 @@ pub fn parts(d: &Diagnosis) -> Vec<Part> {
                 .map(|k| {
                     vec![
                         k.name.clone(),
-                        k.value.map(si).unwrap_or_else(|| "–".into()),
+                        match (k.value, k.unit.as_str()) {
+                            (None, _) => "–".into(),
+                            // task-clock and cpu-clock count nanoseconds.
+                            (Some(v), "ns") => seconds(v / 1e9),
+                            (Some(v), _) => si(v),
+                        },
                         format!("{:.0}%", k.running_fraction * 100.0),
                         k.unavailable.clone(),
                     ]

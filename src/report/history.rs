@@ -12,11 +12,11 @@ use serde::Serialize;
 
 use super::comparison::{env_diff, EnvDiff};
 use super::table::render as table;
-use super::units::{human, sig};
 use crate::model::run::Run;
 use crate::model::Better;
 use crate::stats::changepoint::{e_divisive, Options};
 use crate::stats::summary::median;
+use crate::units::{human, sig};
 
 /// Which runs and series to look at.
 #[derive(Debug, Clone, Default)]

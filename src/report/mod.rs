@@ -14,4 +14,3 @@ mod params;
 mod pick_charts;
 pub mod runview;
 pub mod table;
-pub mod units;

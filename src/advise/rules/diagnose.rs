@@ -4,7 +4,7 @@
 
 use super::{finding, Evidence, Finding, Outcome, Severity, Workload};
 use crate::model::diagnosis::{Diagnosis, SlabCache};
-use crate::report::units::{seconds, si, sig};
+use crate::units::{seconds, si, sig};
 
 /// System time above this share of busy CPU time makes a run kernel-bound.
 const KERNEL_BOUND_PCT: f64 = 50.0;

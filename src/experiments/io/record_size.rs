@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::cache_control::{drop_file_cache, logical_block_size, open_with, DropMethod, IoMode};
-use crate::engine::params::format_size;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, Series, TrialValues,
@@ -18,6 +17,7 @@ use crate::engine::{
 use crate::experiments::util::{backing_note, fill_file, fit_disk, Fit, MIN_TRIAL};
 use crate::safety::AlignedBuf;
 use crate::stats;
+use crate::units::format_size;
 use crate::{Error, Result};
 
 /// Name and the metrics `advise` reads, as constants so a rename cannot

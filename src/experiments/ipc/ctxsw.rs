@@ -10,13 +10,13 @@ use std::time::Instant;
 
 use super::child::{self, check_process_limit, Children, CpuSet, PinGuard};
 use super::pingpong::pipe;
-use crate::engine::params::format_size;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     Series, TrialValues,
 };
 use crate::experiments::util::{sum_bytes, MIN_TRIAL};
 use crate::safety::AlignedBuf;
+use crate::units::format_size;
 use crate::{Error, Result};
 
 /// Medians of finished points, per (cpu, size), for the "context switch vs
