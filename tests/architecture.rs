@@ -137,7 +137,7 @@ fn strip(src: &str) -> String {
             let start = i + if c == 'b' { 2 } else { 1 };
             let hashes = raw_string_start(&b, start).unwrap();
             let close: Vec<char> = std::iter::once('"')
-                .chain(std::iter::repeat('#').take(hashes))
+                .chain(std::iter::repeat_n('#', hashes))
                 .collect();
             let mut j = start + hashes + 1;
             while j < b.len() && !b[j..].starts_with(&close) {

@@ -177,7 +177,7 @@ fn bad_input_exits_2_with_the_reason() {
     assert!(
         !env.db().exists() || {
             let l = cmd(&env).args(["--json", "runs"]).output().unwrap();
-            json(&l).as_array().map_or(true, |a| a.is_empty())
+            json(&l).as_array().is_none_or(|a| a.is_empty())
         }
     );
 }

@@ -391,10 +391,10 @@ impl Sampler {
     /// One sample; sleeping tasks are charged `dt` seconds.
     pub fn sample_at(&mut self, dt: f64) {
         self.covered_s += dt;
-        if self.ticks % 10 == 0 {
+        if self.ticks.is_multiple_of(10) {
             self.refresh();
         }
-        let read_sched = self.ticks % 10 == 0;
+        let read_sched = self.ticks.is_multiple_of(10);
         self.ticks += 1;
         let procs = std::mem::take(&mut self.procs);
         for (pid, _, tids) in &procs {

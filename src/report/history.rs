@@ -97,7 +97,7 @@ fn machine_of(run: &Run) -> String {
 fn relevant(run: &Run, q: &Query) -> bool {
     let about = run.results.iter().any(|r| r.experiment == q.subject)
         || run.study.as_ref().is_some_and(|s| s.profile == q.subject);
-    let machine = q.machine.as_ref().map_or(true, |m| &machine_of(run) == m);
+    let machine = q.machine.as_ref().is_none_or(|m| &machine_of(run) == m);
     about && machine
 }
 

@@ -121,7 +121,7 @@ fn best_split(xs: &[f64], min: usize) -> Option<(usize, f64)> {
             - within_l / (a * (a - 1.0) / 2.0)
             - within_r / (b * (b - 1.0) / 2.0);
         let q = a * b / n as f64 * e;
-        if best.map_or(true, |(_, bq)| q > bq) {
+        if best.is_none_or(|(_, bq)| q > bq) {
             best = Some((tau, q));
         }
     }

@@ -281,7 +281,7 @@ fn tightest_cgroup(root: &Path) -> Option<CgroupMemory> {
         if let Some(level) = read_level(&dir, version) {
             if best
                 .as_ref()
-                .map_or(true, |b| level.headroom() < b.headroom())
+                .is_none_or(|b| level.headroom() < b.headroom())
             {
                 best = Some(level);
             }

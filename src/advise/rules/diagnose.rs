@@ -56,7 +56,7 @@ fn slub_share(d: &Diagnosis) -> Option<(f64, String)> {
         let name = s.symbol.split('+').next().unwrap_or(&s.symbol);
         if SLUB_SLOW.contains(&name) {
             share += s.percent;
-            if top.as_ref().map_or(true, |t| s.percent > t.0) {
+            if top.as_ref().is_none_or(|t| s.percent > t.0) {
                 top = Some((s.percent, name.to_string()));
             }
         }

@@ -116,7 +116,7 @@ pub(super) fn saturating_depth(ev: &Evidence, _: Workload) -> Outcome {
                 target(ev)
             ),
         };
-        if best.as_ref().map_or(true, |b| cost > b.2) {
+        if best.as_ref().is_none_or(|b| cost > b.2) {
             best = Some((rw, f, cost));
         }
     }

@@ -62,7 +62,7 @@ impl ViewState for DirtyView {
         }
         let line = self.watch.observe(&s);
         let mut e = Emitted::default();
-        if self.lines % 20 == 0 {
+        if self.lines.is_multiple_of(20) {
             let _ = writeln!(
                 e.table,
                 "{:>12} {:>12} {:>12} {:>12} {:>12} {:>8}",

@@ -19,7 +19,7 @@ impl ViewState for VmstatView {
         }
         let signs = hints::vmstat_signs(&self.window);
         let mut e = Emitted::default();
-        if self.lines % 20 == 0 {
+        if self.lines.is_multiple_of(20) {
             e.table.push_str(
                 "procs -----------memory---------- ---swap-- -----io---- -system-- -------cpu-------\n \
                  r  b   swpd     free     buff    cache   si   so    bi    bo   in   cs us sy id wa st\n",

@@ -131,7 +131,7 @@ impl BackgroundLoad {
                                 return;
                             }
                             off = (off + (1 << 20)) % IO_LOAD_SPAN;
-                            if off % (8 << 20) == 0 && f.sync_data().is_err() {
+                            if off.is_multiple_of(8 << 20) && f.sync_data().is_err() {
                                 return;
                             }
                         }

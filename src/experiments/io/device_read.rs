@@ -356,7 +356,7 @@ impl PointRun for DeviceReadRun {
             let mut off = 0u64;
             let t = Instant::now();
             while off < self.size && timed + t.elapsed().as_secs_f64() < self.duration {
-                if off % (64 << 20) == 0 {
+                if off.is_multiple_of(64 << 20) {
                     ctx.check_cancel()?;
                 }
                 let n = self
@@ -383,7 +383,7 @@ impl PointRun for DeviceReadRun {
         let t = Instant::now();
         let mut i = 0u32;
         while t.elapsed().as_secs_f64() < self.duration {
-            if i % 64 == 0 {
+            if i.is_multiple_of(64) {
                 ctx.check_cancel()?;
             }
             i += 1;

@@ -157,7 +157,7 @@ impl Experiment for RecordSize {
         notes.push(backing_note(ctx));
         if mode == IoMode::Direct {
             let lbs = logical_block_size(scratch.path());
-            if record as u64 % lbs != 0 || size % lbs != 0 {
+            if !(record as u64).is_multiple_of(lbs) || size % lbs != 0 {
                 return Err(Error::usage(format!(
                     "io.record-size: with mode=direct, record ({record}) and size ({size}) must be \
                      multiples of the device's logical block size ({lbs} B); use larger records \
@@ -294,7 +294,7 @@ impl RecordSizeRun {
                 }
                 off += n as u64;
                 calls = calls.wrapping_add(1);
-                if calls % 4096 == 0 {
+                if calls.is_multiple_of(4096) {
                     ctx.check_cancel()?;
                 }
             }
@@ -338,7 +338,7 @@ impl RecordSizeRun {
                 std::hint::black_box(&buf[..n]);
                 off += n as u64;
                 calls = calls.wrapping_add(1);
-                if calls % 4096 == 0 {
+                if calls.is_multiple_of(4096) {
                     ctx.check_cancel()?;
                 }
             }

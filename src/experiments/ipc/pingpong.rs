@@ -350,7 +350,7 @@ impl PingPong {
             }
             got += k as u64;
             calls = calls.wrapping_add(1);
-            if calls % 4096 == 0 {
+            if calls.is_multiple_of(4096) {
                 if let Err(e) = ctx.check_cancel() {
                     kids.kill_all();
                     return Err(e);

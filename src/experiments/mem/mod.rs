@@ -121,12 +121,12 @@ pub fn sweep_sizes(min: u64, max: u64, per_doubling: u32) -> Vec<u64> {
             break;
         }
         let s = (s / 64 * 64).max(64.min(min));
-        if out.last().map_or(true, |&l| s > l) {
+        if out.last().is_none_or(|&l| s > l) {
             out.push(s);
         }
         k += 1;
     }
-    if out.last().map_or(true, |&l| max > l) {
+    if out.last().is_none_or(|&l| max > l) {
         out.push(max);
     }
     out

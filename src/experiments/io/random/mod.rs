@@ -326,7 +326,7 @@ impl Experiment for Random {
         let scratch = ctx.scratch()?;
         if want_direct {
             let lbs = logical_block_size(scratch.path());
-            if bs as u64 % lbs != 0 {
+            if !(bs as u64).is_multiple_of(lbs) {
                 return Err(Error::usage(format!(
                     "io.random: with mode=direct, bs ({bs} B) must be a multiple of the device's \
                      logical block size ({lbs} B); use bs={lbs} or a multiple, or mode=buffered"
