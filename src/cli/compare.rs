@@ -148,7 +148,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     }
     if let Some(path) = &args.html {
         let page = crate::report::html::render(&devices::document(&c));
-        super::report::write_new(path, &page)?;
+        super::output::write_new(path, &page)?;
         out.info(&format!("wrote {}", path.display()));
     }
     if args.fail_on_regression && c.regressions > 0 {

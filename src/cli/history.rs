@@ -64,7 +64,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     }
     if let Some(path) = &args.html {
         let page = crate::report::html::render(&crate::report::history::document(&h));
-        super::report::write_new(path, &page)?;
+        super::output::write_new(path, &page)?;
         out.info(&format!("wrote {}", path.display()));
     }
     let bad = h.regressions();

@@ -126,7 +126,7 @@ pub fn main() -> i32 {
     if std::env::var_os("TUNELAB_DB").is_some_and(|v| v.is_empty()) {
         std::env::remove_var("TUNELAB_DB");
     }
-    crate::safety::signals::install();
+    crate::safety::install_signal_handlers();
     crate::report::table::set_terminal(output_is_terminal());
     crate::model::run::set_legacy_kinds(crate::experiments::registry::param_kind);
     if let Some(code) = run::help_for_experiment(&args) {

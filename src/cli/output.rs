@@ -1,6 +1,7 @@
 //! Where output goes: data on stdout (JSON with --json), messages on stderr.
 
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -70,4 +71,36 @@ impl crate::engine::pipeline::Observer for Out {
     fn warn(&self, msg: &str) {
         Out::warn(self, msg)
     }
+}
+
+// Files the CLI writes (reports, history and comparison pages): always new
+// files, a user's file is never overwritten.
+
+/// Create `path`, which must not exist.
+pub fn create_new(path: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Error::usage(format!(
+                    "{} already exists; choose a new file name (reports never overwrite)",
+                    path.display()
+                ))
+            } else {
+                Error::io("cannot create", path, e)
+            }
+        })
+}
+
+pub fn write_all(f: &mut std::fs::File, path: &Path, text: &str) -> Result<()> {
+    f.write_all(text.as_bytes())
+        .and_then(|_| f.flush())
+        .map_err(|e| Error::io("cannot write", path, e))
+}
+
+/// Write `text` to a new file (a user's file is never overwritten).
+pub fn write_new(path: &Path, text: &str) -> Result<()> {
+    write_all(&mut create_new(path)?, path, text)
 }

@@ -4,9 +4,9 @@
 //! several runs or a selection (`--machine`, `--label`, `--since`), the
 //! device comparison that `compare` prints, as a document.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::output::{create_new, write_all};
 use super::Out;
 use crate::report::{devices, document, html, md_report};
 use crate::store::Store;
@@ -65,30 +65,6 @@ fn format_of(path: &Path) -> Result<Format> {
             path.display()
         ))),
     }
-}
-
-/// Create `path`, which must not exist.
-pub(super) fn create_new(path: &Path) -> Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                Error::usage(format!(
-                    "{} already exists; choose a new file name (reports never overwrite)",
-                    path.display()
-                ))
-            } else {
-                Error::io("cannot create", path, e)
-            }
-        })
-}
-
-pub(super) fn write_all(f: &mut std::fs::File, path: &Path, text: &str) -> Result<()> {
-    f.write_all(text.as_bytes())
-        .and_then(|_| f.flush())
-        .map_err(|e| Error::io("cannot write", path, e))
 }
 
 /// `dir/report.md` → (`dir/report-assets`, `report-assets`).
@@ -231,11 +207,6 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
         }
     ));
     Ok(0)
-}
-
-/// Write `text` to a new file (a user's file is never overwritten).
-pub(super) fn write_new(path: &Path, text: &str) -> Result<()> {
-    write_all(&mut create_new(path)?, path, text)
 }
 
 #[cfg(test)]

@@ -10,6 +10,13 @@ pub mod sysmount;
 pub use buffer::AlignedBuf;
 pub use scratch::Scratch;
 
+/// Start the signal thread, with the journal's restore on its emergency
+/// path (a second SIGINT/SIGTERM/SIGHUP).
+pub fn install_signal_handlers() {
+    signals::on_emergency_restore(journal::restore_mine);
+    signals::install();
+}
+
 /// True when running with effective uid 0.
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()

@@ -19,6 +19,15 @@ static CLEANUP_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Mount points of tunelab's own loop filesystems, with the loop device to
 /// detach after the unmount when autoclear could not be set.
 static CLEANUP_MOUNTS: Mutex<Vec<(PathBuf, Option<PathBuf>)>> = Mutex::new(Vec::new());
+/// Put back journalled settings on the emergency path: set by
+/// `safety::install_signal_handlers` (the journal is not imported here, so
+/// scratch → signals → journal → scratch is no cycle).
+static RESTORE: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// What the second signal runs to put settings back before leaving.
+pub fn on_emergency_restore(f: fn()) {
+    let _ = RESTORE.set(f);
+}
 
 /// Start the signal thread (idempotent).
 pub fn install() {
@@ -105,7 +114,9 @@ fn detach_mounts() {
 
 fn emergency_cleanup() {
     detach_mounts();
-    super::journal::restore_mine();
+    if let Some(restore) = RESTORE.get() {
+        restore();
+    }
     if let Ok(dirs) = CLEANUP_DIRS.lock() {
         for d in dirs.iter() {
             let _ = std::fs::remove_dir_all(d);

@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::Path;
 
-use super::inspect::Facts;
+use super::facts::Facts;
 
 /// Add every board fact readable under `root`.
 pub fn collect(root: &Path, f: &mut Facts) {

@@ -5,68 +5,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use super::device::{active_choice, device_for_path, BlockDevice};
 use super::mounts::mount_for_path;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Fact {
-    pub section: &'static str,
-    pub key: String,
-    pub value: String,
-    /// Where the value was read (a file, or how it was derived).
-    pub source: String,
-}
-
-/// Facts in the order they are shown.
-#[derive(Debug, Default, Clone, Serialize)]
-pub struct Facts(pub Vec<Fact>);
-
-impl Facts {
-    pub(super) fn add(
-        &mut self,
-        section: &'static str,
-        key: &str,
-        value: impl Into<String>,
-        source: impl Into<String>,
-    ) {
-        self.0.push(Fact {
-            section,
-            key: key.to_string(),
-            value: value.into(),
-            source: source.into(),
-        });
-    }
-
-    /// Read a sysfs/procfs file into a fact if it exists.
-    fn file(&mut self, section: &'static str, key: &str, path: impl AsRef<Path>) -> Option<String> {
-        let path = path.as_ref();
-        let v = fs::read_to_string(path).ok()?.trim().to_string();
-        self.add(section, key, v.clone(), path.display().to_string());
-        Some(v)
-    }
-
-    /// Facts from key/value pairs (section "given"): for tests and replays.
-    pub fn from_pairs(pairs: &[(&str, &str)]) -> Facts {
-        let mut f = Facts::default();
-        for (k, v) in pairs {
-            f.add("given", k, *v, "given");
-        }
-        f
-    }
-
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|f| f.key == key)
-            .map(|f| f.value.as_str())
-    }
-
-    pub fn get_u64(&self, key: &str) -> Option<u64> {
-        self.get(key)?.split_whitespace().next()?.parse().ok()
-    }
-}
+pub use super::facts::{Fact, Facts};
 
 /// Gather everything, for `target` (a directory) when given.
 pub fn inspect(target: Option<&Path>) -> Facts {

@@ -3,6 +3,7 @@
 pub mod board;
 pub mod device;
 pub mod env;
+pub mod facts;
 pub mod mounts;
 pub mod quiet;
 

@@ -21,7 +21,7 @@ mod collected;
 mod common;
 #[cfg(feature = "profile")]
 mod counters;
-#[cfg(feature = "profile")]
+#[cfg(feature = "flamegraph")]
 mod flame;
 #[cfg(feature = "profile")]
 mod live;
@@ -136,15 +136,22 @@ impl RunningCounters {
 }
 
 /// A flame graph (SVG text) of folded stacks.
+/// The static board build leaves the renderer out (it would push the x86_64
+/// binary past 6 MiB): the run keeps its folded stacks, and a host that
+/// imports it draws the graph.
 pub fn flamegraph_svg(folded: &[FoldedStack], title: &str) -> Result<String, String> {
-    #[cfg(feature = "profile")]
+    #[cfg(feature = "flamegraph")]
     {
         flame::svg(folded, title)
     }
-    #[cfg(not(feature = "profile"))]
+    #[cfg(not(feature = "flamegraph"))]
     {
         let _ = (folded, title);
-        Err(NO_FEATURE.to_string())
+        Err(
+            "this tunelab was built without flame graphs (the board build leaves them out): \
+             import the run on a host (`tunelab import`) and run `tunelab report` there"
+                .to_string(),
+        )
     }
 }
 
