@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use super::Out;
 use crate::report::export::{export, Format};
 use crate::store::Store;
-use crate::{Error, Result};
+use crate::Result;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -25,23 +25,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     match &args.output {
         None => out.data(&text)?,
         Some(path) => {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)
-                .map_err(|e| {
-                    if e.kind() == std::io::ErrorKind::AlreadyExists {
-                        Error::usage(format!(
-                            "{} already exists; choose a new file name",
-                            path.display()
-                        ))
-                    } else {
-                        Error::io("cannot create", path, e)
-                    }
-                })?;
-            f.write_all(text.as_bytes())
-                .map_err(|e| Error::io("cannot write", path, e))?;
+            super::output::write_new(path, &text)?;
             out.info(&format!("wrote {}", path.display()));
         }
     }

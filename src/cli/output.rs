@@ -85,7 +85,7 @@ pub fn create_new(path: &Path) -> Result<std::fs::File> {
         .map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 Error::usage(format!(
-                    "{} already exists; choose a new file name (reports never overwrite)",
+                    "{} already exists; choose a new file name (tunelab never overwrites a file)",
                     path.display()
                 ))
             } else {
