@@ -142,17 +142,15 @@ pub struct ArmSamples {
     pub budget: f64,
     /// Why this arm stopped; `None` when it never started.
     pub reason: Option<StopReason>,
+    /// Measured trials run, whether or not they returned values (a skipped
+    /// point returns none, and must still reach its trial count).
+    pub measured: usize,
 }
 
 impl ArmSamples {
     /// Measured trials that count so far.
     pub fn counted(&self) -> usize {
-        self.samples
-            .values()
-            .map(Vec::len)
-            .max()
-            .unwrap_or(0)
-            .saturating_sub(self.discarded)
+        self.measured.saturating_sub(self.discarded)
     }
 
     fn precise(&self, precision: f64) -> bool {
@@ -164,6 +162,9 @@ impl ArmSamples {
     }
 
     fn record(&mut self, values: Values, warm: bool, auto_warmup: bool) {
+        if !warm {
+            self.measured += 1;
+        }
         let into = if warm {
             &mut self.warmup
         } else {
@@ -610,6 +611,27 @@ mod tests {
         let (m, log) = run(1, &how(Schedule::Sequential, 0, 5, 12, 1000.0), 0.1, 40.0);
         assert_eq!(m.arms[0].reason, Some(StopReason::MaxTrials));
         assert_eq!(log.len(), 12);
+    }
+
+    /// A skipped point returns no values: before, its trials never counted
+    /// and the loop spun for ever (io.pregrow's fallocate on ext2).
+    #[test]
+    fn trials_without_values_still_count() {
+        let now = Rc::new(Cell::new(0.0));
+        let mut clock = Fake(now.clone());
+        let mut calls = 0;
+        let m = measure(
+            1,
+            &how(Schedule::Sequential, 1, 2, 5, 1e9),
+            &mut clock,
+            &mut FnTrials(|_arm: usize, _warm: bool| {
+                calls += 1;
+                Ok(vec![])
+            }),
+        );
+        assert_eq!(m.arms[0].reason, Some(StopReason::MaxTrials));
+        assert_eq!(m.arms[0].counted(), 5);
+        assert_eq!(calls, 6);
     }
 
     #[test]
