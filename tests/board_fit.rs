@@ -203,6 +203,14 @@ fn mem_bandwidth_shrinks_its_arrays_in_a_32_mib_cgroup() {
         fit.contains("instead of 64 MiB (2 copies)") && fit.contains("limit 32 MiB"),
         "{fit}"
     );
+    // The stored params say the size that was measured, not the one asked.
+    let size = run["results"][0]["params"]["size"].as_u64().unwrap();
+    assert!(size < 64 << 20, "params still show the requested size: {size}");
+    assert!(
+        n.iter()
+            .any(|n| n.contains("was measured (fitted: memory budget; size=64 MiB was asked")),
+        "{n:?}"
+    );
 }
 
 #[test]

@@ -6,7 +6,9 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::engine::{Ctx, Experiment, Point, PointExtras, PointRun, Room, TrialValues};
+use crate::engine::{
+    Ctx, Experiment, Fitted, ParamValue, Point, PointExtras, PointRun, Room, TrialValues,
+};
 use crate::safety::AlignedBuf;
 use crate::units::{format_size, parse_size};
 use crate::{Error, Result};
@@ -17,6 +19,18 @@ use crate::{Error, Result};
 pub struct Fit {
     pub value: u64,
     pub note: Option<String>,
+}
+
+impl Fit {
+    /// What the runner stores for a fitted parameter: the value used, so
+    /// the point's params show what was measured (None: nothing changed).
+    pub fn fitted(&self, param: &'static str, why: &str) -> Option<Fitted> {
+        self.note.as_ref().map(|_| Fitted {
+            param,
+            used: ParamValue::Int(self.value),
+            why: why.to_string(),
+        })
+    }
 }
 
 /// Fit `copies` buffers of `requested` bytes into the memory budget: the

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
-    PointRun, Room, RunDefaults, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, Room, RunDefaults, TrialValues,
 };
 use crate::experiments::util::{backing_note, fit_disk, Fit, Skipped};
 use crate::safety::AlignedBuf;
@@ -112,8 +112,10 @@ impl Experiment for Pregrow {
                 ))));
             }
         }
+        let fitted = fit.fitted("size", "free space");
         let notes = fit.note.into_iter().chain([backing_note(ctx)]).collect();
         Ok(Box::new(PregrowRun {
+            fitted,
             notes,
             dir: scratch.path().to_path_buf(),
             size,
@@ -163,6 +165,7 @@ fn fallocate_unsupported(dir: &Path, mode: i32) -> Result<Option<String>> {
 }
 
 struct PregrowRun {
+    fitted: Option<Fitted>,
     notes: Vec<String>,
     dir: PathBuf,
     size: u64,
@@ -213,6 +216,9 @@ impl Drop for Remove<'_> {
 }
 
 impl PointRun for PregrowRun {
+    fn fitted(&self) -> Vec<Fitted> {
+        self.fitted.clone().into_iter().collect()
+    }
     fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
         ctx.check_cancel()?;
         self.n += 1;

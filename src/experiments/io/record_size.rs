@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use super::cache_control::{drop_file_cache, logical_block_size, open_with, DropMethod, IoMode};
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
-    PointRun, Room, RunDefaults, Series, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::experiments::util::{backing_note, fill_file, fit_disk, Fit, MIN_TRIAL};
 use crate::safety::AlignedBuf;
@@ -153,6 +153,7 @@ impl Experiment for RecordSize {
         let asked = IoMode::parse(p.text("mode")?)?;
         let mut mode = asked;
         let scratch = ctx.scratch()?;
+        let fitted = fit.fitted("size", "free space");
         let mut notes: Vec<String> = fit.note.into_iter().collect();
         notes.push(backing_note(ctx));
         if mode == IoMode::Direct {
@@ -184,6 +185,7 @@ impl Experiment for RecordSize {
             }
         }
         let mut run = RecordSizeRun {
+            fitted,
             path,
             size,
             record,
@@ -247,6 +249,7 @@ fn direct_refused(path: &std::path::Path) -> std::result::Result<(), String> {
 const MIN_PHASE: f64 = 0.1;
 
 struct RecordSizeRun {
+    fitted: Option<Fitted>,
     path: PathBuf,
     size: u64,
     record: usize,
@@ -374,6 +377,9 @@ fn stamp_record(rec: &mut [u8], off: u64, pass: u64) {
 }
 
 impl PointRun for RecordSizeRun {
+    fn fitted(&self) -> Vec<Fitted> {
+        self.fitted.clone().into_iter().collect()
+    }
     fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
         let (mut w0, mut w1, mut r) = (0.0, 0.0, 0.0);
         let mut passes = 0u64;

@@ -7,8 +7,8 @@ use std::sync::Barrier;
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
-    Room, RunDefaults, Series, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras,
+    PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::experiments::ipc::child;
 use crate::experiments::util::{fit_memory, Fit, MIN_TRIAL};
@@ -242,6 +242,7 @@ impl Experiment for Bandwidth {
             spread: (pin && threads > 1).then(crate::experiments::ipc::child::usable_cpus),
             _pin: pin_guard,
             cpu,
+            fitted: fit.fitted("size", "memory budget"),
             fit_note: fit.note,
         };
         for (i, b) in run.bufs.iter_mut().enumerate() {
@@ -270,6 +271,7 @@ struct BandwidthRun {
     _pin: super::PinGuard,
     cpu: Option<usize>,
     /// Why the arrays are smaller than asked, if they are.
+    fitted: Option<Fitted>,
     fit_note: Option<String>,
 }
 
@@ -360,6 +362,9 @@ impl BandwidthRun {
 }
 
 impl PointRun for BandwidthRun {
+    fn fitted(&self) -> Vec<Fitted> {
+        self.fitted.clone().into_iter().collect()
+    }
     fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
         ctx.check_cancel()?;
         let t = self.timed(self.passes, self.size)?;

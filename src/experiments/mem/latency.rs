@@ -9,8 +9,8 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
-    Room, RunDefaults, Series, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras,
+    PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::experiments::util::{fit_memory, Fit};
 use crate::units::format_size;
@@ -207,6 +207,7 @@ impl Experiment for Latency {
             stride_loads: 0,
             thp,
             pages: p.text("chase")? == "pages",
+            fitted: fit.fitted("max", "memory budget"),
             fit_note: fit.note,
             _pin: pin,
             cpu,
@@ -336,6 +337,7 @@ struct LatencyRun {
     thp: bool,
     /// chase=pages: lmbench's page-cycling chains instead of line-random ones.
     pages: bool,
+    fitted: Option<Fitted>,
     fit_note: Option<String>,
     /// Keeps the thread on `cpu` until the point ends.
     _pin: super::PinGuard,
@@ -505,6 +507,9 @@ impl LatencyRun {
 }
 
 impl PointRun for LatencyRun {
+    fn fitted(&self) -> Vec<Fitted> {
+        self.fitted.clone().into_iter().collect()
+    }
     fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
         let mut v = TrialValues::new();
         for l in &self.levels {
@@ -664,6 +669,7 @@ mod tests {
             stride_loads: 0,
             thp: false,
             pages: true,
+            fitted: None,
             fit_note: None,
             _pin: pin,
             cpu,

@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use super::data::{channel_name, day_date, fingerprint, listing};
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
-    Room, RunDefaults, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras,
+    PointRun, Room, RunDefaults, TrialValues,
 };
 use crate::experiments::util::{fit_memory, Fit, MIN_TRIAL};
 use crate::{Error, Result};
@@ -234,6 +234,7 @@ impl Experiment for Search {
         // listing is one allocation: before, it was OOM-killed there).
         let fit = fitted_days(p, &Room::read(None))?;
         let days = fit.value;
+        let fitted = fit.fitted("days", "memory budget");
         let mut fit_note = fit.note;
         let mut day = p.u64("day")?;
         if day > days {
@@ -275,6 +276,7 @@ impl Experiment for Search {
             null,
             reps: [1; 3],
             fit_note,
+            fitted,
         };
         for i in 0..3 {
             let (secs, _) = run.once(i)?;
@@ -293,6 +295,7 @@ struct SearchRun {
     null: File,
     reps: [u64; 3],
     fit_note: Option<String>,
+    fitted: Option<Fitted>,
 }
 
 /// Bytes the listing reserves per day (`data::listing` allocates 460 bytes
@@ -338,6 +341,9 @@ impl SearchRun {
 }
 
 impl PointRun for SearchRun {
+    fn fitted(&self) -> Vec<Fitted> {
+        self.fitted.clone().into_iter().collect()
+    }
     fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
         let mut v = TrialValues::new();
         let bytes = self.db.len() as f64;
