@@ -205,7 +205,10 @@ fn mem_bandwidth_shrinks_its_arrays_in_a_32_mib_cgroup() {
     );
     // The stored params say the size that was measured, not the one asked.
     let size = run["results"][0]["params"]["size"].as_u64().unwrap();
-    assert!(size < 64 << 20, "params still show the requested size: {size}");
+    assert!(
+        size < 64 << 20,
+        "params still show the requested size: {size}"
+    );
     assert!(
         n.iter()
             .any(|n| n.contains("was measured (fitted: memory budget; size=64 MiB was asked")),
