@@ -24,7 +24,6 @@ use crate::experiments::app::proc;
 use crate::report::table::render as table;
 use crate::stats;
 use crate::units::human;
-use crate::units::parse_duration;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -63,7 +62,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub kernel: Option<PathBuf>,
     /// Give up on a boot that has not reached its last marker after this long.
-    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_secs)]
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = super::run::positive_duration)]
     pub timeout: f64,
     /// Signal that stops the command once the boot is over.
     #[arg(long, default_value = "TERM", value_parser = proc::parse_signal)]
@@ -80,13 +79,6 @@ pub struct Args {
     /// The command whose output is the console (e.g. qemu-system-aarch64 … -nographic), after --.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
-}
-
-fn parse_secs(s: &str) -> std::result::Result<f64, String> {
-    match parse_duration(s) {
-        Some(v) if v > 0.0 => Ok(v),
-        _ => Err(format!("'{s}' is not a positive duration (e.g. 30s, 2m)")),
-    }
 }
 
 fn markers(a: &Args) -> Result<Vec<Marker>> {

@@ -8,7 +8,6 @@ use super::{Cli, Out};
 use crate::diagnose::{self, Options, What};
 use crate::engine::model::{new_run_id, now_rfc3339, Run, RunStatus, RUN_SCHEMA};
 use crate::report::diagnosis as view;
-use crate::units::parse_duration;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -38,11 +37,12 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
+/// At most a day: a longer interval is a monitoring job, not a diagnosis.
 fn parse_secs(s: &str) -> std::result::Result<f64, String> {
-    match parse_duration(s) {
-        Some(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+    match super::run::positive_duration(s)? {
+        v if v <= 86_400.0 => Ok(v),
         _ => Err(format!(
-            "'{s}' is not a duration between 1ms and 24h (e.g. 500ms, 10s, 2m)"
+            "'{s}' is longer than 24h; diagnose an interval up to a day"
         )),
     }
 }

@@ -23,7 +23,6 @@ use crate::observe::procmem::{self, ProcMem, ProcPeak, SystemMem};
 use crate::report::table::render as table;
 use crate::safety::signals;
 use crate::units::human;
-use crate::units::parse_duration;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -32,10 +31,10 @@ pub struct Args {
     #[arg(long, conflicts_with = "command")]
     pub pid: Option<u32>,
     /// With --pid: keep sampling for this long and report the peak.
-    #[arg(long = "for", value_name = "DURATION", value_parser = parse_secs)]
+    #[arg(long = "for", value_name = "DURATION", value_parser = super::run::positive_duration)]
     pub for_: Option<f64>,
     /// Sampling interval.
-    #[arg(long, default_value = "100ms", value_parser = parse_secs)]
+    #[arg(long, default_value = "100ms", value_parser = super::run::positive_duration)]
     pub interval: f64,
     /// Run the command through sh -c.
     #[arg(long)]
@@ -47,18 +46,11 @@ pub struct Args {
     #[arg(long, value_name = "CMD", requires = "ready")]
     pub task: Option<String>,
     /// Give up waiting for the ready line after this long.
-    #[arg(long, default_value = "30s", value_parser = parse_secs)]
+    #[arg(long, default_value = "30s", value_parser = super::run::positive_duration)]
     pub ready_timeout: f64,
     /// The program to start and its arguments (after --).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
-}
-
-fn parse_secs(s: &str) -> std::result::Result<f64, String> {
-    match parse_duration(s) {
-        Some(v) if v > 0.0 => Ok(v),
-        _ => Err(format!("'{s}' is not a positive duration (e.g. 100ms, 5s)")),
-    }
 }
 
 fn sys() -> Result<SystemMem> {

@@ -107,6 +107,17 @@ pub fn parse_secs(s: &str) -> std::result::Result<f64, String> {
     parse_duration(s).ok_or_else(|| format!("'{s}' is not a duration (e.g. 500ms, 30s, 2m)"))
 }
 
+/// A duration above zero, for `--budget`-like flags of `time`, `boot` and
+/// `diagnose` (one message for all three).
+pub fn positive_duration(s: &str) -> std::result::Result<f64, String> {
+    match parse_duration(s) {
+        Some(v) if v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a duration above zero (e.g. 500ms, 30s, 2m)"
+        )),
+    }
+}
+
 fn parse_positive_secs(s: &str) -> std::result::Result<f64, String> {
     match parse_secs(s)? {
         v if v > 0.0 => Ok(v),

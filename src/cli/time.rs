@@ -25,7 +25,6 @@ use crate::observe::sampler::Sampler;
 use crate::report::table::render as table;
 use crate::safety::signals;
 use crate::stats::{self, summary::relative_half_width};
-use crate::units::parse_duration;
 use crate::units::{human, pct};
 use crate::{Error, Result};
 
@@ -59,7 +58,7 @@ pub struct Args {
     #[arg(long, value_name = "FRACTION", default_value = "0.02")]
     pub precision: f64,
     /// Time budget for all timed runs (e.g. 30s).
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_secs)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::run::positive_duration)]
     pub budget: f64,
     /// Shell command run (sh -c) before every run, untimed (e.g. drop caches).
     #[arg(long, value_name = "CMD")]
@@ -75,7 +74,7 @@ pub struct Args {
     #[arg(long, default_value = "TERM", value_parser = proc::parse_signal)]
     pub signal: i32,
     /// Give up when no ready line came within this time.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_secs)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::run::positive_duration)]
     pub ready_timeout: f64,
     /// Time programs that exit non-zero too (as hyperfine's -i); without it
     /// the first failing run stops timing and exits 1.
@@ -90,15 +89,6 @@ pub struct Args {
     /// The command to time and its arguments (after --).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
-}
-
-fn parse_secs(s: &str) -> std::result::Result<f64, String> {
-    match parse_duration(s) {
-        Some(v) if v > 0.0 => Ok(v),
-        _ => Err(format!(
-            "'{s}' is not a positive duration (e.g. 500ms, 30s)"
-        )),
-    }
 }
 
 /// How a run failed: a non-zero exit or a signal (a program asked to quit
