@@ -352,18 +352,21 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         Err(e) => Section::skipped(e),
     };
     // The profiler's start and finish (reading, symbolising) ran on this
-    // thread; shared evenly between the sections it served.
+    // thread; shared evenly between the sections it served (the present
+    // ones: a skipped cache-miss profile cost nothing to read).
     let prof_cpu = profile_start_cpu + thread_cpu_s() - cpu1;
-    for o in [
+    let served: Vec<&mut Overhead> = [
         section_overhead(&mut profile),
         section_overhead(&mut cache_profile),
         section_overhead(&mut counters),
     ]
     .into_iter()
     .flatten()
-    {
+    .collect();
+    let share = prof_cpu / served.len().max(1) as f64;
+    for o in served {
         *o = overhead(
-            prof_cpu / 3.0,
+            share,
             interval,
             0,
             "starting, reading and symbolising, on tunelab's main thread",
