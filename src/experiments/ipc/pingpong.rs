@@ -6,7 +6,7 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
-use super::child::{self, Children, CpuSet, PinGuard};
+use super::child::{self, Children, CpuReports, CpuSet, PinGuard};
 use crate::engine::{Ctx, MetricSpec, ParamKind, ParamSpec, PointExtras, PointRun, TrialValues};
 use crate::experiments::util::MIN_TRIAL;
 use crate::safety::AlignedBuf;
@@ -115,16 +115,18 @@ pub(crate) struct PingPong {
     cpu_mode: String,
     echo_pid: libc::pid_t,
     writer_pid: Option<libc::pid_t>,
+    /// Where the echo child (slot ECHO) and the writer (slot WRITER) ran last.
+    cpus: CpuReports,
     /// Per trial, where the two sides of the round trips / the stream ran.
     rt_place: Vec<Placement>,
     bw_place: Vec<Placement>,
 }
 
 /// Where tunelab and a child ran during one trial: CPUs seen in samples
-/// (tunelab: sched_getcpu; the child: field 39 of /proc/PID/stat, the CPU it
-/// last ran on), how often both were on the same CPU, and migrations of
-/// both (se.nr_migrations in /proc/…/sched; None when the kernel has no
-/// CONFIG_SCHED_DEBUG).
+/// (tunelab: sched_getcpu; the child: the CPU it last reported in the shared
+/// [`CpuReports`] page), how often both were on the same CPU, and
+/// migrations of both (se.nr_migrations in /proc/…/sched, read between
+/// trials; None when the kernel has no CONFIG_SCHED_DEBUG).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Placement {
     pub samples: u32,
@@ -143,10 +145,10 @@ impl Placement {
         }
     }
 
-    fn sample(&mut self, child: libc::pid_t) {
+    fn sample(&mut self, child: Option<usize>) {
         // SAFETY: sched_getcpu has no preconditions.
         let me = unsafe { libc::sched_getcpu() };
-        if let (true, Some(c)) = (me >= 0, last_cpu(child)) {
+        if let (true, Some(c)) = (me >= 0, child) {
             self.samples += 1;
             self.mine.insert(me as usize);
             self.theirs.insert(c);
@@ -155,19 +157,6 @@ impl Placement {
             }
         }
     }
-}
-
-/// Field 39 (processor) of /proc/PID/stat: the CPU the process last ran on.
-pub(crate) fn last_cpu(pid: libc::pid_t) -> Option<usize> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_last_cpu(&s)
-}
-
-/// Pure part of [`last_cpu`]: fields after the command name's closing ')'
-/// start at field 3.
-pub(crate) fn parse_last_cpu(stat: &str) -> Option<usize> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(39 - 3)?.parse().ok()
 }
 
 /// se.nr_migrations of a process (or "thread-self"), when the kernel shows it.
@@ -187,9 +176,15 @@ fn migrations_of(pids: &[libc::pid_t]) -> Option<u64> {
     Some(n)
 }
 
-/// Seconds between placement samples inside a trial (a sample costs a
-/// /proc read, ~10-20 us, and its time is left out of the measurement).
+/// Time between placement samples inside a trial (a sample reads the
+/// shared report page and calls sched_getcpu: no system call on most
+/// systems; its time is left out of the measurement all the same).
 const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+/// A child reports its CPU once per this many round trips or writes.
+const REPORT_EVERY: u32 = 16;
+/// Slots of the shared [`CpuReports`] page.
+const ECHO: usize = 0;
+const WRITER: usize = 1;
 
 impl PingPong {
     /// Start the echo child on `lat` and, with `bw`, a writer child sending
@@ -207,12 +202,21 @@ impl PingPong {
         let mut kids = Children::new();
         let (cin, cout) = (lat.child_in, lat.child_out);
         let mut writer_pid = None;
+        let cpus = CpuReports::new(2)?;
+        let reports = &cpus;
         let echo_pid = kids.spawn(move || {
             if let Some(s) = &child_set {
                 child::pin_self(s);
             }
             let mut b = [0u8; 1];
+            // Report the CPU every REPORT_EVERY round trips: a placement
+            // sample then is at most that many round trips old.
+            let mut i = 0u32;
             loop {
+                if i.is_multiple_of(REPORT_EVERY) {
+                    reports.report(ECHO);
+                }
+                i = i.wrapping_add(1);
                 if !child::read_exact(cin, &mut b) {
                     return 0;
                 }
@@ -234,7 +238,12 @@ impl PingPong {
                         child::pin_self(s);
                     }
                     let data = &src.as_slice()[..chunk];
+                    let mut i = 0u32;
                     loop {
+                        if i.is_multiple_of(REPORT_EVERY) {
+                            reports.report(WRITER);
+                        }
+                        i = i.wrapping_add(1);
                         if !child::write_all(cout, data) {
                             return 0;
                         }
@@ -261,6 +270,7 @@ impl PingPong {
             cpu_mode: cpu.to_string(),
             echo_pid,
             writer_pid,
+            cpus,
             rt_place: Vec::new(),
             bw_place: Vec::new(),
         };
@@ -320,6 +330,7 @@ impl PingPong {
             kids,
             what,
             writer_pid,
+            cpus,
             ..
         } = self;
         let Some(bw) = bw else {
@@ -336,9 +347,9 @@ impl PingPong {
             if done(got, now - start - untimed) {
                 break;
             }
-            if let (Some(p), Some(w)) = (place.as_deref_mut(), *writer_pid) {
+            if let (Some(p), Some(_)) = (place.as_deref_mut(), *writer_pid) {
                 if now >= next_sample {
-                    p.sample(w);
+                    p.sample(cpus.get(WRITER));
                     let after = Instant::now();
                     untimed += after - now;
                     next_sample = after + SAMPLE_EVERY;
@@ -374,7 +385,7 @@ impl PingPong {
         let mut next_sample = Instant::now();
         loop {
             if Instant::now() >= next_sample {
-                place.sample(self.echo_pid);
+                place.sample(self.cpus.get(ECHO));
                 next_sample = Instant::now() + SAMPLE_EVERY;
             }
             t += self.ping(ctx, 256, true)?;
@@ -615,19 +626,6 @@ pub(crate) fn prepare_pair(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn last_cpu_from_stat() {
-        // A command name with spaces and parentheses, processor = 3.
-        let mut fields: Vec<String> = (3..=52).map(|i| i.to_string()).collect();
-        fields[39 - 3] = "3".into();
-        let stat = format!("1234 (a (b) c) {}", fields.join(" "));
-        assert_eq!(parse_last_cpu(&stat), Some(3));
-        assert_eq!(parse_last_cpu("garbage"), None);
-        // SAFETY: getpid has no preconditions.
-        let me = unsafe { libc::getpid() };
-        assert!(last_cpu(me).is_some());
-    }
 
     fn place(samples: u32, same: u32) -> Placement {
         Placement {

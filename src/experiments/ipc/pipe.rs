@@ -38,8 +38,9 @@ impl Experiment for Pipe {
          context switches; cpu=split pins them to two different CPUs: cross-CPU wake-ups, much \
          slower on a VM with an idle vCPU; cpu=any lets the scheduler place them, as perf bench \
          does (bench/micro_vs_reference.sh compares that with perf). Every trial records where \
-         the two sides ran (tunelab: sched_getcpu; the child: /proc/PID/stat field 39, sampled \
-         every 10 ms, untimed) as rt_same_cpu / bw_same_cpu (share of samples on one CPU) and \
+         the two sides ran (tunelab: sched_getcpu; the child reports its own sched_getcpu into a \
+         shared page every 16 round trips or writes; sampled every 10 ms, untimed: reading the \
+         child's /proc/PID/stat instead cost ~9% of cross-CPU bandwidth) as rt_same_cpu / bw_same_cpu (share of samples on one CPU) and \
          rt_migrations / bw_migrations (se.nr_migrations of both, from /proc/PID/sched); the \
          notes list the CPUs and flag a run whose trials split between the two placements \
          (bimodal). test=both measures the round trips first, then the stream, in each trial; \
