@@ -310,6 +310,19 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("timeout"), "{text}");
+    // ...and the host's tunelab does not run on unattended: killing ssh
+    // closes its stdin, and its stdin guard stops it as on a hangup, long
+    // before the 30 s sleep would have ended.
+    let cache = env.dir.path().join("cache-b1");
+    let t0 = Instant::now();
+    while !remote_tunelabs(&cache).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "the timed-out remote tunelab still runs: {:?}",
+            remote_tunelabs(&cache)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let after = json(&env.run(&["--json", "runs"]))
         .as_array()
         .unwrap()
@@ -320,9 +333,6 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
     // watchdog would) is reported as killed with its signal, not as
     // unreachable: ssh exits 255 for a remote command that died by a signal,
     // the code it uses for its own failures.
-    let cache = env.dir.path().join("cache-b1");
-    // The timed-out run above may still be sleeping on the host: only a
-    // process started after this point is the victim.
     let stale = remote_tunelabs(&cache);
     let mut remote = env.background();
     remote.args([

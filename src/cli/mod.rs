@@ -127,6 +127,9 @@ pub fn main() -> i32 {
         std::env::remove_var("TUNELAB_DB");
     }
     crate::safety::install_signal_handlers();
+    if std::env::var_os(crate::safety::signals::STDIN_GUARD).is_some() {
+        crate::safety::signals::hang_up_on_stdin_eof(std::time::Duration::from_secs(20));
+    }
     crate::report::table::set_terminal(output_is_terminal());
     crate::model::run::set_legacy_kinds(crate::experiments::registry::param_kind);
     if let Some(code) = run::help_for_experiment(&args) {

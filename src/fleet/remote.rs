@@ -129,23 +129,40 @@ struct Done {
     stderr: String,
 }
 
+/// What the remote command's stdin gets.
+enum Input<'a> {
+    /// /dev/null.
+    Nothing,
+    /// These bytes, then end of file.
+    Bytes(&'a [u8]),
+    /// Nothing, but held open until ssh ends: the remote tunelab's stdin
+    /// guard (`signals::STDIN_GUARD`) sees end of file only when the connection goes
+    /// (a timeout here kills ssh, which without a tty sends no hangup).
+    HeldOpen,
+}
+
 /// Run one ssh command with a deadline; stderr lines are passed to `line`
-/// as they arrive; `input` is written to its stdin.
+/// as they arrive; `input` says what its stdin gets.
 fn call(
     mut cmd: Command,
-    input: Option<&[u8]>,
+    input: Input,
     deadline: Instant,
     line: &(dyn Fn(&str) + Sync),
 ) -> std::result::Result<Done, &'static str> {
-    cmd.stdin(if input.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
+    cmd.stdin(match input {
+        Input::Nothing => Stdio::null(),
+        Input::Bytes(_) | Input::HeldOpen => Stdio::piped(),
     })
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
     let mut child: Child = cmd.spawn().map_err(|_| "cannot start ssh")?;
     let mut stdin = child.stdin.take();
+    let input = match input {
+        Input::Bytes(b) => Some(b),
+        _ => None,
+    };
+    // Dropped (closed) when this function returns, after ssh has ended.
+    let _held = stdin.take_if(|_| input.is_none());
     let mut out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     std::thread::scope(|s| {
@@ -234,7 +251,7 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
     // 1. Architecture and home directory.
     let mut c = ssh(plan, host);
     c.arg("uname -m; echo \"${HOME:-/tmp}\"");
-    let d = match call(c, None, deadline, &quiet) {
+    let d = match call(c, Input::Nothing, deadline, &quiet) {
         Ok(d) => d,
         Err(why) => return fail(o, why, format!("{why} while connecting")),
     };
@@ -263,7 +280,7 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
     let q = shell_quote(&remote);
     let mut c = ssh(plan, host);
     c.arg(format!("test -x {q} && echo cached"));
-    match call(c, None, deadline, &quiet) {
+    match call(c, Input::Nothing, deadline, &quiet) {
         Ok(d) if unreachable(&d) => return fail(o, "unreachable", last_line(&d.stderr)),
         Ok(d) if String::from_utf8_lossy(&d.stdout).trim() == "cached" => {}
         Ok(_) => {
@@ -277,7 +294,7 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
                 "mkdir -p {d} && cat > {q}.part && chmod 755 {q}.part && mv {q}.part {q}",
                 d = shell_quote(&dir)
             ));
-            match call(c, Some(&bytes), deadline, &quiet) {
+            match call(c, Input::Bytes(&bytes), deadline, &quiet) {
                 Ok(d) if d.code == Some(0) => o.copied = true,
                 Ok(d) => {
                     return fail(
@@ -292,14 +309,21 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
         Err(why) => return fail(o, why, format!("{why} while checking the cache")),
     }
     // 3. The command, with its progress streamed under the host's name.
-    let mut line = vec![q, "--json".to_string()];
+    // The stdin guard: when this side gives up (timeout, Ctrl-C) and ssh
+    // goes, the host's tunelab reads end of file and stops as on a hangup,
+    // restoring what it changed, instead of running on unattended.
+    let mut line = vec![
+        format!("{}=1", signals::STDIN_GUARD),
+        q,
+        "--json".to_string(),
+    ];
     line.extend(plan.args.iter().map(|a| shell_quote(a)));
     // `; exit $?` keeps the host's shell from exec'ing tunelab: killed by a
     // signal, it then exits 128+N, where sshd would report a bare signal
     // that ssh turns into 255, the code of its own failures.
     let mut c = ssh(plan, host);
     c.arg(format!("{}; exit $?", line.join(" ")));
-    let d = match call(c, None, deadline, say) {
+    let d = match call(c, Input::HeldOpen, deadline, say) {
         Ok(d) => d,
         Err(why) => {
             return fail(

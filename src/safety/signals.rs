@@ -49,6 +49,38 @@ pub fn install() {
     });
 }
 
+/// The environment variable that turns on [`hang_up_on_stdin_eof`] (set by
+/// `tunelab remote` on the command it runs on a host).
+pub const STDIN_GUARD: &str = "TUNELAB_STDIN_GUARD";
+
+/// Stop as on a hangup when stdin reaches end of file: for a tunelab run
+/// over ssh without a tty (`tunelab remote`), where a connection that goes
+/// sends no SIGHUP and the run would go on unattended. A thread reads stdin
+/// (nothing is expected on it) and, at end of file or error, raises SIGHUP;
+/// if the run is still going `grace` later, a second SIGHUP takes the
+/// emergency path (restore, unmount, remove scratch, exit 130).
+pub fn hang_up_on_stdin_eof(grace: std::time::Duration) {
+    let _ = std::thread::Builder::new()
+        .name("tunelab-stdin-guard".into())
+        .spawn(move || {
+            let mut buf = [0u8; 512];
+            let mut stdin = std::io::stdin().lock();
+            loop {
+                match std::io::Read::read(&mut stdin, &mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+            // SAFETY: kill/getpid have no preconditions.
+            unsafe { libc::kill(libc::getpid(), libc::SIGHUP) };
+            std::thread::sleep(grace);
+            // SAFETY: as above.
+            unsafe { libc::kill(libc::getpid(), libc::SIGHUP) };
+        });
+}
+
 /// The name of the signal that cancelled the run, if any.
 pub fn caught() -> Option<&'static str> {
     match CAUGHT.load(Ordering::SeqCst) {
