@@ -70,13 +70,7 @@ pub fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
     put("kernel.cmdline", read_trimmed("/proc/cmdline"));
 
     if let Ok(info) = procfs::CpuInfo::current() {
-        // x86 has "model name"; many ARM kernels only have "Hardware"/"Processor".
-        let model = info
-            .model_name(0)
-            .or_else(|| info.get_field(0, "Processor"))
-            .or_else(|| info.get_field(0, "Hardware"))
-            .or_else(|| info.get_field(0, "cpu model"))
-            .map(|s| s.trim().to_string());
+        let model = cpu_model(&|f: &str| info.get_field(0, f).map(str::to_string));
         put("cpu.model", model);
     }
     put("cpu.count", online_cpus().map(|n| n.to_string()));
@@ -248,9 +242,53 @@ fn read_trimmed(path: &str) -> Option<String> {
     (!t.is_empty()).then(|| t.to_string())
 }
 
+/// The CPU's name from the first core's /proc/cpuinfo fields: x86 has
+/// "model name"; ARM kernels have "Processor" (32-bit, old) or only the
+/// MIDR fields, named as `inspect` does ("ARM Cortex-A53"); "Hardware" is
+/// the SoC, a last resort.
+fn cpu_model(field: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let midr = |f: &str| {
+        let v = field(f)?;
+        u32::from_str_radix(v.trim().trim_start_matches("0x"), 16).ok()
+    };
+    field("model name")
+        .or_else(|| field("Processor"))
+        .map(|s| s.trim().to_string())
+        .or_else(|| {
+            Some(super::board::core_name(
+                midr("CPU implementer")?,
+                midr("CPU part")?,
+            ))
+        })
+        .or_else(|| field("Hardware").map(|s| s.trim().to_string()))
+        .or_else(|| field("cpu model").map(|s| s.trim().to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_arm_core_without_model_name_is_named_from_its_midr() {
+        // /proc/cpuinfo of the lab's qemu cortex-a53 guest (arm64 kernel).
+        let arm = [
+            ("processor", "0"),
+            ("BogoMIPS", "125.00"),
+            ("CPU implementer", "0x41"),
+            ("CPU architecture", "8"),
+            ("CPU variant", "0x0"),
+            ("CPU part", "0xd03"),
+        ];
+        let get = |f: &str| {
+            arm.iter()
+                .find(|(k, _)| *k == f)
+                .map(|(_, v)| v.to_string())
+        };
+        assert_eq!(cpu_model(&get).as_deref(), Some("ARM Cortex-A53"));
+        let x86 = |f: &str| (f == "model name").then(|| " AMD EPYC ".to_string());
+        assert_eq!(cpu_model(&x86).as_deref(), Some("AMD EPYC"));
+        assert_eq!(cpu_model(&|_: &str| None), None);
+    }
 
     #[test]
     fn quoting() {
