@@ -136,8 +136,9 @@ enum Input<'a> {
     /// These bytes, then end of file.
     Bytes(&'a [u8]),
     /// Nothing, but held open until ssh ends: the remote tunelab's stdin
-    /// guard (`signals::STDIN_GUARD`) sees end of file only when the connection goes
-    /// (a timeout here kills ssh, which without a tty sends no hangup).
+    /// guard (`signals::STDIN_GUARD`) sees end of file only when the
+    /// connection goes (a timeout here kills ssh, which sends no hangup
+    /// without a tty).
     HeldOpen,
 }
 
@@ -156,13 +157,13 @@ fn call(
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
     let mut child: Child = cmd.spawn().map_err(|_| "cannot start ssh")?;
-    let mut stdin = child.stdin.take();
-    let input = match input {
-        Input::Bytes(b) => Some(b),
-        _ => None,
+    let stdin = child.stdin.take();
+    // `_held` is dropped (closed) when this function returns, after ssh ended.
+    let (mut stdin, input, _held) = match input {
+        Input::Bytes(b) => (stdin, Some(b), None),
+        Input::HeldOpen => (None, None, stdin),
+        Input::Nothing => (None, None, None),
     };
-    // Dropped (closed) when this function returns, after ssh has ended.
-    let _held = stdin.take_if(|_| input.is_none());
     let mut out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     std::thread::scope(|s| {

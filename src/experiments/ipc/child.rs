@@ -171,7 +171,7 @@ unsafe impl Send for CpuReports {}
 impl CpuReports {
     /// A MAP_SHARED page with `len` slots, all "not reported yet" (-1).
     pub fn new(len: usize) -> Result<Self> {
-        let bytes = (len.max(1) * 4).next_multiple_of(4096);
+        let bytes = Self::bytes(len);
         // SAFETY: an anonymous shared mapping; checked for MAP_FAILED.
         let p = unsafe {
             libc::mmap(
@@ -199,6 +199,11 @@ impl CpuReports {
         Ok(r)
     }
 
+    /// Size of the mapping for `len` slots: whole pages.
+    fn bytes(len: usize) -> usize {
+        (len.max(1) * std::mem::size_of::<std::sync::atomic::AtomicI32>()).next_multiple_of(4096)
+    }
+
     fn slot(&self, i: usize) -> &std::sync::atomic::AtomicI32 {
         debug_assert!(i < self.len, "CPU report slot {i} of {}", self.len);
         // SAFETY: i < len slots, inside the mapping, which lives as long as self.
@@ -214,6 +219,17 @@ impl CpuReports {
             .store(cpu, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// In a child's loop: report in slot `i` on the first and then every
+    /// `every`-th call (`count` is the loop's own counter), so a sample is
+    /// at most `every` iterations old.
+    #[inline]
+    pub fn report_every(&self, i: usize, count: &mut u32, every: u32) {
+        if count.is_multiple_of(every) {
+            self.report(i);
+        }
+        *count = count.wrapping_add(1);
+    }
+
     /// The CPU last reported in slot `i`, if any.
     pub fn get(&self, i: usize) -> Option<usize> {
         let c = self.slot(i).load(std::sync::atomic::Ordering::Relaxed);
@@ -223,9 +239,8 @@ impl CpuReports {
 
 impl Drop for CpuReports {
     fn drop(&mut self) {
-        let bytes = (self.len.max(1) * 4).next_multiple_of(4096);
         // SAFETY: the mapping made in new(), unmapped once.
-        unsafe { libc::munmap(self.slots as *mut libc::c_void, bytes) };
+        unsafe { libc::munmap(self.slots as *mut libc::c_void, Self::bytes(self.len)) };
     }
 }
 
@@ -289,7 +304,6 @@ pub(crate) fn read_some(fd: RawFd, buf: &mut [u8]) -> usize {
     }
 }
 
-/// Blocking waitpid on one child: its status, or None if it cannot be waited for.
 /// Non-blocking waitpid: None while `pid` runs; Some(Some(status)) once
 /// reaped; Some(None) when it cannot be waited for.
 fn try_reap(pid: libc::pid_t) -> Option<Option<i32>> {
@@ -310,6 +324,7 @@ fn try_reap(pid: libc::pid_t) -> Option<Option<i32>> {
     }
 }
 
+/// Blocking waitpid on one child: its status, or None if it cannot be waited for.
 fn reap(pid: libc::pid_t) -> Option<i32> {
     let mut status = 0;
     loop {

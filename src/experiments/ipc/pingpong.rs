@@ -209,14 +209,9 @@ impl PingPong {
                 child::pin_self(s);
             }
             let mut b = [0u8; 1];
-            // Report the CPU every REPORT_EVERY round trips: a placement
-            // sample then is at most that many round trips old.
             let mut i = 0u32;
             loop {
-                if i.is_multiple_of(REPORT_EVERY) {
-                    reports.report(ECHO);
-                }
-                i = i.wrapping_add(1);
+                reports.report_every(ECHO, &mut i, REPORT_EVERY);
                 if !child::read_exact(cin, &mut b) {
                     return 0;
                 }
@@ -240,10 +235,7 @@ impl PingPong {
                     let data = &src.as_slice()[..chunk];
                     let mut i = 0u32;
                     loop {
-                        if i.is_multiple_of(REPORT_EVERY) {
-                            reports.report(WRITER);
-                        }
-                        i = i.wrapping_add(1);
+                        reports.report_every(WRITER, &mut i, REPORT_EVERY);
                         if !child::write_all(cout, data) {
                             return 0;
                         }

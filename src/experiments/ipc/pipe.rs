@@ -40,8 +40,8 @@ impl Experiment for Pipe {
          does (bench/micro_vs_reference.sh compares that with perf). Every trial records where \
          the two sides ran (tunelab: sched_getcpu; the child reports its own sched_getcpu into a \
          shared page every 16 round trips or writes; sampled every 10 ms, untimed: reading the \
-         child's /proc/PID/stat instead cost ~9% of cross-CPU bandwidth) as rt_same_cpu / bw_same_cpu (share of samples on one CPU) and \
-         rt_migrations / bw_migrations (se.nr_migrations of both, from /proc/PID/sched); the \
+         child's /proc/PID/stat instead cost ~9% of cross-CPU bandwidth) as rt_same_cpu / \
+         bw_same_cpu (share of samples on one CPU) and rt_migrations / bw_migrations (se.nr_migrations of both, from /proc/PID/sched); the \
          notes list the CPUs and flag a run whose trials split between the two placements \
          (bimodal). test=both measures the round trips first, then the stream, in each trial; \
          the writer is blocked on its full pipe during the round trips, so they match \
