@@ -92,22 +92,32 @@ impl Scratch {
         free_bytes(&self.path)
     }
 
-    /// Fail with a clear message when fewer than `bytes` (+5% and 16 MiB of
-    /// headroom) are free.
+    /// Fail with a clear message when the file system cannot take `bytes`
+    /// and still keep some room free (see `space_needed`).
     pub fn ensure_space(&self, bytes: u64) -> Result<()> {
         let free = self.free_bytes()?;
-        let want = bytes + bytes / 20 + (16 << 20);
+        let want = space_needed(bytes, free);
         if free < want {
             return Err(Error::environment(format!(
-                "not enough free space in {}: this run writes {} but only {} is free \
-                 (free some space, choose another --target, or use a smaller size)",
+                "not enough free space in {}: this run writes {} and keeps {} free, \
+                 but only {} is free (free some space, choose another --target, or use a \
+                 smaller size)",
                 self.path.parent().unwrap_or(&self.path).display(),
-                crate::units::format_size(want),
+                crate::units::format_size(bytes),
+                crate::units::format_size(want - bytes),
                 crate::units::format_size(free)
             )));
         }
         Ok(())
     }
+}
+
+/// Free space a run writing `bytes` needs on a file system with `free`:
+/// the bytes, 5% for metadata, and room left for everyone else — 16 MiB,
+/// or a quarter of what is free on a small board partition, where a fixed
+/// 16 MiB would refuse the sizes `fit_disk` chose (half of the free space).
+fn space_needed(bytes: u64, free: u64) -> u64 {
+    bytes + bytes / 20 + (16 << 20).min(free / 4)
 }
 
 impl Drop for Scratch {
@@ -247,6 +257,16 @@ mod tests {
             "without our marker a directory is never touched"
         );
         drop(s);
+    }
+
+    #[test]
+    fn fitted_sizes_fit_small_partitions() {
+        // 20 MiB free: fit_disk gives at most 10 MiB, which must be accepted.
+        let free = 20 << 20;
+        assert!(space_needed(10 << 20, free) <= free);
+        assert!(space_needed(19 << 20, free) > free);
+        // A large file system keeps the full 16 MiB.
+        assert_eq!(space_needed(0, 1 << 40), 16 << 20);
     }
 
     #[test]
