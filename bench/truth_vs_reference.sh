@@ -27,7 +27,8 @@
 # which side goes first). Env: TUNELAB (binary; default: cargo build),
 # ALLOC_MIB (64), XFER_MIB (256), LOOP_MIB (512), LOOP_BACKING, LMBENCH_BIN,
 # LMB_ENOUGH (100000), LAT_N (200000), DEV_RATE, PARTS (rss,ipc,device: which
-# parts run). Exit 1 when a judged row is outside its tolerance.
+# parts run). Exit 1 when a judged row is outside its tolerance, 3 when the only misses are
+# INCONCLUSIVE (outside, but the per-round ratios reach the band: noise cannot tell).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -167,15 +168,22 @@ CPUS=$(python3 -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinit
 C0=${CPUS%% *}; C1=${CPUS##* }
 
 tl() { "$TL" "$@" 2>/dev/null; }
-tl_metric() { # metric [second metric], then run args: median of samples (of each)
+tl_metric() { # metric [second metric], then run args: median of samples (of each).
+    # With TRIALS_TO=FILE and a second metric, also appends "ROUND value second"
+    # for every trial to FILE (ROUND from $r).
     local m=$1; shift
     local m2=""
     case ${1:-} in *_same_cpu) m2=$1; shift ;; esac
     tl run "$@" --json --no-store --quiet-check 0 | python3 -c '
 import json, statistics, sys
 d = json.load(sys.stdin)
-got = {x["name"]: statistics.median(x["samples"]) for r in d["results"] for x in r["metrics"] if x["samples"]}
-print(" ".join(str(got[n]) for n in sys.argv[1:] if n))' "$m" "$m2"
+out, rnd, names = sys.argv[1], sys.argv[2], [n for n in sys.argv[3:] if n]
+samples = {x["name"]: x["samples"] for r in d["results"] for x in r["metrics"] if x["samples"]}
+if out and len(names) == 2:
+    with open(out, "a") as f:
+        for v, s in zip(samples[names[0]], samples[names[1]]):
+            f.write(f"{rnd} {v} {s}\n")
+print(" ".join(str(statistics.median(samples[n])) for n in names))' "${TRIALS_TO:-}" "${r:-0}" "$m" "$m2"
 }
 timev() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1 | awk '{print $1*1024}'; }
 memory_peak() { tl memory --json -- "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["peak"]["rss"])'; }
@@ -205,7 +213,9 @@ for r in $(seq 1 "$ROUNDS"); do
                 # brackets tunelab in time, and their ratio is the control
                 # (how far the reference moves by itself within a round).
                 x=$(ref_ipc $kind $mode $place $a $b)
-                rec "$r" "$(tl_metric $m $sc "ipc.$mode" -p test=$t -p cpu=$place --trials 3 --warmup 1)" "tl_${kind}_${mode}_$place"
+                tt=""
+                [ -n "$sc" ] && tt="$OUT/trials_${kind}_${mode}_any"
+                rec "$r" "$(TRIALS_TO=$tt tl_metric $m $sc "ipc.$mode" -p test=$t -p cpu=$place --trials 3 --warmup 1)" "tl_${kind}_${mode}_$place"
                 y=$(ref_ipc $kind $mode $place $a $b)
                 rec "$r" "$x" "refa_${kind}_${mode}_$place"
                 rec "$r" "$y" "refb_${kind}_${mode}_$place"
@@ -307,10 +317,12 @@ def load(*names):
                 if len(f) >= 2:
                     out[(n.split("_")[-1], int(f[0])) if len(names) > 1 else int(f[0])] = float(f[1])
     return out
-def same_share(n):
+def trial_rows(n):
+    """[(round, value, share of placement samples on one CPU)], one per trial."""
     p = os.path.join(d, n)
-    return {int(l.split()[0]): float(l.split()[2]) for l in open(p) if len(l.split()) == 3} if os.path.exists(p) else {}
-fails = []
+    return [(int(f[0]), float(f[1]), float(f[2])) for f in
+            (l.split() for l in open(p)) if len(f) == 3] if os.path.exists(p) else []
+fails, unsure = [], []
 def control(b):
     """The reference against itself (run before / after tunelab in each round): |ratio of medians - 1|."""
     if not isinstance(b, str) or not b.startswith("ref_"):
@@ -334,10 +346,19 @@ def row(label, a, b, tol_abs=0.0, tol_rel=0.05, judge=True, va=None, vb=None, ct
     pr = [va[r] / vb[r] for r in sorted(va) if r in vb and vb[r]]
     spread = f"{min(pr):.2f}-{max(pr):.2f}" if pr else "-"
     if judge:
-        ok = abs(ma - mb) <= max(tol_abs, tol_rel * mb)
-        verdict = "PASS" if ok else "FAIL"
-        if not ok:
+        tol = max(tol_abs / mb, tol_rel)
+        ok = abs(ma / mb - 1) <= tol
+        # A miss whose per-round ratios' ~95% interval of the median (order
+        # statistics; the whole range for few rounds) still reaches the band
+        # cannot be told from noise: INCONCLUSIVE, like a tunelab verdict.
+        k = max(int(len(pr) / 2 - 0.98 * len(pr) ** 0.5), 0)
+        srt = sorted(pr)
+        reach = bool(pr) and srt[k] <= 1 + tol and srt[-1 - k] >= 1 - tol
+        verdict = "PASS" if ok else "INCONCLUSIVE" if reach else "FAIL"
+        if verdict == "FAIL":
             fails.append(label)
+        elif verdict == "INCONCLUSIVE":
+            unsure.append(label)
     else:
         verdict = "info"
     c = f"{1 + ctl:.3f}" if ctl is not None else "-"
@@ -353,24 +374,24 @@ for m in ("pipe", "unix"):
         # cpu=any: the scheduler places each tool's processes its own way in
         # each run, so medians of two tools' `any` runs need not meet (printed
         # for information). What must hold is that tunelab's figure matches
-        # the reference pinned where tunelab says its two sides ran: rounds
-        # with >= 80% of placement samples on one CPU against `same`, <= 20%
-        # against `split`, in the same round; mixed rounds are left out.
+        # the pinned references mixed as tunelab says its two sides ran, trial
+        # by trial: with a share s of placement samples on one CPU, a stream
+        # moves s * same + (1 - s) * split bytes per second, and round trips
+        # complete at s / same + (1 - s) / split per second. (Matching a trial
+        # to one reference when s <= 20% was not enough: on a pipe, where one
+        # CPU is 4x faster than two, 10% of the time on one CPU adds 30%.)
         row(f"ipc.{m} {what} cpu=any vs reference any", f"tl_{kind}_{m}_any", f"ref_{kind}_{m}_any", judge=False)
-        tl_any, share = load(f"tl_{kind}_{m}_any"), same_share(f"tl_{kind}_{m}_any")
+        trials = trial_rows(f"trials_{kind}_{m}_any")
         same_ref, split_ref = load(f"ref_{kind}_{m}_same"), load(f"ref_{kind}_{m}_split")
-        matched, ref = {}, {}
-        for r, v in tl_any.items():
-            sh = share.get(r)
-            pick = same_ref if sh is not None and sh >= 0.8 else split_ref if sh is not None and sh <= 0.2 else None
-            if pick and r in pick:
-                matched[r], ref[r] = v, pick[r]
-        left = len(tl_any) - len(matched)
+        got, mix = {}, {}
+        for i, (r, v, sh) in enumerate(trials):
+            if r in same_ref and r in split_ref:
+                a, b = same_ref[r], split_ref[r]
+                got[(r, i)] = v
+                mix[(r, i)] = sh * a + (1 - sh) * b if kind == "bw" else 1 / (sh / a + (1 - sh) / b)
         ctls = [c for c in (control(f"ref_{kind}_{m}_same"), control(f"ref_{kind}_{m}_split")) if c is not None]
-        row(f"ipc.{m} {what} cpu=any vs ref at its placement", "", "", 0, 0.10, va=matched, vb=ref,
+        row(f"ipc.{m} {what} cpu=any vs placement mix", "", "", 0, 0.10, va=got, vb=mix,
             ctl=max(ctls) if ctls else None)
-        if left:
-            print(f"{'':50} ({left} round(s) with mixed placement left out)")
 row("io.device-read buffered, throttled (MiB/s)", "tl_buffered_throttled", "ref_buffered_throttled", 0, 0.15)
 
 row("io.device-read buffered vs dd after drop (MiB/s)", "tl_buffered_open", "ref_buffered_open", 0, 0.15)
@@ -382,5 +403,8 @@ print("  (control = the reference's ratio to itself, run before and after tunela
 print("info: hdparm -t does not check its flush; see the comment in the script")
 if fails:
     print("FAIL: " + "; ".join(fails))
-    sys.exit(1)
+if unsure:
+    print("INCONCLUSIVE (outside the band, but the per-round ratios reach it: run more rounds): "
+          + "; ".join(unsure))
+sys.exit(1 if fails else 3 if unsure else 0)
 PY
