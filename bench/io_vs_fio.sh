@@ -370,6 +370,8 @@ if [ -z "$ram_skip" ]; then
         echo "RAM_DEV=zram: cannot add a zram device (/sys/class/zram-control)" >&2
         exit 4
     else
+        # A device added whose size could not be set is removed again.
+        [ -n "$ZID" ] && echo "$ZID" >/sys/class/zram-control/hot_remove 2>/dev/null
         ZID=""
         RIMG=$(mktemp /dev/shm/io-vs-fio.XXXXXX)
         truncate -s 512M "$RIMG"
