@@ -321,6 +321,66 @@ fn read_only_and_full_targets_are_environment_errors() {
     );
 }
 
+/// Each point of a sweep is fitted to the free space, and a point's file
+/// goes when the point ends: on a 20 MiB partition every record size gets
+/// a file of about 10 MiB (it used to halve point after point, and the
+/// scratch check's fixed 16 MiB reserve refused the first point).
+#[test]
+fn a_small_partition_fits_every_point_of_a_sweep() {
+    if !common::is_root() {
+        return common::skip("small-partition test needs root to mount tmpfs");
+    }
+    let env = Env::new();
+    let small = env.dir.path().join("small");
+    std::fs::create_dir_all(&small).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=20m", "tunelab-small"])
+        .arg(&small)
+        .status()
+        .unwrap()
+        .success();
+    if !mounted {
+        return common::skip("cannot mount tmpfs");
+    }
+    let out = env.run(&[
+        "run",
+        "io.record-size",
+        "-p",
+        "mode=buffered",
+        "-p",
+        "record=256k,512k,1m",
+        "--trials",
+        "1",
+        "--quiet-check",
+        "0",
+        "--no-store",
+        "--target",
+        small.to_str().unwrap(),
+    ]);
+    let left = common::list(&small);
+    std::process::Command::new("umount")
+        .arg(&small)
+        .status()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let sizes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("was measured (fitted: free space"))
+        .collect();
+    assert_eq!(sizes.len(), 3, "{text}");
+    // Each size is half the free space rounded down to its record size (9-10
+    // MiB); the files of earlier points left in place would halve it again
+    // at every point (10, 5, 2.5).
+    let mib: Vec<f64> = sizes
+        .iter()
+        .filter_map(|l| l.split("size=").nth(1)?.split(" MiB").next()?.parse().ok())
+        .collect();
+    assert_eq!(mib.len(), 3, "{sizes:?}");
+    assert!(mib.iter().all(|&m| (8.5..=10.0).contains(&m)), "{sizes:?}");
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 #[test]
 fn exports_in_every_format() {
     let env = Env::new();

@@ -174,6 +174,12 @@ struct ApiRun {
     samples: [Vec<f64>; 4],
 }
 
+impl Drop for ApiRun {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// A stdio stream over a descriptor, closed on drop.
 struct Stdio {
     fp: *mut libc::FILE,

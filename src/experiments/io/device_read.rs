@@ -231,6 +231,16 @@ struct DeviceReadRun {
     mincore_ok: bool,
 }
 
+// The scratch file of source=file goes with its point (the next point creates
+// it again); a device is never removed.
+impl Drop for DeviceReadRun {
+    fn drop(&mut self) {
+        if !self.is_dev {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
 /// A flush "took" when at most this share of the range stayed cached.
 const STILL_CACHED: f64 = 0.05;
 /// A "device" figure at least this share of the cached figure is RAM speed.

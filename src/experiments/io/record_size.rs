@@ -268,6 +268,15 @@ struct RecordSizeRun {
     samples: [Vec<f64>; 3],
 }
 
+// A point's file goes when the point ends, not with the scratch directory at
+// the end of the run: on a small partition the next point is fitted to the
+// space this one leaves.
+impl Drop for RecordSizeRun {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 impl RecordSizeRun {
     /// One write pass: (seconds without fsync, seconds with fsync).
     fn write_pass(&mut self, ctx: &Ctx) -> Result<(f64, f64)> {
