@@ -72,8 +72,23 @@ impl Error {
             Some(libc::EROFS) => Error::Environment(format!(
                 "{msg} (the target is read-only: choose a writable --target)"
             )),
+            // As root, EACCES/EPERM is the file system refusing (sysfs,
+            // procfs, an immutable file): running as root cannot help.
+            Some(libc::EACCES) | Some(libc::EPERM) if rustix::process::geteuid().is_root() => {
+                Error::Environment(format!(
+                    "{msg} (refused even to root: /proc, /sys and similar file systems \
+                     hold no files of yours; choose a directory on a disk)"
+                ))
+            }
             Some(libc::EACCES) | Some(libc::EPERM) => Error::Privilege(format!(
                 "{msg} (permission denied: choose a directory you can write, or run as root)"
+            )),
+            Some(libc::EFBIG) => Error::Environment(format!(
+                "{msg} (the file size limit, ulimit -f, is below what this run writes: \
+                 raise it (ulimit -f unlimited) or use a smaller size)"
+            )),
+            Some(libc::EMFILE) | Some(libc::ENFILE) => Error::Environment(format!(
+                "{msg} (too many open files: raise the limit, ulimit -n)"
             )),
             Some(libc::ENOENT) => Error::Environment(format!("{msg} (it does not exist)")),
             _ => Error::Measurement(msg),

@@ -829,3 +829,416 @@ fn a_missing_mkfs_is_named() {
     assert!(err.contains("mkfs.zzfs is not installed"), "{err}");
     assert!(!err.contains("skipped"), "{err}");
 }
+
+// ---- issue 28: children, the journal as registry, untrusted input ----
+
+/// SIGKILL `child` (a tunelab) once `sleep secs` runs, and check the sleep
+/// goes with it.
+fn killed_with_its_command(mut child: std::process::Child, secs: &str, what: &str) {
+    assert!(
+        wait_until(30, || !pids_running(&["sleep", secs]).is_empty()),
+        "{what}: the command never started"
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let gone = wait_until(5, || pids_running(&["sleep", secs]).is_empty());
+    for p in pids_running(&["sleep", secs]) {
+        // SAFETY: cleaning up a stray of this test.
+        unsafe { libc::kill(p as i32, libc::SIGKILL) };
+    }
+    assert!(gone, "{what}: the command outlived the SIGKILLed tunelab");
+}
+
+#[test]
+fn sigkill_of_diagnose_and_boot_takes_their_command_with_them() {
+    let env = Env::new();
+    let state = env.dir.path().join("state");
+    let secs = unique_sleep(30);
+    let child = env
+        .background()
+        .env("TUNELAB_STATE_DIR", &state)
+        .args(["diagnose", "--no-store", "--startup-runs", "0", "--"])
+        .args(["sleep", &secs])
+        .spawn()
+        .unwrap();
+    killed_with_its_command(child, &secs, "diagnose -- sleep");
+    let secs = unique_sleep(31);
+    let child = env
+        .background()
+        .env("TUNELAB_STATE_DIR", &state)
+        .args(["boot", "--runs", "1", "--no-store", "--"])
+        .args(["sleep", &secs])
+        .spawn()
+        .unwrap();
+    killed_with_its_command(child, &secs, "boot -- sleep");
+}
+
+#[test]
+fn one_signal_ends_diagnose_of_a_command_promptly() {
+    let env = Env::new();
+    for (tag, sig) in [(32, libc::SIGINT), (33, libc::SIGTERM)] {
+        let secs = unique_sleep(tag);
+        let mut child = env
+            .background()
+            .env("TUNELAB_STATE_DIR", env.dir.path().join("state"))
+            .args(["diagnose", "--no-store", "--startup-runs", "0", "--"])
+            .args(["sleep", &secs])
+            .spawn()
+            .unwrap();
+        assert!(wait_until(30, || !pids_running(&["sleep", &secs]).is_empty()));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let st = wait_exit(&mut child, 30).expect("diagnose ignored one signal");
+        assert_eq!(st.code(), Some(130), "signal {sig}");
+        assert!(
+            wait_until(5, || pids_running(&["sleep", &secs]).is_empty()),
+            "the command outlived diagnose (signal {sig})"
+        );
+    }
+}
+
+/// A pid that cannot exist (above pid_max's ceiling).
+const DEAD_PID: u32 = 2147483632;
+
+fn journal_entry(pid: u32, saved: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "knob": "hand-written", "pid": pid, "pid_start": 1,
+        "started": "2026-01-01T00:00:00Z", "saved": saved,
+    })
+}
+
+#[test]
+fn restore_refuses_journal_entries_tunelab_cannot_have_written() {
+    let env = Env::new();
+    let state = env.dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let victim = env.dir.path().join("victim");
+    std::fs::write(&victim, "keep me").unwrap();
+    let image = env.dir.path().join("victim.img");
+    std::fs::write(&image, "keep me too").unwrap();
+    let entries = serde_json::json!([
+        journal_entry(DEAD_PID, serde_json::json!({"kind": "files", "files": [
+            {"path": victim, "original": "owned", "applied": null}]})),
+        journal_entry(DEAD_PID, serde_json::json!({"kind": "files", "files": [
+            {"path": "/proc/sys/../../etc/hostname", "original": "owned", "applied": null}]})),
+        journal_entry(DEAD_PID, serde_json::json!({"kind": "lab",
+            "mount_point": env.dir.path().join("victim"), "image": image,
+            "device": "/dev/loop7", "scratch": env.dir.path()})),
+    ]);
+    std::fs::write(state.join("journal.json"), entries.to_string()).unwrap();
+    let out = env
+        .cmd()
+        .env("TUNELAB_STATE_DIR", &state)
+        .arg("restore")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &stderr(&out);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me", "{text}");
+    assert_eq!(std::fs::read_to_string(&image).unwrap(), "keep me too", "{text}");
+    assert_eq!(text.matches("refused a journal entry").count(), 3, "{text}");
+    assert!(!text.contains("released"), "{text}");
+    assert!(!state.join("journal.json").exists(), "{text}");
+}
+
+#[test]
+fn restore_says_what_it_did_for_a_lab_that_left_nothing() {
+    let env = Env::new();
+    let state = env.dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let scratch = env
+        .target()
+        .join(format!(".tunelab-scratch-{DEAD_PID}-0badf00d"));
+    let entries = serde_json::json!([journal_entry(DEAD_PID, serde_json::json!({"kind": "lab",
+        "mount_point": scratch.join("lab"), "image": scratch.join("lab.img"),
+        "device": "/dev/loop250", "scratch": scratch}))]);
+    std::fs::write(state.join("journal.json"), entries.to_string()).unwrap();
+    let out = env
+        .cmd()
+        .env("TUNELAB_STATE_DIR", &state)
+        .arg("restore")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("nothing was left"), "{text}");
+    assert!(!text.contains("released"), "{text}");
+}
+
+/// Scratch directories (`.tunelab-scratch-*`) in `dir`.
+fn scratch_dirs(dir: &Path) -> Vec<String> {
+    common::list(dir)
+        .into_iter()
+        .filter(|n| n.starts_with(".tunelab-scratch-"))
+        .collect()
+}
+
+#[test]
+fn restore_removes_the_scratch_of_a_sigkilled_run() {
+    let env = Env::new();
+    let state = env.dir.path().join("state");
+    let t = env.target();
+    for round in 0..3 {
+        let mut child = env
+            .background()
+            .env("TUNELAB_STATE_DIR", &state)
+            .args(["run", "io.file-read", "-p", "size=1M", "--no-store"])
+            .args(["--trials", "100000", "--budget", "60s"])
+            .args(FAST)
+            .arg("--target")
+            .arg(&t)
+            .spawn()
+            .unwrap();
+        assert!(
+            wait_until(30, || !scratch_dirs(&t).is_empty()),
+            "round {round}: no scratch directory appeared"
+        );
+        std::thread::sleep(Duration::from_millis(100 * round));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let out = env
+            .cmd()
+            .env("TUNELAB_STATE_DIR", &state)
+            .arg("restore")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            scratch_dirs(&t).is_empty(),
+            "round {round}: restore left {:?}: {}",
+            scratch_dirs(&t),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(!state.join("journal.json").exists());
+    }
+}
+
+fn throttle_cgroups() -> Vec<PathBuf> {
+    ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup"]
+        .iter()
+        .flat_map(|r| std::fs::read_dir(r).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("tunelab-"))
+        })
+        .collect()
+}
+
+#[test]
+fn restore_removes_the_cgroup_of_a_sigkilled_throttled_run() {
+    if !common::is_root() || !Path::new("/sys/fs/cgroup/blkio/blkio.throttle.read_bps_device").exists() {
+        return common::skip("needs root and cgroup v1 blkio");
+    }
+    let env = Env::new();
+    let state = env.dir.path().join("state");
+    let t = env.target();
+    let mut child = env
+        .background()
+        .env("TUNELAB_STATE_DIR", &state)
+        .args(["run", "io.file-read", "-p", "size=1M", "--no-store"])
+        .args(["--throttle", "read=20MB/s", "--trials", "100000", "--budget", "60s"])
+        .args(FAST)
+        .arg("--target")
+        .arg(&t)
+        .spawn()
+        .unwrap();
+    let mine = format!("tunelab-{}-", child.id());
+    let ours = |c: &PathBuf| c.file_name().unwrap().to_string_lossy().starts_with(&mine);
+    assert!(
+        wait_until(30, || throttle_cgroups().iter().any(ours)),
+        "no throttle cgroup appeared"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = env
+        .cmd()
+        .env("TUNELAB_STATE_DIR", &state)
+        .arg("restore")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !throttle_cgroups().iter().any(ours),
+        "restore left {:?}: {}",
+        throttle_cgroups(),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(scratch_dirs(&t).is_empty(), "{:?}", scratch_dirs(&t));
+}
+
+#[test]
+fn a_yaml_alias_bomb_is_refused_quickly() {
+    let env = Env::new();
+    let mut yaml = String::from("all:\n  vars:\n    a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+    for i in 1..10 {
+        let prev = format!("*a{}", i - 1);
+        yaml += &format!("    a{i}: &a{i} [{}]\n", vec![prev; 9].join(","));
+    }
+    yaml += "  hosts:\n    h1:\n";
+    let bomb = env.dir.path().join("bomb.yml");
+    std::fs::write(&bomb, yaml).unwrap();
+    let t0 = Instant::now();
+    let out = env
+        .cmd()
+        .args(["remote", "--inventory"])
+        .arg(&bomb)
+        .args(["--", "runs"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("aliases"), "{}", stderr(&out));
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    let deep = env.dir.path().join("deep.yml");
+    std::fs::write(&deep, format!("all:\n  vars:\n    x: {}{}\n", "[".repeat(5000), "]".repeat(5000))).unwrap();
+    let out = env
+        .cmd()
+        .args(["remote", "--inventory"])
+        .arg(&deep)
+        .args(["--", "runs"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let bin = env.dir.path().join("hosts.ini");
+    std::fs::write(&bin, [0u8, 159, 146, 150, 0xff, 0xfe, 10]).unwrap();
+    let out = env
+        .cmd()
+        .args(["remote", "--inventory"])
+        .arg(&bin)
+        .args(["--", "runs"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not UTF-8 text"), "{}", stderr(&out));
+}
+
+#[test]
+fn importing_another_run_under_a_stored_id_is_refused_naming_both() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .args(["run", "mem.bandwidth", "--trials", "1", "-p", "size=64K", "--label", "first"])
+        .args(FAST)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.run(&["export", "last", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut run: serde_json::Value = json(&out);
+    let id = run["id"].as_str().unwrap().to_string();
+    let file = env.dir.path().join("same.json");
+    std::fs::write(&file, run.to_string()).unwrap();
+    let out = env.cmd().arg("import").arg(&file).output().unwrap();
+    assert!(out.status.success(), "an identical run is already stored: {}", stderr(&out));
+    run["label"] = "second".into();
+    let file = env.dir.path().join("other.json");
+    std::fs::write(&file, run.to_string()).unwrap();
+    let out = env.cmd().arg("import").arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(e.contains(&id) && e.contains("'first'") && e.contains("'second'"), "{e}");
+}
+
+#[test]
+fn an_imported_parameter_the_experiment_cannot_take_is_refused() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .args(["run", "mem.bandwidth", "--trials", "1", "-p", "size=64K", "--no-store", "--json"])
+        .args(FAST)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut run = json(&out);
+    run["results"][0]["params"]["size"] = serde_json::json!(1e32);
+    let file = env.dir.path().join("huge.json");
+    std::fs::write(&file, run.to_string()).unwrap();
+    let out = env.cmd().arg("import").arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("size="), "{}", stderr(&out));
+}
+
+#[test]
+fn a_file_size_limit_is_an_environment_error_with_the_scratch_removed() {
+    let env = Env::new();
+    let t = env.target();
+    let bin = assert_cmd::cargo::cargo_bin("tunelab");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -f 1024; exec {} run io.file-read -p size=8M --trials 1 --no-store \
+             --quiet-check 0 --warmup 0 --target {}",
+            bin.display(),
+            t.display()
+        ))
+        .env("TUNELAB_DB", env.db())
+        .env("TUNELAB_STATE_DIR", env.dir.path().join("state"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("ulimit -f"), "{}", stderr(&out));
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+#[test]
+fn a_budget_stops_a_fixed_count_of_trials() {
+    let env = Env::new();
+    let t0 = Instant::now();
+    let out = env
+        .cmd()
+        .args(["run", "ipc.pipe", "--trials", "1000000000", "--budget", "2s", "--no-store"])
+        .args(FAST)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn unusable_targets_and_databases_are_named_up_front() {
+    let env = Env::new();
+    // A study on a target that does not exist stops before its first issue.
+    let out = env.run(&["study", "quick", "--target", "/nonexistent/dir"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    assert!(!env.db().exists(), "a run was stored");
+    for t in ["/sys", "/proc"] {
+        let out = env.run(&["run", "io.file-read", "-p", "size=1M", "--trials", "1", "--target", t]);
+        assert_eq!(out.status.code(), Some(2), "{t}: {}", stderr(&out));
+        assert!(stderr(&out).contains("kernel file system"), "{t}: {}", stderr(&out));
+    }
+    // --db naming a directory, and a database that does not exist yet.
+    let out = env.cmd().arg("--db").arg(env.dir.path()).arg("runs").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
+    let missing = env.dir.path().join("no/such/dir/results.db");
+    let out = env.cmd().arg("--db").arg(&missing).arg("runs").output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!env.dir.path().join("no").exists(), "runs created the database");
+    // A damaged database is named.
+    let bad = env.dir.path().join("bad.db");
+    let mut bytes = b"SQLite format 3\0".to_vec();
+    bytes.extend(std::iter::repeat(0x5a).take(8192));
+    std::fs::write(&bad, bytes).unwrap();
+    let out = env.cmd().arg("--db").arg(&bad).arg("runs").output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains(bad.to_str().unwrap()), "{}", stderr(&out));
+    // Bad flags.
+    let out = env.run(&["remote", "--timeout", "0s", "h1", "--", "runs"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = env.run(&["run", "io.file-read", "--fs", "vfat9", "--trials", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not a file system"), "{}", stderr(&out));
+    let profile = env.dir.path().join("dup.toml");
+    std::fs::write(
+        &profile,
+        "name = \"dup\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nquestion = \"q\"\n\
+         experiment = \"mem.bandwidth\"\n[[issue]]\nname = \"a\"\nquestion = \"q\"\n\
+         experiment = \"mem.bandwidth\"\n",
+    )
+    .unwrap();
+    let out = env.cmd().args(["study", "--dry-run"]).arg(&profile).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("two key issues"), "{}", stderr(&out));
+}

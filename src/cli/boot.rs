@@ -127,11 +127,14 @@ fn boot_command(
         .map_err(|e| Error::environment(format!("cannot duplicate a pipe: {e}")))?;
     let (tx, rx) = boot::channel();
     let t0 = Instant::now();
-    let mut child = Command::new(prog)
-        .args(args)
+    let mut cmd = Command::new(prog);
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::from(w))
-        .stderr(Stdio::from(w2))
+        .stderr(Stdio::from(w2));
+    // Dies with tunelab (SIGKILL included) and is stopped with its group.
+    crate::safety::child::contain(&mut cmd);
+    let mut child = cmd
         .spawn()
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => Error::usage(format!("command not found: {prog}")),
@@ -140,7 +143,11 @@ fn boot_command(
     // The Command (and its copies of the write end) is gone: EOF comes when the child exits.
     boot::read_lines(std::fs::File::from(r), tx);
     let pid = child.id() as i32;
+    crate::safety::signals::register_child(pid);
+    let _forget = Unregister(pid);
+    // SAFETY: signalling the group our unreaped child leads.
     let stop = |sig: i32| unsafe {
+        libc::kill(-pid, sig);
         libc::kill(pid, sig);
     };
     let waited = follow(
@@ -178,6 +185,15 @@ fn boot_command(
         Waited::Timeout => {
             Err(tracker.unfinished(&format!("{:.0} s passed (--timeout)", a.timeout)))
         }
+    }
+}
+
+/// Takes the child off the emergency kill list once it is reaped.
+struct Unregister(i32);
+
+impl Drop for Unregister {
+    fn drop(&mut self) {
+        crate::safety::signals::unregister_child(self.0);
     }
 }
 

@@ -54,8 +54,11 @@ pub fn exec(args: &Args, out: &Out, store: &mut Store) -> Result<i32> {
 }
 
 /// Every run in `path`, checked; a clear usage error (exit 2) otherwise.
+/// JSON is read as a stream, one run at a time (a 200 MB export is never
+/// held whole, nor as a JSON tree, in memory).
 pub fn read_runs(path: &Path) -> Result<Vec<Run>> {
-    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+    use std::io::Read;
+    let open_err = |e: std::io::Error| match e.kind() {
         // A wrong file name is bad input (exit 2), like a bad file.
         std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory => Error::usage(format!(
             "{}: {e} — give files written by 'tunelab export RUN --format json' or a results.db; \
@@ -63,8 +66,19 @@ pub fn read_runs(path: &Path) -> Result<Vec<Run>> {
             path.display()
         )),
         _ => Error::io("cannot read", path, e),
-    })?;
-    if bytes.starts_with(SQLITE_MAGIC) {
+    };
+    if path.is_dir() {
+        return Err(open_err(std::io::Error::from(
+            std::io::ErrorKind::IsADirectory,
+        )));
+    }
+    let mut f = std::fs::File::open(path).map_err(open_err)?;
+    let mut head = Vec::with_capacity(SQLITE_MAGIC.len());
+    (&mut f)
+        .take(SQLITE_MAGIC.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(open_err)?;
+    if head.starts_with(SQLITE_MAGIC) {
         return read_database(path);
     }
     let bad = |what: String| {
@@ -74,34 +88,68 @@ pub fn read_runs(path: &Path) -> Result<Vec<Run>> {
             path.display()
         ))
     };
-    let value: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| bad(format!("not a tunelab run export (not JSON: {e})")))?;
-    let items = match value {
-        serde_json::Value::Array(v) => v,
-        v @ serde_json::Value::Object(_) => vec![v],
-        _ => return Err(bad("not a tunelab run export (JSON, but not a run)".into())),
+    let reader = std::io::BufReader::new(std::io::Cursor::new(head).chain(f));
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let runs = serde::Deserializer::deserialize_any(&mut de, RunsVisitor)
+        .and_then(|r| de.end().map(|_| r))
+        .map_err(|e| {
+            let m = e.to_string();
+            bad(if m.starts_with("run") || m.starts_with("the run") || m.starts_with("holds") {
+                m
+            } else if e.is_io() {
+                format!("cannot be read ({m})")
+            } else {
+                format!("not a tunelab run export (not JSON: {m})")
+            })
+        })?;
+    Ok(runs)
+}
+
+/// One run (a JSON object) or an array of runs, each checked as it is read.
+struct RunsVisitor;
+
+/// Check one run's JSON and turn it into a run; `i` is its place (0: first).
+fn one_run(i: usize, item: serde_json::Value) -> std::result::Result<Run, String> {
+    let at = |m: String| {
+        if i == 0 {
+            m
+        } else {
+            format!("run #{}: {m}", i + 1)
+        }
     };
-    if items.is_empty() {
-        return Err(bad("holds no runs".into()));
+    if !item.is_object() {
+        return Err(at("not a tunelab run export (JSON, but not a run)".into()));
     }
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, item)| {
-            let at = |m: String| {
-                if i == 0 {
-                    m
-                } else {
-                    format!("run #{}: {m}", i + 1)
-                }
-            };
-            check_schema(item.get("schema").and_then(|s| s.as_str())).map_err(|m| bad(at(m)))?;
-            let run: Run = serde_json::from_value(item)
-                .map_err(|e| bad(at(format!("not a valid tunelab run ({e})"))))?;
-            check_run(&run).map_err(|m| bad(at(m)))?;
-            Ok(run)
-        })
-        .collect()
+    check_schema(item.get("schema").and_then(|s| s.as_str())).map_err(at)?;
+    let run: Run =
+        serde_json::from_value(item).map_err(|e| at(format!("not a valid tunelab run ({e})")))?;
+    check_run(&run).map_err(at)?;
+    Ok(run)
+}
+
+impl<'de> serde::de::Visitor<'de> for RunsVisitor {
+    type Value = Vec<Run>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a tunelab run or an array of runs")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Vec<Run>, A::Error> {
+        let mut runs = Vec::new();
+        while let Some(item) = seq.next_element::<serde_json::Value>()? {
+            runs.push(one_run(runs.len(), item).map_err(serde::de::Error::custom)?);
+        }
+        if runs.is_empty() {
+            return Err(serde::de::Error::custom("holds no runs"));
+        }
+        Ok(runs)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> std::result::Result<Vec<Run>, A::Error> {
+        let item: serde_json::Value =
+            serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+        Ok(vec![one_run(0, item).map_err(serde::de::Error::custom)?])
+    }
 }
 
 /// `tunelab.run/N`: N up to this build's; a newer one is refused, anything
@@ -130,11 +178,37 @@ fn version_of(schema: &str) -> Option<u32> {
     schema.rsplit_once('/')?.1.parse().ok()
 }
 
-/// What the store keys on must be sane: an id to address it by.
+/// What the store keys on must be sane (an id to address it by), and the
+/// parameters must be values the experiment accepts: a hand-made
+/// `files=1e32` would otherwise be stored and shown as if measured.
 fn check_run(run: &Run) -> std::result::Result<(), String> {
     let ok = |c: char| c.is_ascii_alphanumeric() || "-_.:".contains(c);
     if run.id.is_empty() || run.id.len() > 100 || !run.id.chars().all(ok) {
         return Err(format!("run id {:?} is not a tunelab run id", run.id));
+    }
+    for p in &run.results {
+        let spec = crate::experiments::registry::find(&p.experiment)
+            .ok()
+            .map(|e| e.params());
+        for (name, v) in &p.params {
+            let Some(x) = v.as_f64() else { continue };
+            let range = spec
+                .as_ref()
+                .and_then(|s| s.iter().find(|s| s.name == name))
+                .map(|s| (s.min, s.max));
+            let out_of_range = match range {
+                Some((min, max)) => {
+                    min.is_some_and(|m| x < m) || max.is_some_and(|m| x > m)
+                }
+                None => false,
+            };
+            if !x.is_finite() || x.abs() > 1e18 || out_of_range {
+                return Err(format!(
+                    "run {}: {} parameter {name}={x} is not a value {} accepts",
+                    run.id, p.experiment, p.experiment
+                ));
+            }
+        }
     }
     Ok(())
 }

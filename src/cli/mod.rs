@@ -209,6 +209,19 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
 
 pub fn open_store(cli: &Cli) -> Result<Store> {
     let path = cli.db.clone().unwrap_or_else(store::default_path);
+    // Commands that only read never create a database (nor its directory).
+    let reads = matches!(
+        cli.command,
+        Command::Runs(_)
+            | Command::Show(_)
+            | Command::Compare(_)
+            | Command::Export(_)
+            | Command::Report(_)
+            | Command::History(_)
+    );
+    if reads {
+        return Store::open_read(&path);
+    }
     Store::open(&path)
 }
 

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::run::parse_secs;
 use super::Out;
 use crate::engine::model::Run;
 use crate::fleet::inventory::Host;
@@ -27,7 +26,7 @@ pub struct Args {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub parallel: u16,
     /// Time allowed per host, copy and command included (e.g. 30m).
-    #[arg(long, default_value = "1h", value_parser = parse_secs)]
+    #[arg(long, default_value = "1h", value_parser = super::run::positive_duration)]
     pub timeout: f64,
     /// Extra option for ssh, before the host (e.g. -o "-F ./ssh_config"); repeatable.
     #[arg(
@@ -45,11 +44,27 @@ pub struct Args {
     pub args: Vec<String>,
 }
 
+/// The inventory's text, read no further than the size limit; a file that
+/// is not UTF-8 text is bad input (exit 2), not a failure.
+fn read_inventory(path: &std::path::Path) -> Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| Error::io("cannot read the inventory", path, e))?;
+    let mut bytes = Vec::new();
+    f.take(crate::fleet::MAX_INVENTORY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("cannot read the inventory", path, e))?;
+    String::from_utf8(bytes).map_err(|_| {
+        Error::usage(format!(
+            "inventory {} is not UTF-8 text: give an Ansible INI or YAML inventory",
+            path.display()
+        ))
+    })
+}
+
 fn hosts(a: &Args) -> Result<Vec<Host>> {
     let list = match &a.inventory {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| Error::io("cannot read the inventory", path, e))?;
+            let text = read_inventory(path)?;
             let inv = crate::fleet::load_inventory(&text, &path.to_string_lossy())?;
             let pattern = if a.hosts.is_empty() {
                 "all".to_string()

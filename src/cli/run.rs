@@ -42,7 +42,7 @@ pub struct Args {
 /// How to repeat and record a measurement: shared by run, tune and study.
 #[derive(clap::Args, Debug, Clone)]
 pub struct MeasureArgs {
-    /// Run exactly N trials per point (no precision rule).
+    /// Run exactly N trials per point (no precision rule; a --budget given too still stops it).
     #[arg(long, value_name = "N")]
     pub trials: Option<usize>,
     /// Minimum trials per point before the precision rule may stop [default: per experiment, usually 5].
@@ -184,7 +184,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         &lab,
         out,
         &mut session,
-        &mut |ctx| run_with_progress(exp.as_ref(), &points, ctx, &plan, m.trials.is_some(), out),
+        &mut |ctx| run_with_progress(exp.as_ref(), &points, ctx, &plan, m.options().fixed(), out),
     );
     let run = session.finish(error.as_ref());
     for w in run.warnings.iter().skip(quiet_warnings) {

@@ -64,6 +64,10 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         return Ok(0);
     }
     let lab = args.lab.parse()?;
+    // A target that cannot be used fails every key issue: say so up front.
+    if let Some(t) = &args.target {
+        crate::safety::scratch::check_target(t)?;
+    }
     let mut store = args.measure.store(cli)?;
     let mut measure = args.measure.clone();
     if measure.label.is_empty() {
@@ -108,7 +112,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             };
             match opts.plan(exp.defaults()) {
                 Ok(plan) => {
-                    let fixed = opts.trials.is_some();
+                    let fixed = opts.fixed();
                     for_each_target(
                         exp,
                         &issue.points,

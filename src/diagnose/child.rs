@@ -3,7 +3,10 @@
 //! before its first instruction; then it is released and waited for.
 //!
 //! std's `spawn` returns only after the child exec'd, so it runs on a
-//! helper thread while this one reads the pid and releases the child.
+//! helper thread while this one reads the pid and releases the child. That
+//! thread also waits for the child: the parent-death signal that makes the
+//! command die with tunelab (safety::child) follows the forking thread.
+//! The first SIGINT/SIGTERM kills the command (and its process group).
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -12,13 +15,26 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::thread::JoinHandle;
 
+use crate::safety::child::{self as guard, Waited};
 use crate::{Error, Result};
 
 pub struct Stopped {
     pid: i32,
-    release: File,
-    spawner: JoinHandle<std::io::Result<std::process::Child>>,
+    release: Option<File>,
+    spawner: Option<JoinHandle<std::io::Result<Waited>>>,
     program: String,
+}
+
+/// Never released (an error before the command was let go): it is killed,
+/// not left to exec unattended when the pipe closes.
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Some(s) = self.spawner.take() {
+            guard::kill_group(self.pid);
+            drop(self.release.take());
+            let _ = s.join();
+        }
+    }
 }
 
 /// How the command ended.
@@ -59,6 +75,13 @@ impl Stopped {
         let (pw, gr) = (pid_w.as_raw_fd(), go_r.as_raw_fd());
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]);
+        // Mortal with tunelab before it waits to be released; its own
+        // process group unless it may read the terminal.
+        if guard::stdin_is_tty() {
+            guard::mortal(&mut cmd);
+        } else {
+            guard::contain(&mut cmd);
+        }
         // SAFETY: only async-signal-safe calls (getpid, write, read) run
         // between fork and exec. Both pipes are O_CLOEXEC: the child's
         // copies close at exec.
@@ -82,7 +105,7 @@ impl Stopped {
             let r = cmd.spawn();
             drop(pid_w);
             drop(go_r);
-            r
+            guard::wait_cancellable(r?.id() as i32)
         });
         let mut buf = [0u8; 4];
         let mut f = File::from(pid_r);
@@ -98,8 +121,8 @@ impl Stopped {
         }
         Ok(Stopped {
             pid: i32::from_ne_bytes(buf),
-            release,
-            spawner,
+            release: Some(release),
+            spawner: Some(spawner),
             program: argv[0].clone(),
         })
     }
@@ -108,18 +131,21 @@ impl Stopped {
         self.pid
     }
 
-    /// Let the child exec and wait for it to end.
-    pub fn release_and_wait(self) -> Result<Ended> {
-        let Stopped {
-            pid,
-            mut release,
-            spawner,
-            program,
-        } = self;
-        let _ = release.write_all(b"g");
-        drop(release);
-        let mut child = match spawner.join() {
-            Ok(Ok(c)) => c,
+    /// Let the child exec and wait for it to end (killed on a cancelling
+    /// signal: `Err(Interrupted)`).
+    pub fn release_and_wait(mut self) -> Result<Ended> {
+        let program = self.program.clone();
+        if let Some(mut r) = self.release.take() {
+            let _ = r.write_all(b"g");
+        }
+        let Some(spawner) = self.spawner.take() else {
+            return Err(Error::measurement("the command was already waited for"));
+        };
+        let waited = match spawner.join() {
+            Ok(Ok(w)) => w,
+            Ok(Err(e)) if e.raw_os_error() == Some(libc::ECHILD) => {
+                return Err(Error::measurement(format!("lost track of {program}")))
+            }
             Ok(Err(e)) => {
                 // exec failed: the child is gone already (std reaped it).
                 let why = if e.kind() == std::io::ErrorKind::NotFound {
@@ -131,23 +157,12 @@ impl Stopped {
             }
             Err(_) => return Err(Error::measurement("the thread starting the command failed")),
         };
-        debug_assert_eq!(child.id() as i32, pid);
-        loop {
-            match child.wait() {
-                Ok(st) => {
-                    use std::os::unix::process::ExitStatusExt;
-                    return Ok(Ended {
-                        code: st.code(),
-                        signal: st.signal(),
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    return Err(Error::measurement(format!(
-                        "cannot wait for {program}: {e}"
-                    )))
-                }
-            }
+        if waited.cancelled {
+            crate::safety::signals::check()?;
         }
+        Ok(Ended {
+            code: waited.code(),
+            signal: waited.signal(),
+        })
     }
 }

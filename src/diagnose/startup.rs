@@ -6,7 +6,6 @@
 //! `LD_BIND_NOW=1` — what prelinking used to attack. Medians throughout.
 //! Runs after the diagnosed interval, so it never disturbs it.
 
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -95,27 +94,15 @@ fn run_once(argv: &[String], env: &[(&str, String)]) -> std::io::Result<One> {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    // Its own process group: a program that forks leaves no strays behind
-    // when it is killed with the group.
-    cmd.process_group(0);
+    // Its own process group and mortal with tunelab; killed with its group
+    // on a cancelling signal (safety::child).
+    crate::safety::child::contain(&mut cmd);
     let t0 = Instant::now();
     let child = cmd.spawn()?;
     let pid = child.id() as i32;
-    let mut status = 0;
-    // SAFETY: rusage is plain data that wait4 fills.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: waiting for our own child.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-        if r == pid {
-            break;
-        }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
-        }
-    }
-    let wall_s = t0.elapsed().as_secs_f64();
+    let w = crate::safety::child::wait_cancellable(pid)?;
+    let (status, ru) = (w.status, w.rusage);
+    let wall_s = w.exited.duration_since(t0).as_secs_f64();
     Ok(One {
         wall_s,
         minflt: ru.ru_minflt as u64,

@@ -37,6 +37,12 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
+    /// A fixed count of trials (`--trials N`) that ignores the budget —
+    /// unless a budget is given too, which then still stops it.
+    pub fn fixed(&self) -> bool {
+        self.trials.is_some() && self.budget.is_none()
+    }
+
     pub fn plan(&self, d: RunDefaults) -> Result<Plan> {
         if let (Some(lo), Some(hi)) = (self.min_trials, self.max_trials) {
             if lo > hi {

@@ -135,7 +135,68 @@ fn group(inv: &mut Inventory, name: &str, def: &Yaml, depth: usize) -> Result<()
     Ok(())
 }
 
+/// Nodes an inventory may expand to once aliases are resolved: far above
+/// any real fleet (a host is a few nodes), far below what exhausts a board.
+const MAX_NODES: u64 = 200_000;
+
+/// Refuse, before building anything, a document nested deeper than
+/// MAX_DEPTH or whose aliases expand past MAX_NODES ("billion laughs": a
+/// 1 KB file of nested aliases that the loader would copy into gigabytes).
+/// Walks the parser's events counting what each anchor would copy; nothing
+/// is expanded.
+fn check_bounds(text: &str) -> Result<()> {
+    use std::collections::HashMap;
+    use yaml_rust2::parser::{Event, Parser};
+    let mut parser = Parser::new_from_str(text);
+    let mut nodes: u64 = 0;
+    // Size of each anchored node, and the open collections (anchor, nodes
+    // counted before it began).
+    let mut anchors: HashMap<usize, u64> = HashMap::new();
+    let mut open: Vec<(usize, u64)> = Vec::new();
+    loop {
+        let (ev, mark) = parser.next_token().map_err(|e| bad(e.to_string()))?;
+        match ev {
+            Event::StreamEnd => return Ok(()),
+            Event::Scalar(_, _, anchor, _) => {
+                nodes += 1;
+                if anchor > 0 {
+                    anchors.insert(anchor, 1);
+                }
+            }
+            Event::Alias(id) => nodes += anchors.get(&id).copied().unwrap_or(1),
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                nodes += 1;
+                open.push((anchor, nodes - 1));
+                if open.len() > 2 * MAX_DEPTH + 8 {
+                    return Err(bad(format!(
+                        "nested more than {} levels deep (line {}); an inventory is a few levels",
+                        2 * MAX_DEPTH + 8,
+                        mark.line()
+                    )));
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                if let Some((anchor, before)) = open.pop() {
+                    if anchor > 0 {
+                        anchors.insert(anchor, nodes - before);
+                    }
+                }
+            }
+            _ => {}
+        }
+        if nodes > MAX_NODES {
+            return Err(bad(format!(
+                "more than {MAX_NODES} values once its aliases are expanded (line {}): \
+                 refused, as a nested-alias bomb would exhaust memory; write the hosts \
+                 out or use fewer aliases",
+                mark.line()
+            )));
+        }
+    }
+}
+
 pub(super) fn parse(text: &str) -> Result<Inventory> {
+    check_bounds(text)?;
     let docs = YamlLoader::load_from_str(text).map_err(|e| bad(e.to_string()))?;
     let mut inv = Inventory::default();
     match docs.first() {

@@ -14,6 +14,7 @@ use inventory::Inventory;
 /// line `name:`), INI otherwise — as Ansible tries its plugins. (Here, not in
 /// `inventory`, so the INI and YAML readers do not import each other.)
 pub fn load_inventory(text: &str, file_name: &str) -> Result<Inventory> {
+    check_text(text, file_name)?;
     let lower = file_name.to_ascii_lowercase();
     let first = text
         .lines()
@@ -29,6 +30,25 @@ pub fn load_inventory(text: &str, file_name: &str) -> Result<Inventory> {
     } else {
         Inventory::parse(text)
     }
+}
+
+/// Largest inventory read: thousands of hosts fit in far less.
+pub const MAX_INVENTORY_BYTES: u64 = 4 << 20;
+
+/// An inventory is text of a bounded size (a binary file is bad input).
+fn check_text(text: &str, file_name: &str) -> Result<()> {
+    if text.len() as u64 > MAX_INVENTORY_BYTES {
+        return Err(crate::Error::usage(format!(
+            "inventory {file_name} is larger than {} MiB: not an inventory",
+            MAX_INVENTORY_BYTES >> 20
+        )));
+    }
+    if text.contains('\0') {
+        return Err(crate::Error::usage(format!(
+            "inventory {file_name} is not text (it holds NUL bytes): give an Ansible INI or YAML inventory"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(feature = "fleet")]

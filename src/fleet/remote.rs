@@ -106,6 +106,19 @@ pub fn binary_for(arch: &str, dir: Option<&Path>) -> Result<PathBuf> {
     )))
 }
 
+/// Whether `args` (tunelab's, on the host) record runs into the default
+/// database, which `remote` stores on this side instead.
+fn makes_runs(args: &[String]) -> bool {
+    let verb = args.iter().find(|a| !a.starts_with('-'));
+    let names_db = args
+        .iter()
+        .any(|a| a == "--db" || a.starts_with("--db=") || a == "--no-store");
+    !names_db
+        && verb.is_some_and(|v| {
+            ["run", "study", "tune", "time", "boot", "diagnose", "memory"].contains(&v.as_str())
+        })
+}
+
 /// Base ssh invocation for a host: options, port, user, `--`, destination.
 fn ssh(plan: &Plan, host: &Host) -> Command {
     let mut c = Command::new(&plan.ssh);
@@ -290,9 +303,17 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
                 local.display(),
                 bytes.len()
             ));
+            // A temporary name of this upload alone (a random part, and the
+            // host shell's pid): hosts sharing a directory, or one host under
+            // two names, never write or rename each other's copy; mv is atomic.
+            let part = format!(
+                "{}.$$",
+                shell_quote(&format!("{remote}.part-{:08x}", rand::random::<u32>()))
+            );
             let mut c = ssh(plan, host);
             c.arg(format!(
-                "mkdir -p {d} && cat > {q}.part && chmod 755 {q}.part && mv {q}.part {q}",
+                "mkdir -p {d} && cat > {part} && chmod 755 {part} && mv -f {part} {q} \
+                 || {{ rm -f {part}; exit 1; }}",
                 d = shell_quote(&dir)
             ));
             match call(c, Input::Bytes(&bytes), deadline, &quiet) {
@@ -313,11 +334,15 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
     // The stdin guard: when this side gives up (timeout, Ctrl-C) and ssh
     // goes, the host's tunelab reads end of file and stops as on a hangup,
     // restoring what it changed, instead of running on unattended.
-    let mut line = vec![
-        format!("{}=1", signals::STDIN_GUARD),
-        q,
-        "--json".to_string(),
-    ];
+    let mut line = vec![format!("{}=1", signals::STDIN_GUARD)];
+    // The run comes back here and is stored here: on the host it goes to an
+    // in-memory database, not the host's default one (no unrequested flash
+    // writes on a board). Commands that read the host's store, or name a
+    // database, keep it.
+    if makes_runs(plan.args) {
+        line.push("TUNELAB_DB=:memory:".to_string());
+    }
+    line.extend([q, "--json".to_string()]);
     line.extend(plan.args.iter().map(|a| shell_quote(a)));
     // `; exit $?` keeps the host's shell from exec'ing tunelab: killed by a
     // signal, it then exits 128+N, where sshd would report a bare signal

@@ -60,6 +60,28 @@ pub fn mkfs_available(fs_type: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether the running kernel lists `fs_type` in /proc/filesystems.
+fn kernel_knows(fs_type: &str) -> bool {
+    std::fs::read_to_string("/proc/filesystems").is_ok_and(|t| {
+        t.lines()
+            .any(|l| l.split_whitespace().last() == Some(fs_type))
+    })
+}
+
+fn unknown_fs(fs_type: &str) -> String {
+    format!(
+        "'{fs_type}' is not a file system this kernel or tunelab knows (not in \
+         /proc/filesystems and no mkfs.{fs_type}): check the name (e.g. ext4, xfs, btrfs, \
+         f2fs, vfat)"
+    )
+}
+
+/// A `--fs` type with no mkfs that no one knows is a typo: bad input.
+pub fn fs_type_unknown(fs_type: &str) -> Option<String> {
+    (!mkfs_available(fs_type) && mkfs_missing(fs_type) == unknown_fs(fs_type))
+        .then(|| unknown_fs(fs_type))
+}
+
 /// Why a lab file system of `fs_type` cannot be made here, and the fix.
 pub fn mkfs_missing(fs_type: &str) -> String {
     let package = match fs_type {
@@ -69,7 +91,13 @@ pub fn mkfs_missing(fs_type: &str) -> String {
         "f2fs" => "f2fs-tools",
         "vfat" | "fat" | "msdos" => "dosfstools",
         "exfat" => "exfatprogs",
-        _ => "the package that provides it",
+        "jfs" => "jfsutils",
+        "nilfs2" => "nilfs-tools",
+        "reiserfs" => "reiserfsprogs",
+        "minix" | "cramfs" => "util-linux",
+        "udf" => "udftools",
+        _ if kernel_knows(fs_type) => "the package that provides it",
+        _ => return unknown_fs(fs_type),
     };
     format!(
         "mkfs.{fs_type} is not installed, so no {fs_type} lab file system can be made \

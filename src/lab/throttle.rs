@@ -1,7 +1,9 @@
 //! Block I/O throttling with a cgroup: a private cgroup
 //! (`tunelab-<pid>[-n]`) with a bytes/s (and optionally IOPS) limit on one
 //! device, and processes moved into it. Dropping the guard moves every
-//! process back where it came from and removes the cgroup.
+//! process back where it came from and removes the cgroup. The cgroup is
+//! journalled before it exists, so a SIGKILLed run's cgroup is removed by
+//! `tunelab restore` and by the next tunelab command.
 //!
 //! cgroup v1 (`/sys/fs/cgroup/blkio`, `blkio.throttle.{read,write}_bps_device`)
 //! is the well-tested path; cgroup v2 (`io.max`) is best effort.
@@ -16,6 +18,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::safety::journal::{self, Entry, Saved};
 use crate::{Error, Result};
 
 const V1_ROOT: &str = "/sys/fs/cgroup/blkio";
@@ -124,7 +127,14 @@ impl IoThrottle {
             // Best effort: the io controller must be enabled for children.
             let _ = fs::write(Path::new(V2_ROOT).join("cgroup.subtree_control"), "+io");
         }
-        fs::create_dir(&dir).map_err(|e| Error::io("cannot create cgroup", &dir, e))?;
+        // In the journal before it exists: after a SIGKILL, `restore` and
+        // the next tunelab remove it (and the limit it carries).
+        let key = format!("cgroup {}", dir.display());
+        journal::claim(Entry::new(&key, Saved::Cgroup { path: dir.clone() }))?;
+        if let Err(e) = fs::create_dir(&dir) {
+            let _ = journal::remove(&key, std::process::id());
+            return Err(Error::io("cannot create cgroup", &dir, e));
+        }
         let t = IoThrottle {
             dir,
             version,
@@ -214,6 +224,8 @@ impl Drop for IoThrottle {
                 }
             }
             if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                let key = format!("cgroup {}", self.dir.display());
+                let _ = journal::remove(&key, std::process::id());
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));

@@ -60,6 +60,12 @@ pub enum Saved {
         device: Option<PathBuf>,
         scratch: Option<PathBuf>,
     },
+    /// A private scratch directory (safety::scratch), journalled before
+    /// mkdir; restoring removes it (only when its marker names the owner).
+    Scratch { path: PathBuf },
+    /// A block I/O throttling cgroup (lab::throttle), journalled before
+    /// mkdir; restoring moves what is left in it to its parent and removes it.
+    Cgroup { path: PathBuf },
 }
 
 impl Saved {
@@ -69,6 +75,96 @@ impl Saved {
             Saved::Files { files } => files.iter().map(|f| f.path.clone()).collect(),
             Saved::Mount { mount_point, .. } | Saved::Lab { mount_point, .. } => {
                 vec![mount_point.clone()]
+            }
+            Saved::Scratch { path } | Saved::Cgroup { path } => vec![path.clone()],
+        }
+    }
+
+    /// Whether the process `pid` (the entry's writer) can have made this
+    /// entry: a journal edited by hand, or by someone else, must not make
+    /// `restore` write or delete anything tunelab does not own. `Err` says
+    /// why not. New kinds add their own rule here.
+    pub fn validate(&self, pid: u32) -> std::result::Result<(), String> {
+        match self {
+            Saved::Files { files } => {
+                if files.is_empty() {
+                    return Err("a setting with no files".into());
+                }
+                files.iter().try_for_each(|f| knob_path_ok(&f.path))
+            }
+            Saved::Mount { mount_point, .. } => {
+                // Restoring only sets mount flags on what is mounted there.
+                plain_absolute(mount_point)
+            }
+            Saved::Lab {
+                mount_point,
+                image,
+                device,
+                scratch,
+            } => {
+                plain_absolute(mount_point)?;
+                plain_absolute(image)?;
+                let dir = image.parent().unwrap_or(Path::new("/"));
+                let dir_ok = dir
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| super::scratch::is_scratch_name(n, pid));
+                if !dir_ok {
+                    return Err(format!(
+                        "{} is not in a scratch directory of tunelab pid {pid}",
+                        image.display()
+                    ));
+                }
+                let name = mount_point.file_name().and_then(|n| n.to_str());
+                let paired = mount_point.parent() == Some(dir)
+                    && name.is_some_and(|n| image.file_name() == Some(format!("{n}.img").as_ref()));
+                if !paired {
+                    return Err(format!(
+                        "{} is not the mount point of the lab image {}",
+                        mount_point.display(),
+                        image.display()
+                    ));
+                }
+                if scratch.as_deref().is_some_and(|s| s != dir) {
+                    return Err(format!("{} is not the scratch of {}", dir.display(), image.display()));
+                }
+                if let Some(d) = device {
+                    let n = d.to_str().and_then(|d| d.strip_prefix("/dev/loop"));
+                    if !n.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+                        return Err(format!("{} is not a loop device", d.display()));
+                    }
+                }
+                Ok(())
+            }
+            Saved::Scratch { path } => {
+                plain_absolute(path)?;
+                let ok = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| super::scratch::is_scratch_name(n, pid));
+                if !ok {
+                    return Err(format!(
+                        "{} is not named as a scratch directory of tunelab pid {pid}",
+                        path.display()
+                    ));
+                }
+                Ok(())
+            }
+            Saved::Cgroup { path } => {
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let parent_ok = path.parent().is_some_and(|p| {
+                    p == Path::new("/sys/fs/cgroup/blkio") || p == Path::new("/sys/fs/cgroup")
+                });
+                let seq = name.strip_prefix(&format!("tunelab-{pid}-"));
+                if !parent_ok
+                    || !seq.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                {
+                    return Err(format!(
+                        "{} is not a throttling cgroup of tunelab pid {pid}",
+                        path.display()
+                    ));
+                }
+                Ok(())
             }
         }
     }
@@ -106,7 +202,36 @@ impl Saved {
                 v.push(format!("rm {}", image.display()));
                 v
             }
+            Saved::Scratch { path } => vec![format!("rm -r {}", path.display())],
+            Saved::Cgroup { path } => vec![format!("rmdir {}", path.display())],
         }
+    }
+}
+
+/// An absolute path without `.` or `..` components.
+fn plain_absolute(p: &Path) -> std::result::Result<(), String> {
+    use std::path::Component;
+    if !p.is_absolute()
+        || p.components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+    {
+        return Err(format!("{} is not a plain absolute path", p.display()));
+    }
+    Ok(())
+}
+
+/// A knob file is under /proc/sys or /sys, also once symbolic links are
+/// resolved (sysfs is full of them, all within /sys).
+fn knob_path_ok(p: &Path) -> std::result::Result<(), String> {
+    plain_absolute(p)?;
+    let under = |q: &Path| q.starts_with("/proc/sys/") || q.starts_with("/sys/");
+    let refused = || Err(format!("{} is not a setting under /proc/sys or /sys", p.display()));
+    if !under(p) {
+        return refused();
+    }
+    match fs::canonicalize(p) {
+        Ok(c) if !under(&c) => refused(),
+        _ => Ok(()),
     }
 }
 
@@ -420,28 +545,100 @@ pub fn restore_entry(e: &Entry) -> Result<String> {
             device,
             scratch,
         } => {
-            sysmount::unmount(mount_point)
-                .map_err(|err| Error::io("cannot unmount the lab file system", mount_point, err))?;
-            if let Some(d) = device {
-                sysmount::loop_detach_if_ours(d, image)?;
+            // Say what was actually found and done, nothing more.
+            let mut did = Vec::new();
+            if sysmount::mount_at(mount_point).is_some() {
+                sysmount::unmount(mount_point).map_err(|err| {
+                    Error::io("cannot unmount the lab file system", mount_point, err)
+                })?;
+                did.push(format!("unmounted {}", mount_point.display()));
             }
-            if fs::symlink_metadata(image).is_ok_and(|m| m.is_file()) {
-                let _ = fs::remove_file(image);
+            // Killed between attaching and journalling the device: find it
+            // by its backing file.
+            let devices = match device {
+                Some(d) => vec![d.clone()],
+                None => sysmount::loops_backed_by(image),
+            };
+            for d in &devices {
+                if sysmount::loop_detach_if_ours(d, image)? {
+                    did.push(format!("released {}", d.display()));
+                }
             }
-            if fs::symlink_metadata(mount_point).is_ok_and(|m| m.is_dir()) {
-                let _ = fs::remove_dir(mount_point);
+            if fs::symlink_metadata(image).is_ok_and(|m| m.is_file())
+                && fs::remove_file(image).is_ok()
+            {
+                did.push(format!("removed {}", image.display()));
+            }
+            if fs::symlink_metadata(mount_point).is_ok_and(|m| m.is_dir())
+                && fs::remove_dir(mount_point).is_ok()
+            {
+                did.push(format!("removed {}", mount_point.display()));
             }
             if let Some(s) = scratch {
-                super::scratch::remove_if_owned_by_dead(s, e.pid);
+                if super::scratch::remove_owned(s, e.pid) {
+                    did.push(format!("removed {}", s.display()));
+                }
             }
-            Ok(format!(
-                "removed the lab file system {}{}",
-                mount_point.display(),
-                device
-                    .as_ref()
-                    .map(|d| format!(" and released {}", d.display()))
-                    .unwrap_or_default()
-            ))
+            Ok(if did.is_empty() {
+                format!(
+                    "nothing was left of the lab file system {}",
+                    mount_point.display()
+                )
+            } else {
+                format!("lab file system: {}", did.join(", "))
+            })
+        }
+        Saved::Scratch { path } => {
+            if !path.exists() {
+                return Ok(format!("nothing was left of {}", path.display()));
+            }
+            if !sysmount::mounts_under(path).is_empty() {
+                return Err(Error::environment(format!(
+                    "a file system is still mounted inside {}; unmount it first",
+                    path.display()
+                )));
+            }
+            if super::scratch::remove_owned(path, e.pid) {
+                Ok(format!("removed the scratch directory {}", path.display()))
+            } else {
+                Err(Error::environment(format!(
+                    "{} does not carry tunelab pid {}'s marker or cannot be removed: left alone",
+                    path.display(),
+                    e.pid
+                )))
+            }
+        }
+        Saved::Cgroup { path } => {
+            if !path.exists() {
+                return Ok(format!("nothing was left of the cgroup {}", path.display()));
+            }
+            let parent = path.parent().unwrap_or(Path::new("/sys/fs/cgroup"));
+            let mut moved = 0;
+            for _ in 0..50 {
+                if let Ok(procs) = fs::read_to_string(path.join("cgroup.procs")) {
+                    for pid in procs.split_whitespace() {
+                        if fs::write(parent.join("cgroup.procs"), pid).is_ok() {
+                            moved += 1;
+                        }
+                    }
+                }
+                if fs::remove_dir(path).is_ok() {
+                    return Ok(format!(
+                        "removed the throttling cgroup {}{}",
+                        path.display(),
+                        if moved > 0 {
+                            format!(" (moved {moved} process(es) out of it)")
+                        } else {
+                            String::new()
+                        }
+                    ));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(Error::environment(format!(
+                "cannot remove the cgroup {} (processes still in it?)",
+                path.display()
+            )))
         }
     }
 }
@@ -478,15 +675,20 @@ pub fn restore_stale(all: bool) -> Result<Vec<String>> {
     let entries = load()?;
     let mut msgs = Vec::new();
     let mut keep = Vec::new();
-    for e in entries {
+    // Newest first: a scratch directory goes after the lab mounted in it.
+    for e in entries.into_iter().rev() {
         let stale = !is_alive(&e) || (all && e.pid != std::process::id());
         if !stale {
             keep.push(e);
             continue;
         }
+        if let Err(why) = e.saved.validate(e.pid) {
+            msgs.push(refused(&e, &why));
+            continue;
+        }
         match restore_entry(&e) {
             Ok(m) => msgs.push(format!(
-                "{m} (left changed by tunelab pid {}, started {})",
+                "{m} (left by tunelab pid {}, started {})",
                 e.pid, e.started
             )),
             Err(err) => {
@@ -495,10 +697,21 @@ pub fn restore_stale(all: bool) -> Result<Vec<String>> {
             }
         }
     }
+    keep.reverse();
     if let Err(e) = store(&keep) {
         msgs.push(format!("could not update the journal: {e}"));
     }
     Ok(msgs)
+}
+
+/// The line for an entry tunelab cannot have written: it is dropped from
+/// the journal without acting on it, and shown so nothing is lost.
+fn refused(e: &Entry, why: &str) -> String {
+    format!(
+        "refused a journal entry tunelab cannot have written ({why}): did nothing and removed \
+         it from the journal; it was: {}",
+        serde_json::to_string(e).unwrap_or_default()
+    )
 }
 
 /// Restore every entry of this process (second-signal emergency path). The
@@ -521,12 +734,13 @@ pub fn restore_mine() {
     let me = std::process::id();
     let Ok(entries) = load() else { return };
     let mut keep = Vec::new();
-    for e in entries {
-        if e.pid == me && restore_entry(&e).is_ok() {
+    for e in entries.into_iter().rev() {
+        if e.pid == me && e.saved.validate(me).is_ok() && restore_entry(&e).is_ok() {
             continue;
         }
         keep.push(e);
     }
+    keep.reverse();
     let _ = store(&keep);
     drop(held);
 }

@@ -2,6 +2,7 @@
 //! cancellation with cleanup on every exit path, aligned data buffers.
 
 pub mod buffer;
+pub mod child;
 pub mod journal;
 pub mod scratch;
 pub mod signals;

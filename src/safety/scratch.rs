@@ -3,13 +3,16 @@
 //! It is created fresh (mkdir fails rather than reusing anything), mode 0700,
 //! files inside are opened with O_CREAT|O_EXCL so no existing file is ever
 //! opened for writing, and it is removed on drop, on error and on signals.
-//! Directories left by a SIGKILLed run are recognised by a marker file and the
-//! dead owner pid, and removed the next time tunelab uses the same target.
+//! Each directory is in the journal before it exists: after a SIGKILL,
+//! `tunelab restore` and the next tunelab command remove it wherever it is;
+//! directories left by a SIGKILLed run are also recognised by a marker file
+//! and the dead owner pid the next time tunelab uses the same target.
 
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use super::journal::{self, Entry, Saved};
 use super::signals;
 use crate::{Error, Result};
 
@@ -19,6 +22,13 @@ const MARKER: &str = ".tunelab-owner";
 #[derive(Debug)]
 pub struct Scratch {
     path: PathBuf,
+    /// Whether the journal holds an entry for it (removed on drop).
+    journalled: bool,
+}
+
+/// The journal key of a scratch directory.
+fn key(path: &Path) -> String {
+    format!("scratch {}", path.display())
 }
 
 impl Scratch {
@@ -31,6 +41,8 @@ impl Scratch {
             None => std::env::temp_dir(),
         };
         check_target(&target)?;
+        // Absolute, so the journal's record holds wherever restore runs.
+        let target = std::path::absolute(&target).unwrap_or(target);
         remove_stale(&target);
         let pid = std::process::id();
         for attempt in 0..100u32 {
@@ -39,22 +51,36 @@ impl Scratch {
                 rand::random::<u32>().wrapping_add(attempt)
             );
             let path = target.join(name);
+            // Journalled before it exists, so `restore` (and every start)
+            // removes it after a SIGKILL wherever the target was. Best
+            // effort: an unwritable journal must not stop measuring.
+            let journalled = journal::dir().is_absolute()
+                && journal::put(Entry::new(
+                    &key(&path),
+                    Saved::Scratch { path: path.clone() },
+                ))
+                .is_ok();
             match fs::DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => {
                     signals::register_dir(&path);
-                    let scratch = Scratch { path };
+                    let scratch = Scratch { path, journalled };
                     fs::write(scratch.path.join(MARKER), format!("{pid}\n")).map_err(|e| {
                         Error::io("cannot write in scratch directory", &scratch.path, e)
                     })?;
                     return Ok(scratch);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
+                    if journalled {
+                        let _ = journal::remove(&key(&path), pid);
+                    }
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        continue;
+                    }
                     return Err(Error::io(
                         "cannot create a scratch directory in",
                         &target,
                         e,
-                    ))
+                    ));
                 }
             }
         }
@@ -122,8 +148,11 @@ fn space_needed(bytes: u64, free: u64) -> u64 {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.path);
+        let gone = fs::remove_dir_all(&self.path).is_ok() || !self.path.exists();
         signals::unregister_dir(&self.path);
+        if self.journalled && gone {
+            let _ = journal::remove(&key(&self.path), std::process::id());
+        }
     }
 }
 
@@ -139,7 +168,7 @@ pub fn free_bytes(path: &Path) -> Result<u64> {
 
 /// The target must exist, be a directory (never a block device) and be
 /// mounted read-write.
-fn check_target(target: &Path) -> Result<()> {
+pub fn check_target(target: &Path) -> Result<()> {
     let meta = match fs::metadata(target) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -163,6 +192,13 @@ fn check_target(target: &Path) -> Result<()> {
             target.display()
         )));
     }
+    if let Some(kind) = pseudo_fs(target) {
+        return Err(Error::usage(format!(
+            "target {} is on {kind}, a kernel file system that holds no files of yours \
+             (give a directory on a disk or tmpfs, e.g. /tmp or /var/tmp)",
+            target.display()
+        )));
+    }
     let st =
         rustix::fs::statvfs(target).map_err(|e| Error::io("cannot statvfs", target, e.into()))?;
     if st.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY) {
@@ -174,20 +210,50 @@ fn check_target(target: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Remove one scratch directory of a process that is gone, only when its
-/// marker names that process (the knob journal's lab entries use this).
-pub fn remove_if_owned_by_dead(dir: &Path, pid: u32) -> bool {
-    let owner = fs::read_to_string(dir.join(MARKER))
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok());
+/// The name of the kernel pseudo file system `dir` is on (procfs, sysfs…),
+/// where no file can be created: refused up front with a clear message.
+fn pseudo_fs(dir: &Path) -> Option<&'static str> {
+    let st = rustix::fs::statfs(dir).ok()?;
+    Some(match st.f_type as u64 {
+        0x9fa0 => "procfs",
+        0x6265_6572 => "sysfs",
+        0x1cd1 => "devpts",
+        0x0027_e0eb | 0x6367_7270 => "cgroupfs",
+        0x6462_6720 => "debugfs",
+        0x7472_6163 => "tracefs",
+        0x7363_6673 => "securityfs",
+        0xcafe_4a11 => "bpffs",
+        0x4249_4e4d => "binfmt_misc",
+        _ => return None,
+    })
+}
+
+/// Whether `name` is the name of a scratch directory of process `pid`
+/// (`.tunelab-scratch-PID-XXXXXXXX`, eight hex digits).
+pub fn is_scratch_name(name: &str, pid: u32) -> bool {
+    name.strip_prefix(&format!("{PREFIX}{pid}-"))
+        .is_some_and(|h| h.len() == 8 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Remove a scratch directory of process `pid` (known to be gone): only
+/// when it is named for that process and its marker names it too, or it is
+/// empty (killed between mkdir and writing the marker). Never follows a
+/// symbolic link.
+pub fn remove_owned(dir: &Path, pid: u32) -> bool {
     let named = dir
         .file_name()
         .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with(&format!("{PREFIX}{pid}-")));
-    if owner == Some(pid) && named && !Path::new(&format!("/proc/{pid}")).exists() {
+        .is_some_and(|n| is_scratch_name(n, pid));
+    if !named || !fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return false;
+    }
+    let owner = fs::read_to_string(dir.join(MARKER))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    if owner == Some(pid) {
         return fs::remove_dir_all(dir).is_ok();
     }
-    false
+    fs::remove_dir(dir).is_ok()
 }
 
 /// Remove scratch directories whose owner process is gone (after SIGKILL).

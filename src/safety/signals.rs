@@ -1,8 +1,8 @@
 //! SIGINT, SIGTERM and SIGHUP cancel the run: the first one sets a flag that
 //! the runner and experiments poll (so they unwind and clean up normally); a
 //! second one detaches registered mounts (tunelab's loop filesystems),
-//! restores journalled knobs, removes registered scratch directories at once
-//! and exits 130.
+//! restores journalled knobs, removes registered scratch directories, kills
+//! the programs tunelab started (and their process groups), and exits 130.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -16,6 +16,9 @@ use crate::{Error, Result};
 static CAUGHT: AtomicI32 = AtomicI32::new(0);
 static INSTALL: Once = Once::new();
 static CLEANUP_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Programs tunelab started (and waits for), killed with their process
+/// group when they lead one on the emergency path.
+static CLEANUP_CHILDREN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 /// Mount points of tunelab's own loop filesystems, with the loop device to
 /// detach after the unmount when autoclear could not be set.
 static CLEANUP_MOUNTS: Mutex<Vec<(PathBuf, Option<PathBuf>)>> = Mutex::new(Vec::new());
@@ -113,6 +116,20 @@ pub fn unregister_dir(path: &Path) {
     }
 }
 
+/// Remember a child tunelab started (not yet reaped) to kill if the process
+/// must exit abruptly.
+pub fn register_child(pid: i32) {
+    if let Ok(mut g) = CLEANUP_CHILDREN.lock() {
+        g.push(pid);
+    }
+}
+
+pub fn unregister_child(pid: i32) {
+    if let Ok(mut g) = CLEANUP_CHILDREN.lock() {
+        g.retain(|p| *p != pid);
+    }
+}
+
 /// Remember a mount tunelab made, to detach if the process must exit
 /// abruptly (`device`: a loop device that does not clear itself).
 pub fn register_mount(mount_point: &Path, device: Option<&Path>) {
@@ -145,6 +162,18 @@ fn detach_mounts() {
 }
 
 fn emergency_cleanup() {
+    if let Ok(children) = CLEANUP_CHILDREN.lock() {
+        for &pid in children.iter() {
+            // SAFETY: plain kill(2) calls on children not yet reaped; the
+            // group only when the child leads one that is not ours.
+            unsafe {
+                if libc::getpgid(pid) == pid && pid != libc::getpgrp() {
+                    libc::kill(-pid, libc::SIGKILL);
+                }
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
     detach_mounts();
     if let Some(restore) = RESTORE.get() {
         restore();

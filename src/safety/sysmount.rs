@@ -88,6 +88,34 @@ pub fn mount_at(mount_point: &Path) -> Option<MountLine> {
         .find(|m| m.mount_point == mount_point)
 }
 
+/// Mount points strictly inside `dir`.
+pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    parse_mountinfo(&text)
+        .into_iter()
+        .map(|m| m.mount_point)
+        .filter(|mp| mp.starts_with(dir) && mp != dir)
+        .collect()
+}
+
+/// Loop devices bound to `image` (from sysfs), for a lab killed before it
+/// journalled the device it had attached.
+pub fn loops_backed_by(image: &Path) -> Vec<PathBuf> {
+    let Ok(dir) = std::fs::read_dir("/sys/block") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let dev = PathBuf::from(format!("/dev/{name}"));
+            let b = loop_backing_file(&dev)?;
+            let b = b.to_string_lossy();
+            let b = b.strip_suffix(" (deleted)").unwrap_or(&b);
+            (name.starts_with("loop") && Path::new(b) == image).then_some(dev)
+        })
+        .collect()
+}
+
 /// The access-time mode and the other options `tune mount` changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MountMode {

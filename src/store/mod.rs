@@ -71,7 +71,16 @@ fn same_run(a: &Run, b: &Run) -> bool {
             r.environment.get("machine.id").cloned(),
         )
     };
-    a.id == b.id && key(a) == key(b)
+    // The content too: another label or other results under one id is a
+    // different run, never "already stored" (it would be dropped silently).
+    let content = |r: &Run| {
+        (
+            r.label.clone(),
+            r.finished.clone(),
+            serde_json::to_value(&r.results).ok(),
+        )
+    };
+    a.id == b.id && key(a) == key(b) && content(a) == content(b)
 }
 
 /// Where the database lives: `--db`, `TUNELAB_DB`, else
@@ -105,6 +114,20 @@ impl Store {
         Ok(Store {
             backend: Box::new(sqlite::Sqlite::open(path)?),
             location: path.display().to_string(),
+        })
+    }
+
+    /// For commands that only read: a SQLite file that does not exist is
+    /// not created (nor its directories); it reads as an empty database.
+    pub fn open_read(path: &Path) -> Result<Store> {
+        let s = path.to_string_lossy();
+        let url = s.starts_with("postgres://") || s.starts_with("postgresql://");
+        if url || path.exists() {
+            return Store::open(path);
+        }
+        Ok(Store {
+            backend: Box::new(sqlite::Sqlite::open(Path::new(":memory:"))?),
+            location: format!("{} (does not exist yet)", path.display()),
         })
     }
 
@@ -146,12 +169,17 @@ impl Store {
                 Some(s) if same_run(&s, run) => "already stored",
                 Some(s) => {
                     return Err(Error::usage(format!(
-                        "run {} from machine '{machine}' started {} has the id of a different \
-                         stored run (machine '{}', started {}): nothing was imported",
+                        "run {} from machine '{machine}' started {} (label '{}') has the id of \
+                         a different stored run {} (machine '{}', started {}, label '{}'): \
+                         nothing was imported; export the stored one and remove it, or import \
+                         into another --db",
                         run.id,
                         run.started,
+                        run.label,
+                        s.id,
                         s.environment.get("host.name").map_or("?", |v| v),
-                        s.started
+                        s.started,
+                        s.label
                     )))
                 }
                 None => {
@@ -175,7 +203,22 @@ impl Store {
     /// Runs, newest first; runs started in the same second (`started` has
     /// whole seconds) by when they were saved.
     pub fn list(&self) -> Result<Vec<RunInfo>> {
-        self.backend.list()
+        self.backend.list().map_err(|e| self.named(e))
+    }
+
+    /// An error of a damaged database names the database.
+    fn named(&self, e: Error) -> Error {
+        match e {
+            Error::Environment(m) | Error::Measurement(m) if !m.contains(&self.location) => {
+                let m = m.strip_prefix("result database: ").unwrap_or(&m);
+                Error::environment(format!(
+                    "result database {}: {m} (damaged? restore it from a backup or move it \
+                     away and start a new one)",
+                    self.location
+                ))
+            }
+            e => e,
+        }
     }
 
     /// Resolve a run reference: a full id, a unique prefix, `last` (or
@@ -215,7 +258,7 @@ impl Store {
     /// A whole run (results and monitor samples included) by reference.
     pub fn load(&self, reference: &str) -> Result<Run> {
         let id = self.resolve(reference)?;
-        let run = self.backend.load(&id)?;
+        let run = self.backend.load(&id).map_err(|e| self.named(e))?;
         run.ok_or_else(|| Error::usage(format!("no run '{id}'")))
     }
 

@@ -18,6 +18,13 @@ pub struct Sqlite {
 
 impl Sqlite {
     pub fn open(path: &Path) -> Result<Sqlite> {
+        if path.is_dir() {
+            return Err(Error::usage(format!(
+                "the result database {} is a directory: give a file path (e.g. {})",
+                path.display(),
+                path.join("results.db").display()
+            )));
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Error::io("cannot create the database directory", dir, e))?;

@@ -170,7 +170,23 @@ pub fn load(name_or_path: &str, sets: &[(String, String)]) -> Result<Profile> {
             names.join(", ")
         )));
     }
-    let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read profile", path, e))?;
+    // A profile is a few KiB: a huge file is not one (read no further).
+    const MAX_PROFILE: u64 = 1 << 20;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(path).map_err(|e| Error::io("cannot read profile", path, e))?,
+            MAX_PROFILE + 1,
+        ),
+        &mut bytes,
+    )
+    .map_err(|e| Error::io("cannot read profile", path, e))?;
+    if bytes.len() as u64 > MAX_PROFILE {
+        return Err(Error::usage(format!(
+            "profile {name_or_path} is larger than {} MiB: not a study profile",
+            MAX_PROFILE >> 20
+        )));
+    }
     // Bad input is exit 2, whatever is wrong with it.
     let text = String::from_utf8(bytes).map_err(|e| {
         Error::usage(format!(
@@ -318,6 +334,15 @@ pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Prof
     if issues.is_empty() {
         return Err(Error::usage(format!(
             "{origin}: the profile has no [[issue]] entries"
+        )));
+    }
+    // Verdicts are keyed by issue name: two issues of one name would
+    // overwrite each other's verdict.
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(dup) = issues.iter().find(|i| !seen.insert(i.name.as_str())) {
+        return Err(Error::usage(format!(
+            "{origin}: two key issues are named '{}': give each [[issue]] its own name",
+            dup.name
         )));
     }
     Ok(Profile {

@@ -339,7 +339,7 @@ impl KnobGuard {
                 own.map(|f| f.original.clone()).unwrap_or_default()
             }
             Saved::Mount { original, .. } => remount_options(original),
-            Saved::Lab { .. } => String::new(),
+            _ => String::new(),
         }
     }
 
@@ -375,7 +375,7 @@ impl KnobGuard {
             } => {
                 *applied = mount_for_path(mount_point).map(|m| m.options);
             }
-            Saved::Lab { .. } => {}
+            _ => {}
         }
         journal::put(self.entry.clone())
     }
@@ -396,7 +396,7 @@ impl KnobGuard {
                     .unwrap_or_default();
                 MountMode::of(&now) != MountMode::of(applied.as_ref().unwrap_or(original))
             }
-            Saved::Lab { .. } => false,
+            _ => false,
         };
         if changed {
             return Err(Error::environment(format!(

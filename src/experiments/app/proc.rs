@@ -313,31 +313,7 @@ fn instant_of(ns: i64) -> Instant {
 /// turn (see [`super::exec_helper`]). The death signal follows the *thread*
 /// that forked: start programs from a thread that outlives them, as the
 /// CLI's main thread does.
-pub fn contain(c: &mut Command) {
-    c.process_group(0);
-    // SAFETY: getpid before the fork.
-    let parent = unsafe { libc::getpid() };
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        c.pre_exec(move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent died before prctl: no signal will come.
-            if libc::getppid() != parent {
-                libc::_exit(137);
-            }
-            Ok(())
-        });
-    }
-}
+pub use crate::safety::child::contain;
 
 /// Why a watched child was killed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -347,13 +323,7 @@ pub enum Killed {
 }
 
 /// SIGKILL `pid`'s process group (the program leads one) and `pid`.
-pub fn kill_group(pid: i32) {
-    // SAFETY: plain kill(2) calls.
-    unsafe {
-        libc::kill(-pid, libc::SIGKILL);
-        libc::kill(pid, libc::SIGKILL);
-    }
-}
+pub use crate::safety::child::kill_group;
 
 /// What waiting for the ready line gave.
 pub enum ReadyOutcome {

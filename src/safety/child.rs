@@ -1,0 +1,187 @@
+//! Programs tunelab starts die with it: one mechanism for every verb that
+//! runs a command (`time`, `memory`, `diagnose -- CMD`, `boot -- CMD`).
+//!
+//! - [`contain`]: the child leads its own process group (a terminal's
+//!   Ctrl-C reaches tunelab, which then kills the group) and asks the kernel
+//!   for SIGKILL when tunelab dies (PR_SET_PDEATHSIG), SIGKILL included.
+//!   The death signal follows the *thread* that forked: fork from a thread
+//!   that outlives the child.
+//! - [`wait_cancellable`]: wait for it, killing its group on the first
+//!   SIGINT/SIGTERM/SIGHUP; it is also registered with the signal thread so
+//!   a second signal kills it before tunelab exits.
+
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::signals;
+
+/// Whether stdin is a terminal (a program that may read it stays in
+/// tunelab's process group: see [`mortal`]).
+pub fn stdin_is_tty() -> bool {
+    // SAFETY: isatty on fd 0.
+    unsafe { libc::isatty(0) == 1 }
+}
+
+/// Own process group and PR_SET_PDEATHSIG(SIGKILL) for the child of `c`.
+pub fn contain(c: &mut Command) {
+    c.process_group(0);
+    mortal(c);
+}
+
+/// PR_SET_PDEATHSIG(SIGKILL) only: for a program that stays in tunelab's
+/// process group because it may read the terminal (a background group
+/// would be stopped by SIGTTIN); the terminal's Ctrl-C reaches both.
+pub fn mortal(c: &mut Command) {
+    // SAFETY: getpid before the fork.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before prctl: no signal will come.
+            if libc::getppid() != parent {
+                libc::_exit(137);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// SIGKILL `pid`'s process group (the program leads one) and `pid`.
+pub fn kill_group(pid: i32) {
+    if pid <= 0 {
+        return;
+    }
+    // SAFETY: plain kill(2) calls.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+/// SIGKILL `pid`, and its group when it leads one (never tunelab's own).
+fn kill_tree(pid: i32) {
+    // SAFETY: getpgid/getpgrp/kill have no preconditions.
+    unsafe {
+        if libc::getpgid(pid) == pid && pid != libc::getpgrp() {
+            kill_group(pid);
+        } else {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// How a waited child ended.
+pub struct Waited {
+    /// The raw wait status (WIFEXITED & co.).
+    pub status: i32,
+    pub rusage: libc::rusage,
+    /// Killed (with its group) because a cancelling signal arrived.
+    pub cancelled: bool,
+    /// When the wait saw it exit (before reaping and joining the watchdog).
+    pub exited: Instant,
+}
+
+impl Waited {
+    pub fn code(&self) -> Option<i32> {
+        libc::WIFEXITED(self.status).then(|| libc::WEXITSTATUS(self.status))
+    }
+
+    pub fn signal(&self) -> Option<i32> {
+        libc::WIFSIGNALED(self.status).then(|| libc::WTERMSIG(self.status))
+    }
+}
+
+/// Wait for (and reap) child `pid`: a watchdog kills it (with its process
+/// group when it leads one, see [`contain`]) when a cancelling signal arrives.
+/// The pid is not reaped while the watchdog may still signal it (waitid
+/// with WNOWAIT first), so a recycled pid is never hit.
+pub fn wait_cancellable(pid: i32) -> std::io::Result<Waited> {
+    signals::register_child(pid);
+    let reaped = Arc::new(Mutex::new(false));
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let (r2, c2) = (reaped.clone(), cancelled.clone());
+    // Dropping `stop` wakes the watchdog at once (no sleep to wait out).
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let dog = std::thread::Builder::new()
+        .name("tunelab-child-watch".into())
+        .spawn(move || loop {
+            if stopped.recv_timeout(Duration::from_millis(20)).is_ok()
+                || *r2.lock().unwrap_or_else(|e| e.into_inner())
+            {
+                return;
+            }
+            if signals::caught().is_some() {
+                let done = r2.lock().unwrap_or_else(|e| e.into_inner());
+                if !*done {
+                    c2.store(true, Ordering::SeqCst);
+                    kill_tree(pid);
+                }
+                return;
+            }
+        });
+    let result = (|| {
+        // SAFETY: siginfo is plain data waitid fills.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: waiting for our own child without reaping it.
+            let r = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    pid as libc::id_t,
+                    &mut info,
+                    libc::WEXITED | libc::WNOWAIT,
+                )
+            };
+            if r == 0 {
+                break;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+        let exited = Instant::now();
+        *reaped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        let mut status = 0;
+        // SAFETY: rusage is plain data wait4 fills.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: reaping our own child, which has exited.
+            let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+            if r == pid {
+                break;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+        Ok((status, ru, exited))
+    })();
+    *reaped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    drop(stop);
+    if let Ok(d) = dog {
+        let _ = d.join();
+    }
+    signals::unregister_child(pid);
+    let (status, rusage, exited) = result?;
+    Ok(Waited {
+        status,
+        rusage,
+        exited,
+        cancelled: cancelled.load(Ordering::SeqCst),
+    })
+}
