@@ -69,7 +69,7 @@ fn sshd(dir: &Path) -> Result<Sshd, String> {
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
              AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\n\
              StrictModes no\nUsePAM no\nPermitRootLogin yes\nPasswordAuthentication no\n\
-             KbdInteractiveAuthentication no\n",
+             KbdInteractiveAuthentication no\nAcceptEnv XDG_DATA_HOME\n",
             d = dir.display()
         ),
     )
@@ -432,4 +432,75 @@ fn remote_arguments_are_checked_before_connecting() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("'nope'"));
+}
+
+/// Two names of one machine sharing a tunelab_dir copy the binary at the
+/// same time, again and again: each upload has its own temporary name and
+/// is renamed atomically, so neither fails (it did 1 in 2 tries). The runs
+/// they bring back are stored here and not in the hosts' default database.
+#[test]
+fn hosts_sharing_a_directory_copy_without_racing_and_store_nothing_there() {
+    let env = Env::new();
+    let server = match sshd(env.dir.path()) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("SKIPPED fleet_remote: {why}");
+            return;
+        }
+    };
+    let d = env.dir.path();
+    let inv = d.join("shared.ini");
+    std::fs::write(
+        &inv,
+        format!(
+            "[boards]\nb1 ansible_host=127.0.0.1\nb2 ansible_host=localhost\n\
+             [boards:vars]\nansible_port={}\ntunelab_dir={}/shared\n",
+            server.port,
+            d.display()
+        ),
+    )
+    .unwrap();
+    let cfg = format!("-F {}", server.client_config.display());
+    let host_data = d.join("host-data");
+    let set_env = format!("-oSetEnv=XDG_DATA_HOME={}", host_data.display());
+    for round in 0..4 {
+        let _ = std::fs::remove_dir_all(d.join("shared"));
+        let out = env.run(&[
+            "--json",
+            "remote",
+            "--inventory",
+            inv.to_str().unwrap(),
+            "boards",
+            "-o",
+            &cfg,
+            "-o",
+            &set_env,
+            "--timeout",
+            "60s",
+            "--",
+            "run",
+            "ipc.pipe",
+            "-p",
+            "test=latency",
+            "--trials",
+            "2",
+        ]);
+        let err = common::stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "round {round}: {err}");
+        let doc = json(&out);
+        for h in doc["hosts"].as_array().unwrap() {
+            assert_eq!(h["status"], "ok", "round {round}: {h}");
+        }
+        let left: Vec<String> = common::list(&d.join("shared"))
+            .into_iter()
+            .filter(|n| n.contains(".part"))
+            .collect();
+        assert!(left.is_empty(), "round {round}: {left:?}");
+    }
+    assert!(
+        !host_data.join("tunelab").exists(),
+        "the hosts stored runs in their own default database"
+    );
+    let runs = json(&env.run(&["--json", "runs"]));
+    assert_eq!(runs.as_array().unwrap().len(), 8, "{runs}");
 }

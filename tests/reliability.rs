@@ -917,13 +917,22 @@ fn restore_refuses_journal_entries_tunelab_cannot_have_written() {
     let image = env.dir.path().join("victim.img");
     std::fs::write(&image, "keep me too").unwrap();
     let entries = serde_json::json!([
-        journal_entry(DEAD_PID, serde_json::json!({"kind": "files", "files": [
-            {"path": victim, "original": "owned", "applied": null}]})),
-        journal_entry(DEAD_PID, serde_json::json!({"kind": "files", "files": [
-            {"path": "/proc/sys/../../etc/hostname", "original": "owned", "applied": null}]})),
-        journal_entry(DEAD_PID, serde_json::json!({"kind": "lab",
+        journal_entry(
+            DEAD_PID,
+            serde_json::json!({"kind": "files", "files": [
+            {"path": victim, "original": "owned", "applied": null}]})
+        ),
+        journal_entry(
+            DEAD_PID,
+            serde_json::json!({"kind": "files", "files": [
+            {"path": "/proc/sys/../../etc/hostname", "original": "owned", "applied": null}]})
+        ),
+        journal_entry(
+            DEAD_PID,
+            serde_json::json!({"kind": "lab",
             "mount_point": env.dir.path().join("victim"), "image": image,
-            "device": "/dev/loop7", "scratch": env.dir.path()})),
+            "device": "/dev/loop7", "scratch": env.dir.path()})
+        ),
     ]);
     std::fs::write(state.join("journal.json"), entries.to_string()).unwrap();
     let out = env
@@ -933,8 +942,16 @@ fn restore_refuses_journal_entries_tunelab_cannot_have_written() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &stderr(&out);
-    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me", "{text}");
-    assert_eq!(std::fs::read_to_string(&image).unwrap(), "keep me too", "{text}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "keep me",
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&image).unwrap(),
+        "keep me too",
+        "{text}"
+    );
     assert_eq!(text.matches("refused a journal entry").count(), 3, "{text}");
     assert!(!text.contains("released"), "{text}");
     assert!(!state.join("journal.json").exists(), "{text}");
@@ -948,9 +965,12 @@ fn restore_says_what_it_did_for_a_lab_that_left_nothing() {
     let scratch = env
         .target()
         .join(format!(".tunelab-scratch-{DEAD_PID}-0badf00d"));
-    let entries = serde_json::json!([journal_entry(DEAD_PID, serde_json::json!({"kind": "lab",
+    let entries = serde_json::json!([journal_entry(
+        DEAD_PID,
+        serde_json::json!({"kind": "lab",
         "mount_point": scratch.join("lab"), "image": scratch.join("lab.img"),
-        "device": "/dev/loop250", "scratch": scratch}))]);
+        "device": "/dev/loop250", "scratch": scratch})
+    )]);
     std::fs::write(state.join("journal.json"), entries.to_string()).unwrap();
     let out = env
         .cmd()
@@ -1026,7 +1046,9 @@ fn throttle_cgroups() -> Vec<PathBuf> {
 
 #[test]
 fn restore_removes_the_cgroup_of_a_sigkilled_throttled_run() {
-    if !common::is_root() || !Path::new("/sys/fs/cgroup/blkio/blkio.throttle.read_bps_device").exists() {
+    if !common::is_root()
+        || !Path::new("/sys/fs/cgroup/blkio/blkio.throttle.read_bps_device").exists()
+    {
         return common::skip("needs root and cgroup v1 blkio");
     }
     let env = Env::new();
@@ -1036,7 +1058,14 @@ fn restore_removes_the_cgroup_of_a_sigkilled_throttled_run() {
         .background()
         .env("TUNELAB_STATE_DIR", &state)
         .args(["run", "io.file-read", "-p", "size=1M", "--no-store"])
-        .args(["--throttle", "read=20MB/s", "--trials", "100000", "--budget", "60s"])
+        .args([
+            "--throttle",
+            "read=20MB/s",
+            "--trials",
+            "100000",
+            "--budget",
+            "60s",
+        ])
         .args(FAST)
         .arg("--target")
         .arg(&t)
@@ -1090,7 +1119,15 @@ fn a_yaml_alias_bomb_is_refused_quickly() {
     assert!(stderr(&out).contains("aliases"), "{}", stderr(&out));
     assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
     let deep = env.dir.path().join("deep.yml");
-    std::fs::write(&deep, format!("all:\n  vars:\n    x: {}{}\n", "[".repeat(5000), "]".repeat(5000))).unwrap();
+    std::fs::write(
+        &deep,
+        format!(
+            "all:\n  vars:\n    x: {}{}\n",
+            "[".repeat(5000),
+            "]".repeat(5000)
+        ),
+    )
+    .unwrap();
     let out = env
         .cmd()
         .args(["remote", "--inventory"])
@@ -1117,7 +1154,16 @@ fn importing_another_run_under_a_stored_id_is_refused_naming_both() {
     let env = Env::new();
     let out = env
         .cmd()
-        .args(["run", "mem.bandwidth", "--trials", "1", "-p", "size=64K", "--label", "first"])
+        .args([
+            "run",
+            "mem.bandwidth",
+            "--trials",
+            "1",
+            "-p",
+            "size=64K",
+            "--label",
+            "first",
+        ])
         .args(FAST)
         .output()
         .unwrap();
@@ -1129,14 +1175,21 @@ fn importing_another_run_under_a_stored_id_is_refused_naming_both() {
     let file = env.dir.path().join("same.json");
     std::fs::write(&file, run.to_string()).unwrap();
     let out = env.cmd().arg("import").arg(&file).output().unwrap();
-    assert!(out.status.success(), "an identical run is already stored: {}", stderr(&out));
+    assert!(
+        out.status.success(),
+        "an identical run is already stored: {}",
+        stderr(&out)
+    );
     run["label"] = "second".into();
     let file = env.dir.path().join("other.json");
     std::fs::write(&file, run.to_string()).unwrap();
     let out = env.cmd().arg("import").arg(&file).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let e = stderr(&out);
-    assert!(e.contains(&id) && e.contains("'first'") && e.contains("'second'"), "{e}");
+    assert!(
+        e.contains(&id) && e.contains("'first'") && e.contains("'second'"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -1144,7 +1197,16 @@ fn an_imported_parameter_the_experiment_cannot_take_is_refused() {
     let env = Env::new();
     let out = env
         .cmd()
-        .args(["run", "mem.bandwidth", "--trials", "1", "-p", "size=64K", "--no-store", "--json"])
+        .args([
+            "run",
+            "mem.bandwidth",
+            "--trials",
+            "1",
+            "-p",
+            "size=64K",
+            "--no-store",
+            "--json",
+        ])
         .args(FAST)
         .output()
         .unwrap();
@@ -1186,7 +1248,15 @@ fn a_budget_stops_a_fixed_count_of_trials() {
     let t0 = Instant::now();
     let out = env
         .cmd()
-        .args(["run", "ipc.pipe", "--trials", "1000000000", "--budget", "2s", "--no-store"])
+        .args([
+            "run",
+            "ipc.pipe",
+            "--trials",
+            "1000000000",
+            "--budget",
+            "2s",
+            "--no-store",
+        ])
         .args(FAST)
         .timeout(Duration::from_secs(120))
         .output()
@@ -1204,32 +1274,74 @@ fn unusable_targets_and_databases_are_named_up_front() {
     assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
     assert!(!env.db().exists(), "a run was stored");
     for t in ["/sys", "/proc"] {
-        let out = env.run(&["run", "io.file-read", "-p", "size=1M", "--trials", "1", "--target", t]);
+        let out = env.run(&[
+            "run",
+            "io.file-read",
+            "-p",
+            "size=1M",
+            "--trials",
+            "1",
+            "--target",
+            t,
+        ]);
         assert_eq!(out.status.code(), Some(2), "{t}: {}", stderr(&out));
-        assert!(stderr(&out).contains("kernel file system"), "{t}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("kernel file system"),
+            "{t}: {}",
+            stderr(&out)
+        );
     }
     // --db naming a directory, and a database that does not exist yet.
-    let out = env.cmd().arg("--db").arg(env.dir.path()).arg("runs").output().unwrap();
+    let out = env
+        .cmd()
+        .arg("--db")
+        .arg(env.dir.path())
+        .arg("runs")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
     let missing = env.dir.path().join("no/such/dir/results.db");
-    let out = env.cmd().arg("--db").arg(&missing).arg("runs").output().unwrap();
+    let out = env
+        .cmd()
+        .arg("--db")
+        .arg(&missing)
+        .arg("runs")
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(!env.dir.path().join("no").exists(), "runs created the database");
+    assert!(
+        !env.dir.path().join("no").exists(),
+        "runs created the database"
+    );
     // A damaged database is named.
     let bad = env.dir.path().join("bad.db");
     let mut bytes = b"SQLite format 3\0".to_vec();
     bytes.extend(std::iter::repeat(0x5a).take(8192));
     std::fs::write(&bad, bytes).unwrap();
-    let out = env.cmd().arg("--db").arg(&bad).arg("runs").output().unwrap();
+    let out = env
+        .cmd()
+        .arg("--db")
+        .arg(&bad)
+        .arg("runs")
+        .output()
+        .unwrap();
     assert_ne!(out.status.code(), Some(0));
-    assert!(stderr(&out).contains(bad.to_str().unwrap()), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(bad.to_str().unwrap()),
+        "{}",
+        stderr(&out)
+    );
     // Bad flags.
     let out = env.run(&["remote", "--timeout", "0s", "h1", "--", "runs"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let out = env.run(&["run", "io.file-read", "--fs", "vfat9", "--trials", "1"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("not a file system"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not a file system"),
+        "{}",
+        stderr(&out)
+    );
     let profile = env.dir.path().join("dup.toml");
     std::fs::write(
         &profile,
@@ -1238,7 +1350,99 @@ fn unusable_targets_and_databases_are_named_up_front() {
          experiment = \"mem.bandwidth\"\n",
     )
     .unwrap();
-    let out = env.cmd().args(["study", "--dry-run"]).arg(&profile).output().unwrap();
+    let out = env
+        .cmd()
+        .args(["study", "--dry-run"])
+        .arg(&profile)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("two key issues"), "{}", stderr(&out));
+}
+
+/// As above, with each tune in its own state directory: the claim on the
+/// knob is system-wide, not per journal.
+#[test]
+fn two_tunes_with_different_state_directories_never_lose_the_original() {
+    if !common::is_root() {
+        return common::skip("needs root to change sysctls");
+    }
+    let env = Env::new();
+    let knob = "/proc/sys/vm/dirty_writeback_centisecs";
+    let original = read_knob(knob);
+    let o: u64 = original.parse().unwrap();
+    let t = env.target();
+    let mut refusals = 0;
+    for round in 0..6 {
+        let values = [
+            format!("{},{}", o + 7, o + 11),
+            format!("{},{}", o + 13, o + 17),
+        ];
+        let children: Vec<_> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                env.background()
+                    .env(
+                        "TUNELAB_STATE_DIR",
+                        env.dir.path().join(format!("state-{i}")),
+                    )
+                    .stderr(Stdio::piped())
+                    .args(["tune", "vm.dirty_writeback_centisecs", "--values", v])
+                    .args(["-e", "io.file-read", "-p", "size=1M", "--trials", "3"])
+                    .args(["--no-store", "--quiet-check", "0", "--warmup", "0"])
+                    .arg("--target")
+                    .arg(&t)
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            let err = stderr(&out);
+            if !out.status.success() {
+                assert_eq!(out.status.code(), Some(4), "round {round}: {err}");
+                assert!(
+                    pids.iter()
+                        .any(|p| err.contains(&format!("already being changed by tunelab pid {p}"))),
+                    "round {round}: the refusal does not name the other pid: {err}"
+                );
+                refusals += 1;
+            }
+        }
+        assert_eq!(
+            read_knob(knob),
+            original,
+            "round {round}: the original was lost"
+        );
+    }
+    eprintln!("two_tunes_with_different_state_directories: {refusals} refusal(s) in 6 rounds");
+}
+
+#[test]
+fn tiny_descriptor_and_process_limits_are_environment_errors() {
+    let env = Env::new();
+    let bin = assert_cmd::cargo::cargo_bin("tunelab");
+    let run = |prefix: &str, limit: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "{prefix} sh -c 'ulimit {limit}; exec {} run mem.bandwidth --trials 1 --no-store'",
+                bin.display()
+            ))
+            .env("TUNELAB_DB", env.db())
+            .env("TUNELAB_STATE_DIR", env.dir.path().join("state"))
+            .output()
+            .unwrap()
+    };
+    let out = run("", "-n 16");
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("ulimit -n"), "{}", stderr(&out));
+    if !common::is_root() || !has("setpriv") {
+        return common::skip("the process limit needs root (to become nobody) and setpriv");
+    }
+    let out = run("setpriv --reuid=65534 --regid=65534 --clear-groups", "-u 3");
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("ulimit -u"), "{}", stderr(&out));
 }

@@ -134,12 +134,10 @@ fn boot_command(
         .stderr(Stdio::from(w2));
     // Dies with tunelab (SIGKILL included) and is stopped with its group.
     crate::safety::child::contain(&mut cmd);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Error::usage(format!("command not found: {prog}")),
-            _ => Error::measurement(format!("cannot start {prog}: {e}")),
-        })?;
+    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::usage(format!("command not found: {prog}")),
+        _ => Error::measurement(format!("cannot start {prog}: {e}")),
+    })?;
     // The Command (and its copies of the write end) is gone: EOF comes when the child exits.
     boot::read_lines(std::fs::File::from(r), tx);
     let pid = child.id() as i32;

@@ -90,23 +90,30 @@ pub fn read_runs(path: &Path) -> Result<Vec<Run>> {
     };
     let reader = std::io::BufReader::new(std::io::Cursor::new(head).chain(f));
     let mut de = serde_json::Deserializer::from_reader(reader);
-    let runs = serde::Deserializer::deserialize_any(&mut de, RunsVisitor)
+    let why = std::cell::RefCell::new(None);
+    let runs = serde::Deserializer::deserialize_any(&mut de, RunsVisitor(&why))
         .and_then(|r| de.end().map(|_| r))
         .map_err(|e| {
-            let m = e.to_string();
-            bad(if m.starts_with("run") || m.starts_with("the run") || m.starts_with("holds") {
-                m
-            } else if e.is_io() {
-                format!("cannot be read ({m})")
-            } else {
-                format!("not a tunelab run export (not JSON: {m})")
+            bad(match why.take() {
+                Some(m) => m,
+                None if e.is_io() => format!("cannot be read ({e})"),
+                None => format!("not a tunelab run export (not JSON: {e})"),
             })
         })?;
     Ok(runs)
 }
 
-/// One run (a JSON object) or an array of runs, each checked as it is read.
-struct RunsVisitor;
+/// One run (a JSON object) or an array of runs, each checked as it is read;
+/// what is wrong with a run is kept aside (serde's error would append a
+/// position to it).
+struct RunsVisitor<'a>(&'a std::cell::RefCell<Option<String>>);
+
+impl RunsVisitor<'_> {
+    fn fail<E: serde::de::Error>(&self, why: String) -> E {
+        *self.0.borrow_mut() = Some(why);
+        E::custom("bad run")
+    }
+}
 
 /// Check one run's JSON and turn it into a run; `i` is its place (0: first).
 fn one_run(i: usize, item: serde_json::Value) -> std::result::Result<Run, String> {
@@ -118,7 +125,7 @@ fn one_run(i: usize, item: serde_json::Value) -> std::result::Result<Run, String
         }
     };
     if !item.is_object() {
-        return Err(at("not a tunelab run export (JSON, but not a run)".into()));
+        return Err(at(NOT_A_RUN.into()));
     }
     check_schema(item.get("schema").and_then(|s| s.as_str())).map_err(at)?;
     let run: Run =
@@ -127,30 +134,63 @@ fn one_run(i: usize, item: serde_json::Value) -> std::result::Result<Run, String
     Ok(run)
 }
 
-impl<'de> serde::de::Visitor<'de> for RunsVisitor {
+impl<'de> serde::de::Visitor<'de> for RunsVisitor<'_> {
     type Value = Vec<Run>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a tunelab run or an array of runs")
     }
 
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Vec<Run>, A::Error> {
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Vec<Run>, A::Error> {
         let mut runs = Vec::new();
         while let Some(item) = seq.next_element::<serde_json::Value>()? {
-            runs.push(one_run(runs.len(), item).map_err(serde::de::Error::custom)?);
+            runs.push(one_run(runs.len(), item).map_err(|m| self.fail(m))?);
         }
         if runs.is_empty() {
-            return Err(serde::de::Error::custom("holds no runs"));
+            return Err(self.fail("holds no runs".into()));
         }
         Ok(runs)
     }
 
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> std::result::Result<Vec<Run>, A::Error> {
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        map: A,
+    ) -> std::result::Result<Vec<Run>, A::Error> {
         let item: serde_json::Value =
             serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-        Ok(vec![one_run(0, item).map_err(serde::de::Error::custom)?])
+        Ok(vec![one_run(0, item).map_err(|m| self.fail(m))?])
+    }
+
+    // A JSON scalar (a string, a number…) is JSON, but not a run.
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> std::result::Result<Vec<Run>, E> {
+        Err(self.fail(NOT_A_RUN.into()))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> std::result::Result<Vec<Run>, E> {
+        Err(self.fail(NOT_A_RUN.into()))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> std::result::Result<Vec<Run>, E> {
+        Err(self.fail(NOT_A_RUN.into()))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> std::result::Result<Vec<Run>, E> {
+        Err(self.fail(NOT_A_RUN.into()))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> std::result::Result<Vec<Run>, E> {
+        Err(self.fail(NOT_A_RUN.into()))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Vec<Run>, E> {
+        Err(self.fail(NOT_A_RUN.into()))
     }
 }
+
+const NOT_A_RUN: &str = "not a tunelab run export (JSON, but not a run)";
 
 /// `tunelab.run/N`: N up to this build's; a newer one is refused, anything
 /// else is a foreign file.
@@ -197,9 +237,7 @@ fn check_run(run: &Run) -> std::result::Result<(), String> {
                 .and_then(|s| s.iter().find(|s| s.name == name))
                 .map(|s| (s.min, s.max));
             let out_of_range = match range {
-                Some((min, max)) => {
-                    min.is_some_and(|m| x < m) || max.is_some_and(|m| x > m)
-                }
+                Some((min, max)) => min.is_some_and(|m| x < m) || max.is_some_and(|m| x > m),
                 None => false,
             };
             if !x.is_finite() || x.abs() > 1e18 || out_of_range {

@@ -163,6 +163,23 @@ pub fn main() -> i32 {
             )),
         }
     }
+    // Commands that measure or run programs need descriptors and processes.
+    if matches!(
+        cli.command,
+        Command::Run(_)
+            | Command::Study(_)
+            | Command::Tune(_)
+            | Command::Time(_)
+            | Command::Memory(_)
+            | Command::Diagnose(_)
+            | Command::Boot(_)
+            | Command::Remote(_)
+    ) {
+        if let Err(e) = crate::safety::rlimits::check() {
+            out.error(&e.to_string());
+            return e.exit_code();
+        }
+    }
     match dispatch(&cli, &out, &args) {
         Ok(code) => code,
         Err(e) => {

@@ -48,7 +48,8 @@ pub struct Args {
 /// is not UTF-8 text is bad input (exit 2), not a failure.
 fn read_inventory(path: &std::path::Path) -> Result<String> {
     use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| Error::io("cannot read the inventory", path, e))?;
+    let f =
+        std::fs::File::open(path).map_err(|e| Error::io("cannot read the inventory", path, e))?;
     let mut bytes = Vec::new();
     f.take(crate::fleet::MAX_INVENTORY_BYTES + 1)
         .read_to_end(&mut bytes)

@@ -122,6 +122,9 @@ fn makes_runs(args: &[String]) -> bool {
 /// Base ssh invocation for a host: options, port, user, `--`, destination.
 fn ssh(plan: &Plan, host: &Host) -> Command {
     let mut c = Command::new(&plan.ssh);
+    // ssh dies with tunelab, SIGKILL included (the thread that forks it
+    // waits for it), so no connection goes on unattended.
+    crate::safety::child::contain(&mut c);
     // BatchMode: never stop at a password prompt nobody can answer.
     c.arg("-o").arg("BatchMode=yes");
     c.args(&plan.ssh_options);

@@ -54,6 +54,9 @@ pub fn mortal(c: &mut Command) {
             if libc::getppid() != parent {
                 libc::_exit(137);
             }
+            // tunelab ignores SIGXFSZ (safety::rlimits); the program gets
+            // the default back, as the shell would have given it.
+            libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
             Ok(())
         });
     }

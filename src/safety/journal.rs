@@ -108,7 +108,7 @@ impl Saved {
                 let dir_ok = dir
                     .file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(|n| super::scratch::is_scratch_name(n, pid));
+                    .is_some_and(|n| super::scratch_name::is_scratch_name(n, pid));
                 if !dir_ok {
                     return Err(format!(
                         "{} is not in a scratch directory of tunelab pid {pid}",
@@ -126,7 +126,11 @@ impl Saved {
                     ));
                 }
                 if scratch.as_deref().is_some_and(|s| s != dir) {
-                    return Err(format!("{} is not the scratch of {}", dir.display(), image.display()));
+                    return Err(format!(
+                        "{} is not the scratch of {}",
+                        dir.display(),
+                        image.display()
+                    ));
                 }
                 if let Some(d) = device {
                     let n = d.to_str().and_then(|d| d.strip_prefix("/dev/loop"));
@@ -141,7 +145,7 @@ impl Saved {
                 let ok = path
                     .file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(|n| super::scratch::is_scratch_name(n, pid));
+                    .is_some_and(|n| super::scratch_name::is_scratch_name(n, pid));
                 if !ok {
                     return Err(format!(
                         "{} is not named as a scratch directory of tunelab pid {pid}",
@@ -225,7 +229,12 @@ fn plain_absolute(p: &Path) -> std::result::Result<(), String> {
 fn knob_path_ok(p: &Path) -> std::result::Result<(), String> {
     plain_absolute(p)?;
     let under = |q: &Path| q.starts_with("/proc/sys/") || q.starts_with("/sys/");
-    let refused = || Err(format!("{} is not a setting under /proc/sys or /sys", p.display()));
+    let refused = || {
+        Err(format!(
+            "{} is not a setting under /proc/sys or /sys",
+            p.display()
+        ))
+    };
     if !under(p) {
         return refused();
     }
@@ -405,9 +414,144 @@ fn store(entries: &[Entry]) -> Result<()> {
     })
 }
 
+/// System-wide claims on settings (sysctls, sysfs files, mount options):
+/// one file per setting under /run/tunelab/claims, flocked while a tunelab
+/// holds it, naming its pid and state directory. The journal's own check
+/// sees only tunelabs sharing a state directory; this one sees all.
+const CLAIMS: &str = "/run/tunelab/claims";
+
+/// Claim files this process holds (their flock lives with the descriptor).
+static HELD: std::sync::Mutex<Vec<(PathBuf, PathBuf, fs::File)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn claim_file(target: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let h = target
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
+        });
+    Path::new(CLAIMS).join(format!("{h:016x}"))
+}
+
+fn flock_now(f: &fs::File) -> bool {
+    // SAFETY: flock on an open descriptor.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// Whether the journal of state directory `dir` holds an entry on `target`
+/// (unreadable: assume it does).
+fn other_journal_holds(dir: &Path, target: &Path) -> bool {
+    match fs::read(dir.join("journal.json")) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(_) => true,
+        Ok(b) => serde_json::from_slice::<Vec<Entry>>(&b)
+            .map(|es| {
+                es.iter()
+                    .any(|e| e.saved.targets().iter().any(|t| t == target))
+            })
+            .unwrap_or(true),
+    }
+}
+
+/// Take the system-wide claim on every setting of `entry` (a no-op for
+/// tunelab's own scratch, lab and cgroup paths, and where /run/tunelab
+/// cannot be made: without root no setting can be changed anyway).
+fn claim_system(entry: &Entry) -> Result<()> {
+    if !matches!(entry.saved, Saved::Files { .. } | Saved::Mount { .. })
+        || fs::create_dir_all(CLAIMS).is_err()
+    {
+        return Ok(());
+    }
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    let mut taken = Vec::new();
+    let result = (|| {
+        for t in entry.saved.targets() {
+            if held.iter().any(|(_, h, _)| *h == t) {
+                continue;
+            }
+            let p = claim_file(&t);
+            let Ok(mut f) = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&p)
+            else {
+                continue;
+            };
+            let holder = fs::read_to_string(&p).unwrap_or_default();
+            let mut words = holder.split_whitespace();
+            let (pid, state) = (words.next().unwrap_or("?"), words.next().unwrap_or("?"));
+            if !flock_now(&f) {
+                return Err(Error::environment(format!(
+                    "{} ({}) is already being changed by tunelab pid {pid} (state directory \
+                     {state}): wait for it to finish or stop it; two runs on one setting would \
+                     lose its original value",
+                    entry.knob,
+                    t.display()
+                )));
+            }
+            if !holder.is_empty()
+                && Path::new(state) != dir()
+                && other_journal_holds(Path::new(state), &t)
+            {
+                return Err(Error::environment(format!(
+                    "{} ({}) was left changed by tunelab pid {pid}, which is gone: restore it \
+                     first with TUNELAB_STATE_DIR={state} tunelab restore",
+                    entry.knob,
+                    t.display()
+                )));
+            }
+            let _ = f.set_len(0);
+            let _ = writeln!(f, "{} {}", entry.pid, dir().display());
+            taken.push((p, t, f));
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => held.extend(taken),
+        Err(_) => {
+            for (p, _, _) in taken {
+                let _ = fs::remove_file(p);
+            }
+        }
+    }
+    result
+}
+
+/// Give up the system-wide claims on `targets` held by this process.
+fn release_system(targets: &[PathBuf]) {
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    held.retain(|(p, t, _)| {
+        let mine = targets.contains(t);
+        if mine {
+            // Removed while still locked: no one can take a file about to go.
+            let _ = fs::remove_file(p);
+        }
+        !mine
+    });
+}
+
+/// After restoring a dead tunelab's setting: its claim file, no longer
+/// locked by anyone, goes.
+fn clear_dead_claims(targets: &[PathBuf]) {
+    for t in targets {
+        let p = claim_file(t);
+        if let Ok(f) = fs::OpenOptions::new().read(true).write(true).open(&p) {
+            if flock_now(&f) {
+                let _ = fs::remove_file(&p);
+            }
+        }
+    }
+}
+
 /// Record a new entry, refusing when another tunelab (alive, or killed and
 /// not yet restored) holds an entry on the same setting: its recorded
-/// original is the true one, ours would be its applied value.
+/// original is the true one, ours would be its applied value. Settings are
+/// claimed system-wide too, whatever state directory the other one uses.
 pub fn claim(entry: Entry) -> Result<()> {
     let _l = lock(true)?;
     let mut all = load()?;
@@ -430,9 +574,11 @@ pub fn claim(entry: Entry) -> Result<()> {
             ))
         });
     }
+    claim_system(&entry)?;
+    let targets = entry.saved.targets();
     all.retain(|e| !(e.knob == entry.knob && e.pid == entry.pid));
     all.push(entry);
-    store(&all)
+    store(&all).inspect_err(|_| release_system(&targets))
 }
 
 /// Replace our entry for `knob` (after `claim`).
@@ -450,8 +596,17 @@ pub fn remove(knob: &str, pid: u32) -> Result<()> {
     }
     let _l = lock(true)?;
     let mut all = load()?;
+    let gone: Vec<PathBuf> = all
+        .iter()
+        .filter(|e| e.knob == knob && e.pid == pid)
+        .flat_map(|e| e.saved.targets())
+        .collect();
     all.retain(|e| !(e.knob == knob && e.pid == pid));
-    store(&all)
+    store(&all)?;
+    if pid == std::process::id() {
+        release_system(&gone);
+    }
+    Ok(())
 }
 
 fn read_value(path: &std::path::Path) -> Option<String> {
@@ -575,7 +730,7 @@ pub fn restore_entry(e: &Entry) -> Result<String> {
                 did.push(format!("removed {}", mount_point.display()));
             }
             if let Some(s) = scratch {
-                if super::scratch::remove_owned(s, e.pid) {
+                if super::scratch_name::remove_owned(s, e.pid) {
                     did.push(format!("removed {}", s.display()));
                 }
             }
@@ -598,7 +753,7 @@ pub fn restore_entry(e: &Entry) -> Result<String> {
                     path.display()
                 )));
             }
-            if super::scratch::remove_owned(path, e.pid) {
+            if super::scratch_name::remove_owned(path, e.pid) {
                 Ok(format!("removed the scratch directory {}", path.display()))
             } else {
                 Err(Error::environment(format!(
@@ -687,10 +842,15 @@ pub fn restore_stale(all: bool) -> Result<Vec<String>> {
             continue;
         }
         match restore_entry(&e) {
-            Ok(m) => msgs.push(format!(
-                "{m} (left by tunelab pid {}, started {})",
-                e.pid, e.started
-            )),
+            Ok(m) => {
+                if matches!(e.saved, Saved::Files { .. } | Saved::Mount { .. }) {
+                    clear_dead_claims(&e.saved.targets());
+                }
+                msgs.push(format!(
+                    "{m} (left by tunelab pid {}, started {})",
+                    e.pid, e.started
+                ))
+            }
             Err(err) => {
                 msgs.push(format!("could not restore {}: {err}", e.knob));
                 keep.push(e);

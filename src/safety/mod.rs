@@ -4,7 +4,9 @@
 pub mod buffer;
 pub mod child;
 pub mod journal;
+pub mod rlimits;
 pub mod scratch;
+pub mod scratch_name;
 pub mod signals;
 pub mod sysmount;
 
@@ -12,8 +14,9 @@ pub use buffer::AlignedBuf;
 pub use scratch::Scratch;
 
 /// Start the signal thread, with the journal's restore on its emergency
-/// path (a second SIGINT/SIGTERM/SIGHUP).
+/// path (a second SIGINT/SIGTERM/SIGHUP); SIGXFSZ is ignored (see rlimits).
 pub fn install_signal_handlers() {
+    rlimits::ignore_sigxfsz();
     signals::on_emergency_restore(journal::restore_mine);
     signals::install();
 }

@@ -13,11 +13,9 @@ use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::journal::{self, Entry, Saved};
+use super::scratch_name::{MARKER, PREFIX};
 use super::signals;
 use crate::{Error, Result};
-
-const PREFIX: &str = ".tunelab-scratch-";
-const MARKER: &str = ".tunelab-owner";
 
 #[derive(Debug)]
 pub struct Scratch {
@@ -226,34 +224,6 @@ fn pseudo_fs(dir: &Path) -> Option<&'static str> {
         0x4249_4e4d => "binfmt_misc",
         _ => return None,
     })
-}
-
-/// Whether `name` is the name of a scratch directory of process `pid`
-/// (`.tunelab-scratch-PID-XXXXXXXX`, eight hex digits).
-pub fn is_scratch_name(name: &str, pid: u32) -> bool {
-    name.strip_prefix(&format!("{PREFIX}{pid}-"))
-        .is_some_and(|h| h.len() == 8 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
-/// Remove a scratch directory of process `pid` (known to be gone): only
-/// when it is named for that process and its marker names it too, or it is
-/// empty (killed between mkdir and writing the marker). Never follows a
-/// symbolic link.
-pub fn remove_owned(dir: &Path, pid: u32) -> bool {
-    let named = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| is_scratch_name(n, pid));
-    if !named || !fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
-        return false;
-    }
-    let owner = fs::read_to_string(dir.join(MARKER))
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok());
-    if owner == Some(pid) {
-        return fs::remove_dir_all(dir).is_ok();
-    }
-    fs::remove_dir(dir).is_ok()
 }
 
 /// Remove scratch directories whose owner process is gone (after SIGKILL).

@@ -1,0 +1,88 @@
+//! Resource limits (`ulimit`) checked before measuring, so a shell with a
+//! tiny limit gets a clear exit 4 instead of a failure halfway through:
+//! RLIMIT_NOFILE (descriptors) and RLIMIT_NPROC (processes of this user).
+//! RLIMIT_FSIZE cannot be judged up front (it depends on the sizes a run
+//! writes): SIGXFSZ is ignored instead, so a write past it fails with
+//! EFBIG, which `Error::io` explains (exit 4), and the run cleans up.
+
+use crate::{Error, Result};
+
+/// Descriptors a measuring command needs at least: the database, the
+/// journal, scratch files, pipes to children, /proc readers.
+pub const MIN_NOFILE: u64 = 32;
+/// Processes a measuring command may need besides those already running:
+/// helpers, children of the IPC experiments, ssh.
+pub const MIN_FREE_PROCS: u64 = 8;
+
+/// The soft limit of `resource` (None: unlimited or unreadable). A macro,
+/// as the resource's type differs between glibc and musl.
+macro_rules! soft {
+    ($resource:expr) => {{
+        // SAFETY: getrlimit fills a plain struct.
+        let mut r: libc::rlimit = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let ok = unsafe { libc::getrlimit($resource, &mut r) } == 0;
+        (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
+    }};
+}
+
+/// Processes (threads count too) of the real user, from /proc.
+fn user_tasks(uid: u32) -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .filter(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|u| u.parse::<u32>().ok())
+                == Some(uid)
+        })
+        .map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .unwrap_or(1)
+        })
+        .sum()
+}
+
+/// Ignore SIGXFSZ: past RLIMIT_FSIZE a write then fails with EFBIG (a
+/// clean error and cleanup) instead of the kernel killing tunelab.
+pub fn ignore_sigxfsz() {
+    // SAFETY: setting a signal's disposition to SIG_IGN.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+}
+
+/// Refuse (exit 4) when the descriptor or process limit leaves too little.
+pub fn check() -> Result<()> {
+    if let Some(n) = soft!(libc::RLIMIT_NOFILE).filter(|n| *n < MIN_NOFILE) {
+        return Err(Error::environment(format!(
+            "the open-file limit (ulimit -n) is {n}: tunelab needs at least {MIN_NOFILE} \
+             (raise it: ulimit -n 1024)"
+        )));
+    }
+    // Root is not held to RLIMIT_NPROC.
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    if uid != 0 {
+        if let Some(max) = soft!(libc::RLIMIT_NPROC) {
+            let used = user_tasks(uid);
+            if used + MIN_FREE_PROCS > max {
+                return Err(Error::environment(format!(
+                    "the process limit (ulimit -u) is {max} and this user already runs {used} \
+                     processes and threads: tunelab needs room for {MIN_FREE_PROCS} more \
+                     (raise it: ulimit -u 4096)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
