@@ -1368,7 +1368,7 @@ fn two_tunes_with_different_state_directories_never_lose_the_original() {
         return common::skip("needs root to change sysctls");
     }
     let env = Env::new();
-    let knob = "/proc/sys/vm/dirty_writeback_centisecs";
+    let knob = "/proc/sys/vm/dirty_background_ratio";
     let original = read_knob(knob);
     let o: u64 = original.parse().unwrap();
     let t = env.target();
@@ -1388,7 +1388,7 @@ fn two_tunes_with_different_state_directories_never_lose_the_original() {
                         env.dir.path().join(format!("state-{i}")),
                     )
                     .stderr(Stdio::piped())
-                    .args(["tune", "vm.dirty_writeback_centisecs", "--values", v])
+                    .args(["tune", "vm.dirty_background_ratio", "--values", v])
                     .args(["-e", "io.file-read", "-p", "size=1M", "--trials", "3"])
                     .args(["--no-store", "--quiet-check", "0", "--warmup", "0"])
                     .arg("--target")
@@ -1428,7 +1428,7 @@ fn tiny_descriptor_and_process_limits_are_environment_errors() {
         Command::new("sh")
             .arg("-c")
             .arg(format!(
-                "{prefix} sh -c 'ulimit {limit}; exec {} run mem.bandwidth --trials 1 --no-store'",
+                "{prefix} bash -c 'ulimit {limit}; exec {} run mem.bandwidth --trials 1 --no-store'",
                 bin.display()
             ))
             .env("TUNELAB_DB", env.db())

@@ -485,7 +485,13 @@ fn claim_system(entry: &Entry) -> Result<()> {
             let holder = fs::read_to_string(&p).unwrap_or_default();
             let mut words = holder.split_whitespace();
             let (pid, state) = (words.next().unwrap_or("?"), words.next().unwrap_or("?"));
-            if !flock_now(&f) {
+            // A holder that was just releasing unlinks the file while
+            // locked: a lock on the unlinked inode is no claim.
+            let same_file = || {
+                use std::os::unix::fs::MetadataExt;
+                matches!((f.metadata(), fs::metadata(&p)), (Ok(a), Ok(b)) if a.ino() == b.ino())
+            };
+            if !flock_now(&f) || !same_file() {
                 return Err(Error::environment(format!(
                     "{} ({}) is already being changed by tunelab pid {pid} (state directory \
                      {state}): wait for it to finish or stop it; two runs on one setting would \
