@@ -103,8 +103,9 @@ fn a_fifo_spinner_is_the_named_cause_of_its_spikes() {
         "{quiet_notes:#?}"
     );
     assert!(
-        quiet_notes.iter().any(|n| n.contains("[method perf-switch]")
-            || n.contains("method perf-switch")),
+        quiet_notes
+            .iter()
+            .any(|n| n.contains("[method perf-switch]") || n.contains("method perf-switch")),
         "the method is stated: {quiet_notes:#?}"
     );
 
@@ -178,7 +179,10 @@ fn bad_input_is_a_usage_error() {
     for (p, says) in [
         (&["load=disk"][..], "'disk' is not a load"),
         (&["cpus=99999"][..], "not online"),
-        (&["duration=60ms", "period=10ms"][..], "fewer than 10 periods"),
+        (
+            &["duration=60ms", "period=10ms"][..],
+            "fewer than 10 periods",
+        ),
     ] {
         let out = run(&env, p);
         assert_eq!(out.status.code(), Some(2), "{p:?}: {}", stderr(&out));

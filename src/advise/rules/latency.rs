@@ -22,9 +22,7 @@ pub fn spike_culprit(ev: &Evidence, workload: Workload) -> Outcome {
     };
     let mut best: Option<(CauseNote, String, f64)> = None;
     for r in results {
-        let max = r
-            .metric(latency::METRIC_MAX)
-            .map_or(0.0, |m| m.summary.max);
+        let max = r.metric(latency::METRIC_MAX).map_or(0.0, |m| m.summary.max);
         let point = r
             .params
             .iter()

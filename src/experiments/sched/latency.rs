@@ -9,8 +9,8 @@ use std::time::Duration;
 use super::latency_cause::{tracefs_timerlat, Cause, Culprit, SpikeBoard, Tracer};
 use super::latency_load::{Mix, Running, Sizes};
 use crate::engine::{
-    Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, ParamValue,
-    Point, PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, ParamValue, Point,
+    PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::experiments::ipc::child::usable_cpus;
 use crate::stats::LatencyRecorder;
@@ -44,8 +44,8 @@ impl Experiment for Latency {
         "As cyclictest -m -a -t --policy: one thread per selected CPU, pinned, SCHED_FIFO at \
          `priority` (or SCHED_OTHER, whose default 50 µs timer slack is part of what it sees), \
          the process locked in memory (mlockall MCL_CURRENT|MCL_FUTURE). Each thread sleeps \
-         with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) to the next multiple of `period` \
-         and on waking reads CLOCK_MONOTONIC: latency = woken - due. A period already past on \
+         with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) to its next due time (one \
+         `period` after the previous one, the first one period after the thread starts) and on waking reads CLOCK_MONOTONIC: latency = woken - due. A period already past on \
          waking is skipped (counted in overruns) instead of being slept to, so one stall is one \
          sample. Latencies go into an HDR histogram per thread, preallocated; the loop neither \
          allocates nor logs. A trial lasts `duration`; its metrics are over every sample of \
@@ -217,7 +217,9 @@ impl Experiment for Latency {
         } else {
             let t = Tracer::open(&cpus, mode).map_err(Error::environment)?;
             for w in &t.why {
-                notes.push(format!("spike causes: perf unavailable, using irq deltas: {w}"));
+                notes.push(format!(
+                    "spike causes: perf unavailable, using irq deltas: {w}"
+                ));
             }
             Some(t)
         };
@@ -234,7 +236,10 @@ impl Experiment for Latency {
             ));
         }
         Ok(Box::new(LatencyRun {
-            boards: cpus.iter().map(|_| Arc::new(SpikeBoard::default())).collect(),
+            boards: cpus
+                .iter()
+                .map(|_| Arc::new(SpikeBoard::default()))
+                .collect(),
             cum: cpus.iter().map(|_| recorder()).collect(),
             cpus,
             period_ns: (p.f64("period")? * 1e9) as u64,
@@ -354,14 +359,13 @@ struct ThreadOut {
     setup: std::result::Result<(), String>,
 }
 
-/// The measuring loop of one CPU: from `start_ns` to `end_ns`, one wake-up
-/// per period. No allocation, no logging, no lock inside the loop.
+/// The measuring loop of one CPU: one wake-up per period from one period
+/// after it starts until `end_ns`. No allocation, no logging, no lock inside the loop.
 #[allow(clippy::too_many_arguments)]
 fn measure(
     cpu: usize,
     fifo: Option<i32>,
     period_ns: u64,
-    start_ns: u64,
     end_ns: u64,
     threshold_ns: u64,
     board: &SpikeBoard,
@@ -369,7 +373,9 @@ fn measure(
     mut rec: LatencyRecorder,
 ) -> ThreadOut {
     // SAFETY: gettid has no preconditions.
-    board.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
+    board
+        .tid
+        .store(unsafe { libc::gettid() }, Ordering::Relaxed);
     let set = crate::experiments::ipc::child::CpuSet::one(cpu);
     let mut setup = if crate::experiments::ipc::child::pin_self(&set) {
         Ok(())
@@ -383,7 +389,7 @@ fn measure(
         setup = set_fifo(prio);
     }
     let mut overruns = 0u64;
-    let mut next = start_ns;
+    let mut next = mono_ns() + period_ns;
     while setup.is_ok() && next < end_ns && !stop.load(Ordering::Relaxed) {
         let ts = libc::timespec {
             tv_sec: (next / 1_000_000_000) as libc::time_t,
@@ -464,10 +470,11 @@ impl PointRun for LatencyRun {
         if let Some(t) = &mut self.tracer {
             t.start_trial();
         }
-        // Start on the next whole period, a little ahead so every thread is
-        // asleep before its first due time.
-        let start_ns = (mono_ns() + 20_000_000) / self.period_ns * self.period_ns;
-        let end_ns = start_ns + (self.duration * 1e9) as u64;
+        // As cyclictest, each thread's first wake-up is one period after it
+        // starts: not aligned to whole milliseconds (where the tick fires)
+        // nor across CPUs. All stop at the same time.
+        let start_ns = mono_ns();
+        let end_ns = start_ns + self.period_ns + (self.duration * 1e9) as u64;
         self.t0_ns.get_or_insert(start_ns);
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(self.cpus.len());
@@ -478,7 +485,7 @@ impl PointRun for LatencyRun {
             let h = std::thread::Builder::new()
                 .name(format!("tl-lat-cpu{cpu}"))
                 .stack_size(256 << 10)
-                .spawn(move || measure(cpu, fifo, period, start_ns, end_ns, thr, &board, &stop, rec))
+                .spawn(move || measure(cpu, fifo, period, end_ns, thr, &board, &stop, rec))
                 .map_err(|e| Error::environment(format!("cannot start a measuring thread: {e}")))?;
             handles.push(h);
         }
@@ -497,7 +504,10 @@ impl PointRun for LatencyRun {
         }
         let outs: Vec<ThreadOut> = handles
             .into_iter()
-            .map(|h| h.join().map_err(|_| Error::measurement("a measuring thread panicked")))
+            .map(|h| {
+                h.join()
+                    .map_err(|_| Error::measurement("a measuring thread panicked"))
+            })
             .collect::<Result<_>>()?;
         if let Some(t) = &mut self.tracer {
             let boards: Vec<&SpikeBoard> = self.boards.iter().map(|b| &**b).collect();
@@ -537,7 +547,10 @@ impl PointRun for LatencyRun {
             .with(METRIC_P99, pct(99.0))
             .with(METRIC_P999, pct(99.9))
             .with(METRIC_MAX, d.max)
-            .with("over_threshold", all.count_above_ns(self.threshold_ns) as f64)
+            .with(
+                "over_threshold",
+                all.count_above_ns(self.threshold_ns) as f64,
+            )
             .with("overruns", overruns as f64))
     }
 
@@ -586,7 +599,11 @@ impl PointRun for LatencyRun {
             } else {
                 self.load_lines.join("; ")
             },
-            if self.locked { "locked (mlockall)" } else { "not locked" }
+            if self.locked {
+                "locked (mlockall)"
+            } else {
+                "not locked"
+            }
         ));
         x.notes.append(&mut self.notes);
         if let Some(t) = &self.tracer {
@@ -647,10 +664,7 @@ impl PointRun for LatencyRun {
 fn cause_notes(causes: &[Cause], method: &str) -> Vec<String> {
     let mut groups: Vec<(usize, Culprit, u64, u64, f64, String)> = Vec::new();
     for c in causes {
-        match groups
-            .iter_mut()
-            .find(|g| g.0 == c.cpu && g.1 == c.culprit)
-        {
+        match groups.iter_mut().find(|g| g.0 == c.cpu && g.1 == c.culprit) {
             Some(g) => {
                 g.2 += 1;
                 if c.latency_ns > g.3 {
@@ -680,7 +694,10 @@ fn cause_notes(causes: &[Cause], method: &str) -> Vec<String> {
                 seconds(max as f64 / 1e9),
                 culprit.describe(),
                 if share > 0.0 {
-                    format!(", holding the CPU {:.0}% of the delay", share.min(1.0) * 100.0)
+                    format!(
+                        ", holding the CPU {:.0}% of the delay",
+                        share.min(1.0) * 100.0
+                    )
                 } else {
                     String::new()
                 },
@@ -741,7 +758,10 @@ mod tests {
         assert_eq!(parse_cpus(&first.to_string()).unwrap(), vec![first]);
         assert!(parse_cpus("x").unwrap_err().to_string().contains("'x'"));
         assert!(parse_cpus("3-1").is_err());
-        assert!(parse_cpus("100000").unwrap_err().to_string().contains("not online"));
+        assert!(parse_cpus("100000")
+            .unwrap_err()
+            .to_string()
+            .contains("not online"));
     }
 
     #[test]

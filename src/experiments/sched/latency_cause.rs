@@ -10,7 +10,8 @@
 //!   is the culprit. Needs CAP_PERFMON/root or perf_event_paranoid <= 0.
 //! - `irq-deltas`: /proc/interrupts and /proc/softirqs of the spike's CPU,
 //!   read every poll (~10 ms): the device IRQs and softirqs that fired in the
-//!   poll interval around the spike. Also added as context to perf causes.
+//!   poll interval around the spike. Also added as context to perf causes
+//!   (then read every ~100 ms, or when a spike came in).
 //!
 //! The kernel's timerlat/osnoise tracers (rtla) are detected and named, but
 //! not driven: tunelab does not mount or switch tracefs (see
@@ -148,7 +149,9 @@ impl Culprit {
     /// The knob that addresses this culprit.
     pub fn knob(&self) -> &'static str {
         match self {
-            Culprit::Thread { sched, .. } if sched.starts_with("FIFO") || sched.starts_with("RR") => {
+            Culprit::Thread { sched, .. }
+                if sched.starts_with("FIFO") || sched.starts_with("RR") =>
+            {
                 "thread priority: give the measured task a higher real-time priority than this \
                  thread, or move the thread off the CPU (taskset/cpusets), or isolate the CPU \
                  (isolcpus=/nohz_full= at boot)"
@@ -451,7 +454,11 @@ pub fn parse_irq_table(text: &str) -> Vec<IrqRow> {
     let mut lines = text.lines();
     let ncpu = lines
         .next()
-        .map(|h| h.split_whitespace().filter(|w| w.starts_with("CPU")).count())
+        .map(|h| {
+            h.split_whitespace()
+                .filter(|w| w.starts_with("CPU"))
+                .count()
+        })
         .unwrap_or(0);
     lines
         .filter_map(|l| {
@@ -484,8 +491,20 @@ pub fn parse_irq_table(text: &str) -> Vec<IrqRow> {
 fn is_plumbing(name: &str) -> bool {
     matches!(
         name,
-        "LOC" | "RES" | "CAL" | "TLB" | "IWI" | "TIMER" | "HRTIMER" | "SCHED" | "RCU" | "NMI"
-            | "PMI" | "SPU" | "THR" | "MCP"
+        "LOC"
+            | "RES"
+            | "CAL"
+            | "TLB"
+            | "IWI"
+            | "TIMER"
+            | "HRTIMER"
+            | "SCHED"
+            | "RCU"
+            | "NMI"
+            | "PMI"
+            | "SPU"
+            | "THR"
+            | "MCP"
     ) || name.starts_with("IPI")
 }
 
@@ -560,6 +579,7 @@ pub struct Tracer {
     last: IrqSnap,
     prev: IrqSnap,
     names: HashMap<u32, (String, u32, String)>,
+    polls: u64,
     pub causes: Vec<Cause>,
     /// Why the better methods were not used.
     pub why: Vec<String>,
@@ -574,7 +594,9 @@ pub fn tracefs_timerlat() -> Option<String> {
                 .filter(|w| *w == "timerlat" || *w == "osnoise")
                 .collect();
             return Some(if has.is_empty() {
-                format!("{dir} has no timerlat/osnoise tracer (kernel without CONFIG_TIMERLAT_TRACER)")
+                format!(
+                    "{dir} has no timerlat/osnoise tracer (kernel without CONFIG_TIMERLAT_TRACER)"
+                )
             } else {
                 format!("{dir} offers {}; not driven by tunelab", has.join(" and "))
             });
@@ -618,6 +640,7 @@ impl Tracer {
             last: IrqSnap::read(),
             prev: snap,
             names: HashMap::new(),
+            polls: 0,
             causes: Vec::new(),
             why,
         })
@@ -654,7 +677,15 @@ impl Tracer {
         for p in &mut self.perf {
             p.drain();
         }
-        self.prev = std::mem::replace(&mut self.last, IrqSnap::read());
+        // /proc/interrupts is read in the kernel with the CPU held: with
+        // switch records it is only context, so read it every 10th poll.
+        self.polls += 1;
+        if self.method == Method::IrqDeltas
+            || self.polls % 10 == 0
+            || counts.iter().zip(&self.seen).any(|(c, s)| c > s)
+        {
+            self.prev = std::mem::replace(&mut self.last, IrqSnap::read());
+        }
         for (i, b) in boards.iter().enumerate() {
             let cpu = self.cpus[i];
             let me = b.tid.load(Ordering::Relaxed).max(0) as u32;
@@ -699,7 +730,12 @@ impl Tracer {
         }
         // A virtual CPU the host did not run: the task "held" it meanwhile.
         let tick_ns = 1_000_000_000 / user_hz();
-        let steal_ns = self.last.steal.get(cpu).copied().unwrap_or(0)
+        let steal_ns = self
+            .last
+            .steal
+            .get(cpu)
+            .copied()
+            .unwrap_or(0)
             .saturating_sub(self.prev.steal.get(cpu).copied().unwrap_or(0))
             * tick_ns;
         // A real-time thread that ran is its own explanation; an ordinary

@@ -118,7 +118,10 @@ impl Running {
                 .map_err(|e| Error::environment(format!("storage load: {e}")))?;
             let (s, cap) = (stop.clone(), sizes.file);
             let buf = AlignedBuf::random(WRITE_BLOCK, 25)?;
-            r.threads.push(("storage", spawn("tl-load-write", move || write_loop(&f, &buf, cap, &s))?));
+            r.threads.push((
+                "storage",
+                spawn("tl-load-write", move || write_loop(&f, &buf, cap, &s))?,
+            ));
         }
         if mix.memory {
             let (s, n) = (stop.clone(), sizes.mem);
