@@ -66,6 +66,9 @@ impl SpikeBoard {
     pub fn len(&self) -> usize {
         self.count.load(Ordering::Acquire)
     }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     pub fn get(&self, i: usize) -> (u64, u64) {
         (
             self.due[i].load(Ordering::Relaxed),
@@ -434,7 +437,7 @@ pub fn occupancy(switches: &[Switch], from: u64, to: u64) -> Option<Vec<(u32, u3
         .filter(|(_, ns)| *ns > 0)
         .map(|((tid, pid), ns)| (tid, pid, ns))
         .collect();
-    v.sort_by(|a, b| b.2.cmp(&a.2));
+    v.sort_by_key(|o| std::cmp::Reverse(o.2));
     Some(v)
 }
 
@@ -563,7 +566,7 @@ fn grown(old: &[IrqRow], new: &[IrqRow], cpu: usize) -> Vec<(IrqRow, u64)> {
             (now > was).then(|| (r.clone(), now - was))
         })
         .collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|g| std::cmp::Reverse(g.1));
     v
 }
 
@@ -681,7 +684,7 @@ impl Tracer {
         // switch records it is only context, so read it every 10th poll.
         self.polls += 1;
         if self.method == Method::IrqDeltas
-            || self.polls % 10 == 0
+            || self.polls.is_multiple_of(10)
             || counts.iter().zip(&self.seen).any(|(c, s)| c > s)
         {
             self.prev = std::mem::replace(&mut self.last, IrqSnap::read());
