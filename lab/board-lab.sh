@@ -270,6 +270,10 @@ if [ "$fsmatrix" = 1 ]; then
     step fs-lab-vfat tunelab run io.stream --fs vfat --fs-size 32M --target /mnt/ext4 -p duration=2s --trials 1 --warmup 0 --quiet-check 0
 fi
 step mem.latency tunelab run mem.latency -p max=8M --trials 1 --warmup 0 --quiet-check 0
+# Wake-up latency idle and under the recorder's load (storage+memory), one
+# short trial each: the guest runs as root, so SCHED_FIFO and perf causes.
+mounted /mnt/ext4 &&
+  step sched.latency tunelab run sched.latency --target /mnt/ext4 -p duration=500ms -p load=none,storage+memory --trials 1 --warmup 0 --quiet-check 0
 step runs tunelab runs
 cp /tmp/results.db /results/results.db 2>/dev/null
 sync

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::engine::model::PointResult;
 use crate::experiments::io::{api, cache, pregrow, random, record_size};
+use crate::experiments::sched::latency;
 use crate::store::Store;
 use crate::system::inspect::{inspect, Facts};
 
@@ -20,6 +21,7 @@ pub const READS: &[(&str, &str)] = &[
     (random::NAME, random::METRIC_IOPS),
     (random::NAME, random::METRIC_LAT_P99),
     (random::NAME, random::METRIC_READ_P99),
+    (latency::NAME, latency::METRIC_MAX),
 ];
 
 /// The experiments of `READS`, each once.
@@ -55,6 +57,8 @@ pub struct Evidence {
     pub store_path: Option<String>,
     /// The newest stored `diagnose` run: (run id, its diagnosis).
     pub diagnosis: Option<(String, crate::model::diagnosis::Diagnosis)>,
+    /// The newest run's sched.latency results (any disk): (run id, results).
+    pub latency: Option<(String, Vec<PointResult>)>,
 }
 
 /// Collect facts for `target` and the stored measurements of its device.
@@ -114,6 +118,12 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
             }
             if ev.random_io.is_empty() {
                 ev.random_io = of(random::NAME);
+            }
+        }
+        if ev.latency.is_none() {
+            let r = store.results_in(id, &[latency::NAME]).unwrap_or_default();
+            if !r.is_empty() {
+                ev.latency = Some((id.clone(), r));
             }
         }
         if ev.diagnosis.is_none() && diagnose_run(environment) {

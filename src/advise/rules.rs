@@ -33,6 +33,7 @@ pub const ALL: &[Rule] = &[
     diagnose::slab_slow_path,
     diagnose::hot_lock,
     diagnose::blocking_cause,
+    latency::spike_culprit,
 ];
 
 /// Seconds of device writes the dirty limit may hold before it is a stall risk.
@@ -490,6 +491,7 @@ fn pregrow(ev: &Evidence, _: Workload) -> Outcome {
 }
 
 mod diagnose;
+mod latency;
 mod random_io;
 
 #[cfg(test)]

@@ -354,10 +354,20 @@ fn histogram_charts(results: &[&PointResult]) -> Vec<Chart> {
         }
     };
     let mut charts = Vec::new();
+    // Many fine buckets (sched.latency): one OSADL-style log-count plot per point.
+    for r in results {
+        let hs: Vec<_> = r.histograms.iter().map(|h| (h.name.clone(), h)).collect();
+        let title = format!("{} {}", r.experiment, point_name(r));
+        charts.extend(super::charts::latency_plot::log_count(title.trim(), &hs));
+    }
     let mut buckets = 0;
     for r in results {
         for h in &r.histograms {
-            if h.buckets.is_empty() || h.count == 0 || buckets >= MAX_BUCKET_CHARTS {
+            if h.buckets.is_empty()
+                || h.buckets.len() > super::charts::latency_plot::MANY_BUCKETS
+                || h.count == 0
+                || buckets >= MAX_BUCKET_CHARTS
+            {
                 continue;
             }
             buckets += 1;

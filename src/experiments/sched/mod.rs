@@ -1,9 +1,12 @@
-//! Scheduler experiments (hackbench-class).
+//! Scheduler experiments (hackbench-class, wake-up latency).
 
+pub mod latency;
+pub mod latency_cause;
+pub mod latency_load;
 pub mod messaging;
 
 use crate::engine::Experiment;
 
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(messaging::Messaging)]
+    vec![Box::new(messaging::Messaging), Box::new(latency::Latency)]
 }

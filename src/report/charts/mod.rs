@@ -19,6 +19,7 @@ use crate::units::{human, sig};
 mod axes;
 mod bars;
 mod forest;
+pub mod latency_plot;
 mod line;
 
 use crate::stats::Verdict;

@@ -1,0 +1,801 @@
+//! `sched.latency`: wake-up latency of a periodic task (cyclictest, rtla
+//! timerlat), per CPU, idle or under a stated load, with the cause of every
+//! spike.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::latency_cause::{tracefs_timerlat, Cause, Culprit, SpikeBoard, Tracer};
+use super::latency_load::{Mix, Running, Sizes};
+use crate::engine::{
+    Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, ParamValue, Point,
+    PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
+};
+use crate::experiments::ipc::child::usable_cpus;
+use crate::stats::LatencyRecorder;
+use crate::units::{format_size, seconds};
+use crate::{Error, Result};
+
+pub const NAME: &str = "sched.latency";
+pub const METRIC_MEAN: &str = "lat_mean";
+pub const METRIC_P99: &str = "lat_p99";
+pub const METRIC_P999: &str = "lat_p999";
+pub const METRIC_MAX: &str = "lat_max";
+/// Every cause note starts with this (read back by `advise`).
+pub const CAUSE_PREFIX: &str = "spike cause: ";
+
+/// OSADL-style histogram: 2 µs bins up to 1 ms, the last open-ended.
+const BIN_NS: u64 = 2_000;
+const BINS: usize = 501;
+/// Spike points kept per CPU for the timeline series.
+const TIMELINE_MAX: usize = 2000;
+
+pub struct Latency;
+
+impl Experiment for Latency {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn summary(&self) -> &'static str {
+        "wake-up latency of a periodic task per CPU, idle or under load, and what caused each spike (cyclictest / rtla timerlat)"
+    }
+    fn method(&self) -> &'static str {
+        "As cyclictest -m -a -t --policy: one thread per selected CPU, pinned, SCHED_FIFO at \
+         `priority` (or SCHED_OTHER, whose default 50 µs timer slack is part of what it sees), \
+         the process locked in memory (mlockall MCL_CURRENT|MCL_FUTURE). Each thread sleeps \
+         with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) to its next due time (one \
+         `period` after the previous one, the first one period after the thread starts) and on waking reads CLOCK_MONOTONIC: latency = woken - due. A period already past on \
+         waking is skipped (counted in overruns) instead of being slept to, so one stall is one \
+         sample. Latencies go into an HDR histogram per thread, preallocated; the loop neither \
+         allocates nor logs. A trial lasts `duration`; its metrics are over every sample of \
+         every selected CPU (min, mean, p50, p99, p99.9, max, count above `threshold`), so the \
+         engine's stop rule and CIs work on per-trial figures; per-CPU histograms (2 µs bins \
+         to 1 ms, OSADL plot) cover all measured trials. The load mix (`load`) starts before and \
+         stops after each trial. A wake-up later than `threshold` is explained while the trial \
+         runs: which task held the CPU between the due time and the switch to the measuring \
+         thread (perf_event_open context-switch records, CLOCK_MONOTONIC), else which device \
+         IRQ or softirq fired on that CPU around it (/proc/interrupts, /proc/softirqs); the \
+         method used is stated with every cause."
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec::new(
+                "cpus",
+                ParamKind::Text,
+                "all",
+                "CPUs measured together: all (every CPU tunelab may use), N, N-M, or N+M+…; \
+                 a comma list sweeps (one point per set)",
+            ),
+            ParamSpec::new("period", ParamKind::Duration, "1ms", "wake-up period")
+                .range(50e-6, 1.0),
+            ParamSpec::new("duration", ParamKind::Duration, "1s", "length of one trial")
+                .range(0.05, 3600.0),
+            ParamSpec::new(
+                "policy",
+                ParamKind::Choice(&["fifo", "other"]),
+                "fifo",
+                "SCHED_FIFO (falls back to other with a note when not permitted) or SCHED_OTHER",
+            ),
+            ParamSpec::new("priority", ParamKind::Count, "95", "SCHED_FIFO priority")
+                .range(1.0, 99.0),
+            ParamSpec::new(
+                "load",
+                ParamKind::Text,
+                "none",
+                "load during each trial: none, or a '+'-joined mix of messaging (hackbench), \
+                 storage (recorder-like page-cache writes in scratch), memory (copy \
+                 bandwidth); all = the three",
+            ),
+            ParamSpec::new(
+                "threshold",
+                ParamKind::Duration,
+                "500us",
+                "a wake-up later than this is a spike: counted and explained",
+            )
+            .range(1e-6, 10.0),
+            ParamSpec::new(
+                "causes",
+                ParamKind::Choice(&["auto", "perf", "irq", "off"]),
+                "auto",
+                "how spikes are explained: perf context-switch records (auto falls back to \
+                 irq), /proc/interrupts+softirqs deltas, or not at all",
+            ),
+            ParamSpec::new(
+                "cpu_dma_latency",
+                ParamKind::Choice(&["off", "0"]),
+                "off",
+                "0: hold /dev/cpu_dma_latency at 0 µs (no deep C-states) during the point \
+                 (needs root; an open fd, released on any exit)",
+            ),
+        ]
+    }
+    fn metrics(&self) -> Vec<MetricSpec> {
+        vec![
+            MetricSpec::lower("lat_min", "s", "shortest wake-up latency"),
+            MetricSpec::lower(METRIC_MEAN, "s", "mean wake-up latency"),
+            MetricSpec::lower("lat_p50", "s", "median wake-up latency"),
+            MetricSpec::lower(METRIC_P99, "s", "99th percentile wake-up latency"),
+            MetricSpec::lower(METRIC_P999, "s", "99.9th percentile wake-up latency"),
+            MetricSpec::lower(METRIC_MAX, "s", "longest wake-up latency"),
+            MetricSpec::lower(
+                "over_threshold",
+                "count",
+                "wake-ups later than the threshold (spikes)",
+            ),
+            MetricSpec::lower("overruns", "count", "periods skipped because already past"),
+        ]
+    }
+    fn needs(&self) -> Needs {
+        // Scratch for the storage load; nothing is written without it.
+        Needs::SCRATCH
+    }
+    fn defaults(&self) -> RunDefaults {
+        RunDefaults {
+            warmup: 1,
+            min_trials: 5,
+            max_trials: 10,
+            budget: 60.0,
+        }
+    }
+    fn validate(&self, p: &Point) -> Result<()> {
+        parse_cpus(p.text("cpus")?)?;
+        Mix::parse(p.text("load")?)?;
+        if p.f64("period")? * 10.0 > p.f64("duration")? {
+            return Err(Error::usage(format!(
+                "sched.latency: duration {} holds fewer than 10 periods of {}; use a longer \
+                 duration or a shorter period",
+                seconds(p.f64("duration")?),
+                seconds(p.f64("period")?)
+            )));
+        }
+        Ok(())
+    }
+    fn footprint(&self, p: &Point, room: &Room) -> Footprint {
+        let mix = Mix::parse(p.text("load").unwrap_or("none")).unwrap_or_default();
+        let sizes = Sizes::fit(room.disk_free, room.memory);
+        let secs = p.f64("duration").unwrap_or(1.0);
+        Footprint {
+            setup_written: 0,
+            // The writer wraps in its file but keeps writing: a guess at
+            // 50 MB/s for a trial, flagged as repeating.
+            trial_written: if mix.storage {
+                sizes.file.max((secs * 50e6) as u64)
+            } else {
+                0
+            },
+            repeats: mix.storage,
+            peak_memory: if mix.memory { 2 * sizes.mem as u64 } else { 0 },
+        }
+    }
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+        let cpus = parse_cpus(p.text("cpus")?)?;
+        let mix = Mix::parse(p.text("load")?)?;
+        let sizes = Sizes::fit(Room::for_ctx(ctx).disk_free, Room::for_ctx(ctx).memory);
+        let mut notes = Vec::new();
+        let mut fitted = Vec::new();
+        let mut fifo = (p.text("policy")? == "fifo").then_some(p.u64("priority")? as i32);
+        if let Some(prio) = fifo {
+            if let Err(why) = try_fifo(prio) {
+                fifo = None;
+                notes.push(format!(
+                    "SCHED_FIFO {prio} not permitted ({why}): measured as SCHED_OTHER; run as \
+                     root (or with CAP_SYS_NICE / an RLIMIT_RTPRIO) for real-time figures"
+                ));
+                fitted.push(Fitted {
+                    param: "policy",
+                    used: ParamValue::Text("other".into()),
+                    why: "SCHED_FIFO not permitted".into(),
+                });
+            }
+        }
+        let file = if mix.storage {
+            let f = ctx.scratch()?.create_file("latency-load.dat", 0)?;
+            notes.push(format!(
+                "storage load file: {} in scratch, wrapped and rewritten",
+                format_size(sizes.file)
+            ));
+            Some(f)
+        } else {
+            None
+        };
+        let dma = match p.text("cpu_dma_latency")? {
+            "0" => Some(hold_dma_latency()?),
+            _ => None,
+        };
+        if dma.is_some() {
+            notes.push(
+                "/dev/cpu_dma_latency held at 0 µs for the point: an open file descriptor, \
+                 released by the kernel on any exit (SIGKILL included), so no journal entry is \
+                 needed"
+                    .into(),
+            );
+        }
+        let mode = p.text("causes")?;
+        let tracer = if mode == "off" {
+            None
+        } else {
+            let t = Tracer::open(&cpus, mode).map_err(Error::environment)?;
+            for w in &t.why {
+                notes.push(format!(
+                    "spike causes: perf unavailable, using irq deltas: {w}"
+                ));
+            }
+            Some(t)
+        };
+        if let Some(tl) = tracefs_timerlat() {
+            notes.push(format!("tracefs: {tl}"));
+        }
+        // SAFETY: mlockall has no memory-safety preconditions.
+        let locked = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } == 0;
+        if !locked {
+            notes.push(format!(
+                "mlockall failed ({}): page faults may add to the latencies; run as root or \
+                 raise `ulimit -l`",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(Box::new(LatencyRun {
+            boards: cpus
+                .iter()
+                .map(|_| Arc::new(SpikeBoard::default()))
+                .collect(),
+            cum: cpus.iter().map(|_| recorder()).collect(),
+            cpus,
+            period_ns: (p.f64("period")? * 1e9) as u64,
+            duration: p.f64("duration")?,
+            threshold_ns: (p.f64("threshold")? * 1e9) as u64,
+            fifo,
+            mix,
+            sizes,
+            file,
+            tracer,
+            _dma: dma,
+            locked,
+            notes,
+            fitted,
+            load_lines: Vec::new(),
+            t0_ns: None,
+            dropped: 0,
+        }))
+    }
+}
+
+fn recorder() -> LatencyRecorder {
+    LatencyRecorder::with_buckets(BIN_NS, BINS)
+}
+
+/// `all`, `N`, `N-M`, `N+M+…` (combinations too), checked against the CPUs
+/// tunelab may use.
+pub fn parse_cpus(s: &str) -> Result<Vec<usize>> {
+    let usable = usable_cpus();
+    if s == "all" {
+        return Ok(usable);
+    }
+    let bad = |why: String| {
+        Error::usage(format!(
+            "sched.latency: cpus '{s}': {why}; use all, N, N-M or N+M (usable: {})",
+            usable
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ))
+    };
+    let mut v = Vec::new();
+    for part in s.split('+') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (Ok(a), Ok(b)) = (a.trim().parse::<usize>(), b.trim().parse::<usize>()) else {
+            return Err(bad(format!("'{part}' is not a CPU number or range")));
+        };
+        if a > b {
+            return Err(bad(format!("range {a}-{b} is backwards")));
+        }
+        for c in a..=b {
+            if !usable.contains(&c) {
+                return Err(bad(format!("CPU {c} is not online or not allowed")));
+            }
+            if !v.contains(&c) {
+                v.push(c);
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Whether a thread may take SCHED_FIFO `prio` (tried on a short-lived thread).
+fn try_fifo(prio: i32) -> std::result::Result<(), String> {
+    std::thread::spawn(move || set_fifo(prio))
+        .join()
+        .unwrap_or_else(|_| Err("probe thread failed".into()))
+}
+
+fn set_fifo(prio: i32) -> std::result::Result<(), String> {
+    let sp = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: sets the calling thread's policy.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().to_string())
+    }
+}
+
+/// Open /dev/cpu_dma_latency and write 0: the PM QoS request lasts while
+/// the descriptor is open.
+fn hold_dma_latency() -> Result<std::fs::File> {
+    use std::io::Write;
+    let path = "/dev/cpu_dma_latency";
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::EACCES) | Some(libc::EPERM) => Error::privilege(format!(
+                "cpu_dma_latency=0 needs root to open {path} ({e}); run as root or drop the \
+                 parameter"
+            )),
+            _ => Error::environment(format!("cannot open {path}: {e}")),
+        })?;
+    f.write_all(&0i32.to_ne_bytes())
+        .map_err(|e| Error::environment(format!("cannot write {path}: {e}")))?;
+    Ok(f)
+}
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: fills the timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// What one measuring thread hands back.
+struct ThreadOut {
+    rec: LatencyRecorder,
+    overruns: u64,
+    setup: std::result::Result<(), String>,
+}
+
+/// The measuring loop of one CPU: one wake-up per period from one period
+/// after it starts until `end_ns`. No allocation, no logging, no lock inside the loop.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    cpu: usize,
+    fifo: Option<i32>,
+    period_ns: u64,
+    end_ns: u64,
+    threshold_ns: u64,
+    board: &SpikeBoard,
+    stop: &AtomicBool,
+    mut rec: LatencyRecorder,
+) -> ThreadOut {
+    // SAFETY: gettid has no preconditions.
+    board
+        .tid
+        .store(unsafe { libc::gettid() }, Ordering::Relaxed);
+    let set = crate::experiments::ipc::child::CpuSet::one(cpu);
+    let mut setup = if crate::experiments::ipc::child::pin_self(&set) {
+        Ok(())
+    } else {
+        Err(format!(
+            "cannot pin to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        ))
+    };
+    if let (Some(prio), Ok(())) = (fifo, &setup) {
+        setup = set_fifo(prio);
+    }
+    let mut overruns = 0u64;
+    let mut next = mono_ns() + period_ns;
+    while setup.is_ok() && next < end_ns && !stop.load(Ordering::Relaxed) {
+        let ts = libc::timespec {
+            tv_sec: (next / 1_000_000_000) as libc::time_t,
+            tv_nsec: (next % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: absolute sleep on CLOCK_MONOTONIC; EINTR just retries.
+        while unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        } == libc::EINTR
+        {}
+        let now = mono_ns();
+        let lat = now.saturating_sub(next);
+        rec.record_ns(lat);
+        if lat > threshold_ns {
+            board.push(next, now);
+        }
+        next += period_ns;
+        if now >= next {
+            let missed = (now - next) / period_ns + 1;
+            overruns += missed;
+            next += missed * period_ns;
+        }
+    }
+    ThreadOut {
+        rec,
+        overruns,
+        setup,
+    }
+}
+
+struct LatencyRun {
+    cpus: Vec<usize>,
+    boards: Vec<Arc<SpikeBoard>>,
+    /// Per CPU, every measured trial.
+    cum: Vec<LatencyRecorder>,
+    period_ns: u64,
+    duration: f64,
+    threshold_ns: u64,
+    fifo: Option<i32>,
+    mix: Mix,
+    sizes: Sizes,
+    file: Option<std::fs::File>,
+    tracer: Option<Tracer>,
+    _dma: Option<std::fs::File>,
+    locked: bool,
+    notes: Vec<String>,
+    fitted: Vec<Fitted>,
+    load_lines: Vec<String>,
+    /// Start of the first measured trial (timeline origin).
+    t0_ns: Option<u64>,
+    /// Spikes past the boards' capacity.
+    dropped: u64,
+}
+
+impl Drop for LatencyRun {
+    fn drop(&mut self) {
+        if self.locked {
+            // SAFETY: undoes our mlockall.
+            unsafe { libc::munlockall() };
+        }
+    }
+}
+
+impl PointRun for LatencyRun {
+    fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
+        ctx.check_cancel()?;
+        self.boards.iter().for_each(|b| b.reset());
+        let load = Running::start(&self.mix, &self.sizes, self.file.as_ref())?;
+        if self.mix.messaging {
+            // Let the separate messaging process start up first.
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        if let Some(t) = &mut self.tracer {
+            t.start_trial();
+        }
+        // As cyclictest, each thread's first wake-up is one period after it
+        // starts: not aligned to whole milliseconds (where the tick fires)
+        // nor across CPUs. All stop at the same time.
+        let start_ns = mono_ns();
+        let end_ns = start_ns + self.period_ns + (self.duration * 1e9) as u64;
+        self.t0_ns.get_or_insert(start_ns);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::with_capacity(self.cpus.len());
+        for (i, &cpu) in self.cpus.iter().enumerate() {
+            let (board, stop) = (self.boards[i].clone(), stop.clone());
+            let (fifo, period, thr) = (self.fifo, self.period_ns, self.threshold_ns);
+            let rec = recorder();
+            let h = std::thread::Builder::new()
+                .name(format!("tl-lat-cpu{cpu}"))
+                .stack_size(256 << 10)
+                .spawn(move || measure(cpu, fifo, period, end_ns, thr, &board, &stop, rec))
+                .map_err(|e| Error::environment(format!("cannot start a measuring thread: {e}")))?;
+            handles.push(h);
+        }
+        // Meanwhile: explain spikes as they come, and stop promptly on ^C.
+        let mut cancelled = None;
+        while handles.iter().any(|h| !h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(10));
+            if let Some(t) = &mut self.tracer {
+                let boards: Vec<&SpikeBoard> = self.boards.iter().map(|b| &**b).collect();
+                t.poll(&boards);
+            }
+            if let Err(e) = ctx.check_cancel() {
+                stop.store(true, Ordering::Relaxed);
+                cancelled = Some(e);
+            }
+        }
+        let outs: Vec<ThreadOut> = handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| Error::measurement("a measuring thread panicked"))
+            })
+            .collect::<Result<_>>()?;
+        if let Some(t) = &mut self.tracer {
+            let boards: Vec<&SpikeBoard> = self.boards.iter().map(|b| &**b).collect();
+            t.stop_trial(&boards);
+        }
+        self.load_lines = load.stop()?;
+        if let Some(e) = cancelled {
+            return Err(e);
+        }
+        let mut all = LatencyRecorder::new();
+        let mut overruns = 0;
+        for (i, o) in outs.iter().enumerate() {
+            if let Err(why) = &o.setup {
+                return Err(Error::environment(format!(
+                    "sched.latency on CPU {}: {why}",
+                    self.cpus[i]
+                )));
+            }
+            all.merge(&o.rec);
+            self.cum[i].merge(&o.rec);
+            overruns += o.overruns;
+        }
+        self.dropped += self
+            .boards
+            .iter()
+            .map(|b| b.dropped.load(Ordering::Relaxed))
+            .sum::<u64>();
+        let d = all.to_data("all");
+        if d.count == 0 {
+            return Err(Error::measurement("sched.latency: no wake-up measured"));
+        }
+        let pct = |p| d.percentile(p).unwrap_or(d.max);
+        Ok(TrialValues::new()
+            .with("lat_min", d.min)
+            .with(METRIC_MEAN, d.mean)
+            .with("lat_p50", pct(50.0))
+            .with(METRIC_P99, pct(99.0))
+            .with(METRIC_P999, pct(99.9))
+            .with(METRIC_MAX, d.max)
+            .with(
+                "over_threshold",
+                all.count_above_ns(self.threshold_ns) as f64,
+            )
+            .with("overruns", overruns as f64))
+    }
+
+    fn warmup_done(&mut self) {
+        self.cum = self.cpus.iter().map(|_| recorder()).collect();
+        self.t0_ns = None;
+        self.dropped = 0;
+        if let Some(t) = &mut self.tracer {
+            t.causes.clear();
+        }
+    }
+
+    fn fitted(&self) -> Vec<Fitted> {
+        self.fitted.clone()
+    }
+
+    fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
+        let mut x = PointExtras::default();
+        let mut max_per_cpu = Vec::new();
+        for (i, &cpu) in self.cpus.iter().enumerate() {
+            let h = self.cum[i].to_data(&format!("wake-up latency cpu{cpu}"));
+            max_per_cpu.push((cpu as f64, h.max));
+            x.histograms.push(h);
+        }
+        x.series.push(Series {
+            name: "max wake-up latency per CPU".into(),
+            x_label: "CPU".into(),
+            x_unit: "".into(),
+            y_label: "max latency".into(),
+            y_unit: "s".into(),
+            points: max_per_cpu,
+        });
+        x.notes.push(format!(
+            "{} on CPU(s) {}, period {}, threshold {}; load: {}; memory {}",
+            self.fifo
+                .map_or("SCHED_OTHER".to_string(), |p| format!("SCHED_FIFO {p}")),
+            self.cpus
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            seconds(self.period_ns as f64 / 1e9),
+            seconds(self.threshold_ns as f64 / 1e9),
+            if self.mix.is_none() {
+                "none (idle)".to_string()
+            } else {
+                self.load_lines.join("; ")
+            },
+            if self.locked {
+                "locked (mlockall)"
+            } else {
+                "not locked"
+            }
+        ));
+        x.notes.append(&mut self.notes);
+        if let Some(t) = &self.tracer {
+            let t0 = self.t0_ns.unwrap_or(0);
+            for &cpu in &self.cpus {
+                let pts: Vec<(f64, f64)> = t
+                    .causes
+                    .iter()
+                    .filter(|c| c.cpu == cpu)
+                    .take(TIMELINE_MAX)
+                    .map(|c| {
+                        (
+                            c.due_ns.saturating_sub(t0) as f64 / 1e9,
+                            c.latency_ns as f64 / 1e9,
+                        )
+                    })
+                    .collect();
+                if !pts.is_empty() {
+                    x.series.push(Series {
+                        name: format!("spikes cpu{cpu}"),
+                        x_label: "time".into(),
+                        x_unit: "s".into(),
+                        y_label: "wake-up latency".into(),
+                        y_unit: "s".into(),
+                        points: pts,
+                    });
+                }
+            }
+            x.notes.extend(cause_notes(&t.causes, t.method.as_str()));
+            if t.causes.is_empty() {
+                x.notes.push(format!(
+                    "no spike above {} to explain (method {})",
+                    seconds(self.threshold_ns as f64 / 1e9),
+                    t.method.as_str()
+                ));
+            }
+            if t.lost() > 0 {
+                x.notes.push(format!(
+                    "{} context-switch records lost (too many switches between polls): causes \
+                     of some spikes may be missing",
+                    t.lost()
+                ));
+            }
+        }
+        if self.dropped > 0 {
+            x.notes.push(format!(
+                "{} spikes beyond {} per CPU and trial were counted but not explained",
+                self.dropped,
+                super::latency_cause::SPIKES_PER_TRIAL
+            ));
+        }
+        Ok(x)
+    }
+}
+
+/// One note per (CPU, culprit), most spikes first, in a form `advise` reads
+/// back ([`parse_cause_note`]).
+fn cause_notes(causes: &[Cause], method: &str) -> Vec<String> {
+    let mut groups: Vec<(usize, Culprit, u64, u64, f64, String)> = Vec::new();
+    for c in causes {
+        match groups.iter_mut().find(|g| g.0 == c.cpu && g.1 == c.culprit) {
+            Some(g) => {
+                g.2 += 1;
+                if c.latency_ns > g.3 {
+                    g.3 = c.latency_ns;
+                    g.4 = c.share;
+                    g.5 = c.irq_context.clone();
+                }
+            }
+            None => groups.push((
+                c.cpu,
+                c.culprit.clone(),
+                1,
+                c.latency_ns,
+                c.share,
+                c.irq_context.clone(),
+            )),
+        }
+    }
+    groups.sort_by(|a, b| b.2.cmp(&a.2).then(b.3.cmp(&a.3)));
+    groups
+        .into_iter()
+        .take(12)
+        .map(|(cpu, culprit, n, max, share, irqs)| {
+            format!(
+                "{CAUSE_PREFIX}cpu {cpu}: {n} spike(s), max {}, by {}{}{} [method {method}]; \
+                 knob: {}",
+                seconds(max as f64 / 1e9),
+                culprit.describe(),
+                if share > 0.0 {
+                    format!(
+                        ", holding the CPU {:.0}% of the delay",
+                        share.min(1.0) * 100.0
+                    )
+                } else {
+                    String::new()
+                },
+                if irqs.is_empty() {
+                    String::new()
+                } else {
+                    format!("; IRQs around it: {irqs}")
+                },
+                culprit.knob()
+            )
+        })
+        .collect()
+}
+
+/// A cause note read back: (cpu, spikes, max latency text, culprit text,
+/// method, knob).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CauseNote {
+    pub cpu: usize,
+    pub spikes: u64,
+    pub max: String,
+    pub culprit: String,
+    pub method: String,
+    pub knob: String,
+}
+
+pub fn parse_cause_note(note: &str) -> Option<CauseNote> {
+    let rest = note.strip_prefix(CAUSE_PREFIX)?.strip_prefix("cpu ")?;
+    let (cpu, rest) = rest.split_once(": ")?;
+    let (spikes, rest) = rest.split_once(" spike(s), max ")?;
+    let (max, rest) = rest.split_once(", by ")?;
+    let (culprit, rest) = rest.split_once(" [method ")?;
+    let (method, knob) = rest.split_once("]; knob: ")?;
+    let culprit = culprit
+        .split(", holding the CPU")
+        .next()?
+        .split("; IRQs around it")
+        .next()?;
+    Some(CauseNote {
+        cpu: cpu.parse().ok()?,
+        spikes: spikes.parse().ok()?,
+        max: max.to_string(),
+        culprit: culprit.to_string(),
+        method: method.to_string(),
+        knob: knob.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_sets_parse_against_the_usable_cpus() {
+        let usable = usable_cpus();
+        assert_eq!(parse_cpus("all").unwrap(), usable);
+        let first = usable[0];
+        assert_eq!(parse_cpus(&first.to_string()).unwrap(), vec![first]);
+        assert!(parse_cpus("x").unwrap_err().to_string().contains("'x'"));
+        assert!(parse_cpus("3-1").is_err());
+        assert!(parse_cpus("100000")
+            .unwrap_err()
+            .to_string()
+            .contains("not online"));
+    }
+
+    #[test]
+    fn cause_notes_round_trip() {
+        let c = |cpu, lat, culprit: Culprit| Cause {
+            cpu,
+            due_ns: 1,
+            latency_ns: lat,
+            culprit,
+            share: 0.97,
+            irq_context: "2x IRQ 24 (virtio0)".into(),
+        };
+        let spinner = Culprit::Thread {
+            comm: "spinner".into(),
+            pid: 42,
+            tid: 43,
+            sched: "FIFO 99".into(),
+        };
+        let notes = cause_notes(
+            &[
+                c(0, 5_000_000, spinner.clone()),
+                c(0, 4_000_000, spinner),
+                c(1, 900_000, Culprit::Idle),
+            ],
+            "perf-switch",
+        );
+        assert_eq!(notes.len(), 2);
+        let n = parse_cause_note(&notes[0]).unwrap();
+        assert_eq!((n.cpu, n.spikes, n.max.as_str()), (0, 2, "5.00 ms"));
+        assert_eq!(n.culprit, "thread 'spinner' pid 42 tid 43 (FIFO 99)");
+        assert_eq!(n.method, "perf-switch");
+        assert!(n.knob.starts_with("thread priority"), "{}", n.knob);
+        let idle = parse_cause_note(&notes[1]).unwrap();
+        assert!(idle.knob.contains("/dev/cpu_dma_latency"));
+        assert_eq!(parse_cause_note("something else"), None);
+    }
+}
