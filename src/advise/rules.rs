@@ -33,6 +33,7 @@ pub const ALL: &[Rule] = &[
     diagnose::slab_slow_path,
     diagnose::hot_lock,
     diagnose::blocking_cause,
+    cpu::clock_below_max,
 ];
 
 /// Seconds of device writes the dirty limit may hold before it is a stall risk.
@@ -489,6 +490,7 @@ fn pregrow(ev: &Evidence, _: Workload) -> Outcome {
     })
 }
 
+mod cpu;
 mod diagnose;
 mod random_io;
 

@@ -684,16 +684,71 @@ impl Aes {
     }
 
     /// CTR-mode encryption of `data` in place (counter blocks from `nonce`).
+    /// The instructions take four blocks at a time, as every real CTR
+    /// implementation does (one block alone waits on each round's latency).
     pub fn ctr(&self, nonce: u64, data: &mut [u8]) {
-        for (i, chunk) in data.chunks_mut(16).enumerate() {
-            let mut ks = [0u8; 16];
-            ks[..8].copy_from_slice(&nonce.to_le_bytes());
-            ks[8..].copy_from_slice(&(i as u64).to_be_bytes());
+        let counter = |i: usize| {
+            let mut b = [0u8; 16];
+            b[..8].copy_from_slice(&nonce.to_le_bytes());
+            b[8..].copy_from_slice(&(i as u64).to_be_bytes());
+            b
+        };
+        let mut done = 0;
+        if self.path == Path::Hardware {
+            for (q, chunk) in data.chunks_exact_mut(64).enumerate() {
+                let mut ks: [[u8; 16]; 4] = std::array::from_fn(|k| counter(4 * q + k));
+                self.encrypt4(&mut ks);
+                for (d, k) in chunk.iter_mut().zip(ks.as_flattened()) {
+                    *d ^= k;
+                }
+                done += 64;
+            }
+        }
+        for (i, chunk) in data[done..].chunks_mut(16).enumerate() {
+            let mut ks = counter(done / 16 + i);
             self.encrypt(&mut ks);
             for (d, k) in chunk.iter_mut().zip(ks) {
                 *d ^= k;
             }
         }
+    }
+}
+
+impl Aes {
+    /// Four blocks through the instructions at once (Hardware path only).
+    fn encrypt4(&self, b: &mut [[u8; 16]; 4]) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: called only on the Hardware path, chosen when AES-NI was detected.
+        unsafe {
+            return aes_ni4(&self.rk, b);
+        }
+        #[allow(unreachable_code)]
+        for x in b.iter_mut() {
+            self.encrypt(x);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "aes,sse2")]
+unsafe fn aes_ni4(rk: &[[u8; 16]; 11], b: &mut [[u8; 16]; 4]) {
+    use std::arch::x86_64::*;
+    let k = |i: usize| _mm_loadu_si128(rk[i].as_ptr() as *const __m128i);
+    let mut s: [__m128i; 4] = std::array::from_fn(|j| {
+        _mm_xor_si128(_mm_loadu_si128(b[j].as_ptr() as *const __m128i), k(0))
+    });
+    for i in 1..10 {
+        let ki = k(i);
+        for x in &mut s {
+            *x = _mm_aesenc_si128(*x, ki);
+        }
+    }
+    let kl = k(10);
+    for (x, out) in s.iter().zip(b.iter_mut()) {
+        _mm_storeu_si128(
+            out.as_mut_ptr() as *mut __m128i,
+            _mm_aesenclast_si128(*x, kl),
+        );
     }
 }
 
@@ -851,6 +906,12 @@ mod tests {
             let mut b: [u8; 16] = std::array::from_fn(|i| (i as u8) * 0x11);
             Aes::new(key, p).encrypt(&mut b);
             assert_eq!(hex(&b), "69c4e0d86a7b0430d8cdb78070b4c55a", "{p:?}");
+            // CTR (four blocks at a time on the instructions) agrees with one at a time.
+            let mut data = corpus(1000, 9);
+            Aes::new(key, p).ctr(7, &mut data);
+            let mut soft = corpus(1000, 9);
+            Aes::new(key, Path::Software).ctr(7, &mut soft);
+            assert_eq!(data, soft, "{p:?}");
         }
     }
 
