@@ -274,6 +274,7 @@ step mem.latency tunelab run mem.latency -p max=8M --trials 1 --warmup 0 --quiet
 # short trial each: the guest runs as root, so SCHED_FIFO and perf causes.
 mounted /mnt/ext4 &&
   step sched.latency tunelab run sched.latency --target /mnt/ext4 -p duration=500ms -p load=none,storage+memory --trials 1 --warmup 0 --quiet-check 0
+step cpu.clock tunelab run cpu.clock --trials 2 --warmup 0 --quiet-check 0
 step runs tunelab runs
 cp /tmp/results.db /results/results.db 2>/dev/null
 sync
@@ -379,6 +380,14 @@ for mem in $LAB_MEMS; do
       fi
     fi
   done <"$d/results/steps"
+  # The CPU key issue names the emulated cluster by its MIDR core type.
+  if [ -f "$d/results/cpu.clock.out" ]; then
+    if grep -q "^  note: cluster .*ARM Cortex-A53" "$d/results/cpu.clock.out"; then
+      record "  ${mem}M cpu.clock cluster" ok 0 "$(grep -m1 '^  note: cluster' "$d/results/cpu.clock.out" | cut -c15-)"
+    else
+      record "  ${mem}M cpu.clock cluster" FAIL 0 "no Cortex-A53 cluster in the cpu.clock notes"
+    fi
+  fi
   if grep -q FAIL <(printf '%s\n' "${summary[@]}" | grep " ${mem}M "); then
     show_log "$d/console.log" 80
   fi

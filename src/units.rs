@@ -81,6 +81,7 @@ pub fn human(value: f64, unit: &str) -> String {
         // A share of a whole (0..1), shown as a percentage.
         "fraction" => format!("{}%", sig(value * 100.0)),
         "%" => format!("{:.1}%", value),
+        "Hz" => format!("{} MHz", sig(value / 1e6)),
         u if u.ends_with("/s") => format!("{} {u}", si(value)),
         "" | "count" => si(value),
         u => format!("{} {u}", sig(value)),

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::engine::model::PointResult;
+use crate::experiments::cpu::clock as cpu_clock;
 use crate::experiments::io::{api, cache, pregrow, random, record_size};
 use crate::experiments::sched::latency;
 use crate::store::Store;
@@ -22,6 +23,8 @@ pub const READS: &[(&str, &str)] = &[
     (random::NAME, random::METRIC_LAT_P99),
     (random::NAME, random::METRIC_READ_P99),
     (latency::NAME, latency::METRIC_MAX),
+    (cpu_clock::NAME, cpu_clock::METRIC_VS_MAX),
+    (cpu_clock::NAME, cpu_clock::METRIC_CLOCK_MIN),
 ];
 
 /// The experiments of `READS`, each once.
@@ -59,6 +62,8 @@ pub struct Evidence {
     pub diagnosis: Option<(String, crate::model::diagnosis::Diagnosis)>,
     /// The newest run's sched.latency results (any disk): (run id, results).
     pub latency: Option<(String, Vec<PointResult>)>,
+    /// The newest cpu.clock result of this machine: (run id, result).
+    pub cpu_clock: Option<(String, PointResult)>,
 }
 
 /// Collect facts for `target` and the stored measurements of its device.
@@ -86,7 +91,23 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
     let Ok(runs) = store.recent_environments(RECENT_RUNS) else {
         return;
     };
+    let here = crate::system::env::machine_id(Path::new("/")).map(|m| m.0);
     for (id, environment) in &runs {
+        // CPU results belong to the machine, not to a disk.
+        if ev.cpu_clock.is_none()
+            && here.is_some()
+            && environment.get("machine.id") == here.as_ref()
+        {
+            ev.cpu_clock = store
+                .results_in(id, &[cpu_clock::NAME])
+                .unwrap_or_default()
+                .into_iter()
+                .find(|r| {
+                    matches!(r.params.get("cpus"),
+                        Some(crate::model::ParamValue::Text(t)) if t == "all")
+                })
+                .map(|r| (id.clone(), r));
+        }
         let same_disk =
             disk.is_some() && environment.get("target.disk").map(String::as_str) == disk;
         let wanted = ev.write_throughput.is_none()

@@ -34,6 +34,7 @@ pub const ALL: &[Rule] = &[
     diagnose::hot_lock,
     diagnose::blocking_cause,
     latency::spike_culprit,
+    cpu::clock_below_max,
 ];
 
 /// Seconds of device writes the dirty limit may hold before it is a stall risk.
@@ -490,6 +491,7 @@ fn pregrow(ev: &Evidence, _: Workload) -> Outcome {
     })
 }
 
+mod cpu;
 mod diagnose;
 mod latency;
 mod random_io;

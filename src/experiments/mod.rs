@@ -1,6 +1,7 @@
 //! The experiment registry: one file per experiment, grouped by family.
 
 pub mod app;
+pub mod cpu;
 pub mod io;
 pub mod ipc;
 pub mod mem;
@@ -20,5 +21,6 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
     v.extend(sched::all());
     v.extend(app::all());
     v.extend(work::all());
+    v.extend(cpu::all());
     v
 }

@@ -112,7 +112,7 @@ fn hex(v: &str) -> Option<u32> {
 
 /// Per core: implementer/part/revision from /proc/cpuinfo (ARM has no
 /// "model name"). Returns core number -> name, for the clusters.
-fn core_names(root: &Path) -> Vec<(usize, String, String)> {
+pub fn core_names(root: &Path) -> Vec<(usize, String, String)> {
     let Some(info) = read(root, "proc/cpuinfo") else {
         return Vec::new();
     };

@@ -28,6 +28,7 @@ pub fn inspect(target: Option<&Path>) -> Facts {
     }
     vm(&mut f);
     cpu(&mut f);
+    super::cpu::opp_facts(Path::new("/"), &mut f);
     kernel(&mut f);
     super::board::collect(Path::new("/"), &mut f);
     f

@@ -1,6 +1,7 @@
 //! Read-only facts about the machine: environment snapshot, devices, quietness.
 
 pub mod board;
+pub mod cpu;
 pub mod device;
 pub mod env;
 pub mod facts;

@@ -1,0 +1,645 @@
+//! CPU facts the `cpu.*` experiments set beside their measurements: cores
+//! and their clusters (cpufreq policy, MIDR core type, cpu_capacity), what
+//! cpufreq claims per core, the OPP table, and a one-second sample of every
+//! clock, temperature, cooling state and throttle counter. Every path is
+//! read below `root` ("/" normally, a fixture tree in tests), laid out as
+//! the kernel documents it (cpu-freq/cpufreq-stats, thermal/sysfs-api,
+//! hwmon/sysfs-interface, cgroup v1 cpu/cpuacct and cgroup v2 cpu).
+//! A missing file is a missing fact, never an error.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::facts::Facts;
+
+fn read(root: &Path, rel: &str) -> Option<String> {
+    let s = fs::read_to_string(root.join(rel)).ok()?;
+    let s = s.trim_matches(|c: char| c.is_whitespace() || c == '\0');
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+fn read_u64(root: &Path, rel: &str) -> Option<u64> {
+    read(root, rel)?.parse().ok()
+}
+
+/// Expand a kernel CPU list ("0-3", "4 5", "0-1,4").
+pub fn cpu_list(s: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    for part in s.split([',', ' ', '\n']).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
+                    out.extend(a..=b);
+                }
+            }
+            None => out.extend(part.parse::<usize>().ok()),
+        }
+    }
+    out
+}
+
+/// One core as sysfs and /proc/cpuinfo describe it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Core {
+    pub cpu: usize,
+    /// The cpufreq policy directory ("policy4") the core belongs to.
+    pub policy: Option<String>,
+    /// "ARM Cortex-A53" from the MIDR fields, or x86's model name.
+    pub core: Option<String>,
+    /// cpu_capacity (1024 = the biggest core), on big.LITTLE kernels.
+    pub capacity: Option<u64>,
+    /// cpufreq's claims in kHz: hardware limits, governor limit, current.
+    pub max_khz: Option<u64>,
+    pub min_khz: Option<u64>,
+    pub scaling_max_khz: Option<u64>,
+    pub cur_khz: Option<u64>,
+    pub governor: Option<String>,
+    /// "cpu MHz" of /proc/cpuinfo (x86; arm64 shows none).
+    pub cpuinfo_mhz: Option<f64>,
+}
+
+fn cpu_dir(cpu: usize) -> String {
+    format!("sys/devices/system/cpu/cpu{cpu}")
+}
+
+/// CPUs online under `root` (sys/devices/system/cpu/online, else cpuN dirs).
+pub fn online_cpus(root: &Path) -> Vec<usize> {
+    if let Some(s) = read(root, "sys/devices/system/cpu/online") {
+        let v = cpu_list(&s);
+        if !v.is_empty() {
+            return v;
+        }
+    }
+    let mut v: Vec<usize> = fs::read_dir(root.join("sys/devices/system/cpu"))
+        .map(|d| {
+            d.filter_map(|e| {
+                let n = e.ok()?.file_name().to_string_lossy().into_owned();
+                n.strip_prefix("cpu")?.parse().ok()
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
+/// Per-CPU fields of /proc/cpuinfo: (processor, "cpu MHz", core name).
+fn cpuinfo(root: &Path) -> Vec<(usize, Option<f64>, Option<String>)> {
+    let names = super::board::core_names(root);
+    let Some(info) = read(root, "proc/cpuinfo") else {
+        return Vec::new();
+    };
+    info.split("\n\n")
+        .filter_map(|block| {
+            let field = |name: &str| {
+                block.lines().find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    (k.trim() == name).then(|| v.trim().to_string())
+                })
+            };
+            let cpu: usize = field("processor")?.parse().ok()?;
+            let mhz = field("cpu MHz").and_then(|v| v.parse().ok());
+            let name = names
+                .iter()
+                .find(|(c, _, _)| *c == cpu)
+                .map(|(_, n, _)| n.clone())
+                .or_else(|| field("model name"));
+            Some((cpu, mhz, name))
+        })
+        .collect()
+}
+
+/// Every online core with what cpufreq and /proc/cpuinfo say about it now.
+pub fn cores(root: &Path) -> Vec<Core> {
+    let info = cpuinfo(root);
+    online_cpus(root)
+        .into_iter()
+        .map(|cpu| {
+            let d = cpu_dir(cpu);
+            let f = |n: &str| read_u64(root, &format!("{d}/cpufreq/{n}"));
+            // cpuN/cpufreq is a link to ../cpufreq/policyM: its target names the policy.
+            let policy = fs::read_link(root.join(format!("{d}/cpufreq")))
+                .ok()
+                .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
+                .filter(|n| n.starts_with("policy"))
+                .or_else(|| policy_of(root, cpu));
+            let (mhz, core) = info
+                .iter()
+                .find(|(c, _, _)| *c == cpu)
+                .map(|(_, m, n)| (*m, n.clone()))
+                .unwrap_or_default();
+            Core {
+                cpu,
+                policy,
+                core,
+                capacity: read_u64(root, &format!("{d}/cpu_capacity")),
+                max_khz: f("cpuinfo_max_freq"),
+                min_khz: f("cpuinfo_min_freq"),
+                scaling_max_khz: f("scaling_max_freq"),
+                cur_khz: f("scaling_cur_freq"),
+                governor: read(root, &format!("{d}/cpufreq/scaling_governor")),
+                cpuinfo_mhz: mhz,
+            }
+        })
+        .collect()
+}
+
+/// The policy whose related_cpus lists `cpu` (fixture trees without links).
+fn policy_of(root: &Path, cpu: usize) -> Option<String> {
+    let dir = root.join("sys/devices/system/cpu/cpufreq");
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.starts_with("policy"))
+        .collect();
+    names.sort();
+    names.into_iter().find(|p| {
+        read(
+            root,
+            &format!("sys/devices/system/cpu/cpufreq/{p}/related_cpus"),
+        )
+        .is_some_and(|s| cpu_list(&s).contains(&cpu))
+    })
+}
+
+/// Cores that change clock together: one cpufreq policy, else the same core
+/// type and capacity (a kernel without cpufreq still tells big from LITTLE).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    pub cpus: Vec<usize>,
+    /// How the cluster was identified ("policy4", "core type and capacity").
+    pub by: String,
+    pub core: Option<String>,
+    pub capacity: Option<u64>,
+    pub max_khz: Option<u64>,
+}
+
+impl Cluster {
+    /// "cluster policy0: CPUs 0-3, ARM Cortex-A53, capacity 1024, max 1200 MHz".
+    pub fn describe(&self) -> String {
+        let mut s = format!("{}: CPUs {}", self.by, list_text(&self.cpus));
+        if let Some(c) = &self.core {
+            s.push_str(&format!(", {c}"));
+        }
+        if let Some(c) = self.capacity {
+            s.push_str(&format!(", capacity {c}"));
+        }
+        if let Some(k) = self.max_khz {
+            s.push_str(&format!(", max {} MHz", k / 1000));
+        }
+        s
+    }
+}
+
+/// "0-3,6" for a sorted CPU list.
+pub fn list_text(cpus: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// Group `cores` into clusters, in the order of their lowest CPU.
+pub fn clusters(cores: &[Core]) -> Vec<Cluster> {
+    let key = |c: &Core| match &c.policy {
+        Some(p) => p.clone(),
+        None => "core type and capacity".to_string(),
+    };
+    let mut out: Vec<(String, Option<String>, Option<u64>, Cluster)> = Vec::new();
+    for c in cores {
+        let k = key(c);
+        let same = |(kk, core, cap, _): &&mut (String, Option<String>, Option<u64>, Cluster)| {
+            *kk == k && (c.policy.is_some() || (*core == c.core && *cap == c.capacity))
+        };
+        match out.iter_mut().find(|e| same(e)) {
+            Some(e) => e.3.cpus.push(c.cpu),
+            None => out.push((
+                k.clone(),
+                c.core.clone(),
+                c.capacity,
+                Cluster {
+                    cpus: vec![c.cpu],
+                    by: k,
+                    core: c.core.clone(),
+                    capacity: c.capacity,
+                    max_khz: c.max_khz,
+                },
+            )),
+        }
+    }
+    out.into_iter().map(|e| e.3).collect()
+}
+
+/// OPP table and governor per cpufreq policy, for `inspect`: available
+/// frequencies (or the stats table's), time spent at each, transitions.
+pub fn opp_facts(root: &Path, f: &mut Facts) {
+    let base = "sys/devices/system/cpu/cpufreq";
+    let Ok(d) = fs::read_dir(root.join(base)) else {
+        return;
+    };
+    let mut policies: Vec<(usize, String)> = d
+        .filter_map(|e| {
+            let n = e.ok()?.file_name().to_string_lossy().into_owned();
+            Some((n.strip_prefix("policy")?.parse().ok()?, n))
+        })
+        .collect();
+    policies.sort();
+    for (_, p) in policies {
+        let rel = format!("{base}/{p}");
+        let cpus = read(root, &format!("{rel}/related_cpus")).unwrap_or_default();
+        let gov = read(root, &format!("{rel}/scaling_governor")).unwrap_or_else(|| "?".into());
+        let lim = |n: &str| {
+            read_u64(root, &format!("{rel}/{n}"))
+                .map(|k| format!("{} MHz", k / 1000))
+                .unwrap_or_else(|| "?".into())
+        };
+        f.add(
+            "cpu",
+            &format!("cpu.{p}.governor"),
+            format!(
+                "CPUs {cpus}: {gov}, limits {}-{} (hardware {}-{})",
+                lim("scaling_min_freq"),
+                lim("scaling_max_freq"),
+                lim("cpuinfo_min_freq"),
+                lim("cpuinfo_max_freq")
+            ),
+            format!("/{rel}/{{related_cpus,scaling_governor,scaling_*_freq,cpuinfo_*_freq}}"),
+        );
+        // time_in_state: "<kHz> <10 ms units>" per OPP; its first column is the table.
+        let stats = read(root, &format!("{rel}/stats/time_in_state"));
+        let opps: Vec<(u64, Option<u64>)> = match &stats {
+            Some(t) => t
+                .lines()
+                .filter_map(|l| {
+                    let mut w = l.split_whitespace();
+                    Some((w.next()?.parse().ok()?, w.next()?.parse().ok()))
+                })
+                .collect(),
+            None => read(root, &format!("{rel}/scaling_available_frequencies"))
+                .map(|s| {
+                    s.split_whitespace()
+                        .filter_map(|v| Some((v.parse().ok()?, None)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        if opps.is_empty() {
+            continue;
+        }
+        let total: u64 = opps.iter().filter_map(|o| o.1).sum();
+        let table: Vec<String> = opps
+            .iter()
+            .map(|(k, t)| match t {
+                Some(t) if total > 0 => {
+                    format!("{} ({:.0}%)", k / 1000, *t as f64 * 100.0 / total as f64)
+                }
+                _ => format!("{}", k / 1000),
+            })
+            .collect();
+        let mut v = format!("{} MHz", table.join(", "));
+        if total > 0 {
+            v.push_str(" — share of time at each since boot");
+        }
+        if let Some(n) = read(root, &format!("{rel}/stats/total_trans")) {
+            v.push_str(&format!("; {n} transitions"));
+        }
+        f.add(
+            "cpu",
+            &format!("cpu.{p}.opp"),
+            v,
+            if stats.is_some() {
+                format!("/{rel}/stats/time_in_state, total_trans")
+            } else {
+                format!("/{rel}/scaling_available_frequencies")
+            },
+        );
+    }
+}
+
+/// One reading of everything that can slow a busy CPU down.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sample {
+    /// scaling_cur_freq per online CPU, kHz (None: not exposed).
+    pub cur_khz: Vec<(usize, Option<u64>)>,
+    /// Thermal zones and hwmon inputs: (name, °C).
+    pub temps: Vec<(String, f64)>,
+    /// Cooling devices: (name, cur_state, max_state).
+    pub cooling: Vec<(String, u64, u64)>,
+    /// Throttle counters (x86 thermal_throttle): (name, count).
+    pub throttle: Vec<(String, u64)>,
+    /// /proc/stat "cpu" line: steal and all ticks.
+    pub steal_ticks: u64,
+    pub total_ticks: u64,
+    /// Busy ticks (all but idle, iowait and steal) of the whole machine.
+    pub busy_ticks: u64,
+    pub quota: Option<Quota>,
+}
+
+/// The CPU bandwidth limit of the cgroup this process runs in.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Quota {
+    /// Allowed CPU time per period, µs (None: unlimited).
+    pub quota_us: Option<u64>,
+    pub period_us: u64,
+    /// Periods in which the group was throttled, and time throttled (ns).
+    pub nr_throttled: u64,
+    pub throttled_ns: u64,
+    /// Where it was read (the cgroup directory).
+    pub dir: PathBuf,
+}
+
+impl Quota {
+    /// CPUs' worth of time allowed (None: unlimited).
+    pub fn cpus(&self) -> Option<f64> {
+        self.quota_us
+            .map(|q| q as f64 / self.period_us.max(1) as f64)
+    }
+}
+
+/// The cgroup directory holding this process's CPU controller, and whether
+/// it is cgroup v2: /proc/self/cgroup names the path, mountinfo the mount.
+pub fn cpu_cgroup_dir(root: &Path) -> Option<(PathBuf, bool)> {
+    let cg = read(root, "proc/self/cgroup")?;
+    let mounts = read(root, "proc/self/mountinfo")?;
+    // v1 first: "4:cpu,cpuacct:/path"; then v2 "0::/path".
+    let v1 = cg.lines().find_map(|l| {
+        let mut it = l.splitn(3, ':');
+        let (_, ctl, path) = (it.next()?, it.next()?, it.next()?);
+        ctl.split(',').any(|c| c == "cpu").then_some(path)
+    });
+    let (path, v2) = match v1 {
+        Some(p) => (p, false),
+        None => (cg.lines().find_map(|l| l.strip_prefix("0::"))?, true),
+    };
+    let mount = mounts.lines().find_map(|l| {
+        // "id parent maj:min root mountpoint opts ... - fstype source superopts"
+        let (pre, post) = l.split_once(" - ")?;
+        let mut post = post.split_whitespace();
+        let fstype = post.next()?;
+        let superopts = post.nth(1).unwrap_or("");
+        let ok = if v2 {
+            fstype == "cgroup2"
+        } else {
+            fstype == "cgroup" && superopts.split(',').any(|o| o == "cpu")
+        };
+        ok.then(|| {
+            let f: Vec<&str> = pre.split_whitespace().collect();
+            (
+                f.get(3).copied().unwrap_or("/"),
+                f.get(4).copied().unwrap_or(""),
+            )
+        })
+    })?;
+    // A mount of a sub-tree ("root" column not "/") holds paths relative to it.
+    let rel = path.strip_prefix(mount.0).unwrap_or(path);
+    let dir = root
+        .join(mount.1.trim_start_matches('/'))
+        .join(rel.trim_start_matches('/'));
+    Some((dir, v2))
+}
+
+/// The CPU quota of this process's cgroup, if the controller is mounted.
+pub fn quota(root: &Path) -> Option<Quota> {
+    let (dir, v2) = cpu_cgroup_dir(root)?;
+    let rd = |n: &str| fs::read_to_string(dir.join(n)).ok();
+    let stat = rd("cpu.stat").unwrap_or_default();
+    let field = |k: &str| {
+        stat.lines().find_map(|l| {
+            let (a, b) = l.split_once(' ')?;
+            (a == k).then(|| b.trim().parse::<u64>().ok())?
+        })
+    };
+    let nr_throttled = field("nr_throttled").unwrap_or(0);
+    if v2 {
+        let max = rd("cpu.max")?;
+        let mut w = max.split_whitespace();
+        let q = w.next()?;
+        let period = w.next().and_then(|p| p.parse().ok()).unwrap_or(100_000);
+        Some(Quota {
+            quota_us: q.parse().ok(),
+            period_us: period,
+            nr_throttled,
+            throttled_ns: field("throttled_usec").unwrap_or(0) * 1000,
+            dir,
+        })
+    } else {
+        let q: i64 = rd("cpu.cfs_quota_us")?.trim().parse().ok()?;
+        let period = rd("cpu.cfs_period_us")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or(100_000);
+        Some(Quota {
+            quota_us: (q > 0).then_some(q as u64),
+            period_us: period,
+            nr_throttled,
+            throttled_ns: field("throttled_time").unwrap_or(0),
+            dir,
+        })
+    }
+}
+
+fn sorted_entries(dir: &Path, prefix: &str) -> Vec<String> {
+    let mut v: Vec<(usize, String)> = fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| {
+                let n = e.ok()?.file_name().to_string_lossy().into_owned();
+                Some((n.strip_prefix(prefix)?.parse().ok()?, n))
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v.into_iter().map(|e| e.1).collect()
+}
+
+/// Read everything once (a few dozen small files: cheap enough at 1 Hz).
+pub fn sample(root: &Path, cpus: &[usize]) -> Sample {
+    let mut s = Sample {
+        cur_khz: cpus
+            .iter()
+            .map(|&c| {
+                (
+                    c,
+                    read_u64(root, &format!("{}/cpufreq/scaling_cur_freq", cpu_dir(c))),
+                )
+            })
+            .collect(),
+        ..Sample::default()
+    };
+    let th = "sys/class/thermal";
+    for z in sorted_entries(&root.join(th), "thermal_zone") {
+        if let Some(t) = read(root, &format!("{th}/{z}/temp")).and_then(|t| t.parse::<f64>().ok()) {
+            let ty = read(root, &format!("{th}/{z}/type")).unwrap_or_else(|| z.clone());
+            s.temps.push((format!("{z} {ty}"), t / 1000.0));
+        }
+    }
+    for c in sorted_entries(&root.join(th), "cooling_device") {
+        if let (Some(cur), Some(max)) = (
+            read_u64(root, &format!("{th}/{c}/cur_state")),
+            read_u64(root, &format!("{th}/{c}/max_state")),
+        ) {
+            let ty = read(root, &format!("{th}/{c}/type")).unwrap_or_else(|| c.clone());
+            s.cooling.push((format!("{c} {ty}"), cur, max));
+        }
+    }
+    let hw = "sys/class/hwmon";
+    for h in sorted_entries(&root.join(hw), "hwmon") {
+        let name = read(root, &format!("{hw}/{h}/name")).unwrap_or_else(|| h.clone());
+        for i in 1..16 {
+            if let Some(t) =
+                read(root, &format!("{hw}/{h}/temp{i}_input")).and_then(|t| t.parse::<f64>().ok())
+            {
+                s.temps.push((format!("{h} {name} temp{i}"), t / 1000.0));
+            }
+        }
+    }
+    for &c in cpus {
+        for (n, what) in [
+            ("core_throttle_count", "core"),
+            ("package_throttle_count", "package"),
+        ] {
+            if let Some(v) = read_u64(root, &format!("{}/thermal_throttle/{n}", cpu_dir(c))) {
+                s.throttle.push((format!("cpu{c} {what}"), v));
+            }
+        }
+    }
+    if let Some(stat) = read(root, "proc/stat") {
+        if let Some(l) = stat.lines().find(|l| l.starts_with("cpu ")) {
+            let v: Vec<u64> = l
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            // user nice system idle iowait irq softirq steal (guest counted in user)
+            let g = |i: usize| v.get(i).copied().unwrap_or(0);
+            s.total_ticks = (0..8).map(g).sum();
+            s.steal_ticks = g(7);
+            s.busy_ticks = s.total_ticks - g(3) - g(4) - g(7);
+        }
+    }
+    s.quota = quota(root);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(root: &Path, rel: &str, v: &str) {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, v).unwrap();
+    }
+
+    #[test]
+    fn big_little_clusters_from_policies_and_midr() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        put(r, "sys/devices/system/cpu/online", "0-5\n");
+        let mut info = String::new();
+        for c in 0..6 {
+            let (part, pol, cap, max) = if c < 4 {
+                ("0xd03", "policy0", "485", "1416000")
+            } else {
+                ("0xd08", "policy4", "1024", "1800000")
+            };
+            info.push_str(&format!(
+                "processor\t: {c}\nCPU implementer\t: 0x41\nCPU part\t: {part}\n\n"
+            ));
+            let d = format!("sys/devices/system/cpu/cpu{c}");
+            put(r, &format!("{d}/cpu_capacity"), cap);
+            put(r, &format!("{d}/cpufreq/cpuinfo_max_freq"), max);
+            put(r, &format!("{d}/cpufreq/scaling_governor"), "schedutil");
+            let p = format!("sys/devices/system/cpu/cpufreq/{pol}");
+            put(
+                r,
+                &format!("{p}/related_cpus"),
+                if c < 4 { "0 1 2 3" } else { "4 5" },
+            );
+        }
+        put(r, "proc/cpuinfo", &info);
+        let cores = cores(r);
+        assert_eq!(cores.len(), 6);
+        assert_eq!(cores[0].core.as_deref(), Some("ARM Cortex-A53"));
+        assert_eq!(cores[5].max_khz, Some(1_800_000));
+        let cl = clusters(&cores);
+        assert_eq!(cl.len(), 2);
+        assert_eq!(cl[0].cpus, vec![0, 1, 2, 3]);
+        assert_eq!(
+            cl[1].describe(),
+            "policy4: CPUs 4-5, ARM Cortex-A72, capacity 1024, max 1800 MHz"
+        );
+    }
+
+    #[test]
+    fn opp_table_and_governor_are_facts() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        let p = "sys/devices/system/cpu/cpufreq/policy0";
+        put(r, &format!("{p}/related_cpus"), "0 1 2 3");
+        put(r, &format!("{p}/scaling_governor"), "ondemand");
+        put(r, &format!("{p}/cpuinfo_max_freq"), "1200000");
+        put(r, &format!("{p}/scaling_max_freq"), "1000000");
+        put(
+            r,
+            &format!("{p}/stats/time_in_state"),
+            "600000 300\n1000000 100\n1200000 0\n",
+        );
+        let mut f = Facts::default();
+        opp_facts(r, &mut f);
+        let gov = f.get("cpu.policy0.governor").unwrap();
+        assert!(gov.starts_with("CPUs 0 1 2 3: ondemand"), "{gov}");
+        assert!(gov.contains("-1000 MHz (hardware ?-1200 MHz)"), "{gov}");
+        assert_eq!(
+            f.get("cpu.policy0.opp"),
+            Some("600 (75%), 1000 (25%), 1200 (0%) MHz — share of time at each since boot")
+        );
+    }
+
+    #[test]
+    fn quota_from_cgroup_v1_and_v2() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        put(r, "proc/self/cgroup", "5:cpu,cpuacct:/lab\n0::/\n");
+        put(
+            r,
+            "proc/self/mountinfo",
+            "30 20 0:26 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n",
+        );
+        let d = "sys/fs/cgroup/cpu,cpuacct/lab";
+        put(r, &format!("{d}/cpu.cfs_quota_us"), "50000");
+        put(r, &format!("{d}/cpu.cfs_period_us"), "100000");
+        put(
+            r,
+            &format!("{d}/cpu.stat"),
+            "nr_periods 10\nnr_throttled 4\nthrottled_time 12345\n",
+        );
+        let q = quota(r).unwrap();
+        assert_eq!(q.cpus(), Some(0.5));
+        assert_eq!((q.nr_throttled, q.throttled_ns), (4, 12345));
+
+        put(r, "proc/self/cgroup", "0::/user.slice\n");
+        put(
+            r,
+            "proc/self/mountinfo",
+            "30 20 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+        );
+        put(r, "sys/fs/cgroup/user.slice/cpu.max", "max 100000\n");
+        put(
+            r,
+            "sys/fs/cgroup/user.slice/cpu.stat",
+            "nr_throttled 0\nthrottled_usec 0\n",
+        );
+        assert_eq!(quota(r).unwrap().cpus(), None);
+    }
+}
