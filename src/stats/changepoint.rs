@@ -364,6 +364,77 @@ mod tests {
         best
     }
 
+    /// The search as it was before the fast statistic: direct sums, every
+    /// permutation run.
+    fn e_divisive_direct(xs: &[f64], opt: &Options) -> Vec<ChangePoint> {
+        let mut rng = SmallRng::seed_from_u64(opt.seed);
+        let mut found: Vec<ChangePoint> = Vec::new();
+        loop {
+            let mut bounds: Vec<usize> = found.iter().map(|c| c.index).collect();
+            bounds.extend([0, xs.len()]);
+            bounds.sort_unstable();
+            bounds.dedup();
+            let best = bounds
+                .windows(2)
+                .filter_map(|w| {
+                    best_split_direct(&xs[w[0]..w[1]], opt.min_size)
+                        .map(|(t, q)| (w[0], w[1], t, q))
+                })
+                .max_by(|a, b| a.3.total_cmp(&b.3));
+            let Some((start, end, tau, q)) = best else {
+                break;
+            };
+            let mut perm = xs[start..end].to_vec();
+            let mut as_large = 0;
+            for _ in 0..opt.permutations {
+                perm.shuffle(&mut rng);
+                if best_split_direct(&perm, opt.min_size).is_some_and(|(_, pq)| pq >= q) {
+                    as_large += 1;
+                }
+            }
+            let p = (as_large + 1) as f64 / (opt.permutations + 1) as f64;
+            if p >= opt.alpha {
+                break;
+            }
+            found.push(ChangePoint {
+                index: start + tau,
+                p_value: p,
+                energy: q,
+            });
+        }
+        found.sort_by_key(|c| c.index);
+        found
+    }
+
+    #[test]
+    fn the_fast_search_finds_what_the_direct_one_found() {
+        // Steps of several sizes, noise, a drift and ties: the same change
+        // points with the same p-values (the kept splits ran every
+        // permutation on the same random stream).
+        for case in 0..24u64 {
+            let n = 40 + 10 * case as usize;
+            let mut xs = noise(n, 100.0, 2.0, 500 + case);
+            match case % 4 {
+                0 => xs[n / 2..].iter_mut().for_each(|x| *x += 1.0 + case as f64 * 0.3),
+                1 => {}
+                2 => xs.iter_mut().enumerate().for_each(|(i, x)| *x += i as f64 * 0.05),
+                _ => xs.iter_mut().for_each(|x| *x = x.round()),
+            }
+            let opt = Options {
+                permutations: 199,
+                alpha: 0.05,
+                ..Options::default()
+            };
+            let fast = e_divisive(&xs, &opt);
+            let direct = e_divisive_direct(&xs, &opt);
+            assert_eq!(fast.len(), direct.len(), "case {case}: {fast:?} vs {direct:?}");
+            for (f, d) in fast.iter().zip(&direct) {
+                assert_eq!((f.index, f.p_value), (d.index, d.p_value), "case {case}");
+                assert!((f.energy - d.energy).abs() <= 1e-9 * d.energy.abs().max(1.0));
+            }
+        }
+    }
+
     #[test]
     fn fast_statistic_matches_the_direct_sums() {
         let mut rng = SmallRng::seed_from_u64(42);
