@@ -415,9 +415,14 @@ mod tests {
             let n = 40 + 10 * case as usize;
             let mut xs = noise(n, 100.0, 2.0, 500 + case);
             match case % 4 {
-                0 => xs[n / 2..].iter_mut().for_each(|x| *x += 1.0 + case as f64 * 0.3),
+                0 => xs[n / 2..]
+                    .iter_mut()
+                    .for_each(|x| *x += 1.0 + case as f64 * 0.3),
                 1 => {}
-                2 => xs.iter_mut().enumerate().for_each(|(i, x)| *x += i as f64 * 0.05),
+                2 => xs
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(i, x)| *x += i as f64 * 0.05),
                 _ => xs.iter_mut().for_each(|x| *x = x.round()),
             }
             let opt = Options {
@@ -427,7 +432,11 @@ mod tests {
             };
             let fast = e_divisive(&xs, &opt);
             let direct = e_divisive_direct(&xs, &opt);
-            assert_eq!(fast.len(), direct.len(), "case {case}: {fast:?} vs {direct:?}");
+            assert_eq!(
+                fast.len(),
+                direct.len(),
+                "case {case}: {fast:?} vs {direct:?}"
+            );
             for (f, d) in fast.iter().zip(&direct) {
                 assert_eq!((f.index, f.p_value), (d.index, d.p_value), "case {case}");
                 assert!((f.energy - d.energy).abs() <= 1e-9 * d.energy.abs().max(1.0));

@@ -44,10 +44,7 @@ pub fn step_times(s: &StudySummary) -> Option<String> {
         return None;
     }
     let total: f64 = times.iter().map(|t| t.1).sum();
-    let each: Vec<String> = times
-        .iter()
-        .map(|(n, t)| format!("{n} {t:.1} s"))
-        .collect();
+    let each: Vec<String> = times.iter().map(|(n, t)| format!("{n} {t:.1} s")).collect();
     Some(format!(
         "time per key issue: {} · total {total:.1} s\n",
         each.join(" · ")
