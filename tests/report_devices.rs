@@ -63,6 +63,7 @@ fn run(host: &str, day: usize, value: f64, kernel: &str, verdict: &str) -> Run {
                 verdict: verdict.into(),
                 conclusion: String::new(),
                 suspect: vec![],
+                seconds: None,
             }],
         }),
         diagnosis: None,

@@ -107,13 +107,22 @@ fn select(a: &Selection, store: &Store) -> Result<Vec<Run>> {
         {
             continue;
         }
-        let run = store.load(&info.id)?;
+        // By exact id: resolving a reference lists every run again.
+        let run = store.load_id(&info.id)?;
         let machine = machine_of(&run).cloned().unwrap_or_default();
         if !a.machine.is_empty() && !a.machine.contains(&machine) {
             continue;
         }
         if picked.iter().all(|p| machine_of(p) != Some(&machine)) {
             picked.push(run);
+        }
+        // Every named machine has its newest run: older runs cannot change it.
+        if !a.machine.is_empty()
+            && a.machine
+                .iter()
+                .all(|m| picked.iter().any(|p| machine_of(p) == Some(m)))
+        {
+            break;
         }
     }
     // Keep the machines in the order the user named them.

@@ -28,10 +28,8 @@ pub struct Args {
 }
 
 pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
-    let mut runs = Vec::new();
-    for info in store.list()? {
-        runs.push(store.load(&info.id)?);
-    }
+    // Only the runs about the subject, in a few queries (not a load per run).
+    let runs = store.runs_about(&args.subject)?;
     let q = Query {
         subject: args.subject.clone(),
         metric: args.metric.clone(),

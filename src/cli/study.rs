@@ -101,6 +101,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         }
         let exp = issue.experiment.as_ref();
         let before = session.run.results.len();
+        let began = std::time::Instant::now();
         let error = if exp.needs().root && !is_root() {
             Some(Error::privilege(format!("{} needs root", exp.name())))
         } else {
@@ -126,11 +127,13 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
                 Err(e) => Some(e),
             }
         };
-        verdicts.push(judge(
+        let mut verdict = judge(
             issue,
             &session.run.results[before..],
             error.as_ref().map(|e| e.to_string()).as_deref(),
-        ));
+        );
+        verdict.seconds = Some(began.elapsed().as_secs_f64());
+        verdicts.push(verdict);
         // Store each finished key issue as it goes: a kill loses at most the
         // one in progress. One run grows under one id (see docs/decisions.md).
         if let (Some(st), None) = (store.as_mut(), &progress_error) {
@@ -171,6 +174,9 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     if !out.json {
         if let Some(s) = &run.study {
             out.data(&study::summary_table(s))?;
+            if let Some(times) = study::step_times(s) {
+                out.data(&times)?;
+            }
         }
     }
     match stop {

@@ -211,6 +211,10 @@ pub struct IssueVerdict {
     /// a verdict on them is on suspect data.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suspect: Vec<String>,
+    /// Wall-clock seconds the key issue took, fixtures and checks included
+    /// (None in runs stored before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
 }
 
 impl IssueVerdict {

@@ -459,6 +459,7 @@ mod tests {
                     verdict: verdict.into(),
                     conclusion: String::new(),
                     suspect: vec![],
+                    seconds: None,
                 }],
             }),
             diagnosis: None,

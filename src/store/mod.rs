@@ -35,6 +35,10 @@ trait Backend {
     fn recent_environments(&self, limit: usize) -> Result<Vec<(String, BTreeMap<String, String>)>>;
     fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>>;
     fn peak_dirty_sample(&self, id: &str) -> Result<Option<MonitorSample>>;
+    /// Runs that measured experiment `subject` or are a study of profile
+    /// `subject`, newest first as `list`, with only what a history reads (see
+    /// [`Store::runs_about`]).
+    fn runs_about(&self, subject: &str) -> Result<Vec<Run>>;
 }
 
 /// One line of `tunelab runs`.
@@ -274,6 +278,23 @@ impl Store {
     /// A run's results of the given experiments only.
     pub fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>> {
         self.backend.results_in(id, experiments)
+    }
+
+    /// A run by its exact id (as `list` gives it), without resolving a
+    /// reference: walking every run of a large store stays O(n), not O(n²).
+    pub fn load_id(&self, id: &str) -> Result<Run> {
+        let run = self.backend.load(id)?;
+        run.ok_or_else(|| Error::usage(format!("no run '{id}'")))
+    }
+
+    /// The runs a history of `subject` reads: those that measured the
+    /// experiment `subject` or are a study of the profile `subject`, in
+    /// `list` order (newest first), read in a few queries. Their results are only those of the
+    /// experiment (all of them for a study of the profile), with metrics,
+    /// parameters and notes but without time series, histograms or validity
+    /// checks; no monitor samples or diagnosis.
+    pub fn runs_about(&self, subject: &str) -> Result<Vec<Run>> {
+        self.backend.runs_about(subject)
     }
 
     /// The monitor sample of a run with the most Dirty + Writeback (None: the

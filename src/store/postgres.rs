@@ -231,6 +231,50 @@ impl Backend for Postgres {
         )?;
         Ok(v.pop())
     }
+
+    /// Every run about `subject` in two queries (heads, then the results
+    /// that matter without their series and histograms).
+    fn runs_about(&self, subject: &str) -> Result<Vec<Run>> {
+        let mut client = self.client.borrow_mut();
+        let heads = client
+            .query(
+                "SELECT head::text FROM runs
+                 WHERE id IN (SELECT run_id FROM results WHERE experiment = $1)
+                    OR head->'study'->>'profile' = $1
+                 ORDER BY started DESC, seq DESC",
+                &[&subject],
+            )
+            .map_err(db_error)?;
+        let mut runs: Vec<Run> = heads
+            .iter()
+            .map(|row| Ok(serde_json::from_str(row.get::<_, &str>(0))?))
+            .collect::<Result<_>>()?;
+        let at: std::collections::HashMap<String, usize> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.clone(), i))
+            .collect();
+        let rows = client
+            .query(
+                "SELECT run_id, (result - 'series' - 'histograms' - 'validity')::text
+                 FROM results
+                 WHERE experiment = $1
+                    OR run_id IN (SELECT id FROM runs WHERE head->'study'->>'profile' = $1)
+                 ORDER BY run_id, idx",
+                &[&subject],
+            )
+            .map_err(db_error)?;
+        for row in &rows {
+            if let Some(&i) = at.get(row.get::<_, &str>(0)) {
+                let r: PointResult = serde_json::from_str(row.get::<_, &str>(1))?;
+                runs[i].results.push(r);
+            }
+        }
+        for r in &mut runs {
+            r.diagnosis = None;
+        }
+        Ok(runs)
+    }
 }
 
 /// Insert one whole run (head, results, monitor samples) in `tx`; with

@@ -427,6 +427,112 @@ impl Backend for Sqlite {
         data.map(|d| json_text(&d, 0).map_err(Error::from))
             .transpose()
     }
+
+    /// Every run about `subject` in three queries (heads, results, metrics)
+    /// instead of a `load` per run: a history over 100,000 runs reads only
+    /// what it shows.
+    fn runs_about(&self, subject: &str) -> Result<Vec<Run>> {
+        let mut heads = self.conn.prepare(
+            "SELECT id, label, status, started, finished, tool_version, argv, environment,
+                    quietness, warnings, study
+             FROM runs
+             WHERE id IN (SELECT run_id FROM results WHERE experiment = ?1)
+                OR json_extract(study, '$.profile') = ?1
+             ORDER BY started DESC, rowid DESC",
+        )?;
+        let mut runs: Vec<Run> = heads
+            .query_map([subject], |row| {
+                let status: String = row.get(2)?;
+                let study: Option<String> = row.get(10)?;
+                Ok(Run {
+                    schema: RUN_SCHEMA.to_string(),
+                    id: row.get(0)?,
+                    label: row.get(1)?,
+                    status: match status.as_str() {
+                        "complete" => RunStatus::Complete,
+                        "interrupted" => RunStatus::Interrupted,
+                        _ => RunStatus::Failed,
+                    },
+                    started: row.get(3)?,
+                    finished: row.get(4)?,
+                    tool_version: row.get(5)?,
+                    argv: json_col(row, 6)?,
+                    environment: json_col(row, 7)?,
+                    quietness: json_col(row, 8)?,
+                    warnings: json_col(row, 9)?,
+                    results: Vec::new(),
+                    samples: Vec::new(),
+                    study: study.as_deref().map(|s| json_text(s, 10)).transpose()?,
+                    diagnosis: None,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let at: std::collections::HashMap<String, usize> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.clone(), i))
+            .collect();
+        // The results that matter: the subject's, or all of a study of it.
+        const WHICH: &str = "(r.experiment = ?1 OR r.run_id IN
+                 (SELECT id FROM runs WHERE json_extract(study, '$.profile') = ?1))";
+        let mut results = self.conn.prepare(&format!(
+            "SELECT r.run_id, r.idx, r.experiment, r.params, r.notes, r.elapsed_s, r.param_kinds
+             FROM results r WHERE {WHICH} ORDER BY r.run_id, r.idx"
+        ))?;
+        let mut by_key: std::collections::HashMap<(String, i64), (usize, usize)> =
+            std::collections::HashMap::new();
+        let rows = results.query_map([subject], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, i64>(1)?,
+                PointResult {
+                    experiment: row.get(2)?,
+                    params: json_col(row, 3)?,
+                    metrics: Vec::new(),
+                    notes: json_col(row, 4)?,
+                    elapsed_s: row.get(5)?,
+                    param_kinds: match row.get::<_, Option<String>>(6)? {
+                        Some(text) => json_text(&text, 6)?,
+                        None => Default::default(),
+                    },
+                    ..Default::default()
+                },
+            ))
+        })?;
+        for row in rows {
+            let (id, idx, r) = row?;
+            if let Some(&i) = at.get(&id) {
+                by_key.insert((id, idx), (i, runs[i].results.len()));
+                runs[i].results.push(r);
+            }
+        }
+        let mut metrics = self.conn.prepare(&format!(
+            "SELECT m.run_id, m.result_idx, m.name, m.unit, m.better, m.samples, m.warmup, m.summary
+             FROM metrics m JOIN results r ON r.run_id = m.run_id AND r.idx = m.result_idx
+             WHERE {WHICH} ORDER BY m.run_id, m.result_idx, m.idx"
+        ))?;
+        let rows = metrics.query_map([subject], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, i64>(1)?,
+                MetricResult {
+                    name: row.get(2)?,
+                    unit: row.get(3)?,
+                    better: json_col(row, 4)?,
+                    samples: json_col(row, 5)?,
+                    warmup: json_col(row, 6)?,
+                    summary: json_col(row, 7)?,
+                },
+            ))
+        })?;
+        for row in rows {
+            let (id, idx, m) = row?;
+            if let Some(&(i, k)) = by_key.get(&(id, idx)) {
+                runs[i].results[k].metrics.push(m);
+            }
+        }
+        Ok(runs)
+    }
 }
 
 /// Decode a JSON text column inside a row closure.

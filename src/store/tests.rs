@@ -284,3 +284,52 @@ fn a_schema_2_database_migrates_and_its_results_read_without_the_new_fields() {
     // Display falls back to the CLI's legacy lookup: tested in
     // experiments::registry (the store does not know the registry).
 }
+
+#[test]
+fn runs_about_reads_the_subjects_runs_and_results_only() {
+    each_backend(|mut store| {
+        // a: the experiment; b: another experiment only; c: both, with two
+        // metrics; d: a study of profile "quick" measuring something else.
+        let a = sample_run("a");
+        let mut b = sample_run("b");
+        b.id = format!("{}-b", a.id);
+        b.results[0].experiment = "io.api".into();
+        let mut c = sample_run("c");
+        c.id = format!("{}-c", a.id);
+        let mut other = c.results[0].clone();
+        other.experiment = "io.api".into();
+        c.results.insert(0, other);
+        let mut extra = c.results[1].metrics[0].clone();
+        extra.name = "second".into();
+        c.results[1].metrics.push(extra);
+        let mut d = sample_run("d");
+        d.id = format!("{}-d", a.id);
+        d.results[0].experiment = "mem.bandwidth".into();
+        d.study = Some(crate::model::run::StudySummary {
+            profile: "quick".into(),
+            title: "quick".into(),
+            issues: vec![],
+        });
+        for r in [&a, &b, &c, &d] {
+            store.save(r).unwrap();
+        }
+        let mut got = store.runs_about("io.file-read").unwrap();
+        got.sort_by(|x, y| x.id.cmp(&y.id));
+        let ids: Vec<&str> = got.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, [a.id.as_str(), c.id.as_str()]);
+        assert_eq!(got[0].environment, a.environment);
+        // Only the subject's result, with its metrics in order.
+        assert_eq!(got[1].results.len(), 1);
+        let r = &got[1].results[0];
+        assert_eq!(r.experiment, "io.file-read");
+        assert_eq!(r.params, c.results[1].params);
+        assert_eq!(r.metrics, c.results[1].metrics);
+        assert!(r.validity.is_empty() && r.series.is_empty());
+        // A study of the profile brings every result of the run.
+        let study = store.runs_about("quick").unwrap();
+        assert_eq!(study.len(), 1);
+        assert_eq!(study[0].results[0].experiment, "mem.bandwidth");
+        assert!(store.runs_about("nothing").unwrap().is_empty());
+        assert_eq!(store.load_id(&b.id).unwrap().label, "b");
+    });
+}

@@ -31,3 +31,52 @@ pub fn summary_table(s: &StudySummary) -> String {
         table::render(&["key issue", "result", "verdict", "conclusion"], rows)
     )
 }
+
+/// How long each key issue took and the total, one line (None when the run
+/// recorded no times).
+pub fn step_times(s: &StudySummary) -> Option<String> {
+    let times: Vec<(&str, f64)> = s
+        .issues
+        .iter()
+        .filter_map(|i| i.seconds.map(|t| (i.name.as_str(), t)))
+        .collect();
+    if times.is_empty() {
+        return None;
+    }
+    let total: f64 = times.iter().map(|t| t.1).sum();
+    let each: Vec<String> = times.iter().map(|(n, t)| format!("{n} {t:.1} s")).collect();
+    Some(format!(
+        "time per key issue: {} · total {total:.1} s\n",
+        each.join(" · ")
+    ))
+}
+
+#[cfg(test)]
+mod step_time_tests {
+    use super::*;
+    use crate::engine::model::IssueVerdict;
+
+    #[test]
+    fn step_times_name_each_issue_and_the_total() {
+        let issue = |name: &str, seconds| IssueVerdict {
+            name: name.into(),
+            question: String::new(),
+            result: String::new(),
+            verdict: "info".into(),
+            conclusion: String::new(),
+            suspect: vec![],
+            seconds,
+        };
+        let mut s = StudySummary {
+            profile: "quick".into(),
+            title: "Quick".into(),
+            issues: vec![issue("Storage", Some(6.04)), issue("Memory", Some(2.5))],
+        };
+        assert_eq!(
+            step_times(&s).unwrap(),
+            "time per key issue: Storage 6.0 s · Memory 2.5 s · total 8.5 s\n"
+        );
+        s.issues.iter_mut().for_each(|i| i.seconds = None);
+        assert_eq!(step_times(&s), None);
+    }
+}

@@ -213,6 +213,7 @@ pub fn judge(issue: &KeyIssue, results: &[PointResult], error: Option<&str>) -> 
             verdict: v.to_string(),
             conclusion,
             suspect: suspect.clone(),
+            seconds: None,
         }
     };
     if results.is_empty() {

@@ -185,7 +185,11 @@ impl Experiment for Random {
          Latency = completion − start of each operation (psync: around the call; io_uring: from \
          queuing to the ring, so the submit call is inside, fio's `lat`), recorded in HDR \
          histograms (3 significant digits) merged across threads; lat_* are the trial's \
-         percentiles, the point's histogram merges its measured trials. Series: `iops vs depth` \
+         percentiles, the point's histogram merges its measured trials. io_uring reads the \
+         clock once per reaped batch (the completion time of the batch and the start of the \
+         operations replacing it); psync twice per operation. Each point's notes give \
+         tunelab's own work per operation (offset, clock, histogram), timed on the machine \
+         after the trials, and its share of the time per operation. Series: `iops vs depth` \
          (x = depth) and `p99 latency vs IOPS` (x = IOPS), one point per sweep point, which the \
          report joins into curves. steady=yes (writes only): before the trials, write in rounds \
          of `round` seconds until the last 5 rounds' IOPS are each within ±10% of their mean and \
@@ -724,6 +728,34 @@ impl PointRun for RandomRun {
             });
         }
         ex.notes.extend(self.notes.iter().cloned());
+        if !self.iops.is_empty() {
+            let job = Job {
+                file: &self.file,
+                path: &self.path,
+                bs: self.bs,
+                blocks: self.size / self.bs as u64,
+                read_pct: self.read_pct,
+            };
+            let own = own_ns_per_op(&job, self.engine);
+            // Per thread (psync) or per ring: the time one operation slot has.
+            let per_op = 1e9 * self.depth as f64 / stats::summarize(&self.iops).median;
+            let share = match self.engine {
+                // One thread per operation: each pays its own bookkeeping.
+                Engine::Psync => own / per_op,
+                // One thread keeps the whole depth: it pays for every operation.
+                Engine::IoUring => own / (per_op / self.depth as f64),
+            };
+            ex.notes.push(format!(
+                "tunelab's own work per operation (random offset, clock reads, latency \
+                 recording), measured on this machine after the trials: {own:.0} ns, {:.1}% of \
+                 the time the {} has per operation at the median IOPS",
+                share * 100.0,
+                match self.engine {
+                    Engine::Psync => "thread",
+                    Engine::IoUring => "ring's thread",
+                }
+            ));
+        }
         ex.notes.push(format!(
             "{} × {} operations in flight ({}), {}; latency = completion − start per operation, \
              HDR histograms merged across {} and trials",
@@ -747,6 +779,36 @@ impl PointRun for RandomRun {
         ));
         Ok(ex)
     }
+}
+
+/// Nanoseconds of tunelab's own work per operation, without the I/O: the
+/// next random offset, the clock reads the engine does per operation (psync:
+/// two, around the call; io_uring: one per reaped batch, counted as one per
+/// operation, the worst case of batches of one) and recording the latency in
+/// an HDR histogram. Timed over enough operations to take ~10 ms.
+fn own_ns_per_op(job: &Job, engine: Engine) -> f64 {
+    use rand::SeedableRng;
+    const N: u32 = 100_000;
+    let clocks = match engine {
+        Engine::Psync => 2,
+        Engine::IoUring => 1,
+    };
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut rec = LatencyRecorder::new();
+    let t0 = Instant::now();
+    let mut prev = t0;
+    for _ in 0..N {
+        let (off, read) = job.next_op(&mut rng);
+        std::hint::black_box((off, read));
+        let mut now = prev;
+        for _ in 0..clocks {
+            now = Instant::now();
+        }
+        rec.record_ns((now - prev).as_nanos() as u64 + (off & 0xff));
+        prev = now;
+    }
+    std::hint::black_box(&rec);
+    t0.elapsed().as_nanos() as f64 / f64::from(N)
 }
 
 #[cfg(test)]

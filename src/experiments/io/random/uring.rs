@@ -6,7 +6,11 @@
 //! the flags a kernel does not know (before 5.19/6.1). Every completion is replaced at once by a new
 //! operation on the freed buffer until the time is up; then the ring is
 //! drained. Latency = completion reaped − operation queued to the ring (the
-//! submit system call is inside it: fio's `lat`, clat + slat).
+//! submit system call is inside it: fio's `lat`, clat + slat). One clock
+//! read per reaped batch serves both as the completion time of the batch
+//! and the start time of the operations that replace it (they reach the
+//! kernel together with the next submit call), so the clock costs one read
+//! per batch, not two per operation.
 
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -66,7 +70,16 @@ struct Issuer<'a> {
 }
 
 impl Issuer<'_> {
-    fn queue(&mut self, ring: &mut IoUring, slot: usize, buf: &mut AlignedBuf) -> Result<()> {
+    /// Queue an operation on `slot`'s buffer; `now` is its start time (the
+    /// batch's one clock read: every operation of a batch reaches the
+    /// kernel with the same submit call).
+    fn queue(
+        &mut self,
+        ring: &mut IoUring,
+        slot: usize,
+        buf: &mut AlignedBuf,
+        now: Instant,
+    ) -> Result<()> {
         let bs = self.job.bs;
         let (off, is_read) = self.job.next_op(&mut self.rng);
         let b = &mut buf.as_mut_slice()[..bs];
@@ -82,7 +95,7 @@ impl Issuer<'_> {
                 .build()
         }
         .user_data(slot as u64);
-        self.slots[slot] = (Instant::now(), is_read, off);
+        self.slots[slot] = (now, is_read, off);
         // SAFETY: the buffer is not touched again until this operation's
         // completion is reaped; run() drains the ring before it returns (or
         // leaks the buffers when it cannot).
@@ -116,7 +129,7 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut Vec<AlignedBuf>, seed: u64) -> R
     let mut inflight = 0usize;
     let mut failed: Option<Error> = None;
     for (slot, buf) in bufs.iter_mut().enumerate() {
-        if let Err(e) = is.queue(&mut ring, slot, buf) {
+        if let Err(e) = is.queue(&mut ring, slot, buf, start) {
             failed = Some(e);
             break;
         }
@@ -176,7 +189,7 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut Vec<AlignedBuf>, seed: u64) -> R
             t.ops += 1;
             last = now;
             if more {
-                match is.queue(&mut ring, slot, &mut bufs[slot]) {
+                match is.queue(&mut ring, slot, &mut bufs[slot], now) {
                     Ok(()) => inflight += 1,
                     Err(e) => failed = Some(e),
                 }
