@@ -176,6 +176,32 @@ impl Knob {
         Ok(knob)
     }
 
+    /// Where the knob lives (its first file, or the mount point).
+    pub fn location(&self) -> String {
+        match &self.kind {
+            Kind::Mount { mount_point } => format!("mount options of {}", mount_point.display()),
+            Kind::Files { .. } => self
+                .files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
+    /// The live value now (first file; mount options), read only.
+    pub fn current(&self) -> Result<String> {
+        match self.snapshot()? {
+            Saved::Mount { original, .. } => Ok(remount_options(&original)),
+            Saved::Files { files } => Ok(files
+                .iter()
+                .find(|f| self.files.first() == Some(&f.path))
+                .map(|f| f.original.clone())
+                .unwrap_or_default()),
+            _ => Ok(String::new()),
+        }
+    }
+
     /// Check a value before anything is changed.
     pub fn validate(&self, value: &str) -> Result<()> {
         let bad = |why: String| {
@@ -339,7 +365,19 @@ impl KnobGuard {
                 own.map(|f| f.original.clone()).unwrap_or_default()
             }
             Saved::Mount { original, .. } => remount_options(original),
-            Saved::Lab { .. } => String::new(),
+            Saved::Lab { .. } | Saved::Persist { .. } => String::new(),
+        }
+    }
+
+    /// The value the kernel held after the last `set`, read back (file
+    /// knobs; None for mounts and before the first set).
+    pub fn applied(&self) -> Option<String> {
+        match &self.entry.saved {
+            Saved::Files { files } => files
+                .iter()
+                .find(|f| self.knob.files.first() == Some(&f.path))
+                .and_then(|f| f.applied.clone()),
+            _ => None,
         }
     }
 
@@ -375,7 +413,7 @@ impl KnobGuard {
             } => {
                 *applied = mount_for_path(mount_point).map(|m| m.options);
             }
-            Saved::Lab { .. } => {}
+            Saved::Lab { .. } | Saved::Persist { .. } => {}
         }
         journal::put(self.entry.clone())
     }
@@ -396,7 +434,7 @@ impl KnobGuard {
                     .unwrap_or_default();
                 MountMode::of(&now) != MountMode::of(applied.as_ref().unwrap_or(original))
             }
-            Saved::Lab { .. } => false,
+            Saved::Lab { .. } | Saved::Persist { .. } => false,
         };
         if changed {
             return Err(Error::environment(format!(

@@ -34,7 +34,18 @@ pub fn sweep(
 ) -> Outcome {
     let seed = rand::random();
     sweep_with(
-        |v| guard.set(v),
+        |v| {
+            guard.set(v)?;
+            // Read back after every write: a point is only ever measured
+            // at the value it is stored under.
+            match guard.applied() {
+                Some(got) if got != v => Err(Error::environment(format!(
+                    "{}: the kernel holds {got} after {v} was written (changed since the probe)",
+                    sw.knob
+                ))),
+                _ => Ok(()),
+            }
+        },
         sw,
         ctx,
         plan,
@@ -169,6 +180,27 @@ fn run(
             }
         })
         .collect())
+}
+
+/// The metric that judges a knob when none is given: the read throughput
+/// for read-ahead, the write throughput for the dirty-page sysctls, else the
+/// experiment's first metric. `metrics` are (name, unit).
+pub fn default_metric(knob: &str, metrics: &[(String, String)]) -> String {
+    let want = match knob {
+        "read_ahead_kb" => Some("read"),
+        k if k.starts_with("vm.dirty") => Some("write"),
+        _ => None,
+    };
+    let first = metrics.first().map(|m| m.0.clone()).unwrap_or_default();
+    let Some(w) = want else { return first };
+    let rate = |m: &&(String, String)| m.1.ends_with("/s");
+    metrics
+        .iter()
+        .filter(|m| m.0.contains(w))
+        .find(rate)
+        .or_else(|| metrics.iter().find(|m| m.0.contains(w)))
+        .map(|m| m.0.clone())
+        .unwrap_or(first)
 }
 
 /// The sweep's conclusion for one metric.
