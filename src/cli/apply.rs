@@ -122,7 +122,7 @@ pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32>
     for w in &plan.warnings {
         out.warn(w);
     }
-    let c = &plan.change;
+    let c = plan.change.clone();
     let mut s = String::new();
     if args.dry_run {
         s.push_str("apply — dry run: nothing is changed\n");

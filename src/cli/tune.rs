@@ -181,6 +181,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             ));
             used.push(Used {
                 device: device_of(&args.knob, ctx, args.device.as_deref()),
+                disk: ctx.device.as_ref().map(|d| d.disk.clone()),
                 lab: args.lab.fs.is_some(),
                 original,
                 target: ctx.target.clone(),
@@ -274,7 +275,10 @@ fn summary_table(knob: &str, results: &[crate::engine::PointResult], metric: &st
 
 /// What one sweep acted on, for the run's environment and header.
 struct Used {
+    /// The disk a block knob acted on.
     device: Option<String>,
+    /// The disk under the measured directory.
+    disk: Option<String>,
     lab: bool,
     original: String,
     target: PathBuf,
@@ -284,7 +288,7 @@ struct Used {
 /// when the lab is used).
 fn device_of(knob: &str, ctx: &crate::engine::Ctx, given: Option<&str>) -> Option<String> {
     if !matches!(knob, "read_ahead_kb" | "nr_requests" | "scheduler") {
-        return ctx.device.as_ref().map(|d| d.disk.clone());
+        return None;
     }
     given
         .map(|d| d.trim_start_matches("/dev/").to_string())
@@ -315,7 +319,7 @@ fn record_tune(
     }
     if used.iter().any(|u| u.lab) {
         env.insert(ENV_LAB.into(), "yes".into());
-        if let Some(d) = join(&|u| u.device.clone()) {
+        if let Some(d) = join(&|u| u.disk.clone()) {
             env.insert("target.device".into(), format!("{d} (lab loop device)"));
         }
         if let Some(t) = join(&|u| Some(u.target.display().to_string())) {
@@ -333,7 +337,7 @@ fn record_tune(
         }
         for (key, attr) in [("block.scheduler", "scheduler"), ("block.read_ahead_kb", "read_ahead_kb")] {
             if let Some(v) = join(&|u| {
-                let d = u.device.as_ref()?;
+                let d = u.disk.as_ref()?;
                 let raw = std::fs::read_to_string(format!("/sys/block/{d}/queue/{attr}")).ok()?;
                 let raw = raw.trim();
                 Some(crate::system::device::active_choice(raw).unwrap_or_else(|| raw.to_string()))

@@ -54,6 +54,8 @@ pub struct TuneVerdict {
     pub explanation: String,
     /// The sweep ran on a loop device of the file-system lab.
     pub lab: bool,
+    /// The directory the sweep measured in (for the fstab line).
+    pub target: Option<String>,
     /// The command that measures the same workload at the applied value.
     pub remeasure: String,
 }
@@ -164,8 +166,13 @@ pub fn verdict_of(run: &Run) -> Result<TuneVerdict> {
         .cloned()
         .or_else(|| sorted.iter().find(|r| r.0 != candidate).map(|r| r.0.clone()))
         .ok_or_else(|| Error::usage(format!("run {} measured only one value", run.id)))?;
-    let samples = |name: &str| &rows.iter().find(|r| r.0 == name).expect("row").1.samples;
-    let c: Comparison = compare(samples(&baseline), samples(&candidate), higher, noise);
+    let samples = |name: &str| -> Result<&[f64]> {
+        rows.iter()
+            .find(|r| r.0 == name)
+            .map(|r| r.1.samples.as_slice())
+            .ok_or_else(|| Error::measurement(format!("run {}: no samples for {knob}={name}", run.id)))
+    };
+    let c: Comparison = compare(samples(&baseline)?, samples(&candidate)?, higher, noise);
     let device = run
         .environment
         .get(ENV_DEVICE)
@@ -188,6 +195,11 @@ pub fn verdict_of(run: &Run) -> Result<TuneVerdict> {
         ci95_high: c.ci95_high,
         explanation: v.explanation,
         lab,
+        target: run
+            .environment
+            .get("target.path")
+            .cloned()
+            .or_else(|| flag(&run.argv, "--target").map(String::from)),
     })
 }
 
@@ -448,13 +460,53 @@ pub fn plan_apply(root: &Root, v: &TuneVerdict, store: &Store) -> Result<Plan> {
     })
 }
 
-/// The fstab line for the run's mount with the winning options.
+/// The fstab line for the file system the run measured, with the winning
+/// options: its own /etc/fstab line when it has one (source spelled as the
+/// user wrote it), else one built from the mount table.
 fn fstab_line(root: &Root, v: &TuneVerdict, value: &str) -> Result<String> {
-    let _ = (root, v);
-    Ok(format!(
-        "# in /etc/fstab, add to the options of the file system the run measured: {}",
-        value.replace('+', ",")
-    ))
+    let target = v.target.clone().ok_or_else(|| {
+        Error::usage(format!(
+            "run {} does not record the directory it measured, so the file system for \
+             the fstab line is unknown",
+            v.run_id
+        ))
+    })?;
+    let mounts = fs::read_to_string(root.at("/proc/self/mounts")).unwrap_or_default();
+    let table: Vec<Vec<&str>> = mounts.lines().map(|l| l.split_whitespace().collect()).collect();
+    let mine = table
+        .iter()
+        .filter(|f| f.len() >= 4 && std::path::Path::new(&target).starts_with(f[1]))
+        .max_by_key(|f| f[1].len())
+        .ok_or_else(|| {
+            Error::environment(format!("cannot find the mount of {target} in the mount table"))
+        })?;
+    let fstab = fs::read_to_string(root.at("/etc/fstab")).unwrap_or_default();
+    let own = fstab
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() >= 4 && !f[0].starts_with('#') && f[1] == mine[1]);
+    let (source, fstype, opts, rest) = match &own {
+        Some(f) => (f[0], f[2], f[3], f[4..].join(" ")),
+        None => (mine[0], mine[2], mine[3], "0 0".to_string()),
+    };
+    let opts = with_mount_tokens(opts, value);
+    let rest = if rest.is_empty() { "0 0".to_string() } else { rest };
+    Ok(format!("{source} {} {fstype} {opts} {rest}", mine[1]))
+}
+
+/// Mount options with `value`'s tokens (noatime+async) replacing their group.
+fn with_mount_tokens(opts: &str, value: &str) -> String {
+    let mut v: Vec<String> = opts.split(',').map(String::from).collect();
+    for t in value.split('+') {
+        let group: &[&str] = match t {
+            "noatime" | "relatime" | "strictatime" => &["noatime", "relatime", "strictatime"],
+            "sync" | "async" => &["sync", "async"],
+            _ => &["lazytime", "nolazytime"],
+        };
+        v.retain(|o| !group.contains(&o.as_str()));
+        v.push(t.to_string());
+    }
+    v.join(",")
 }
 
 /// Test hook: `TUNELAB_TEST_KILL_AT=<step>` SIGKILLs this process at that
