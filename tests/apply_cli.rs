@@ -67,9 +67,17 @@ fn tune_run(id: &str, original: &str, points: &[(&str, f64)]) -> Run {
         started: "2026-11-25T10:00:00Z".into(),
         finished: "2026-11-25T10:01:00Z".into(),
         tool_version: "0.1.0".into(),
-        argv: ["tunelab", "tune", KNOB, "--values", "5,10,20", "-e", "io.file-write"]
-            .map(String::from)
-            .to_vec(),
+        argv: [
+            "tunelab",
+            "tune",
+            KNOB,
+            "--values",
+            "5,10,20",
+            "-e",
+            "io.file-write",
+        ]
+        .map(String::from)
+        .to_vec(),
         environment: env,
         quietness: Default::default(),
         results,
@@ -99,7 +107,11 @@ impl Tree {
         fs::write(vm.join("dirty_background_bytes"), "0\n").unwrap();
         fs::write(vm.join("swappiness"), "60\n").unwrap();
         fs::create_dir_all(root.join("etc/sysctl.d")).unwrap();
-        fs::write(root.join("etc/sysctl.d/10-user.conf"), "vm.swappiness = 10\n").unwrap();
+        fs::write(
+            root.join("etc/sysctl.d/10-user.conf"),
+            "vm.swappiness = 10\n",
+        )
+        .unwrap();
         Tree { env, root, state }
     }
 
@@ -117,11 +129,7 @@ impl Tree {
         for (k, v) in extra {
             c.env(k, v);
         }
-        c.args(args)
-            .arg("--root")
-            .arg(&self.root)
-            .output()
-            .unwrap()
+        c.args(args).arg("--root").arg(&self.root).output().unwrap()
     }
 
     fn live(&self) -> String {
@@ -191,7 +199,10 @@ fn apply_survives_a_reboot_verify_sees_drift_and_unapply_restores() {
     assert!(out.status.success(), "{}", text(&out));
     let s = text(&out);
     assert!(s.contains("dry run") && s.contains("10 → 5"), "{s}");
-    assert!(s.contains("90-tunelab-vm.dirty_background_ratio.conf"), "{s}");
+    assert!(
+        s.contains("90-tunelab-vm.dirty_background_ratio.conf"),
+        "{s}"
+    );
     assert_eq!(t.snapshot(), before);
     assert!(t.journal_empty());
     let out = t.run(&["--json", "applied", "--all"]);
@@ -208,9 +219,15 @@ fn apply_survives_a_reboot_verify_sees_drift_and_unapply_restores() {
     let dropin = fs::read_to_string(t.dropin()).unwrap();
     assert!(dropin.starts_with("# Written by tunelab apply"), "{dropin}");
     assert!(dropin.contains("run 20261125-100000-test"), "{dropin}");
-    assert!(dropin.contains("vm.dirty_background_ratio: 10 → 5"), "{dropin}");
+    assert!(
+        dropin.contains("vm.dirty_background_ratio: 10 → 5"),
+        "{dropin}"
+    );
     assert!(dropin.contains("95% CI"), "{dropin}");
-    assert!(dropin.ends_with("\nvm.dirty_background_ratio = 5\n"), "{dropin}");
+    assert!(
+        dropin.ends_with("\nvm.dirty_background_ratio = 5\n"),
+        "{dropin}"
+    );
     let ours: Vec<_> = fs::read_dir(t.root.join("etc/sysctl.d")).unwrap().collect();
     assert_eq!(ours.len(), 2, "one drop-in next to the user's file");
     assert_eq!(
@@ -236,7 +253,10 @@ fn apply_survives_a_reboot_verify_sees_drift_and_unapply_restores() {
     t.set_live("10");
     fs::write(t.root.join("proc/sys/vm/swappiness"), "60").unwrap();
     let loaded = load_sysctl_files(&Root::new(Some(&t.root))).unwrap();
-    assert!(loaded.contains(&(KNOB.to_string(), "5".to_string())), "{loaded:?}");
+    assert!(
+        loaded.contains(&(KNOB.to_string(), "5".to_string())),
+        "{loaded:?}"
+    );
     assert_eq!(t.live(), "5");
     let out = t.run(&["verify"]);
     assert!(out.status.success(), "{}", text(&out));
@@ -246,7 +266,10 @@ fn apply_survives_a_reboot_verify_sees_drift_and_unapply_restores() {
     let out = t.run(&["verify"]);
     assert_eq!(out.status.code(), Some(5), "{}", text(&out));
     let s = text(&out);
-    assert!(s.contains("drifted") && s.contains("changed by hand"), "{s}");
+    assert!(
+        s.contains("drifted") && s.contains("changed by hand"),
+        "{s}"
+    );
     // A later file that sets it is named as the cause.
     fs::write(
         t.root.join("etc/sysctl.d/99-local.conf"),
@@ -256,7 +279,10 @@ fn apply_survives_a_reboot_verify_sees_drift_and_unapply_restores() {
     let checks = json(&t.run(&["--json", "verify"]));
     assert_eq!(checks[0]["status"], "drifted");
     assert!(
-        checks[0]["cause"].as_str().unwrap().contains("99-local.conf"),
+        checks[0]["cause"]
+            .as_str()
+            .unwrap()
+            .contains("99-local.conf"),
         "{checks}"
     );
     fs::remove_file(t.root.join("etc/sysctl.d/99-local.conf")).unwrap();
@@ -295,7 +321,11 @@ fn a_users_file_of_the_same_name_is_never_touched() {
     let before = t.snapshot();
     let out = t.run(&["apply", "last"]);
     assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    assert!(stderr(&out).contains("not written by tunelab"), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("not written by tunelab"),
+        "{}",
+        text(&out)
+    );
     assert_eq!(t.snapshot(), before);
     assert!(t.journal_empty());
     // Nor removed by unapply: nothing is recorded as applied.
@@ -330,7 +360,12 @@ fn a_kill_during_apply_or_unapply_leaves_the_old_or_the_new_state() {
     let clean = t.snapshot();
     for step in ["apply-journalled", "apply-live", "apply-files"] {
         let out = t.run_env(&["apply", "last"], &[("TUNELAB_TEST_KILL_AT", step)]);
-        assert_eq!(out.status.code(), None, "{step}: not killed: {}", text(&out));
+        assert_eq!(
+            out.status.code(),
+            None,
+            "{step}: not killed: {}",
+            text(&out)
+        );
         assert!(!t.journal_empty(), "{step}");
         // The next command rolls the dead apply back: the old state.
         let out = t.run(&["applied"]);
@@ -343,7 +378,12 @@ fn a_kill_during_apply_or_unapply_leaves_the_old_or_the_new_state() {
     let applied = t.snapshot();
     for step in ["unapply-journalled", "unapply-live", "unapply-files"] {
         let out = t.run_env(&["unapply", KNOB], &[("TUNELAB_TEST_KILL_AT", step)]);
-        assert_eq!(out.status.code(), None, "{step}: not killed: {}", text(&out));
+        assert_eq!(
+            out.status.code(),
+            None,
+            "{step}: not killed: {}",
+            text(&out)
+        );
         // Rolled back to the applied state (file and live value).
         let out = t.run(&["verify"]);
         assert!(out.status.success(), "{step}: {}", text(&out));
@@ -431,7 +471,9 @@ fn live_apply_of_a_real_sysctl_and_unapply() {
     let out = go(&["apply", "last"]);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(read(live), other);
-    assert!(fs::read_to_string(dropin).unwrap().ends_with(&format!("= {other}\n")));
+    assert!(fs::read_to_string(dropin)
+        .unwrap()
+        .ends_with(&format!("= {other}\n")));
     assert!(go(&["verify"]).status.success());
     fs::write(live, &orig).unwrap();
     let out = go(&["verify"]);
@@ -494,11 +536,10 @@ fn a_clamped_nr_requests_is_stored_as_what_the_kernel_set() {
     assert_ne!(vals[0], "0", "stored as requested, not as set: {vals:?}");
     let clamped = &results[0];
     assert!(
-        clamped["notes"]
-            .as_array()
+        clamped["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
             .unwrap()
-            .iter()
-            .any(|n| n.as_str().unwrap().contains("nr_requests=0: the kernel set")),
+            .contains("nr_requests=0: the kernel set")),
         "{clamped}"
     );
     // The header names the lab's loop device, not the host disk.

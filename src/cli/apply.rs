@@ -114,7 +114,13 @@ pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32>
         return Err(Error::usage(format!(
             "run {} shows no value significantly better: {}; {} vs {} is ×{:.3} (95% CI \
              {:.3}–{:.3}). Nothing applied (--force applies {} anyway)",
-            v.run_id, v.explanation, v.candidate, v.baseline, v.ratio, v.ci95_low, v.ci95_high,
+            v.run_id,
+            v.explanation,
+            v.candidate,
+            v.baseline,
+            v.ratio,
+            v.ci95_low,
+            v.ci95_high,
             v.candidate
         )));
     }
@@ -168,14 +174,19 @@ pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32>
         out.json_data(&done)?;
         return Ok(0);
     }
-    let s = s.replace(&format!("→ {} (written", c.new), &format!("→ {} (written", done.new));
+    let s = s.replace(
+        &format!("→ {} (written", c.new),
+        &format!("→ {} (written", done.new),
+    );
     out.data(&s)?;
     for n in &done.notes {
         out.warn(n);
     }
     out.data(&format!(
-        "applied {} = {} from run {}\nre-measure the same workload now: {}\nthen compare: tunelab compare {} last\n",
-        done.id, done.new, done.run_id, done.remeasure, done.run_id
+        "applied {} = {} from run {}\nre-measure the same workload now: {}\n\
+         compare it with a run of that command from before apply (tunelab compare BEFORE last): \
+         compare names this change and its verdict\n",
+        done.id, done.new, done.run_id, done.remeasure
     ))?;
     Ok(0)
 }
@@ -276,7 +287,10 @@ pub fn exec_unapply(args: &UnapplyArgs, out: &Out, store: &mut Store) -> Result<
             if all.is_empty() {
                 "none".to_string()
             } else {
-                all.iter().map(|c| c.id.as_str()).collect::<Vec<_>>().join(", ")
+                all.iter()
+                    .map(|c| c.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         )));
     }
@@ -294,7 +308,10 @@ pub fn exec_unapply(args: &UnapplyArgs, out: &Out, store: &mut Store) -> Result<
             s.push_str(&format!("remove:   {}\n", p.display()));
         }
         if args.dry_run {
-            out.data(&format!("unapply {} — dry run: nothing is changed\n{s}", c.id))?;
+            out.data(&format!(
+                "unapply {} — dry run: nothing is changed\n{s}",
+                c.id
+            ))?;
             continue;
         }
         let c = apply::unapply(plan, store)?;

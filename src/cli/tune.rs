@@ -10,8 +10,8 @@ use crate::engine::pipeline::for_each_target;
 use crate::engine::runner::Outcome;
 use crate::experiments::registry;
 use crate::report::table;
-use crate::tune::knobs::{Knob, KnobGuard, NAMES};
 use crate::tune::apply::{ENV_DEVICE, ENV_KNOB, ENV_LAB, ENV_METRIC, ENV_NOISE, ENV_ORIGINAL};
+use crate::tune::knobs::{Knob, KnobGuard, NAMES};
 use crate::tune::sweep::{best_value, default_metric, sweep, Sweep};
 use crate::units::human;
 use crate::{Error, Result};
@@ -200,7 +200,9 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             for r in &mut outcome.results {
                 let v = r.params.get(&args.knob).map(|v| v.to_string());
                 for n in &notes {
-                    if v.as_ref().is_some_and(|v| n.ends_with(&format!("stored as {v}"))) {
+                    if v.as_ref()
+                        .is_some_and(|v| n.ends_with(&format!("stored as {v}")))
+                    {
                         r.notes.push(n.clone());
                     }
                 }
@@ -335,7 +337,10 @@ fn record_tune(
             env.insert("target.fs".into(), fs.join(", "));
             env.insert("target.mount_options".into(), opts.join("; "));
         }
-        for (key, attr) in [("block.scheduler", "scheduler"), ("block.read_ahead_kb", "read_ahead_kb")] {
+        for (key, attr) in [
+            ("block.scheduler", "scheduler"),
+            ("block.read_ahead_kb", "read_ahead_kb"),
+        ] {
             if let Some(v) = join(&|u| {
                 let d = u.disk.as_ref()?;
                 let raw = std::fs::read_to_string(format!("/sys/block/{d}/queue/{attr}")).ok()?;
@@ -350,7 +355,11 @@ fn record_tune(
 
 /// Write each value once and read it back: the values the kernel really
 /// holds (duplicates merged) and a note for each it clamped or rounded.
-fn probe(guard: &mut KnobGuard, knob: &str, values: &[String]) -> Result<(Vec<String>, Vec<String>)> {
+fn probe(
+    guard: &mut KnobGuard,
+    knob: &str,
+    values: &[String],
+) -> Result<(Vec<String>, Vec<String>)> {
     let mut swept: Vec<String> = Vec::new();
     let mut notes = Vec::new();
     for v in values {
@@ -414,7 +423,11 @@ fn dry_run(
         exp.name(),
         point.label(&exp.params()),
         target.display(),
-        if args.metric.is_none() { " (the default for this knob)" } else { "" }
+        if args.metric.is_none() {
+            " (the default for this knob)"
+        } else {
+            ""
+        }
     ));
     let n = values.len();
     let trial = point

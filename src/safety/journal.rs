@@ -486,8 +486,7 @@ fn restore_persist(knob: &str, files: &[PersistFile]) -> Result<String> {
             continue;
         }
         match &f.before {
-            None => fs::remove_file(&f.path)
-                .map_err(|e| Error::io("cannot remove", &f.path, e))?,
+            None => fs::remove_file(&f.path).map_err(|e| Error::io("cannot remove", &f.path, e))?,
             Some(text) => {
                 let tmp = f.path.with_extension("tunelab-restore");
                 fs::write(&tmp, text)

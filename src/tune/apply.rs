@@ -73,7 +73,10 @@ impl TuneVerdict {
             self.ci95_low,
             self.ci95_high,
             if self.best.is_some() {
-                format!("better than every other value beyond ±{:.0}% noise", self.noise * 100.0)
+                format!(
+                    "better than every other value beyond ±{:.0}% noise",
+                    self.noise * 100.0
+                )
             } else {
                 "NOT significantly better (applied with --force)".to_string()
             }
@@ -145,7 +148,12 @@ pub fn verdict_of(run: &Run) -> Result<TuneVerdict> {
         .get(ENV_NOISE)
         .and_then(|n| n.parse().ok())
         .or_else(|| {
-            flag(&run.argv, "--noise").and_then(|n| n.trim_end_matches('%').parse::<f64>().ok().map(|p| p / 100.0))
+            flag(&run.argv, "--noise").and_then(|n| {
+                n.trim_end_matches('%')
+                    .parse::<f64>()
+                    .ok()
+                    .map(|p| p / 100.0)
+            })
         })
         .unwrap_or(0.02);
     let v = best_value(&knob, &run.results, &metric, noise)?;
@@ -155,7 +163,13 @@ pub fn verdict_of(run: &Run) -> Result<TuneVerdict> {
         .filter_map(|r| Some((r.params.get(&knob)?.to_string(), r.metric(&metric)?)))
         .collect();
     let higher = rows[0].1.better == Better::Higher;
-    let by_median = |a: &f64, b: &f64| if higher { a.total_cmp(b) } else { b.total_cmp(a) };
+    let by_median = |a: &f64, b: &f64| {
+        if higher {
+            a.total_cmp(b)
+        } else {
+            b.total_cmp(a)
+        }
+    };
     let mut sorted = rows.clone();
     sorted.sort_by(|a, b| by_median(&b.1.summary.median, &a.1.summary.median));
     let candidate = v.best.clone().unwrap_or_else(|| sorted[0].0.clone());
@@ -164,20 +178,26 @@ pub fn verdict_of(run: &Run) -> Result<TuneVerdict> {
         .as_ref()
         .filter(|o| **o != candidate && rows.iter().any(|r| &r.0 == *o))
         .cloned()
-        .or_else(|| sorted.iter().find(|r| r.0 != candidate).map(|r| r.0.clone()))
+        .or_else(|| {
+            sorted
+                .iter()
+                .find(|r| r.0 != candidate)
+                .map(|r| r.0.clone())
+        })
         .ok_or_else(|| Error::usage(format!("run {} measured only one value", run.id)))?;
     let samples = |name: &str| -> Result<&[f64]> {
         rows.iter()
             .find(|r| r.0 == name)
             .map(|r| r.1.samples.as_slice())
-            .ok_or_else(|| Error::measurement(format!("run {}: no samples for {knob}={name}", run.id)))
+            .ok_or_else(|| {
+                Error::measurement(format!("run {}: no samples for {knob}={name}", run.id))
+            })
     };
     let c: Comparison = compare(samples(&baseline)?, samples(&candidate)?, higher, noise);
-    let device = run
-        .environment
-        .get(ENV_DEVICE)
-        .cloned()
-        .or_else(|| flag(&run.argv, "--device").map(|d| d.trim_start_matches("/dev/").to_string()));
+    let device =
+        run.environment.get(ENV_DEVICE).cloned().or_else(|| {
+            flag(&run.argv, "--device").map(|d| d.trim_start_matches("/dev/").to_string())
+        });
     let lab = run.environment.contains_key(ENV_LAB) || !labs.is_empty();
     Ok(TuneVerdict {
         run_id: run.id.clone(),
@@ -278,9 +298,8 @@ pub struct Plan {
 }
 
 fn read_live(p: &std::path::Path) -> Result<String> {
-    let raw = fs::read_to_string(p).map_err(|e| {
-        Error::environment(format!("cannot read {}: {e}", p.display()))
-    })?;
+    let raw = fs::read_to_string(p)
+        .map_err(|e| Error::environment(format!("cannot read {}: {e}", p.display())))?;
     let raw = raw.trim();
     Ok(active_choice(raw).unwrap_or_else(|| raw.to_string()))
 }
@@ -383,7 +402,10 @@ pub fn plan_apply(root: &Root, v: &TuneVerdict, store: &Store) -> Result<Plan> {
             }
             let path = persist::udev_rule(root, disk, attr);
             let mut head = evidence.clone();
-            head.insert(0, format!("{disk} queue/{attr}: {old} → {value}, matched on {what}"));
+            head.insert(
+                0,
+                format!("{disk} queue/{attr}: {old} → {value}, matched on {what}"),
+            );
             let content = format!(
                 "{}ACTION==\"add|change\", SUBSYSTEM==\"block\", {matcher}, ATTR{{queue/{attr}}}=\"{value}\"\n",
                 persist::header(&head)
@@ -472,13 +494,18 @@ fn fstab_line(root: &Root, v: &TuneVerdict, value: &str) -> Result<String> {
         ))
     })?;
     let mounts = fs::read_to_string(root.at("/proc/self/mounts")).unwrap_or_default();
-    let table: Vec<Vec<&str>> = mounts.lines().map(|l| l.split_whitespace().collect()).collect();
+    let table: Vec<Vec<&str>> = mounts
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
     let mine = table
         .iter()
         .filter(|f| f.len() >= 4 && std::path::Path::new(&target).starts_with(f[1]))
         .max_by_key(|f| f[1].len())
         .ok_or_else(|| {
-            Error::environment(format!("cannot find the mount of {target} in the mount table"))
+            Error::environment(format!(
+                "cannot find the mount of {target} in the mount table"
+            ))
         })?;
     let fstab = fs::read_to_string(root.at("/etc/fstab")).unwrap_or_default();
     let own = fstab
@@ -490,7 +517,11 @@ fn fstab_line(root: &Root, v: &TuneVerdict, value: &str) -> Result<String> {
         None => (mine[0], mine[2], mine[3], "0 0".to_string()),
     };
     let opts = with_mount_tokens(opts, value);
-    let rest = if rest.is_empty() { "0 0".to_string() } else { rest };
+    let rest = if rest.is_empty() {
+        "0 0".to_string()
+    } else {
+        rest
+    };
     Ok(format!("{source} {} {fstype} {opts} {rest}", mine[1]))
 }
 
@@ -524,10 +555,9 @@ fn write_live(files: &[(PathBuf, String)], value: &str) -> Result<String> {
     let mut kept = String::new();
     for (i, (p, _)) in files.iter().enumerate() {
         fs::write(p, value).map_err(|e| match e.raw_os_error() {
-            Some(libc::EINVAL) => Error::usage(format!(
-                "the kernel refused '{value}' for {}",
-                p.display()
-            )),
+            Some(libc::EINVAL) => {
+                Error::usage(format!("the kernel refused '{value}' for {}", p.display()))
+            }
             _ => Error::io("cannot write", p, e),
         })?;
         let back = read_live(p)?;
@@ -540,7 +570,12 @@ fn write_live(files: &[(PathBuf, String)], value: &str) -> Result<String> {
 
 /// The journal entry for the live files: originals now, `pending` the value
 /// about to be written (a crash after the write still knows it as ours).
-fn live_entry(tag: &str, own: &[(PathBuf, String)], partners: &[(PathBuf, String)], pending: &str) -> Entry {
+fn live_entry(
+    tag: &str,
+    own: &[(PathBuf, String)],
+    partners: &[(PathBuf, String)],
+    pending: &str,
+) -> Entry {
     let mut files: Vec<FileState> = own
         .iter()
         .map(|(p, o)| FileState {
@@ -578,7 +613,9 @@ pub fn apply(plan: Plan, store: &mut Store) -> Result<AppliedChange> {
                     change.knob, change.new
                 ));
                 for f in &mut change.files {
-                    f.content = f.content.replace(&format!("= {}\n", change.new), &format!("= {kept}\n"))
+                    f.content = f
+                        .content
+                        .replace(&format!("= {}\n", change.new), &format!("= {kept}\n"))
                         .replace(&format!("=\"{}\"\n", change.new), &format!("=\"{kept}\"\n"));
                 }
                 change.new = kept;
@@ -618,7 +655,10 @@ pub fn apply(plan: Plan, store: &mut Store) -> Result<AppliedChange> {
             // Roll back what was done, through the journal's own restore.
             let mut why = Vec::new();
             for k in [format!("{tag} files"), tag.clone()] {
-                if let Some(en) = journal::load()?.into_iter().find(|x| x.knob == k && x.pid == me) {
+                if let Some(en) = journal::load()?
+                    .into_iter()
+                    .find(|x| x.knob == k && x.pid == me)
+                {
                     match journal::restore_entry(&en) {
                         Ok(_) => {
                             journal::remove(&k, me)?;
@@ -862,7 +902,10 @@ pub fn unapply(plan: UnapplyPlan, store: &mut Store) -> Result<AppliedChange> {
         }
         Err(e) => {
             for k in [format!("{tag} files"), tag.clone()] {
-                if let Some(en) = journal::load()?.into_iter().find(|x| x.knob == k && x.pid == me) {
+                if let Some(en) = journal::load()?
+                    .into_iter()
+                    .find(|x| x.knob == k && x.pid == me)
+                {
                     if journal::restore_entry(&en).is_ok() {
                         journal::remove(&k, me)?;
                     }
@@ -883,7 +926,11 @@ fn restore_values(c: &AppliedChange) -> Result<()> {
         .take(1)
         .map(|p| (PathBuf::from(p), c.old.as_str()))
         .collect();
-    all.extend(c.partners.iter().map(|p| (PathBuf::from(&p.path), p.old.as_str())));
+    all.extend(
+        c.partners
+            .iter()
+            .map(|p| (PathBuf::from(&p.path), p.old.as_str())),
+    );
     let all_zero = all.iter().all(|(_, v)| *v == "0");
     for (p, to) in all.iter().filter(|(_, v)| all_zero || *v != "0") {
         fs::write(p, to).map_err(|e| Error::io("cannot restore", p, e))?;

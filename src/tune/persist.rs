@@ -99,12 +99,12 @@ pub fn create_new(path: &Path, content: &str) -> Result<()> {
             let _ = fs::File::open(dir).and_then(|d| d.sync_all());
             Ok(())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::environment(
-            format!(
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(Error::environment(format!(
                 "{} already exists and tunelab will not overwrite it",
                 path.display()
-            ),
-        )),
+            )))
+        }
         Err(e) => Err(Error::io("cannot write", path, e)),
     }
 }
@@ -256,7 +256,9 @@ pub fn udev_match(root: &Root, disk: &str) -> (String, String) {
     }
     (
         format!("KERNEL==\"{disk}\""),
-        format!("the kernel name {disk} (no serial or WWN found: the name may change between boots)"),
+        format!(
+            "the kernel name {disk} (no serial or WWN found: the name may change between boots)"
+        ),
     )
 }
 
@@ -276,7 +278,10 @@ mod tests {
         put("/usr/lib/sysctl.d/50-default.conf", "vm.dirty_ratio = 20\n");
         put("/usr/lib/sysctl.d/99-x.conf", "vm/dirty_ratio=33\n");
         put("/etc/sysctl.d/99-x.conf", "# mine\n-vm.dirty_ratio = 7\n");
-        put("/etc/sysctl.d/90-tunelab-vm.dirty_ratio.conf", "vm.dirty_ratio = 5\n");
+        put(
+            "/etc/sysctl.d/90-tunelab-vm.dirty_ratio.conf",
+            "vm.dirty_ratio = 5\n",
+        );
         let (v, f) = boot_value(&root, "vm.dirty_ratio").unwrap();
         assert_eq!(v, "7");
         assert!(f.ends_with("etc/sysctl.d/99-x.conf"), "{f:?}");
