@@ -103,9 +103,10 @@ impl Tree {
         let state = env.dir.path().join("state");
         let vm = root.join("proc/sys/vm");
         fs::create_dir_all(&vm).unwrap();
-        fs::write(vm.join("dirty_background_ratio"), "10\n").unwrap();
-        fs::write(vm.join("dirty_background_bytes"), "0\n").unwrap();
-        fs::write(vm.join("swappiness"), "60\n").unwrap();
+        // Values as tunelab writes them (no newline): snapshots compare bytes.
+        fs::write(vm.join("dirty_background_ratio"), "10").unwrap();
+        fs::write(vm.join("dirty_background_bytes"), "0").unwrap();
+        fs::write(vm.join("swappiness"), "60").unwrap();
         fs::create_dir_all(root.join("etc/sysctl.d")).unwrap();
         fs::write(
             root.join("etc/sysctl.d/10-user.conf"),
