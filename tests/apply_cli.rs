@@ -44,7 +44,7 @@ fn tune_run(id: &str, original: &str, points: &[(&str, f64)]) -> Run {
             params.insert("size".to_string(), ParamValue::Int(64 << 20));
             params.insert(KNOB.to_string(), ParamValue::Text(v.to_string()));
             PointResult {
-                experiment: "io.file-write".into(),
+                experiment: "io.record-size".into(),
                 params,
                 metrics: vec![MetricResult {
                     name: "write_throughput".into(),
@@ -74,7 +74,7 @@ fn tune_run(id: &str, original: &str, points: &[(&str, f64)]) -> Run {
             "--values",
             "5,10,20",
             "-e",
-            "io.file-write",
+            "io.record-size",
         ]
         .map(String::from)
         .to_vec(),
@@ -214,7 +214,7 @@ fn apply_survives_a_reboot_verify_sees_drift_and_unapply_restores() {
     assert!(out.status.success(), "{}", text(&out));
     let s = text(&out);
     assert!(
-        s.contains("re-measure the same workload now: tunelab run io.file-write -p size="),
+        s.contains("re-measure the same workload now: tunelab run io.record-size -p size="),
         "{s}"
     );
     let dropin = fs::read_to_string(t.dropin()).unwrap();

@@ -398,8 +398,7 @@ fn dry_run(
     let target = args.target.clone().unwrap_or_else(std::env::temp_dir);
     if let Some(fs) = &args.lab.fs {
         s.push_str(&format!(
-            "  where:    on a new loop-device file system per --fs entry ({fs}, {} each); a block \n            \
-             knob acts on that loop device, whose value is read when it exists\n",
+            "  where:    on a new loop-device file system per --fs entry ({fs}, {} each); a block knob acts on that loop device, whose value is read when it exists\n",
             crate::units::format_size(args.lab.fs_size)
         ));
     } else {
@@ -414,8 +413,7 @@ fn dry_run(
         ));
     }
     s.push_str(&format!(
-        "  values:   {} → each written, read back (a value the kernel clamps is measured and \n            \
-         stored as what it set), then measured\n",
+        "  values:   {} → each written, read back (a value the kernel clamps is measured and stored as what it set), then measured\n",
         values.join(", ")
     ));
     s.push_str(&format!(
@@ -437,8 +435,7 @@ fn dry_run(
         .map(|d| format!(", about {} per trial", crate::units::human(d, "s")))
         .unwrap_or_default();
     s.push_str(&format!(
-        "  how long: {n} values × {}…{} shuffled rounds (+{} warm-up){trial}; stops at the \n            \
-         {:.0} s budget at the latest ({n}×{}…{}={}…{} trials)\n",
+        "  how long: {n} values × {}…{} shuffled rounds (+{} warm-up){trial}; stops at the {:.0} s budget at the latest ({n}×{}…{}={}…{} trials)\n",
         plan.min_trials,
         plan.max_trials,
         plan.warmup,
@@ -449,8 +446,7 @@ fn dry_run(
         n * plan.max_trials,
     ));
     s.push_str(&format!(
-        "  restore:  the original value is journalled in {} before the first write and written \n            \
-         back at the end, on Ctrl-C, and after a kill by the next tunelab ('tunelab restore')\n",
+        "  restore:  the original value is journalled in {} before the first write and written back at the end, on Ctrl-C, and after a kill by the next tunelab ('tunelab restore')\n",
         crate::safety::journal::path().display()
     ));
     if !crate::safety::is_root() {

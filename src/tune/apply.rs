@@ -603,7 +603,7 @@ pub fn apply(plan: Plan, store: &mut Store) -> Result<AppliedChange> {
     if has_live {
         journal::claim(live.clone())?;
     }
-    let result = (|| -> Result<()> {
+    let mut steps = || -> Result<()> {
         kill_point("apply-journalled");
         if has_live {
             let kept = write_live(&plan.live, &change.new)?;
@@ -643,7 +643,8 @@ pub fn apply(plan: Plan, store: &mut Store) -> Result<AppliedChange> {
         kill_point("apply-files");
         store.save_change(&change)?;
         Ok(())
-    })();
+    };
+    let result = steps();
     let me = std::process::id();
     match result {
         Ok(()) => {
@@ -703,8 +704,7 @@ pub fn verify(root: &Root, c: &AppliedChange) -> Check {
     let live = c
         .live
         .first()
-        .map(|p| read_live(&PathBuf::from(p)).ok())
-        .unwrap_or(None);
+        .and_then(|p| read_live(std::path::Path::new(p)).ok());
     let mut status = "in place".to_string();
     let mut cause = None;
     for f in &c.files {
@@ -872,7 +872,7 @@ pub fn unapply(plan: UnapplyPlan, store: &mut Store) -> Result<AppliedChange> {
             after: None,
         })
         .collect();
-    let result = (|| -> Result<()> {
+    let mut steps = || -> Result<()> {
         if !files.is_empty() {
             journal::claim(Entry::new(
                 &format!("{tag} files"),
@@ -893,7 +893,8 @@ pub fn unapply(plan: UnapplyPlan, store: &mut Store) -> Result<AppliedChange> {
         c.state = "unapplied".into();
         c.unapplied_at = Some(now_rfc3339());
         store.save_change(&c)
-    })();
+    };
+    let result = steps();
     match result {
         Ok(()) => {
             journal::remove(&format!("{tag} files"), me)?;

@@ -269,3 +269,24 @@ pub fn best_value(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::default_metric;
+
+    #[test]
+    fn the_default_metric_follows_the_knob() {
+        let m: Vec<(String, String)> = [("write_throughput", "B/s"), ("read_throughput", "B/s")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(default_metric("read_ahead_kb", &m), "read_throughput");
+        assert_eq!(default_metric("vm.dirty_ratio", &m), "write_throughput");
+        assert_eq!(default_metric("nr_requests", &m), "write_throughput");
+        let only_write = &m[..1];
+        assert_eq!(
+            default_metric("read_ahead_kb", only_write),
+            "write_throughput"
+        );
+    }
+}
