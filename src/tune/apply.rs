@@ -527,17 +527,8 @@ fn fstab_line(root: &Root, v: &TuneVerdict, value: &str) -> Result<String> {
 
 /// Mount options with `value`'s tokens (noatime+async) replacing their group.
 fn with_mount_tokens(opts: &str, value: &str) -> String {
-    let mut v: Vec<String> = opts.split(',').map(String::from).collect();
-    for t in value.split('+') {
-        let group: &[&str] = match t {
-            "noatime" | "relatime" | "strictatime" => &["noatime", "relatime", "strictatime"],
-            "sync" | "async" => &["sync", "async"],
-            _ => &["lazytime", "nolazytime"],
-        };
-        v.retain(|o| !group.contains(&o.as_str()));
-        v.push(t.to_string());
-    }
-    v.join(",")
+    let opts: Vec<String> = opts.split(',').map(String::from).collect();
+    super::knobs::apply_mount_tokens(&opts, value).join(",")
 }
 
 /// Test hook: `TUNELAB_TEST_KILL_AT=<step>` SIGKILLs this process at that

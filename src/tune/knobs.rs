@@ -314,7 +314,7 @@ fn read(p: &Path) -> Result<String> {
 }
 
 /// The original options with `value`'s tokens (e.g. `noatime+sync`) applied.
-fn apply_mount_tokens(original: &[String], value: &str) -> Vec<String> {
+pub fn apply_mount_tokens(original: &[String], value: &str) -> Vec<String> {
     let mut opts: Vec<String> = original.to_vec();
     for t in value.split('+') {
         let group: &[&str] = match t {
