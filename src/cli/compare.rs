@@ -146,7 +146,13 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
         && args.sel.baseline.is_none()
         && args.html.is_none()
     {
-        return pair(&runs[0], &runs[1], args, out);
+        let code = pair(&runs[0], &runs[1], args, out);
+        if !out.json {
+            for line in applied_between(store, &runs[0], &runs[1]) {
+                out.data(&format!("{line}\n"))?;
+            }
+        }
+        return code;
     }
     let baseline = args.sel.baseline_index(&runs)?;
     let c = compare_devices(&runs, baseline, args.noise);
@@ -186,4 +192,34 @@ fn pair(a: &Run, b: &Run, args: &Args, out: &Out) -> Result<i32> {
         )));
     }
     Ok(0)
+}
+
+/// Settings `tunelab apply` changed between two runs, with the verdict that
+/// chose them: the environment difference that explains a before/after.
+fn applied_between(store: &Store, a: &Run, b: &Run) -> Vec<String> {
+    let (from, to) = if a.started <= b.started {
+        (&a.started, &b.started)
+    } else {
+        (&b.started, &a.started)
+    };
+    let within = |t: &str| t > from.as_str() && t <= to.as_str();
+    let Ok(changes) = store.changes() else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    for c in changes {
+        if within(&c.applied_at) {
+            lines.push(format!(
+                "applied between these runs: {} {} → {} (tunelab apply of run {}: {})",
+                c.id, c.old, c.new, c.run_id, c.verdict
+            ));
+        }
+        if c.unapplied_at.as_deref().is_some_and(within) {
+            lines.push(format!(
+                "unapplied between these runs: {} {} → {} (tunelab unapply)",
+                c.id, c.new, c.old
+            ));
+        }
+    }
+    lines
 }

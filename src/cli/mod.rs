@@ -2,6 +2,7 @@
 //! errors to exit codes; nothing is printed to stdout but data.
 
 mod advise;
+mod apply;
 mod boot;
 mod compare;
 mod completions;
@@ -105,6 +106,14 @@ pub enum Command {
     Diagnose(diagnose::Args),
     /// Time a board's boot from its console (a command such as qemu, or --serial DEV), grabserial-style.
     Boot(boot::Args),
+    /// Keep a tune run's winning value across boots (sysctl.d drop-in, udev rule, fstab line).
+    Apply(apply::ApplyArgs),
+    /// List the settings tunelab applied.
+    Applied(apply::AppliedArgs),
+    /// Compare live values with the applied ones; say what drifted and why (exit 5 on drift).
+    Verify(apply::VerifyArgs),
+    /// Remove tunelab's files and restore the values from before apply.
+    Unapply(apply::UnapplyArgs),
 }
 
 /// The clap command with experiment details added to `run --help` and the man page.
@@ -221,6 +230,10 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
 
         Command::Boot(a) => boot::exec(a, out, cli, argv),
         Command::Diagnose(a) => diagnose::exec(a, out, cli, argv),
+        Command::Apply(a) => apply::exec_apply(a, out, &mut open_store(cli)?),
+        Command::Applied(a) => apply::exec_applied(a, out, &open_store(cli)?),
+        Command::Verify(a) => apply::exec_verify(a, out, &open_store(cli)?),
+        Command::Unapply(a) => apply::exec_unapply(a, out, &mut open_store(cli)?),
     }
 }
 

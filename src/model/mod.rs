@@ -7,6 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub mod applied;
 pub mod diagnosis;
 pub mod profile;
 pub mod run;

@@ -66,6 +66,20 @@ pub enum Saved {
     /// A block I/O throttling cgroup (lab::throttle), journalled before
     /// mkdir; restoring moves what is left in it to its parent and removes it.
     Cgroup { path: PathBuf },
+    /// Files tunelab writes to keep a setting across boots (`tunelab apply`
+    /// / `unapply`: a sysctl.d drop-in, a udev rule). Journalled before the
+    /// first file changes; restoring puts each file back as it was
+    /// (`before`: its content, or None when it did not exist) — but only a
+    /// file still holding what tunelab wrote (`after`, None: removed).
+    Persist { files: Vec<PersistFile> },
+}
+
+/// One persistent file in a [`Saved::Persist`] entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PersistFile {
+    pub path: PathBuf,
+    pub before: Option<String>,
+    pub after: Option<String>,
 }
 
 impl Saved {
@@ -76,6 +90,7 @@ impl Saved {
             Saved::Mount { mount_point, .. } | Saved::Lab { mount_point, .. } => {
                 vec![mount_point.clone()]
             }
+            Saved::Persist { files } => files.iter().map(|f| f.path.clone()).collect(),
             Saved::Scratch { path } | Saved::Cgroup { path } => vec![path.clone()],
         }
     }
@@ -170,6 +185,31 @@ impl Saved {
                 }
                 Ok(())
             }
+            // `tunelab apply` owns only files it names itself: a
+            // 90-tunelab-* drop-in or rule, or a file in a tunelab* tuned
+            // profile directory (under a --root prefix in tests).
+            Saved::Persist { files } => files.iter().try_for_each(|f| {
+                plain_absolute(&f.path)?;
+                let name = |p: Option<&Path>| {
+                    p.and_then(|p| p.file_name())
+                        .and_then(|n| n.to_str())
+                        .unwrap_or("")
+                        .to_string()
+                };
+                let file = name(Some(&f.path));
+                let dir = name(f.path.parent());
+                let owned = (file.starts_with("90-tunelab-")
+                    && (dir == "sysctl.d" || dir == "rules.d"))
+                    || dir.starts_with("tunelab");
+                if owned {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{} is not a file `tunelab apply` writes",
+                        f.path.display()
+                    ))
+                }
+            }),
         }
     }
 
@@ -208,6 +248,16 @@ impl Saved {
             }
             Saved::Scratch { path } => vec![format!("rm -r {}", path.display())],
             Saved::Cgroup { path } => vec![format!("rmdir {}", path.display())],
+            Saved::Persist { files } => files
+                .iter()
+                .map(|f| match &f.before {
+                    None => format!("rm -f {}", f.path.display()),
+                    Some(_) => format!(
+                        "# put back the previous content of {} (in the journal)",
+                        f.path.display()
+                    ),
+                })
+                .collect(),
         }
     }
 }
@@ -801,7 +851,41 @@ pub fn restore_entry(e: &Entry) -> Result<String> {
                 path.display()
             )))
         }
+        Saved::Persist { files } => restore_persist(&e.knob, files),
     }
+}
+
+/// Put persistent files back as they were before `apply`/`unapply` began;
+/// a file that no longer holds what tunelab wrote is left alone.
+fn restore_persist(knob: &str, files: &[PersistFile]) -> Result<String> {
+    let mut left = Vec::new();
+    for f in files {
+        let now = fs::read_to_string(&f.path).ok();
+        if now == f.before {
+            continue;
+        }
+        if now != f.after {
+            left.push(f.path.display().to_string());
+            continue;
+        }
+        match &f.before {
+            None => fs::remove_file(&f.path).map_err(|e| Error::io("cannot remove", &f.path, e))?,
+            Some(text) => {
+                let tmp = f.path.with_extension("tunelab-restore");
+                fs::write(&tmp, text)
+                    .and_then(|_| fs::rename(&tmp, &f.path))
+                    .map_err(|e| Error::io("cannot restore", &f.path, e))?
+            }
+        }
+    }
+    Ok(if left.is_empty() {
+        format!("put back the files of {knob} as they were")
+    } else {
+        format!(
+            "put back the files of {knob}, except {} (changed outside tunelab, left alone)",
+            left.join(", ")
+        )
+    })
 }
 
 /// Start time of `pid` in clock ticks after boot (field 22 of /proc/PID/stat).

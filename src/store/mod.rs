@@ -11,6 +11,7 @@ mod sqlite;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::model::applied::AppliedChange;
 use crate::model::run::{PointResult, Run};
 use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
@@ -39,6 +40,10 @@ trait Backend {
     /// `subject`, newest first as `list`, with only what a history reads (see
     /// [`Store::runs_about`]).
     fn runs_about(&self, subject: &str) -> Result<Vec<Run>>;
+    /// Insert or update (by id) a change `tunelab apply` made.
+    fn save_change(&mut self, change: &AppliedChange) -> Result<()>;
+    /// Every recorded change, newest first.
+    fn changes(&self) -> Result<Vec<AppliedChange>>;
 }
 
 /// One line of `tunelab runs`.
@@ -301,6 +306,16 @@ impl Store {
     /// run has no samples).
     pub fn peak_dirty_sample(&self, id: &str) -> Result<Option<MonitorSample>> {
         self.backend.peak_dirty_sample(id)
+    }
+
+    /// Record (or update, by id) a setting `tunelab apply` made persistent.
+    pub fn save_change(&mut self, change: &AppliedChange) -> Result<()> {
+        self.backend.save_change(change)
+    }
+
+    /// Every setting `apply` recorded (applied and unapplied), newest first.
+    pub fn changes(&self) -> Result<Vec<AppliedChange>> {
+        self.backend.changes()
     }
 }
 

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use postgres::{Client, NoTls};
 
 use super::{Backend, RunInfo};
+use crate::model::applied::AppliedChange;
 use crate::model::run::{PointResult, Run};
 use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
@@ -31,6 +32,10 @@ const MIGRATIONS: &[&str] = &[
      CREATE TABLE monitor_samples (
         run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE, idx INTEGER NOT NULL,
         sample JSONB NOT NULL, PRIMARY KEY (run_id, idx));",
+    // 2: settings `tunelab apply` made persistent (one JSONB record each).
+    "CREATE TABLE applied_changes (
+        seq BIGSERIAL UNIQUE, id TEXT PRIMARY KEY, run_id TEXT NOT NULL, knob TEXT NOT NULL,
+        state TEXT NOT NULL, applied_at TEXT NOT NULL, record JSONB NOT NULL);",
 ];
 
 /// Any number of tunelab processes: one key for the migration lock.
@@ -133,6 +138,35 @@ impl Postgres {
 }
 
 impl Backend for Postgres {
+    fn save_change(&mut self, c: &AppliedChange) -> Result<()> {
+        let record = serde_json::to_string(c)?;
+        self.client
+            .get_mut()
+            .execute(
+                "INSERT INTO applied_changes (id, run_id, knob, state, applied_at, record)
+                 VALUES ($1, $2, $3, $4, $5, $6::text::jsonb)
+                 ON CONFLICT (id) DO UPDATE SET run_id = $2, knob = $3, state = $4,
+                     applied_at = $5, record = $6::text::jsonb",
+                &[&c.id, &c.run_id, &c.knob, &c.state, &c.applied_at, &record],
+            )
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    fn changes(&self) -> Result<Vec<AppliedChange>> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                "SELECT record::text FROM applied_changes ORDER BY applied_at DESC, seq DESC",
+                &[],
+            )
+            .map_err(db_error)?;
+        rows.iter()
+            .map(|row| Ok(serde_json::from_str(row.get::<_, &str>(0))?))
+            .collect()
+    }
+
     /// Save a whole run in one transaction: stored completely or not at all.
     fn save(&mut self, run: &Run) -> Result<()> {
         self.save_runs(std::slice::from_ref(run), false)

@@ -34,6 +34,10 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE results ADD COLUMN storage TEXT;",
     // 5: a `diagnose` run's sections (JSON, NULL for other runs).
     "ALTER TABLE runs ADD COLUMN diagnosis TEXT;",
+    // 6: settings `tunelab apply` made persistent (one JSON record each).
+    "CREATE TABLE applied_changes (
+        id TEXT PRIMARY KEY, run_id TEXT NOT NULL, knob TEXT NOT NULL,
+        state TEXT NOT NULL, applied_at TEXT NOT NULL, record TEXT NOT NULL);",
 ];
 
 pub fn version() -> i64 {

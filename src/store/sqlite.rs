@@ -7,6 +7,7 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{schema, Backend, RunInfo};
+use crate::model::applied::AppliedChange;
 use crate::model::run::{MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA};
 use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
@@ -305,6 +306,32 @@ fn json<T: serde::Serialize>(v: &T) -> rusqlite::Result<String> {
 }
 
 impl Backend for Sqlite {
+    fn save_change(&mut self, c: &AppliedChange) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO applied_changes (id, run_id, knob, state, applied_at, record)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![c.id, c.run_id, c.knob, c.state, c.applied_at, json(c)?],
+            )
+            .map_err(|e| {
+                Error::environment(format!(
+                    "could not record the applied change {} in {}: {}",
+                    c.id,
+                    self.path.display(),
+                    write_failure(&self.conn, &self.path, &e)
+                ))
+            })?;
+        Ok(())
+    }
+
+    fn changes(&self) -> Result<Vec<AppliedChange>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT record FROM applied_changes ORDER BY applied_at DESC, rowid DESC")?;
+        let rows = stmt.query_map([], |row| json_col(row, 0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
     fn save(&mut self, run: &Run) -> Result<()> {
         Sqlite::save(self, std::slice::from_ref(run), false)
     }

@@ -176,6 +176,32 @@ impl Knob {
         Ok(knob)
     }
 
+    /// Where the knob lives (its first file, or the mount point).
+    pub fn location(&self) -> String {
+        match &self.kind {
+            Kind::Mount { mount_point } => format!("mount options of {}", mount_point.display()),
+            Kind::Files { .. } => self
+                .files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
+    /// The live value now (first file; mount options), read only.
+    pub fn current(&self) -> Result<String> {
+        match self.snapshot()? {
+            Saved::Mount { original, .. } => Ok(remount_options(&original)),
+            Saved::Files { files } => Ok(files
+                .iter()
+                .find(|f| self.files.first() == Some(&f.path))
+                .map(|f| f.original.clone())
+                .unwrap_or_default()),
+            _ => Ok(String::new()),
+        }
+    }
+
     /// Check a value before anything is changed.
     pub fn validate(&self, value: &str) -> Result<()> {
         let bad = |why: String| {
@@ -288,7 +314,7 @@ fn read(p: &Path) -> Result<String> {
 }
 
 /// The original options with `value`'s tokens (e.g. `noatime+sync`) applied.
-fn apply_mount_tokens(original: &[String], value: &str) -> Vec<String> {
+pub fn apply_mount_tokens(original: &[String], value: &str) -> Vec<String> {
     let mut opts: Vec<String> = original.to_vec();
     for t in value.split('+') {
         let group: &[&str] = match t {
@@ -340,6 +366,18 @@ impl KnobGuard {
             }
             Saved::Mount { original, .. } => remount_options(original),
             _ => String::new(),
+        }
+    }
+
+    /// The value the kernel held after the last `set`, read back (file
+    /// knobs; None for mounts and before the first set).
+    pub fn applied(&self) -> Option<String> {
+        match &self.entry.saved {
+            Saved::Files { files } => files
+                .iter()
+                .find(|f| self.knob.files.first() == Some(&f.path))
+                .and_then(|f| f.applied.clone()),
+            _ => None,
         }
     }
 

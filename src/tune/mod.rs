@@ -2,5 +2,7 @@
 //! sweeps. The filesystem lab on loop devices and block I/O throttling are
 //! in `crate::lab` (below the experiments, which use it).
 
+pub mod apply;
 pub mod knobs;
+pub mod persist;
 pub mod sweep;

@@ -34,7 +34,18 @@ pub fn sweep(
 ) -> Outcome {
     let seed = rand::random();
     sweep_with(
-        |v| guard.set(v),
+        |v| {
+            guard.set(v)?;
+            // Read back after every write: a point is only ever measured
+            // at the value it is stored under.
+            match guard.applied() {
+                Some(got) if got != v => Err(Error::environment(format!(
+                    "{}: the kernel holds {got} after {v} was written (changed since the probe)",
+                    sw.knob
+                ))),
+                _ => Ok(()),
+            }
+        },
         sw,
         ctx,
         plan,
@@ -171,6 +182,27 @@ fn run(
         .collect())
 }
 
+/// The metric that judges a knob when none is given: the read throughput
+/// for read-ahead, the write throughput for the dirty-page sysctls, else the
+/// experiment's first metric. `metrics` are (name, unit).
+pub fn default_metric(knob: &str, metrics: &[(String, String)]) -> String {
+    let want = match knob {
+        "read_ahead_kb" => Some("read"),
+        k if k.starts_with("vm.dirty") => Some("write"),
+        _ => None,
+    };
+    let first = metrics.first().map(|m| m.0.clone()).unwrap_or_default();
+    let Some(w) = want else { return first };
+    let rate = |m: &&(String, String)| m.1.ends_with("/s");
+    metrics
+        .iter()
+        .filter(|m| m.0.contains(w))
+        .find(rate)
+        .or_else(|| metrics.iter().find(|m| m.0.contains(w)))
+        .map(|m| m.0.clone())
+        .unwrap_or(first)
+}
+
 /// The sweep's conclusion for one metric.
 #[derive(Debug, Serialize)]
 pub struct Verdicts {
@@ -236,4 +268,25 @@ pub fn best_value(
             ),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_metric;
+
+    #[test]
+    fn the_default_metric_follows_the_knob() {
+        let m: Vec<(String, String)> = [("write_throughput", "B/s"), ("read_throughput", "B/s")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(default_metric("read_ahead_kb", &m), "read_throughput");
+        assert_eq!(default_metric("vm.dirty_ratio", &m), "write_throughput");
+        assert_eq!(default_metric("nr_requests", &m), "write_throughput");
+        let only_write = &m[..1];
+        assert_eq!(
+            default_metric("read_ahead_kb", only_write),
+            "write_throughput"
+        );
+    }
 }

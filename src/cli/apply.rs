@@ -1,0 +1,325 @@
+//! `tunelab apply RUN`, `applied`, `verify`, `unapply`: keep a tune run's
+//! winning value across boots, check it is still live, take it back
+//! (docs/apply.md).
+
+use std::path::PathBuf;
+
+use super::Out;
+use crate::model::applied::AppliedChange;
+use crate::report::table;
+use crate::store::Store;
+use crate::tune::apply::{self, Check};
+use crate::tune::persist::Root;
+use crate::{Error, Result};
+
+/// The file-system root (hidden: tests run everything on a fake tree).
+#[derive(clap::Args, Debug, Clone)]
+pub struct RootArg {
+    /// Act on a fake tree: DIR/etc, DIR/proc/sys, DIR/sys, DIR/run instead of
+    /// the system's (for tests; no root needed there).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub root: Option<PathBuf>,
+}
+
+impl RootArg {
+    fn get(&self) -> Result<Root> {
+        if let Some(d) = &self.root {
+            if !d.is_dir() {
+                return Err(Error::usage(format!(
+                    "--root {}: not a directory",
+                    d.display()
+                )));
+            }
+            let abs = std::fs::canonicalize(d).map_err(|e| Error::io("cannot resolve", d, e))?;
+            return Ok(Root::new(Some(&abs)));
+        }
+        Ok(Root::new(None))
+    }
+}
+
+fn need_root(root: &Root, verb: &str) -> Result<()> {
+    if root.is_real() && !crate::safety::is_root() {
+        return Err(Error::privilege(format!(
+            "{verb} changes system configuration (/etc, /proc/sys, /sys) and needs root \
+             (run with sudo)"
+        )));
+    }
+    Ok(())
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ApplyArgs {
+    /// The tune run whose winning value to keep (id, prefix, last, last~N).
+    #[arg(value_name = "RUN")]
+    pub run: String,
+    /// Apply the best median even when the run shows no significant improvement.
+    #[arg(long)]
+    pub force: bool,
+    /// Print what would be written and set; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AppliedArgs {
+    /// Also list changes that were unapplied.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct VerifyArgs {
+    /// Accepted for symmetry: verify only reads.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct UnapplyArgs {
+    /// The knob (or KNOB@DISK) to take back, or 'all'.
+    #[arg(value_name = "KNOB|all")]
+    pub what: String,
+    /// Restore the pre-apply value even where someone changed the live value since.
+    #[arg(long)]
+    pub force: bool,
+    /// Print what would be removed and restored; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub root: RootArg,
+}
+
+fn active(store: &Store, root: &Root) -> Result<Vec<AppliedChange>> {
+    Ok(store
+        .changes()?
+        .into_iter()
+        .filter(|c| c.state == "applied" && c.root == root.display())
+        .collect())
+}
+
+pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32> {
+    let root = args.root.get()?;
+    if !args.dry_run {
+        need_root(&root, "apply")?;
+    }
+    let run = store.load(&args.run)?;
+    let v = apply::verdict_of(&run)?;
+    if v.best.is_none() && !args.force {
+        return Err(Error::usage(format!(
+            "run {} shows no value significantly better: {}; {} vs {} is ×{:.3} (95% CI \
+             {:.3}–{:.3}). Nothing applied (--force applies {} anyway)",
+            v.run_id,
+            v.explanation,
+            v.candidate,
+            v.baseline,
+            v.ratio,
+            v.ci95_low,
+            v.ci95_high,
+            v.candidate
+        )));
+    }
+    let plan = apply::plan_apply(&root, &v, store)?;
+    for w in &plan.warnings {
+        out.warn(w);
+    }
+    let c = plan.change.clone();
+    let mut s = String::new();
+    if args.dry_run {
+        s.push_str("apply — dry run: nothing is changed\n");
+    }
+    s.push_str(&format!("verdict:  {}\n", c.verdict));
+    for (p, old) in &plan.live {
+        s.push_str(&format!(
+            "live:     {} {old} → {} (written now, read back)\n",
+            p.display(),
+            c.new
+        ));
+    }
+    for p in &plan.partners {
+        s.push_str(&format!(
+            "          {} is {} (the kernel zeroes it; unapply restores it)\n",
+            p.0.display(),
+            p.1
+        ));
+    }
+    for f in &c.files {
+        s.push_str(&format!("file:     {} (new, tunelab's)\n", f.path));
+    }
+    if let Some(l) = &c.fstab_line {
+        s.push_str(&format!("fstab:    {l}\n"));
+    }
+    s.push_str(&format!(
+        "restore:  'tunelab unapply {}' removes the file(s) and writes {} back\n",
+        c.knob, c.old
+    ));
+    if args.dry_run {
+        if out.json {
+            out.json_data(&plan)?;
+        } else {
+            out.data(&s)?;
+            if let Some(f) = c.files.first() {
+                out.data(&format!("\n{}:\n{}", f.path, f.content))?;
+            }
+        }
+        return Ok(0);
+    }
+    let done = apply::apply(plan, store)?;
+    if out.json {
+        out.json_data(&done)?;
+        return Ok(0);
+    }
+    let s = s.replace(
+        &format!("→ {} (written", c.new),
+        &format!("→ {} (written", done.new),
+    );
+    out.data(&s)?;
+    for n in &done.notes {
+        out.warn(n);
+    }
+    out.data(&format!(
+        "applied {} = {} from run {}\nre-measure the same workload now: {}\n\
+         compare it with a run of that command from before apply (tunelab compare BEFORE last): \
+         compare names this change and its verdict\n",
+        done.id, done.new, done.run_id, done.remeasure
+    ))?;
+    Ok(0)
+}
+
+pub fn exec_applied(args: &AppliedArgs, out: &Out, store: &Store) -> Result<i32> {
+    let root = args.root.get()?;
+    let list: Vec<AppliedChange> = store
+        .changes()?
+        .into_iter()
+        .filter(|c| c.root == root.display() && (args.all || c.state == "applied"))
+        .collect();
+    if out.json {
+        out.json_data(&list)?;
+        return Ok(0);
+    }
+    if list.is_empty() {
+        out.info("nothing applied by tunelab (tunelab apply RUN)");
+        return Ok(0);
+    }
+    let rows = list
+        .iter()
+        .map(|c| {
+            vec![
+                c.id.clone(),
+                c.state.clone(),
+                format!("{} → {}", c.old, c.new),
+                c.run_id.clone(),
+                c.applied_at.clone(),
+                c.files
+                    .iter()
+                    .map(|f| f.path.clone())
+                    .chain(c.fstab_line.iter().map(|_| "fstab line".to_string()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]
+        })
+        .collect();
+    out.data(&table::render(
+        &["knob", "state", "value", "run", "applied", "files"],
+        rows,
+    ))?;
+    Ok(0)
+}
+
+/// Exit 5 when anything drifted (the system is no longer what was applied).
+pub fn exec_verify(args: &VerifyArgs, out: &Out, store: &Store) -> Result<i32> {
+    let root = args.root.get()?;
+    need_root(&root, "verify")?;
+    let checks: Vec<Check> = active(store, &root)?
+        .iter()
+        .map(|c| apply::verify(&root, c))
+        .collect();
+    let bad = checks.iter().filter(|c| !c.ok()).count();
+    if out.json {
+        out.json_data(&checks)?;
+    } else if checks.is_empty() {
+        out.info("nothing applied by tunelab to verify");
+    } else {
+        let rows = checks
+            .iter()
+            .map(|c| {
+                vec![
+                    c.id.clone(),
+                    c.applied.clone(),
+                    c.live.clone().unwrap_or_else(|| "-".into()),
+                    c.status.clone(),
+                    c.cause.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        out.data(&table::render(
+            &["knob", "applied", "live", "status", "why"],
+            rows,
+        ))?;
+    }
+    if bad > 0 {
+        return Err(Error::Regression(format!(
+            "{bad} applied setting(s) are not in place (see above)"
+        )));
+    }
+    Ok(0)
+}
+
+pub fn exec_unapply(args: &UnapplyArgs, out: &Out, store: &mut Store) -> Result<i32> {
+    let root = args.root.get()?;
+    if !args.dry_run {
+        need_root(&root, "unapply")?;
+    }
+    let all = active(store, &root)?;
+    let chosen: Vec<&AppliedChange> = all
+        .iter()
+        .filter(|c| args.what == "all" || c.id == args.what || c.knob == args.what)
+        .collect();
+    if chosen.is_empty() {
+        return Err(Error::usage(format!(
+            "nothing applied matches '{}' (applied: {})",
+            args.what,
+            if all.is_empty() {
+                "none".to_string()
+            } else {
+                all.iter()
+                    .map(|c| c.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        )));
+    }
+    let mut done = Vec::new();
+    for c in chosen {
+        let plan = apply::plan_unapply(c, args.force)?;
+        for w in &plan.warnings {
+            out.warn(w);
+        }
+        let mut s = String::new();
+        for (p, now, to) in &plan.restore {
+            s.push_str(&format!("live:     {} {now} → {to}\n", p.display()));
+        }
+        for p in &plan.remove {
+            s.push_str(&format!("remove:   {}\n", p.display()));
+        }
+        if args.dry_run {
+            out.data(&format!(
+                "unapply {} — dry run: nothing is changed\n{s}",
+                c.id
+            ))?;
+            continue;
+        }
+        let c = apply::unapply(plan, store)?;
+        out.data(&format!("unapplied {} (back to {})\n{s}", c.id, c.old))?;
+        done.push(c);
+    }
+    if out.json && !args.dry_run {
+        out.json_data(&done)?;
+    }
+    Ok(0)
+}

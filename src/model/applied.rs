@@ -1,0 +1,61 @@
+//! A setting `tunelab apply` made persistent (a sysctl.d drop-in, a udev
+//! rule), as the store keeps it: which tune run it came from, the values
+//! before and after, the files written, and whether it is still applied.
+
+use serde::{Deserialize, Serialize};
+
+/// One file written by `apply`, with the exact content (so `verify` can
+/// tell an edit and `unapply` removes only what tunelab wrote).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppliedFile {
+    pub path: String,
+    pub content: String,
+}
+
+/// A live file and its value before apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveValue {
+    pub path: String,
+    pub old: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppliedChange {
+    /// `<knob>` or `<knob>@<disk>`, unique among applied changes.
+    pub id: String,
+    /// The tune run whose verdict chose the value.
+    pub run_id: String,
+    pub knob: String,
+    /// The block device (`sda`, `loop3`) for block-queue knobs, else "".
+    #[serde(default)]
+    pub device: String,
+    /// The live value before apply (what `unapply` puts back).
+    pub old: String,
+    /// The value apply wrote and read back (the kernel's, if it clamped).
+    pub new: String,
+    /// The live files the value was written to (below `root`).
+    pub live: Vec<String>,
+    /// Files the kernel changes as a side effect (vm.dirty_bytes zeroed when
+    /// vm.dirty_ratio is set), with their value before apply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partners: Vec<LiveValue>,
+    /// The verdict and its 95% CI, in words, as written in the file headers.
+    pub verdict: String,
+    #[serde(default)]
+    pub files: Vec<AppliedFile>,
+    /// An fstab line to paste (mount options; fstab is never edited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fstab_line: Option<String>,
+    /// The command that measures the same workload again.
+    pub remeasure: String,
+    /// The file-system root the paths are under ("/" on a real system).
+    pub root: String,
+    /// Notes such as "the kernel set 4 instead of 0".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// "applied" or "unapplied".
+    pub state: String,
+    pub applied_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unapplied_at: Option<String>,
+}
