@@ -15,6 +15,7 @@ mod list;
 mod memory;
 mod monitor;
 mod output;
+mod progress;
 mod remote;
 mod report;
 mod restore;
