@@ -58,7 +58,10 @@ fn on_pty(env: &Env, cols: u16, args: &[&str]) -> String {
     }
     let status = child.wait().unwrap();
     let text = String::from_utf8_lossy(&text).replace('\r', "");
-    assert!(status.success(), "tunelab {args:?} at {cols} columns: {status}\n{text}");
+    assert!(
+        status.success(),
+        "tunelab {args:?} at {cols} columns: {status}\n{text}"
+    );
     text
 }
 
@@ -78,7 +81,11 @@ fn assert_fits(text: &str, cols: u16, what: &str) {
     let w = screen(cols);
     for line in text.lines() {
         let width = line.chars().count();
-        let longest = line.split_whitespace().map(|x| x.chars().count()).max().unwrap_or(0);
+        let longest = line
+            .split_whitespace()
+            .map(|x| x.chars().count())
+            .max()
+            .unwrap_or(0);
         assert!(
             width <= w || longest + 16 > w,
             "{what} at {cols} columns: a line of {width} > {w}:\n{line}\n---\n{text}"
@@ -143,7 +150,11 @@ fn tables_are_readable_at_0_40_and_80_columns() {
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         whole_words(&list, &names, "list", cols);
         let target = env.target();
-        let inspect = on_pty(&env, cols, &["inspect", "--target", target.to_str().unwrap()]);
+        let inspect = on_pty(
+            &env,
+            cols,
+            &["inspect", "--target", target.to_str().unwrap()],
+        );
         assert_fits(&inspect, cols, "inspect");
     }
 }

@@ -69,7 +69,11 @@ impl Estimate {
         let cap = self.budget.map(|b| (b - elapsed).max(0.0));
         let n = self.took.len();
         if n == 0 {
-            return cap.map_or(Left::Unknown, Left::AtMost);
+            // Past the budget before the first item ended: no bound either.
+            return match cap {
+                Some(c) if c > 0.0 => Left::AtMost(c),
+                _ => Left::Unknown,
+            };
         }
         if n >= self.weights.len() {
             return Left::About(0.0);
@@ -194,7 +198,8 @@ impl<'a> Progress<'a> {
         match &self.bar {
             Some(b) => b.set_message(format!("{} · {detail} · {times}", self.name)),
             None if self.last_line.elapsed() >= LINE_EVERY => {
-                self.out.info(&format!("    {} · {detail} · {times}", self.name));
+                self.out
+                    .info(&format!("    {} · {detail} · {times}", self.name));
                 self.last_line = Instant::now();
             }
             None => {}
@@ -234,6 +239,11 @@ mod tests {
         assert_eq!(e.left(5.0, 5.0), Left::Unknown);
         let e = Estimate::new(vec![10.0, 10.0, 10.0], Some(30.0));
         assert_eq!(e.left(5.0, 5.0), Left::AtMost(25.0));
+        assert_eq!(
+            e.left(31.0, 31.0),
+            Left::Unknown,
+            "past the budget: no bound"
+        );
         assert!(Left::Unknown.describe().contains("unknown"));
     }
 

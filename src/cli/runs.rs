@@ -64,7 +64,10 @@ pub fn machine(host: &str, id: &str) -> String {
         "" | "(none)" | "localhost" | "localhost.localdomain" | "buildroot" | "OpenWrt"
     );
     match id.get(..8) {
-        Some(short) if generic => format!("{} #{short}", clean(if host.is_empty() { "?" } else { host })),
+        Some(short) if generic => format!(
+            "{} #{short}",
+            clean(if host.is_empty() { "?" } else { host })
+        ),
         _ => clean(host),
     }
 }

@@ -82,7 +82,11 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let weights = profile
         .issues
         .iter()
-        .map(|i| issue_options(i, &args.measure).plan(i.experiment.defaults()).map_or(0.0, |p| p.budget))
+        .map(|i| {
+            issue_options(i, &args.measure)
+                .plan(i.experiment.defaults())
+                .map_or(0.0, |p| p.budget)
+        })
         .collect();
     let mut progress = Progress::new(out, "key issues", weights, None);
     let mut verdicts = Vec::new();

@@ -68,7 +68,9 @@ pub fn layout(header: &[&str], rows: Vec<Vec<String>>, width: usize) -> String {
     if widest_line(&full) <= width {
         return full;
     }
-    let ncol = header.len().max(rows.iter().map(Vec::len).max().unwrap_or(0));
+    let ncol = header
+        .len()
+        .max(rows.iter().map(Vec::len).max().unwrap_or(0));
     let natural_w: Vec<usize> = (0..ncol)
         .map(|c| column_width(header, &rows, c, text_width))
         .collect();

@@ -169,7 +169,10 @@ mod tests {
         // The same points, but the io.record-size file is memory too.
         assert!(ram.peak_memory >= disk.peak_memory, "{ram:?} vs {disk:?}");
         let d = ram.describe();
-        assert!(d.contains("the target is tmpfs: its files count as memory"), "{d}");
+        assert!(
+            d.contains("the target is tmpfs: its files count as memory"),
+            "{d}"
+        );
         // A 16 MiB file kept on tmpfs with 1 MiB records: 17 MiB at the peak.
         let big = estimate_in(
             &p,

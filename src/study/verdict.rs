@@ -578,7 +578,8 @@ mod tests {
         let v = judge(&ki, &[p.clone()], None);
         assert_eq!(v.verdict, "pass");
         assert!(
-            v.conclusion.ends_with("— RAM (tmpfs), not a device's figure"),
+            v.conclusion
+                .ends_with("— RAM (tmpfs), not a device's figure"),
             "{}",
             v.conclusion
         );

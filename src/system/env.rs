@@ -55,8 +55,7 @@ pub fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
         "host.name",
         Some(uts.nodename().to_string_lossy().into_owned()),
     );
-    let found = machine_id(Path::new("/"))
-        .or_else(|| generated_machine_id(&super::state_dir()));
+    let found = machine_id(Path::new("/")).or_else(|| generated_machine_id(&super::state_dir()));
     if let Some((id, source)) = found {
         put("machine.id", Some(id));
         put("machine.id_source", Some(source));

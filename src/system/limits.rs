@@ -231,9 +231,7 @@ fn read_level(dir: &Path, version: u8) -> Option<CgroupMemory> {
         return None;
     }
     // v1 counts the whole subtree as total_*; v2's memory.stat is hierarchical.
-    let v1 = |k: &str| {
-        stat_field(&stat, &format!("total_{k}")).or_else(|| stat_field(&stat, k))
-    };
+    let v1 = |k: &str| stat_field(&stat, &format!("total_{k}")).or_else(|| stat_field(&stat, k));
     let field = |v1_key: &str, v2_key: &str| {
         if version == 1 {
             v1(v1_key)

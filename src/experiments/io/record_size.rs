@@ -176,8 +176,9 @@ impl Experiment for RecordSize {
         // (a 20 MB/s flash takes seconds per pass of the whole file), then
         // lays out only what its share of the budget has time for.
         let time = ctx.point_time();
-        let probe = match time {
-            Some(_) => (PROBE_BYTES / record as u64 * record as u64).clamp(record as u64, size),
+        let rec = record as u64;
+        let mut probe = match time {
+            Some(_) => (PROBE_START / rec * rec).clamp(rec, size),
             None => size,
         };
         fill_file(&mut f, &path, probe, 7)?;
@@ -211,7 +212,30 @@ impl Experiment for RecordSize {
         let mut size = size;
         let mut probed = None;
         if let Some(t) = time {
-            let (w0, w, r) = run.probe(ctx)?;
+            // Grow the probe until a phase lasts long enough to time (a fast
+            // device) or the probe is PROBE_BYTES: 1 KiB O_DIRECT records on a
+            // throttled USB stick run at a few hundred kB/s, and a 4 MiB
+            // probe alone then took most of a minute.
+            let top = (PROBE_BYTES / rec * rec).clamp(rec, size);
+            let (mut w0, mut w, mut r);
+            loop {
+                run.size = probe;
+                (w0, w, r) = run.probe(ctx, 1)?;
+                if w0.min(r) >= PROBE_TIMED || probe >= top {
+                    break;
+                }
+                let next = (probe * 4).min(top);
+                fill_file(&mut f, &path, next - probe, 9)?;
+                f.sync_all()
+                    .map_err(|e| Error::io("cannot fsync", &path, e))?;
+                probe = next;
+            }
+            // Phases under 100 ms: the fastest of two rounds (a preemption
+            // must not make the device look slow).
+            if w0.min(r) < MIN_PHASE {
+                let (a, b, c) = run.probe(ctx, 1)?;
+                (w0, w, r) = (w0.min(a), w.min(b), r.min(c));
+            }
             probed = Some((w0, r));
             if let Some(fit) = fit_to_time(size, record as u64, probe, w, r, t, started) {
                 size = fit.size;
@@ -240,11 +264,9 @@ impl Experiment for RecordSize {
             // time of the whole file by proportion; otherwise (or without a
             // probe) two rounds over the whole file, cheap on a fast device.
             let fastest = match probed {
-                Some((w0, r)) if w0.min(r) >= PROBE_TIMED => {
-                    w0.min(r) * size as f64 / probe as f64
-                }
+                Some((w0, r)) if w0.min(r) >= PROBE_TIMED => w0.min(r) * size as f64 / probe as f64,
                 _ => {
-                    let (w0, _, r) = run.probe(ctx)?;
+                    let (w0, _, r) = run.probe(ctx, 2)?;
                     w0.min(r)
                 }
             };
@@ -286,8 +308,15 @@ fn direct_refused(path: &std::path::Path) -> std::result::Result<(), String> {
 const MIN_PHASE: f64 = 0.1;
 
 /// Bytes of the file a budgeted point probes the device with before it
-/// decides how much of the file its share of the budget has time for.
+/// decides how much of the file its share of the budget has time for: it
+/// starts at PROBE_START and grows 4x until a phase lasts PROBE_TIMED.
+const PROBE_START: u64 = 256 << 10;
 const PROBE_BYTES: u64 = 4 << 20;
+
+/// The least file the time fitting leaves (or one record): a trial repeats
+/// passes until each phase has lasted MIN_TRIAL, so a small file still
+/// times well; below this the per-pass open and fsync weigh too much.
+const FIT_FLOOR: u64 = 256 << 10;
 
 /// A probe phase at least this long is timed well enough to scale to the
 /// whole file (shorter: a fast device, calibrated on the whole file).
@@ -322,11 +351,11 @@ fn fit_to_time(
     if per_byte * size as f64 <= per_trial {
         return None;
     }
-    // Whole records; at least one, and at least the probe's worth when the
-    // share is too short even for that (the trials then repeat passes).
+    // Whole records; at least one, and at least FIT_FLOOR when the share is
+    // too short even for that (the trials then take longer than planned).
     let fitted = ((per_trial / per_byte) as u64 / record * record)
         .max(record)
-        .max(probe.min(size))
+        .max(FIT_FLOOR.min(size) / record * record)
         .min(size);
     if fitted >= size {
         return None;
@@ -422,12 +451,12 @@ impl RecordSizeRun {
     /// later passes of the same trial only evict this file's pages, which is
     /// enough for a clean file and keeps short passes from calling
     /// drop_caches hundreds of times.
-    /// The fastest write and read phases of two untimed rounds over the
+    /// The fastest write and read phases of untimed rounds over the
     /// current size (a round slowed by a preemption does not count).
     /// Returns (write without fsync, write with fsync, read) seconds.
-    fn probe(&mut self, ctx: &Ctx) -> Result<(f64, f64, f64)> {
+    fn probe(&mut self, ctx: &Ctx, rounds: usize) -> Result<(f64, f64, f64)> {
         let (mut w0, mut w, mut r) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
-        for _ in 0..2 {
+        for _ in 0..rounds {
             let (a, b) = self.write_pass(ctx)?;
             w0 = w0.min(a);
             w = w.min(b);
@@ -646,13 +675,15 @@ mod tests {
         assert!(f.note.contains("10 s share"), "{}", f.note);
         // A fast device (2 GB/s) keeps its whole file.
         assert!(fit_to_time(32 * MIB, 4096, 4 * MIB, 0.002, 0.002, t, now).is_none());
-        // No time at all: never below the probe (the trials repeat passes).
+        // No time at all: never below the floor, or one record.
         let none = crate::engine::PointTime {
             seconds: 0.0,
             trials: 4,
         };
+        let f = fit_to_time(32 * MIB, 4096, 4 * MIB, w, r, none, now).unwrap();
+        assert_eq!(f.size, FIT_FLOOR);
         let f = fit_to_time(32 * MIB, MIB, 4 * MIB, w, r, none, now).unwrap();
-        assert_eq!(f.size, 4 * MIB);
+        assert_eq!(f.size, MIB);
     }
 
     #[test]

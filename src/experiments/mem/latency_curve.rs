@@ -307,6 +307,9 @@ mod tests {
         // The note says why there are none instead of ending in ": ".
         let d = a.describe();
         assert_eq!(d.len(), 1, "{d:?}");
-        assert!(d[0].contains("not placed") && !d[0].ends_with(": "), "{d:?}");
+        assert!(
+            d[0].contains("not placed") && !d[0].ends_with(": "),
+            "{d:?}"
+        );
     }
 }

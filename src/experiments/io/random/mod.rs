@@ -784,7 +784,10 @@ mod tests {
         // Below the 32 MiB floor because of space: not quoted as "within" it.
         let (s, why) = auto_size(64 * MIB, 47 * MIB);
         assert_eq!(s, 23 * MIB);
-        assert!(why.starts_with("size=auto: 23 MiB = half the free space"), "{why}");
+        assert!(
+            why.starts_with("size=auto: 23 MiB = half the free space"),
+            "{why}"
+        );
         assert!(!why.contains("23 MiB = 2 × MemTotal"), "{why}");
     }
 
