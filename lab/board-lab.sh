@@ -5,7 +5,11 @@
 # ext4, vfat, exfat and f2fs disks (and a loop-mounted `--fs vfat` lab), brings
 # the runs back to the host and imports them; then boots once more with an SSH
 # server (dropbear) behind qemu's user-mode port forward and drives the guest
-# from the host with `tunelab remote`.
+# from the host with `tunelab remote`. The last (smallest) guest also gets
+# what a board user meets first (issue 24): `study quick` on a 16 MiB tmpfs
+# /data, two "flash" disks (ext4 and vfat) throttled by qemu to 20 MB/s and
+# run with io.record-size's defaults, and tables printed on the serial
+# console, which reports 0 columns.
 #
 #   lab/board-lab.sh
 #
@@ -107,7 +111,7 @@ record kernel ok $(($(date +%s) - t)) "$kpkg ($kver), vmlinuz $(stat -c %s "$vml
 # ---- 3. initramfs ----------------------------------------------------------
 t=$(date +%s)
 root=$LAB_DIR/initramfs
-rm -rf "$root" && mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt/ext4,mnt/vfat,mnt/exfat,mnt/f2fs,results,lib/modules}
+rm -rf "$root" && mkdir -p "$root"/{bin,dev,proc,sys,tmp,data,mnt/ext4,mnt/vfat,mnt/exfat,mnt/f2fs,mnt/flashext4,mnt/flashvfat,results,lib/modules}
 # The board's own mkfs for the `--fs vfat` lab: busybox calls it mkdosfs.
 printf '#!/bin/busybox sh\nexec /bin/busybox mkdosfs "$@"\n' >"$root/bin/mkfs.vfat"
 chmod +x "$root/bin/mkfs.vfat"
@@ -162,12 +166,13 @@ cat >"$root/init" <<'INIT'
 export PATH=/bin:/mnt/ext4/bin HOME=/tmp TUNELAB_DB=/tmp/results.db NO_COLOR=1
 mount -t proc proc /proc; mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
-mode=suite disks="results vfat ext4" fsmatrix=0
+mode=suite disks="results vfat ext4" fsmatrix=0 flash=0
 for w in $(cat /proc/cmdline); do
   case $w in
     lab.mode=*) mode=${w#lab.mode=} ;;
     lab.disks=*) disks=$(echo "${w#lab.disks=}" | tr , ' ') ;;
     lab.fsmatrix=*) fsmatrix=${w#lab.fsmatrix=} ;;
+    lab.flash=*) flash=${w#lab.flash=} ;;
     # The machine name the runs carry home (busybox leaves it "(none)").
     lab.host=*) hostname "${w#lab.host=}" ;;
   esac
@@ -239,6 +244,9 @@ for fs in exfat f2fs; do
   eval "dev=\${${fs}_dev:-}"
   [ -n "$dev" ] && step mount-$fs mnt $fs $dev /mnt/$fs
 done
+# The throttled "flash" disks (20 MB/s, like a USB stick; issue 24), when given.
+[ -n "${flashext4_dev:-}" ] && step mount-flashext4 mnt ext4 $flashext4_dev /mnt/flashext4
+[ -n "${flashvfat_dev:-}" ] && step mount-flashvfat mnt vfat $flashvfat_dev /mnt/flashvfat
 cat /proc/meminfo >/results/meminfo
 step version tunelab --version
 step list tunelab list
@@ -275,10 +283,36 @@ step mem.latency tunelab run mem.latency -p max=8M --trials 1 --warmup 0 --quiet
 mounted /mnt/ext4 &&
   step sched.latency tunelab run sched.latency --target /mnt/ext4 -p duration=500ms -p load=none,storage+memory --trials 1 --warmup 0 --quiet-check 0
 step cpu.clock tunelab run cpu.clock --trials 2 --warmup 0 --quiet-check 0
+# A RAM-backed target (issue 24): /data on a 16 MiB tmpfs. Its files are
+# memory, so the study sizes them to the memory left; nothing stays behind.
+if [ "$flash" = 1 ]; then
+  mount -t tmpfs -o size=16m data /data
+  step study-quick-tmpfs tunelab study quick --target /data --trials 1 --warmup 0 --quiet-check 0 --label "lab study quick tmpfs"
+  step tmpfs-left-empty sh -c 'ls -A /data; [ -z "$(ls -A /data)" ]'
+  umount /data
+fi
+# Slow flash: the defaults size themselves to the device's speed and keep
+# to the time budget they print first.
+if mounted /mnt/flashext4; then
+  step flash-ext4-io.record-size tunelab run io.record-size --target /mnt/flashext4 --quiet-check 0
+fi
+if mounted /mnt/flashvfat; then
+  step flash-vfat-io.record-size tunelab run io.record-size --target /mnt/flashvfat -p record=64k,1m --quiet-check 0
+fi
 step runs tunelab runs
+# The serial console reports 0 columns: tables printed on it (the init's
+# stdout is /dev/console) must stay readable; the host checks the lines
+# between the markers.
+if [ "$flash" = 1 ]; then
+  stty -F /dev/console 2>/dev/null | head -n 1
+  echo "LAB-GUEST width0-begin"
+  tunelab list
+  tunelab runs
+  echo "LAB-GUEST width0-end"
+fi
 cp /tmp/results.db /results/results.db 2>/dev/null
 sync
-umount /mnt/f2fs /mnt/exfat /mnt/vfat /mnt/ext4 2>/dev/null
+umount /mnt/f2fs /mnt/exfat /mnt/vfat /mnt/flashext4 /mnt/flashvfat /mnt/ext4 2>/dev/null
 # The results disk is raw: a tar archive the host reads without mounting.
 tar cf $results_dev -C /results . && sync && echo "LAB-GUEST results written"
 poweroff -f
@@ -342,20 +376,34 @@ for mem in $LAB_MEMS; do
         record "  ${mem}M $fs disk" FAIL 0 "cannot make a $fs image on the host (mkfs.$fs: exfatprogs, f2fs-tools)"
     done
   fi
-  roles=(results)
+  # The last (smallest) guest also gets two "flash" disks throttled by
+  # qemu to 20 MB/s (a USB stick), ext4 and vfat, a 16 MiB tmpfs target and
+  # the width-0 console check: flashvfat 24M < results 32M … flashext4 96M.
+  flash=0
+  if [ "$mem" = "${LAB_MEMS##* }" ]; then
+    flash=1
+    truncate -s 24M "$d/flashvfat.img" && mkfs.vfat -n LABFLASHV "$d/flashvfat.img" >/dev/null
+    truncate -s 96M "$d/flashext4.img" && mkfs.ext4 -q -F -L labflash "$d/flashext4.img" >/dev/null
+  fi
+  roles=()
+  [ $flash = 1 ] && roles+=(flashvfat)
+  roles+=(results)
   [[ $extra == *" exfat "* ]] && roles+=(exfat)
   roles+=(vfat)
+  [ $flash = 1 ] && roles+=(flashext4)
   [[ $extra == *" f2fs "* ]] && roles+=(f2fs)
   roles+=(ext4)
   disks=()
   i=0
   for img in "${roles[@]}"; do
-    disks+=(-drive "file=$d/$img.img,format=raw,if=none,id=d$i" -device "virtio-blk-device,drive=d$i")
+    throttle=
+    case $img in flash*) throttle=",throttling.bps-total=20000000" ;; esac
+    disks+=(-drive "file=$d/$img.img,format=raw,if=none,id=d$i$throttle" -device "virtio-blk-device,drive=d$i")
     i=$((i + 1))
   done
   # shellcheck disable=SC2046
   timeout --foreground -k 10 "$LAB_TIMEOUT" $(qemu_base "$mem") "${disks[@]}" \
-    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=suite lab.host=lab-a53-${mem}m lab.disks=$(IFS=,; echo "${roles[*]}") lab.fsmatrix=$fsmatrix" \
+    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=suite lab.host=lab-a53-${mem}m lab.disks=$(IFS=,; echo "${roles[*]}") lab.fsmatrix=$fsmatrix lab.flash=$flash" \
     </dev/null >"$d/console.log" 2>&1
   qrc=$?
   secs=$(($(date +%s) - t))
@@ -386,6 +434,18 @@ for mem in $LAB_MEMS; do
       record "  ${mem}M cpu.clock cluster" ok 0 "$(grep -m1 '^  note: cluster' "$d/results/cpu.clock.out" | cut -c15-)"
     else
       record "  ${mem}M cpu.clock cluster" FAIL 0 "no Cortex-A53 cluster in the cpu.clock notes"
+    fi
+  fi
+  if [ $flash = 1 ]; then
+    # Width 0: no column squeezed to a letter a line, the names whole.
+    w0=$(sed -n '/LAB-GUEST width0-begin/,/LAB-GUEST width0-end/p' "$d/console.log" | tr -d '\r')
+    single=$(printf '%s\n' "$w0" | awk '{ t=$0; gsub(/[^[:alnum:]]/, "", t) } length(t) == 1' | wc -l)
+    if printf '%s\n' "$w0" | grep -q 'io\.record-size' && printf '%s\n' "$w0" | grep -q 'mem\.latency' &&
+      [ "$single" -lt 3 ]; then
+      record "  ${mem}M console-width-0" ok 0 "$(printf '%s\n' "$w0" | wc -l) lines"
+    else
+      record "  ${mem}M console-width-0" FAIL 0 "$single one-letter lines"
+      printf '%s\n' "$w0" | head -n 60
     fi
   fi
   if grep -q FAIL <(printf '%s\n' "${summary[@]}" | grep " ${mem}M "); then

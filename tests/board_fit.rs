@@ -268,6 +268,72 @@ fn study_quick_in_a_16_mib_cgroup_is_never_oom_killed_and_stores_every_issue() {
     }
 }
 
+/// Issue 24: files on a RAM-backed target are memory. Before, `study quick`
+/// in a 16 MiB cgroup with a 48 MiB tmpfs target was OOM-killed in its
+/// first key issue (exit 137) and left its scratch directory in the tmpfs.
+#[test]
+fn study_quick_on_a_48_mib_tmpfs_in_a_16_mib_cgroup_completes_and_cleans_up() {
+    if !is_root() {
+        return skip("needs root to create a memory cgroup and mount tmpfs");
+    }
+    let Some(cg) = Cgroup::new("tmpfs16", 16 << 20) else {
+        return skip("no writable cgroup v1 memory hierarchy");
+    };
+    let Some(m) = Mount::ram_sized("tmpfs", "48m") else {
+        return skip("cannot mount tmpfs");
+    };
+    let env = Env::new();
+    let target = m.mountpoint().to_str().unwrap().to_string();
+    let out = cg.run(
+        &env,
+        &[
+            "study",
+            "quick",
+            "--target",
+            &target,
+            "--trials",
+            "2",
+            "--warmup",
+            "0",
+            "--quiet-check",
+            "0",
+            "--json",
+        ],
+    );
+    let err = stderr(&out);
+    let oom = cg.read("memory.oom_control");
+    eprintln!(
+        "peak cgroup usage {} B; {oom}",
+        cg.read("memory.max_usage_in_bytes").trim()
+    );
+    assert!(out.status.success(), "exit {:?} ({oom})\n{err}", out.status);
+    assert!(!oom.contains("oom_kill 1"), "OOM kill in the cgroup: {oom}");
+    // The footprint says up front that the target's files are memory.
+    assert!(
+        err.contains("the target is tmpfs: its files count as memory"),
+        "{err}"
+    );
+    let run = json(&out);
+    assert_eq!(run["status"], "complete", "{err}");
+    assert_eq!(run["study"]["issues"].as_array().unwrap().len(), 13);
+    // The storage key issues ran, sized to the memory left, and said so.
+    let results = run["results"].as_array().unwrap();
+    let rs: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["experiment"] == "io.record-size")
+        .collect();
+    assert!(!rs.is_empty(), "io.record-size did not run: {err}");
+    for r in rs {
+        assert!(
+            notes(r).iter().any(|n| n.contains("free")),
+            "{:?}",
+            notes(r)
+        );
+    }
+    let left = common::list(m.mountpoint());
+    assert!(left.is_empty(), "left in the tmpfs: {left:?}");
+}
+
 #[test]
 fn work_search_fits_its_listing_in_a_16_mib_cgroup() {
     if !is_root() {
@@ -328,9 +394,13 @@ impl Mount {
     }
 
     fn ram(fs: &str) -> Option<Mount> {
+        Mount::ram_sized(fs, "256m")
+    }
+
+    fn ram_sized(fs: &str, size: &str) -> Option<Mount> {
         let dir = tempfile::tempdir().ok()?;
         let ok = Command::new("mount")
-            .args(["-t", fs, "-o", "size=256m", fs])
+            .args(["-t", fs, "-o", &format!("size={size}"), fs])
             .arg(dir.path())
             .status()
             .ok()?

@@ -16,6 +16,7 @@ mod list;
 mod memory;
 mod monitor;
 mod output;
+mod progress;
 mod remote;
 mod report;
 mod restore;

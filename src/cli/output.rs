@@ -35,6 +35,15 @@ impl Out {
         eprintln!("tunelab: warning: {msg}");
     }
 
+    /// A warning that is also kept with the run, whose output (the run
+    /// view, or the JSON) prints it again: on stderr only without --quiet,
+    /// so that -q prints each thing once.
+    pub fn run_warning(&self, msg: &str) {
+        if !self.quiet {
+            self.warn(msg);
+        }
+    }
+
     pub fn error(&self, msg: &str) {
         eprintln!("tunelab: error: {msg}");
     }
@@ -70,6 +79,9 @@ impl crate::engine::pipeline::Observer for Out {
     }
     fn warn(&self, msg: &str) {
         Out::warn(self, msg)
+    }
+    fn run_warning(&self, msg: &str) {
+        Out::run_warning(self, msg)
     }
 }
 

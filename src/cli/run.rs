@@ -2,9 +2,8 @@
 //! store and print the run.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use super::progress::Progress;
 
 use super::{Cli, Out};
 use crate::engine::model::Run;
@@ -174,6 +173,18 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         )));
     }
     let lab = args.lab.parse()?;
+    if m.trials.is_none() {
+        // Said first, so a slow board's user knows how long to wait.
+        out.info(&format!(
+            "{}: {} point(s), {}–{} trials each, time budget {} ({} per point; --budget changes it)",
+            exp.name(),
+            points.len(),
+            plan.min_trials,
+            plan.max_trials,
+            super::progress::clock(plan.budget),
+            super::progress::clock(plan.budget / points.len().max(1) as f64),
+        ));
+    }
     let mut store = m.store(cli)?;
     let mut session = begin_session(m, args.target.as_deref(), argv, out);
     let quiet_warnings = session.run.warnings.len();
@@ -188,7 +199,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     );
     let run = session.finish(error.as_ref());
     for w in run.warnings.iter().skip(quiet_warnings) {
-        out.warn(w);
+        out.run_warning(w);
     }
     finish(run, store.as_mut(), out)?;
     match error {
@@ -267,46 +278,14 @@ fn run_with_progress(
     fixed: bool,
     out: &Out,
 ) -> crate::engine::runner::Outcome {
-    let bar = if out.interactive {
-        let b = ProgressBar::new(points.len() as u64);
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{bar:30}] {pos}/{len} points · {msg} · {elapsed} (ETA {eta})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        b.enable_steady_tick(Duration::from_millis(200));
-        Some(b)
-    } else {
-        None
-    };
-    let mut label = String::new();
+    // The runner shares the budget equally among the points.
+    let weights = vec![plan.budget / points.len().max(1) as f64; points.len()];
+    let mut progress = Progress::new(out, "points", weights, (!fixed).then_some(plan.budget));
     let outcome = run_points(exp, points, ctx, plan, fixed, &mut |ev| match ev {
-        Event::PointStarted {
-            index,
-            total,
-            label: l,
-        } => {
-            label = l.to_string();
-            match &bar {
-                Some(b) => b.set_message(format!("{l} · warm-up")),
-                None => out.info(&format!("[{}/{total}] {} {l}", index + 1, exp.name())),
-            }
-        }
-        Event::Trial { n, max } => {
-            if let Some(b) = &bar {
-                b.set_message(format!("{label} · trial {n} (≤{max})"));
-            }
-        }
-        Event::PointDone { .. } => {
-            if let Some(b) = &bar {
-                b.inc(1);
-            }
-        }
+        Event::PointStarted { label: l, .. } => progress.start(&format!("{} {l}", exp.name())),
+        Event::Trial { n, max } => progress.tick(&format!("trial {n} (≤{max})")),
+        Event::PointDone { .. } => progress.done(),
     });
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    progress.finish();
     outcome
 }

@@ -31,7 +31,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
                 vec![
                     r.id,
                     r.started,
-                    clean(&r.machine),
+                    machine(&r.machine, &r.machine_id),
                     clean(&r.label),
                     r.status,
                     r.experiments.join(" "),
@@ -55,6 +55,23 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     Ok(0)
 }
 
+/// The machine column: the host name, with the first 8 hex digits of the
+/// machine id when the name does not tell boards apart (busybox boards are
+/// all "(none)", many images "localhost").
+pub fn machine(host: &str, id: &str) -> String {
+    let generic = matches!(
+        host.trim(),
+        "" | "(none)" | "localhost" | "localhost.localdomain" | "buildroot" | "OpenWrt"
+    );
+    match id.get(..8) {
+        Some(short) if generic => format!(
+            "{} #{short}",
+            clean(if host.is_empty() { "?" } else { host })
+        ),
+        _ => clean(host),
+    }
+}
+
 /// Text from a run (label, host name) made safe to print on a terminal:
 /// control characters — escape sequences, newlines, tabs — become visible
 /// `\u{…}` escapes instead of acting on the terminal or breaking the table.
@@ -73,6 +90,16 @@ pub fn clean(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::clean;
+
+    #[test]
+    fn boards_without_a_host_name_are_told_apart_by_their_id() {
+        use super::machine;
+        assert_eq!(machine("(none)", "3f9a2c1b00112233"), "(none) #3f9a2c1b");
+        assert_eq!(machine("(none)", "77aa01cc00112233"), "(none) #77aa01cc");
+        assert_eq!(machine("", "77aa01cc00112233"), "? #77aa01cc");
+        assert_eq!(machine("stb-1", "3f9a2c1b00112233"), "stb-1");
+        assert_eq!(machine("(none)", ""), "(none)");
+    }
 
     #[test]
     fn control_characters_are_shown_not_obeyed() {

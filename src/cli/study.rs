@@ -2,15 +2,14 @@
 //! each against its pass criteria.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use super::progress::Progress;
 
 use super::run::{begin_session, finish_with, LabArgs, MeasureArgs};
 use super::{Cli, Out};
 use crate::engine::model::StudySummary;
 use crate::engine::pipeline::for_each_target;
-use crate::engine::runner::{run_points, RunOptions};
+use crate::engine::runner::{run_points, Event, RunOptions};
 use crate::safety::is_root;
 use crate::study::{self, profile::parse_sets, verdict::judge};
 use crate::{Error, Result};
@@ -84,33 +83,28 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             .describe(),
     );
     let mut session = begin_session(&measure, args.target.as_deref(), argv, out);
-    let bar = progress_bar(out, profile.issues.len());
+    let weights = profile
+        .issues
+        .iter()
+        .map(|i| {
+            issue_options(i, &args.measure)
+                .plan(i.experiment.defaults())
+                .map_or(0.0, |p| p.budget)
+        })
+        .collect();
+    let mut progress = Progress::new(out, "key issues", weights, None);
     let mut verdicts = Vec::new();
     let mut stop = None;
     let mut progress_error: Option<Error> = None;
     for issue in &profile.issues {
-        if let Some(b) = &bar {
-            b.set_message(issue.name.clone());
-        } else {
-            out.info(&format!(
-                "[{}/{}] {}",
-                verdicts.len() + 1,
-                profile.issues.len(),
-                issue.name
-            ));
-        }
+        progress.start(&issue.name);
         let exp = issue.experiment.as_ref();
         let before = session.run.results.len();
         let began = std::time::Instant::now();
         let error = if exp.needs().root && !is_root() {
             Some(Error::privilege(format!("{} needs root", exp.name())))
         } else {
-            let opts = RunOptions {
-                trials: issue.trials.or(args.measure.trials),
-                warmup: issue.warmup.or(args.measure.warmup),
-                budget: issue.budget.or(args.measure.budget),
-                ..args.measure.options()
-            };
+            let opts = issue_options(issue, &args.measure);
             match opts.plan(exp.defaults()) {
                 Ok(plan) => {
                     let fixed = opts.fixed();
@@ -121,7 +115,13 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
                         &lab,
                         out,
                         &mut session,
-                        &mut |ctx| run_points(exp, &issue.points, ctx, &plan, fixed, &mut |_| {}),
+                        &mut |ctx| {
+                            run_points(exp, &issue.points, ctx, &plan, fixed, &mut |ev| {
+                                if let Event::Trial { n, max } = ev {
+                                    progress.tick(&format!("trial {n} (≤{max})"));
+                                }
+                            })
+                        },
                     )
                 }
                 Err(e) => Some(e),
@@ -145,9 +145,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
                 progress_error = Some(e);
             }
         }
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
+        progress.done();
         match error {
             Some(e @ Error::Interrupted(_)) => {
                 stop = Some(e);
@@ -155,15 +153,13 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             }
             Some(e) => {
                 let w = format!("{}: {e}", issue.name);
-                out.warn(&w);
+                out.run_warning(&w);
                 session.run.warnings.push(w);
             }
             None => {}
         }
     }
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    progress.finish();
     session.run.study = Some(StudySummary {
         profile: profile.name.clone(),
         title: profile.title.clone(),
@@ -209,18 +205,12 @@ fn in_progress(
     snap
 }
 
-fn progress_bar(out: &Out, len: usize) -> Option<ProgressBar> {
-    if !out.interactive {
-        return None;
+/// A key issue's repetition settings: its own, else the command line's.
+fn issue_options(issue: &study::profile::KeyIssue, m: &MeasureArgs) -> RunOptions {
+    RunOptions {
+        trials: issue.trials.or(m.trials),
+        warmup: issue.warmup.or(m.warmup),
+        budget: issue.budget.or(m.budget),
+        ..m.options()
     }
-    let b = ProgressBar::new(len as u64);
-    b.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{bar:30}] {pos}/{len} key issues · {msg} · {elapsed} (ETA {eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    b.enable_steady_tick(Duration::from_millis(200));
-    Some(b)
 }

@@ -134,6 +134,18 @@ pub struct Ctx {
     pub target: PathBuf,
     pub device: Option<BlockDevice>,
     pub is_root: bool,
+    /// The time the point being prepared may take (set by the runner).
+    point_time: std::sync::Mutex<Option<PointTime>>,
+}
+
+/// What the runner allows the point it is about to prepare: its share of
+/// what is left of the run's budget, and the trials (warm-up included) it
+/// should fit in it. Experiments whose trial length follows a size (a
+/// file written and read on a slow device) size themselves to fit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PointTime {
+    pub seconds: f64,
+    pub trials: usize,
 }
 
 impl Ctx {
@@ -147,6 +159,19 @@ impl Ctx {
             target,
             device,
             is_root: crate::safety::is_root(),
+            point_time: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The time the point being prepared may take; None when the run has
+    /// a fixed trial count (no budget) or runs outside the runner.
+    pub fn point_time(&self) -> Option<PointTime> {
+        self.point_time.lock().ok().and_then(|t| *t)
+    }
+
+    pub fn set_point_time(&self, t: Option<PointTime>) {
+        if let Ok(mut g) = self.point_time.lock() {
+            *g = t;
         }
     }
 
@@ -184,6 +209,10 @@ pub struct Footprint {
     /// Peak bytes of data buffers (and page cache the point must keep
     /// resident) while the point runs, tunelab's own memory not included.
     pub peak_memory: u64,
+    /// Bytes of files the point keeps on the target at its peak, beyond
+    /// any already counted in `peak_memory`: on a RAM-backed target (tmpfs,
+    /// ramfs, zram) they are memory too.
+    pub stored: u64,
 }
 
 /// What the machine has room for, read when a point is sized: the memory
@@ -200,35 +229,54 @@ pub struct Room {
     /// Largest file the target's file system holds, when it is small
     /// (vfat: 4 GiB − 1), with the file system's name.
     pub max_file: Option<(u64, String)>,
+    /// The target keeps its files in RAM (tmpfs, ramfs, a zram device):
+    /// what backs it, e.g. "tmpfs". `disk_free` is then no more than the
+    /// memory budget, because every file written there is memory.
+    pub ram: Option<String>,
 }
 
 impl Room {
     /// Read now, for `target` (None: memory only).
     pub fn read(target: Option<&Path>) -> Room {
         let limits = crate::system::limits::MemoryLimits::read();
-        Room {
-            memory: limits.budget(),
-            memory_why: format!(
-                "{}; budget = 3/4 of the smaller less {} for tunelab",
-                limits.explain(),
-                crate::units::format_size(crate::system::limits::RESERVE)
-            ),
-            // A file system without block accounting (ramfs) stores in RAM.
-            disk_free: target
-                .and_then(|t| crate::safety::scratch::free_bytes(t).ok())
-                .map(|f| {
-                    if f == u64::MAX {
-                        limits.available().unwrap_or(f)
+        let mount = target.and_then(crate::system::mount_for_path);
+        let ram = mount.as_ref().and_then(ram_backing);
+        let memory = limits.budget();
+        let mut memory_why = format!(
+            "{}; budget = 3/4 of the smaller less {} for tunelab",
+            limits.explain(),
+            crate::units::format_size(crate::system::limits::RESERVE)
+        );
+        let disk_free = target
+            .and_then(|t| crate::safety::scratch::free_bytes(t).ok())
+            .map(|f| match (&ram, memory) {
+                // Files on a RAM-backed target are memory: its free space is
+                // no more than the memory budget (ramfs has no limit at all,
+                // statvfs says 0 or u64::MAX).
+                (Some(_), Some(m)) => {
+                    if f == u64::MAX || f > m {
+                        m
                     } else {
                         f
                     }
-                }),
-            max_file: target
-                .and_then(crate::system::mount_for_path)
-                .and_then(|m| match m.fs_type.as_str() {
-                    "vfat" | "msdos" | "fat" => Some(((4u64 << 30) - 1, m.fs_type)),
-                    _ => None,
-                }),
+                }
+                (_, _) if f == u64::MAX => limits.available().unwrap_or(f),
+                _ => f,
+            });
+        if let Some(r) = &ram {
+            memory_why.push_str(&format!(
+                "; the target is {r}: its files count against the same memory"
+            ));
+        }
+        Room {
+            memory,
+            memory_why,
+            disk_free,
+            max_file: mount.and_then(|m| match m.fs_type.as_str() {
+                "vfat" | "msdos" | "fat" => Some(((4u64 << 30) - 1, m.fs_type)),
+                _ => None,
+            }),
+            ram,
         }
     }
 
@@ -240,6 +288,19 @@ impl Room {
                 .map(Scratch::path)
                 .unwrap_or(ctx.target.as_path()),
         ))
+    }
+}
+
+/// What backs a RAM-based mount: "tmpfs", "ramfs", or the zram device
+/// ("zram0 (compressed RAM)"); None for anything else.
+pub fn ram_backing(m: &crate::system::MountFact) -> Option<String> {
+    match m.fs_type.as_str() {
+        "tmpfs" | "ramfs" | "shmem" | "devtmpfs" => Some(m.fs_type.clone()),
+        _ => {
+            let dev = m.source.strip_prefix("/dev/")?;
+            dev.starts_with("zram")
+                .then(|| format!("{} on {dev} (compressed RAM)", m.fs_type))
+        }
     }
 }
 

@@ -25,6 +25,11 @@ pub trait Observer {
     fn info(&self, msg: &str);
     /// Something the user should know about the measurement.
     fn warn(&self, msg: &str);
+    /// A warning the run keeps and its printed output shows again at the
+    /// end: said now too, unless the user asked for each thing once (-q).
+    fn run_warning(&self, msg: &str) {
+        self.warn(msg)
+    }
 }
 
 /// Start a session: say so when the machine is watched for quietness first.
@@ -41,7 +46,7 @@ pub fn begin_session(
             watch.quiet_check
         ));
     }
-    Session::begin(target, label, argv, watch, &|w| obs.warn(w))
+    Session::begin(target, label, argv, watch, &|w| obs.run_warning(w))
 }
 
 /// Store a finished run (when it has anything worth storing); with

@@ -13,7 +13,8 @@ use super::measure::{
 };
 use super::model::{MetricResult, PointResult};
 use super::{
-    Ctx, Experiment, Fitted, ParamSpec, ParamValue, Point, PointExtras, PointRun, RunDefaults,
+    Ctx, Experiment, Fitted, ParamSpec, ParamValue, Point, PointExtras, PointRun, PointTime,
+    RunDefaults,
 };
 use crate::observe::validity::{Guard, Roots, TrialCheck, Validity};
 use crate::stats;
@@ -158,6 +159,8 @@ pub fn run_points_with(
         guard: None,
         checks: Vec::new(),
         t0: Instant::now(),
+        start: Instant::now(),
+        fixed: fixed_trials,
         results: Vec::new(),
     };
     let m = measure(points.len(), &how, clock, &mut pr);
@@ -185,6 +188,9 @@ struct PointTrials<'a> {
     guard: Option<Guard>,
     checks: Vec<TrialCheck>,
     t0: Instant,
+    /// When the first point began, and whether the count is fixed (no budget).
+    start: Instant,
+    fixed: bool,
     results: Vec<PointResult>,
 }
 
@@ -203,7 +209,16 @@ impl Trials for PointTrials<'_> {
         self.t0 = Instant::now();
         self.checks.clear();
         self.guard = None;
-        self.state = Some(self.exp.prepare(self.ctx, &self.points[arm])?);
+        // The same share the measurement loop gives this point (what is
+        // left of the budget over the points left), so it can size itself.
+        let left = (self.plan.budget - self.start.elapsed().as_secs_f64()).max(0.0);
+        self.ctx.set_point_time((!self.fixed).then(|| PointTime {
+            seconds: left / (self.points.len() - arm) as f64,
+            trials: self.plan.warmup + self.plan.min_trials,
+        }));
+        let state = self.exp.prepare(self.ctx, &self.points[arm]);
+        self.ctx.set_point_time(None);
+        self.state = Some(state?);
         Ok(())
     }
 

@@ -332,6 +332,7 @@ mod tests {
             memory_why: "fixture".into(),
             disk_free: Some(disk),
             max_file: None,
+            ram: None,
         }
     }
 

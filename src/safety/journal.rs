@@ -323,18 +323,7 @@ impl Entry {
 }
 
 pub fn dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("TUNELAB_STATE_DIR").filter(|v| !v.is_empty()) {
-        return PathBuf::from(d);
-    }
-    if super::is_root() {
-        return PathBuf::from("/var/lib/tunelab");
-    }
-    std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("tunelab")
+    crate::system::state_dir()
 }
 
 pub fn path() -> PathBuf {

@@ -28,6 +28,9 @@ pub struct StudyFootprint {
     pub memory_why: String,
     /// Free space of the target.
     pub disk_free: Option<u64>,
+    /// The target keeps its files in RAM (tmpfs, ramfs, zram): what backs
+    /// it. `peak_memory` then includes the files a point keeps there.
+    pub ram: Option<String>,
 }
 
 /// Sum the footprints of every key issue's points: writes are the setup
@@ -48,6 +51,7 @@ pub fn estimate_in(profile: &Profile, room: &Room, trials: Option<usize>) -> Stu
             .map(|m| m.rss),
         memory_why: room.memory_why.clone(),
         disk_free: room.disk_free,
+        ram: room.ram.clone(),
         ..Default::default()
     };
     for issue in &profile.issues {
@@ -61,8 +65,14 @@ pub fn estimate_in(profile: &Profile, room: &Room, trials: Option<usize>) -> Stu
                 .saturating_add(f.setup_written)
                 .saturating_add(f.trial_written.saturating_mul(n as u64));
             out.repeats |= f.repeats && f.trial_written > 0;
-            if f.peak_memory > out.peak_memory {
-                out.peak_memory = f.peak_memory;
+            // Files on a RAM-backed target are memory while the point runs.
+            let memory = if room.ram.is_some() {
+                f.peak_memory.saturating_add(f.stored)
+            } else {
+                f.peak_memory
+            };
+            if memory > out.peak_memory {
+                out.peak_memory = memory;
                 out.peak_issue = format!("{} ({})", issue.name, exp.name());
             }
         }
@@ -75,7 +85,7 @@ impl StudyFootprint {
     pub fn describe(&self) -> String {
         format!(
             "footprint: writes at least {} to the target{}{}; needs {} of memory for data at \
-             its peak{}{} (memory: {})",
+             its peak{}{}{} (memory: {})",
             format_size(self.written),
             match self.disk_free {
                 Some(f) => format!(" ({} free)", format_size(f)),
@@ -92,6 +102,10 @@ impl StudyFootprint {
                 String::new()
             } else {
                 format!(", in {}", self.peak_issue)
+            },
+            match &self.ram {
+                Some(r) => format!(" (the target is {r}: its files count as memory)"),
+                None => String::new(),
             },
             match self.own_rss {
                 Some(r) => format!(", besides tunelab's own {} resident", format_size(r)),
@@ -112,6 +126,7 @@ mod tests {
             memory_why: "fixture".into(),
             disk_free: Some(disk),
             max_file: None,
+            ram: None,
         }
     }
 
@@ -137,5 +152,36 @@ mod tests {
             "{d}"
         );
         assert!(d.contains("fixture"), "{d}");
+    }
+
+    #[test]
+    fn files_on_a_ram_target_count_as_memory() {
+        let p = crate::study::load("quick", &[]).unwrap();
+        let disk = estimate_in(&p, &room(30 << 20, 24 << 20), None);
+        let ram = estimate_in(
+            &p,
+            &Room {
+                ram: Some("tmpfs".into()),
+                ..room(30 << 20, 24 << 20)
+            },
+            None,
+        );
+        // The same points, but the io.record-size file is memory too.
+        assert!(ram.peak_memory >= disk.peak_memory, "{ram:?} vs {disk:?}");
+        let d = ram.describe();
+        assert!(
+            d.contains("the target is tmpfs: its files count as memory"),
+            "{d}"
+        );
+        // A 16 MiB file kept on tmpfs with 1 MiB records: 17 MiB at the peak.
+        let big = estimate_in(
+            &p,
+            &Room {
+                ram: Some("tmpfs".into()),
+                ..room(16 << 30, 100 << 30)
+            },
+            None,
+        );
+        assert!(big.peak_memory >= 192 << 20, "{big:?}");
     }
 }

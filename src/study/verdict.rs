@@ -197,14 +197,39 @@ fn suspect_notes(results: &[PointResult]) -> Vec<String> {
 
 /// The verdict for one key issue given its results (and the error that
 /// stopped its measurement, if any).
+/// What backs a target that is not a block device, from the results'
+/// `backing:` notes (experiments::util::backing_note): "RAM (tmpfs), not a
+/// device's figure". A storage verdict at RAM speed must say so where it is read.
+fn not_a_device(results: &[PointResult]) -> Option<String> {
+    results.iter().flat_map(|r| &r.notes).find_map(|n| {
+        let rest = n.strip_prefix("backing: ")?;
+        if !rest.contains("not a block device") {
+            return None;
+        }
+        let fs = rest.split([' ', ',']).next().unwrap_or("?");
+        let kind = rest
+            .split_once(" (")
+            .and_then(|(_, k)| k.split_once(')'))
+            .map(|(k, _)| k)
+            .filter(|_| rest.starts_with(&format!("{fs} (")))
+            .unwrap_or("not a block device");
+        Some(format!("{kind} ({fs}), not a device's figure"))
+    })
+}
+
 pub fn judge(issue: &KeyIssue, results: &[PointResult], error: Option<&str>) -> IssueVerdict {
     let suspect = suspect_notes(results);
     let kinds = suspect_kinds(results);
+    let backing = not_a_device(results);
     let verdict = |v: &str, result: String, conclusion: String| {
         let conclusion = if suspect.is_empty() {
             conclusion
         } else {
             format!("{conclusion} — on suspect data ({kinds}; see `tunelab show`)")
+        };
+        let conclusion = match &backing {
+            Some(b) => format!("{conclusion} — {b}"),
+            None => conclusion,
         };
         IssueVerdict {
             name: issue.name.clone(),
@@ -541,5 +566,26 @@ mod tests {
         }]);
         let v = judge(&ki, &[point("latency", 47.9e-6, 45e-6, 52e-6)], None);
         assert_eq!(v.verdict, "fail");
+    }
+
+    #[test]
+    fn a_ram_backed_target_is_marked_in_the_verdict() {
+        let ki = issue(vec![le_50us(Over::All)]);
+        let mut p = point("latency", 40e-6, 38e-6, 42e-6);
+        p.notes.push(
+            "backing: tmpfs (RAM), not a block device: the figures are RAM speed, not a device's"
+                .into(),
+        );
+        let v = judge(&ki, &[p.clone()], None);
+        assert_eq!(v.verdict, "pass");
+        assert!(
+            v.conclusion
+                .ends_with("— RAM (tmpfs), not a device's figure"),
+            "{}",
+            v.conclusion
+        );
+        // A block device's result is not marked.
+        p.notes = vec!["backing: block device vda (ext4)".into()];
+        assert!(!judge(&ki, &[p], None).conclusion.contains("not a device"));
     }
 }

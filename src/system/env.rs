@@ -55,7 +55,8 @@ pub fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
         "host.name",
         Some(uts.nodename().to_string_lossy().into_owned()),
     );
-    if let Some((id, source)) = machine_id(Path::new("/")) {
+    let found = machine_id(Path::new("/")).or_else(|| generated_machine_id(&super::state_dir()));
+    if let Some((id, source)) = found {
         put("machine.id", Some(id));
         put("machine.id_source", Some(source));
     }
@@ -170,10 +171,69 @@ pub fn machine_id(root: &Path) -> Option<(String, String)> {
             sources.push((s, "/proc/cpuinfo Serial".into()));
         }
     }
+    if let Some((mac, iface)) = first_real_mac(root) {
+        sources.push((mac, format!("MAC address of {iface}")));
+    }
     sources
         .into_iter()
         .find(|(v, _)| !v.is_empty() && v.chars().any(|c| c != '0'))
         .map(|(v, src)| (digest128(&v), src))
+}
+
+/// The MAC address of the first network interface (by name) that is real
+/// hardware (it has a `device` link in sysfs) with a globally unique,
+/// burnt-in address. Locally administered addresses (bit 1 of the first
+/// octet) are skipped: boards without a MAC in their fuses make one up at
+/// every boot, and USB gadgets and bridges do too.
+fn first_real_mac(root: &Path) -> Option<(String, String)> {
+    let net = root.join("sys/class/net");
+    let mut names: Vec<String> = fs::read_dir(&net)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n != "lo")
+        .collect();
+    names.sort();
+    names.into_iter().find_map(|n| {
+        let dir = net.join(&n);
+        if !dir.join("device").exists() {
+            return None;
+        }
+        let mac = fs::read_to_string(dir.join("address")).ok()?;
+        let mac = mac.trim().to_ascii_lowercase();
+        let first = u8::from_str_radix(mac.get(..2)?, 16).ok()?;
+        let zero = mac.chars().all(|c| c == '0' || c == ':');
+        (mac.len() == 17 && first & 0x02 == 0 && !zero).then_some((mac, n))
+    })
+}
+
+/// The last resort when the machine has no identity of its own (a busybox
+/// board with no machine-id, serial or burnt-in MAC): a random id generated
+/// once and kept as `machine-id` in tunelab's state directory, so every run
+/// of this installation carries the same id. None when the directory cannot
+/// be written (then runs have only their host name).
+pub fn generated_machine_id(state: &Path) -> Option<(String, String)> {
+    let path = state.join("machine-id");
+    let source = format!("generated once, kept in {}", path.display());
+    let read = |p: &Path| -> Option<String> {
+        let t = fs::read_to_string(p).ok()?;
+        let t = t.trim();
+        (t.len() == 32 && t.chars().all(|c| c.is_ascii_hexdigit())).then(|| t.to_string())
+    };
+    if let Some(id) = read(&path) {
+        return Some((digest128(&id), source));
+    }
+    fs::create_dir_all(state).ok()?;
+    let id = format!("{:032x}", rand::random::<u128>());
+    // create_new: two first runs racing keep whichever id was written first.
+    let written = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{id}\n").as_bytes()));
+    match written {
+        Ok(()) => Some((digest128(&id), source)),
+        Err(_) => read(&path).map(|id| (digest128(&id), source)),
+    }
 }
 
 /// FNV-1a over `tunelab:` + text, as 128 bits of hex.
@@ -343,6 +403,42 @@ mod tests {
         assert_eq!(digest128(raw), id);
         // Computed independently (Python) for the FNV-1a 128 parameters.
         assert_eq!(digest128(""), "03fe74e66d659b9224a6edbdbfbeab78");
+    }
+
+    #[test]
+    fn a_burnt_in_mac_identifies_a_board_without_ids() {
+        let root = tempfile::tempdir().unwrap();
+        let iface = |name: &str, mac: &str, real: bool| {
+            let d = root.path().join("sys/class/net").join(name);
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("address"), format!("{mac}\n")).unwrap();
+            if real {
+                fs::create_dir_all(d.join("device")).unwrap();
+            }
+        };
+        iface("lo", "00:00:00:00:00:00", false);
+        iface("br0", "52:54:00:12:34:56", false);
+        // A board that makes up a MAC at boot: locally administered, skipped.
+        iface("eth0", "02:1a:2b:3c:4d:5e", true);
+        assert_eq!(machine_id(root.path()), None);
+        iface("eth1", "00:1A:2B:3C:4D:5F", true);
+        let (id, src) = machine_id(root.path()).unwrap();
+        assert_eq!(src, "MAC address of eth1");
+        assert_eq!(id, digest128("00:1a:2b:3c:4d:5f"));
+    }
+
+    #[test]
+    fn a_generated_id_is_kept_in_the_state_directory() {
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path().join("tunelab");
+        let (a, src) = generated_machine_id(&dir).unwrap();
+        assert!(src.contains("machine-id"), "{src}");
+        assert_eq!(a.len(), 32);
+        // The second run (and every later one) reads the same id back.
+        assert_eq!(generated_machine_id(&dir).unwrap().0, a);
+        // Another installation gets another id.
+        let other = tempfile::tempdir().unwrap();
+        assert_ne!(generated_machine_id(other.path()).unwrap().0, a);
     }
 
     #[test]

@@ -29,8 +29,11 @@ pub struct CgroupMemory {
     pub dir: PathBuf,
     pub limit: u64,
     pub usage: u64,
-    /// File-backed page cache charged to the cgroup (inactive_file +
-    /// active_file): the kernel reclaims it before it kills anyone.
+    /// Clean file-backed page cache charged to the cgroup (inactive_file +
+    /// active_file less dirty and writeback pages): the kernel reclaims it
+    /// before it kills anyone. Dirty pages must be written first, and a
+    /// cgroup v1 limit does not throttle the writer, so they count as used.
+    /// (tmpfs/shmem pages sit on the anon lists: never in this figure.)
     pub file_cache: u64,
 }
 
@@ -228,23 +231,24 @@ fn read_level(dir: &Path, version: u8) -> Option<CgroupMemory> {
         return None;
     }
     // v1 counts the whole subtree as total_*; v2's memory.stat is hierarchical.
-    let (inactive, active) = if version == 1 {
-        (
-            stat_field(&stat, "total_inactive_file").or_else(|| stat_field(&stat, "inactive_file")),
-            stat_field(&stat, "total_active_file").or_else(|| stat_field(&stat, "active_file")),
-        )
-    } else {
-        (
-            stat_field(&stat, "inactive_file"),
-            stat_field(&stat, "active_file"),
-        )
+    let v1 = |k: &str| stat_field(&stat, &format!("total_{k}")).or_else(|| stat_field(&stat, k));
+    let field = |v1_key: &str, v2_key: &str| {
+        if version == 1 {
+            v1(v1_key)
+        } else {
+            stat_field(&stat, v2_key)
+        }
     };
+    let file = field("inactive_file", "inactive_file").unwrap_or(0)
+        + field("active_file", "active_file").unwrap_or(0);
+    let unclean = field("dirty", "file_dirty").unwrap_or(0)
+        + field("writeback", "file_writeback").unwrap_or(0);
     Some(CgroupMemory {
         version,
         dir: dir.to_path_buf(),
         limit,
         usage,
-        file_cache: inactive.unwrap_or(0) + active.unwrap_or(0),
+        file_cache: file.saturating_sub(unclean),
     })
 }
 
@@ -373,6 +377,23 @@ mod tests {
             e.contains("limit 64 MiB") && e.contains("headroom 48 MiB"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn dirty_page_cache_is_not_counted_as_reclaimable() {
+        let t = tempfile::tempdir().unwrap();
+        v1_tree(t.path(), "67108864\n");
+        let stat = "sys/fs/cgroup/memory/jobs/board/memory.stat";
+        write(
+            t.path(),
+            stat,
+            "total_inactive_file 3145728\ntotal_active_file 1048576\n\
+             total_dirty 2097152\ntotal_writeback 1048576\n",
+        );
+        let c = MemoryLimits::read_from(t.path()).cgroup.unwrap();
+        // 4 MiB of file cache, 3 MiB of it dirty or under writeback.
+        assert_eq!(c.file_cache, 1 << 20);
+        assert_eq!(c.headroom(), (64 << 20) - (19 << 20));
     }
 
     #[test]

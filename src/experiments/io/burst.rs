@@ -203,6 +203,7 @@ impl Experiment for Burst {
         let queue = p.u64("queue").unwrap_or(0);
         Footprint {
             trial_written: fitted_frames(p, room).map_or(0, |(n, _)| n * frame),
+            stored: fitted_frames(p, room).map_or(0, |(n, _)| n * frame),
             peak_memory: match p.text("mode") {
                 Ok("direct-write") => frame,
                 _ => frame * (queue + 1),

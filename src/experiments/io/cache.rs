@@ -177,6 +177,7 @@ impl Experiment for Cache {
         Footprint {
             setup_written: direct,
             trial_written: direct + short + long,
+            stored: direct + short.max(long),
             peak_memory: p
                 .u64("record")
                 .unwrap_or(0)

@@ -90,6 +90,7 @@ impl Experiment for Pregrow {
         Footprint {
             trial_written: if zero { 2 * size } else { size },
             peak_memory: 2 * p.u64("record").unwrap_or(0),
+            stored: size,
             ..Footprint::default()
         }
     }

@@ -38,7 +38,17 @@ impl Analysis {
                 None => format!("{} n/a", p.name),
             })
             .collect();
-        out.push(format!("plateaus (random chase): {}", p.join(", ")));
+        if p.is_empty() {
+            // No cache sizes in sysfs (some ARM kernels, VMs): nothing to place
+            // the plateaus by; the curve itself is still in the series.
+            out.push(
+                "plateaus (random chase): not placed — the kernel reports no cache sizes \
+                 (/sys/devices/system/cpu/cpu0/cache); read the curve in the series"
+                    .to_string(),
+            );
+        } else {
+            out.push(format!("plateaus (random chase): {}", p.join(", ")));
+        }
         let s: Vec<String> = self
             .steps
             .iter()
@@ -294,5 +304,12 @@ mod tests {
     fn no_caches_no_plateaus() {
         let a = analyse(&synthetic(steps), &[]);
         assert!(a.plateaus.is_empty() && a.steps.is_empty() && a.warnings.is_empty());
+        // The note says why there are none instead of ending in ": ".
+        let d = a.describe();
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(
+            d[0].contains("not placed") && !d[0].ends_with(": "),
+            "{d:?}"
+        );
     }
 }

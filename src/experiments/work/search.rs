@@ -407,6 +407,7 @@ mod tests {
             memory_why: "test budget".into(),
             disk_free: None,
             max_file: None,
+            ram: None,
         }
     }
 

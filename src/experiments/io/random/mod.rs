@@ -140,14 +140,29 @@ static SHARED: Mutex<Option<(PathBuf, u64)>> = Mutex::new(None);
 fn auto_size(mem_total: u64, free: u64) -> (u64, String) {
     let want = (2 * mem_total).clamp(AUTO_MIN, AUTO_MAX);
     let size = want.min(free / 2) & !((1 << 20) - 1);
-    let why = format!(
-        "size=auto: {} = 2 × MemTotal ({}) within {}..{}, at most half the free space ({})",
-        format_size(size),
-        format_size(mem_total),
-        format_size(AUTO_MIN),
-        format_size(AUTO_MAX),
-        format_size(free)
-    );
+    let why = if size < want {
+        // Space, not memory, decided: say so rather than quote a range the
+        // size is outside of.
+        format!(
+            "size=auto: {} = half the free space ({}), less than the {} wanted (2 × MemTotal \
+             {} within {}..{}): a file smaller than twice the RAM may be partly cached",
+            format_size(size),
+            format_size(free),
+            format_size(want),
+            format_size(mem_total),
+            format_size(AUTO_MIN),
+            format_size(AUTO_MAX),
+        )
+    } else {
+        format!(
+            "size=auto: {} = 2 × MemTotal ({}) within {}..{}, at most half the free space ({})",
+            format_size(size),
+            format_size(mem_total),
+            format_size(AUTO_MIN),
+            format_size(AUTO_MAX),
+            format_size(free)
+        )
+    };
     (size, why)
 }
 
@@ -828,6 +843,14 @@ mod tests {
         let (s, why) = auto_size(256 * MIB, 101 * MIB);
         assert_eq!(s, 50 * MIB);
         assert!(why.contains("half the free space"), "{why}");
+        // Below the 32 MiB floor because of space: not quoted as "within" it.
+        let (s, why) = auto_size(64 * MIB, 47 * MIB);
+        assert_eq!(s, 23 * MIB);
+        assert!(
+            why.starts_with("size=auto: 23 MiB = half the free space"),
+            "{why}"
+        );
+        assert!(!why.contains("23 MiB = 2 × MemTotal"), "{why}");
     }
 
     #[test]

@@ -1,0 +1,288 @@
+//! Progress of `run` and `study`: elapsed time and what is left, from the
+//! pace measured so far, on a terminal (a bar) and off one (plain lines at
+//! a modest rate, for logs and serial consoles). What is not known yet is
+//! printed as unknown, never as 0 (docs/board.md, "Progress and ETA").
+//!
+//! The estimate: items (points of a run, key issues of a study) carry a
+//! weight, their time budget. The measured pace is seconds spent per second
+//! of budget on the items finished so far; what is left is that pace times
+//! the budget of the items still to run, less what the current one has
+//! already taken. Before the first item ends there is no pace: only the
+//! budget bounds what is left, and the line says "≤ budget" or "unknown".
+
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::Out;
+
+/// Off a terminal, a line at most this often while one item runs.
+const LINE_EVERY: Duration = Duration::from_secs(30);
+
+/// The estimate of what is left, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Left {
+    /// No pace measured yet and no budget to bound it.
+    Unknown,
+    /// No pace measured yet; at most this (what is left of the budget).
+    AtMost(f64),
+    /// From the measured pace (at most what is left of the budget, when the
+    /// run keeps to one).
+    About(f64),
+}
+
+/// The pace arithmetic, without clocks or output (unit-tested).
+#[derive(Debug, Clone)]
+pub struct Estimate {
+    /// Budget (weight) of each item, seconds; 0 when unknown.
+    weights: Vec<f64>,
+    /// Seconds each finished item took.
+    took: Vec<f64>,
+    /// The whole run's budget, when it keeps to one (seconds).
+    budget: Option<f64>,
+}
+
+impl Estimate {
+    pub fn new(weights: Vec<f64>, budget: Option<f64>) -> Self {
+        Estimate {
+            weights,
+            took: Vec::new(),
+            budget,
+        }
+    }
+
+    pub fn done(&mut self, seconds: f64) {
+        self.took.push(seconds);
+    }
+
+    pub fn finished(&self) -> usize {
+        self.took.len()
+    }
+
+    pub fn total(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// What is left at `elapsed` seconds since the start, `current` of them
+    /// in the item now running.
+    pub fn left(&self, elapsed: f64, current: f64) -> Left {
+        let cap = self.budget.map(|b| (b - elapsed).max(0.0));
+        let n = self.took.len();
+        if n == 0 {
+            // Past the budget before the first item ended: no bound either.
+            return match cap {
+                Some(c) if c > 0.0 => Left::AtMost(c),
+                _ => Left::Unknown,
+            };
+        }
+        if n >= self.weights.len() {
+            return Left::About(0.0);
+        }
+        let spent: f64 = self.took.iter().sum();
+        let w_done: f64 = self.weights[..n].iter().sum();
+        let w_left: f64 = self.weights[n..].iter().sum();
+        // Items without a budget weigh as much as the average finished item.
+        let per_item = spent / n as f64;
+        let est = if w_done > 0.0 && w_left > 0.0 {
+            spent / w_done * w_left
+        } else {
+            per_item * (self.weights.len() - n) as f64
+        };
+        let est = (est - current).max(0.0);
+        match cap {
+            // The budget is spent: the runner gives each point left its
+            // shortest schedule, which the quickest item so far bounds.
+            Some(c) if c <= 0.0 => {
+                let quickest = self.took.iter().copied().fold(f64::INFINITY, f64::min);
+                let items = (self.weights.len() - n) as f64;
+                Left::About((quickest * items - current).max(0.0))
+            }
+            Some(c) => Left::About(est.min(c)),
+            None => Left::About(est),
+        }
+    }
+}
+
+/// "1m05s", "45s", "2h03m".
+pub fn clock(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+impl Left {
+    pub fn describe(self) -> String {
+        match self {
+            Left::Unknown => "time left unknown until the first step ends".into(),
+            Left::AtMost(s) => format!("at most {} left (budget)", clock(s)),
+            Left::About(s) => format!("about {} left", clock(s)),
+        }
+    }
+}
+
+/// A progress display for `total` items of `what` ("points", "key issues").
+pub struct Progress<'a> {
+    out: &'a Out,
+    what: &'static str,
+    bar: Option<ProgressBar>,
+    est: Estimate,
+    start: Instant,
+    item_start: Instant,
+    last_line: Instant,
+    name: String,
+}
+
+impl<'a> Progress<'a> {
+    /// `weights`: each item's time budget in seconds (0: unknown);
+    /// `budget`: the whole run's, when it keeps to one.
+    pub fn new(out: &'a Out, what: &'static str, weights: Vec<f64>, budget: Option<f64>) -> Self {
+        let total = weights.len();
+        let bar = out.interactive.then(|| {
+            let b = ProgressBar::new(total as u64);
+            b.set_style(
+                ProgressStyle::with_template(&format!(
+                    "{{spinner}} [{{bar:30}}] {{pos}}/{{len}} {what} · {{msg}}"
+                ))
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            b.enable_steady_tick(Duration::from_millis(200));
+            b
+        });
+        let now = Instant::now();
+        Progress {
+            out,
+            what,
+            bar,
+            est: Estimate::new(weights, budget),
+            start: now,
+            item_start: now,
+            last_line: now,
+            name: String::new(),
+        }
+    }
+
+    fn times(&self) -> String {
+        let elapsed = self.start.elapsed().as_secs_f64();
+        let left = self
+            .est
+            .left(elapsed, self.item_start.elapsed().as_secs_f64());
+        format!("{} elapsed, {}", clock(elapsed), left.describe())
+    }
+
+    /// Item `name` starts.
+    pub fn start(&mut self, name: &str) {
+        self.name = name.to_string();
+        self.item_start = Instant::now();
+        let times = self.times();
+        match &self.bar {
+            Some(b) => b.set_message(format!("{name} · {times}")),
+            None => {
+                self.out.info(&format!(
+                    "[{}/{}] {name} · {times}",
+                    self.est.finished() + 1,
+                    self.est.total()
+                ));
+                self.last_line = Instant::now();
+            }
+        }
+    }
+
+    /// Something happened inside the item (a trial): the bar's message
+    /// follows; off a terminal a line when the last is old enough.
+    pub fn tick(&mut self, detail: &str) {
+        let times = self.times();
+        match &self.bar {
+            Some(b) => b.set_message(format!("{} · {detail} · {times}", self.name)),
+            None if self.last_line.elapsed() >= LINE_EVERY => {
+                self.out
+                    .info(&format!("    {} · {detail} · {times}", self.name));
+                self.last_line = Instant::now();
+            }
+            None => {}
+        }
+    }
+
+    /// The current item finished.
+    pub fn done(&mut self) {
+        self.est.done(self.item_start.elapsed().as_secs_f64());
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
+
+    /// All done (or stopped): clear the bar; off a terminal one closing line.
+    pub fn finish(self) {
+        match self.bar {
+            Some(b) => b.finish_and_clear(),
+            None => self.out.info(&format!(
+                "{} of {} {} done in {}",
+                self.est.finished(),
+                self.est.total(),
+                self.what,
+                clock(self.start.elapsed().as_secs_f64())
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_until_the_first_item_ends() {
+        let e = Estimate::new(vec![10.0, 10.0, 10.0], None);
+        assert_eq!(e.left(5.0, 5.0), Left::Unknown);
+        let e = Estimate::new(vec![10.0, 10.0, 10.0], Some(30.0));
+        assert_eq!(e.left(5.0, 5.0), Left::AtMost(25.0));
+        assert_eq!(
+            e.left(31.0, 31.0),
+            Left::Unknown,
+            "past the budget: no bound"
+        );
+        assert!(Left::Unknown.describe().contains("unknown"));
+    }
+
+    #[test]
+    fn the_measured_pace_scales_the_budgets_left() {
+        // Items budgeted 10, 20, 30 s; the first took 5 s: half pace.
+        let mut e = Estimate::new(vec![10.0, 20.0, 30.0], None);
+        e.done(5.0);
+        assert_eq!(e.left(5.0, 0.0), Left::About(25.0));
+        // 4 s into the second: 21 s left.
+        assert_eq!(e.left(9.0, 4.0), Left::About(21.0));
+        e.done(10.0);
+        assert_eq!(e.left(15.0, 0.0), Left::About(15.0));
+        e.done(15.0);
+        assert_eq!(e.left(30.0, 0.0), Left::About(0.0));
+    }
+
+    #[test]
+    fn never_more_than_the_budget_left() {
+        let mut e = Estimate::new(vec![1.0, 1.0, 1.0], Some(60.0));
+        // The first item took 50 s: the pace says 100 s more, the budget 10.
+        e.done(50.0);
+        assert_eq!(e.left(50.0, 0.0), Left::About(10.0));
+        // Past the budget, the points left still run their shortest schedule.
+        assert_eq!(e.left(70.0, 5.0), Left::About(95.0));
+    }
+
+    #[test]
+    fn items_without_budgets_use_the_average_item() {
+        let mut e = Estimate::new(vec![0.0; 4], None);
+        e.done(6.0);
+        e.done(4.0);
+        assert_eq!(e.left(10.0, 1.0), Left::About(9.0));
+    }
+
+    #[test]
+    fn clock_format() {
+        assert_eq!(clock(0.2), "0s");
+        assert_eq!(clock(65.0), "1m05s");
+        assert_eq!(clock(7380.0), "2h03m");
+    }
+}

@@ -1,0 +1,160 @@
+//! Tables on a terminal of 0 (a serial console), 40 and 80 columns, through
+//! a real pseudo-terminal (openpty) so the binary sees a tty of that size:
+//! `inspect`, `list`, `runs` and a study's summary stay readable — no
+//! column squeezed below its longest word, run ids and experiment names
+//! whole on one line, no line wider than the screen unless one word is.
+
+mod common;
+
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+
+use common::{json, Env};
+
+/// Run tunelab with stdin and stdout on a new pty of `cols` columns
+/// (0: the size a serial console reports) and return what it printed.
+fn on_pty(env: &Env, cols: u16, args: &[&str]) -> String {
+    let mut master = -1;
+    let mut slave = -1;
+    let ws = libc::winsize {
+        ws_row: if cols == 0 { 0 } else { 24 },
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors we then own.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &ws,
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("tunelab"))
+        .args(args)
+        .env("TUNELAB_DB", env.db())
+        .env_remove("COLUMNS")
+        .env("NO_COLOR", "1")
+        // Tables go to stdout; messages and progress (stderr) are not checked.
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut text = Vec::new();
+    let mut m = std::fs::File::from(master);
+    let mut buf = [0u8; 8192];
+    // Read until the child closes the pty (EIO on Linux once no slave is open).
+    loop {
+        match m.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+        }
+    }
+    let status = child.wait().unwrap();
+    let text = String::from_utf8_lossy(&text).replace('\r', "");
+    assert!(
+        status.success(),
+        "tunelab {args:?} at {cols} columns: {status}\n{text}"
+    );
+    text
+}
+
+/// The width the output must fit: a terminal that reports 0 columns is
+/// taken as 80.
+fn screen(cols: u16) -> usize {
+    if cols == 0 {
+        80
+    } else {
+        cols as usize
+    }
+}
+
+/// Every line fits the screen unless it holds a word longer than the room
+/// a record leaves (a path or id is never split to make it fit).
+fn assert_fits(text: &str, cols: u16, what: &str) {
+    let w = screen(cols);
+    for line in text.lines() {
+        let width = line.chars().count();
+        let longest = line
+            .split_whitespace()
+            .map(|x| x.chars().count())
+            .max()
+            .unwrap_or(0);
+        assert!(
+            width <= w || longest + 16 > w,
+            "{what} at {cols} columns: a line of {width} > {w}:\n{line}\n---\n{text}"
+        );
+    }
+    // The old failure: columns squeezed to one character, one letter per line.
+    let one_letter = text
+        .lines()
+        .filter(|l| l.trim().chars().filter(|c| c.is_alphanumeric()).count() == 1)
+        .count();
+    assert!(
+        one_letter * 4 < text.lines().count().max(4),
+        "{what} at {cols} columns: {one_letter} lines hold a single letter\n{text}"
+    );
+}
+
+fn whole_words(text: &str, words: &[&str], what: &str, cols: u16) {
+    for w in words {
+        assert!(
+            text.lines().any(|l| l.contains(w)),
+            "{what} at {cols} columns: '{w}' is not whole on one line\n{text}"
+        );
+    }
+}
+
+#[test]
+fn tables_are_readable_at_0_40_and_80_columns() {
+    let env = Env::new();
+    // One short study stores a run for `runs` and prints a summary table.
+    let dir = env.dir.path();
+    let profile = dir.join("tiny.toml");
+    std::fs::write(
+        &profile,
+        "name = \"tiny\"\ntitle = \"One quick key issue\"\n\
+         description = \"table layout test\"\n\n\
+         [[issue]]\nname = \"Pipe round trip\"\n\
+         question = \"How long does a byte take to go through a pipe and back, and is that fast enough for a frame loop?\"\n\
+         experiment = \"ipc.pipe\"\ntrials = 2\nwarmup = 0\n",
+    )
+    .unwrap();
+    let names: Vec<String> = json(&env.run(&["list", "--json"]))
+        .as_array()
+        .expect("list --json is an array")
+        .iter()
+        .filter_map(|e| e["name"].as_str().map(String::from))
+        .collect();
+    assert!(names.len() > 10, "{names:?}");
+    let mut run_id = String::new();
+    for cols in [0u16, 40, 80] {
+        let study = on_pty(&env, cols, &["study", profile.to_str().unwrap()]);
+        assert_fits(&study, cols, "study summary");
+        whole_words(&study, &["Pipe", "round", "trip"], "study summary", cols);
+        let runs = on_pty(&env, cols, &["runs"]);
+        assert_fits(&runs, cols, "runs");
+        if run_id.is_empty() {
+            let v = json(&env.run(&["runs", "--json"]));
+            run_id = v[0]["id"].as_str().unwrap().to_string();
+        }
+        whole_words(&runs, &[run_id.as_str()], "runs", cols);
+        let list = on_pty(&env, cols, &["list"]);
+        assert_fits(&list, cols, "list");
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        whole_words(&list, &names, "list", cols);
+        let target = env.target();
+        let inspect = on_pty(
+            &env,
+            cols,
+            &["inspect", "--target", target.to_str().unwrap()],
+        );
+        assert_fits(&inspect, cols, "inspect");
+    }
+}
