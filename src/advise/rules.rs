@@ -33,6 +33,14 @@ pub const ALL: &[Rule] = &[
     diagnose::slab_slow_path,
     diagnose::hot_lock,
     diagnose::blocking_cause,
+    diagnose::cpu_hotspot,
+    diagnose::user_lock,
+    diagnose::storage_sync,
+    diagnose::sleep_bound,
+    diagnose::fault_churn_rule,
+    diagnose::small_io_rule,
+    diagnose::cpu_starvation,
+    diagnose::memory_pressure,
 ];
 
 /// Seconds of device writes the dirty limit may hold before it is a stall risk.

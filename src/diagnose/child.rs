@@ -22,10 +22,12 @@ pub struct Stopped {
 }
 
 /// How the command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ended {
     pub code: Option<i32>,
     pub signal: Option<i32>,
+    /// The kernel's account of the command and its reaped children.
+    pub usage: Option<super::workload::Usage>,
 }
 
 impl Ended {
@@ -108,8 +110,10 @@ impl Stopped {
         self.pid
     }
 
-    /// Let the child exec and wait for it to end.
-    pub fn release_and_wait(self) -> Result<Ended> {
+    /// Let the child exec and wait for it to end; `exec_done` is set once
+    /// the exec happened (std's spawn returns only then), so samplers can
+    /// leave out the handshake before it.
+    pub fn release_and_wait(self, exec_done: &std::sync::atomic::AtomicBool) -> Result<Ended> {
         let Stopped {
             pid,
             mut release,
@@ -131,23 +135,50 @@ impl Stopped {
             }
             Err(_) => return Err(Error::measurement("the thread starting the command failed")),
         };
+        exec_done.store(true, std::sync::atomic::Ordering::SeqCst);
         debug_assert_eq!(child.id() as i32, pid);
+        // wait4 rather than Child::wait: the rusage is the workload's own
+        // account (times, faults, switches), children included.
         loop {
-            match child.wait() {
+            let mut status = 0;
+            // SAFETY: rusage is plain data the kernel fills.
+            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: waiting for our own child with valid out-pointers.
+            let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+            if rc == pid {
+                let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+                let usage = super::workload::Usage {
+                    user_s: tv(ru.ru_utime),
+                    system_s: tv(ru.ru_stime),
+                    minor_faults: ru.ru_minflt as u64,
+                    major_faults: ru.ru_majflt as u64,
+                    voluntary: ru.ru_nvcsw as u64,
+                    involuntary: ru.ru_nivcsw as u64,
+                };
+                // Dropping a Child neither waits nor kills.
+                drop(child);
+                return Ok(Ended {
+                    code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+                    signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
+                    usage: Some(usage),
+                });
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            // Not ours to reap after all (ECHILD): fall back to std.
+            return match child.wait() {
                 Ok(st) => {
                     use std::os::unix::process::ExitStatusExt;
-                    return Ok(Ended {
+                    Ok(Ended {
                         code: st.code(),
                         signal: st.signal(),
-                    });
+                        usage: None,
+                    })
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    return Err(Error::measurement(format!(
-                        "cannot wait for {program}: {e}"
-                    )))
-                }
-            }
+                Err(e) => Err(Error::measurement(format!("cannot wait for {program}: {e}"))),
+            };
         }
     }
 }
