@@ -322,6 +322,7 @@ fn split(w: &WaitStack) -> (Vec<&str>, Vec<(&str, &str)>) {
 pub fn from_trace(t: &OffCpuTrace, program: &str, method: String) -> OffCpuReport {
     let mut rows: HashMap<(String, &'static str, String, String), (OffCpuCause, f64)> =
         HashMap::new();
+    let mut row_tids: HashMap<(String, &'static str, String, String), Vec<u32>> = HashMap::new();
     let mut blocked = 0.0;
     let mut by: HashMap<String, ProcessWaits> = HashMap::new();
     for (comm, rq) in &t.runqueue {
@@ -345,6 +346,12 @@ pub fn from_trace(t: &OffCpuTrace, program: &str, method: String) -> OffCpuRepor
         let call = caller(&u, program);
         blocked += w.total_s;
         let key = (w.comm.clone(), class, cause.clone(), call.clone());
+        let ts = row_tids.entry(key.clone()).or_default();
+        for t in &w.tids {
+            if !ts.contains(t) {
+                ts.push(*t);
+            }
+        }
         let (e, heaviest) = rows.entry(key).or_insert_with(|| {
             (
                 OffCpuCause {
@@ -371,7 +378,15 @@ pub fn from_trace(t: &OffCpuTrace, program: &str, method: String) -> OffCpuRepor
                 .join(" ← ");
         }
     }
-    let mut causes: Vec<OffCpuCause> = rows.into_values().map(|v| v.0).collect();
+    let mut causes: Vec<OffCpuCause> = rows
+        .into_iter()
+        .map(|(k, (mut c, _))| {
+            let tids = row_tids.get(&k).map(Vec::as_slice).unwrap_or(&[]);
+            c.threads = tids.len() as u32;
+            c.thread_time_s = tids.iter().filter_map(|tid| t.lifetimes.get(tid)).sum();
+            c
+        })
+        .collect();
     causes.sort_by(|a, b| b.total_s.total_cmp(&a.total_s));
     causes.truncate(TOP);
     OffCpuReport {
@@ -464,6 +479,7 @@ mod tests {
             total_s: total,
             count,
             max_s: max,
+            tids: vec![1],
         }
     }
 

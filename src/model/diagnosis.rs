@@ -465,6 +465,13 @@ pub struct OffCpuCause {
     pub waits: u64,
     /// Longest single wait, s (one switch out to the switch back in).
     pub max_s: f64,
+    /// Threads that waited here, and their summed lifetime in the interval
+    /// (s): `total_s / thread_time_s` is the share of those threads' time
+    /// spent in this wait. 0 when not known (the sampled fallback).
+    #[serde(default)]
+    pub threads: u32,
+    #[serde(default)]
+    pub thread_time_s: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -747,19 +747,27 @@ pub(super) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
     let Some(w) = WorkView::of(d) else {
         return Outcome::Fine;
     };
-    let (pct, comm, wait) = w.class_share(&["lock"]);
-    if pct < LOCK_PCT {
-        return Outcome::Fine;
-    }
+    let (process_pct, comm, wait) = w.class_share(&["lock"]);
     let locks = w.causes_of(&["lock"], &comm);
     let Some(top) = locks.first().copied() else {
         return Outcome::Fine;
     };
+    // The share of the waiting threads' own time when the tracer knows it
+    // (what `perf sched timehist` shows per thread); else of the process's.
+    let pct = if top.thread_time_s > 0.0 {
+        top.total_s / top.thread_time_s * 100.0
+    } else {
+        process_pct
+    };
+    if pct < LOCK_PCT {
+        return Outcome::Fine;
+    }
     finding(Finding {
         id: "diagnose.user-lock",
         severity: Severity::Warning,
         title: format!(
-            "threads of {} wait for a user-space lock {}% of their time: {}{}",
+            "{} threads of {} wait for a user-space lock {}% of their time: {}{}",
+            top.threads.max(1),
             target_words(d),
             sig(pct),
             top.cause.split(" (").next().unwrap_or(&top.cause).trim_start_matches("futex: "),
@@ -769,8 +777,11 @@ pub(super) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
             format!("diagnosis {id}: {}", w.words()),
             format!("off-CPU ({}): {}", w.off_source, wait_rows(&locks)),
             format!(
-                "threshold: lock waits ≥ {LOCK_PCT}% of the process's active thread time ({} waited; time in pthread_join/wait4 is not active)",
-                seconds(wait)
+                "{} waited by {} threads over their {} of lifetime; the process as a whole: {}% of its active thread time; threshold: ≥ {LOCK_PCT}%",
+                seconds(wait),
+                top.threads,
+                seconds(top.thread_time_s),
+                sig(process_pct)
             ),
         ],
         why: "Threads sleep in the kernel (futex) until the lock's holder releases it: while \
@@ -1196,8 +1207,8 @@ mod tests {
             interval_s: 4.0,
             ..Default::default()
         };
-        d.target.kind = "command".into();
-        d.target.command = vec!["tunelab".into(), "run".into(), "sched.messaging".into()];
+        // Machine-wide slab and CPU figures back findings about the machine.
+        d.target.kind = "system".into();
         d.resources = present(UseTable {
             rows: vec![UseRow {
                 kind: "cpu".into(),
@@ -1328,13 +1339,147 @@ mod tests {
             "{}",
             f.title
         );
-        let f = get(blocking_cause(
-            &ev(messaging(None, false)),
-            Workload::General,
-        ))
-        .unwrap();
-        assert!(f.title.contains("unix_stream_read_generic"), "{}", f.title);
         assert!(get(hot_lock(&ev(messaging(None, false)), Workload::General)).is_none());
         assert!(get(kernel_bound(&Evidence::default(), Workload::General)).is_none());
+    }
+
+    use crate::model::diagnosis::{OffCpuReport, ProcessWaits, TaskFigures, WorkloadReport};
+    use crate::model::profile::FoldedStack;
+
+    /// A command's diagnosis from its own figures: `cpu` user+system s,
+    /// blocked causes (class, cause, caller, total s).
+    fn workload(user: f64, sys: f64, causes: &[(&str, &str, &str, f64)]) -> Diagnosis {
+        fn present<T>(x: T) -> Section<T> {
+            Section::Present {
+                data: x,
+                overhead: Overhead::default(),
+            }
+        }
+        let mut d = messaging(None, false);
+        d.target.kind = "command".into();
+        d.target.command = vec!["./prog".into()];
+        d.interval_s = 2.0;
+        let total = TaskFigures {
+            comm: "prog".into(),
+            threads: 1,
+            user_s: user,
+            system_s: sys,
+            ..Default::default()
+        };
+        d.workload = present(WorkloadReport {
+            rows: vec![total.clone()],
+            total,
+            ..Default::default()
+        });
+        let blocked: f64 = causes.iter().map(|c| c.3).sum();
+        d.offcpu = present(OffCpuReport {
+            source: "sched switch events".into(),
+            causes: causes
+                .iter()
+                .map(|(class, cause, caller, s)| OffCpuCause {
+                    class: class.to_string(),
+                    cause: cause.to_string(),
+                    caller: caller.to_string(),
+                    comm: "prog".into(),
+                    total_s: *s,
+                    waits: 100,
+                    max_s: 0.002,
+                    ..Default::default()
+                })
+                .collect(),
+            blocked_s: blocked,
+            by_process: vec![ProcessWaits {
+                comm: "prog".into(),
+                blocked_s: blocked,
+                runqueue_s: 0.0,
+            }],
+            ..Default::default()
+        });
+        d.profile = Section::skipped("none");
+        d
+    }
+
+    fn ids(d: Diagnosis) -> Vec<&'static str> {
+        let e = ev(d);
+        super::super::ALL
+            .iter()
+            .filter_map(|r| get(r(&e, Workload::General)))
+            .map(|f| f.id)
+            .collect()
+    }
+
+    #[test]
+    fn machine_wide_figures_do_not_make_findings_about_a_workload() {
+        // The machine is 98% busy, 80% system, with slab churn: none of it
+        // is the sleeping program's.
+        let d = workload(0.01, 0.01, &[("sleep", "timer sleep (nanosleep)", "main", 1.9)]);
+        assert_eq!(ids(d), vec!["diagnose.sleep-bound"]);
+    }
+
+    #[test]
+    fn one_storage_cause_one_finding_and_lock_share_per_thread() {
+        let d = workload(
+            0.2,
+            0.3,
+            &[("storage", "fsync: waits for the storage to write", "append ← main", 1.4)],
+        );
+        assert_eq!(ids(d), vec!["diagnose.storage-sync"]);
+        let mut d = workload(
+            0.5,
+            0.0,
+            &[
+                ("lock", "futex: pthread_mutex_lock (a user-space lock)", "contended_update ← worker", 3.0),
+                ("join", "futex: pthread_join (waits for its own thread)", "main", 2.0),
+            ],
+        );
+        if let Section::Present { data, .. } = &mut d.offcpu {
+            data.causes[0].threads = 4;
+            data.causes[0].thread_time_s = 8.0;
+        }
+        let e = ev(d);
+        let f = get(user_lock(&e, Workload::General)).unwrap();
+        assert!(f.title.starts_with("4 threads"), "{}", f.title);
+        assert!(f.title.contains("37.5% of their time"), "{}", f.title);
+        assert!(f.title.contains("contended_update"), "{}", f.title);
+        // pthread_join is not a finding.
+        assert!(get(blocking_cause(&e, Workload::General)).is_none());
+    }
+
+    #[test]
+    fn faults_explain_kernel_time_and_a_hot_spot_needs_user_samples() {
+        let mut d = workload(0.4, 1.5, &[]);
+        if let Section::Present { data, .. } = &mut d.workload {
+            data.total.minor_faults = 200_000;
+        }
+        d.profile = Section::Present {
+            data: Profile {
+                samples: 100,
+                user_samples: 10,
+                kernel_samples: 90,
+                folded: vec![
+                    FoldedStack {
+                        stack: "prog;main;asm_exc_page_fault;exc_page_fault;handle_mm_fault;clear_page_erms".into(),
+                        samples: 70,
+                    },
+                    FoldedStack {
+                        stack: "prog;main;entry_SYSCALL_64;__x64_sys_munmap".into(),
+                        samples: 20,
+                    },
+                    FoldedStack {
+                        stack: "prog;main".into(),
+                        samples: 10,
+                    },
+                ],
+                symbols: vec![SymbolRow {
+                    samples: 10,
+                    percent: 10.0,
+                    image: "prog".into(),
+                    symbol: "main".into(),
+                }],
+                ..Default::default()
+            },
+            overhead: Overhead::default(),
+        };
+        assert_eq!(ids(d), vec!["diagnose.page-fault-churn"]);
     }
 }

@@ -38,4 +38,8 @@ pub(super) struct Collected {
     pub runqueue_ns: HashMap<u32, u64>,
     /// Waits still open when tracing stopped (charged up to the stop).
     pub open_at_end: u64,
+    /// Off-CPU tracing: the threads that waited in each stack.
+    pub wait_tids: HashMap<(u32, Vec<FrameKey>), Vec<u32>>,
+    /// Off-CPU tracing: each thread's traced lifetime, ns.
+    pub lifetimes_ns: HashMap<u32, u64>,
 }

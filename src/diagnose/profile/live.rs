@@ -70,6 +70,10 @@ const MISC_CPUMODE_MASK: u16 = 7;
 const MISC_KERNEL: u16 = 1;
 const MISC_COMM_EXEC: u16 = 1 << 13;
 const MISC_MMAP_DATA: u16 = 1 << 13;
+/// User stack bytes copied per switch for the return-address scan.
+const STACK_SCAN_BYTES: u32 = 512;
+/// Return addresses taken from the scan, at most.
+const SCAN_FRAMES: usize = 6;
 /// Distinct full stacks kept while sampling (~20 frames × 16 bytes each,
 /// a few MiB at most).
 const MAX_STACKS: usize = 20_000;
@@ -123,8 +127,13 @@ fn builder(
     if kind == Kind::OffCpu {
         // Every switch, and the switch back in (SWITCH records), on the
         // monotonic clock so a wait still open at the end is closed at
-        // "now".
-        b.sample_period(1)
+        // "now". The top of the user stack is copied too: the C library's
+        // wait functions keep no frame pointer, so the frame-pointer chain
+        // skips their caller (pthread_mutex_lock's caller is the function
+        // of interest); its return address is found on the stack.
+        b.sample(flags | SampleFlag::STACK_USER)
+            .sample_stack_user(STACK_SCAN_BYTES)
+            .sample_period(1)
             .context_switch(true)
             .clockid(perf_event::Clock::MONOTONIC);
     } else {
@@ -326,6 +335,7 @@ impl Live {
                     total_s: st.samples as f64 * 1e-6,
                     count,
                     max_s: max_ns as f64 * 1e-9,
+                    tids: collected.wait_tids.get(k).cloned().unwrap_or_default(),
                 }
             })
             .collect();
@@ -394,6 +404,11 @@ impl Live {
             },
             waits,
             runqueue,
+            lifetimes: collected
+                .lifetimes_ns
+                .iter()
+                .map(|(t, ns)| (*t, *ns as f64 * 1e-9))
+                .collect(),
             open_at_end: collected.open_at_end,
             lost: collected.lost,
         })
@@ -523,6 +538,9 @@ pub(super) struct OffEvent {
 #[derive(Default)]
 struct TidState {
     pid: u32,
+    /// First and last event seen: the thread's traced lifetime.
+    first: u64,
+    last: u64,
     stack: Vec<FrameKey>,
     /// Switched out at, and whether preempted.
     out: Option<(u64, bool)>,
@@ -552,11 +570,17 @@ impl OffState {
         for e in ready {
             let t = self.tids.entry(e.tid).or_default();
             t.pid = e.pid;
+            if t.first == 0 {
+                t.first = e.time;
+            }
+            t.last = t.last.max(e.time);
             match e.kind {
                 OffKind::Stack(_, frames) => t.stack = frames,
                 OffKind::Out { preempt } => t.out = Some((e.time, preempt)),
                 OffKind::Exit => {
-                    self.tids.remove(&e.tid);
+                    if let Some(t) = self.tids.remove(&e.tid) {
+                        *out.lifetimes_ns.entry(e.tid).or_default() += t.last - t.first;
+                    }
                 }
                 OffKind::In => {
                     let Some((t0, preempt)) = t.out.take() else {
@@ -570,7 +594,7 @@ impl OffState {
                         *out.runqueue_ns.entry(c).or_default() += ns;
                         continue;
                     }
-                    charge(out, c, std::mem::take(&mut t.stack), ns);
+                    charge(out, c, e.tid, std::mem::take(&mut t.stack), ns);
                 }
             }
         }
@@ -578,26 +602,33 @@ impl OffState {
 
     /// Waits still open at `now` (monotonic ns) are charged up to it.
     pub(super) fn close_open(&mut self, now: u64, out: &mut Collected, comm: &mut dyn FnMut(u32) -> u32) {
-        for t in self.tids.values_mut() {
+        for (tid, t) in self.tids.iter_mut() {
+            let mut end = t.last;
             if let Some((t0, preempt)) = t.out.take() {
                 let ns = now.saturating_sub(t0);
+                end = now.max(t0);
                 let c = comm(t.pid);
                 if preempt {
                     *out.runqueue_ns.entry(c).or_default() += ns;
                 } else {
-                    charge(out, c, std::mem::take(&mut t.stack), ns);
+                    charge(out, c, *tid, std::mem::take(&mut t.stack), ns);
                     out.open_at_end += 1;
                 }
             }
+            *out.lifetimes_ns.entry(*tid).or_default() += end.saturating_sub(t.first);
         }
     }
 }
 
 /// One wait of `ns` on a stack: µs as the stack's weight, plus its count
 /// and longest single wait.
-fn charge(out: &mut Collected, comm: u32, frames: Vec<FrameKey>, ns: u64) {
+fn charge(out: &mut Collected, comm: u32, tid: u32, frames: Vec<FrameKey>, ns: u64) {
     let us = ns / 1000;
     let key = (comm, frames);
+    let tids = out.wait_tids.entry(key.clone()).or_default();
+    if !tids.contains(&tid) {
+        tids.push(tid);
+    }
     let w = out.waits.entry(key.clone()).or_default();
     w.0 += 1;
     w.1 = w.1.max(ns);
@@ -798,6 +829,12 @@ impl Reader {
                 frames.push(key);
             }
         }
+        if self.off.is_some() {
+            if let Some(stack) = s.stack_user() {
+                let found = self.scan_stack(pid, stack, &frames);
+                splice_scanned(&mut frames, found);
+            }
+        }
         if let Some(off) = self.off.as_mut() {
             off.push(OffEvent {
                 time: s.time().unwrap_or(0),
@@ -809,6 +846,41 @@ impl Reader {
         }
         let comm = self.pid_comm(pid);
         add_stack(&mut self.out, comm, frames, leaf_kernel, MAX_STACKS);
+    }
+
+    /// Words of the copied user stack that point into executable code of
+    /// the process: return addresses of the callers the frame-pointer
+    /// chain missed, nearest first (at most SCAN_FRAMES, stopping at the
+    /// chain's own next frame).
+    fn scan_stack(&mut self, pid: u32, stack: &[u8], frames: &[FrameKey]) -> Vec<FrameKey> {
+        let first_user = frames
+            .iter()
+            .position(|f| !matches!(f, FrameKey::Kernel(_)));
+        let next = first_user.and_then(|i| frames.get(i + 1)).copied();
+        let leaf = first_user.map(|i| frames[i]);
+        let mut out = Vec::new();
+        for w in stack.chunks_exact(8) {
+            let v = u64::from_ne_bytes(w.try_into().expect("8 bytes"));
+            if v < 4096 {
+                continue;
+            }
+            // A return address: look up the call instruction (v - 1).
+            let Some((file, off)) = self.space(pid).lookup(v - 1) else {
+                continue;
+            };
+            let key = FrameKey::User(file, off);
+            if Some(key) == next {
+                break;
+            }
+            if Some(key) == leaf || out.contains(&key) {
+                continue;
+            }
+            out.push(key);
+            if out.len() == SCAN_FRAMES {
+                break;
+            }
+        }
+        out
     }
 
     /// Pair the off-CPU events older than `upto`.
@@ -824,6 +896,18 @@ impl Reader {
         self.out = out;
         self.off = Some(off);
     }
+}
+
+/// Put the scanned callers right after the leaf user frame.
+fn splice_scanned(frames: &mut Vec<FrameKey>, found: Vec<FrameKey>) {
+    if found.is_empty() {
+        return;
+    }
+    let at = frames
+        .iter()
+        .position(|f| !matches!(f, FrameKey::Kernel(_)))
+        .map_or(frames.len(), |i| i + 1);
+    frames.splice(at..at, found);
 }
 
 /// Count one sample. Memory stays bounded on a long system-wide run: past
@@ -944,6 +1028,15 @@ fn resolve_late(out: &mut Collected, spaces: &HashMap<u32, AddressSpace>) {
         let e = out.waits.entry((comm, remap(frames))).or_default();
         e.0 += n;
         e.1 = e.1.max(max);
+    }
+    let old = std::mem::take(&mut out.wait_tids);
+    for ((comm, frames), tids) in old {
+        let e = out.wait_tids.entry((comm, remap(frames))).or_default();
+        for t in tids {
+            if !e.contains(&t) {
+                e.push(t);
+            }
+        }
     }
 }
 

@@ -67,6 +67,8 @@ pub struct WaitStack {
     pub count: u64,
     /// Longest single wait, s.
     pub max_s: f64,
+    /// The threads that waited here.
+    pub tids: Vec<u32>,
 }
 
 /// What off-CPU tracing collected.
@@ -77,6 +79,8 @@ pub struct OffCpuTrace {
     pub waits: Vec<WaitStack>,
     /// Time preempted (runnable, waiting for a CPU) per process name, s.
     pub runqueue: Vec<(String, f64)>,
+    /// Each traced thread's lifetime in the interval, s.
+    pub lifetimes: std::collections::HashMap<u32, f64>,
     /// Waits still open when tracing stopped.
     pub open_at_end: u64,
     pub lost: u64,
