@@ -177,7 +177,9 @@ impl Stopped {
                         usage: None,
                     })
                 }
-                Err(e) => Err(Error::measurement(format!("cannot wait for {program}: {e}"))),
+                Err(e) => Err(Error::measurement(format!(
+                    "cannot wait for {program}: {e}"
+                ))),
             };
         }
     }

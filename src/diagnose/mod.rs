@@ -287,7 +287,8 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         .map(|s| Ticker::start("blocking", s, Duration::from_secs_f64(1.0 / hz as f64)));
     let slab_t = slab::Collector::start(root);
     let wake_t = wakeups::Collector::start(root, scope.clone());
-    let work_t = pid.map(|_| workload::Collector::start(root, scope.clone(), Some(exec_done.clone())));
+    let work_t =
+        pid.map(|_| workload::Collector::start(root, scope.clone(), Some(exec_done.clone())));
     let mut usage = None;
 
     let t0 = Instant::now();

@@ -104,10 +104,16 @@ fn any_prefix(frames: &[&str], prefixes: &[&str]) -> bool {
 /// `__x64_sys_*` / `__arm64_sys_*` / `__se_sys_*` frame.
 fn syscall(kernel: &[&str]) -> Option<String> {
     kernel.iter().find_map(|f| {
-        ["__x64_sys_", "__arm64_sys_", "__se_sys_", "__riscv_sys_", "__ia32_sys_"]
-            .iter()
-            .find_map(|p| f.strip_prefix(p))
-            .map(|s| s.to_string())
+        [
+            "__x64_sys_",
+            "__arm64_sys_",
+            "__se_sys_",
+            "__riscv_sys_",
+            "__ia32_sys_",
+        ]
+        .iter()
+        .find_map(|p| f.strip_prefix(p))
+        .map(|s| s.to_string())
     })
 }
 
@@ -137,8 +143,8 @@ const STORAGE_SYNC: &[&str] = &[
 /// (class, cause) of one wait from its kernel and user frames (leaf first).
 pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
     let sc = syscall(kernel);
-    let futex = any_prefix(kernel, &["futex_", "__futex_", "do_futex"])
-        || sc.as_deref() == Some("futex");
+    let futex =
+        any_prefix(kernel, &["futex_", "__futex_", "do_futex"]) || sc.as_deref() == Some("futex");
     if futex {
         let is = |names: &[&str]| {
             user.iter()
@@ -169,7 +175,10 @@ pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
             "pthread_cond_clockwait",
             "cnd_wait",
         ]) {
-            return ("condvar", "futex: pthread_cond_wait (condition variable)".into());
+            return (
+                "condvar",
+                "futex: pthread_cond_wait (condition variable)".into(),
+            );
         }
         if is(&[
             "pthread_join",
@@ -177,7 +186,10 @@ pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
             "pthread_timedjoin_np",
             "thrd_join",
         ]) {
-            return ("join", "futex: pthread_join (waits for its own thread)".into());
+            return (
+                "join",
+                "futex: pthread_join (waits for its own thread)".into(),
+            );
         }
         if is(&["sem_wait", "sem_timedwait", "sem_clockwait"]) {
             return ("lock", "futex: sem_wait (a semaphore)".into());
@@ -196,7 +208,10 @@ pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
         };
         return ("storage", format!("{what}: waits for the storage to write"));
     }
-    if any(kernel, &["balance_dirty_pages", "balance_dirty_pages_ratelimited"]) {
+    if any(
+        kernel,
+        &["balance_dirty_pages", "balance_dirty_pages_ratelimited"],
+    ) {
         return (
             "storage",
             "write throttled by dirty-page writeback (balance_dirty_pages)".into(),
@@ -213,9 +228,15 @@ pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
             "reclaim_throttle",
         ],
     ) {
-        return ("reclaim", "memory reclaim (allocation waits for free pages)".into());
+        return (
+            "reclaim",
+            "memory reclaim (allocation waits for free pages)".into(),
+        );
     }
-    let faulting = any(kernel, &["exc_page_fault", "handle_mm_fault", "do_user_addr_fault"]);
+    let faulting = any(
+        kernel,
+        &["exc_page_fault", "handle_mm_fault", "do_user_addr_fault"],
+    );
     if faulting {
         return (
             "page-fault",
@@ -230,14 +251,22 @@ pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
             "common_nsleep",
             "clock_nanosleep",
         ],
-    ) || matches!(sc.as_deref(), Some("nanosleep" | "clock_nanosleep" | "pause"))
-    {
+    ) || matches!(
+        sc.as_deref(),
+        Some("nanosleep" | "clock_nanosleep" | "pause")
+    ) {
         return ("sleep", "timer sleep (nanosleep)".into());
     }
-    if any_prefix(kernel, &["pipe_read", "anon_pipe_read", "pipe_wait_readable"]) {
+    if any_prefix(
+        kernel,
+        &["pipe_read", "anon_pipe_read", "pipe_wait_readable"],
+    ) {
         return ("pipe", "pipe read (waits for its writer)".into());
     }
-    if any_prefix(kernel, &["pipe_write", "anon_pipe_write", "pipe_wait_writable"]) {
+    if any_prefix(
+        kernel,
+        &["pipe_write", "anon_pipe_write", "pipe_wait_writable"],
+    ) {
         return ("pipe", "pipe write (waits for its reader)".into());
     }
     if any_prefix(
@@ -256,13 +285,31 @@ pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
     ) {
         return ("socket", "socket (waits for its peer)".into());
     }
-    if any_prefix(kernel, &["do_epoll_wait", "ep_poll", "do_sys_poll", "do_select", "core_sys_select"]) {
+    if any_prefix(
+        kernel,
+        &[
+            "do_epoll_wait",
+            "ep_poll",
+            "do_sys_poll",
+            "do_select",
+            "core_sys_select",
+        ],
+    ) {
         return ("poll", "poll/epoll/select (waits for an event)".into());
     }
     if any_prefix(kernel, &["n_tty_read", "tty_read", "wait_woken"]) {
         return ("terminal", "terminal read".into());
     }
-    if any_prefix(kernel, &["filemap_read", "filemap_get_pages", "folio_wait_bit", "blk_", "submit_bio"]) {
+    if any_prefix(
+        kernel,
+        &[
+            "filemap_read",
+            "filemap_get_pages",
+            "folio_wait_bit",
+            "blk_",
+            "submit_bio",
+        ],
+    ) {
         return ("storage", "storage read (page-cache miss)".into());
     }
     if any_prefix(kernel, &["do_sched_yield"]) {
@@ -292,7 +339,15 @@ pub fn caller(user: &[(&str, &str)], program: &str) -> String {
         if lib && libc_wrapper(sym) && !in_program {
             continue;
         }
-        if matches!(*sym, "start_thread" | "clone3" | "clone" | "__libc_start_call_main" | "__libc_start_main" | "_start") {
+        if matches!(
+            *sym,
+            "start_thread"
+                | "clone3"
+                | "clone"
+                | "__libc_start_call_main"
+                | "__libc_start_main"
+                | "_start"
+        ) {
             break;
         }
         in_program |= *image == program || !lib;
@@ -492,12 +547,42 @@ mod tests {
             ("prog", "write_loop"),
             ("prog", "main"),
         ];
-        let mut a = vec![(K, "__schedule"), (K, "folio_wait_bit"), (K, "folio_wait_writeback"), (K, "__filemap_fdatawait_range"), (K, "file_write_and_wait_range"), (K, "ext4_sync_file"), (K, "__x64_sys_fsync")];
+        let mut a = vec![
+            (K, "__schedule"),
+            (K, "folio_wait_bit"),
+            (K, "folio_wait_writeback"),
+            (K, "__filemap_fdatawait_range"),
+            (K, "file_write_and_wait_range"),
+            (K, "ext4_sync_file"),
+            (K, "__x64_sys_fsync"),
+        ];
         a.extend(fsync_tail);
-        let mut b = vec![(K, "__schedule"), (K, "jbd2_log_wait_commit"), (K, "ext4_sync_file"), (K, "__x64_sys_fsync")];
+        let mut b = vec![
+            (K, "__schedule"),
+            (K, "jbd2_log_wait_commit"),
+            (K, "ext4_sync_file"),
+            (K, "__x64_sys_fsync"),
+        ];
         b.extend(fsync_tail);
-        let mutex = [(K, "__schedule"), (K, "futex_do_wait"), (K, "__futex_wait"), (K, "__x64_sys_futex"), ("libc.so.6", "__lll_lock_wait"), ("libc.so.6", "pthread_mutex_lock"), ("prog", "contended_update"), ("prog", "worker"), ("libc.so.6", "start_thread")];
-        let join = [(K, "__schedule"), (K, "futex_do_wait"), (K, "__x64_sys_futex"), ("libc.so.6", "__futex_abstimed_wait_common"), ("libc.so.6", "__pthread_clockjoin_ex"), ("prog", "main")];
+        let mutex = [
+            (K, "__schedule"),
+            (K, "futex_do_wait"),
+            (K, "__futex_wait"),
+            (K, "__x64_sys_futex"),
+            ("libc.so.6", "__lll_lock_wait"),
+            ("libc.so.6", "pthread_mutex_lock"),
+            ("prog", "contended_update"),
+            ("prog", "worker"),
+            ("libc.so.6", "start_thread"),
+        ];
+        let join = [
+            (K, "__schedule"),
+            (K, "futex_do_wait"),
+            (K, "__x64_sys_futex"),
+            ("libc.so.6", "__futex_abstimed_wait_common"),
+            ("libc.so.6", "__pthread_clockjoin_ex"),
+            ("prog", "main"),
+        ];
         let t = OffCpuTrace {
             waits: vec![
                 w(&a, 1.0, 400, 0.01),
@@ -525,7 +610,19 @@ mod tests {
 
     #[test]
     fn sleeps_pipes_and_the_unknown() {
-        assert_eq!(classify(&["__schedule", "do_nanosleep", "hrtimer_nanosleep", "__x64_sys_clock_nanosleep"], &[]).0, "sleep");
+        assert_eq!(
+            classify(
+                &[
+                    "__schedule",
+                    "do_nanosleep",
+                    "hrtimer_nanosleep",
+                    "__x64_sys_clock_nanosleep"
+                ],
+                &[]
+            )
+            .0,
+            "sleep"
+        );
         assert_eq!(classify(&["anon_pipe_read", "vfs_read"], &[]).0, "pipe");
         assert_eq!(classify(&["__schedule", "do_epoll_wait"], &[]).0, "poll");
         let (c, what) = classify(&["__schedule", "some_driver_wait"], &[]);

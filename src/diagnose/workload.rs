@@ -204,10 +204,11 @@ impl Sampled for Tracker {
                         .initial_threads
                         .as_ref()
                         .is_some_and(|s| s.contains(&tid));
-                let e = self
-                    .threads
-                    .entry(tid)
-                    .or_insert((*pid, if born_here { 0 } else { wait }, wait));
+                let e = self.threads.entry(tid).or_insert((
+                    *pid,
+                    if born_here { 0 } else { wait },
+                    wait,
+                ));
                 e.2 = wait;
             }
         }
@@ -348,10 +349,16 @@ mod tests {
             .unwrap();
             std::fs::write(
                 p.join("status"),
-                format!("Name:\tw\nvoluntary_ctxt_switches:\t{vol}\nnonvoluntary_ctxt_switches:\t2\n"),
+                format!(
+                    "Name:\tw\nvoluntary_ctxt_switches:\t{vol}\nnonvoluntary_ctxt_switches:\t2\n"
+                ),
             )
             .unwrap();
-            std::fs::write(p.join("io"), format!("rchar: 0\nwchar: 100\nsyscr: 0\nsyscw: {syscw}\n")).unwrap();
+            std::fs::write(
+                p.join("io"),
+                format!("rchar: 0\nwchar: 100\nsyscr: 0\nsyscw: {syscw}\n"),
+            )
+            .unwrap();
             std::fs::write(p.join("task/70/schedstat"), format!("1000 {wait} 3\n")).unwrap();
         };
         write(100, 10, 5, 1_000_000, 1);

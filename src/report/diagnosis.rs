@@ -249,7 +249,16 @@ fn offcpu_part(d: &Diagnosis) -> Part {
             p.text.push("no task of the workload blocked".into());
         }
         p.table(
-            &["process", "cause", "called from", "waits", "mean", "longest", "total", "%"],
+            &[
+                "process",
+                "cause",
+                "called from",
+                "waits",
+                "mean",
+                "longest",
+                "total",
+                "%",
+            ],
             o.causes
                 .iter()
                 .take(ROWS)

@@ -371,9 +371,12 @@ impl<'a> WorkView<'a> {
             cpu_s: t.cpu_s(),
             user_s: t.user_s,
             sys_s: t.system_s,
+            // With switch events a wait runs from switch out to switch in,
+            // so it includes the wake-up delay; run-queue time is then only
+            // the preemptions, and nothing is counted twice.
             runq_s: off
                 .filter(|o| o.source == "sched switch events")
-                .map_or(t.runqueue_s, |o| o.runqueue_s.max(t.runqueue_s)),
+                .map_or(t.runqueue_s, |o| o.runqueue_s),
             blocked_s: off.map_or(0.0, |o| o.blocked_s),
             join_s: class_s("join"),
             threads: t.threads,
@@ -434,7 +437,12 @@ impl<'a> WorkView<'a> {
             let w = sum(None, classes);
             return (self.pct_of_active(w), String::new(), w);
         }
-        let rows = self.d.workload.data().map(|w| w.rows.as_slice()).unwrap_or(&[]);
+        let rows = self
+            .d
+            .workload
+            .data()
+            .map(|w| w.rows.as_slice())
+            .unwrap_or(&[]);
         let mut best = (0.0, String::new(), 0.0);
         for p in &o.by_process {
             let wait = sum(Some(&p.comm), classes);
@@ -443,7 +451,11 @@ impl<'a> WorkView<'a> {
             }
             let own = rows.iter().filter(|r| r.comm == p.comm);
             let cpu: f64 = own.clone().map(|r| r.cpu_s()).sum();
-            let rq = p.runqueue_s.max(own.map(|r| r.runqueue_s).sum());
+            let rq = if o.source == "sched switch events" {
+                p.runqueue_s
+            } else {
+                p.runqueue_s.max(own.map(|r| r.runqueue_s).sum())
+            };
             let active = (cpu + rq + p.blocked_s - sum(Some(&p.comm), &["join"])).max(1e-9);
             let pct = wait / active * 100.0;
             if pct > best.0 {
@@ -460,7 +472,9 @@ impl<'a> WorkView<'a> {
             .map(|o| {
                 o.causes
                     .iter()
-                    .filter(|c| classes.contains(&c.class.as_str()) && (comm.is_empty() || c.comm == comm))
+                    .filter(|c| {
+                        classes.contains(&c.class.as_str()) && (comm.is_empty() || c.comm == comm)
+                    })
                     .collect()
             })
             .unwrap_or_default()
@@ -514,9 +528,15 @@ fn top_syscalls(d: &Diagnosis) -> Vec<(String, f64)> {
     let mut by: std::collections::HashMap<String, u64> = Default::default();
     for f in &p.folded {
         if let Some(sc) = f.stack.split(';').find_map(|fr| {
-            ["__x64_sys_", "__arm64_sys_", "__se_sys_", "__riscv_sys_"]
-                .iter()
-                .find_map(|p| fr.strip_prefix(p))
+            [
+                "__x64_sys_",
+                "__arm64_sys_",
+                "__se_sys_",
+                "__riscv_sys_",
+                "__do_sys_",
+            ]
+            .iter()
+            .find_map(|p| fr.strip_prefix(p))
         }) {
             *by.entry(sc.to_string()).or_default() += f.samples;
         }
@@ -553,7 +573,12 @@ fn call_path(d: &Diagnosis, symbol: &str) -> String {
                 .filter(|fr| {
                     !matches!(
                         *fr,
-                        "_start" | "__libc_start_main" | "__libc_start_call_main" | "start_thread" | "clone3" | "clone"
+                        "_start"
+                            | "__libc_start_main"
+                            | "__libc_start_call_main"
+                            | "start_thread"
+                            | "clone3"
+                            | "clone"
                     ) && !fr.contains("+0x")
                 })
                 .collect::<Vec<_>>()
@@ -566,7 +591,8 @@ fn fault_churn(w: &WorkView) -> Option<(f64, f64)> {
     let rate = w.per_s(w.minflt);
     let share = profile_share(w.d, |f| FAULT_PATH.contains(&f));
     let sys_pct = w.sys_s / w.cpu_s.max(1e-9) * 100.0;
-    (rate >= FAULTS_PER_S && (share >= FAULT_PROFILE_PCT || sys_pct >= 30.0)).then_some((rate, share))
+    (rate >= FAULTS_PER_S && (share >= FAULT_PROFILE_PCT || sys_pct >= 30.0))
+        .then_some((rate, share))
 }
 
 fn small_io(w: &WorkView) -> Option<(f64, f64)> {
@@ -576,17 +602,35 @@ fn small_io(w: &WorkView) -> Option<(f64, f64)> {
     (rate >= SMALL_IO_CALLS_PER_S
         && per_call < SMALL_IO_BYTES
         && sys_pct >= 30.0
-        && w.pct_of_active(w.cpu_s) >= 30.0)
+        && w.pct_of_active(w.cpu_s + w.runq_s) >= 30.0)
         .then_some((rate, per_call))
 }
 
 fn yield_share(d: &Diagnosis) -> f64 {
-    profile_share(d, |f| f == "do_sched_yield" || f.ends_with("sys_sched_yield"))
+    profile_share(d, |f| {
+        f == "do_sched_yield" || f.ends_with("sys_sched_yield")
+    })
 }
 
+/// Samples in the profile before its kernel share replaces the tick-based
+/// system time (user/system from /proc are counted in 10 ms ticks).
+const PROFILE_MIN_SAMPLES: u64 = 50;
+/// A sched_yield spin: this share of the samples under sched_yield.
+const YIELD_PCT: f64 = 25.0;
+
 fn workload_kernel_bound(id: &str, d: &Diagnosis, w: &WorkView) -> Outcome {
-    let sys_pct = w.sys_s / w.cpu_s.max(1e-9) * 100.0;
-    if w.pct_of_active(w.cpu_s) < CPU_BOUND_PCT || sys_pct < OWN_SYSTEM_PCT {
+    let mut sys_pct = w.sys_s / w.cpu_s.max(1e-9) * 100.0;
+    if let Some(p) = d
+        .profile
+        .data()
+        .filter(|p| p.samples >= PROFILE_MIN_SAMPLES)
+    {
+        sys_pct = p.kernel_samples as f64 * 100.0 / p.samples as f64;
+    }
+    let yielding = yield_share(d) >= YIELD_PCT;
+    if w.pct_of_active(w.cpu_s + w.runq_s) < CPU_BOUND_PCT
+        || (sys_pct < OWN_SYSTEM_PCT && !yielding)
+    {
         return Outcome::Fine;
     }
     // A more specific finding explains the kernel time.
@@ -595,7 +639,6 @@ fn workload_kernel_bound(id: &str, d: &Diagnosis, w: &WorkView) -> Outcome {
     }
     let calls = top_syscalls(d);
     let top = calls.first().cloned();
-    let yielding = yield_share(d) >= 10.0;
     let target = target_words(d);
     finding(Finding {
         id: "diagnose.kernel-bound",
@@ -620,8 +663,8 @@ fn workload_kernel_bound(id: &str, d: &Diagnosis, w: &WorkView) -> Outcome {
                     .join(", ")
             ),
             format!(
-                "thresholds: on-CPU ≥ {CPU_BOUND_PCT}% of its active time ({}%), own system time ≥ {OWN_SYSTEM_PCT}% of its CPU ({}%)",
-                sig(w.pct_of_active(w.cpu_s)),
+                "thresholds: on or waiting for a CPU ≥ {CPU_BOUND_PCT}% of its active time ({}%), own system time ≥ {OWN_SYSTEM_PCT}% of its CPU ({}%)",
+                sig(w.pct_of_active(w.cpu_s + w.runq_s)),
                 sig(sys_pct)
             ),
         ],
@@ -660,7 +703,9 @@ pub(super) fn cpu_hotspot(ev: &Evidence, _: Workload) -> Outcome {
     let (Some(w), Some(p)) = (WorkView::of(d), d.profile.data()) else {
         return Outcome::Fine;
     };
-    let on_cpu = w.pct_of_active(w.cpu_s);
+    // CPU-bound: on a CPU or waiting for one (a starved CPU-bound program
+    // is still CPU-bound).
+    let on_cpu = w.pct_of_active(w.cpu_s + w.runq_s);
     let user = user_share(d);
     let Some(top) = p
         .symbols
@@ -703,7 +748,7 @@ pub(super) fn cpu_hotspot(ev: &Evidence, _: Workload) -> Outcome {
                 if path.is_empty() { String::new() } else { format!("; call path {path}") }
             ),
             format!(
-                "thresholds: on-CPU ≥ {CPU_BOUND_PCT}% of active time ({}%), user space ≥ {USER_SHARE_PCT}% of samples, one function ≥ {HOTSPOT_PCT}%",
+                "thresholds: on or waiting for a CPU ≥ {CPU_BOUND_PCT}% of active time ({}%), user space ≥ {USER_SHARE_PCT}% of samples, one function ≥ {HOTSPOT_PCT}%",
                 sig(on_cpu)
             ),
         ],
@@ -728,7 +773,11 @@ fn wait_rows(v: &[&OffCpuCause]) -> String {
             format!(
                 "{}{} in {}: {} over {} waits (mean {}, longest {})",
                 c.cause,
-                if c.caller.is_empty() { String::new() } else { format!(" from {}", c.caller) },
+                if c.caller.is_empty() {
+                    String::new()
+                } else {
+                    format!(" from {}", c.caller)
+                },
                 c.comm,
                 seconds(c.total_s),
                 c.waits,
@@ -835,7 +884,9 @@ pub(super) fn storage_sync(ev: &Evidence, _: Workload) -> Outcome {
             ));
         }
     }
-    let sync = rows.iter().any(|c| c.cause.contains("waits for the storage"));
+    let sync = rows
+        .iter()
+        .any(|c| c.cause.contains("waits for the storage"));
     finding(Finding {
         id: "diagnose.storage-sync",
         severity: Severity::Warning,
@@ -892,7 +943,11 @@ pub(super) fn sleep_bound(ev: &Evidence, _: Workload) -> Outcome {
         title: format!(
             "{}{} is paced by its own timer sleeps: {}% of its time, {} sleeps of {} on average",
             target_words(d),
-            if comm.is_empty() { String::new() } else { format!(" ({comm})") },
+            if comm.is_empty() {
+                String::new()
+            } else {
+                format!(" ({comm})")
+            },
             sig(pct),
             n,
             seconds(wait / n.max(1) as f64)
@@ -1128,7 +1183,11 @@ pub(super) fn blocking_cause(ev: &Evidence, _: Workload) -> Outcome {
     };
     // Classes with their own finding, and waiting for one's own threads.
     let covered = ["lock", "storage", "sleep", "join", "reclaim", "page-fault"];
-    let Some(top) = off.causes.iter().find(|c| !covered.contains(&c.class.as_str())) else {
+    let Some(top) = off
+        .causes
+        .iter()
+        .find(|c| !covered.contains(&c.class.as_str()))
+    else {
         return Outcome::Fine;
     };
     let (pct, comm, _) = w.class_share(&[top.class.as_str()]);
@@ -1162,15 +1221,25 @@ pub(super) fn blocking_cause(ev: &Evidence, _: Workload) -> Outcome {
         title: format!(
             "{}{} is blocked {}% of its time in {}{}",
             target_words(d),
-            if comm.is_empty() { String::new() } else { format!(" ({comm})") },
+            if comm.is_empty() {
+                String::new()
+            } else {
+                format!(" ({comm})")
+            },
             sig(pct),
             top.cause,
-            if top.caller.is_empty() { String::new() } else { format!(" from {}", top.caller) }
+            if top.caller.is_empty() {
+                String::new()
+            } else {
+                format!(" from {}", top.caller)
+            }
         ),
         evidence: vec![
             format!("diagnosis {id}: {}", w.words()),
             format!("off-CPU ({}): {}", off.source, wait_rows(&same)),
-            format!("threshold: one cause ≥ {DOMINANT_WAIT_PCT}% of the process's active thread time"),
+            format!(
+                "threshold: one cause ≥ {DOMINANT_WAIT_PCT}% of the process's active thread time"
+            ),
         ],
         why: why.into(),
         command: command.into(),
@@ -1412,7 +1481,11 @@ mod tests {
     fn machine_wide_figures_do_not_make_findings_about_a_workload() {
         // The machine is 98% busy, 80% system, with slab churn: none of it
         // is the sleeping program's.
-        let d = workload(0.01, 0.01, &[("sleep", "timer sleep (nanosleep)", "main", 1.9)]);
+        let d = workload(
+            0.01,
+            0.01,
+            &[("sleep", "timer sleep (nanosleep)", "main", 1.9)],
+        );
         assert_eq!(ids(d), vec!["diagnose.sleep-bound"]);
     }
 
@@ -1421,15 +1494,30 @@ mod tests {
         let d = workload(
             0.2,
             0.3,
-            &[("storage", "fsync: waits for the storage to write", "append ← main", 1.4)],
+            &[(
+                "storage",
+                "fsync: waits for the storage to write",
+                "append ← main",
+                1.4,
+            )],
         );
         assert_eq!(ids(d), vec!["diagnose.storage-sync"]);
         let mut d = workload(
             0.5,
             0.0,
             &[
-                ("lock", "futex: pthread_mutex_lock (a user-space lock)", "contended_update ← worker", 3.0),
-                ("join", "futex: pthread_join (waits for its own thread)", "main", 2.0),
+                (
+                    "lock",
+                    "futex: pthread_mutex_lock (a user-space lock)",
+                    "contended_update ← worker",
+                    3.0,
+                ),
+                (
+                    "join",
+                    "futex: pthread_join (waits for its own thread)",
+                    "main",
+                    2.0,
+                ),
             ],
         );
         if let Section::Present { data, .. } = &mut d.offcpu {

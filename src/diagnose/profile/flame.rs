@@ -53,7 +53,10 @@ mod tests {
         ];
         let svg = svg(&f, "CPU profile <test>").unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
-        assert!(svg.contains("width=\"1200\""), "a fixed width, not a fluid one");
+        assert!(
+            svg.contains("width=\"1200\""),
+            "a fixed width, not a fluid one"
+        );
         assert!(svg.contains("hot_loop"));
         assert!(svg.contains("sys_read"));
         // The title is escaped, not injected.

@@ -371,7 +371,11 @@ impl Live {
             .iter()
             .map(|(c, ns)| {
                 (
-                    collected.comms.get(*c as usize).cloned().unwrap_or_default(),
+                    collected
+                        .comms
+                        .get(*c as usize)
+                        .cloned()
+                        .unwrap_or_default(),
                     *ns as f64 * 1e-9,
                 )
             })
@@ -521,7 +525,9 @@ pub(super) enum OffKind {
     /// The call chain at a switch out (the context-switches sample).
     Stack(u32, Vec<FrameKey>),
     /// The switch out: preempted (still runnable) or blocked.
-    Out { preempt: bool },
+    Out {
+        preempt: bool,
+    },
     /// Back on a CPU.
     In,
     Exit,
@@ -563,7 +569,12 @@ impl OffState {
     /// time order: a switch in closes the task's open switch out, its
     /// length is one wait charged to the stack of that switch out (or to
     /// the run queue when it was a preemption).
-    pub(super) fn pair(&mut self, upto: u64, out: &mut Collected, comm: &mut dyn FnMut(u32) -> u32) {
+    pub(super) fn pair(
+        &mut self,
+        upto: u64,
+        out: &mut Collected,
+        comm: &mut dyn FnMut(u32) -> u32,
+    ) {
         self.queue.sort_by_key(|e| e.time);
         let n = self.queue.partition_point(|e| e.time < upto);
         let ready: Vec<OffEvent> = self.queue.drain(..n).collect();
@@ -601,7 +612,12 @@ impl OffState {
     }
 
     /// Waits still open at `now` (monotonic ns) are charged up to it.
-    pub(super) fn close_open(&mut self, now: u64, out: &mut Collected, comm: &mut dyn FnMut(u32) -> u32) {
+    pub(super) fn close_open(
+        &mut self,
+        now: u64,
+        out: &mut Collected,
+        comm: &mut dyn FnMut(u32) -> u32,
+    ) {
         for (tid, t) in self.tids.iter_mut() {
             let mut end = t.last;
             if let Some((t0, preempt)) = t.out.take() {
