@@ -35,6 +35,14 @@ pub const ALL: &[Rule] = &[
     diagnose::blocking_cause,
     latency::spike_culprit,
     cpu::clock_below_max,
+    diagnose::cpu_hotspot,
+    diagnose::user_lock,
+    diagnose::storage_sync,
+    diagnose::sleep_bound,
+    diagnose::fault_churn_rule,
+    diagnose::small_io_rule,
+    diagnose::cpu_starvation,
+    diagnose::memory_pressure,
 ];
 
 /// Seconds of device writes the dirty limit may hold before it is a stall risk.

@@ -114,16 +114,39 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     }
     for f in &findings {
         text.push_str(&format!(
-            "[{}] {}\n  evidence: {}\n  try: {}\n  verify: {}\n",
+            "[{}] {} ({})\n  evidence: {}\n  why: {}\n  try: {}\n  verify: {}\n",
             f.severity.as_str(),
             f.title,
+            f.id,
             f.evidence.join("; "),
+            f.why,
             f.command,
             f.verify
         ));
     }
     out.data(&text)?;
     Ok(0)
+}
+
+/// The findings of a diagnosis as a report section (advise's findings
+/// turned into the report's plain form).
+pub fn findings_section(
+    run_id: &str,
+    d: &crate::model::diagnosis::Diagnosis,
+) -> crate::report::document::Section {
+    let texts: Vec<view::FindingText> = crate::advise::diagnosis_findings(run_id, d)
+        .into_iter()
+        .map(|f| view::FindingText {
+            severity: f.severity.as_str().to_string(),
+            id: f.id.to_string(),
+            title: f.title,
+            evidence: f.evidence,
+            why: f.why,
+            fix: f.command,
+            verify: f.verify,
+        })
+        .collect();
+    view::findings_section(&texts)
 }
 
 /// The flame-graph renderer handed to the report (report never calls

@@ -135,7 +135,9 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
                 .iter()
                 .position(|s| s.id == "warnings")
                 .unwrap_or(doc.sections.len());
-            let extra = crate::report::diagnosis::sections(d, &super::diagnose::flame);
+            let mut extra = crate::report::diagnosis::sections(d, &super::diagnose::flame);
+            // The findings the terminal shows, first.
+            extra.insert(0, super::diagnose::findings_section(&run.id, d));
             doc.sections.splice(at..at, extra);
         }
         (doc, vec![run.id.clone()], base.map(|b| b.id), None)

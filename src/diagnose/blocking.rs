@@ -200,6 +200,9 @@ struct TaskTrack {
     last: Option<(u64, u64)>,
     stack_age: u32,
     caller: Option<(String, String)>,
+    /// schedstat's count of times on a CPU at the last sleeping sample: a
+    /// change means the task ran in between, so a new wait began.
+    slices: Option<u64>,
 }
 
 #[derive(Default)]
@@ -225,6 +228,8 @@ pub struct Sampler {
     last_at: Option<std::time::Instant>,
     /// Seconds covered by samples (for the achieved rate).
     covered_s: f64,
+    /// Sampling starts when this is set (a command's exec).
+    gate: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Sampler {
@@ -245,7 +250,15 @@ impl Sampler {
             stack_ok,
             last_at: None,
             covered_s: 0.0,
+            gate: None,
         }
+    }
+
+    /// Sample nothing until `gate` is set (the command's pre-exec
+    /// handshake is tunelab's, not the workload's).
+    pub fn gated(mut self, gate: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Sampler {
+        self.gate = Some(gate);
+        self
     }
 
     fn refresh(&mut self) {
@@ -390,6 +403,11 @@ impl Sampled for Sampler {
 impl Sampler {
     /// One sample; sleeping tasks are charged `dt` seconds.
     pub fn sample_at(&mut self, dt: f64) {
+        if let Some(g) = &self.gate {
+            if !g.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+        }
         self.covered_s += dt;
         if self.ticks.is_multiple_of(10) {
             self.refresh();
@@ -424,7 +442,21 @@ impl Sampler {
                 }
                 if state != 'S' && state != 'D' {
                     self.close(tid);
+                    if let Some(t) = self.tasks.get_mut(&tid) {
+                        t.slices = None;
+                    }
                     continue;
+                }
+                // Did it run since the last sample? Then this is a new wait,
+                // even in the same place (1 ms sleeps are not one stretch).
+                let slices = read(&self.root, &format!("{base}/schedstat"))
+                    .ok()
+                    .and_then(|t| t.split_whitespace().nth(2)?.parse::<u64>().ok());
+                let track = self.tasks.get_mut(&tid).expect("inserted above");
+                let ran = matches!((track.slices, slices), (Some(a), Some(b)) if a != b);
+                track.slices = slices;
+                if ran {
+                    self.close(tid);
                 }
                 let wchan = read(&self.root, &format!("{base}/wchan"))
                     .ok()
@@ -533,8 +565,22 @@ mod tests {
         for _ in 0..2 {
             s.sample_at(0.01);
         }
-        let r = s.finish(0.17, 0.0, 17);
+        // Two sleeps in the same place with a run in between are two waits.
+        std::fs::write(task.join("stat"), "51 (w) S 1 0").unwrap();
+        std::fs::write(task.join("wchan"), "hrtimer_nanosleep").unwrap();
+        for slices in [6, 6, 7, 7] {
+            std::fs::write(task.join("schedstat"), format!("3000 900 {slices}")).unwrap();
+            s.sample_at(0.01);
+        }
+        let r = s.finish(0.21, 0.0, 21);
         let b = r.data().unwrap();
+        let nap = b
+            .causes
+            .iter()
+            .find(|c| c.cause.starts_with("hrtimer_nanosleep"))
+            .unwrap();
+        assert_eq!(nap.count, 2, "{nap:?}");
+        assert!((nap.max_s - 0.02).abs() < 1e-9, "{nap:?}");
         let pipe = b
             .causes
             .iter()

@@ -22,6 +22,8 @@ pub struct Stopped {
     pid: i32,
     release: Option<File>,
     spawner: Option<JoinHandle<std::io::Result<Waited>>>,
+    /// Says when std's spawn returned, i.e. the exec happened.
+    execed: Option<std::sync::mpsc::Receiver<()>>,
     program: String,
 }
 
@@ -38,10 +40,12 @@ impl Drop for Stopped {
 }
 
 /// How the command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ended {
     pub code: Option<i32>,
     pub signal: Option<i32>,
+    /// The kernel's account of the command and its reaped children.
+    pub usage: Option<super::workload::Usage>,
 }
 
 impl Ended {
@@ -101,11 +105,14 @@ impl Stopped {
         }
         // The parent's copies of the child's ends close when the spawn
         // returns, so a failed fork reads as end-of-file, never hangs.
+        let (exec_tx, execed) = std::sync::mpsc::channel();
         let spawner = std::thread::spawn(move || {
             let r = cmd.spawn();
             drop(pid_w);
             drop(go_r);
-            guard::wait_cancellable(r?.id() as i32)
+            let child = r?;
+            let _ = exec_tx.send(());
+            guard::wait_cancellable(child.id() as i32)
         });
         let mut buf = [0u8; 4];
         let mut f = File::from(pid_r);
@@ -123,6 +130,7 @@ impl Stopped {
             pid: i32::from_ne_bytes(buf),
             release: Some(release),
             spawner: Some(spawner),
+            execed: Some(execed),
             program: argv[0].clone(),
         })
     }
@@ -132,11 +140,18 @@ impl Stopped {
     }
 
     /// Let the child exec and wait for it to end (killed on a cancelling
-    /// signal: `Err(Interrupted)`).
-    pub fn release_and_wait(mut self) -> Result<Ended> {
+    /// signal: `Err(Interrupted)`). `exec_done` is set once the exec
+    /// happened, so samplers can leave out the handshake before it.
+    pub fn release_and_wait(mut self, exec_done: &std::sync::atomic::AtomicBool) -> Result<Ended> {
         let program = self.program.clone();
         if let Some(mut r) = self.release.take() {
             let _ = r.write_all(b"g");
+        }
+        // An error (a failed exec) drops the sender: no wait then.
+        if let Some(rx) = self.execed.take() {
+            if rx.recv().is_ok() {
+                exec_done.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
         }
         let Some(spawner) = self.spawner.take() else {
             return Err(Error::measurement("the command was already waited for"));
@@ -160,9 +175,22 @@ impl Stopped {
         if waited.cancelled {
             crate::safety::signals::check()?;
         }
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+        let ru = &waited.rusage;
+        // wait4's rusage: the workload's own account (times, faults,
+        // switches), its reaped children included.
+        let usage = super::workload::Usage {
+            user_s: tv(ru.ru_utime),
+            system_s: tv(ru.ru_stime),
+            minor_faults: ru.ru_minflt as u64,
+            major_faults: ru.ru_majflt as u64,
+            voluntary: ru.ru_nvcsw as u64,
+            involuntary: ru.ru_nivcsw as u64,
+        };
         Ok(Ended {
             code: waited.code(),
             signal: waited.signal(),
+            usage: Some(usage),
         })
     }
 }

@@ -13,12 +13,14 @@ pub mod blocking;
 mod child;
 pub mod knob;
 pub mod locks;
+pub mod offcpu;
 pub mod procs;
 pub mod profile;
 pub mod slab;
 pub mod startup;
 pub mod usetable;
 pub mod wakeups;
+pub mod workload;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -259,7 +261,17 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         call_graph: true,
     });
     let counters = profile::start_counters(&pscope());
+    // Off-CPU time by call chain: scheduler switch events of the tree.
+    let off = profile::start(&profile::Request {
+        scope: pscope(),
+        event: profile::Event::OffCpu,
+        frequency_hz: 0,
+        call_graph: true,
+    });
     let profile_start_cpu = thread_cpu_s() - cpu0;
+    // Set once a command exec'd: samplers leave out tunelab's pre-exec
+    // handshake (the fork blocked reading its release pipe).
+    let exec_done = Arc::new(AtomicBool::new(!matches!(opts.what, What::Command(_))));
 
     let hz = if pid.is_some() {
         opts.hz.max(1)
@@ -271,10 +283,13 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let use_t = usetable::Collector::start(root);
     let block_t = latency_session
         .is_err()
-        .then(|| blocking::Sampler::new(root, scope.clone(), hz))
+        .then(|| blocking::Sampler::new(root, scope.clone(), hz).gated(exec_done.clone()))
         .map(|s| Ticker::start("blocking", s, Duration::from_secs_f64(1.0 / hz as f64)));
     let slab_t = slab::Collector::start(root);
     let wake_t = wakeups::Collector::start(root, scope.clone());
+    let work_t =
+        pid.map(|_| workload::Collector::start(root, scope.clone(), Some(exec_done.clone())));
+    let mut usage = None;
 
     let t0 = Instant::now();
     let mut outcome: Result<()> = Ok(());
@@ -300,10 +315,11 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
                 "diagnosing `{}` from exec to exit…",
                 target.command.join(" ")
             ));
-            match c.release_and_wait() {
+            match c.release_and_wait(&exec_done) {
                 Ok(st) => {
                     target.exit = Some(st.words());
                     target.exit_code = st.code;
+                    usage = st.usage;
                 }
                 Err(e) => outcome = Err(e),
             }
@@ -331,6 +347,12 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let resources = use_t.finish(interval);
     let slab = slab_t.finish(interval);
     let wakeups = wake_t.finish(interval);
+    let workload = match work_t {
+        Some(w) => w.finish(interval, usage),
+        None => Section::skipped(
+            "the whole machine was diagnosed: there is no one workload (give --pid or -- CMD)",
+        ),
+    };
     let cpu1 = thread_cpu_s();
     let profile_section = |r: std::result::Result<profile::Running, String>| match r {
         Ok(run) => match run.finish() {
@@ -344,6 +366,39 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     };
     let mut profile = profile_section(prof);
     let mut cache_profile = profile_section(cache);
+    let program = program_name(&opts.what, &target);
+    let offcpu = match off {
+        Ok(run) => match run.finish_offcpu() {
+            Ok(t) => {
+                let o = offcpu::from_trace(
+                    &t,
+                    &program,
+                    format!(
+                        "every switch of the workload's tasks off a CPU with its user and kernel \
+                         call chain (perf_event_open: the context-switches software event, fired \
+                         where the sched:sched_switch tracepoint is, like `perf record -e \
+                         context-switches -g`), paired with its switch back in (SWITCH records): \
+                         each wait's real length, summed by cause; preemptions (still runnable) \
+                         are run-queue time, not blocking; {} waits still open at the end charged \
+                         up to it. {}",
+                        t.open_at_end, t.profile.overhead.summary
+                    ),
+                );
+                Section::Present {
+                    data: o,
+                    overhead: overhead(
+                        t.profile.overhead.reader_cpu_ms * 1e-3
+                            + t.profile.overhead.symbolise_cpu_ms * 1e-3,
+                        interval,
+                        0,
+                        "the off-CPU reader thread and symbolising",
+                    ),
+                }
+            }
+            Err(e) => fallback_offcpu(&blocking, e),
+        },
+        Err(e) => fallback_offcpu(&blocking, e),
+    };
     let mut counters = match counters {
         Ok(c) => Section::Present {
             data: c.finish(),
@@ -373,6 +428,12 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         );
     }
     outcome?;
+    if let What::Command(_) = &opts.what {
+        // Samples taken between the fork and the exec carry tunelab's name:
+        // they are the command's start, under its name.
+        rename_root(&mut profile, &own_comm(), &program);
+        rename_root(&mut cache_profile, &own_comm(), &program);
+    }
 
     let mut d = Diagnosis {
         target,
@@ -387,11 +448,66 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         slab,
         wakeups,
         startup: Section::skipped("start-up anatomy is for `diagnose -- CMD` only"),
+        workload,
+        offcpu,
     };
     if let What::Command(argv) = &opts.what {
         d.startup = startup::analyse(argv, interval, opts.startup_runs, say);
     }
     Ok(d)
+}
+
+/// The process name the diagnosed program runs under.
+fn program_name(what: &What, target: &Target) -> String {
+    match what {
+        What::Command(argv) => {
+            let base = argv[0].rsplit('/').next().unwrap_or(&argv[0]);
+            // The kernel's comm is at most 15 bytes.
+            base.chars().take(15).collect()
+        }
+        _ => target.name.clone(),
+    }
+}
+
+fn own_comm() -> String {
+    std::fs::read_to_string("/proc/self/comm")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Folded stacks rooted at `from` are rooted at `to` instead.
+fn rename_root(p: &mut Section<crate::model::profile::Profile>, from: &str, to: &str) {
+    let Section::Present { data, .. } = p else {
+        return;
+    };
+    if from.is_empty() || from == to {
+        return;
+    }
+    let prefix = format!("{from};");
+    for f in &mut data.folded {
+        if let Some(rest) = f.stack.strip_prefix(&prefix) {
+            f.stack = format!("{to};{rest}");
+        }
+    }
+}
+
+/// The off-CPU section from the sampled blocking table when switch events
+/// are not available.
+fn fallback_offcpu(
+    blocking: &Section<crate::model::diagnosis::BlockingReport>,
+    why: String,
+) -> Section<crate::model::diagnosis::OffCpuReport> {
+    match blocking.data() {
+        Some(b) if b.source != "latencytop" || !b.causes.is_empty() => {
+            let mut o = offcpu::from_blocking(b);
+            o.method = format!("no scheduler switch events ({why}); {}", o.method);
+            Section::Present {
+                data: o,
+                overhead: Overhead::default(),
+            }
+        }
+        _ => Section::skipped(format!("no scheduler switch events: {why}")),
+    }
 }
 
 fn section_overhead<T>(s: &mut Section<T>) -> Option<&mut Overhead> {

@@ -90,6 +90,9 @@ pub struct Snapshot {
     pub meminfo: BTreeMap<String, u64>,
     /// Link speed of each interface, Mb/s (/sys/class/net/IF/speed).
     pub speeds: BTreeMap<String, u64>,
+    /// tunelab's own user and system time, clock ticks (/proc/self/stat):
+    /// left out of the CPU figures.
+    pub own_ticks: Option<(u64, u64)>,
 }
 
 impl Snapshot {
@@ -108,6 +111,10 @@ impl Snapshot {
                 .map(|t| parse_keyed(&t))
                 .unwrap_or_default(),
             speeds: link_speeds(root),
+            own_ticks: std::fs::read_to_string("/proc/self/stat")
+                .ok()
+                .and_then(|t| super::workload::parse_stat_figures(&t))
+                .map(|(_, _, u, s)| (u, s)),
         }
     }
 }
@@ -237,9 +244,21 @@ pub fn build(
 
     if let (Some(vb), Some(va)) = (&b.vm, &a.vm) {
         let d = |x: u64, y: u64| y.saturating_sub(x) as f64;
-        let user = d(vb.cpu_user, va.cpu_user);
-        let sys = d(vb.cpu_system, va.cpu_system);
-        let idle = d(vb.cpu_idle, va.cpu_idle);
+        let mut user = d(vb.cpu_user, va.cpu_user);
+        let mut sys = d(vb.cpu_system, va.cpu_system);
+        let mut idle = d(vb.cpu_idle, va.cpu_idle);
+        // tunelab's own sampling is not the machine's load: its CPU time is
+        // counted as idle (on a slow board it is most of the busy time).
+        let own = match (b.own_ticks, a.own_ticks) {
+            (Some((ub, sb)), Some((ua, sa))) => {
+                let (ou, os) = (d(ub, ua).min(user), d(sb, sa).min(sys));
+                user -= ou;
+                sys -= os;
+                idle += ou + os;
+                Some(ou + os)
+            }
+            _ => None,
+        };
         let wait = d(vb.cpu_iowait, va.cpu_iowait);
         let steal = d(vb.cpu_steal, va.cpu_steal);
         let total = (user + sys + idle + wait + steal).max(1.0);
@@ -276,6 +295,15 @@ pub fn build(
         }
         row.notes
             .push("CPU errors (machine checks) are not counted here".into());
+        if let Some(o) = own {
+            row.utilisation
+                .push(f("tunelab's own (left out)", o / total * 100.0, "%"));
+            row.notes.push(
+                "busy, user and system leave out tunelab's own CPU time (its samplers and \
+                 profiler); it is shown on its own"
+                    .into(),
+            );
+        }
         row.score = score;
         rows.push(row);
     }
@@ -564,6 +592,26 @@ mod tests {
             "{:?}",
             t.standouts
         );
+    }
+
+    #[test]
+    fn tunelab_own_sampling_is_not_load() {
+        // 5 s on 2 CPUs = 1000 ticks; 300 busy ticks of which 290 were tunelab's.
+        let b = Snapshot {
+            vm: Some(vm(100, 100, 1000, 0)),
+            own_ticks: Some((10, 10)),
+            ..Default::default()
+        };
+        let a = Snapshot {
+            vm: Some(vm(200, 300, 1700, 0)),
+            own_ticks: Some((100, 210)),
+            ..Default::default()
+        };
+        let t = build(&b, &a, 5.0, 2, Some((0.0, 1)), &[]);
+        let cpu = t.row("cpu").unwrap();
+        assert!((get(cpu, "busy") - 1.0).abs() < 1e-9, "{cpu:?}");
+        assert!((get(cpu, "tunelab's own (left out)") - 29.0).abs() < 1e-9);
+        assert!(t.standouts[0].starts_with("nothing stands out"));
     }
 
     #[test]

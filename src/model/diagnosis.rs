@@ -111,6 +111,13 @@ pub struct Diagnosis {
     pub wakeups: Section<WakeupReport>,
     #[serde(default)]
     pub startup: Section<StartupReport>,
+    /// The diagnosed workload's own figures (its process tree), beside the
+    /// machine-wide USE table.
+    #[serde(default)]
+    pub workload: Section<WorkloadReport>,
+    /// Time blocked by call chain, from scheduler switch events.
+    #[serde(default)]
+    pub offcpu: Section<OffCpuReport>,
 }
 
 fn one() -> u32 {
@@ -368,4 +375,128 @@ pub struct StartupReport {
     /// Shared objects the dynamic linker loaded.
     pub libraries: Vec<String>,
     pub method: String,
+}
+
+// ------------------------------------------------------------ workload
+
+/// One process name of the workload (or the whole workload): its own
+/// figures over the interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskFigures {
+    pub comm: String,
+    /// The lowest pid summed here.
+    pub pid: i32,
+    #[serde(default = "one")]
+    pub processes: u32,
+    /// Threads seen.
+    pub threads: u32,
+    pub user_s: f64,
+    pub system_s: f64,
+    /// Runnable but waiting for a CPU (schedstat), s.
+    pub runqueue_s: f64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    /// /proc/PID/io: bytes through read/write calls, calls, and bytes that
+    /// reached the block layer.
+    pub rchar: u64,
+    pub wchar: u64,
+    pub syscr: u64,
+    pub syscw: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+impl TaskFigures {
+    pub fn cpu_s(&self) -> f64 {
+        self.user_s + self.system_s
+    }
+
+    pub fn add(&mut self, o: &TaskFigures) {
+        self.threads += o.threads;
+        self.user_s += o.user_s;
+        self.system_s += o.system_s;
+        self.runqueue_s += o.runqueue_s;
+        self.voluntary_switches += o.voluntary_switches;
+        self.involuntary_switches += o.involuntary_switches;
+        self.minor_faults += o.minor_faults;
+        self.major_faults += o.major_faults;
+        self.rchar += o.rchar;
+        self.wchar += o.wchar;
+        self.syscr += o.syscr;
+        self.syscw += o.syscw;
+        self.read_bytes += o.read_bytes;
+        self.write_bytes += o.write_bytes;
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadReport {
+    /// Per process name, most CPU first.
+    pub rows: Vec<TaskFigures>,
+    /// The whole workload (for a command: the kernel's own account at its
+    /// exit, wait4's rusage, where it has the figure).
+    pub total: TaskFigures,
+    /// tunelab's own CPU time over the interval (all its threads:
+    /// samplers, profiler reader), s; never part of the figures above.
+    pub tunelab_cpu_s: f64,
+    pub method: String,
+}
+
+// ------------------------------------------------------------ off-CPU
+
+/// One cause of blocked time: a kind of wait, the call that waited and the
+/// program's code that called it; all kernel paths of that wait summed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OffCpuCause {
+    /// "lock", "condvar", "join", "futex", "storage", "sleep", "pipe",
+    /// "socket", "poll", "page-fault", "reclaim", "terminal", "other".
+    pub class: String,
+    /// The wait in words: "futex: pthread_mutex_lock", "fsync (storage flush)".
+    pub cause: String,
+    /// The program's functions that made the call, nearest first
+    /// ("contended_update ← worker").
+    pub caller: String,
+    pub comm: String,
+    /// The heaviest kernel path of this cause, for the curious.
+    pub kernel_path: String,
+    pub total_s: f64,
+    pub waits: u64,
+    /// Longest single wait, s (one switch out to the switch back in).
+    pub max_s: f64,
+    /// Threads that waited here, and their summed lifetime in the interval
+    /// (s): `total_s / thread_time_s` is the share of those threads' time
+    /// spent in this wait. 0 when not known (the sampled fallback).
+    #[serde(default)]
+    pub threads: u32,
+    #[serde(default)]
+    pub thread_time_s: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OffCpuReport {
+    /// "sched switch events" (perf_event_open) or "sampled wchan/stack".
+    pub source: String,
+    /// By total blocked time.
+    pub causes: Vec<OffCpuCause>,
+    /// All blocked time of the workload's tasks, s.
+    pub blocked_s: f64,
+    /// Time preempted while runnable (waiting for a CPU), s.
+    pub runqueue_s: f64,
+    /// Blocked and preempted time per process name (all causes, not only
+    /// the rows kept).
+    #[serde(default)]
+    pub by_process: Vec<ProcessWaits>,
+    /// Blocked time by whole stack (µs as samples): the off-CPU flame graph.
+    #[serde(default)]
+    pub folded: Vec<super::profile::FoldedStack>,
+    pub method: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessWaits {
+    pub comm: String,
+    pub blocked_s: f64,
+    pub runqueue_s: f64,
 }

@@ -158,6 +158,194 @@ fn profile_part(id: &'static str, title: &str, s: &Section<Profile>) -> Part {
     p
 }
 
+/// The workload's own figures, beside the machine-wide USE table.
+fn workload_part(d: &Diagnosis) -> Part {
+    let mut p = Part::new("diag-workload", "The workload's own figures");
+    if let Some(w) = present(&mut p, &d.workload) {
+        let i = d.interval_s.max(1e-9);
+        let row = |f: &crate::model::diagnosis::TaskFigures, name: String| {
+            let calls = f.syscr + f.syscw;
+            vec![
+                name,
+                f.threads.to_string(),
+                seconds(f.user_s),
+                seconds(f.system_s),
+                seconds(f.runqueue_s),
+                format!(
+                    "{}/s / {}/s",
+                    si(f.voluntary_switches as f64 / i),
+                    si(f.involuntary_switches as f64 / i)
+                ),
+                format!(
+                    "{}/s / {}/s",
+                    si(f.minor_faults as f64 / i),
+                    si(f.major_faults as f64 / i)
+                ),
+                format!(
+                    "{}/s, {} per call",
+                    si(calls as f64 / i),
+                    human((f.rchar + f.wchar) as f64 / calls.max(1) as f64, "B")
+                ),
+                format!(
+                    "{} / {}",
+                    human(f.read_bytes as f64, "B"),
+                    human(f.write_bytes as f64, "B")
+                ),
+            ]
+        };
+        let mut rows: Vec<Vec<String>> = w
+            .rows
+            .iter()
+            .take(ROWS)
+            .map(|f| row(f, who(f.pid, &f.comm, f.processes)))
+            .collect();
+        if w.rows.len() > 1 || rows.is_empty() {
+            rows.push(row(&w.total, "all of it".into()));
+        }
+        let cpu = w.total.cpu_s();
+        p.text.push(format!(
+            "{} of CPU over {} ({}% of one CPU), {}% of it in the kernel; {} waiting for a CPU",
+            seconds(cpu),
+            seconds(d.interval_s),
+            sig(cpu / i * 100.0),
+            sig(w.total.system_s / cpu.max(1e-9) * 100.0),
+            seconds(w.total.runqueue_s)
+        ));
+        p.table(
+            &[
+                "process",
+                "threads",
+                "user",
+                "system",
+                "run-queue wait",
+                "switches vol/invol",
+                "faults minor/major",
+                "read/write calls",
+                "storage read/written",
+            ],
+            rows,
+        );
+        p.text.push(format!(
+            "tunelab's own CPU time over the interval (samplers, profiler, tracer; not in any figure): {} ({}% of one CPU)",
+            seconds(w.tunelab_cpu_s),
+            sig(w.tunelab_cpu_s / i * 100.0)
+        ));
+        p.notes.push(format!("method: {}", w.method));
+    }
+    p
+}
+
+/// Time blocked by cause, with the off-CPU flame graph.
+fn offcpu_part(d: &Diagnosis) -> Part {
+    let mut p = Part::new("diag-offcpu", "Off-CPU: where the workload waits");
+    if let Some(o) = present(&mut p, &d.offcpu) {
+        p.text.push(format!(
+            "{} blocked, {} preempted while runnable (source: {})",
+            seconds(o.blocked_s),
+            seconds(o.runqueue_s),
+            o.source
+        ));
+        if o.causes.is_empty() {
+            p.text.push("no task of the workload blocked".into());
+        }
+        p.table(
+            &[
+                "process",
+                "cause",
+                "called from",
+                "waits",
+                "mean",
+                "longest",
+                "total",
+                "%",
+            ],
+            o.causes
+                .iter()
+                .take(ROWS)
+                .map(|c| {
+                    vec![
+                        c.comm.clone(),
+                        c.cause.clone(),
+                        c.caller.clone(),
+                        c.waits.to_string(),
+                        seconds(c.total_s / c.waits.max(1) as f64),
+                        seconds(c.max_s),
+                        seconds(c.total_s),
+                        format!("{:.1}", c.total_s / o.blocked_s.max(1e-12) * 100.0),
+                    ]
+                })
+                .collect(),
+        );
+        p.table(
+            &["cause", "heaviest kernel path"],
+            o.causes
+                .iter()
+                .take(ROWS)
+                .filter(|c| !c.kernel_path.is_empty())
+                .map(|c| vec![c.cause.clone(), c.kernel_path.clone()])
+                .collect(),
+        );
+        if !o.folded.is_empty() {
+            p.flame = Some((
+                o.folded.clone(),
+                "Off-CPU flame graph (width: µs blocked)".into(),
+            ));
+        }
+        p.notes.push(format!("method: {}", o.method));
+    }
+    p
+}
+
+/// A finding as the report shows it (the CLI converts advise's findings:
+/// report does not reach up into advise/).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FindingText {
+    pub severity: String,
+    pub id: String,
+    pub title: String,
+    pub evidence: Vec<String>,
+    pub why: String,
+    pub fix: String,
+    pub verify: String,
+}
+
+/// The findings as a report section (first, before the sections).
+pub fn findings_section(findings: &[FindingText]) -> DocSection {
+    let mut blocks = Vec::new();
+    if findings.is_empty() {
+        blocks.push(Block::Text(
+            "no finding: nothing in this diagnosis crosses a rule's threshold".into(),
+        ));
+    } else {
+        blocks.push(Block::Table(Table {
+            header: vec!["severity".into(), "finding".into(), "fix".into()],
+            rows: findings
+                .iter()
+                .map(|f| {
+                    vec![
+                        Cell::from(f.severity.clone()),
+                        Cell::from(f.title.clone()),
+                        Cell::from(f.fix.clone()),
+                    ]
+                })
+                .collect(),
+        }));
+        for f in findings {
+            let mut notes = vec![format!("{} [{}] {}", f.id, f.severity, f.title)];
+            notes.extend(f.evidence.iter().map(|e| format!("evidence: {e}")));
+            notes.push(format!("why: {}", f.why));
+            notes.push(format!("fix: {}", f.fix));
+            notes.push(format!("verify: {}", f.verify));
+            blocks.push(Block::Notes(notes));
+        }
+    }
+    DocSection {
+        id: "diag-findings".into(),
+        title: "Findings".into(),
+        blocks,
+    }
+}
+
 /// Every section of a diagnosis, in the order.
 pub fn parts(d: &Diagnosis) -> Vec<Part> {
     let mut out = Vec::new();
@@ -189,9 +377,12 @@ pub fn parts(d: &Diagnosis) -> Vec<Part> {
     });
     out.push(head);
 
+    out.push(workload_part(d));
+    out.push(offcpu_part(d));
+
     let mut p = Part::new(
         "diag-use",
-        "Resources (USE: utilisation, saturation, errors)",
+        "Resources, machine-wide (USE: utilisation, saturation, errors)",
     );
     if let Some(u) = present(&mut p, &d.resources) {
         for s in &u.standouts {
@@ -472,7 +663,7 @@ pub fn text(d: &Diagnosis) -> String {
             s.push_str(&super::table::render(&h, rows.clone()));
         }
         if p.flame.is_some() {
-            s.push_str("(flame graph in `tunelab report RUN --html`)\n");
+            s.push_str("(flame graph in `tunelab report RUN -o diagnosis.html`)\n");
         }
         for n in &p.notes {
             s.push_str(&format!("  {n}\n"));

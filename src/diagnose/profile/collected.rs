@@ -31,4 +31,15 @@ pub(super) struct Collected {
     pub errors: Vec<String>,
     /// Samples whose stack was cut to its leaf because MAX_STACKS was hit.
     pub truncated: u64,
+    /// Off-CPU tracing: per stack, (waits, longest wait ns); the stack's
+    /// weight in `stacks` is µs blocked.
+    pub waits: HashMap<(u32, Vec<FrameKey>), (u64, u64)>,
+    /// Off-CPU tracing: ns preempted (runnable, waiting for a CPU) per comm.
+    pub runqueue_ns: HashMap<u32, u64>,
+    /// Waits still open when tracing stopped (charged up to the stop).
+    pub open_at_end: u64,
+    /// Off-CPU tracing: the threads that waited in each stack.
+    pub wait_tids: HashMap<(u32, Vec<FrameKey>), Vec<u32>>,
+    /// Off-CPU tracing: each thread's traced lifetime, ns.
+    pub lifetimes_ns: HashMap<u32, u64>,
 }

@@ -16,10 +16,23 @@ pub fn svg(folded: &[FoldedStack], title: &str) -> Result<String, String> {
     opts.count_name = "samples".to_string();
     // Deterministic colours: the same profile renders to the same SVG.
     opts.deterministic = true;
+    // A fixed width: inferno's "fluid" mode has its script remove the
+    // width of the page's first <svg>, which then shrinks to the browser's
+    // 300 px default inside a report. Labels are fitted here instead, and
+    // no script (a report holds several flame graphs, and the script's
+    // element ids would clash); frames keep their hover titles.
+    opts.image_width = Some(1200);
+    opts.no_javascript = true;
     let mut out = Vec::new();
     inferno::flamegraph::from_lines(&mut opts, lines.iter().map(|s| s.as_str()), &mut out)
         .map_err(|e| format!("flame graph: {e}"))?;
-    String::from_utf8(out).map_err(|e| format!("flame graph is not UTF-8: {e}"))
+    let text = String::from_utf8(out).map_err(|e| format!("flame graph is not UTF-8: {e}"))?;
+    // The XML prologue (declaration, DOCTYPE) is not wanted inline in HTML
+    // and not needed in an .svg file.
+    Ok(match text.find("<svg") {
+        Some(i) => text[i..].to_string(),
+        None => text,
+    })
 }
 
 #[cfg(test)]
@@ -39,7 +52,11 @@ mod tests {
             },
         ];
         let svg = svg(&f, "CPU profile <test>").unwrap();
-        assert!(svg.starts_with("<?xml"), "{}", &svg[..100.min(svg.len())]);
+        assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
+        assert!(
+            svg.contains("width=\"1200\""),
+            "a fixed width, not a fluid one"
+        );
         assert!(svg.contains("hot_loop"));
         assert!(svg.contains("sys_read"));
         // The title is escaped, not injected.

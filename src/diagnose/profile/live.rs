@@ -28,6 +28,11 @@ enum Kind {
     Cycles,
     CpuClock,
     CacheMisses,
+    /// Every switch out of a task (the context-switches software event,
+    /// fired at the same point as the sched:sched_switch tracepoint, with
+    /// its call chain) plus SWITCH records for the switch back in: weights
+    /// are µs blocked, not samples.
+    OffCpu,
 }
 
 impl Kind {
@@ -36,6 +41,7 @@ impl Kind {
             Kind::Cycles => "cycles",
             Kind::CpuClock => "cpu-clock",
             Kind::CacheMisses => "cache-misses",
+            Kind::OffCpu => "off-cpu",
         }
     }
 }
@@ -64,6 +70,10 @@ const MISC_CPUMODE_MASK: u16 = 7;
 const MISC_KERNEL: u16 = 1;
 const MISC_COMM_EXEC: u16 = 1 << 13;
 const MISC_MMAP_DATA: u16 = 1 << 13;
+/// User stack bytes copied per switch for the return-address scan.
+const STACK_SCAN_BYTES: u32 = 512;
+/// Return addresses taken from the scan, at most.
+const SCAN_FRAMES: usize = 6;
 /// Distinct full stacks kept while sampling (~20 frames × 16 bytes each,
 /// a few MiB at most).
 const MAX_STACKS: usize = 20_000;
@@ -107,14 +117,29 @@ fn builder(
         Kind::Cycles => Builder::new(Hardware::CPU_CYCLES),
         Kind::CpuClock => Builder::new(Software::CPU_CLOCK),
         Kind::CacheMisses => Builder::new(Hardware::CACHE_MISSES),
+        Kind::OffCpu => Builder::new(Software::CONTEXT_SWITCHES),
     };
     let mut flags = SampleFlag::IP | SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU;
     if req.call_graph {
         flags |= SampleFlag::CALLCHAIN;
     }
-    b.sample(flags)
-        .sample_frequency(freq)
-        .exclude_kernel(!include_kernel)
+    b.sample(flags);
+    if kind == Kind::OffCpu {
+        // Every switch, and the switch back in (SWITCH records), on the
+        // monotonic clock so a wait still open at the end is closed at
+        // "now". The top of the user stack is copied too: the C library's
+        // wait functions keep no frame pointer, so the frame-pointer chain
+        // skips their caller (pthread_mutex_lock's caller is the function
+        // of interest); its return address is found on the stack.
+        b.sample(flags | SampleFlag::STACK_USER)
+            .sample_stack_user(STACK_SCAN_BYTES)
+            .sample_period(1)
+            .context_switch(true)
+            .clockid(perf_event::Clock::MONOTONIC);
+    } else {
+        b.sample_frequency(freq);
+    }
+    b.exclude_kernel(!include_kernel)
         .exclude_hv(true)
         .mmap(true)
         .mmap2(true)
@@ -205,7 +230,15 @@ impl Live {
         let mut kind = match req.event {
             Event::Auto => Kind::Cycles,
             Event::CacheMisses => Kind::CacheMisses,
+            Event::OffCpu => Kind::OffCpu,
         };
+        if kind == Kind::OffCpu && req.scope == Scope::System {
+            return Err(
+                "off-CPU tracing follows one process tree (every switch of the whole machine \
+                 would cost more than it shows): the sampled wchan table is used"
+                    .into(),
+            );
+        }
         let mut include_kernel = true;
         let opened = loop {
             match open_all(kind, req, freq, include_kernel) {
@@ -258,15 +291,130 @@ impl Live {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let scope = req.scope;
+        let off = kind == Kind::OffCpu;
         let reader = std::thread::Builder::new()
             .name("tunelab-profile".into())
-            .spawn(move || read_loop(opened, &stop2, scope))
+            .spawn(move || read_loop(opened, &stop2, scope, off))
             .map_err(|e| format!("cannot start the profile reader thread: {e}"))?;
         Ok(Live {
             stop,
             reader: Some(reader),
             started,
             meta,
+        })
+    }
+
+    /// Off-CPU tracing: the µs-weighted profile (for the flame graph and
+    /// the blocked-time tables) and every distinct wait stack with its
+    /// count and longest wait.
+    pub fn finish_offcpu(mut self) -> Result<super::OffCpuTrace, String> {
+        self.stop.store(true, Ordering::SeqCst);
+        let collected = self
+            .reader
+            .take()
+            .expect("reader joined only here")
+            .join()
+            .map_err(|_| "the off-CPU reader thread panicked".to_string())?;
+        let sampling_ms = self.started.elapsed().as_secs_f64() * 1e3;
+        let cpu0 = common::thread_cpu_ns();
+        let stacks = symbols::resolve(&collected);
+        // resolve keeps the map's iteration order.
+        let waits: Vec<super::WaitStack> = collected
+            .stacks
+            .keys()
+            .zip(&stacks)
+            .map(|(k, st)| {
+                let (count, max_ns) = collected.waits.get(k).copied().unwrap_or((0, 0));
+                super::WaitStack {
+                    comm: st.comm.clone(),
+                    frames: st
+                        .frames
+                        .iter()
+                        .map(|f| (f.image.clone(), f.symbol.clone()))
+                        .collect(),
+                    total_s: st.samples as f64 * 1e-6,
+                    count,
+                    max_s: max_ns as f64 * 1e-9,
+                    tids: collected.wait_tids.get(k).cloned().unwrap_or_default(),
+                }
+            })
+            .collect();
+        let agg = aggregate::aggregate(&stacks, Limits::default());
+        let symbolise_cpu_ms = (common::thread_cpu_ns().saturating_sub(cpu0)) as f64 / 1e6;
+        let reader_cpu_ms = collected.reader_cpu_ns as f64 / 1e6;
+        let pct = if sampling_ms > 0.0 {
+            reader_cpu_ms * 100.0 / sampling_ms
+        } else {
+            0.0
+        };
+        let switches: u64 = collected.waits.values().map(|w| w.0).sum();
+        let m = &self.meta;
+        let summary = format!(
+            "while tracing {:.0} ms, the reader used {:.1} ms CPU ({pct:.2}% of one CPU) for {} \
+             blocking switches; symbolising {} distinct stacks took {:.1} ms CPU; {} KiB ring \
+             buffers; {} records lost{}",
+            sampling_ms,
+            reader_cpu_ms,
+            switches,
+            collected.stacks.len(),
+            symbolise_cpu_ms,
+            m.ring_bytes / 1024,
+            collected.lost,
+            if collected.errors.is_empty() {
+                String::new()
+            } else {
+                format!(", {} unreadable records", collected.errors.len())
+            }
+        );
+        let runqueue = collected
+            .runqueue_ns
+            .iter()
+            .map(|(c, ns)| {
+                (
+                    collected
+                        .comms
+                        .get(*c as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                    *ns as f64 * 1e-9,
+                )
+            })
+            .collect();
+        Ok(super::OffCpuTrace {
+            profile: Profile {
+                event: m.kind.name().to_string(),
+                event_reason: m.event_reason.clone(),
+                frequency_hz: 0,
+                samples: agg.samples,
+                user_samples: agg.user_samples,
+                kernel_samples: agg.kernel_samples,
+                lost: collected.lost,
+                symbols: agg.symbols,
+                callgraph: agg.callgraph,
+                folded: agg.folded,
+                scope: m.scope_words.clone(),
+                kernel_included: m.kernel_included,
+                call_graph: m.call_graph,
+                throttled: collected.throttled,
+                overhead: ProfileOverhead {
+                    summary,
+                    interval_ms: sampling_ms,
+                    reader_cpu_ms,
+                    symbolise_cpu_ms,
+                    cpu_percent_of_one_cpu: pct,
+                    ring_bytes: m.ring_bytes,
+                    distinct_stacks: collected.stacks.len() as u64,
+                },
+            },
+            waits,
+            runqueue,
+            lifetimes: collected
+                .lifetimes_ns
+                .iter()
+                .map(|(t, ns)| (*t, *ns as f64 * 1e-9))
+                .collect(),
+            open_at_end: collected.open_at_end,
+            lost: collected.lost,
         })
     }
 
@@ -360,6 +508,167 @@ struct Reader {
     spaces: HashMap<u32, AddressSpace>,
     comm_of_pid: HashMap<u32, u32>,
     comm_index: HashMap<String, u32>,
+    /// Off-CPU tracing: switch events waiting to be paired.
+    off: Option<OffState>,
+}
+
+const PERF_RECORD_SWITCH: u32 = 14;
+const MISC_SWITCH_OUT: u16 = 1 << 13;
+const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
+/// Events are paired in time order; the ring buffers of different CPUs are
+/// drained one after the other, so events younger than this stay queued
+/// until the next pass.
+const HOLD_BACK_NS: u64 = 300_000_000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum OffKind {
+    /// The call chain at a switch out (the context-switches sample).
+    Stack(u32, Vec<FrameKey>),
+    /// The switch out: preempted (still runnable) or blocked.
+    Out {
+        preempt: bool,
+    },
+    /// Back on a CPU.
+    In,
+    Exit,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct OffEvent {
+    pub time: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub kind: OffKind,
+}
+
+#[derive(Default)]
+struct TidState {
+    pid: u32,
+    /// First and last event seen: the thread's traced lifetime.
+    first: u64,
+    last: u64,
+    stack: Vec<FrameKey>,
+    /// Switched out at, and whether preempted.
+    out: Option<(u64, bool)>,
+}
+
+#[derive(Default)]
+pub(super) struct OffState {
+    queue: Vec<OffEvent>,
+    newest: u64,
+    tids: HashMap<u32, TidState>,
+}
+
+impl OffState {
+    pub(super) fn push(&mut self, e: OffEvent) {
+        self.newest = self.newest.max(e.time);
+        self.queue.push(e);
+    }
+
+    /// Pair the queued events older than `upto` (all with u64::MAX), in
+    /// time order: a switch in closes the task's open switch out, its
+    /// length is one wait charged to the stack of that switch out (or to
+    /// the run queue when it was a preemption).
+    pub(super) fn pair(
+        &mut self,
+        upto: u64,
+        out: &mut Collected,
+        comm: &mut dyn FnMut(u32) -> u32,
+    ) {
+        self.queue.sort_by_key(|e| e.time);
+        let n = self.queue.partition_point(|e| e.time < upto);
+        let ready: Vec<OffEvent> = self.queue.drain(..n).collect();
+        for e in ready {
+            let t = self.tids.entry(e.tid).or_default();
+            t.pid = e.pid;
+            if t.first == 0 {
+                t.first = e.time;
+            }
+            t.last = t.last.max(e.time);
+            match e.kind {
+                OffKind::Stack(_, frames) => t.stack = frames,
+                OffKind::Out { preempt } => t.out = Some((e.time, preempt)),
+                OffKind::Exit => {
+                    if let Some(t) = self.tids.remove(&e.tid) {
+                        *out.lifetimes_ns.entry(e.tid).or_default() += t.last - t.first;
+                    }
+                }
+                OffKind::In => {
+                    let Some((t0, preempt)) = t.out.take() else {
+                        // Blocked since before tracing began (the command's
+                        // pre-exec handshake): no known start, not charged.
+                        continue;
+                    };
+                    let ns = e.time.saturating_sub(t0);
+                    let c = comm(e.pid);
+                    if preempt {
+                        *out.runqueue_ns.entry(c).or_default() += ns;
+                        continue;
+                    }
+                    charge(out, c, e.tid, std::mem::take(&mut t.stack), ns);
+                }
+            }
+        }
+    }
+
+    /// Waits still open at `now` (monotonic ns) are charged up to it.
+    pub(super) fn close_open(
+        &mut self,
+        now: u64,
+        out: &mut Collected,
+        comm: &mut dyn FnMut(u32) -> u32,
+    ) {
+        for (tid, t) in self.tids.iter_mut() {
+            let mut end = t.last;
+            if let Some((t0, preempt)) = t.out.take() {
+                let ns = now.saturating_sub(t0);
+                end = now.max(t0);
+                let c = comm(t.pid);
+                if preempt {
+                    *out.runqueue_ns.entry(c).or_default() += ns;
+                } else {
+                    charge(out, c, *tid, std::mem::take(&mut t.stack), ns);
+                    out.open_at_end += 1;
+                }
+            }
+            *out.lifetimes_ns.entry(*tid).or_default() += end.saturating_sub(t.first);
+        }
+    }
+}
+
+/// One wait of `ns` on a stack: µs as the stack's weight, plus its count
+/// and longest single wait.
+fn charge(out: &mut Collected, comm: u32, tid: u32, frames: Vec<FrameKey>, ns: u64) {
+    let us = ns / 1000;
+    let key = (comm, frames);
+    let tids = out.wait_tids.entry(key.clone()).or_default();
+    if !tids.contains(&tid) {
+        tids.push(tid);
+    }
+    let w = out.waits.entry(key.clone()).or_default();
+    w.0 += 1;
+    w.1 = w.1.max(ns);
+    let e = out.stacks.entry(key).or_default();
+    e.0 += us;
+    e.1 += us;
+}
+
+/// The sample_id trailer of a SWITCH record (TID, TIME, CPU asked):
+/// pid, tid, time.
+fn switch_ids(body: &[u8]) -> Option<(u32, u32, u64)> {
+    let u32_at = |i: usize| Some(u32::from_ne_bytes(body.get(i..i + 4)?.try_into().ok()?));
+    let time = u64::from_ne_bytes(body.get(8..16)?.try_into().ok()?);
+    Some((u32_at(0)?, u32_at(4)?, time))
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl Reader {
@@ -404,6 +713,26 @@ impl Reader {
 
     fn record(&mut self, rec: &perf_event::Record) {
         let misc = rec.misc();
+        if rec.ty() == PERF_RECORD_SWITCH {
+            if let (Some(off), Some((pid, tid, time))) =
+                (self.off.as_mut(), switch_ids(&rec.to_contiguous()))
+            {
+                let kind = if misc & MISC_SWITCH_OUT != 0 {
+                    OffKind::Out {
+                        preempt: misc & MISC_SWITCH_OUT_PREEMPT != 0,
+                    }
+                } else {
+                    OffKind::In
+                };
+                off.push(OffEvent {
+                    time,
+                    pid,
+                    tid,
+                    kind,
+                });
+            }
+            return;
+        }
         let parsed = match rec.parse_record() {
             Ok(r) => r,
             Err(e) => {
@@ -442,6 +771,16 @@ impl Reader {
                 }
                 if let Some(c) = self.comm_of_pid.get(&f.ppid).copied() {
                     self.comm_of_pid.insert(f.pid, c);
+                }
+            }
+            Rec::Exit(x) => {
+                if let Some(off) = self.off.as_mut() {
+                    off.push(OffEvent {
+                        time: x.time,
+                        pid: x.pid,
+                        tid: x.tid,
+                        kind: OffKind::Exit,
+                    });
                 }
             }
             Rec::Lost(l) => self.out.lost += l.lost,
@@ -506,9 +845,85 @@ impl Reader {
                 frames.push(key);
             }
         }
+        if self.off.is_some() {
+            if let Some(stack) = s.stack_user() {
+                let found = self.scan_stack(pid, stack, &frames);
+                splice_scanned(&mut frames, found);
+            }
+        }
+        if let Some(off) = self.off.as_mut() {
+            off.push(OffEvent {
+                time: s.time().unwrap_or(0),
+                pid,
+                tid: s.tid().unwrap_or(pid),
+                kind: OffKind::Stack(pid, frames),
+            });
+            return;
+        }
         let comm = self.pid_comm(pid);
         add_stack(&mut self.out, comm, frames, leaf_kernel, MAX_STACKS);
     }
+
+    /// Words of the copied user stack that point into executable code of
+    /// the process: return addresses of the callers the frame-pointer
+    /// chain missed, nearest first (at most SCAN_FRAMES, stopping at the
+    /// chain's own next frame).
+    fn scan_stack(&mut self, pid: u32, stack: &[u8], frames: &[FrameKey]) -> Vec<FrameKey> {
+        let first_user = frames
+            .iter()
+            .position(|f| !matches!(f, FrameKey::Kernel(_)));
+        let next = first_user.and_then(|i| frames.get(i + 1)).copied();
+        let leaf = first_user.map(|i| frames[i]);
+        let mut out = Vec::new();
+        for w in stack.chunks_exact(8) {
+            let v = u64::from_ne_bytes(w.try_into().expect("8 bytes"));
+            if v < 4096 {
+                continue;
+            }
+            // A return address: look up the call instruction (v - 1).
+            let Some((file, off)) = self.space(pid).lookup(v - 1) else {
+                continue;
+            };
+            let key = FrameKey::User(file, off);
+            if Some(key) == next {
+                break;
+            }
+            if Some(key) == leaf || out.contains(&key) {
+                continue;
+            }
+            out.push(key);
+            if out.len() == SCAN_FRAMES {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Pair the off-CPU events older than `upto`.
+    fn pair(&mut self, upto: u64) {
+        let Some(mut off) = self.off.take() else {
+            return;
+        };
+        let mut out = std::mem::take(&mut self.out);
+        off.pair(upto, &mut out, &mut |pid| self.pid_comm(pid));
+        if upto == u64::MAX {
+            off.close_open(monotonic_ns(), &mut out, &mut |pid| self.pid_comm(pid));
+        }
+        self.out = out;
+        self.off = Some(off);
+    }
+}
+
+/// Put the scanned callers right after the leaf user frame.
+fn splice_scanned(frames: &mut Vec<FrameKey>, found: Vec<FrameKey>) {
+    if found.is_empty() {
+        return;
+    }
+    let at = frames
+        .iter()
+        .position(|f| !matches!(f, FrameKey::Kernel(_)))
+        .map_or(frames.len(), |i| i + 1);
+    frames.splice(at..at, found);
 }
 
 /// Count one sample. Memory stays bounded on a long system-wide run: past
@@ -535,12 +950,13 @@ fn drain(sampler: &mut Sampler, reader: &mut Reader) {
     }
 }
 
-fn read_loop(mut opened: Opened, stop: &AtomicBool, scope: Scope) -> Collected {
+fn read_loop(mut opened: Opened, stop: &AtomicBool, scope: Scope, off: bool) -> Collected {
     let mut reader = Reader {
         out: Collected::default(),
         spaces: HashMap::new(),
         comm_of_pid: HashMap::new(),
         comm_index: HashMap::new(),
+        off: off.then(OffState::default),
     };
     if let Scope::Process { pid } = scope {
         // The target's current mappings and name, while it surely exists.
@@ -575,6 +991,10 @@ fn read_loop(mut opened: Opened, stop: &AtomicBool, scope: Scope) -> Collected {
             }
             drain(&mut opened.samplers[i], &mut reader);
         }
+        if let Some(o) = &reader.off {
+            let upto = o.newest.saturating_sub(HOLD_BACK_NS);
+            reader.pair(upto);
+        }
     }
     for s in &mut opened.samplers {
         let _ = s.disable();
@@ -585,6 +1005,7 @@ fn read_loop(mut opened: Opened, stop: &AtomicBool, scope: Scope) -> Collected {
     for i in 0..opened.samplers.len() {
         drain(&mut opened.samplers[i], &mut reader);
     }
+    reader.pair(u64::MAX);
     resolve_late(&mut reader.out, &reader.spaces);
     reader.out.reader_cpu_ns = common::thread_cpu_ns();
     reader.out
@@ -600,9 +1021,8 @@ fn resolve_late(out: &mut Collected, spaces: &HashMap<u32, AddressSpace>) {
     if !out.stacks.keys().any(has_unmapped) {
         return;
     }
-    let old = std::mem::take(&mut out.stacks);
-    for ((comm, frames), (n, k)) in old {
-        let frames: Vec<FrameKey> = frames
+    let remap = |frames: Vec<FrameKey>| -> Vec<FrameKey> {
+        frames
             .into_iter()
             .map(|f| match f {
                 FrameKey::Unmapped(pid, addr) => spaces
@@ -611,10 +1031,28 @@ fn resolve_late(out: &mut Collected, spaces: &HashMap<u32, AddressSpace>) {
                     .map_or(f, |(file, off)| FrameKey::User(file, off)),
                 other => other,
             })
-            .collect();
-        let e = out.stacks.entry((comm, frames)).or_default();
+            .collect()
+    };
+    let old = std::mem::take(&mut out.stacks);
+    for ((comm, frames), (n, k)) in old {
+        let e = out.stacks.entry((comm, remap(frames))).or_default();
         e.0 += n;
         e.1 += k;
+    }
+    let old = std::mem::take(&mut out.waits);
+    for ((comm, frames), (n, max)) in old {
+        let e = out.waits.entry((comm, remap(frames))).or_default();
+        e.0 += n;
+        e.1 = e.1.max(max);
+    }
+    let old = std::mem::take(&mut out.wait_tids);
+    for ((comm, frames), tids) in old {
+        let e = out.wait_tids.entry((comm, remap(frames))).or_default();
+        for t in tids {
+            if !e.contains(&t) {
+                e.push(t);
+            }
+        }
     }
 }
 

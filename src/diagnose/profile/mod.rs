@@ -49,6 +49,41 @@ pub enum Event {
     /// Last-level cache misses (needs a PMU; otherwise `start` fails with
     /// the reason).
     CacheMisses,
+    /// Every switch off a CPU with its call chain, and the switch back:
+    /// time blocked per stack (`Running::finish_offcpu`). One process tree
+    /// only.
+    OffCpu,
+}
+
+/// One distinct stack a task blocked in, with what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaitStack {
+    pub comm: String,
+    /// (image, symbol), leaf first: kernel frames, then user frames.
+    pub frames: Vec<(String, String)>,
+    /// Time blocked in this stack, s (all waits, all tasks).
+    pub total_s: f64,
+    /// Waits (switch out to switch in).
+    pub count: u64,
+    /// Longest single wait, s.
+    pub max_s: f64,
+    /// The threads that waited here.
+    pub tids: Vec<u32>,
+}
+
+/// What off-CPU tracing collected.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OffCpuTrace {
+    /// Weighted in µs blocked (`samples` are µs): the flame graph's input.
+    pub profile: Profile,
+    pub waits: Vec<WaitStack>,
+    /// Time preempted (runnable, waiting for a CPU) per process name, s.
+    pub runqueue: Vec<(String, f64)>,
+    /// Each traced thread's lifetime in the interval, s.
+    pub lifetimes: std::collections::HashMap<u32, f64>,
+    /// Waits still open when tracing stopped.
+    pub open_at_end: u64,
+    pub lost: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +128,18 @@ pub fn start(req: &Request) -> Result<Running, String> {
 }
 
 impl Running {
+    /// Stop off-CPU tracing (a `Request` with `Event::OffCpu`).
+    pub fn finish_offcpu(self) -> Result<OffCpuTrace, String> {
+        #[cfg(feature = "profile")]
+        {
+            self.inner.finish_offcpu()
+        }
+        #[cfg(not(feature = "profile"))]
+        {
+            Err(NO_FEATURE.to_string())
+        }
+    }
+
     /// Stop sampling, drain the ring buffers, symbolise and aggregate.
     pub fn finish(self) -> Result<Profile, String> {
         #[cfg(feature = "profile")]

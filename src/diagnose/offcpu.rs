@@ -1,0 +1,661 @@
+//! Off-CPU analysis: the time the workload's tasks spent blocked, by cause.
+//! The primary source is the profiler's off-CPU tracer (every switch out
+//! with its user and kernel call chain, paired with the switch back in, as
+//! `offcputime` or `perf sched` would see it); the sampled wchan/stack table
+//! is the fallback and says so.
+//!
+//! Many kernel paths are one cause to a user: an fsync waits in
+//! `folio_wait_writeback`, `jbd2_log_wait_commit` or `blkdev_issue_flush`
+//! depending on the moment; a futex is a mutex, a condition variable or a
+//! thread join depending on the user-space caller. `classify` turns a stack
+//! into (class, cause, caller) and the rows are summed on that key, so one
+//! cause is one row.
+
+use std::collections::HashMap;
+
+use crate::model::diagnosis::{BlockingReport, OffCpuCause, OffCpuReport, ProcessWaits};
+
+use super::profile::{OffCpuTrace, WaitStack};
+
+/// Causes kept.
+pub const TOP: usize = 20;
+
+/// Kernel frames every wait passes through: they name no cause.
+fn generic(f: &str) -> bool {
+    matches!(
+        f,
+        "__schedule"
+            | "schedule"
+            | "schedule_timeout"
+            | "schedule_hrtimeout_range"
+            | "schedule_hrtimeout_range_clock"
+            | "schedule_preempt_disabled"
+            | "io_schedule"
+            | "io_schedule_timeout"
+            | "preempt_schedule_common"
+            | "do_syscall_64"
+            | "entry_SYSCALL_64_after_hwframe"
+            | "entry_SYSCALL_64"
+            | "x64_sys_call"
+            | "syscall_exit_to_user_mode"
+            | "exit_to_user_mode_loop"
+            | "ret_from_fork"
+            | "ret_from_fork_asm"
+    ) || f.starts_with("0x")
+}
+
+/// User-space frames of the C library that wrap a wait: the caller of
+/// interest is the first frame after them.
+fn libc_wrapper(f: &str) -> bool {
+    let f = f.trim_start_matches('_');
+    f.starts_with("lll_")
+        || f.starts_with("futex")
+        || f.starts_with("GI_")
+        || f.starts_with("libc_")
+        || f.starts_with("syscall")
+        || f.starts_with("nptl_")
+        || f.starts_with("pthread_")
+        || matches!(
+            f,
+            "read"
+                | "write"
+                | "fsync"
+                | "fdatasync"
+                | "nanosleep"
+                | "clock_nanosleep"
+                | "usleep"
+                | "sleep"
+                | "poll"
+                | "ppoll"
+                | "select"
+                | "epoll_wait"
+                | "waitpid"
+                | "wait4"
+                | "recv"
+                | "recvfrom"
+                | "recvmsg"
+                | "send"
+                | "sendto"
+                | "accept"
+                | "accept4"
+                | "connect"
+                | "open64"
+                | "openat"
+                | "sem_wait"
+                | "sem_timedwait"
+                | "clone3"
+                | "clone"
+                | "start_thread"
+        )
+        || f.contains("@plt")
+}
+
+fn any(frames: &[&str], names: &[&str]) -> bool {
+    frames.iter().any(|f| names.contains(f))
+}
+
+fn any_prefix(frames: &[&str], prefixes: &[&str]) -> bool {
+    frames
+        .iter()
+        .any(|f| prefixes.iter().any(|p| f.starts_with(p)))
+}
+
+/// The syscall a kernel stack is in ("fsync", "futex"), from its
+/// `__x64_sys_*` / `__arm64_sys_*` / `__se_sys_*` frame.
+fn syscall(kernel: &[&str]) -> Option<String> {
+    kernel.iter().find_map(|f| {
+        [
+            "__x64_sys_",
+            "__arm64_sys_",
+            "__se_sys_",
+            "__riscv_sys_",
+            "__ia32_sys_",
+        ]
+        .iter()
+        .find_map(|p| f.strip_prefix(p))
+        .map(|s| s.to_string())
+    })
+}
+
+const STORAGE_SYNC: &[&str] = &[
+    "vfs_fsync_range",
+    "do_fsync",
+    "file_write_and_wait_range",
+    "filemap_write_and_wait_range",
+    "__filemap_fdatawait_range",
+    "filemap_fdatawait_range",
+    "folio_wait_writeback",
+    "wait_on_page_writeback",
+    "jbd2_log_wait_commit",
+    "jbd2_complete_transaction",
+    "blkdev_issue_flush",
+    "submit_bio_wait",
+    "ext4_sync_file",
+    "xfs_file_fsync",
+    "btrfs_sync_file",
+    "f2fs_sync_file",
+    "sync_file_range",
+    "ksys_sync_file_range",
+    "__x64_sys_sync",
+    "ksys_sync",
+];
+
+/// (class, cause) of one wait from its kernel and user frames (leaf first).
+pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
+    let sc = syscall(kernel);
+    let futex =
+        any_prefix(kernel, &["futex_", "__futex_", "do_futex"]) || sc.as_deref() == Some("futex");
+    if futex {
+        let is = |names: &[&str]| {
+            user.iter()
+                .any(|u| names.iter().any(|n| u.trim_start_matches('_') == *n))
+        };
+        if is(&[
+            "pthread_mutex_lock",
+            "pthread_mutex_lock_full",
+            "pthread_mutex_timedlock",
+            "pthread_mutex_clocklock",
+            "lll_lock_wait",
+            "lll_lock_wait_private",
+            "pthread_rwlock_rdlock",
+            "pthread_rwlock_wrlock",
+            "pthread_rwlock_timedrdlock",
+            "pthread_rwlock_timedwrlock",
+            "mtx_lock",
+        ]) {
+            let api = user
+                .iter()
+                .find(|u| u.contains("rwlock"))
+                .map_or("pthread_mutex_lock", |_| "pthread_rwlock");
+            return ("lock", format!("futex: {api} (a user-space lock)"));
+        }
+        if is(&[
+            "pthread_cond_wait",
+            "pthread_cond_timedwait",
+            "pthread_cond_clockwait",
+            "cnd_wait",
+        ]) {
+            return (
+                "condvar",
+                "futex: pthread_cond_wait (condition variable)".into(),
+            );
+        }
+        if is(&[
+            "pthread_join",
+            "pthread_clockjoin_ex",
+            "pthread_timedjoin_np",
+            "thrd_join",
+        ]) {
+            return (
+                "join",
+                "futex: pthread_join (waits for its own thread)".into(),
+            );
+        }
+        if is(&["sem_wait", "sem_timedwait", "sem_clockwait"]) {
+            return ("lock", "futex: sem_wait (a semaphore)".into());
+        }
+        return ("futex", "futex (caller not recognised)".into());
+    }
+    if any(kernel, &["do_wait", "kernel_wait4", "__do_sys_wait4"]) {
+        return ("join", "wait4 (waits for its own child process)".into());
+    }
+    if any(kernel, STORAGE_SYNC) {
+        let what = match sc.as_deref() {
+            Some(s @ ("fsync" | "fdatasync" | "sync_file_range" | "sync" | "syncfs" | "msync")) => {
+                s.to_string()
+            }
+            _ => "sync".into(),
+        };
+        return ("storage", format!("{what}: waits for the storage to write"));
+    }
+    if any(
+        kernel,
+        &["balance_dirty_pages", "balance_dirty_pages_ratelimited"],
+    ) {
+        return (
+            "storage",
+            "write throttled by dirty-page writeback (balance_dirty_pages)".into(),
+        );
+    }
+    if any_prefix(
+        kernel,
+        &[
+            "try_to_free_pages",
+            "shrink_",
+            "__alloc_pages_slowpath",
+            "throttle_direct_reclaim",
+            "mem_cgroup_handle_over_high",
+            "reclaim_throttle",
+        ],
+    ) {
+        return (
+            "reclaim",
+            "memory reclaim (allocation waits for free pages)".into(),
+        );
+    }
+    let faulting = any(
+        kernel,
+        &["exc_page_fault", "handle_mm_fault", "do_user_addr_fault"],
+    );
+    if faulting {
+        return (
+            "page-fault",
+            "major page fault (waits for a page from storage or swap)".into(),
+        );
+    }
+    if any_prefix(
+        kernel,
+        &[
+            "hrtimer_nanosleep",
+            "do_nanosleep",
+            "common_nsleep",
+            "clock_nanosleep",
+        ],
+    ) || matches!(
+        sc.as_deref(),
+        Some("nanosleep" | "clock_nanosleep" | "pause")
+    ) {
+        return ("sleep", "timer sleep (nanosleep)".into());
+    }
+    if any_prefix(
+        kernel,
+        &["pipe_read", "anon_pipe_read", "pipe_wait_readable"],
+    ) {
+        return ("pipe", "pipe read (waits for its writer)".into());
+    }
+    if any_prefix(
+        kernel,
+        &["pipe_write", "anon_pipe_write", "pipe_wait_writable"],
+    ) {
+        return ("pipe", "pipe write (waits for its reader)".into());
+    }
+    if any_prefix(
+        kernel,
+        &[
+            "unix_stream_read",
+            "unix_dgram_recvmsg",
+            "sk_wait_data",
+            "tcp_recvmsg",
+            "inet_csk_accept",
+            "sock_alloc_send",
+            "sk_stream_wait",
+            "udp_recvmsg",
+            "__skb_wait_for_more_packets",
+        ],
+    ) {
+        return ("socket", "socket (waits for its peer)".into());
+    }
+    if any_prefix(
+        kernel,
+        &[
+            "do_epoll_wait",
+            "ep_poll",
+            "do_sys_poll",
+            "do_select",
+            "core_sys_select",
+        ],
+    ) {
+        return ("poll", "poll/epoll/select (waits for an event)".into());
+    }
+    if any_prefix(kernel, &["n_tty_read", "tty_read", "wait_woken"]) {
+        return ("terminal", "terminal read".into());
+    }
+    if any_prefix(
+        kernel,
+        &[
+            "filemap_read",
+            "filemap_get_pages",
+            "folio_wait_bit",
+            "blk_",
+            "submit_bio",
+        ],
+    ) {
+        return ("storage", "storage read (page-cache miss)".into());
+    }
+    if any_prefix(kernel, &["do_sched_yield"]) {
+        return ("yield", "sched_yield".into());
+    }
+    let first = kernel
+        .iter()
+        .find(|f| !generic(f))
+        .map(|f| f.to_string())
+        .or(sc)
+        .unwrap_or_else(|| "(no kernel stack)".into());
+    ("other", first)
+}
+
+/// The program's own functions that made the wait, nearest first: user
+/// frames after the C library's wrappers, unresolved addresses left out.
+pub fn caller(user: &[(&str, &str)], program: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    let mut in_program = false;
+    for (image, sym) in user {
+        if sym.starts_with("0x") {
+            continue;
+        }
+        let lib = image.starts_with("libc")
+            || image.starts_with("ld-")
+            || image.starts_with("libpthread");
+        if lib && libc_wrapper(sym) && !in_program {
+            continue;
+        }
+        if matches!(
+            *sym,
+            "start_thread"
+                | "clone3"
+                | "clone"
+                | "__libc_start_call_main"
+                | "__libc_start_main"
+                | "_start"
+        ) {
+            break;
+        }
+        in_program |= *image == program || !lib;
+        out.push(sym);
+        if out.len() == 2 {
+            break;
+        }
+    }
+    out.join(" ← ")
+}
+
+fn split(w: &WaitStack) -> (Vec<&str>, Vec<(&str, &str)>) {
+    let mut k = Vec::new();
+    let mut u = Vec::new();
+    for (image, sym) in &w.frames {
+        if image.starts_with("[kernel") {
+            k.push(sym.as_str());
+        } else {
+            u.push((image.as_str(), sym.as_str()));
+        }
+    }
+    (k, u)
+}
+
+/// One row per (process name, class, cause, caller), summed over every
+/// kernel path.
+pub fn from_trace(t: &OffCpuTrace, program: &str, method: String) -> OffCpuReport {
+    let mut rows: HashMap<(String, &'static str, String, String), (OffCpuCause, f64)> =
+        HashMap::new();
+    let mut row_tids: HashMap<(String, &'static str, String, String), Vec<u32>> = HashMap::new();
+    let mut blocked = 0.0;
+    let mut by: HashMap<String, ProcessWaits> = HashMap::new();
+    for (comm, rq) in &t.runqueue {
+        by.entry(comm.clone())
+            .or_insert_with(|| ProcessWaits {
+                comm: comm.clone(),
+                ..Default::default()
+            })
+            .runqueue_s += rq;
+    }
+    for w in &t.waits {
+        by.entry(w.comm.clone())
+            .or_insert_with(|| ProcessWaits {
+                comm: w.comm.clone(),
+                ..Default::default()
+            })
+            .blocked_s += w.total_s;
+        let (k, u) = split(w);
+        let user_names: Vec<&str> = u.iter().map(|x| x.1).collect();
+        let (class, cause) = classify(&k, &user_names);
+        let call = caller(&u, program);
+        blocked += w.total_s;
+        let key = (w.comm.clone(), class, cause.clone(), call.clone());
+        let ts = row_tids.entry(key.clone()).or_default();
+        for t in &w.tids {
+            if !ts.contains(t) {
+                ts.push(*t);
+            }
+        }
+        let (e, heaviest) = rows.entry(key).or_insert_with(|| {
+            (
+                OffCpuCause {
+                    class: class.into(),
+                    cause,
+                    caller: call,
+                    comm: w.comm.clone(),
+                    ..Default::default()
+                },
+                -1.0,
+            )
+        });
+        e.total_s += w.total_s;
+        e.waits += w.count;
+        e.max_s = e.max_s.max(w.max_s);
+        if w.total_s > *heaviest {
+            *heaviest = w.total_s;
+            e.kernel_path = k
+                .iter()
+                .filter(|f| !generic(f))
+                .take(4)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ← ");
+        }
+    }
+    let mut causes: Vec<OffCpuCause> = rows
+        .into_iter()
+        .map(|(k, (mut c, _))| {
+            let tids = row_tids.get(&k).map(Vec::as_slice).unwrap_or(&[]);
+            c.threads = tids.len() as u32;
+            c.thread_time_s = tids.iter().filter_map(|tid| t.lifetimes.get(tid)).sum();
+            c
+        })
+        .collect();
+    causes.sort_by(|a, b| b.total_s.total_cmp(&a.total_s));
+    causes.truncate(TOP);
+    OffCpuReport {
+        source: "sched switch events".into(),
+        causes,
+        blocked_s: blocked,
+        runqueue_s: t.runqueue.iter().map(|r| r.1).sum(),
+        by_process: sorted_procs(by),
+        folded: t.profile.folded.clone(),
+        method,
+    }
+}
+
+/// The fallback: the sampled wchan/stack table, classified the same way
+/// (kernel frames only: user callers are not seen by sampling).
+pub fn from_blocking(b: &BlockingReport) -> OffCpuReport {
+    let mut rows: HashMap<(String, &'static str, String), OffCpuCause> = HashMap::new();
+    let mut blocked = 0.0;
+    let mut by: HashMap<String, ProcessWaits> = HashMap::new();
+    for s in &b.sched {
+        by.entry(s.comm.clone())
+            .or_insert_with(|| ProcessWaits {
+                comm: s.comm.clone(),
+                ..Default::default()
+            })
+            .runqueue_s += s.runqueue_s;
+    }
+    for c in &b.causes {
+        by.entry(c.comm.clone())
+            .or_insert_with(|| ProcessWaits {
+                comm: c.comm.clone(),
+                ..Default::default()
+            })
+            .blocked_s += c.total_s;
+        let frames: Vec<&str> = c
+            .cause
+            .trim_end_matches(" [D]")
+            .split(" ← ")
+            .map(str::trim)
+            .collect();
+        let (class, cause) = classify(&frames, &[]);
+        blocked += c.total_s;
+        let e = rows
+            .entry((c.comm.clone(), class, cause.clone()))
+            .or_insert_with(|| OffCpuCause {
+                class: class.into(),
+                cause,
+                comm: c.comm.clone(),
+                kernel_path: c.cause.clone(),
+                ..Default::default()
+            });
+        e.total_s += c.total_s;
+        e.waits += c.count;
+        e.max_s = e.max_s.max(c.max_s);
+    }
+    let mut causes: Vec<OffCpuCause> = rows.into_values().collect();
+    causes.sort_by(|a, b| b.total_s.total_cmp(&a.total_s));
+    OffCpuReport {
+        source: "sampled wchan/stack".into(),
+        causes,
+        blocked_s: blocked,
+        runqueue_s: b.sched.iter().map(|s| s.runqueue_s).sum(),
+        by_process: sorted_procs(by),
+        folded: Vec::new(),
+        method: format!(
+            "fallback: no scheduler switch events here, so the blocking table's samples \
+             classified by their kernel function (no user-space callers; a sampled estimate). {}",
+            b.method
+        ),
+    }
+}
+
+fn sorted_procs(by: HashMap<String, ProcessWaits>) -> Vec<ProcessWaits> {
+    let mut v: Vec<ProcessWaits> = by.into_values().collect();
+    v.sort_by(|a, b| b.blocked_s.total_cmp(&a.blocked_s));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(frames: &[(&str, &str)], total: f64, count: u64, max: f64) -> WaitStack {
+        WaitStack {
+            comm: "prog".into(),
+            frames: frames
+                .iter()
+                .map(|(i, s)| (i.to_string(), s.to_string()))
+                .collect(),
+            total_s: total,
+            count,
+            max_s: max,
+            tids: vec![1],
+        }
+    }
+
+    const K: &str = "[kernel]";
+
+    #[test]
+    fn fsync_paths_are_one_row_and_futex_callers_are_told_apart() {
+        let fsync_tail = [
+            ("libc.so.6", "fsync"),
+            ("prog", "write_loop"),
+            ("prog", "main"),
+        ];
+        let mut a = vec![
+            (K, "__schedule"),
+            (K, "folio_wait_bit"),
+            (K, "folio_wait_writeback"),
+            (K, "__filemap_fdatawait_range"),
+            (K, "file_write_and_wait_range"),
+            (K, "ext4_sync_file"),
+            (K, "__x64_sys_fsync"),
+        ];
+        a.extend(fsync_tail);
+        let mut b = vec![
+            (K, "__schedule"),
+            (K, "jbd2_log_wait_commit"),
+            (K, "ext4_sync_file"),
+            (K, "__x64_sys_fsync"),
+        ];
+        b.extend(fsync_tail);
+        let mutex = [
+            (K, "__schedule"),
+            (K, "futex_do_wait"),
+            (K, "__futex_wait"),
+            (K, "__x64_sys_futex"),
+            ("libc.so.6", "__lll_lock_wait"),
+            ("libc.so.6", "pthread_mutex_lock"),
+            ("prog", "contended_update"),
+            ("prog", "worker"),
+            ("libc.so.6", "start_thread"),
+        ];
+        let join = [
+            (K, "__schedule"),
+            (K, "futex_do_wait"),
+            (K, "__x64_sys_futex"),
+            ("libc.so.6", "__futex_abstimed_wait_common"),
+            ("libc.so.6", "__pthread_clockjoin_ex"),
+            ("prog", "main"),
+        ];
+        let t = OffCpuTrace {
+            waits: vec![
+                w(&a, 1.0, 400, 0.01),
+                w(&b, 0.5, 100, 0.02),
+                w(&mutex, 2.0, 9000, 0.003),
+                w(&join, 3.0, 1, 3.0),
+            ],
+            ..Default::default()
+        };
+        let r = from_trace(&t, "prog", String::new());
+        assert_eq!(r.causes.len(), 3, "{:#?}", r.causes);
+        let st = r.causes.iter().find(|c| c.class == "storage").unwrap();
+        assert!((st.total_s - 1.5).abs() < 1e-9);
+        assert_eq!(st.waits, 500);
+        assert_eq!(st.max_s, 0.02);
+        assert_eq!(st.caller, "write_loop ← main");
+        assert!(st.cause.starts_with("fsync"), "{}", st.cause);
+        let l = r.causes.iter().find(|c| c.class == "lock").unwrap();
+        assert_eq!(l.caller, "contended_update ← worker");
+        assert!(l.cause.contains("pthread_mutex_lock"));
+        let j = r.causes.iter().find(|c| c.class == "join").unwrap();
+        assert_eq!(j.caller, "main");
+        assert!((r.blocked_s - 6.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn sleeps_pipes_and_the_unknown() {
+        assert_eq!(
+            classify(
+                &[
+                    "__schedule",
+                    "do_nanosleep",
+                    "hrtimer_nanosleep",
+                    "__x64_sys_clock_nanosleep"
+                ],
+                &[]
+            )
+            .0,
+            "sleep"
+        );
+        assert_eq!(classify(&["anon_pipe_read", "vfs_read"], &[]).0, "pipe");
+        assert_eq!(classify(&["__schedule", "do_epoll_wait"], &[]).0, "poll");
+        let (c, what) = classify(&["__schedule", "some_driver_wait"], &[]);
+        assert_eq!((c, what.as_str()), ("other", "some_driver_wait"));
+    }
+
+    #[test]
+    fn the_sampled_fallback_is_classified_too() {
+        let b = BlockingReport {
+            source: "sampled wchan/stack".into(),
+            causes: vec![
+                crate::model::diagnosis::BlockCause {
+                    comm: "p".into(),
+                    cause: "folio_wait_bit ← folio_wait_writeback [D]".into(),
+                    total_s: 1.0,
+                    count: 3,
+                    max_s: 0.1,
+                    ..Default::default()
+                },
+                crate::model::diagnosis::BlockCause {
+                    comm: "p".into(),
+                    cause: "jbd2_log_wait_commit ← ext4_sync_file".into(),
+                    total_s: 0.5,
+                    count: 2,
+                    max_s: 0.2,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let r = from_blocking(&b);
+        // folio_wait_writeback (sync) and jbd2 (sync) are one storage row.
+        assert_eq!(r.causes.len(), 1, "{:#?}", r.causes);
+        assert!((r.causes[0].total_s - 1.5).abs() < 1e-9);
+    }
+}
