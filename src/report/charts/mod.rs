@@ -21,6 +21,7 @@ mod bars;
 mod forest;
 mod line;
 
+use crate::model::Better;
 use crate::stats::Verdict;
 use crate::units::format_size;
 use axes::*;
@@ -132,6 +133,9 @@ pub struct ForestRow {
     pub low: f64,
     pub high: f64,
     pub verdict: Verdict,
+    /// Which way is better for the metric: drawn as "better →" or
+    /// "← better" on the row, so 1.3× on a latency does not read as a gain.
+    pub better: Option<Better>,
 }
 
 /// Ratios new/base with CIs, a line at 1 and dashed lines at 1 ± noise.
@@ -180,27 +184,52 @@ fn legend_layout(names: &[String]) -> (u32, usize) {
     (rows * LEGEND_ROW + 10, cols)
 }
 
-/// Draw legend entries (colour, dashed, name) in `area`.
+/// How a legend entry (and its data) is drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mark {
+    /// A line with markers at the measured points.
+    Line,
+    Dashed,
+    /// Markers only: the points between were not measured.
+    Points,
+    Bar,
+}
+
+/// Draw legend entries (colour, mark, name) in `area`.
 fn draw_legend(
     area: &DrawingArea<SVGBackend, Shift>,
-    entries: &[(String, RGBColor, bool)],
+    entries: &[(String, RGBColor, Mark)],
     cols: usize,
 ) -> Result<(), String> {
     let col_w = ((WIDTH - 40) as usize / cols) as i32;
-    for (i, (name, c, dashed)) in entries.iter().enumerate() {
+    for (i, (name, c, mark)) in entries.iter().enumerate() {
         let x = 40 + (i % cols) as i32 * col_w;
         let y = 8 + (i / cols) as i32 * LEGEND_ROW as i32;
         let style = ShapeStyle::from(c).stroke_width(2);
-        if *dashed {
-            area.draw(&PathElement::new(vec![(x, y), (x + 8, y)], style))
+        match mark {
+            Mark::Dashed => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 8, y)], style))
+                    .map_err(fail)?;
+                area.draw(&PathElement::new(vec![(x + 13, y), (x + 22, y)], style))
+                    .map_err(fail)?;
+            }
+            Mark::Line => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 22, y)], style))
+                    .map_err(fail)?;
+                area.draw(&Circle::new((x + 11, y), 3, c.filled()))
+                    .map_err(fail)?;
+            }
+            Mark::Points => {
+                area.draw(&Circle::new((x + 11, y), 4, c.filled()))
+                    .map_err(fail)?;
+            }
+            Mark::Bar => {
+                area.draw(&Rectangle::new(
+                    [(x + 4, y - 6), (x + 18, y + 6)],
+                    c.filled(),
+                ))
                 .map_err(fail)?;
-            area.draw(&PathElement::new(vec![(x + 13, y), (x + 22, y)], style))
-                .map_err(fail)?;
-        } else {
-            area.draw(&PathElement::new(vec![(x, y), (x + 22, y)], style))
-                .map_err(fail)?;
-            area.draw(&Circle::new((x + 11, y), 3, c.filled()))
-                .map_err(fail)?;
+            }
         }
         let max_chars = (col_w as usize / 8).saturating_sub(5).max(8);
         area.draw(&Text::new(
@@ -221,6 +250,50 @@ pub fn shorten(s: &str, n: usize) -> String {
         let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
         t.push('…');
         t
+    }
+}
+
+/// Mark a rendered chart for readers and checks: `class="chart"` and the
+/// axis titles as drawn (`data-x-axis`, `data-y-axis`), so a test can find
+/// each title among the chart's `<text>` elements.
+fn tag_axes(svg: String, x: &str, y: &str) -> String {
+    let attr = |s: &str| super::html::esc(s);
+    svg.replacen(
+        "<svg ",
+        &format!(
+            "<svg class=\"chart\" data-x-axis=\"{}\" data-y-axis=\"{}\" ",
+            attr(x),
+            attr(y)
+        ),
+        1,
+    )
+}
+
+/// Width in pixels of `s` in the 15 px sans-serif of tick labels, on the
+/// generous side (wide glyphs, DejaVu Sans): labels are sized from this, so
+/// an underestimate would clip them at the picture's edge.
+fn text_width(s: &str, px: u32) -> u32 {
+    let units: f64 = s
+        .chars()
+        .map(|c| match c {
+            'i' | 'l' | 'j' | '.' | ',' | ':' | ';' | '\'' | '|' | '!' | ' ' => 0.35,
+            'f' | 't' | 'r' | '(' | ')' | '[' | ']' | '-' | '/' => 0.45,
+            'm' | 'w' | 'M' | 'W' | '%' | '@' | '…' | '×' | '→' | '←' => 0.95,
+            c if c.is_ascii_uppercase() => 0.72,
+            _ => 0.62,
+        })
+        .sum();
+    (units * px as f64).ceil() as u32
+}
+
+/// The title's font size: 20 px, smaller when the title would not fit.
+fn caption_size(title: &str, width: u32) -> u32 {
+    let at20 = text_width(title, 20).max(1);
+    let room = width.saturating_sub(24);
+    if at20 <= room {
+        20
+    } else {
+        (20 * room / at20).max(11)
     }
 }
 
@@ -288,6 +361,7 @@ mod tests {
                 low: 0.45,
                 high: 0.55,
                 verdict: Verdict::Regressed,
+                better: Some(Better::Lower),
             }],
             noise: 0.02,
         });
