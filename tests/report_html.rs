@@ -288,6 +288,9 @@ const DOM_CHECK: &str = r#"<script>
     }
     for (const t of texts) {
       if (!t.textContent.trim()) continue;
+      if (t.textContent.includes('…')) {
+        bad.push('chart ' + title + ': label shortened to "' + t.textContent.trim() + '"');
+      }
       const r = t.getBoundingClientRect();
       if (r.left < sr.left - 2 || r.right > sr.right + 2 || r.top < sr.top - 2 || r.bottom > sr.bottom + 2) {
         bad.push('chart ' + title + ': text "' + t.textContent.trim().slice(0, 40) + '" is cut at the edge');

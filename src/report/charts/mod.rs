@@ -172,13 +172,29 @@ impl Chart {
     }
 }
 
+/// A legend name as drawn: whole unless wider than one full-width column.
+fn legend_name(name: &str) -> String {
+    let room = WIDTH - 40 - 32;
+    let mut n = name.chars().count();
+    let mut s = name.to_string();
+    while n > 8 && text_width(&s, 15) > room {
+        n -= 1;
+        s = shorten(name, n);
+    }
+    s
+}
+
 /// Height of the legend strip for `n` entries laid out in columns.
 fn legend_layout(names: &[String]) -> (u32, usize) {
     if names.len() <= 1 {
         return (0, 1);
     }
-    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
-    let col_w = (longest as u32 * 8 + 44).max(120);
+    let longest = names
+        .iter()
+        .map(|n| text_width(&legend_name(n), 15))
+        .max()
+        .unwrap_or(0);
+    let col_w = (longest + 44).max(120);
     let cols = ((WIDTH - 40) / col_w).clamp(1, 4) as usize;
     let rows = names.len().div_ceil(cols) as u32;
     (rows * LEGEND_ROW + 10, cols)
@@ -231,9 +247,8 @@ fn draw_legend(
                 .map_err(fail)?;
             }
         }
-        let max_chars = (col_w as usize / 8).saturating_sub(5).max(8);
         area.draw(&Text::new(
-            shorten(name, max_chars),
+            legend_name(name),
             (x + 28, y - 6),
             (FONT, 15).into_font().color(&BLACK),
         ))
