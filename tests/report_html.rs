@@ -530,8 +530,11 @@ fn history_fleet_and_diagnosis_reports_pass_the_dom_check() {
 
     // Two boards of a fleet: the last two runs as `remote` would have
     // stored them, under their inventory names.
-    for (n, host) in [(0, "stb-1"), (1, "stb-2")] {
-        let mut run = json(&env.run(&["show", &format!("last~{n}"), "--json"]));
+    let newest = [
+        json(&env.run(&["show", "last", "--json"])),
+        json(&env.run(&["show", "last~1", "--json"])),
+    ];
+    for (mut run, host) in newest.into_iter().zip(["stb-1", "stb-2"]) {
         run["id"] = format!("fleet-{host}").into();
         run["environment"]["fleet.host"] = host.into();
         let f = dir.join(format!("{host}.json"));
