@@ -153,6 +153,7 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
     let mut args = vec![
         "--json",
         "remote",
+        "--allow-dynamic",
         "--inventory",
         inv.to_str().unwrap(),
         "lab",
@@ -210,6 +211,7 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
                 "--db",
                 url.as_str(),
                 "remote",
+                "--allow-dynamic",
                 "--inventory",
                 inv.to_str().unwrap(),
             ];
@@ -236,6 +238,7 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
     let mut again = vec![
         "--json",
         "remote",
+        "--allow-dynamic",
         "--inventory",
         inv.to_str().unwrap(),
         "b1",
@@ -263,6 +266,7 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
     if mounted {
         let out = env.run(&[
             "remote",
+            "--allow-dynamic",
             "--inventory",
             inv.to_str().unwrap(),
             "b2",
@@ -292,6 +296,7 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
         .len();
     let out = env.run(&[
         "remote",
+        "--allow-dynamic",
         "--inventory",
         inv.to_str().unwrap(),
         "b1",
@@ -336,6 +341,7 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
     let mut remote = env.background();
     remote.args([
         "remote",
+        "--allow-dynamic",
         "--inventory",
         inv.to_str().unwrap(),
         "b1",

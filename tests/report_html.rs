@@ -141,6 +141,10 @@ fn html_report_with_comparison_is_self_contained() {
     assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
 
     chromium_renders(&html, charts.len());
+    if let Some(r) = visual_check(&html, "comparison") {
+        assert_eq!(r["charts"].as_u64(), Some(charts.len() as u64));
+        assert!(r["verdicts_on_first_screen"].as_u64() > Some(0), "{r}");
+    }
 }
 
 #[test]
@@ -243,6 +247,140 @@ fn chromium(bin: &Path, profile: &Path, extra: &[String], html: &Path) -> std::p
         .expect("start chromium")
 }
 
+/// Checks a rendered report from inside the page: no text overflows its
+/// box, nothing sticks out of the page, every chart's axis titles are
+/// drawn and no chart text is clipped at the picture's edge, and where the
+/// verdicts sit on a 1400×900 first screen. The result is written into the
+/// DOM as JSON for `--dump-dom` to carry out.
+const DOM_CHECK: &str = r#"<script>
+(function () {
+  const bad = [];
+  const main = document.querySelector('main') || document.body;
+  const mr = main.getBoundingClientRect();
+  const name = (e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
+    ' "' + (e.textContent || '').trim().slice(0, 50) + '"';
+  for (const e of main.querySelectorAll('td,th,h1,h2,h3,p,li,summary,figcaption,span,a')) {
+    if (e.closest('details:not([open])') && !e.closest('summary')) continue;
+    if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).display !== 'inline') {
+      bad.push('text overflows its box: ' + name(e) + ' ' + e.scrollWidth + '>' + e.clientWidth);
+    }
+    const r = e.getBoundingClientRect();
+    if (r.width > 0 && (r.right > mr.right + 1 || r.left < mr.left - 1)) {
+      bad.push('outside the page: ' + name(e) + ' right ' + Math.round(r.right) + ' > ' + Math.round(mr.right));
+    }
+  }
+  if (document.documentElement.scrollWidth > window.innerWidth + 1) {
+    bad.push('the page scrolls sideways: ' + document.documentElement.scrollWidth);
+  }
+  let charts = 0;
+  for (const svg of main.querySelectorAll('svg')) {
+    const sr = svg.getBoundingClientRect();
+    const texts = Array.from(svg.querySelectorAll('text'));
+    if (!svg.classList.contains('chart')) continue;
+    charts++;
+    const title = (svg.querySelector('title') || {}).textContent || '?';
+    for (const axis of ['x', 'y']) {
+      const want = (svg.getAttribute('data-' + axis + '-axis') || '').trim();
+      if (!want) { bad.push('chart without a ' + axis + ' axis title: ' + title); continue; }
+      if (!texts.some((t) => t.textContent.trim() === want)) {
+        bad.push('chart ' + title + ': ' + axis + ' axis title "' + want + '" not drawn');
+      }
+    }
+    for (const t of texts) {
+      if (!t.textContent.trim()) continue;
+      if (t.textContent.includes('…')) {
+        bad.push('chart ' + title + ': label shortened to "' + t.textContent.trim() + '"');
+      }
+      const r = t.getBoundingClientRect();
+      if (r.left < sr.left - 2 || r.right > sr.right + 2 || r.top < sr.top - 2 || r.bottom > sr.bottom + 2) {
+        bad.push('chart ' + title + ': text "' + t.textContent.trim().slice(0, 40) + '" is cut at the edge');
+      }
+    }
+  }
+  const verdicts = Array.from(document.querySelectorAll('#study td.pass, #study td.fail, #study td.warn, #comparison td.pass, #comparison td.fail, #comparison td.warn, #devices td.pass, #devices td.fail, #devices td.warn'));
+  const first = verdicts.length ? verdicts[0].getBoundingClientRect().bottom + window.scrollY : null;
+  const onFirstScreen = verdicts.filter((v) => v.getBoundingClientRect().bottom + window.scrollY <= 900).length;
+  const pre = document.createElement('pre');
+  pre.id = 'tunelab-dom-check';
+  pre.textContent = JSON.stringify({ bad: bad, charts: charts, verdicts: verdicts.length,
+    first_verdict_bottom: first, verdicts_on_first_screen: onFirstScreen,
+    width: window.innerWidth });
+  document.body.appendChild(pre);
+})();
+</script>"#;
+
+/// The DOM check's findings for `html` rendered at 1400×900.
+fn dom_check(bin: &Path, html: &Path) -> serde_json::Value {
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("checked.html");
+    let doc = std::fs::read_to_string(html).unwrap();
+    std::fs::write(
+        &page,
+        doc.replacen("</body>", &format!("{DOM_CHECK}</body>"), 1),
+    )
+    .unwrap();
+    let out = chromium(
+        bin,
+        &tmp.path().join("profile"),
+        &["--window-size=1400,900".into(), "--dump-dom".into()],
+        &page,
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let start = dom
+        .find("<pre id=\"tunelab-dom-check\">")
+        .unwrap_or_else(|| {
+            panic!(
+                "no DOM check result; chromium said {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let text = &dom[start..];
+    let text = &text[text.find('>').unwrap() + 1..text.find("</pre>").unwrap()];
+    let text = text
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// Render `html` in Chromium and check its DOM; keeps a 1400×900 first
+/// screen and a full-page screenshot in TUNELAB_REPORT_SHOT_DIR as `kind-*.png`.
+fn visual_check(html: &Path, kind: &str) -> Option<serde_json::Value> {
+    let bin = match ensure_chromium() {
+        Ok(b) => b,
+        Err(why) => {
+            skip(&format!("headless Chromium check: {why}"));
+            return None;
+        }
+    };
+    let r = dom_check(&bin, html);
+    eprintln!("{kind} report DOM check: {r}");
+    if let Ok(dir) = std::env::var("TUNELAB_REPORT_SHOT_DIR") {
+        let tmp = tempfile::tempdir().unwrap();
+        for (size, suffix) in [("1400,900", "first-screen"), ("1400,6000", "page")] {
+            let shot = Path::new(&dir).join(format!("{kind}-{suffix}.png"));
+            let _ = std::fs::remove_file(&shot);
+            chromium(
+                &bin,
+                &tmp.path().join(suffix),
+                &[
+                    format!("--screenshot={}", shot.display()),
+                    format!("--window-size={size}"),
+                ],
+                html,
+            );
+        }
+    }
+    let bad = r["bad"].as_array().unwrap();
+    assert!(
+        bad.is_empty(),
+        "{kind} report: {}",
+        serde_json::to_string_pretty(bad).unwrap()
+    );
+    Some(r)
+}
+
 fn chromium_renders(html: &Path, svg_count: usize) {
     let bin = match ensure_chromium() {
         Ok(b) => b,
@@ -338,5 +476,118 @@ fn study_quick_is_stored_once_and_its_report_renders() {
             &svg[..svg.len().min(300)]
         );
     }
+    // The answer first: verdicts before the experiments, system facts last.
+    let (study, system) = (
+        doc.find("<section id=\"study\">").unwrap(),
+        doc.find("<section id=\"system\">").unwrap(),
+    );
+    assert!(study < doc.find("<section id=\"exp-").unwrap() && system > study);
     chromium_renders(&html, charts.len());
+    if let Some(r) = visual_check(&html, "study") {
+        // The first screen (1400×900) shows the verdicts.
+        let first = r["first_verdict_bottom"].as_f64().expect("verdict cells");
+        assert!(first <= 900.0, "first verdict ends at {first} px: {r}");
+        assert!(r["verdicts_on_first_screen"].as_u64() >= Some(3), "{r}");
+    }
+}
+
+/// Reports of the other kinds — history, several devices of a fleet and a
+/// diagnosis — pass the same DOM check.
+#[test]
+fn history_fleet_and_diagnosis_reports_pass_the_dom_check() {
+    let env = Env::new();
+    let t = env.target();
+    for i in 0..6 {
+        let out = env.run(&[
+            "run",
+            "io.file-read",
+            "-p",
+            "size=512k,2M",
+            "-p",
+            "chunk=64k",
+            "--trials",
+            "3",
+            "--warmup",
+            "0",
+            "--quiet-check",
+            "0",
+            "--label",
+            &format!("night {i}"),
+            "--target",
+            t.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "run failed: {}", stderr(&out));
+    }
+    let dir = env.dir.path();
+    let history = dir.join("history.html");
+    let out = env.run(&[
+        "history",
+        "io.file-read",
+        "--html",
+        history.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // Two boards of a fleet: the last two runs as `remote` would have
+    // stored them, under their inventory names.
+    let newest = [
+        json(&env.run(&["show", "last", "--json"])),
+        json(&env.run(&["show", "last~1", "--json"])),
+    ];
+    for (mut run, host) in newest.into_iter().zip(["stb-1", "stb-2"]) {
+        run["id"] = format!("fleet-{host}").into();
+        run["environment"]["fleet.host"] = host.into();
+        let f = dir.join(format!("{host}.json"));
+        std::fs::write(&f, serde_json::to_string(&run).unwrap()).unwrap();
+        let out = env.run(&["import", f.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let runs = String::from_utf8_lossy(&env.run(&["runs"]).stdout).to_string();
+    assert!(
+        runs.contains("stb-1") && runs.contains("stb-2"),
+        "runs shows fleet names: {runs}"
+    );
+    let show = String::from_utf8_lossy(&env.run(&["show", "fleet-stb-1"]).stdout).to_string();
+    assert!(show.contains("recorded on: stb-1"), "{show}");
+    let fleet = dir.join("fleet.html");
+    let out = env.run(&[
+        "compare",
+        "--machine",
+        "stb-1",
+        "--machine",
+        "stb-2",
+        "--html",
+        fleet.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = std::fs::read_to_string(&fleet).unwrap();
+    assert!(
+        doc.contains("stb-2: io.file-read"),
+        "fleet chart rows name the device"
+    );
+
+    let diag = env.run(&["diagnose", "--for", "1s", "--label", "idle"]);
+    let diagnosis = dir.join("diagnosis.html");
+    let have_diagnosis = diag.status.success() && {
+        let out = env.run(&["report", "last", "-o", diagnosis.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        true
+    };
+    if !have_diagnosis {
+        skip(&format!("diagnose --for 1s failed: {}", stderr(&diag)));
+    }
+    for (kind, page) in [
+        ("history", &history),
+        ("fleet", &fleet),
+        ("diagnosis", &diagnosis),
+    ] {
+        if kind == "diagnosis" && !have_diagnosis {
+            continue;
+        }
+        if let Some(r) = visual_check(page, kind) {
+            if kind != "diagnosis" {
+                assert!(r["charts"].as_u64() >= Some(1), "{kind}: {r}");
+            }
+        }
+    }
 }

@@ -1,10 +1,12 @@
 //! `tunelab compare A B [--fail-on-regression]`, and with more runs or a
 //! selection (`--machine`, `--label`, `--since`) a table of devices.
 
+use super::export_flags::Texts;
 use super::Out;
 use crate::engine::model::Run;
 use crate::report::comparison::{compare_runs, render};
 use crate::report::devices::{self, compare_devices, machine_of};
+use crate::report::{export, md_report};
 use crate::store::Store;
 use crate::{Error, Result};
 
@@ -25,6 +27,8 @@ pub struct Args {
     /// Exit with code 5 when any metric regressed.
     #[arg(long)]
     pub fail_on_regression: bool,
+    #[command(flatten)]
+    pub export: super::export_flags::ExportArgs,
 }
 
 /// Runs picked by machine, label or time, and the baseline among them
@@ -134,6 +138,7 @@ fn select(a: &Selection, store: &Store) -> Result<Vec<Run>> {
 }
 
 pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
+    args.export.check()?;
     let runs = args.sel.gather(&args.runs, store)?;
     if runs.len() < 2 {
         return Err(Error::usage(format!(
@@ -161,6 +166,14 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     } else {
         out.data(&devices::render(&c))?;
     }
+    args.export.write(
+        &Texts {
+            json: &|| Ok(serde_json::to_string_pretty(&c)? + "\n"),
+            csv: &|| Ok(export::devices_csv(&c)),
+            markdown: &|| Ok(md_report::render_text(&devices::document(&c))),
+        },
+        out,
+    )?;
     if let Some(path) = &args.html {
         let page = crate::report::html::render(&devices::document(&c));
         super::output::write_new(path, &page)?;
@@ -185,6 +198,18 @@ fn pair(a: &Run, b: &Run, args: &Args, out: &Out) -> Result<i32> {
     if c.pairs.is_empty() {
         out.warn("the two runs have no experiment in common: nothing was compared");
     }
+    args.export.write(
+        &Texts {
+            json: &|| Ok(serde_json::to_string_pretty(&c)? + "\n"),
+            csv: &|| Ok(export::comparison_csv(&c)),
+            markdown: &|| {
+                Ok(md_report::render_text(
+                    &crate::report::document::comparison_document(&c),
+                ))
+            },
+        },
+        out,
+    )?;
     if args.fail_on_regression && c.regressions > 0 {
         return Err(Error::Regression(format!(
             "{} metric(s) regressed from {} to {}",

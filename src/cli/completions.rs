@@ -1,30 +1,133 @@
 //! `tunelab completions SHELL|man`: generated from the same clap definitions.
 
+use std::path::{Path, PathBuf};
+
 use clap_complete::Shell;
 
+use super::output::write_new;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// bash, zsh, fish, elvish, powershell — or `man` for the man page (roff).
     pub shell: String,
+    /// man: write tunelab.1 and one page per subcommand (tunelab-run.1, …)
+    /// into DIR (created if missing; existing pages are never overwritten)
+    /// instead of printing tunelab.1. Then: man -M DIR/.. tunelab-run, or
+    /// copy them to /usr/local/share/man/man1.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
-pub fn exec(args: &Args) -> Result<i32> {
-    let mut cmd = super::command();
-    let mut stdout = std::io::stdout();
+fn roff(man: &clap_mangen::Man) -> Result<String> {
+    let mut buf = Vec::new();
+    man.render(&mut buf)
+        .map_err(|e| Error::environment(format!("cannot render the man page: {e}")))?;
+    String::from_utf8(buf).map_err(|e| Error::environment(format!("man page not UTF-8: {e}")))
+}
+
+/// Every man page: (file name, roff), the top page first.
+pub fn man_pages() -> Result<Vec<(String, String)>> {
+    let mut cmd = super::man_command().disable_help_subcommand(true);
+    cmd.build();
+    let mut pages = Vec::new();
+    let top = clap_mangen::Man::new(cmd.clone());
+    pages.push((top.get_filename(), roff(&top)?));
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let man = clap_mangen::Man::new(sub.clone());
+        pages.push((man.get_filename(), roff(&man)?));
+    }
+    Ok(pages)
+}
+
+fn write_pages(dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
+    let pages = man_pages()?;
+    // Refuse before writing anything: a half-written set is worse than none.
+    for (name, _) in &pages {
+        let p = dir.join(name);
+        if p.exists() {
+            return Err(Error::usage(format!(
+                "{} already exists; choose a new directory (tunelab never overwrites a file)",
+                p.display()
+            )));
+        }
+    }
+    let mut written = Vec::new();
+    for (name, text) in &pages {
+        let p = dir.join(name);
+        write_new(&p, text)?;
+        written.push(p);
+    }
+    Ok(written)
+}
+
+pub fn exec(args: &Args, out: &super::Out) -> Result<i32> {
     if args.shell == "man" {
-        clap_mangen::Man::new(cmd)
-            .render(&mut stdout)
-            .map_err(|e| Error::environment(format!("cannot write the man page: {e}")))?;
+        match &args.dir {
+            Some(dir) => {
+                let written = write_pages(dir)?;
+                out.info(&format!(
+                    "wrote {} man pages to {} (try: man -l {})",
+                    written.len(),
+                    dir.display(),
+                    dir.join("tunelab-run.1").display()
+                ));
+            }
+            None => {
+                let (_, top) = man_pages()?.swap_remove(0);
+                out.data(&top)?;
+            }
+        }
         return Ok(0);
     }
+    if args.dir.is_some() {
+        return Err(Error::usage(
+            "--dir is for `completions man`: shell completions are printed on stdout",
+        ));
+    }
+    let mut cmd = super::command();
     let shell: Shell = args.shell.parse().map_err(|_| {
         Error::usage(format!(
             "unknown shell '{}' (bash, zsh, fish, elvish, powershell or man)",
             args.shell
         ))
     })?;
-    clap_complete::generate(shell, &mut cmd, "tunelab", &mut stdout);
+    clap_complete::generate(shell, &mut cmd, "tunelab", &mut std::io::stdout());
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_man_page_per_subcommand_with_examples() {
+        let pages = man_pages().unwrap();
+        let names: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names[0], "tunelab.1");
+        for verb in ["run", "study", "report", "monitor", "remote"] {
+            let name = format!("tunelab-{verb}.1");
+            let (_, text) = pages
+                .iter()
+                .find(|(n, _)| *n == name)
+                .unwrap_or_else(|| panic!("no {name} in {names:?}"));
+            assert!(text.contains(".TH tunelab-"), "{name} title");
+            assert!(text.contains("Examples"), "{name} has no examples");
+        }
+        // Every page the top page points to exists.
+        let top = &pages[0].1;
+        for (n, _) in &pages[1..] {
+            let stem = n.trim_end_matches(".1");
+            assert!(
+                top.contains(&stem.replace('-', "\\-")),
+                "tunelab.1 does not name {stem}"
+            );
+        }
+        let run = &pages.iter().find(|(n, _)| n == "tunelab-run.1").unwrap().1;
+        assert!(
+            run.contains("io.record\\-size"),
+            "tunelab-run.1 lists experiments"
+        );
+    }
 }

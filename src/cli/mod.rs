@@ -7,7 +7,9 @@ mod boot;
 mod compare;
 mod completions;
 mod diagnose;
+mod examples;
 mod export;
+mod export_flags;
 mod history;
 
 mod import;
@@ -117,9 +119,23 @@ pub enum Command {
     Unapply(apply::UnapplyArgs),
 }
 
-/// The clap command with experiment details added to `run --help` and the man page.
+/// The clap command with examples on every subcommand's help. `run --help`
+/// stays short: the experiments are `tunelab list [EXP]` (and the man page).
 pub fn command() -> clap::Command {
-    Cli::command().mut_subcommand("run", |r| r.after_long_help(list::experiments_help()))
+    examples::add(Cli::command())
+}
+
+/// The command as the man pages describe it: `tunelab-run(1)` also lists
+/// every experiment with its parameters.
+pub fn man_command() -> clap::Command {
+    command().mut_subcommand("run", |r| {
+        let help = format!(
+            "{}\n{}",
+            examples::text("run").unwrap_or_default(),
+            list::experiments_help()
+        );
+        r.after_long_help(help)
+    })
 }
 
 /// Entry point of the binary: returns the process exit code.
@@ -213,7 +229,7 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
         Command::Study(a) => study::exec(a, out, cli, argv),
         Command::Tune(a) => tune::exec(a, out, cli, argv),
         Command::Restore(a) => restore::exec(a, out),
-        Command::Completions(a) => completions::exec(a),
+        Command::Completions(a) => completions::exec(a, out),
         Command::Monitor(a) => monitor::exec(a, out, cli.json),
         Command::Time(a) => time::exec(a, out, cli, argv),
         Command::Memory(a) => memory::exec(a, out),

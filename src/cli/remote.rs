@@ -39,6 +39,10 @@ pub struct Args {
     /// Do not store the runs the hosts bring back.
     #[arg(long)]
     pub no_store: bool,
+    /// Copy a dynamically linked tunelab too (refused by default: boards
+    /// without its libc cannot run it); for hosts with the same libc.
+    #[arg(long)]
+    pub allow_dynamic: bool,
     /// The tunelab command line to run on each host (after --).
     #[arg(last = true, required = true, value_name = "ARGS")]
     pub args: Vec<String>,
@@ -111,7 +115,25 @@ pub fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
         args: &a.args,
         timeout: Duration::from_secs_f64(a.timeout),
         parallel: a.parallel as usize,
+        allow_dynamic: a.allow_dynamic,
     };
+    // Without --bin this very binary is copied: refused before connecting
+    // when it is dynamically linked (the hosts' own check covers --bin).
+    if a.binaries.is_none() {
+        if let Ok(me) = std::env::current_exe() {
+            let interp = std::fs::read(&me)
+                .ok()
+                .and_then(|b| crate::fleet::elf::interpreter(&b));
+            match (interp, a.allow_dynamic) {
+                (Some(i), false) => return Err(Error::usage(crate::fleet::elf::refusal(&me, &i))),
+                (Some(i), true) => out.warn(&format!(
+                    "copying the dynamically linked {} (needs {i} on every host)",
+                    me.display()
+                )),
+                (None, _) => {}
+            }
+        }
+    }
     out.info(&format!(
         "running on {} host(s), {} at a time",
         hosts.len(),
@@ -176,7 +198,15 @@ pub fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
                     o.status.clone(),
                     o.exit_code.map_or("–".into(), |c| c.to_string()),
                     format!("{:.1} s", o.seconds),
-                    if o.copied { "copied" } else { "cached" }.to_string(),
+                    // Only what happened: a host never reached got nothing.
+                    if o.copied {
+                        "copied"
+                    } else if o.cached {
+                        "cached"
+                    } else {
+                        "–"
+                    }
+                    .to_string(),
                     stored
                         .iter()
                         .find(|(h, _)| h == &o.host)

@@ -36,6 +36,8 @@ pub struct Args {
     pub measure: MeasureArgs,
     #[command(flatten)]
     pub lab: LabArgs,
+    #[command(flatten)]
+    pub export: super::export_flags::ExportArgs,
 }
 
 /// How to repeat and record a measurement: shared by run, tune and study.
@@ -185,6 +187,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             super::progress::clock(plan.budget / points.len().max(1) as f64),
         ));
     }
+    args.export.check()?;
     let mut store = m.store(cli)?;
     let mut session = begin_session(m, args.target.as_deref(), argv, out);
     let quiet_warnings = session.run.warnings.len();
@@ -201,7 +204,12 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     for w in run.warnings.iter().skip(quiet_warnings) {
         out.run_warning(w);
     }
-    finish(run, store.as_mut(), out)?;
+    let copy = args.export.wanted().then(|| run.clone());
+    let finished = finish(run, store.as_mut(), out);
+    if let Some(run) = &copy {
+        args.export.write_run(run, out)?;
+    }
+    finished?;
     match error {
         Some(e) => Err(e),
         None => Ok(0),

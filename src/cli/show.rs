@@ -51,7 +51,13 @@ pub fn render(run: &Run) -> String {
         }
     }
     let env = &safe.environment;
-    let host = env.get("host.name").map_or("unknown host", |h| h.as_str());
+    let host = match (env.get("fleet.host"), env.get("host.name")) {
+        // The inventory name `compare` and `history` use, and the host name.
+        (Some(f), Some(h)) if f != h => format!("{f} (host name {h})"),
+        (Some(f), _) => f.clone(),
+        (None, Some(h)) => h.clone(),
+        (None, None) => "unknown host".into(),
+    };
     let id = env
         .get("machine.id")
         .map(|id| format!(" · machine id {}", id.chars().take(12).collect::<String>()))

@@ -31,6 +31,8 @@ pub struct Args {
     pub measure: MeasureArgs,
     #[command(flatten)]
     pub lab: LabArgs,
+    #[command(flatten)]
+    pub export: super::export_flags::ExportArgs,
 }
 
 pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
@@ -67,6 +69,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     if let Some(t) = &args.target {
         crate::safety::scratch::check_target(t)?;
     }
+    args.export.check()?;
     let mut store = args.measure.store(cli)?;
     let mut measure = args.measure.clone();
     if measure.label.is_empty() {
@@ -166,7 +169,12 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         issues: verdicts,
     });
     let run = session.finish(stop.as_ref());
-    let run = finish_with(run, store.as_mut(), out, true)?;
+    let copy = args.export.wanted().then(|| run.clone());
+    let finished = finish_with(run, store.as_mut(), out, true);
+    if let Some(run) = &copy {
+        args.export.write_run(run, out)?;
+    }
+    let run = finished?;
     if !out.json {
         if let Some(s) = &run.study {
             out.data(&study::summary_table(s))?;

@@ -86,6 +86,8 @@ pub struct Args {
     /// Do not store the run.
     #[arg(long)]
     pub no_store: bool,
+    #[command(flatten)]
+    pub export: super::export_flags::ExportArgs,
     /// The command to time and its arguments (after --).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -303,6 +305,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         // One run longer than the whole budget is killed with its group.
         max_run: Some(Duration::from_secs_f64(a.budget)),
     };
+    a.export.check()?;
     let mut store = if a.no_store {
         None
     } else {
@@ -411,15 +414,30 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             serde_json::json!({ "base": cmds[0].label, "command": c.label, "wall_time": cmp })
         })
         .collect();
-    if out.json {
+    // The run with every timed trial and the comparisons (--json, --export-json).
+    let json_doc = || -> Result<String> {
         let mut doc = serde_json::to_value(&run)?;
         let mut trials: Vec<&AppTrial> = cmds.iter().flat_map(|c| &c.trials).collect();
         trials.sort_by_key(|t| t.seq);
         doc["trials"] = serde_json::to_value(trials)?;
-        doc["comparisons"] = serde_json::Value::Array(comparisons);
-        out.json_data(&doc)?;
+        doc["comparisons"] = serde_json::Value::Array(comparisons.clone());
+        Ok(serde_json::to_string_pretty(&doc)? + "\n")
+    };
+    if out.json {
+        out.data(&json_doc()?)?;
     } else if !run.results.is_empty() {
         out.data(&render(&run, &cmds, &comparisons))?;
+    }
+    if !run.results.is_empty() {
+        use crate::report::export::{export, Format};
+        a.export.write(
+            &super::export_flags::Texts {
+                json: &json_doc,
+                csv: &|| export(&run, Format::Csv),
+                markdown: &|| export(&run, Format::Md),
+            },
+            out,
+        )?;
     }
     if let Err(Error::Interrupted(sig)) = &outcome {
         out.info(&format!(

@@ -35,6 +35,8 @@ pub struct Plan<'a> {
     pub args: &'a [String],
     pub timeout: Duration,
     pub parallel: usize,
+    /// Copy a dynamically linked binary (refused otherwise: see `elf`).
+    pub allow_dynamic: bool,
 }
 
 /// What happened on one host.
@@ -50,8 +52,11 @@ pub struct HostOutcome {
     /// The remote tunelab's exit code, when it ran.
     pub exit_code: Option<i32>,
     pub seconds: f64,
-    /// Whether the binary had to be copied (false: cached on the host).
+    /// Whether the binary had to be copied.
     pub copied: bool,
+    /// Whether the host already had it (neither: never got that far).
+    #[serde(default)]
+    pub cached: bool,
     pub error: Option<String>,
     /// The JSON the command printed (a run, an inspection, …).
     #[serde(skip)]
@@ -255,6 +260,7 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
         exit_code: None,
         seconds: 0.0,
         copied: false,
+        cached: false,
         error: None,
         output: None,
     };
@@ -289,6 +295,9 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
         Ok(b) => b,
         Err(e) => return fail(o, "error", format!("cannot read {}: {e}", local.display())),
     };
+    if let (false, Some(interp)) = (plan.allow_dynamic, super::elf::interpreter(&bytes)) {
+        return fail(o, "error", super::elf::refusal(&local, &interp));
+    }
     let dir = host
         .dir
         .clone()
@@ -299,7 +308,7 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
     c.arg(format!("test -x {q} && echo cached"));
     match call(c, Input::Nothing, deadline, &quiet) {
         Ok(d) if unreachable(&d) => return fail(o, "unreachable", last_line(&d.stderr)),
-        Ok(d) if String::from_utf8_lossy(&d.stdout).trim() == "cached" => {}
+        Ok(d) if String::from_utf8_lossy(&d.stdout).trim() == "cached" => o.cached = true,
         Ok(_) => {
             say(&format!(
                 "copying {} ({} bytes) to {remote}",
@@ -476,6 +485,7 @@ mod tests {
             args: &[],
             timeout: Duration::from_secs(1),
             parallel: 1,
+            allow_dynamic: false,
         };
         let h = Host::parse("root@b1:2222").unwrap();
         let c = ssh(&plan, &h);

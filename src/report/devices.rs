@@ -269,7 +269,7 @@ pub fn render(c: &DeviceComparison) -> String {
 /// The comparison as a report document: a grouped bar chart of ratios to
 /// the baseline per key metric, then the tables.
 pub fn document(c: &DeviceComparison) -> super::document::Document {
-    use super::charts::{Axis, Bar, BarChart, BarGroup, Chart};
+    use super::charts::{Chart, ForestPlot, ForestRow};
     use super::document::{Block, Cell, Document, Figure, Section, Table};
     let header = |first: &str| -> Vec<String> {
         std::iter::once(first.to_string())
@@ -277,34 +277,39 @@ pub fn document(c: &DeviceComparison) -> super::document::Document {
             .collect()
     };
     let mut blocks = Vec::new();
-    let chart = Chart::Bar(BarChart {
-        title: format!("ratio to {} (1 = same; 95% CI)", c.devices[c.baseline].name),
-        x_label: "metric".into(),
-        categories: c
-            .metrics
-            .iter()
-            .map(|m| format!("{} {}", m.experiment, m.metric))
-            .collect(),
-        y: Axis::new("ratio", "ratio"),
-        groups: c
-            .devices
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != c.baseline)
-            .map(|(i, d)| BarGroup {
-                name: d.name.clone(),
-                bars: c
-                    .metrics
-                    .iter()
-                    .map(|m| {
-                        m.vs_baseline[i].as_ref().map(|x| Bar {
-                            value: x.ratio,
-                            ci: Some((x.ci95_low, x.ci95_high)),
-                        })
-                    })
-                    .collect(),
-            })
-            .collect(),
+    // One row per device and metric, named in full (a bar chart's x labels
+    // would all be cut to "io.record-size…"), ratios on a log-capable axis
+    // around 1 with the direction of each metric.
+    let mut rows = Vec::new();
+    for (i, d) in c.devices.iter().enumerate() {
+        if i == c.baseline {
+            continue;
+        }
+        for m in &c.metrics {
+            if let Some(x) = &m.vs_baseline[i] {
+                let params = if m.params.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", m.params)
+                };
+                rows.push(ForestRow {
+                    label: format!("{}: {}{params} · {}", d.machine, m.experiment, m.metric),
+                    ratio: x.ratio,
+                    low: x.ci95_low,
+                    high: x.ci95_high,
+                    verdict: x.verdict,
+                    better: Some(m.better),
+                });
+            }
+        }
+    }
+    let chart = Chart::Forest(ForestPlot {
+        title: format!(
+            "ratio to {} (median / baseline median, 95% CI)",
+            c.devices[c.baseline].name
+        ),
+        rows,
+        noise: c.noise,
     });
     blocks.push(Block::Figure(Figure {
         title: chart.title().to_string(),

@@ -81,14 +81,29 @@ pub fn markdown(run: &Run) -> String {
         s.push_str(&format!("Machine: {}\n\n", md(host)));
     }
     s.push_str(&format!(
-        "Status: {} · started {} · finished {} · tunelab {}\n\n## Environment\n\n| fact | value |\n|---|---|\n",
+        "Status: {} · started {} · finished {} · tunelab {}\n",
         run.status.as_str(),
         run.started,
         run.finished,
         run.tool_version
     ));
-    for (k, v) in &run.environment {
-        s.push_str(&format!("| {} | {} |\n", md(k), md(v)));
+    // The answer first: a study's verdicts, then the tables, the
+    // environment last.
+    if let Some(st) = &run.study {
+        s.push_str(&format!(
+            "\n## Study {}: {}\n\n| key issue | verdict | result | conclusion |\n|---|---|---|---|\n",
+            md(&st.profile),
+            md(&st.title)
+        ));
+        for i in &st.issues {
+            s.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                md(&i.name),
+                md(&i.label()),
+                md(&i.result),
+                md(&i.conclusion)
+            ));
+        }
     }
     for exp in run.experiments() {
         s.push_str(&format!(
@@ -128,5 +143,82 @@ pub fn markdown(run: &Run) -> String {
             s.push_str(&format!("- {}\n", md(w)));
         }
     }
+    s.push_str("\n## Environment\n\n| fact | value |\n|---|---|\n");
+    for (k, v) in &run.environment {
+        s.push_str(&format!("| {} | {} |\n", md(k), md(v)));
+    }
     s
+}
+
+/// A comparison of two runs as CSV: one row per metric of each paired point.
+pub fn comparison_csv(c: &super::comparison::RunComparison) -> String {
+    let mut out = String::from(
+        "base_run,new_run,experiment,base_params,new_params,metric,unit,better,base_median,\
+         new_median,ratio,ci95_low,ci95_high,verdict\n",
+    );
+    for p in &c.pairs {
+        for m in &p.metrics {
+            let x = &m.comparison;
+            let fields = [
+                c.base.clone(),
+                c.new.clone(),
+                p.experiment.clone(),
+                p.base_params.clone(),
+                p.new_params.clone(),
+                m.name.clone(),
+                m.unit.clone(),
+                format!("{:?}", m.better).to_lowercase(),
+                m.base_median.to_string(),
+                m.new_median.to_string(),
+                x.ratio.to_string(),
+                x.ci95_low.to_string(),
+                x.ci95_high.to_string(),
+                x.verdict.as_str().to_string(),
+            ];
+            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+            out.push_str(&line.join(","));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Several devices compared as CSV: one row per device and metric, with
+/// the ratio to the baseline device (empty for the baseline itself).
+pub fn devices_csv(c: &super::devices::DeviceComparison) -> String {
+    let mut out = String::from(
+        "machine,run,baseline,experiment,params,metric,unit,better,median,ratio,ci95_low,\
+         ci95_high,verdict\n",
+    );
+    for m in &c.metrics {
+        for (i, d) in c.devices.iter().enumerate() {
+            let Some(median) = m.medians[i] else {
+                continue;
+            };
+            let cmp = m.vs_baseline[i].as_ref();
+            let num = |f: fn(&crate::stats::Comparison) -> f64| {
+                cmp.map(|x| f(x).to_string()).unwrap_or_default()
+            };
+            let fields = [
+                d.machine.clone(),
+                d.run.clone(),
+                (i == c.baseline).to_string(),
+                m.experiment.clone(),
+                m.params.clone(),
+                m.metric.clone(),
+                m.unit.clone(),
+                format!("{:?}", m.better).to_lowercase(),
+                median.to_string(),
+                num(|x| x.ratio),
+                num(|x| x.ci95_low),
+                num(|x| x.ci95_high),
+                cmp.map(|x| x.verdict.as_str().to_string())
+                    .unwrap_or_default(),
+            ];
+            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+            out.push_str(&line.join(","));
+            out.push('\n');
+        }
+    }
+    out
 }

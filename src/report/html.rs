@@ -27,11 +27,20 @@ h1{font-size:1.6em;margin:.2em 0 .4em}
 h2{font-size:1.3em;margin:2em 0 .5em;padding-bottom:.2em;border-bottom:2px solid #d0d7de}
 h3{font-size:1.05em;margin:1.4em 0 .4em}
 nav{font-size:.9em;margin:.5em 0 1em}
-nav a{margin-right:1em;color:#0550ae;text-decoration:none}
+nav a{margin-right:1em;color:#0550ae;text-decoration:none;white-space:nowrap;display:inline-block}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}
 th,td{border:1px solid #d0d7de;padding:.25em .55em;text-align:left;vertical-align:top}
 th{background:#f0f3f6}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td{overflow-wrap:break-word}
+td details{overflow-wrap:anywhere}
+td.num{text-align:right;font-variant-numeric:tabular-nums;overflow-wrap:normal;white-space:nowrap}
+p.facts{font-size:.9em;color:#424a53;margin:.2em 0 .6em}
+p.facts span{margin-right:1.4em;display:inline-block}
+p.facts b{color:#1d1d1f;font-weight:600;margin-right:.3em}
+details{margin:.5em 0 1em}
+summary{cursor:pointer;color:#0550ae}
+td details{margin:0}
+td summary{color:#1d1d1f}
 table.facts td:first-child{font-weight:600;white-space:nowrap}
 td.pass{background:#dafbe1;color:#116329;font-weight:600}
 td.fail{background:#ffebe9;color:#a40e26;font-weight:600}
@@ -72,14 +81,55 @@ fn table(t: &Table, class: Option<&str>) -> String {
                 None if numeric(&c.text) => Some("num"),
                 None => None,
             };
+            let text = if c.class == Some("fold") {
+                cell_text(&c.text)
+            } else {
+                esc(&c.text)
+            };
+            let class = class.filter(|k| *k != "fold");
             match class {
-                Some(k) => s.push_str(&format!("<td class=\"{k}\">{}</td>", esc(&c.text))),
-                None => s.push_str(&format!("<td>{}</td>", esc(&c.text))),
+                Some(k) => s.push_str(&format!("<td class=\"{k}\">{text}</td>")),
+                None => s.push_str(&format!("<td>{text}</td>")),
             }
         }
         s.push_str("</tr>\n");
     }
     s.push_str("</tbody>\n</table>\n");
+    s
+}
+
+/// A cell marked "fold" (a kernel command line): when very long, folded
+/// behind its beginning.
+fn cell_text(t: &str) -> String {
+    const LONG: usize = 120;
+    if t.chars().count() <= LONG {
+        return esc(t);
+    }
+    let head: String = t.chars().take(80).collect();
+    format!(
+        "<details><summary>{}…</summary>{}</details>",
+        esc(&head),
+        esc(t)
+    )
+}
+
+fn blocks(bs: &[Block]) -> String {
+    let mut s = String::new();
+    for b in bs {
+        match b {
+            Block::Heading(h) => s.push_str(&format!("<h3>{}</h3>\n", esc(h))),
+            Block::Text(t) => s.push_str(&format!("<p>{}</p>\n", esc(t))),
+            Block::Table(t) => s.push_str(&table(t, None)),
+            Block::Figure(f) => s.push_str(&figure(f)),
+            Block::Notes(n) => s.push_str(&list(n, "notes")),
+            Block::Warnings(w) => s.push_str(&list(w, "warnings")),
+            Block::Collapsed(summary, inner) => s.push_str(&format!(
+                "<details>\n<summary>{}</summary>\n{}</details>\n",
+                esc(summary),
+                blocks(inner)
+            )),
+        }
+    }
     s
 }
 
@@ -135,21 +185,12 @@ pub fn render(doc: &Document) -> String {
         "<style>\n{CSS}</style>\n</head>\n<body>\n<main>\n"
     ));
     s.push_str(&format!("<h1>{}</h1>\n", esc(&doc.title)));
-    let facts = Table {
-        header: vec!["".into(), "".into()],
-        rows: doc
-            .facts
-            .iter()
-            .map(|(k, v)| vec![k.as_str().into(), v.as_str().into()])
-            .collect(),
-    };
-    // A facts table needs no header row.
-    let ft = table(&facts, Some("facts")).replacen(
-        "<thead><tr><th></th><th></th></tr></thead>\n",
-        "",
-        1,
-    );
-    s.push_str(&ft);
+    // Run facts on a few lines, not a table: the answer comes next.
+    s.push_str("<p class=\"facts\">");
+    for (k, v) in &doc.facts {
+        s.push_str(&format!("<span><b>{}</b>{}</span> ", esc(k), esc(v)));
+    }
+    s.push_str("</p>\n");
     s.push_str("<nav>");
     for sec in &doc.sections {
         s.push_str(&format!("<a href=\"#{}\">{}</a>", sec.id, esc(&sec.title)));
@@ -161,16 +202,7 @@ pub fn render(doc: &Document) -> String {
             sec.id,
             esc(&sec.title)
         ));
-        for b in &sec.blocks {
-            match b {
-                Block::Heading(h) => s.push_str(&format!("<h3>{}</h3>\n", esc(h))),
-                Block::Text(t) => s.push_str(&format!("<p>{}</p>\n", esc(t))),
-                Block::Table(t) => s.push_str(&table(t, None)),
-                Block::Figure(f) => s.push_str(&figure(f)),
-                Block::Notes(n) => s.push_str(&list(n, "notes")),
-                Block::Warnings(w) => s.push_str(&list(w, "warnings")),
-            }
-        }
+        s.push_str(&blocks(&sec.blocks));
         s.push_str("</section>\n");
     }
     s.push_str(

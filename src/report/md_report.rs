@@ -56,42 +56,70 @@ pub fn render(doc: &Document, assets_dir: &str) -> (String, Vec<(String, String)
     }));
     for sec in &doc.sections {
         s.push_str(&format!("## {}\n\n", text(&sec.title)));
-        for b in &sec.blocks {
-            match b {
-                Block::Heading(h) => s.push_str(&format!("### {}\n\n", text(h))),
-                Block::Text(t) => s.push_str(&format!("{}\n\n", text(t))),
-                Block::Table(t) => s.push_str(&table(t)),
-                Block::Figure(f) => match &f.svg {
-                    Ok(svg) => {
-                        let name = format!("{:02}-{}.svg", files.len() + 1, slug(&f.title));
-                        s.push_str(&format!(
-                            "![{}]({}/{})\n\n",
-                            cell(&f.title).replace(['[', ']'], ""),
-                            assets_dir,
-                            name
-                        ));
-                        files.push((name, svg.clone()));
-                    }
-                    Err(e) => s.push_str(&format!(
-                        "*Chart \"{}\" not drawn: {}*\n\n",
-                        text(&f.title),
-                        text(e)
-                    )),
-                },
-                Block::Notes(n) => {
-                    for i in n {
-                        s.push_str(&format!("> {}\n>\n", text(i)));
-                    }
-                    s.push('\n');
+        blocks(&sec.blocks, assets_dir, &mut s, &mut files);
+    }
+    (s, files)
+}
+
+/// The Markdown text alone, for an export to one file: charts are left out
+/// (their numbers are in the tables).
+pub fn render_text(doc: &Document) -> String {
+    fn strip(bs: &[Block]) -> Vec<Block> {
+        bs.iter()
+            .filter(|b| !matches!(b, Block::Figure(_)))
+            .map(|b| match b {
+                Block::Collapsed(s, inner) => Block::Collapsed(s.clone(), strip(inner)),
+                b => b.clone(),
+            })
+            .collect()
+    }
+    let mut doc = doc.clone();
+    for s in &mut doc.sections {
+        s.blocks = strip(&s.blocks);
+    }
+    render(&doc, "").0
+}
+
+/// Blocks as Markdown; figures become files in `assets_dir`.
+fn blocks(bs: &[Block], assets_dir: &str, s: &mut String, files: &mut Vec<(String, String)>) {
+    for b in bs {
+        match b {
+            Block::Heading(h) => s.push_str(&format!("### {}\n\n", text(h))),
+            Block::Text(t) => s.push_str(&format!("{}\n\n", text(t))),
+            Block::Table(t) => s.push_str(&table(t)),
+            Block::Figure(f) => match &f.svg {
+                Ok(svg) => {
+                    let name = format!("{:02}-{}.svg", files.len() + 1, slug(&f.title));
+                    s.push_str(&format!(
+                        "![{}]({}/{})\n\n",
+                        cell(&f.title).replace(['[', ']'], ""),
+                        assets_dir,
+                        name
+                    ));
+                    files.push((name, svg.clone()));
                 }
-                Block::Warnings(w) => {
-                    for i in w {
-                        s.push_str(&format!("- ⚠ {}\n", text(i)));
-                    }
-                    s.push('\n');
+                Err(e) => s.push_str(&format!(
+                    "*Chart \"{}\" not drawn: {}*\n\n",
+                    text(&f.title),
+                    text(e)
+                )),
+            },
+            Block::Notes(n) => {
+                for i in n {
+                    s.push_str(&format!("> {}\n>\n", text(i)));
                 }
+                s.push('\n');
+            }
+            Block::Collapsed(summary, inner) => {
+                s.push_str(&format!("### {}\n\n", text(summary)));
+                blocks(inner, assets_dir, s, files);
+            }
+            Block::Warnings(w) => {
+                for i in w {
+                    s.push_str(&format!("- ⚠ {}\n", text(i)));
+                }
+                s.push('\n');
             }
         }
     }
-    (s, files)
 }

@@ -81,13 +81,37 @@ pub(super) fn experiment_charts(results: &[&PointResult], notes: &[String]) -> V
 }
 
 type SeriesKey = (String, String, String, String);
+/// One joined point: x, y and, when y is a metric's median, its 95% CI.
+type JoinedPoint = (f64, f64, Option<(f64, f64)>);
 /// Lines of one chart: name and joined points.
-type NamedLines = Vec<(String, Vec<(f64, f64)>)>;
+type NamedLines = Vec<(String, Vec<JoinedPoint>)>;
+
+/// A one-point series that names a metric of its own result (`y_label` =
+/// metric) stands for that metric at this point: it is drawn at the
+/// metric's median with its CI, the value the table shows, whatever
+/// aggregate the experiment put in the series (warm-up included or not).
+fn as_median(r: &PointResult, s: &Series) -> Option<JoinedPoint> {
+    if s.points.len() != 1 {
+        return None;
+    }
+    let m = r.metric(&s.y_label)?;
+    if m.unit != s.y_unit {
+        return None;
+    }
+    let sm = &m.summary;
+    Some((s.points[0].0, sm.median, Some((sm.ci95_low, sm.ci95_high))))
+}
 
 fn series_charts(results: &[&PointResult], notes: &[String]) -> Vec<Chart> {
-    // (x label, x unit, y label, y unit) → lines by name, in order seen.
+    // (x label, x unit, y label, y unit) → lines by name, in order seen;
+    // whether every point of the group is a table median.
     let mut groups: Vec<(SeriesKey, NamedLines)> = Vec::new();
-    for s in results.iter().flat_map(|r| &r.series) {
+    let mut medians: Vec<bool> = Vec::new();
+    for (r, s) in results
+        .iter()
+        .flat_map(|r| r.series.iter().map(move |s| (*r, s)))
+    {
+        let median = as_median(r, s);
         let Series {
             name,
             x_label,
@@ -106,9 +130,11 @@ fn series_charts(results: &[&PointResult], notes: &[String]) -> Vec<Chart> {
             Some(i) => i,
             None => {
                 groups.push((key, Vec::new()));
+                medians.push(true);
                 groups.len() - 1
             }
         };
+        medians[gi] &= median.is_some();
         let lines = &mut groups[gi].1;
         let li = match lines.iter().position(|(n, _)| n == name) {
             Some(i) => i,
@@ -118,25 +144,36 @@ fn series_charts(results: &[&PointResult], notes: &[String]) -> Vec<Chart> {
             }
         };
         let line = &mut lines[li].1;
-        for &(x, y) in points {
-            match line.iter_mut().find(|p| p.0 == x) {
-                Some(p) => p.1 = y,
-                None => line.push((x, y)),
+        let joined: Vec<JoinedPoint> = match median {
+            Some(p) => vec![p],
+            None => points.iter().map(|&(x, y)| (x, y, None)).collect(),
+        };
+        for p in joined {
+            match line.iter_mut().find(|q| q.0 == p.0) {
+                Some(q) => *q = p,
+                None => line.push(p),
             }
         }
     }
     let caches = cache_sizes(notes);
     groups
         .into_iter()
-        .map(|((xl, xu, yl, yu), lines)| {
+        .zip(medians)
+        .map(|(((xl, xu, yl, yu), lines), medians)| {
             let log = wide(lines.iter().flat_map(|(_, p)| p.iter().map(|p| p.0)));
+            let ylog = wide(lines.iter().flat_map(|(_, p)| p.iter().map(|p| p.1)));
             let lines: Vec<Line> = lines
                 .into_iter()
                 .map(|(name, mut points)| {
                     points.sort_by(|a, b| a.0.total_cmp(&b.0));
                     Line {
                         name,
-                        points,
+                        ci: if points.iter().all(|p| p.2.is_some()) {
+                            points.iter().filter_map(|p| p.2).collect()
+                        } else {
+                            Vec::new()
+                        },
+                        points: points.iter().map(|p| (p.0, p.1)).collect(),
                         ..Default::default()
                     }
                 })
@@ -147,9 +184,15 @@ fn series_charts(results: &[&PointResult], notes: &[String]) -> Vec<Chart> {
                 Vec::new()
             };
             Chart::Line(LineChart {
-                title: format!("{yl} vs {xl}"),
+                // Say what is plotted: the table's medians, or a curve the
+                // experiment recorded besides its trials.
+                title: if medians {
+                    format!("{yl} vs {xl} (median, 95% CI)")
+                } else {
+                    format!("{yl} vs {xl} (curve recorded by the experiment)")
+                },
                 x: Axis::new(xl, xu).log(log),
-                y: Axis::new(yl, yu),
+                y: Axis::new(yl, yu).log(ylog),
                 lines,
                 vlines,
                 hlines: Vec::new(),
@@ -245,10 +288,11 @@ fn sweep_charts(results: &[&PointResult]) -> Vec<Chart> {
                 });
             }
             let log = wide(lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)));
+            let ylog = wide(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)));
             charts.push(Chart::Line(LineChart {
                 title: format!("{metric} vs {xk} (median, 95% CI)"),
                 x: Axis::new(xk.clone(), param_unit(&specs, xk)).log(log),
-                y: Axis::new(metric.clone(), unit.clone()),
+                y: Axis::new(metric.clone(), unit.clone()).log(ylog),
                 lines,
                 vlines: Vec::new(),
                 hlines: Vec::new(),
@@ -316,7 +360,8 @@ fn single_point_bars(results: &[&PointResult]) -> Vec<Chart> {
                 continue;
             }
             charts.push(Chart::Bar(BarChart {
-                title: format!("{} metrics in {u} (median, 95% CI)", r.experiment),
+                // The unit is on the axis, scaled as the table shows it.
+                title: format!("{} metrics (median, 95% CI)", r.experiment),
                 x_label: "metric".into(),
                 categories: ms.iter().map(|m| m.name.clone()).collect(),
                 y: Axis::new("median", u),

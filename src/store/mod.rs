@@ -55,7 +55,9 @@ pub struct RunInfo {
     pub status: String,
     pub experiments: Vec<String>,
     pub results: usize,
-    /// The host name the run was recorded on ("" for runs without one).
+    /// The machine the run was recorded on: its inventory name (`fleet.host`)
+    /// when `remote` brought it back, else its host name ("" for neither),
+    /// as `compare --machine` and `history` name it.
     pub machine: String,
     /// The stable machine id recorded with it ("" when the machine had none).
     #[serde(skip_serializing_if = "String::is_empty")]

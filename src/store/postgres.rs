@@ -190,7 +190,8 @@ impl Backend for Postgres {
             .query(
                 "SELECT r.id, r.started, r.label, r.status, r.experiments,
                         (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id),
-                        r.environment->>'host.name', r.environment->>'machine.id'
+                        COALESCE(r.environment->>'fleet.host', r.environment->>'host.name'),
+                        r.environment->>'machine.id'
                  FROM runs r ORDER BY r.started DESC, r.seq DESC",
                 &[],
             )

@@ -350,7 +350,8 @@ impl Backend for Sqlite {
         let mut stmt = self.conn.prepare(
             "SELECT r.id, r.started, r.label, r.status, r.experiments,
                     (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id),
-                    json_extract(r.environment, '$.\"host.name\"'),
+                    COALESCE(json_extract(r.environment, '$.\"fleet.host\"'),
+                             json_extract(r.environment, '$.\"host.name\"')),
                     json_extract(r.environment, '$.\"machine.id\"')
              FROM runs r ORDER BY r.started DESC, r.rowid DESC",
         )?;

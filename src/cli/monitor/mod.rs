@@ -68,8 +68,11 @@ pub enum View {
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// A table row per sample.
     Table,
+    /// JSON Lines: one JSON object per sample, one per line (jq -c, not one array).
     Json,
+    /// OpenMetrics text exposition, one block per sample.
     Openmetrics,
 }
 
@@ -84,7 +87,8 @@ pub struct Args {
     /// Stop after N samples [default: run until Ctrl-C].
     #[arg(long, short = 'c', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// Output format (--json is the same as --format json).
+    /// Output format; json prints JSON Lines (one object per sample and line);
+    /// --json is the same as --format json.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// iostat: only these devices (repeatable) [default: every disk with I/O since boot].

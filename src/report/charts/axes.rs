@@ -62,7 +62,7 @@ pub(super) fn scale_for(unit: &str, max_abs: f64) -> Scale {
     };
     const KI: f64 = 1024.0;
     match unit {
-        "B/s" if max_abs < KI * KI => s(1.0 / KI, "KiB/s"),
+        // Tables give throughput in MiB/s whatever its size: so do axes.
         "B/s" => s(1.0 / (KI * KI), "MiB/s"),
         "B" if max_abs < KI => s(1.0, "B"),
         "B" if max_abs < KI * KI => s(1.0 / KI, "KiB"),
@@ -149,7 +149,14 @@ impl Prepared {
             if self.unit == "B" {
                 format_size(v.round().max(0.0) as u64)
             } else {
-                trim_number(&human(v, &self.unit))
+                let text = trim_number(&human(v, &self.unit));
+                // The title carries a unit every tick shares.
+                match log_unit(&self.unit) {
+                    Some(u) => text
+                        .strip_suffix(u.as_str())
+                        .map_or(text.clone(), |t| trim_number(t.trim_end())),
+                    None => text,
+                }
             }
         } else {
             tick(c)
@@ -184,7 +191,10 @@ pub(super) fn prepare(axis: &Axis, vals: &[f64], from_zero: bool) -> Prepared {
             lo,
             hi,
             keys: log_keys(&axis.unit, lo, hi),
-            desc: format!("{} (log scale)", axis.label),
+            desc: match log_unit(&axis.unit) {
+                Some(u) => format!("{} ({u}, log scale)", axis.label),
+                None => format!("{} (log scale)", axis.label),
+            },
         }
     } else {
         let sc = scale_for(&axis.unit, min.abs().max(max.abs()));
@@ -214,6 +224,18 @@ pub(super) fn prepare(axis: &Axis, vals: &[f64], from_zero: bool) -> Prepared {
     }
 }
 
+/// The unit every tick of a log axis shares (their labels carry it too);
+/// None when ticks change unit along the axis (bytes, seconds).
+fn log_unit(unit: &str) -> Option<String> {
+    match unit {
+        "B/s" => Some("MiB/s".into()),
+        "B" | "s" | "" | "count" => None,
+        "ratio" => Some("×".into()),
+        "fraction" | "%" => Some("%".into()),
+        u => Some(u.to_string()),
+    }
+}
+
 /// About `n` "nice" tick positions (1-2-5 steps) between lo and hi.
 pub(super) fn linear_keys(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     let span = hi - lo;
@@ -240,6 +262,14 @@ pub(super) fn linear_keys(lo: f64, hi: f64, n: usize) -> Vec<f64> {
 /// Tick positions (log10 of the value) for a log axis spanning 10^lo..10^hi:
 /// powers of two for bytes, 1-2-5 decades otherwise; at most ~9 ticks.
 pub(super) fn log_keys(unit: &str, lo: f64, hi: f64) -> Vec<f64> {
+    // Throughput is shown in MiB/s: nice numbers of MiB/s, not of B/s.
+    if unit == "B/s" {
+        let m = 1048576f64.log10();
+        return log_keys("MiB/s", lo - m, hi - m)
+            .into_iter()
+            .map(|k| k + m)
+            .collect();
+    }
     let mut vals: Vec<f64> = Vec::new();
     if unit == "B" {
         let (a, b) = (

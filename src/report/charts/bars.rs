@@ -19,9 +19,17 @@ pub(super) fn render_bars(c: &BarChart) -> Result<String, String> {
     let y = prepare(&c.y, &ys, true);
     let names: Vec<String> = c.groups.iter().map(|g| g.name.clone()).collect();
     let (legend_h, cols) = legend_layout(&names);
-    let plot_w = WIDTH as usize - 100;
-    let max_chars = (plot_w / n / 8).clamp(3, 30);
-    let cats: Vec<String> = c.categories.iter().map(|s| shorten(s, max_chars)).collect();
+    // Category labels are never cut: when they do not fit side by side,
+    // every k-th is shown in full (a label longer than the plot is the
+    // only one shortened).
+    let plot_w = WIDTH - 120;
+    let cats: Vec<String> = c.categories.iter().map(|s| shorten(s, 80)).collect();
+    let widest = cats
+        .iter()
+        .map(|s| text_width(s, 15) + 12)
+        .max()
+        .unwrap_or(0);
+    let every = (widest as usize * n).div_ceil(plot_w as usize).max(1);
     let mut svg = String::new();
     {
         let root =
@@ -30,7 +38,7 @@ pub(super) fn render_bars(c: &BarChart) -> Result<String, String> {
         let (plot, legend) = root.split_vertically(PLOT_HEIGHT);
         let keys: Vec<f64> = (0..n).map(|i| i as f64).collect();
         let mut chart = ChartBuilder::on(&plot)
-            .caption(&c.title, (FONT, 20))
+            .caption(&c.title, (FONT, caption_size(&c.title, WIDTH)))
             .margin(12)
             .x_label_area_size(52)
             .y_label_area_size(84)
@@ -41,7 +49,7 @@ pub(super) fn render_bars(c: &BarChart) -> Result<String, String> {
             .map_err(fail)?;
         let xf = |v: &f64| {
             let i = v.round();
-            if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n {
+            if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n && (i as usize) % every == 0 {
                 cats[i as usize].clone()
             } else {
                 String::new()
@@ -102,12 +110,12 @@ pub(super) fn render_bars(c: &BarChart) -> Result<String, String> {
                     }
                 }
             }
-            legend_entries.push((g.name.clone(), col, false));
+            legend_entries.push((g.name.clone(), col, Mark::Bar));
         }
         if legend_h > 0 {
             draw_legend(&legend, &legend_entries, cols)?;
         }
         root.present().map_err(fail)?;
     }
-    Ok(svg)
+    Ok(tag_axes(svg, &c.x_label, &y.desc))
 }

@@ -35,22 +35,37 @@ pub(super) fn render_forest(c: &ForestPlot) -> Result<String, String> {
         .iter()
         .fold((f64::INFINITY, 0f64), |(a, b), &v| (a.min(v), b.max(v)));
     let log = min > 0.0 && max / min > 4.0;
-    let x = prepare(&Axis::new("new / base", "ratio").log(log), &xs, false);
-    let labels: Vec<String> = rows.iter().map(|r| shorten(&r.label, 60)).collect();
-    let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as u32;
-    let label_w = (longest * 8 + 16).clamp(80, 480);
+    // Direction: one arrow on the axis when every row agrees, else one per row.
+    let dirs: Vec<Option<Better>> = rows.iter().map(|r| r.better).collect();
+    let same = dirs.windows(2).all(|w| w[0] == w[1]);
+    let direction = match (same, dirs.first().copied().flatten()) {
+        (true, Some(Better::Higher)) => "← worse | better →",
+        (true, Some(Better::Lower)) => "← better | worse →",
+        (true, None) => "",
+        (false, _) => "better: see each row",
+    };
+    let mut x = prepare(&Axis::new("new / base", "ratio").log(log), &xs, false);
+    if !direction.is_empty() {
+        x.desc = format!("{}   {direction}", x.desc);
+    }
+    // Row labels are drawn whole: the label area grows to the longest.
+    let labels: Vec<String> = rows.iter().map(|r| shorten(&r.label, 90)).collect();
+    let longest = labels.iter().map(|l| text_width(l, 15)).max().unwrap_or(0);
+    let label_w = (longest + 20).max(80) + 30;
+    let tag_w = if same { 0 } else { 90 };
+    let width = WIDTH.max(label_w + 420 + tag_w);
     let height = 100 + 26 * n as u32;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH.max(label_w + 420), height))
-            .into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
         root.fill(&WHITE).map_err(fail)?;
         let keys: Vec<f64> = (0..n).map(|i| i as f64).collect();
         let mut chart = ChartBuilder::on(&root)
-            .caption(&c.title, (FONT, 20))
+            .caption(&c.title, (FONT, caption_size(&c.title, width)))
             .margin(12)
             .x_label_area_size(52)
             .y_label_area_size(label_w)
+            .right_y_label_area_size(tag_w)
             .build_cartesian_2d(
                 Ticked::new(x.lo, x.hi, &x.keys),
                 Ticked::new(-0.6, n as f64 - 0.4, &keys),
@@ -77,6 +92,7 @@ pub(super) fn render_forest(c: &ForestPlot) -> Result<String, String> {
             let mut mesh = chart.configure_mesh();
             mesh.disable_y_mesh()
                 .x_desc(x.desc.as_str())
+                .y_desc("result · metric")
                 .x_label_formatter(&xf)
                 .y_label_formatter(&yf)
                 .y_labels(n)
@@ -128,8 +144,22 @@ pub(super) fn render_forest(c: &ForestPlot) -> Result<String, String> {
                     col.filled(),
                 )))
                 .map_err(fail)?;
+            if !same {
+                let tag = match r.better {
+                    Some(Better::Higher) => "better →",
+                    Some(Better::Lower) => "← better",
+                    None => "",
+                };
+                let (px, py) = chart.backend_coord(&(x.hi, yy));
+                root.draw(&Text::new(
+                    tag,
+                    (px + 10, py - 8),
+                    (FONT, 14).into_font().color(&GREY),
+                ))
+                .map_err(fail)?;
+            }
         }
         root.present().map_err(fail)?;
     }
-    Ok(svg)
+    Ok(tag_axes(svg, &x.desc, "result · metric"))
 }

@@ -1,6 +1,14 @@
 //! Line charts (series, sweeps with CI bands, timelines).
+//!
+//! A line joins points only where the data is dense enough to be a curve
+//! (timelines, a curve the experiment swept finely); a sweep of a few
+//! points is drawn as markers with their CI, because a straight segment
+//! across a log axis would claim values that were never measured.
 
 use super::*;
+
+/// Points from which a series is drawn as a connected curve.
+pub(super) const DENSE: usize = 12;
 
 pub(super) fn render_line(c: &LineChart) -> Result<String, String> {
     // Points a log axis cannot show are dropped, never drawn at a wrong place.
@@ -54,7 +62,7 @@ pub(super) fn render_line(c: &LineChart) -> Result<String, String> {
         root.fill(&WHITE).map_err(fail)?;
         let (plot, legend) = root.split_vertically(PLOT_HEIGHT);
         let mut chart = ChartBuilder::on(&plot)
-            .caption(&c.title, (FONT, 20))
+            .caption(&c.title, (FONT, caption_size(&c.title, WIDTH)))
             .margin(12)
             .x_label_area_size(52)
             .y_label_area_size(84)
@@ -129,19 +137,39 @@ pub(super) fn render_line(c: &LineChart) -> Result<String, String> {
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             let style = col.stroke_width(2);
-            if l.dashed {
-                chart
-                    .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))
-                    .map_err(fail)?;
+            let mark = if l.dashed {
+                Mark::Dashed
+            } else if pts.len() >= DENSE {
+                Mark::Line
             } else {
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), style))
-                    .map_err(fail)?;
-                if pts.len() <= 60 {
+                Mark::Points
+            };
+            match mark {
+                Mark::Dashed => {
+                    chart
+                        .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))
+                        .map_err(fail)?;
+                }
+                Mark::Line => {
+                    chart
+                        .draw_series(LineSeries::new(pts.clone(), style))
+                        .map_err(fail)?;
+                    if pts.len() <= 60 {
+                        chart
+                            .draw_series(PointSeries::of_element(
+                                pts.clone(),
+                                3,
+                                col.filled(),
+                                &|c, s, st| Circle::new(c, s, st),
+                            ))
+                            .map_err(fail)?;
+                    }
+                }
+                Mark::Points | Mark::Bar => {
                     chart
                         .draw_series(PointSeries::of_element(
                             pts.clone(),
-                            3,
+                            5,
                             col.filled(),
                             &|c, s, st| Circle::new(c, s, st),
                         ))
@@ -169,12 +197,12 @@ pub(super) fn render_line(c: &LineChart) -> Result<String, String> {
                         .map_err(fail)?;
                 }
             }
-            legend_entries.push((l.name.clone(), col, l.dashed));
+            legend_entries.push((l.name.clone(), col, mark));
         }
         if legend_h > 0 {
             draw_legend(&legend, &legend_entries, cols)?;
         }
         root.present().map_err(fail)?;
     }
-    Ok(svg)
+    Ok(tag_axes(svg, &x.desc, &y.desc))
 }

@@ -22,6 +22,7 @@ mod forest;
 pub mod latency_plot;
 mod line;
 
+use crate::model::Better;
 use crate::stats::Verdict;
 use crate::units::format_size;
 use axes::*;
@@ -133,6 +134,9 @@ pub struct ForestRow {
     pub low: f64,
     pub high: f64,
     pub verdict: Verdict,
+    /// Which way is better for the metric: drawn as "better →" or
+    /// "← better" on the row, so 1.3× on a latency does not read as a gain.
+    pub better: Option<Better>,
 }
 
 /// Ratios new/base with CIs, a line at 1 and dashed lines at 1 ± noise.
@@ -169,43 +173,83 @@ impl Chart {
     }
 }
 
+/// A legend name as drawn: whole unless wider than one full-width column.
+fn legend_name(name: &str) -> String {
+    let room = WIDTH - 40 - 32;
+    let mut n = name.chars().count();
+    let mut s = name.to_string();
+    while n > 8 && text_width(&s, 15) > room {
+        n -= 1;
+        s = shorten(name, n);
+    }
+    s
+}
+
 /// Height of the legend strip for `n` entries laid out in columns.
 fn legend_layout(names: &[String]) -> (u32, usize) {
     if names.len() <= 1 {
         return (0, 1);
     }
-    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
-    let col_w = (longest as u32 * 8 + 44).max(120);
+    let longest = names
+        .iter()
+        .map(|n| text_width(&legend_name(n), 15))
+        .max()
+        .unwrap_or(0);
+    let col_w = (longest + 44).max(120);
     let cols = ((WIDTH - 40) / col_w).clamp(1, 4) as usize;
     let rows = names.len().div_ceil(cols) as u32;
     (rows * LEGEND_ROW + 10, cols)
 }
 
-/// Draw legend entries (colour, dashed, name) in `area`.
+/// How a legend entry (and its data) is drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mark {
+    /// A line with markers at the measured points.
+    Line,
+    Dashed,
+    /// Markers only: the points between were not measured.
+    Points,
+    Bar,
+}
+
+/// Draw legend entries (colour, mark, name) in `area`.
 fn draw_legend(
     area: &DrawingArea<SVGBackend, Shift>,
-    entries: &[(String, RGBColor, bool)],
+    entries: &[(String, RGBColor, Mark)],
     cols: usize,
 ) -> Result<(), String> {
     let col_w = ((WIDTH - 40) as usize / cols) as i32;
-    for (i, (name, c, dashed)) in entries.iter().enumerate() {
+    for (i, (name, c, mark)) in entries.iter().enumerate() {
         let x = 40 + (i % cols) as i32 * col_w;
         let y = 8 + (i / cols) as i32 * LEGEND_ROW as i32;
         let style = ShapeStyle::from(c).stroke_width(2);
-        if *dashed {
-            area.draw(&PathElement::new(vec![(x, y), (x + 8, y)], style))
+        match mark {
+            Mark::Dashed => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 8, y)], style))
+                    .map_err(fail)?;
+                area.draw(&PathElement::new(vec![(x + 13, y), (x + 22, y)], style))
+                    .map_err(fail)?;
+            }
+            Mark::Line => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 22, y)], style))
+                    .map_err(fail)?;
+                area.draw(&Circle::new((x + 11, y), 3, c.filled()))
+                    .map_err(fail)?;
+            }
+            Mark::Points => {
+                area.draw(&Circle::new((x + 11, y), 4, c.filled()))
+                    .map_err(fail)?;
+            }
+            Mark::Bar => {
+                area.draw(&Rectangle::new(
+                    [(x + 4, y - 6), (x + 18, y + 6)],
+                    c.filled(),
+                ))
                 .map_err(fail)?;
-            area.draw(&PathElement::new(vec![(x + 13, y), (x + 22, y)], style))
-                .map_err(fail)?;
-        } else {
-            area.draw(&PathElement::new(vec![(x, y), (x + 22, y)], style))
-                .map_err(fail)?;
-            area.draw(&Circle::new((x + 11, y), 3, c.filled()))
-                .map_err(fail)?;
+            }
         }
-        let max_chars = (col_w as usize / 8).saturating_sub(5).max(8);
         area.draw(&Text::new(
-            shorten(name, max_chars),
+            legend_name(name),
             (x + 28, y - 6),
             (FONT, 15).into_font().color(&BLACK),
         ))
@@ -222,6 +266,50 @@ pub fn shorten(s: &str, n: usize) -> String {
         let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
         t.push('…');
         t
+    }
+}
+
+/// Mark a rendered chart for readers and checks: `class="chart"` and the
+/// axis titles as drawn (`data-x-axis`, `data-y-axis`), so a test can find
+/// each title among the chart's `<text>` elements.
+fn tag_axes(svg: String, x: &str, y: &str) -> String {
+    let attr = |s: &str| super::html::esc(s);
+    svg.replacen(
+        "<svg ",
+        &format!(
+            "<svg class=\"chart\" data-x-axis=\"{}\" data-y-axis=\"{}\" ",
+            attr(x),
+            attr(y)
+        ),
+        1,
+    )
+}
+
+/// Width in pixels of `s` in the 15 px sans-serif of tick labels, on the
+/// generous side (wide glyphs, DejaVu Sans): labels are sized from this, so
+/// an underestimate would clip them at the picture's edge.
+fn text_width(s: &str, px: u32) -> u32 {
+    let units: f64 = s
+        .chars()
+        .map(|c| match c {
+            'i' | 'l' | 'j' | '.' | ',' | ':' | ';' | '\'' | '|' | '!' | ' ' => 0.35,
+            'f' | 't' | 'r' | '(' | ')' | '[' | ']' | '-' | '/' => 0.45,
+            'm' | 'w' | 'M' | 'W' | '%' | '@' | '…' | '×' | '→' | '←' => 0.95,
+            c if c.is_ascii_uppercase() => 0.72,
+            _ => 0.62,
+        })
+        .sum();
+    (units * px as f64).ceil() as u32
+}
+
+/// The title's font size: 20 px, smaller when the title would not fit.
+fn caption_size(title: &str, width: u32) -> u32 {
+    let at20 = text_width(title, 20).max(1);
+    let room = width.saturating_sub(24);
+    if at20 <= room {
+        20
+    } else {
+        (20 * room / at20).max(11)
     }
 }
 
@@ -289,6 +377,7 @@ mod tests {
                 low: 0.45,
                 high: 0.55,
                 verdict: Verdict::Regressed,
+                better: Some(Better::Lower),
             }],
             noise: 0.02,
         });

@@ -55,26 +55,9 @@ pub(super) fn comparison_section(c: &RunComparison) -> Section {
         c.base,
         sig(c.noise * 100.0)
     ))];
-    blocks.push(Block::Heading("Environment differences".into()));
-    if c.environment_diff.is_empty() {
-        blocks.push(Block::Text("The environments are identical.".into()));
-    } else {
-        blocks.push(Block::Text(
-            "Check these before trusting the numbers.".into(),
-        ));
-        let mut t = Table::new(&["fact", "base", "new"]);
-        for d in &c.environment_diff {
-            t.rows.push(vec![
-                d.key.as_str().into(),
-                d.base.clone().unwrap_or_else(|| "–".into()).into(),
-                d.new.clone().unwrap_or_else(|| "–".into()).into(),
-            ]);
-        }
-        blocks.push(Block::Table(t));
-    }
     let mut rows = Vec::new();
     let mut t = Table::new(&[
-        "result", "metric", "base", "new", "new/base", "95% CI", "verdict",
+        "result", "metric", "better", "base", "new", "new/base", "95% CI", "verdict",
     ]);
     for p in &c.pairs {
         let distinct = distinct_params(c, &p.experiment, &p.new_params);
@@ -95,10 +78,16 @@ pub(super) fn comparison_section(c: &RunComparison) -> Section {
                 low: x.ci95_low,
                 high: x.ci95_high,
                 verdict: x.verdict,
+                better: Some(m.better),
             });
             t.rows.push(vec![
                 format!("{} {params}", p.experiment).into(),
                 m.name.as_str().into(),
+                match m.better {
+                    crate::model::Better::Higher => "higher",
+                    crate::model::Better::Lower => "lower",
+                }
+                .into(),
                 human(m.base_median, &m.unit).into(),
                 human(m.new_median, &m.unit).into(),
                 format!("{}×", sig(x.ratio)).into(),
@@ -123,12 +112,30 @@ pub(super) fn comparison_section(c: &RunComparison) -> Section {
         })));
         blocks.push(Block::Text(
             "Solid line: no change (1×); dashed lines: the noise threshold. \
-             Green improved, red regressed, grey no change, amber inconclusive."
+             Green improved, red regressed, grey no change, amber inconclusive; \
+             which way is better is on the axis or on each row."
                 .into(),
         ));
         blocks.push(Block::Heading("Verdicts".into()));
         blocks.push(Block::Table(t));
         blocks.push(Block::Text(format!("{} regression(s).", c.regressions)));
+    }
+    blocks.push(Block::Heading("Environment differences".into()));
+    if c.environment_diff.is_empty() {
+        blocks.push(Block::Text("The environments are identical.".into()));
+    } else {
+        blocks.push(Block::Text(
+            "Check these before trusting the numbers.".into(),
+        ));
+        let mut t = Table::new(&["fact", "base", "new"]);
+        for d in &c.environment_diff {
+            t.rows.push(vec![
+                d.key.as_str().into(),
+                d.base.clone().unwrap_or_else(|| "–".into()).into(),
+                d.new.clone().unwrap_or_else(|| "–".into()).into(),
+            ]);
+        }
+        blocks.push(Block::Table(t));
     }
     if !c.unpaired.is_empty() {
         blocks.push(Block::Notes(c.unpaired.clone()));

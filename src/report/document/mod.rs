@@ -72,6 +72,9 @@ pub enum Block {
     Figure(Figure),
     Notes(Vec<String>),
     Warnings(Vec<String>),
+    /// Blocks shown folded under a one-line summary (HTML `<details>`):
+    /// reference material a reader opens when needed.
+    Collapsed(String, Vec<Block>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -95,6 +98,10 @@ impl Document {
         self.sections
             .iter()
             .flat_map(|s| &s.blocks)
+            .flat_map(|b| match b {
+                Block::Collapsed(_, inner) => inner.iter().collect(),
+                b => vec![b],
+            })
             .filter_map(|b| match b {
                 Block::Figure(f) => Some(f),
                 _ => None,
@@ -130,6 +137,18 @@ pub fn one_line(s: &str) -> String {
         .collect()
 }
 
+/// A comparison of two runs alone (`compare --export-markdown`).
+pub fn comparison_document(c: &super::comparison::RunComparison) -> Document {
+    Document {
+        title: format!("tunelab comparison: {} → {}", c.base, c.new),
+        facts: vec![
+            ("base".into(), c.base.clone()),
+            ("new".into(), c.new.clone()),
+        ],
+        sections: vec![comparison_section(c)],
+    }
+}
+
 /// Build the report of `run`; with `base`, a comparison (ratios run/base)
 /// comes first.
 pub fn build(run: &Run, base: Option<&Run>, noise: f64) -> Document {
@@ -137,8 +156,16 @@ pub fn build(run: &Run, base: Option<&Run>, noise: f64) -> Document {
     if !run.label.is_empty() {
         facts.push(("label".into(), one_line(&run.label)));
     }
-    if let Some(host) = run.environment.get("host.name") {
-        facts.push(("machine".into(), one_line(host)));
+    match (
+        run.environment.get("fleet.host"),
+        run.environment.get("host.name"),
+    ) {
+        (Some(f), Some(h)) if f != h => facts.push((
+            "machine".into(),
+            format!("{} (host name {})", one_line(f), one_line(h)),
+        )),
+        (Some(m), _) | (None, Some(m)) => facts.push(("machine".into(), one_line(m))),
+        (None, None) => {}
     }
     facts.push(("status".into(), run.status.as_str().to_string()));
     facts.push(("time".into(), format!("{} → {}", run.started, run.finished)));
@@ -164,11 +191,12 @@ pub fn build(run: &Run, base: Option<&Run>, noise: f64) -> Document {
             ),
         ));
     }
+    // The answer first (verdicts of the comparison and of the study), then
+    // each experiment, and the machine's facts last: they are reference.
     let mut sections = Vec::new();
     if let Some(b) = base {
         sections.push(comparison_section(&compare_runs(b, run, noise)));
     }
-    sections.push(system_section(run));
     if let Some(st) = &run.study {
         sections.push(study_section(st));
     }
@@ -190,6 +218,7 @@ pub fn build(run: &Run, base: Option<&Run>, noise: f64) -> Document {
             blocks: vec![Block::Warnings(warnings)],
         });
     }
+    sections.push(system_section(run));
     Document {
         title: format!(
             "tunelab report: {}",

@@ -4,7 +4,8 @@
 use super::{Block, Cell, Section, Table};
 
 pub(super) fn study_section(st: &crate::model::run::StudySummary) -> Section {
-    let mut t = Table::new(&["key issue", "question", "result", "verdict", "conclusion"]);
+    // The verdict next to the issue's name: what a reader came for.
+    let mut t = Table::new(&["key issue", "verdict", "result", "conclusion", "question"]);
     for i in &st.issues {
         let class = match i.verdict.as_str() {
             "pass" => Some("pass"),
@@ -13,13 +14,13 @@ pub(super) fn study_section(st: &crate::model::run::StudySummary) -> Section {
         };
         t.rows.push(vec![
             i.name.as_str().into(),
-            i.question.as_str().into(),
-            i.result.as_str().into(),
             Cell {
                 text: i.label().to_lowercase(),
                 class,
             },
+            i.result.as_str().into(),
             i.conclusion.as_str().into(),
+            i.question.as_str().into(),
         ]);
     }
     let pass = st.issues.iter().filter(|i| i.verdict == "pass").count();
@@ -28,7 +29,7 @@ pub(super) fn study_section(st: &crate::model::run::StudySummary) -> Section {
     let suspect = st.issues.iter().filter(|i| !i.suspect.is_empty()).count();
     Section {
         id: "study".into(),
-        title: "Study summary".into(),
+        title: "Study summary: verdicts".into(),
         blocks: vec![
             Block::Text(format!(
                 "Profile {}: {} — {pass} passed, {fail} failed, {marginal} marginal (the 95% CI \

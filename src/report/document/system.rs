@@ -54,7 +54,14 @@ pub(super) fn system_section(run: &Run) -> Section {
         .collect();
     keys.extend(env.keys().filter(|k| !FIRST.contains(&k.as_str())));
     for k in keys {
-        let row = vec![k.as_str().into(), fact_value(k, &env[k]).into()];
+        let v = fact_value(k, &env[k]);
+        let row = vec![
+            k.as_str().into(),
+            super::Cell {
+                class: (v.chars().count() > 120).then_some("fold"),
+                text: v,
+            },
+        ];
         if is_hardware(k) {
             hw.rows.push(row);
         } else {
@@ -67,8 +74,12 @@ pub(super) fn system_section(run: &Run) -> Section {
     } else {
         blocks.push(Block::Heading("Hardware".into()));
         blocks.push(Block::Table(hw));
-        blocks.push(Block::Heading("Software and settings".into()));
-        blocks.push(Block::Table(sw));
+        // Dozens of rows (the kernel command line among them): folded.
+        let n = sw.rows.len();
+        blocks.push(Block::Collapsed(
+            format!("Software and settings ({n} facts)"),
+            vec![Block::Table(sw)],
+        ));
     }
     let q = &run.quietness;
     if q.seconds > 0.0 {

@@ -1,0 +1,385 @@
+//! The "Examples:" section of every subcommand's `--help` (and man page):
+//! the few commands people run most, as they would type them. A test parses
+//! each example with the real clap definitions, so none goes stale.
+
+/// (verb, examples as (command line without "tunelab ", what it does)).
+pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
+    (
+        "list",
+        &[
+            ("list", "every experiment with its summary"),
+            (
+                "list io.record-size",
+                "one experiment: method, parameters, metrics",
+            ),
+            ("list --json", "the same as data"),
+        ],
+    ),
+    (
+        "run",
+        &[
+            (
+                "run io.record-size",
+                "the default sweep in the current directory",
+            ),
+            (
+                "run io.record-size -p record=4k,64k,1m -p mode=buffered,direct --target /mnt/data",
+                "a 3×2 sweep on another file system",
+            ),
+            (
+                "run mem.latency --trials 5 --label before",
+                "fixed trial count, labelled",
+            ),
+            (
+                "run io.file-read --export-json r.json --export-csv r.csv",
+                "store the run and also write it to new files",
+            ),
+        ],
+    ),
+    (
+        "runs",
+        &[
+            ("runs", "stored runs, newest first"),
+            ("runs -n 5", "the five newest"),
+            ("runs --json", "as data"),
+        ],
+    ),
+    (
+        "show",
+        &[
+            ("show last", "the newest run: results, environment, notes"),
+            ("show last~1 --json", "the one before, as data"),
+        ],
+    ),
+    (
+        "compare",
+        &[
+            (
+                "compare last~1 last",
+                "before (base) vs after (new): ratios, CIs, verdicts",
+            ),
+            (
+                "compare last~1 last --fail-on-regression",
+                "exit 5 on a regression (for CI)",
+            ),
+            (
+                "compare --machine stb-1 --machine stb-2",
+                "two devices of a fleet",
+            ),
+            (
+                "compare last~1 last --html cmp.html",
+                "the same as an HTML page",
+            ),
+        ],
+    ),
+    (
+        "export",
+        &[
+            ("export last", "the newest run as JSON on stdout"),
+            (
+                "export last -f csv -o last.csv",
+                "one row per metric, to a new file",
+            ),
+            ("export last -f md", "tables for a wiki or a pull request"),
+        ],
+    ),
+    (
+        "import",
+        &[
+            ("import board-run.json", "a run exported on another machine"),
+            (
+                "import /mnt/usb/results.db",
+                "every run of a copied result database",
+            ),
+        ],
+    ),
+    (
+        "inspect",
+        &[
+            (
+                "inspect",
+                "the facts that decide performance, with their source",
+            ),
+            (
+                "inspect --target /mnt/data",
+                "including that file system and its disk",
+            ),
+        ],
+    ),
+    (
+        "advise",
+        &[
+            ("advise", "findings for this machine and its stored runs"),
+            (
+                "advise --workload media --target /mnt/data",
+                "for media streams on that file system",
+            ),
+        ],
+    ),
+    (
+        "study",
+        &[
+            (
+                "study quick",
+                "a few minutes: the key issues, each with a verdict",
+            ),
+            (
+                "study storage --target /mnt/data",
+                "the storage profile on that file system",
+            ),
+            (
+                "study set-top --dry-run",
+                "what the profile would run, and how long",
+            ),
+            (
+                "study quick --export-markdown quick.md",
+                "also write the verdicts to a new file",
+            ),
+        ],
+    ),
+    (
+        "tune",
+        &[
+            (
+                "tune vm.dirty_ratio --values 5,10,20 -e io.burst",
+                "sweep a sysctl against an experiment; always restored",
+            ),
+            (
+                "tune read_ahead_kb --device sda --values 128,1024 -e io.file-read",
+                "a block-queue knob of one disk",
+            ),
+        ],
+    ),
+    (
+        "restore",
+        &[
+            ("restore", "put back settings a killed tunelab left changed"),
+            (
+                "restore --all",
+                "also those of tunelab processes still running",
+            ),
+        ],
+    ),
+    (
+        "completions",
+        &[
+            (
+                "completions bash > /etc/bash_completion.d/tunelab",
+                "bash completion",
+            ),
+            ("completions man", "the tunelab(1) man page on stdout"),
+            (
+                "completions man --dir man1",
+                "tunelab.1 and one page per subcommand (man tunelab-run)",
+            ),
+        ],
+    ),
+    (
+        "monitor",
+        &[
+            ("monitor vmstat", "one line per second until Ctrl-C"),
+            (
+                "monitor hogs -n 5 --count 10",
+                "the 5 busiest tasks, 10 samples",
+            ),
+            (
+                "monitor iostat --json --count 3",
+                "JSON Lines: one JSON object per sample and line",
+            ),
+        ],
+    ),
+    (
+        "time",
+        &[
+            (
+                "time -- ls /",
+                "start-up to exit of one program, hyperfine-style",
+            ),
+            (
+                "time -c 'gzip -k f' -c 'zstd f' --shell",
+                "two commands compared",
+            ),
+            (
+                "time --ready 'listening' -- ./server",
+                "time to a line on the program's output, then stop it",
+            ),
+            (
+                "time --export-json t.json -- ls /",
+                "also write the result to a new file",
+            ),
+        ],
+    ),
+    (
+        "memory",
+        &[
+            (
+                "memory -- ls /",
+                "RSS, PSS, peak of a program and the system around it",
+            ),
+            (
+                "memory --pid 1234 --for 10s",
+                "a running process, sampled for 10 s",
+            ),
+        ],
+    ),
+    (
+        "report",
+        &[
+            (
+                "report last -o last.html",
+                "one self-contained HTML page with charts",
+            ),
+            (
+                "report last --vs last~1 -o cmp.html",
+                "with a comparison first",
+            ),
+            (
+                "report last -o last.md",
+                "Markdown with the charts as SVG files",
+            ),
+            (
+                "report --machine stb-1 --machine stb-2 -o fleet.html",
+                "devices of a fleet side by side",
+            ),
+        ],
+    ),
+    (
+        "history",
+        &[
+            (
+                "history io.record-size",
+                "medians over time and the change points",
+            ),
+            (
+                "history quick --machine stb-1 --fail-on-regression",
+                "a study on one device; exit 5 on a regression",
+            ),
+            ("history io.file-read --html hist.html", "as an HTML page"),
+        ],
+    ),
+    (
+        "remote",
+        &[
+            (
+                "remote stb-1 stb-2 -- study quick",
+                "run a study on two hosts over ssh",
+            ),
+            (
+                "remote -i fleet/nightly.toml -- study set-top",
+                "every host of an inventory file",
+            ),
+            (
+                "remote --bin target/x86_64-unknown-linux-musl/release stb-1 -- run io.api",
+                "with the static binaries from that directory",
+            ),
+        ],
+    ),
+    (
+        "diagnose",
+        &[
+            (
+                "diagnose --for 10s",
+                "what the whole machine waits on for 10 s",
+            ),
+            ("diagnose --pid 1234 --for 5s", "one process"),
+            ("diagnose -- make -j4", "a command from start to exit"),
+        ],
+    ),
+    (
+        "boot",
+        &[
+            (
+                "boot --ready 'login:' -- qemu-system-arm -M virt -kernel zImage -nographic",
+                "boot time of an emulated board, 5 boots",
+            ),
+            (
+                "boot --serial /dev/ttyUSB0 --reset 'relay-cycle' --ready 'login:'",
+                "a real board on its serial console",
+            ),
+        ],
+    ),
+];
+
+/// The examples of `verb` as help text.
+pub fn text(verb: &str) -> Option<String> {
+    let (_, ex) = EXAMPLES.iter().find(|(v, _)| *v == verb)?;
+    let mut s = String::from("Examples:\n");
+    for (cmd, what) in ex.iter() {
+        s.push_str(&format!("  # {what}\n  tunelab {cmd}\n"));
+    }
+    if verb == "run" {
+        s.push_str(
+            "\nExperiments: tunelab list · one experiment's method, parameters and metrics: \
+             tunelab list EXP (or tunelab run EXP --help)\n",
+        );
+    }
+    Some(s)
+}
+
+/// Add the examples to every subcommand that has some.
+pub fn add(mut cmd: clap::Command) -> clap::Command {
+    for (verb, _) in EXAMPLES {
+        if let Some(t) = text(verb) {
+            cmd = cmd.mut_subcommand(*verb, |c| c.after_help(t));
+        }
+    }
+    cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shell-like splitting of an example ('quoted words' stay one word);
+    /// a redirection (`> FILE`) is not part of the command.
+    fn words(cmd: &str) -> Vec<String> {
+        let mut out = vec!["tunelab".to_string()];
+        let mut cur = String::new();
+        let mut quoted = false;
+        let mut any = false;
+        for c in cmd.split('>').next().unwrap_or("").chars() {
+            match c {
+                '\'' => {
+                    quoted = !quoted;
+                    any = true;
+                }
+                ' ' if !quoted => {
+                    if any {
+                        out.push(std::mem::take(&mut cur));
+                        any = false;
+                    }
+                }
+                c => {
+                    cur.push(c);
+                    any = true;
+                }
+            }
+        }
+        if any {
+            out.push(cur);
+        }
+        out
+    }
+
+    #[test]
+    fn every_subcommand_has_examples_that_parse() {
+        let cmd = crate::cli::command();
+        for sub in cmd.get_subcommands() {
+            let name = sub.get_name();
+            if name.starts_with("__") || sub.is_hide_set() {
+                continue;
+            }
+            assert!(text(name).is_some(), "{name} has no examples");
+        }
+        for (verb, ex) in EXAMPLES {
+            assert!((2..=4).contains(&ex.len()), "{verb}: {} examples", ex.len());
+            for (line, _) in ex.iter() {
+                assert!(line.starts_with(verb), "{line} is not an example of {verb}");
+                let argv = words(line);
+                if let Err(e) = crate::cli::command().try_get_matches_from(&argv) {
+                    panic!("example `tunelab {line}` does not parse: {e}");
+                }
+            }
+        }
+    }
+}
