@@ -1320,7 +1320,7 @@ fn unusable_targets_and_databases_are_named_up_front() {
     // A damaged database is named.
     let bad = env.dir.path().join("bad.db");
     let mut bytes = b"SQLite format 3\0".to_vec();
-    bytes.extend(std::iter::repeat(0x5a).take(8192));
+    bytes.extend(std::iter::repeat_n(0x5a, 8192));
     std::fs::write(&bad, bytes).unwrap();
     let out = env
         .cmd()
