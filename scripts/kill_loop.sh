@@ -24,8 +24,8 @@ TAG=$(( $$ % 900 + 100 ))
 FAILED=0
 
 # A random delay in [min, max) seconds, with millisecond steps.
-delay() { awk -v a="$1" -v b="$2" -v s="$(od -An -N4 -tu4 /dev/urandom)" \
-    'BEGIN { srand(s); printf "%.3f", a + rand() * (b - a) }'; }
+delay() { awk -v a="$1" -v b="$2" -v r="$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')" \
+    'BEGIN { printf "%.3f", a + (b - a) * r / 65536 }'; }
 
 # Everything a killed tunelab may have left, one word per kind.
 leftovers() {

@@ -102,11 +102,6 @@ impl Lab {
                 .partition(|s| mkfs_available(&s.fs_type)),
             None => (Vec::new(), Vec::new()),
         };
-        if let Some(why) = missing.iter().find_map(|s| {
-            crate::lab::fs_type_unknown(&s.fs_type).map(|w| format!("--fs {}: {w}", s.label))
-        }) {
-            return Err(Error::usage(why));
-        }
         if fs.is_empty() && !missing.is_empty() {
             let why: Vec<String> = missing
                 .iter()

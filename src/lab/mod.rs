@@ -70,16 +70,10 @@ fn kernel_knows(fs_type: &str) -> bool {
 
 fn unknown_fs(fs_type: &str) -> String {
     format!(
-        "'{fs_type}' is not a file system this kernel or tunelab knows (not in \
-         /proc/filesystems and no mkfs.{fs_type}): check the name (e.g. ext4, xfs, btrfs, \
+        "mkfs.{fs_type} is not installed, and '{fs_type}' is not a file system this kernel or \
+         tunelab knows (not in /proc/filesystems): check the name (e.g. ext4, xfs, btrfs, \
          f2fs, vfat)"
     )
-}
-
-/// A `--fs` type with no mkfs that no one knows is a typo: bad input.
-pub fn fs_type_unknown(fs_type: &str) -> Option<String> {
-    (!mkfs_available(fs_type) && mkfs_missing(fs_type) == unknown_fs(fs_type))
-        .then(|| unknown_fs(fs_type))
 }
 
 /// Why a lab file system of `fs_type` cannot be made here, and the fix.

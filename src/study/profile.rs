@@ -239,6 +239,15 @@ pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Prof
         }
         vars.insert(k.clone(), v.clone());
     }
+    // Verdicts are keyed by issue name: two issues of one name in one file
+    // would overwrite each other's verdict (included profiles may repeat).
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(dup) = raw.issue.iter().find(|i| !seen.insert(i.name.as_str())) {
+        return Err(Error::usage(format!(
+            "{origin}: two key issues are named '{}': give each [[issue]] its own name",
+            dup.name
+        )));
+    }
     let mut issues = Vec::new();
     for inc in &raw.include {
         let (_, inc_text) = BUILTIN
@@ -334,15 +343,6 @@ pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Prof
     if issues.is_empty() {
         return Err(Error::usage(format!(
             "{origin}: the profile has no [[issue]] entries"
-        )));
-    }
-    // Verdicts are keyed by issue name: two issues of one name would
-    // overwrite each other's verdict.
-    let mut seen = std::collections::BTreeSet::new();
-    if let Some(dup) = issues.iter().find(|i| !seen.insert(i.name.as_str())) {
-        return Err(Error::usage(format!(
-            "{origin}: two key issues are named '{}': give each [[issue]] its own name",
-            dup.name
         )));
     }
     Ok(Profile {
