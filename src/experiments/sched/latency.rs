@@ -166,6 +166,8 @@ impl Experiment for Latency {
             },
             repeats: mix.storage,
             peak_memory: if mix.memory { 2 * sizes.mem as u64 } else { 0 },
+            // The recorder load's file (memory on a RAM-backed target).
+            stored: if mix.storage { sizes.file } else { 0 },
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
