@@ -16,6 +16,9 @@
 # Environment (all optional):
 #   LAB_DIR        work directory (default target/board-lab); downloads are cached there
 #   LAB_MEMS       guest memory sizes in MiB (default "128 64")
+#   LAB_FLASH      1: the last guest also gets the throttled flash disks, a
+#                  16 MiB tmpfs target and the width-0 console check (adds
+#                  ~6 minutes under TCG; off by default so CI keeps its 15)
 #   LAB_BOOT_RUNS  boots timed by `tunelab boot` (default 3; 0 skips)
 #   LAB_TIMEOUT    seconds one guest may run before it is killed (default 900)
 #   LAB_SMP        guest CPUs (default 1)
@@ -380,7 +383,7 @@ for mem in $LAB_MEMS; do
   # qemu to 20 MB/s (a USB stick), ext4 and vfat, a 16 MiB tmpfs target and
   # the width-0 console check: flashvfat 24M < results 32M … flashext4 96M.
   flash=0
-  if [ "$mem" = "${LAB_MEMS##* }" ]; then
+  if [ "${LAB_FLASH:-0}" = 1 ] && [ "$mem" = "${LAB_MEMS##* }" ]; then
     flash=1
     truncate -s 24M "$d/flashvfat.img" && mkfs.vfat -n LABFLASHV "$d/flashvfat.img" >/dev/null
     truncate -s 96M "$d/flashext4.img" && mkfs.ext4 -q -F -L labflash "$d/flashext4.img" >/dev/null
