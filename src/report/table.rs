@@ -147,7 +147,7 @@ fn records(header: &[&str], rows: &[Vec<String>], width: usize) -> String {
             let mut first = true;
             for line in cell.lines().flat_map(|l| wrap(l, room)) {
                 let k = if first { key } else { "" };
-                s.push_str(&format!("{k:<key_w$}  {line}").trim_end().to_string());
+                s.push_str(format!("{k:<key_w$}  {line}").trim_end());
                 s.push('\n');
                 first = false;
             }

@@ -226,10 +226,10 @@ impl Experiment for Clock {
         }
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        selected(&p.text("cpus")?).map(|_| ())
+        selected(p.text("cpus")?).map(|_| ())
     }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let cpus = selected(&p.text("cpus")?)?;
+        let cpus = selected(p.text("cpus")?)?;
         let iters = calibrate_chain(SAMPLE_S);
         Ok(Box::new(ClockRun {
             per_core: cpus.iter().map(|&c| (c, Vec::new(), None)).collect(),

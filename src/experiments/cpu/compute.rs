@@ -103,12 +103,12 @@ impl Experiment for Compute {
         }
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        let (cpus, _) = cluster_cpus(&p.text("cluster")?)?;
-        threads(&p.text("threads")?, cpus.len()).map(|_| ())
+        let (cpus, _) = cluster_cpus(p.text("cluster")?)?;
+        threads(p.text("threads")?, cpus.len()).map(|_| ())
     }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let (cpus, what) = cluster_cpus(&p.text("cluster")?)?;
-        let n = threads(&p.text("threads")?, cpus.len())?;
+        let (cpus, what) = cluster_cpus(p.text("cluster")?)?;
+        let n = threads(p.text("threads")?, cpus.len())?;
         let kernel = p.text("kernel")?.to_string();
         let path = match (p.text("path")?, kernels::hardware_name(&kernel)) {
             ("auto", Some(_)) => KPath::Hardware,
