@@ -49,7 +49,11 @@ pub(super) fn render_bars(c: &BarChart) -> Result<String, String> {
             .map_err(fail)?;
         let xf = |v: &f64| {
             let i = v.round();
-            if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n && (i as usize).is_multiple_of(every) {
+            if (v - i).abs() < 1e-6
+                && i >= 0.0
+                && (i as usize) < n
+                && (i as usize).is_multiple_of(every)
+            {
                 cats[i as usize].clone()
             } else {
                 String::new()
