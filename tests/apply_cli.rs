@@ -103,6 +103,8 @@ impl Tree {
         let state = env.dir.path().join("state");
         let vm = root.join("proc/sys/vm");
         fs::create_dir_all(&vm).unwrap();
+        // A fake root says so, or the journal refuses to restore below it.
+        fs::write(root.join(".tunelab-fake-root"), "test tree\n").unwrap();
         // Values as tunelab writes them (no newline): snapshots compare bytes.
         fs::write(vm.join("dirty_background_ratio"), "10").unwrap();
         fs::write(vm.join("dirty_background_bytes"), "0").unwrap();

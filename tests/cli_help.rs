@@ -176,8 +176,8 @@ fn export_flags_write_new_files_and_never_overwrite() {
         n
     );
     assert_eq!(
-        std::fs::read_to_string(&j).unwrap(),
-        serde_json::to_string_pretty(&exported).unwrap() + "\n"
+        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&j).unwrap()).unwrap(),
+        exported
     );
 
     // compare exports the comparison.

@@ -483,6 +483,7 @@ fn hosts_sharing_a_directory_copy_without_racing_and_store_nothing_there() {
             &set_env,
             "--timeout",
             "60s",
+            "--allow-dynamic",
             "--",
             "run",
             "ipc.pipe",

@@ -31,6 +31,8 @@ impl RootArg {
                 )));
             }
             let abs = std::fs::canonicalize(d).map_err(|e| Error::io("cannot resolve", d, e))?;
+            // The journal acts on settings below a fake root only when the
+            // tree marks itself as one (safety::journal::FAKE_ROOT_MARKER).
             return Ok(Root::new(Some(&abs)));
         }
         Ok(Root::new(None))

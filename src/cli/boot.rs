@@ -138,7 +138,8 @@ fn boot_command(
         std::io::ErrorKind::NotFound => Error::usage(format!("command not found: {prog}")),
         _ => Error::measurement(format!("cannot start {prog}: {e}")),
     })?;
-    // The Command (and its copies of the write end) is gone: EOF comes when the child exits.
+    // Drop the Command (and its copies of the write end): EOF comes when the child exits.
+    drop(cmd);
     boot::read_lines(std::fs::File::from(r), tx);
     let pid = child.id() as i32;
     crate::safety::signals::register_child(pid);

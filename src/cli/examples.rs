@@ -5,6 +5,56 @@
 /// (verb, examples as (command line without "tunelab ", what it does)).
 pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
     (
+        "apply",
+        &[
+            (
+                "apply last --dry-run",
+                "what the newest tune run's winner would write, changing nothing",
+            ),
+            (
+                "apply last",
+                "keep the winning value across boots (only with a CI-backed improvement)",
+            ),
+            (
+                "apply last --force",
+                "keep it although the CI shows no improvement",
+            ),
+        ],
+    ),
+    (
+        "applied",
+        &[
+            ("applied", "what tunelab has applied and still holds"),
+            (
+                "applied --all --json",
+                "every change, undone ones too, as data",
+            ),
+        ],
+    ),
+    (
+        "verify",
+        &[
+            (
+                "verify",
+                "live values against the applied ones; exit 5 on drift",
+            ),
+            ("verify --json", "the same as data"),
+        ],
+    ),
+    (
+        "unapply",
+        &[
+            (
+                "unapply all --dry-run",
+                "what undoing every change would do",
+            ),
+            (
+                "unapply vm.dirty_background_ratio",
+                "remove its file and restore the value from before apply",
+            ),
+        ],
+    ),
+    (
         "list",
         &[
             ("list", "every experiment with its summary"),

@@ -175,6 +175,10 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         )));
     }
     let lab = args.lab.parse()?;
+    // A target that cannot be used is one error line, before any plan.
+    if let Some(t) = &args.target {
+        crate::safety::scratch::check_target(t)?;
+    }
     if m.trials.is_none() {
         // Said first, so a slow board's user knows how long to wait.
         out.info(&format!(

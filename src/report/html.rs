@@ -4,21 +4,8 @@
 
 use super::document::{Block, Document, Figure, Table};
 
-/// Escape text for HTML element content and attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// Escape text for HTML (lives with the charts, which draw SVG text too).
+pub use super::charts::esc;
 
 const CSS: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#1d1d1f;background:#fafafa;line-height:1.4}

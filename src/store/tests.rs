@@ -271,6 +271,7 @@ fn a_schema_2_database_migrates_and_its_results_read_without_the_new_fields() {
     conn.execute_batch(
         "ALTER TABLE results DROP COLUMN param_kinds; ALTER TABLE results DROP COLUMN storage;
          ALTER TABLE results DROP COLUMN validity; ALTER TABLE runs DROP COLUMN diagnosis;
+         DROP TABLE applied_changes;
          PRAGMA user_version = 2;",
     )
     .unwrap();

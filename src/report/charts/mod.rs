@@ -273,7 +273,7 @@ pub fn shorten(s: &str, n: usize) -> String {
 /// axis titles as drawn (`data-x-axis`, `data-y-axis`), so a test can find
 /// each title among the chart's `<text>` elements.
 fn tag_axes(svg: String, x: &str, y: &str) -> String {
-    let attr = |s: &str| super::html::esc(s);
+    let attr = |s: &str| esc(s);
     svg.replacen(
         "<svg ",
         &format!(
@@ -429,4 +429,20 @@ mod tests {
         assert_eq!(v.last(), Some(&1048576));
         assert!(v.len() <= 9);
     }
+}
+
+/// Escape text for HTML element content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
