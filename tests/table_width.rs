@@ -79,10 +79,11 @@ fn screen(cols: u16) -> usize {
 /// a record leaves (a path or id is never split to make it fit).
 fn assert_fits(text: &str, cols: u16, what: &str) {
     let w = screen(cols);
-    // The run view's own heading lines (run, machine, target) are free text,
-    // not a table: the terminal wraps them; only tables are laid out here.
+    // The run view's own heading lines (run, machine, target) and a result's
+    // notes are free text, not a table: the terminal wraps them; only tables
+    // are laid out here.
     let heading = |l: &str| {
-        ["run ", "machine: ", "target: "]
+        ["run ", "machine: ", "target: ", "  note: "]
             .iter()
             .any(|p| l.starts_with(p))
     };

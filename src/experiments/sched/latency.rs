@@ -313,9 +313,10 @@ fn try_fifo(prio: i32) -> std::result::Result<(), String> {
 }
 
 fn set_fifo(prio: i32) -> std::result::Result<(), String> {
-    let sp = libc::sched_param {
-        sched_priority: prio,
-    };
+    // Zeroed first: musl's sched_param has more fields than glibc's.
+    // SAFETY: sched_param is plain data.
+    let mut sp: libc::sched_param = unsafe { std::mem::zeroed() };
+    sp.sched_priority = prio;
     // SAFETY: sets the calling thread's policy.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp) } == 0 {
         Ok(())
