@@ -392,11 +392,7 @@ impl Backend for Sqlite {
                         schema: RUN_SCHEMA.to_string(),
                         id: row.get(0)?,
                         label: row.get(1)?,
-                        status: match status.as_str() {
-                            "complete" => RunStatus::Complete,
-                            "interrupted" => RunStatus::Interrupted,
-                            _ => RunStatus::Failed,
-                        },
+                        status: status_of(&status),
                         started: row.get(3)?,
                         finished: row.get(4)?,
                         tool_version: row.get(5)?,
@@ -476,11 +472,7 @@ impl Backend for Sqlite {
                     schema: RUN_SCHEMA.to_string(),
                     id: row.get(0)?,
                     label: row.get(1)?,
-                    status: match status.as_str() {
-                        "complete" => RunStatus::Complete,
-                        "interrupted" => RunStatus::Interrupted,
-                        _ => RunStatus::Failed,
-                    },
+                    status: status_of(&status),
                     started: row.get(3)?,
                     finished: row.get(4)?,
                     tool_version: row.get(5)?,
@@ -572,4 +564,13 @@ fn json_text<T: serde::de::DeserializeOwned>(text: &str, i: usize) -> rusqlite::
     serde_json::from_str(text).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
     })
+}
+
+/// A run's stored status word, as `load` and `runs_about` read it.
+fn status_of(s: &str) -> RunStatus {
+    match s {
+        "complete" => RunStatus::Complete,
+        "interrupted" => RunStatus::Interrupted,
+        _ => RunStatus::Failed,
+    }
 }
