@@ -243,6 +243,35 @@ fn apply_survives_a_reboot_verify_sees_drift_and_unapply_restores() {
     assert_eq!(listed[0]["id"], KNOB);
     assert_eq!(listed[0]["old"], "10");
     assert_eq!(listed[0]["new"], "5");
+    // Before/after: a run measured after apply is compared with the tune
+    // run; compare and report --vs name the applied change and its verdict.
+    let mut after = tune_run("20991231-000000-after", "5", &[("5", 121e6)]);
+    after.started = "2099-12-31T00:00:00Z".into();
+    after.finished = "2099-12-31T00:01:00Z".into();
+    t.store(&after);
+    let out = t
+        .env
+        .run(&["compare", "20261125-100000-test", "20991231-000000-after"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let want = "applied between these runs: vm.dirty_background_ratio 10 → 5 \
+                (tunelab apply of run 20261125-100000-test";
+    assert!(text(&out).contains(want), "{}", text(&out));
+    let md = t.root.join("after.md");
+    let md_s = md.to_str().unwrap();
+    let out = t.env.run(&[
+        "report",
+        "20991231-000000-after",
+        "--vs",
+        "20261125-100000-test",
+        "-o",
+        md_s,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report = fs::read_to_string(&md).unwrap();
+    assert!(
+        report.contains(want) && report.contains("95% CI"),
+        "{report}"
+    );
     // A second apply of the same knob is refused.
     let out = t.run(&["apply", "last"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));

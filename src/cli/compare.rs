@@ -4,6 +4,7 @@
 use super::export_flags::Texts;
 use super::Out;
 use crate::engine::model::Run;
+use crate::model::applied;
 use crate::report::comparison::{compare_runs, render};
 use crate::report::devices::{self, compare_devices, machine_of};
 use crate::report::{export, md_report};
@@ -153,7 +154,8 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     {
         let code = pair(&runs[0], &runs[1], args, out);
         if !out.json {
-            for line in applied_between(store, &runs[0], &runs[1]) {
+            let changes = store.changes().unwrap_or_default();
+            for line in applied::between(&changes, &runs[0].started, &runs[1].started) {
                 out.data(&format!("{line}\n"))?;
             }
         }
@@ -217,34 +219,4 @@ fn pair(a: &Run, b: &Run, args: &Args, out: &Out) -> Result<i32> {
         )));
     }
     Ok(0)
-}
-
-/// Settings `tunelab apply` changed between two runs, with the verdict that
-/// chose them: the environment difference that explains a before/after.
-fn applied_between(store: &Store, a: &Run, b: &Run) -> Vec<String> {
-    let (from, to) = if a.started <= b.started {
-        (&a.started, &b.started)
-    } else {
-        (&b.started, &a.started)
-    };
-    let within = |t: &str| t > from.as_str() && t <= to.as_str();
-    let Ok(changes) = store.changes() else {
-        return Vec::new();
-    };
-    let mut lines = Vec::new();
-    for c in changes {
-        if within(&c.applied_at) {
-            lines.push(format!(
-                "applied between these runs: {} {} → {} (tunelab apply of run {}: {})",
-                c.id, c.old, c.new, c.run_id, c.verdict
-            ));
-        }
-        if c.unapplied_at.as_deref().is_some_and(within) {
-            lines.push(format!(
-                "unapplied between these runs: {} {} → {} (tunelab unapply)",
-                c.id, c.new, c.old
-            ));
-        }
-    }
-    lines
 }

@@ -127,6 +127,19 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
             None => None,
         };
         let mut doc = document::build(&run, base.as_ref(), args.noise);
+        if let Some(b) = &base {
+            // The settings tunelab applied between the two runs: the
+            // environment difference behind the verdicts, under the intro.
+            let changes = store.changes().unwrap_or_default();
+            let lines = crate::model::applied::between(&changes, &b.started, &run.started);
+            if let (false, Some(sec)) = (
+                lines.is_empty(),
+                doc.sections.iter_mut().find(|s| s.id == "comparison"),
+            ) {
+                let at = sec.blocks.len().min(1);
+                sec.blocks.insert(at, document::Block::Notes(lines));
+            }
+        }
         if let Some(d) = &run.diagnosis {
             // The flame graph is drawn here, by the profiler's renderer, and
             // handed to the report (report does not reach up into diagnose/).

@@ -59,3 +59,32 @@ pub struct AppliedChange {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unapplied_at: Option<String>,
 }
+
+/// Settings applied or unapplied between two runs' start times, in words
+/// with the verdict that chose them: the environment difference that
+/// explains a before/after (`compare` and `report --vs` print them).
+pub fn between(changes: &[AppliedChange], a_started: &str, b_started: &str) -> Vec<String> {
+    let (from, to) = if a_started <= b_started {
+        (a_started, b_started)
+    } else {
+        (b_started, a_started)
+    };
+    // RFC 3339 UTC times of one format compare as text.
+    let within = |t: &str| t > from && t <= to;
+    let mut lines = Vec::new();
+    for c in changes {
+        if within(&c.applied_at) {
+            lines.push(format!(
+                "applied between these runs: {} {} → {} (tunelab apply of run {}: {})",
+                c.id, c.old, c.new, c.run_id, c.verdict
+            ));
+        }
+        if c.unapplied_at.as_deref().is_some_and(within) {
+            lines.push(format!(
+                "unapplied between these runs: {} {} → {} (tunelab unapply)",
+                c.id, c.new, c.old
+            ));
+        }
+    }
+    lines
+}

@@ -1,7 +1,7 @@
 //! The terminal view of one run: context, one table per experiment, notes,
 //! warnings and a summary of the background monitor.
 
-use super::table::render as table;
+use super::table::{para, render as table, run_on};
 use crate::model::run::{PointResult, Run};
 use crate::stats::summary::relative_half_width;
 use crate::units::{human, pct};
@@ -97,11 +97,11 @@ pub fn render(run: &Run) -> String {
         let mut notes: Vec<&String> = results.iter().flat_map(|r| &r.notes).collect();
         notes.dedup();
         for n in notes {
-            s.push_str(&format!("  note: {n}\n"));
+            s.push_str(&para("  note:", n, 8));
         }
         for r in &results {
             if let Some(x) = r.suspect_summary() {
-                s.push_str(&format!("  suspect: {}: {x}\n", r.params_label()));
+                s.push_str(&para(&format!("  suspect: {}:", r.params_label()), &x, 4));
             }
         }
         for h in results.iter().flat_map(|r| &r.histograms) {
@@ -110,11 +110,10 @@ pub fn render(run: &Run) -> String {
                 .iter()
                 .map(|p| format!("p{}={}", p.p, human(p.value, &h.unit)))
                 .collect();
-            s.push_str(&format!(
-                "  {} ({} samples): {}\n",
-                h.name,
-                h.count,
-                ps.join(" ")
+            s.push_str(&run_on(
+                &format!("  {} ({} samples):", h.name, h.count),
+                &ps,
+                4,
             ));
         }
     }
@@ -123,7 +122,7 @@ pub fn render(run: &Run) -> String {
     if !run.warnings.is_empty() {
         s.push('\n');
         for w in &run.warnings {
-            s.push_str(&format!("warning: {w}\n"));
+            s.push_str(&para("warning:", w, 2));
         }
     }
     s
@@ -140,9 +139,9 @@ fn guard_summary(run: &Run) -> String {
     if skipped.is_empty() {
         return String::new();
     }
-    let mut s = String::from("\nvalidity guard: not watched on this machine:\n");
+    let mut s = String::from("\nvalidity guard could not watch:\n");
     for x in skipped {
-        s.push_str(&format!("  {x}\n"));
+        s.push_str(&para("  ", x, 4));
     }
     s
 }
@@ -237,9 +236,10 @@ pub fn monitor_summary(run: &Run) -> String {
     );
     let vm: Vec<crate::observe::VmstatRow> = run.samples.iter().map(|s| s.vmstat.clone()).collect();
     for (sign, count) in crate::observe::hints::count_signs(&vm) {
-        s.push_str(&format!(
-            "  sign: {} in {count} of {n} intervals\n",
-            sign.describe()
+        s.push_str(&para(
+            "  sign:",
+            &format!("{} in {count} of {n} intervals", sign.describe()),
+            4,
         ));
     }
     let throttled = run
@@ -248,9 +248,13 @@ pub fn monitor_summary(run: &Run) -> String {
         .filter(|s| s.dirty.dirty_bytes + s.dirty.writeback_bytes > s.dirty.throttle_point())
         .count();
     if throttled > 0 {
-        s.push_str(&format!(
-            "  sign: Dirty + Writeback above the writer-throttling point in {throttled} of {n} intervals \
-             (writes were slowed down by the kernel; see `tunelab monitor dirty`)\n"
+        s.push_str(&para(
+            "  sign:",
+            &format!(
+                "Dirty + Writeback above the writer-throttling point in {throttled} of {n} intervals \
+                 (writes were slowed down by the kernel; see `tunelab monitor dirty`)"
+            ),
+            4,
         ));
     }
     s

@@ -61,6 +61,52 @@ pub fn render(header: &[&str], rows: Vec<Vec<String>>) -> String {
     }
 }
 
+/// `head` then `items`, one line off a terminal; on a terminal the items
+/// are wrapped whole (an item is never split) onto lines indented by
+/// `indent` so that no line passes the width (80 when unknown).
+pub fn run_on(head: &str, items: &[String], indent: usize) -> String {
+    let width = if TERMINAL.load(Ordering::Relaxed) {
+        match WIDTH.load(Ordering::Relaxed) {
+            0 => FALLBACK_WIDTH,
+            w => w,
+        }
+    } else {
+        usize::MAX
+    };
+    run_on_at(head, items, indent, width)
+}
+
+fn run_on_at(head: &str, items: &[String], indent: usize, width: usize) -> String {
+    // The head's leading spaces are kept; its words wrap like the items.
+    let trimmed = head.trim_start();
+    let mut s = head[..head.len() - trimmed.len()].to_string();
+    let mut col = text_width(&s);
+    let words = trimmed.split_whitespace().map(String::from);
+    for item in words.chain(items.iter().cloned()) {
+        let item = &item;
+        let w = text_width(item);
+        if col > indent && col + 1 + w > width {
+            s.push('\n');
+            s.push_str(&" ".repeat(indent));
+            col = indent;
+        } else if col > 0 && !s.ends_with(' ') {
+            s.push(' ');
+            col += 1;
+        }
+        s.push_str(item);
+        col += w;
+    }
+    s.push('\n');
+    s
+}
+
+/// Free text after `head`, broken between words like [`run_on`]: notes,
+/// signs and warnings stay readable on a serial console.
+pub fn para(head: &str, text: &str, indent: usize) -> String {
+    let words: Vec<String> = text.split_whitespace().map(String::from).collect();
+    run_on(head, &words, indent)
+}
+
 /// A terminal table for `width` columns (see the module comment).
 pub fn layout(header: &[&str], rows: Vec<Vec<String>>, width: usize) -> String {
     let preset = presets::UTF8_HORIZONTAL_ONLY;
@@ -279,5 +325,20 @@ mod tests {
         assert_eq!(wrap("aa bb cc", 5), vec!["aa bb", "cc"]);
         assert_eq!(wrap("abcdefgh x", 3), vec!["abcdefgh", "x"]);
         assert_eq!(wrap("", 3), vec![""]);
+    }
+
+    #[test]
+    fn run_on_keeps_items_whole_and_the_head_indent() {
+        let items: Vec<String> = ["p50=6.28 µs", "p90=7.12 µs", "p99=9.40 µs"]
+            .map(String::from)
+            .to_vec();
+        let s = run_on_at("  round_trip (9 samples):", &items, 4, 40);
+        assert_eq!(
+            s,
+            "  round_trip (9 samples): p50=6.28 µs\n    p90=7.12 µs p99=9.40 µs\n"
+        );
+        // Off a terminal: one line, exactly as before.
+        let s = run_on_at("x:", &items, 4, usize::MAX);
+        assert_eq!(s, "x: p50=6.28 µs p90=7.12 µs p99=9.40 µs\n");
     }
 }

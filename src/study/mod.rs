@@ -44,11 +44,13 @@ pub fn step_times(s: &StudySummary) -> Option<String> {
         return None;
     }
     let total: f64 = times.iter().map(|t| t.1).sum();
-    let each: Vec<String> = times.iter().map(|(n, t)| format!("{n} {t:.1} s")).collect();
-    Some(format!(
-        "time per key issue: {} · total {total:.1} s\n",
-        each.join(" · ")
-    ))
+    // Whole items, so a serial console wraps between issues, not inside one.
+    let mut items: Vec<String> = times
+        .iter()
+        .map(|(n, t)| format!("{n} {t:.1} s ·"))
+        .collect();
+    items.push(format!("total {total:.1} s"));
+    Some(table::run_on("time per key issue:", &items, 2))
 }
 
 #[cfg(test)]
