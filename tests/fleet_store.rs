@@ -94,3 +94,51 @@ fn machines_share_one_postgres_store() {
     }
     assert!(env.leftovers().is_empty());
 }
+
+/// `tunelab apply`'s record in a PostgreSQL store: saved, listed newest
+/// first, updated in place by id when unapplied (what `applied`, `verify`,
+/// `unapply`, `compare` and `report --vs` read).
+#[test]
+fn applied_changes_are_kept_in_postgres() {
+    use tunelab::model::applied::{AppliedChange, AppliedFile};
+    let Some(schema) = common::pg::PgSchema::new() else {
+        return common::skip("set TUNELAB_TEST_PG to a PostgreSQL server URL");
+    };
+    let url = schema.url();
+    let mut store = tunelab::store::Store::open(std::path::Path::new(&url)).unwrap();
+    assert!(store.changes().unwrap().is_empty());
+    let change = |id: &str, at: &str| AppliedChange {
+        id: id.into(),
+        run_id: "20261125-100000-test".into(),
+        knob: id.split('@').next().unwrap().into(),
+        device: id.split('@').nth(1).unwrap_or("").into(),
+        old: "10".into(),
+        new: "5".into(),
+        live: vec!["/proc/sys/vm/dirty_background_ratio".into()],
+        partners: vec![],
+        verdict: "+20% write_throughput (95% CI +19%…+21%)".into(),
+        files: vec![AppliedFile {
+            path: "/etc/sysctl.d/90-tunelab-x.conf".into(),
+            content: "x = 5\n".into(),
+        }],
+        fstab_line: None,
+        remeasure: "tunelab run io.record-size".into(),
+        root: "/".into(),
+        notes: vec!["the kernel set 4 instead of 0".into()],
+        state: "applied".into(),
+        applied_at: at.into(),
+        unapplied_at: None,
+    };
+    let first = change("vm.dirty_background_ratio", "2026-11-25T10:00:00Z");
+    let second = change("read_ahead_kb@sda", "2026-11-25T11:00:00Z");
+    store.save_change(&first).unwrap();
+    store.save_change(&second).unwrap();
+    let all = store.changes().unwrap();
+    assert_eq!(all, vec![second.clone(), first.clone()], "newest first");
+    // unapply updates the same record, not a second one.
+    let mut gone = first.clone();
+    gone.state = "unapplied".into();
+    gone.unapplied_at = Some("2026-11-25T12:00:00Z".into());
+    store.save_change(&gone).unwrap();
+    assert_eq!(store.changes().unwrap(), vec![second, gone]);
+}

@@ -10,7 +10,7 @@ use super::Out;
 use crate::engine::model::{Run, RUN_SCHEMA};
 use crate::report::table;
 use crate::safety::Scratch;
-use crate::store::Store;
+use crate::store::{ImportCheck, Store};
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -24,11 +24,30 @@ pub struct Args {
 const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
 
 pub fn exec(args: &Args, out: &Out, store: &mut Store) -> Result<i32> {
-    let mut runs = Vec::new();
+    // Two passes over the files, one run in memory at a time: every run is
+    // read and checked first (a bad file or a clash imports nothing), then
+    // the new ones are read again and saved in one transaction.
+    let mut check = ImportCheck::default();
+    let mut done = Vec::new();
     for f in &args.files {
-        runs.extend(read_runs(f)?);
+        read_runs(f, &mut |run| {
+            done.push(store.import_check(&run, &mut check)?);
+            Ok(())
+        })?;
     }
-    let done = store.import(&runs)?;
+    if done.iter().any(|d| d.outcome == "imported") {
+        store.import_save(&mut |sink| {
+            for f in &args.files {
+                read_runs(f, &mut |run| {
+                    if check.take(&run)? {
+                        sink(&run)?;
+                    }
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })?;
+    }
     let fresh = done.iter().filter(|d| d.outcome == "imported").count();
     if out.json {
         out.json_data(&done)?;
@@ -53,10 +72,11 @@ pub fn exec(args: &Args, out: &Out, store: &mut Store) -> Result<i32> {
     Ok(0)
 }
 
-/// Every run in `path`, checked; a clear usage error (exit 2) otherwise.
-/// JSON is read as a stream, one run at a time (a 200 MB export is never
-/// held whole, nor as a JSON tree, in memory).
-pub fn read_runs(path: &Path) -> Result<Vec<Run>> {
+/// Every run in `path`, checked, handed to `each` one at a time as it is
+/// read; a clear usage error (exit 2) otherwise, or `each`'s own error.
+/// JSON is read as a stream (a 200 MB export is never held whole, nor as a
+/// JSON tree, in memory). Returns how many runs were read.
+pub fn read_runs(path: &Path, each: &mut dyn FnMut(Run) -> Result<()>) -> Result<usize> {
     use std::io::Read;
     let open_err = |e: std::io::Error| match e.kind() {
         // A wrong file name is bad input (exit 2), like a bad file.
@@ -79,7 +99,7 @@ pub fn read_runs(path: &Path) -> Result<Vec<Run>> {
         .read_to_end(&mut head)
         .map_err(open_err)?;
     if head.starts_with(SQLITE_MAGIC) {
-        return read_database(path);
+        return read_database(path, each);
     }
     let bad = |what: String| {
         Error::usage(format!(
@@ -91,27 +111,52 @@ pub fn read_runs(path: &Path) -> Result<Vec<Run>> {
     let reader = std::io::BufReader::new(std::io::Cursor::new(head).chain(f));
     let mut de = serde_json::Deserializer::from_reader(reader);
     let why = std::cell::RefCell::new(None);
-    let runs = serde::Deserializer::deserialize_any(&mut de, RunsVisitor(&why))
+    let failed = std::cell::RefCell::new(None);
+    let visitor = RunsVisitor {
+        why: &why,
+        failed: &failed,
+        each,
+    };
+    let read = serde::Deserializer::deserialize_any(&mut de, visitor)
         .and_then(|r| de.end().map(|_| r))
         .map_err(|e| {
+            if let Some(e) = failed.take() {
+                return e;
+            }
             bad(match why.take() {
                 Some(m) => m,
                 None if e.is_io() => format!("cannot be read ({e})"),
                 None => format!("not a tunelab run export (not JSON: {e})"),
             })
         })?;
-    Ok(runs)
+    Ok(read)
 }
 
-/// One run (a JSON object) or an array of runs, each checked as it is read;
-/// what is wrong with a run is kept aside (serde's error would append a
-/// position to it).
-struct RunsVisitor<'a>(&'a std::cell::RefCell<Option<String>>);
+/// One run (a JSON object) or an array of runs, each checked as it is read
+/// and handed to `each`; what is wrong with a run is kept aside (serde's
+/// error would append a position to it), and so is `each`'s error.
+struct RunsVisitor<'a, 'f> {
+    why: &'a std::cell::RefCell<Option<String>>,
+    failed: &'a std::cell::RefCell<Option<Error>>,
+    each: &'a mut (dyn FnMut(Run) -> Result<()> + 'f),
+}
 
-impl RunsVisitor<'_> {
+impl RunsVisitor<'_, '_> {
     fn fail<E: serde::de::Error>(&self, why: String) -> E {
-        *self.0.borrow_mut() = Some(why);
+        *self.why.borrow_mut() = Some(why);
         E::custom("bad run")
+    }
+
+    fn take<E: serde::de::Error>(
+        &mut self,
+        i: usize,
+        item: serde_json::Value,
+    ) -> std::result::Result<(), E> {
+        let run = one_run(i, item).map_err(|m| self.fail(m))?;
+        (self.each)(run).map_err(|e| {
+            *self.failed.borrow_mut() = Some(e);
+            E::custom("import stopped")
+        })
     }
 }
 
@@ -134,58 +179,60 @@ fn one_run(i: usize, item: serde_json::Value) -> std::result::Result<Run, String
     Ok(run)
 }
 
-impl<'de> serde::de::Visitor<'de> for RunsVisitor<'_> {
-    type Value = Vec<Run>;
+impl<'de> serde::de::Visitor<'de> for RunsVisitor<'_, '_> {
+    type Value = usize;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a tunelab run or an array of runs")
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(
-        self,
+        mut self,
         mut seq: A,
-    ) -> std::result::Result<Vec<Run>, A::Error> {
-        let mut runs = Vec::new();
+    ) -> std::result::Result<usize, A::Error> {
+        let mut n = 0;
         while let Some(item) = seq.next_element::<serde_json::Value>()? {
-            runs.push(one_run(runs.len(), item).map_err(|m| self.fail(m))?);
+            self.take(n, item)?;
+            n += 1;
         }
-        if runs.is_empty() {
+        if n == 0 {
             return Err(self.fail("holds no runs".into()));
         }
-        Ok(runs)
+        Ok(n)
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(
-        self,
+        mut self,
         map: A,
-    ) -> std::result::Result<Vec<Run>, A::Error> {
+    ) -> std::result::Result<usize, A::Error> {
         let item: serde_json::Value =
             serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-        Ok(vec![one_run(0, item).map_err(|m| self.fail(m))?])
+        self.take(0, item)?;
+        Ok(1)
     }
 
     // A JSON scalar (a string, a number…) is JSON, but not a run.
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> std::result::Result<Vec<Run>, E> {
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> std::result::Result<usize, E> {
         Err(self.fail(NOT_A_RUN.into()))
     }
 
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> std::result::Result<Vec<Run>, E> {
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> std::result::Result<usize, E> {
         Err(self.fail(NOT_A_RUN.into()))
     }
 
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> std::result::Result<Vec<Run>, E> {
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> std::result::Result<usize, E> {
         Err(self.fail(NOT_A_RUN.into()))
     }
 
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> std::result::Result<Vec<Run>, E> {
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> std::result::Result<usize, E> {
         Err(self.fail(NOT_A_RUN.into()))
     }
 
-    fn visit_str<E: serde::de::Error>(self, _: &str) -> std::result::Result<Vec<Run>, E> {
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> std::result::Result<usize, E> {
         Err(self.fail(NOT_A_RUN.into()))
     }
 
-    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Vec<Run>, E> {
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<usize, E> {
         Err(self.fail(NOT_A_RUN.into()))
     }
 }
@@ -254,7 +301,7 @@ fn check_run(run: &Run) -> std::result::Result<(), String> {
 /// All runs of a copied tunelab SQLite database. The file is copied to a
 /// private scratch directory and opened there (older schemas are migrated
 /// in the copy), so the user's file is never modified.
-fn read_database(path: &Path) -> Result<Vec<Run>> {
+fn read_database(path: &Path, each: &mut dyn FnMut(Run) -> Result<()>) -> Result<usize> {
     let bad =
         |what: String| Error::usage(format!("{}: {what} — nothing was imported", path.display()));
     let scratch = Scratch::create(None)?;
@@ -276,21 +323,20 @@ fn read_database(path: &Path) -> Result<Vec<Run>> {
                 .replace(&copy.display().to_string(), "the copy")
         ))
     })?;
-    let read = || -> Result<Vec<Run>> {
-        let ids = db.list()?;
-        ids.iter().map(|r| db.load(&r.id)).collect()
-    };
-    let mut runs = read().map_err(|e| {
+    let cannot = |e: Error| {
         bad(format!(
             "cannot be read as a tunelab results database ({e})"
         ))
-    })?;
-    // Oldest first, so they list in the order they were recorded.
-    runs.reverse();
-    for r in &runs {
-        check_run(r).map_err(bad)?;
+    };
+    // Oldest first, so they list in the order they were recorded; one run
+    // loaded at a time.
+    let ids = db.list().map_err(cannot)?;
+    for info in ids.iter().rev() {
+        let run = db.load_id(&info.id).map_err(cannot)?;
+        check_run(&run).map_err(bad)?;
+        each(run)?;
     }
-    Ok(runs)
+    Ok(ids.len())
 }
 
 #[cfg(test)]

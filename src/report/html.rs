@@ -18,8 +18,7 @@ nav a{margin-right:1em;color:#0550ae;text-decoration:none;white-space:nowrap;dis
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}
 th,td{border:1px solid #d0d7de;padding:.25em .55em;text-align:left;vertical-align:top}
 th{background:#f0f3f6}
-td{overflow-wrap:break-word}
-td details{overflow-wrap:anywhere}
+td{overflow-wrap:anywhere}
 td.num{text-align:right;font-variant-numeric:tabular-nums;overflow-wrap:normal;white-space:nowrap}
 p.facts{font-size:.9em;color:#424a53;margin:.2em 0 .6em}
 p.facts span{margin-right:1.4em;display:inline-block}

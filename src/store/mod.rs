@@ -16,6 +16,11 @@ use crate::model::run::{PointResult, Run};
 use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
 
+/// Hands runs one at a time to the sink it is given (the store saves each
+/// as it comes, inside one transaction), so an import never holds more than
+/// one run in memory. An error from the feed or the sink undoes them all.
+pub type Feed<'a> = dyn FnMut(&mut dyn FnMut(&Run) -> Result<()>) -> Result<()> + 'a;
+
 pub struct Store {
     backend: Box<dyn Backend>,
     /// Where the runs are, for messages (a PostgreSQL password is hidden).
@@ -27,7 +32,7 @@ pub struct Store {
 trait Backend {
     fn save(&mut self, run: &Run) -> Result<()>;
     /// Save several runs in one transaction: all or none.
-    fn save_all(&mut self, runs: &[Run]) -> Result<()>;
+    fn save_all(&mut self, feed: &mut Feed) -> Result<usize>;
     /// Save, replacing a run stored under the same id (one transaction).
     fn replace(&mut self, run: &Run) -> Result<()>;
     /// Newest first; the same second: the later save first.
@@ -73,25 +78,80 @@ pub struct Imported {
     pub outcome: &'static str,
 }
 
-/// Whether two copies of a run are the same run: same id, start and machine.
+/// Whether two copies of a run are the same run: same id, start and
+/// machine, and the same content (another label or other results under one
+/// id is a different run, never "already stored": it would be dropped
+/// silently).
 fn same_run(a: &Run, b: &Run) -> bool {
-    let key = |r: &Run| {
-        (
-            r.started.clone(),
-            r.environment.get("host.name").cloned(),
-            r.environment.get("machine.id").cloned(),
-        )
-    };
-    // The content too: another label or other results under one id is a
-    // different run, never "already stored" (it would be dropped silently).
-    let content = |r: &Run| {
-        (
-            r.label.clone(),
-            r.finished.clone(),
-            serde_json::to_value(&r.results).ok(),
-        )
-    };
-    a.id == b.id && key(a) == key(b) && content(a) == content(b)
+    a.id == b.id && fingerprint(a) == fingerprint(b)
+}
+
+/// What [`same_run`] compares, hashed: an import remembers the runs it
+/// took by this, not whole.
+fn fingerprint(r: &Run) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (
+        &r.started,
+        r.environment.get("host.name"),
+        r.environment.get("machine.id"),
+        &r.label,
+        &r.finished,
+        serde_json::to_string(&r.results).ok(),
+    )
+        .hash(&mut h);
+    h.finish()
+}
+
+/// The new runs of an import so far, by id: their fingerprint and what
+/// names them in a message. Built by [`Store::import_check`]; the second
+/// pass takes each run from it once.
+#[derive(Default)]
+pub struct ImportCheck {
+    fresh: std::collections::HashMap<String, (u64, RunHead)>,
+}
+
+impl ImportCheck {
+    /// Whether `run` is to be saved now: new, and not handed over before.
+    /// A run whose content changed since the first pass (its file was
+    /// rewritten meanwhile) is an error: nothing is imported.
+    pub fn take(&mut self, run: &Run) -> Result<bool> {
+        match self.fresh.get(&run.id) {
+            None => Ok(false),
+            Some((p, _)) if *p != fingerprint(run) => Err(Error::usage(format!(
+                "run {} changed while it was being imported (was its file rewritten?): \
+                 nothing was imported; import it again",
+                run.id
+            ))),
+            Some(_) => {
+                self.fresh.remove(&run.id);
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// A run's names for a message.
+struct RunHead {
+    what: &'static str,
+    machine: String,
+    started: String,
+    label: String,
+}
+
+impl RunHead {
+    fn of(r: &Run, what: &'static str) -> RunHead {
+        RunHead {
+            what,
+            machine: r
+                .environment
+                .get("host.name")
+                .map_or("?", |v| v)
+                .to_string(),
+            started: r.started.clone(),
+            label: r.label.clone(),
+        }
+    }
 }
 
 /// Where the database lives: `--db`, `TUNELAB_DB`, else
@@ -164,51 +224,77 @@ impl Store {
     /// ("already stored"); a different run under a stored id is refused. The
     /// new runs are saved in one transaction: all of them or none.
     pub fn import(&mut self, runs: &[Run]) -> Result<Vec<Imported>> {
-        let mut out = Vec::new();
-        let mut fresh: Vec<&Run> = Vec::new();
-        for run in runs {
-            let machine = run
-                .environment
-                .get("host.name")
-                .cloned()
-                .unwrap_or_default();
-            let stored = match fresh.iter().find(|r| r.id == run.id) {
-                Some(r) => Some((*r).clone()),
-                None => self.backend.load(&run.id)?,
-            };
-            let outcome = match stored {
-                Some(s) if same_run(&s, run) => "already stored",
-                Some(s) => {
-                    return Err(Error::usage(format!(
-                        "run {} from machine '{machine}' started {} (label '{}') has the id of \
-                         a different stored run {} (machine '{}', started {}, label '{}'): \
-                         nothing was imported; export the stored one and remove it, or import \
-                         into another --db",
-                        run.id,
-                        run.started,
-                        run.label,
-                        s.id,
-                        s.environment.get("host.name").map_or("?", |v| v),
-                        s.started,
-                        s.label
-                    )))
+        let mut check = ImportCheck::default();
+        let done = runs
+            .iter()
+            .map(|r| self.import_check(r, &mut check))
+            .collect::<Result<Vec<_>>>()?;
+        self.import_save(&mut |sink| {
+            for r in runs {
+                if check.take(r)? {
+                    sink(r)?;
                 }
+            }
+            Ok(())
+        })?;
+        Ok(done)
+    }
+
+    /// The first pass of an import, one run at a time: whether `run` is new
+    /// ("imported"), stored already or offered twice ("already stored"), or
+    /// a different run under an id that is stored or offered (exit 2, naming
+    /// both). `check` remembers the new runs by a fingerprint, not whole.
+    pub fn import_check(&self, run: &Run, check: &mut ImportCheck) -> Result<Imported> {
+        let machine = run
+            .environment
+            .get("host.name")
+            .cloned()
+            .unwrap_or_default();
+        let print = fingerprint(run);
+        let clash = |other: &RunHead| {
+            Error::usage(format!(
+                "run {} from machine '{machine}' started {} (label '{}') has the id of \
+                 a different {} run {} (machine '{}', started {}, label '{}'): \
+                 nothing was imported; export the stored one and remove it, or import \
+                 into another --db",
+                run.id,
+                run.started,
+                run.label,
+                other.what,
+                run.id,
+                other.machine,
+                other.started,
+                other.label
+            ))
+        };
+        let outcome = if let Some((p, head)) = check.fresh.get(&run.id) {
+            if *p != print {
+                return Err(clash(head));
+            }
+            "already stored"
+        } else {
+            match self.backend.load(&run.id)? {
+                Some(s) if same_run(&s, run) => "already stored",
+                Some(s) => return Err(clash(&RunHead::of(&s, "stored"))),
                 None => {
-                    fresh.push(run);
+                    check
+                        .fresh
+                        .insert(run.id.clone(), (print, RunHead::of(run, "imported")));
                     "imported"
                 }
-            };
-            out.push(Imported {
-                id: run.id.clone(),
-                machine,
-                outcome,
-            });
-        }
-        let fresh: Vec<Run> = fresh.into_iter().cloned().collect();
-        if !fresh.is_empty() {
-            self.backend.save_all(&fresh)?;
-        }
-        Ok(out)
+            }
+        };
+        Ok(Imported {
+            id: run.id.clone(),
+            machine,
+            outcome,
+        })
+    }
+
+    /// The second pass of an import: the runs `feed` hands over are saved in
+    /// one transaction (see [`Feed`]); returns how many.
+    pub fn import_save(&mut self, feed: &mut Feed) -> Result<usize> {
+        self.backend.save_all(feed)
     }
 
     /// Runs, newest first; runs started in the same second (`started` has

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use postgres::{Client, NoTls};
 
-use super::{Backend, RunInfo};
+use super::{Backend, Feed, RunInfo};
 use crate::model::applied::AppliedChange;
 use crate::model::run::{PointResult, Run};
 use crate::observe::sampler::MonitorSample;
@@ -172,9 +172,18 @@ impl Backend for Postgres {
         self.save_runs(std::slice::from_ref(run), false)
     }
 
-    /// Save runs in one transaction: all of them or none.
-    fn save_all(&mut self, runs: &[Run]) -> Result<()> {
-        self.save_runs(runs, false)
+    /// Save the runs `feed` hands over in one transaction: all or none.
+    fn save_all(&mut self, feed: &mut Feed) -> Result<usize> {
+        let client = self.client.get_mut();
+        let mut tx = client.transaction().map_err(db_error)?;
+        let mut n = 0;
+        feed(&mut |run| {
+            insert_run(&mut tx, run, false)?;
+            n += 1;
+            Ok(())
+        })?;
+        tx.commit().map_err(db_error)?;
+        Ok(n)
     }
 
     /// A study's growing run: the stored copy is replaced in one transaction.

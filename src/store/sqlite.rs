@@ -6,7 +6,7 @@ use std::path::Path;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{schema, Backend, RunInfo};
+use super::{schema, Backend, Feed, RunInfo};
 use crate::model::applied::AppliedChange;
 use crate::model::run::{MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA};
 use crate::observe::sampler::MonitorSample;
@@ -336,8 +336,47 @@ impl Backend for Sqlite {
         Sqlite::save(self, std::slice::from_ref(run), false)
     }
 
-    fn save_all(&mut self, runs: &[Run]) -> Result<()> {
-        Sqlite::save(self, runs, false)
+    /// The runs `feed` hands over, in one transaction: all or none. A
+    /// database failure is worded as `save` words it, naming the run.
+    fn save_all(&mut self, feed: &mut Feed) -> Result<usize> {
+        let mut n = 0;
+        let mut failed: Option<(String, rusqlite::Error)> = None;
+        let outcome = match self.conn.transaction() {
+            Err(e) => {
+                failed = Some((String::new(), e));
+                Ok(())
+            }
+            Ok(tx) => {
+                let fed = feed(&mut |run| match insert_run(&tx, run, false) {
+                    Ok(()) => {
+                        n += 1;
+                        Ok(())
+                    }
+                    Err(e) => {
+                        let why = e.to_string();
+                        failed = Some((run.id.clone(), e));
+                        Err(Error::environment(why))
+                    }
+                });
+                // Dropping the transaction without commit rolls it back.
+                match fed {
+                    Ok(()) if failed.is_none() => tx.commit().or_else(|e| {
+                        failed = Some((String::new(), e));
+                        Ok(())
+                    }),
+                    other => other,
+                }
+            }
+        };
+        if let Some((id, e)) = failed {
+            let why = write_failure(&self.conn, &self.path, &e);
+            return Err(Error::environment(format!(
+                "could not store run {id} in {}: {why}; nothing was saved \
+                 (free space, make the file writable, or choose another --db)",
+                self.path.display()
+            )));
+        }
+        outcome.map(|()| n)
     }
 
     fn replace(&mut self, run: &Run) -> Result<()> {

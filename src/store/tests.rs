@@ -254,6 +254,19 @@ fn imports_keep_ids_skip_stored_runs_and_are_all_or_nothing() {
         dup2.started = "2001-01-01T00:00:00Z".into();
         assert!(store.import(&[dup.clone(), dup2]).is_err());
         assert!(store.load(&dup.id).is_err());
+        // A feed that fails after handing over a run (the file went bad on
+        // the second pass) leaves nothing stored.
+        let half = sample_run("half");
+        let e = store
+            .import_save(&mut |sink| {
+                sink(&half)?;
+                Err(crate::Error::usage("the file changed"))
+            })
+            .unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(store.load(&half.id).is_err(), "a partial import was stored");
+        assert_eq!(store.import_save(&mut |sink| sink(&half)).unwrap(), 1);
+        assert!(store.load(&half.id).is_ok());
     });
 }
 
