@@ -395,7 +395,7 @@ fn measure(
     let mut next = mono_ns() + period_ns;
     while setup.is_ok() && next < end_ns && !stop.load(Ordering::Relaxed) {
         let ts = libc::timespec {
-            tv_sec: (next / 1_000_000_000) as libc::time_t,
+            tv_sec: (next / 1_000_000_000) as _,
             tv_nsec: (next % 1_000_000_000) as libc::c_long,
         };
         // SAFETY: absolute sleep on CLOCK_MONOTONIC; EINTR just retries.
