@@ -49,5 +49,5 @@ awk -v t0="$t0" -v t1="$t1" '
 ' "$work/stderr"
 echo "== run"
 awk -v a="$t0" -v b="$t1" 'BEGIN { printf "elapsed %.1f s\n", b - a }'
-jq -r '.results[] | "record=\(.params.record) size=\(.params.size) n=\(.metrics[0].summary.n) stop=\(.metrics[0].summary.stop_reason) write=\(.metrics[0].summary.median / 1e6 | floor) MB/s read=\(.metrics[2].summary.median / 1e6 | floor) MB/s"' "$work/run.json"
+jq -r '.results[] | "record=\(.params.record) size=\(.params.size) n=\(.metrics[0].summary.n) took=\(.elapsed_s | floor) s stop=\(.metrics[0].summary.stop_reason) write=\(.metrics[0].summary.median / 1e6 | floor) MB/s read=\(.metrics[2].summary.median / 1e6 | floor) MB/s"' "$work/run.json"
 jq -r '[.results[] | .metrics[0].summary.n] | "min n over points: \(min)"' "$work/run.json"

@@ -5,27 +5,42 @@
 #
 # Output: target/static/tunelab-aarch64-linux-musl and
 # target/static/tunelab-x86_64-linux-musl (OUT_DIR overrides target/static),
-# fully static (musl, no dynamic loader), stripped, at most 6 MiB each. They
+# fully static (musl, no dynamic loader), stripped, at most 5.5 MiB (x86_64)
+# and 5 MiB (aarch64), so they keep room to grow under 6 MiB. They
 # need nothing on the target but a Linux kernel: copy one to the board and run it.
 #
 # The board build uses cargo profile "board" (size-optimised, fat LTO,
-# panic=abort) and leaves out the PostgreSQL fleet client (feature "fleet");
-# it stores runs in SQLite and writes every report. It keeps the profiler
-# (feature "profile": perf_event_open, ELF/kallsyms symbols, flame graphs)
-# but not DWARF ("profile-dwarf"). BOARD_FEATURES overrides the feature list
+# panic=abort, no unwinding tables) and leaves out the PostgreSQL fleet client
+# (feature "fleet"), flame graph SVGs ("flamegraph"), report charts ("charts")
+# and shell completions/man pages ("completions"); it stores runs in SQLite
+# and writes every report's tables. It keeps the profiler (feature "profile":
+# perf_event_open, ELF/kallsyms symbols) but not DWARF ("profile-dwarf").
+# What each feature costs: scripts/board-size.sh. BOARD_FEATURES overrides the feature list
 # (BOARD_FEATURES= builds without the profiler, to compare sizes). Needs: rustup targets
 # aarch64-unknown-linux-musl and x86_64-unknown-linux-musl, musl-gcc
 # (Debian: musl-tools) and aarch64-linux-gnu-gcc (gcc-aarch64-linux-gnu).
-# SIZE_LIMIT (bytes) overrides the 6 MiB check.
+# SIZE_LIMIT (bytes) overrides the size check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-limit=${SIZE_LIMIT:-$((6 * 1024 * 1024))}
+# Room to grow (issue 24): x86_64 keeps 512 KiB under 6 MiB, aarch64 is at most 5 MiB.
+limit_of() { case "$1" in x86_64) echo $((11 * 512 * 1024)) ;; *) echo $((5 * 1024 * 1024)) ;; esac; }
 features=${BOARD_FEATURES-profile}
 arches=("$@")
 [ ${#arches[@]} -gt 0 ] || arches=(aarch64 x86_64)
 outdir=${OUT_DIR:-target/static}
 mkdir -p "$outdir"
+
+# No unwinding tables (.eh_frame was 756 KB of the 6.0 MiB x86_64 binary):
+# the board profile aborts on panic, so nothing unwinds, and diagnose's
+# profiler walks frame pointers. std's own tables (precompiled) stay, so a
+# panic still prints its message; RUST_BACKTRACE shows fewer frames.
+no_unwind="-fno-asynchronous-unwind-tables -fno-unwind-tables"
+
+# The bundled SQLite without what tunelab's store never uses: full-text
+# search (FTS3/FTS5), R*Tree, the dbstat table, STAT4 and soundex (rusqlite
+# turns them on). BOARD_SQLITE_FLAGS= keeps them (to measure their cost).
+export LIBSQLITE3_FLAGS=${BOARD_SQLITE_FLAGS-"-USQLITE_ENABLE_FTS3 -USQLITE_ENABLE_FTS3_PARENTHESIS -USQLITE_ENABLE_FTS5 -USQLITE_ENABLE_RTREE -USQLITE_ENABLE_DBSTAT_VTAB -USQLITE_ENABLE_STAT4 -USQLITE_SOUNDEX"}
 
 need() { command -v "$1" >/dev/null || { echo "build-static: $1 not found ($2)" >&2; exit 4; }; }
 
@@ -35,6 +50,7 @@ for arch in "${arches[@]}"; do
     x86_64)
       need musl-gcc "apt-get install musl-tools"
       export CC_x86_64_unknown_linux_musl=musl-gcc
+      export CFLAGS_x86_64_unknown_linux_musl="$no_unwind"
       ;;
     aarch64)
       need aarch64-linux-gnu-gcc "apt-get install gcc-aarch64-linux-gnu"
@@ -43,14 +59,14 @@ for arch in "${arches[@]}"; do
       # that glibc's headers would otherwise pull in and musl does not export.
       export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
       export AR_aarch64_unknown_linux_musl=aarch64-linux-gnu-ar
-      export CFLAGS_aarch64_unknown_linux_musl="-DSQLITE_DISABLE_LFS -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0"
+      export CFLAGS_aarch64_unknown_linux_musl="-DSQLITE_DISABLE_LFS -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 $no_unwind"
       export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc
       ;;
     *) echo "build-static: unknown architecture '$arch' (aarch64 or x86_64)" >&2; exit 2 ;;
   esac
   # Non-PIE: `file` says "statically linked" (a static-pie is static too,
   # but needs its own start-up relocation and is reported as "static-pie").
-  export "CARGO_TARGET_$(echo "$target" | tr 'a-z-' 'A-Z_')_RUSTFLAGS=-C relocation-model=static -C target-feature=+crt-static"
+  export "CARGO_TARGET_$(echo "$target" | tr 'a-z-' 'A-Z_')_RUSTFLAGS=-C relocation-model=static -C target-feature=+crt-static -C force-unwind-tables=no"
   rustup target list --installed 2>/dev/null | grep -qx "$target" ||
     { echo "build-static: rustup target $target missing (rustup target add $target)" >&2; exit 4; }
   echo "== $target"
@@ -65,6 +81,7 @@ for arch in "${arches[@]}"; do
     *) echo "build-static: $out is not statically linked" >&2; exit 1 ;;
   esac
   case "$desc" in *"not stripped"*) echo "build-static: $out is not stripped" >&2; exit 1 ;; esac
+  limit=${SIZE_LIMIT:-$(limit_of "$arch")}
   [ "$size" -le "$limit" ] ||
     { echo "build-static: $out is $size bytes, over the limit of $limit" >&2; exit 1; }
 done

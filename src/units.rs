@@ -145,6 +145,52 @@ pub fn pct(v: f64) -> String {
     }
 }
 
+/// A UTC date and time from seconds since the epoch: (year, month, day,
+/// hour, minute, second). Howard Hinnant's days-to-civil algorithm; enough
+/// for time stamps, without a date crate in the board binary.
+pub fn utc(epoch_seconds: u64) -> (i64, u32, u32, u32, u32, u32) {
+    let days = (epoch_seconds / 86_400) as i64;
+    let rem = epoch_seconds % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (h, mi, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    (y, m, d, h as u32, mi as u32, s as u32)
+}
+
+/// Seconds and nanoseconds since the epoch, now (0 before 1970).
+fn since_epoch() -> (u64, u32) {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| (d.as_secs(), d.subsec_nanos()))
+        .unwrap_or((0, 0))
+}
+
+/// Now in UTC as RFC 3339, whole seconds: `2026-11-25T15:28:47Z`.
+pub fn now_rfc3339() -> String {
+    let (y, mo, d, h, mi, s) = utc(since_epoch().0);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+}
+
+/// Now in UTC as RFC 3339 with nanoseconds: `2026-11-25T15:28:47.123456789Z`.
+pub fn now_rfc3339_nanos() -> String {
+    let (secs, ns) = since_epoch();
+    let (y, mo, d, h, mi, s) = utc(secs);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ns:09}Z")
+}
+
+/// Now in UTC as `20261125-152847` (run ids).
+pub fn now_stamp() -> String {
+    let (y, mo, d, h, mi, s) = utc(since_epoch().0);
+    format!("{y:04}{mo:02}{d:02}-{h:02}{mi:02}{s:02}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +235,22 @@ mod tests {
         assert_eq!(format_size(4096), "4 KiB");
         assert_eq!(format_size(1536), "1.5 KiB");
         assert_eq!(format_size(256 << 20), "256 MiB");
+    }
+
+    #[test]
+    fn utc_dates_follow_the_calendar() {
+        assert_eq!(utc(0), (1970, 1, 1, 0, 0, 0));
+        // 2000-02-29 (a leap day of a century leap year) 12:34:56.
+        assert_eq!(utc(951_827_696), (2000, 2, 29, 12, 34, 56));
+        // 2026-11-25T15:28:47Z and the last second of 2100 (not a leap year).
+        assert_eq!(utc(1_795_620_527), (2026, 11, 25, 15, 28, 47));
+        assert_eq!(utc(4_133_980_799), (2100, 12, 31, 23, 59, 59));
+        let s = now_rfc3339();
+        assert_eq!(
+            (s.len(), &s[4..5], &s[10..11], &s[19..]),
+            (20, "-", "T", "Z")
+        );
+        assert_eq!(now_rfc3339_nanos().len(), 30);
+        assert_eq!(now_stamp().len(), 15);
     }
 }

@@ -50,3 +50,24 @@ fn a_board_build_stores_in_sqlite_and_reports() {
         .unwrap()
         .contains("work.sort"));
 }
+
+#[cfg(not(feature = "completions"))]
+#[test]
+fn completions_and_man_pages_left_out_of_a_board_build_say_where_to_get_them() {
+    let env = common::Env::new();
+    for (shell, what) in [("bash", "shell completions"), ("man", "man pages")] {
+        let out = env.run(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(2), "completions {shell}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("built without {what}"))
+                && err.contains(&format!("tunelab completions {shell}"))
+                && err.contains("host build"),
+            "{err}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "nothing printed for completions {shell}"
+        );
+    }
+}

@@ -1,9 +1,15 @@
 //! `tunelab completions SHELL|man`: generated from the same clap definitions.
+//! Feature "completions" (the board build leaves it out: the scripts and
+//! pages are the same for every build of a version, so a host makes them).
 
-use std::path::{Path, PathBuf};
+#[cfg(feature = "completions")]
+use std::path::Path;
+use std::path::PathBuf;
 
+#[cfg(feature = "completions")]
 use clap_complete::Shell;
 
+#[cfg(feature = "completions")]
 use super::output::write_new;
 use crate::{Error, Result};
 
@@ -19,6 +25,7 @@ pub struct Args {
     pub dir: Option<PathBuf>,
 }
 
+#[cfg(feature = "completions")]
 fn roff(man: &clap_mangen::Man) -> Result<String> {
     let mut buf = Vec::new();
     man.render(&mut buf)
@@ -27,6 +34,7 @@ fn roff(man: &clap_mangen::Man) -> Result<String> {
 }
 
 /// Every man page: (file name, roff), the top page first.
+#[cfg(feature = "completions")]
 pub fn man_pages() -> Result<Vec<(String, String)>> {
     let mut cmd = super::man_command().disable_help_subcommand(true);
     cmd.build();
@@ -40,6 +48,7 @@ pub fn man_pages() -> Result<Vec<(String, String)>> {
     Ok(pages)
 }
 
+#[cfg(feature = "completions")]
 fn write_pages(dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
     let pages = man_pages()?;
@@ -62,6 +71,23 @@ fn write_pages(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
+/// Without feature "completions": the verb is there, and says where to get them.
+#[cfg(not(feature = "completions"))]
+pub fn exec(args: &Args, _out: &super::Out) -> Result<i32> {
+    let what = if args.shell == "man" {
+        "man pages"
+    } else {
+        "shell completions"
+    };
+    Err(Error::usage(format!(
+        "this tunelab was built without {what} (feature \"completions\"; the static board \
+         build leaves it out to stay small): run `tunelab completions {}` with a host build of \
+         the same version and copy the output to the board",
+        args.shell
+    )))
+}
+
+#[cfg(feature = "completions")]
 pub fn exec(args: &Args, out: &super::Out) -> Result<i32> {
     if args.shell == "man" {
         match &args.dir {
@@ -97,7 +123,7 @@ pub fn exec(args: &Args, out: &super::Out) -> Result<i32> {
     Ok(0)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "completions"))]
 mod tests {
     use super::*;
 

@@ -158,6 +158,7 @@ pub fn experiment_help(e: &dyn Experiment) -> String {
 }
 
 /// The experiment list appended to `run --help` and the man page.
+#[cfg(feature = "completions")]
 pub fn experiments_help() -> String {
     let mut s = String::from("Experiments (tunelab list EXP for details):\n");
     for e in registry::all() {

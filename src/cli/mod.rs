@@ -127,6 +127,7 @@ pub fn command() -> clap::Command {
 
 /// The command as the man pages describe it: `tunelab-run(1)` also lists
 /// every experiment with its parameters.
+#[cfg(feature = "completions")]
 pub fn man_command() -> clap::Command {
     command().mut_subcommand("run", |r| {
         let help = format!(

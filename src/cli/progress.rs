@@ -66,11 +66,10 @@ impl Estimate {
     /// What is left at `elapsed` seconds since the start, `current` of them
     /// in the item now running.
     pub fn left(&self, elapsed: f64, current: f64) -> Left {
-        let cap = self.budget.map(|b| (b - elapsed).max(0.0));
         let n = self.took.len();
         if n == 0 {
             // Past the budget before the first item ended: no bound either.
-            return match cap {
+            return match self.budget.map(|b| b - elapsed) {
                 Some(c) if c > 0.0 => Left::AtMost(c),
                 _ => Left::Unknown,
             };
@@ -78,28 +77,65 @@ impl Estimate {
         if n >= self.weights.len() {
             return Left::About(0.0);
         }
+        match self.budget {
+            Some(b) => Left::About(self.left_of_budget(b, elapsed, current)),
+            None => Left::About(self.left_by_weight(current)),
+        }
+    }
+
+    /// Without a budget: the pace on the items' weights (their own budgets).
+    fn left_by_weight(&self, current: f64) -> f64 {
+        let n = self.took.len();
         let spent: f64 = self.took.iter().sum();
         let w_done: f64 = self.weights[..n].iter().sum();
         let w_left: f64 = self.weights[n..].iter().sum();
         // Items without a budget weigh as much as the average finished item.
-        let per_item = spent / n as f64;
         let est = if w_done > 0.0 && w_left > 0.0 {
             spent / w_done * w_left
         } else {
-            per_item * (self.weights.len() - n) as f64
+            spent / n as f64 * (self.weights.len() - n) as f64
         };
-        let est = (est - current).max(0.0);
-        match cap {
-            // The budget is spent: the runner gives each point left its
-            // shortest schedule, which the quickest item so far bounds.
-            Some(c) if c <= 0.0 => {
-                let quickest = self.took.iter().copied().fold(f64::INFINITY, f64::min);
-                let items = (self.weights.len() - n) as f64;
-                Left::About((quickest * items - current).max(0.0))
+        (est - current).max(0.0)
+    }
+
+    /// A run that keeps to `budget` follows the runner's rule: each item
+    /// gets what is left of the budget over the items left, so an item that
+    /// finishes early gives the later ones more, and one that overruns
+    /// leaves them less. The items finished so far give the pace (seconds
+    /// taken per second of share) and the least an item takes whatever its
+    /// share (the quickest one: set-up and the minimum of trials); the items
+    /// left are played forward with those, from when the current one began.
+    fn left_of_budget(&self, budget: f64, elapsed: f64, current: f64) -> f64 {
+        let total = self.weights.len();
+        let n = self.took.len();
+        let share = |at: f64, i: usize| (budget - at).max(0.0) / (total - i) as f64;
+        let (mut at, mut took_sum, mut share_sum) = (0.0, 0.0, 0.0);
+        for (i, &t) in self.took.iter().enumerate() {
+            let s = share(at, i);
+            if s > 0.0 {
+                took_sum += t;
+                share_sum += s;
             }
-            Some(c) => Left::About(est.min(c)),
-            None => Left::About(est),
+            at += t;
         }
+        let quickest = self.took.iter().copied().fold(f64::INFINITY, f64::min);
+        let pace = if share_sum > 0.0 {
+            took_sum / share_sum
+        } else {
+            1.0
+        };
+        let item = |at: f64, i: usize| (pace * share(at, i)).max(quickest);
+        // The current item: its expected length, or what it has taken.
+        let begun = elapsed - current;
+        let mut at = begun + item(begun, n).max(current);
+        for i in n + 1..total {
+            at += item(at, i);
+        }
+        // Never more than the budget left, unless even the quickest item
+        // for every item left is more.
+        let items_left = (total - n) as f64;
+        let cap = (budget - elapsed).max(quickest * items_left - current);
+        (at - elapsed).clamp(0.0, cap.max(0.0))
     }
 }
 
@@ -263,12 +299,43 @@ mod tests {
 
     #[test]
     fn never_more_than_the_budget_left() {
+        // 40 s for 4 items: 2 s (of a 10 s share), then 30 s (of 12.7 s).
+        let mut e = Estimate::new(vec![1.0; 4], Some(40.0));
+        e.done(2.0);
+        e.done(30.0);
+        // Played forward at that pace the last two take 9 s; 8 s are left.
+        assert_eq!(e.left(32.0, 0.0), Left::About(8.0));
+        // The first item took 50 s of a 20 s share: past the budget, the
+        // items left still take at least the quickest item's time each.
         let mut e = Estimate::new(vec![1.0, 1.0, 1.0], Some(60.0));
-        // The first item took 50 s: the pace says 100 s more, the budget 10.
         e.done(50.0);
-        assert_eq!(e.left(50.0, 0.0), Left::About(10.0));
-        // Past the budget, the points left still run their shortest schedule.
         assert_eq!(e.left(70.0, 5.0), Left::About(95.0));
+    }
+
+    #[test]
+    fn a_run_that_keeps_to_its_budget_is_played_forward_share_by_share() {
+        // The runner gives each item what is left over the items left; items
+        // that take 60% of their share leave more to the later ones, which
+        // then take longer: the estimate follows, item by item.
+        let (budget, total, pace) = (90.0, 9, 0.6);
+        let mut took = Vec::new();
+        let mut at = 0.0;
+        for i in 0..total {
+            let t = pace * (budget - at) / (total - i) as f64;
+            took.push(t);
+            at += t;
+        }
+        let mut e = Estimate::new(vec![budget / total as f64; total], Some(budget));
+        let mut elapsed = 0.0;
+        for (i, t) in took.iter().enumerate() {
+            e.done(*t);
+            elapsed += t;
+            let real: f64 = took[i + 1..].iter().sum();
+            match e.left(elapsed, 0.0) {
+                Left::About(s) => assert!((s - real).abs() < 1e-6, "item {i}: {s} vs {real}"),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

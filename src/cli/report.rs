@@ -160,6 +160,15 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
         .figures()
         .filter_map(|f| f.svg.as_ref().err().map(|e| format!("{}: {e}", f.title)))
         .collect();
+    // Without feature "charts" every chart is missing for one reason: say it once.
+    #[cfg(not(feature = "charts"))]
+    let failed: Vec<String> = match failed.len() {
+        0 => failed,
+        n => vec![format!(
+            "{n} chart(s): {}",
+            crate::report::charts::NO_CHARTS
+        )],
+    };
     let path = &args.output;
     let mut assets = Vec::new();
     match format {

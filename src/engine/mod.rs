@@ -139,8 +139,8 @@ pub struct Ctx {
 }
 
 /// What the runner allows the point it is about to prepare: its share of
-/// what is left of the run's budget, and the trials (warm-up included) it
-/// should fit in it. Experiments whose trial length follows a size (a
+/// what is left of the run's budget, and the trials (warm-up and the most
+/// measured trials the plan allows) it should fit in it. Experiments whose trial length follows a size (a
 /// file written and read on a slow device) size themselves to fit.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PointTime {

@@ -211,10 +211,13 @@ impl Trials for PointTrials<'_> {
         self.guard = None;
         // The same share the measurement loop gives this point (what is
         // left of the budget over the points left), so it can size itself.
+        // Sized for the most trials it may run (not the least): a point that
+        // fits only its minimum overruns its share whenever it is not yet
+        // precise there, and the points after it are left with nothing.
         let left = (self.plan.budget - self.start.elapsed().as_secs_f64()).max(0.0);
         self.ctx.set_point_time((!self.fixed).then(|| PointTime {
             seconds: left / (self.points.len() - arm) as f64,
-            trials: self.plan.warmup + self.plan.min_trials,
+            trials: self.plan.warmup + self.plan.max_trials,
         }));
         let state = self.exp.prepare(self.ctx, &self.points[arm]);
         self.ctx.set_point_time(None);

@@ -252,19 +252,14 @@ impl Run {
 
 /// Current UTC time as RFC 3339.
 pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    now.replace_nanosecond(0)
-        .unwrap_or(now)
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
+    crate::units::now_rfc3339()
 }
 
 /// A sortable, typeable run id: `20261120-231355-3fa2`.
 pub fn new_run_id() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    let fmt = time::macros::format_description!("[year][month][day]-[hour][minute][second]");
-    let stamp = now
-        .format(&fmt)
-        .unwrap_or_else(|_| "00000000-000000".to_string());
-    format!("{stamp}-{:04x}", rand::random::<u16>())
+    format!(
+        "{}-{:04x}",
+        crate::units::now_stamp(),
+        rand::random::<u16>()
+    )
 }

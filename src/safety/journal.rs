@@ -342,9 +342,7 @@ impl Entry {
             knob: knob.to_string(),
             pid: me,
             pid_start: start_ticks(me),
-            started: time::OffsetDateTime::now_utc()
-                .format(&time::format_description::well_known::Rfc3339)
-                .unwrap_or_default(),
+            started: crate::units::now_rfc3339_nanos(),
             saved,
         }
     }

@@ -7,27 +7,41 @@
 //! label every tick with `units::human`. Text stays text (`<text>` elements,
 //! generic `sans-serif`): no font files, no scripts, nothing from the network.
 //! Legends are drawn in a strip below the plot so they never hide data.
+//! Drawing is feature "charts" (plotters); without it (the static board
+//! build) the charts are still chosen but `render` says they were left out.
+#![cfg_attr(not(feature = "charts"), allow(dead_code, unused_imports))]
 
 use std::ops::Range;
 
+#[cfg(feature = "charts")]
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+#[cfg(feature = "charts")]
 use plotters::coord::Shift;
+#[cfg(feature = "charts")]
 use plotters::prelude::*;
 
 use crate::units::{human, sig};
 
+#[cfg(feature = "charts")]
 mod axes;
+#[cfg(feature = "charts")]
 mod bars;
+#[cfg(feature = "charts")]
 mod forest;
 pub mod latency_plot;
+#[cfg(feature = "charts")]
 mod line;
 
 use crate::model::Better;
 use crate::stats::Verdict;
 use crate::units::format_size;
+#[cfg(feature = "charts")]
 use axes::*;
+#[cfg(feature = "charts")]
 use bars::render_bars;
+#[cfg(feature = "charts")]
 use forest::render_forest;
+#[cfg(feature = "charts")]
 use line::render_line;
 
 const WIDTH: u32 = 820;
@@ -35,6 +49,7 @@ const PLOT_HEIGHT: u32 = 380;
 const LEGEND_ROW: u32 = 20;
 const FONT: &str = "sans-serif";
 
+#[cfg(feature = "charts")]
 /// Distinguishable colours (the "tab10" palette).
 const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
@@ -48,12 +63,20 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
 ];
+#[cfg(feature = "charts")]
 const GREY: RGBColor = RGBColor(110, 110, 110);
+#[cfg(feature = "charts")]
 const LIGHT: RGBColor = RGBColor(225, 225, 225);
 
+#[cfg(feature = "charts")]
 fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
+
+/// Why a chart is missing from a build without feature "charts".
+pub const NO_CHARTS: &str = "this tunelab was built without charts (feature \"charts\"; the \
+    static board build leaves them out): import the run on a host (`tunelab import`) and run \
+    `tunelab report` there for the charts";
 
 /// One axis: what it shows, in which base unit, and whether it is logarithmic.
 #[derive(Debug, Clone, PartialEq)]
@@ -164,12 +187,18 @@ impl Chart {
     }
 
     /// The chart as a standalone SVG document, or why it could not be drawn.
+    #[cfg(feature = "charts")]
     pub fn render(&self) -> Result<String, String> {
         match self {
             Chart::Line(c) => render_line(c),
             Chart::Bar(c) => render_bars(c),
             Chart::Forest(c) => render_forest(c),
         }
+    }
+
+    #[cfg(not(feature = "charts"))]
+    pub fn render(&self) -> Result<String, String> {
+        Err(NO_CHARTS.to_string())
     }
 }
 
@@ -212,6 +241,7 @@ enum Mark {
     Bar,
 }
 
+#[cfg(feature = "charts")]
 /// Draw legend entries (colour, mark, name) in `area`.
 fn draw_legend(
     area: &DrawingArea<SVGBackend, Shift>,
@@ -333,7 +363,7 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "charts"))]
 mod tests {
     use super::*;
 
