@@ -601,10 +601,7 @@ impl OffState {
             let t = self.tids.entry(e.tid).or_default();
             t.pid = e.pid;
             out.tid_pid.insert(e.tid, e.pid);
-            if !out.pid_comm.contains_key(&e.pid) {
-                let c = comm(e.pid);
-                out.pid_comm.insert(e.pid, c);
-            }
+            out.pid_comm.entry(e.pid).or_insert_with(|| comm(e.pid));
             if t.first == 0 {
                 t.first = e.time;
             }
