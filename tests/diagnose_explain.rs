@@ -253,7 +253,6 @@ fn mutex_contention_names_the_caller_and_the_lock() {
 }
 
 #[test]
-#[ignore = "open (#23): under noise the fsync waits still split into more than one row (flush vs writeback paths)"]
 fn write_and_fsync_is_one_storage_cause() {
     let dir = tempfile::tempdir_in(Path::new(env!("CARGO_MANIFEST_DIR")).join("target")).unwrap();
     let dir_s = dir.path().to_str().unwrap().to_string();
@@ -318,7 +317,6 @@ fn spinning_sched_yield_is_kernel_bound_in_sched_yield() {
 }
 
 #[test]
-#[ignore = "open (#23): the pipe reader gets no blocking finding yet"]
 fn a_reader_waits_for_its_slow_writer() {
     let Some((d, _g)) = diagnose("pipe", &["2"]) else {
         return;

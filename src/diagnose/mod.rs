@@ -370,9 +370,17 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let offcpu = match off {
         Ok(run) => match run.finish_offcpu() {
             Ok(t) => {
+                let own_image = match &opts.what {
+                    What::Command(_) => std::env::current_exe()
+                        .ok()
+                        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                };
                 let o = offcpu::from_trace(
                     &t,
                     &program,
+                    &own_image,
                     format!(
                         "every switch of the workload's tasks off a CPU with its user and kernel \
                          call chain (perf_event_open: the context-switches software event, fired \

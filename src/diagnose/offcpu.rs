@@ -201,20 +201,20 @@ pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
     }
     if any(kernel, STORAGE_SYNC) {
         let what = match sc.as_deref() {
-            Some(s @ ("fsync" | "fdatasync" | "sync_file_range" | "sync" | "syncfs" | "msync")) => {
-                s.to_string()
-            }
-            _ => "sync".into(),
+            Some(s) => s.to_string(),
+            None => "sync".into(),
         };
-        return ("storage", format!("{what}: waits for the storage to write"));
+        return ("storage", format!("{what}{SYNC_WAIT}"));
     }
     if any(
         kernel,
         &["balance_dirty_pages", "balance_dirty_pages_ratelimited"],
     ) {
+        // A write held back until the device writes dirty pages: waiting
+        // for the storage to write, as a sync is (one cause, one row).
         return (
             "storage",
-            "write throttled by dirty-page writeback (balance_dirty_pages)".into(),
+            format!("write (dirty-page throttling){SYNC_WAIT}"),
         );
     }
     if any_prefix(
@@ -372,58 +372,122 @@ fn split(w: &WaitStack) -> (Vec<&str>, Vec<(&str, &str)>) {
     (k, u)
 }
 
-/// One row per (process name, class, cause, caller), summed over every
-/// kernel path.
-pub fn from_trace(t: &OffCpuTrace, program: &str, method: String) -> OffCpuReport {
-    let mut rows: HashMap<(String, &'static str, String, String), (OffCpuCause, f64)> =
-        HashMap::new();
-    let mut row_tids: HashMap<(String, &'static str, String, String), Vec<u32>> = HashMap::new();
+/// std's child side of `Command::spawn`: in a command's off-CPU flame
+/// graph, the stacks of tunelab's own child before the exec.
+const PRE_EXEC_FRAME: &str = "Command>::do_exec";
+
+/// What a synchronous storage wait says after its syscall: the syscalls
+/// (fsync, fdatasync, unlinkat's discard…) are one cause, one row.
+const SYNC_WAIT: &str = ": waits for the storage to write";
+
+/// Classes whose user-space caller names the object waited for (which
+/// lock, which thread): there the caller is part of the cause. Elsewhere
+/// the kernel names the cause and the row shows its heaviest caller.
+fn caller_names_the_object(class: &str) -> bool {
+    matches!(class, "lock" | "condvar" | "join" | "futex")
+}
+
+type RowKey = (String, &'static str, String, String);
+
+#[derive(Default)]
+struct Row {
+    cause: OffCpuCause,
+    /// The heaviest stack's weight (its kernel path is shown).
+    heaviest: f64,
+    tids: Vec<u32>,
+    callers: HashMap<String, f64>,
+    /// Syscalls of a synchronous storage wait, with their time.
+    syscalls: HashMap<String, f64>,
+}
+
+fn heaviest(m: &HashMap<String, f64>) -> Option<&String> {
+    m.iter()
+        .max_by(|a, b| a.1.total_cmp(b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|x| x.0)
+}
+
+/// One row per (process name, class, cause — and for futex waits the
+/// caller), summed over every kernel path and caller; per process (pid)
+/// the blocked time by class, for shares of each process's own time.
+///
+/// `own_image`: tunelab's executable when it forked the command: its child
+/// runs tunelab's code until the exec completes (the handshake, the exec
+/// reading the program), so waits with tunelab's frames are left out,
+/// their time stated in the method.
+pub fn from_trace(t: &OffCpuTrace, program: &str, own_image: &str, method: String) -> OffCpuReport {
+    let mut rows: HashMap<RowKey, Row> = HashMap::new();
     let mut blocked = 0.0;
-    let mut by: HashMap<String, ProcessWaits> = HashMap::new();
-    for (comm, rq) in &t.runqueue {
-        by.entry(comm.clone())
-            .or_insert_with(|| ProcessWaits {
-                comm: comm.clone(),
-                ..Default::default()
-            })
-            .runqueue_s += rq;
-    }
+    let mut by: HashMap<u32, ProcessWaits> = HashMap::new();
+    let mut comm_of: HashMap<u32, String> = t.pid_comm.clone();
     for w in &t.waits {
-        by.entry(w.comm.clone())
-            .or_insert_with(|| ProcessWaits {
-                comm: w.comm.clone(),
-                ..Default::default()
-            })
-            .blocked_s += w.total_s;
+        for (pid, _) in &w.by_pid {
+            comm_of.entry(*pid).or_insert_with(|| w.comm.clone());
+        }
+    }
+    for (pid, rq) in &t.runqueue_by_pid {
+        by.entry(*pid).or_default().runqueue_s += rq;
+    }
+    for (tid, life) in &t.lifetimes {
+        if let Some(pid) = t.tid_pid.get(tid) {
+            by.entry(*pid).or_default().thread_time_s += life;
+        }
+    }
+    let mut own_s = 0.0;
+    for w in &t.waits {
         let (k, u) = split(w);
+        if !own_image.is_empty() && u.iter().any(|(image, _)| *image == own_image) {
+            own_s += w.total_s;
+            continue;
+        }
         let user_names: Vec<&str> = u.iter().map(|x| x.1).collect();
-        let (class, cause) = classify(&k, &user_names);
+        let (class, mut cause) = classify(&k, &user_names);
+        let mut syscall = None;
+        if let Some(sc) = cause.strip_suffix(SYNC_WAIT) {
+            syscall = Some(sc.to_string());
+            cause = SYNC_WAIT.trim_start_matches(": ").to_string();
+        }
         let call = caller(&u, program);
         blocked += w.total_s;
-        let key = (w.comm.clone(), class, cause.clone(), call.clone());
-        let ts = row_tids.entry(key.clone()).or_default();
-        for t in &w.tids {
-            if !ts.contains(t) {
-                ts.push(*t);
+        for (pid, s) in &w.by_pid {
+            let p = by.entry(*pid).or_default();
+            p.blocked_s += s;
+            match p.classes.iter_mut().find(|c| c.0 == class) {
+                Some(c) => c.1 += s,
+                None => p.classes.push((class.to_string(), *s)),
             }
         }
-        let (e, heaviest) = rows.entry(key).or_insert_with(|| {
-            (
-                OffCpuCause {
+        let key_caller = if caller_names_the_object(class) {
+            call.clone()
+        } else {
+            String::new()
+        };
+        let r = rows
+            .entry((w.comm.clone(), class, cause.clone(), key_caller))
+            .or_insert_with(|| Row {
+                cause: OffCpuCause {
                     class: class.into(),
                     cause,
-                    caller: call,
                     comm: w.comm.clone(),
                     ..Default::default()
                 },
-                -1.0,
-            )
-        });
+                heaviest: -1.0,
+                ..Default::default()
+            });
+        for tid in &w.tids {
+            if !r.tids.contains(tid) {
+                r.tids.push(*tid);
+            }
+        }
+        *r.callers.entry(call).or_default() += w.total_s;
+        if let Some(sc) = syscall {
+            *r.syscalls.entry(sc).or_default() += w.total_s;
+        }
+        let e = &mut r.cause;
         e.total_s += w.total_s;
         e.waits += w.count;
         e.max_s = e.max_s.max(w.max_s);
-        if w.total_s > *heaviest {
-            *heaviest = w.total_s;
+        if w.total_s > r.heaviest {
+            r.heaviest = w.total_s;
             e.kernel_path = k
                 .iter()
                 .filter(|f| !generic(f))
@@ -434,24 +498,57 @@ pub fn from_trace(t: &OffCpuTrace, program: &str, method: String) -> OffCpuRepor
         }
     }
     let mut causes: Vec<OffCpuCause> = rows
-        .into_iter()
-        .map(|(k, (mut c, _))| {
-            let tids = row_tids.get(&k).map(Vec::as_slice).unwrap_or(&[]);
-            c.threads = tids.len() as u32;
-            c.thread_time_s = tids.iter().filter_map(|tid| t.lifetimes.get(tid)).sum();
+        .into_values()
+        .map(|r| {
+            let mut c = r.cause;
+            c.caller = heaviest(&r.callers).cloned().unwrap_or_default();
+            if !r.syscalls.is_empty() {
+                let mut sc: Vec<(&String, &f64)> = r.syscalls.iter().collect();
+                sc.sort_by(|a, b| b.1.total_cmp(a.1).then_with(|| a.0.cmp(b.0)));
+                let names: Vec<&str> = sc.iter().map(|x| x.0.as_str()).collect();
+                c.cause = format!("{}{SYNC_WAIT}", names.join(", "));
+            }
+            c.threads = r.tids.len() as u32;
+            c.thread_time_s = r.tids.iter().filter_map(|tid| t.lifetimes.get(tid)).sum();
             c
         })
         .collect();
     causes.sort_by(|a, b| b.total_s.total_cmp(&a.total_s));
     causes.truncate(TOP);
+    let mut procs: Vec<ProcessWaits> = by
+        .into_iter()
+        .map(|(pid, mut p)| {
+            p.pid = pid;
+            p.comm = comm_of
+                .get(&pid)
+                .cloned()
+                .unwrap_or_else(|| format!("[pid {pid}]"));
+            p
+        })
+        .collect();
+    procs.sort_by(|a, b| b.blocked_s.total_cmp(&a.blocked_s));
     OffCpuReport {
         source: "sched switch events".into(),
         causes,
         blocked_s: blocked,
         runqueue_s: t.runqueue.iter().map(|r| r.1).sum(),
-        by_process: sorted_procs(by),
-        folded: t.profile.folded.clone(),
-        method,
+        by_process: procs,
+        folded: t
+            .profile
+            .folded
+            .iter()
+            .filter(|f| own_image.is_empty() || !f.stack.contains(PRE_EXEC_FRAME))
+            .cloned()
+            .collect(),
+        method: if own_s > 0.0 {
+            format!(
+                "{method} tunelab's own child before the exec (the handshake, the exec \
+                 reading the program: {:.1} ms blocked) is left out.",
+                own_s * 1e3
+            )
+        } else {
+            method
+        },
     }
 }
 
@@ -535,6 +632,7 @@ mod tests {
             count,
             max_s: max,
             tids: vec![1],
+            by_pid: vec![(1, total)],
         }
     }
 
@@ -592,7 +690,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let r = from_trace(&t, "prog", String::new());
+        let r = from_trace(&t, "prog", "", String::new());
         assert_eq!(r.causes.len(), 3, "{:#?}", r.causes);
         let st = r.causes.iter().find(|c| c.class == "storage").unwrap();
         assert!((st.total_s - 1.5).abs() < 1e-9);
@@ -606,6 +704,90 @@ mod tests {
         let j = r.causes.iter().find(|c| c.class == "join").unwrap();
         assert_eq!(j.caller, "main");
         assert!((r.blocked_s - 6.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_sync_from_another_call_or_caller_is_the_same_storage_row() {
+        let fsync = [
+            (K, "__schedule"),
+            (K, "submit_bio_wait"),
+            (K, "blkdev_issue_flush"),
+            (K, "ext4_sync_file"),
+            (K, "__x64_sys_fsync"),
+            ("prog", "main"),
+        ];
+        let unlink = [
+            (K, "__schedule"),
+            (K, "submit_bio_wait"),
+            (K, "blkdev_issue_discard"),
+            (K, "ext4_free_blocks"),
+            (K, "__x64_sys_unlinkat"),
+            ("libc.so.6", "unlink"),
+            ("prog", "main"),
+        ];
+        let throttled = [
+            (K, "__schedule"),
+            (K, "balance_dirty_pages"),
+            (K, "balance_dirty_pages_ratelimited"),
+            (K, "generic_perform_write"),
+            (K, "__x64_sys_write"),
+            ("libc.so.6", "write"),
+            ("prog", "append_record"),
+            ("prog", "main"),
+        ];
+        let t = OffCpuTrace {
+            waits: vec![
+                w(&fsync, 2.0, 270, 0.06),
+                w(&unlink, 0.04, 3, 0.03),
+                w(&throttled, 0.1, 5, 0.05),
+            ],
+            ..Default::default()
+        };
+        let r = from_trace(&t, "prog", "", String::new());
+        assert_eq!(r.causes.len(), 1, "{:#?}", r.causes);
+        let c = &r.causes[0];
+        assert_eq!(c.caller, "main", "the heaviest caller");
+        assert_eq!(c.waits, 278);
+        assert!(
+            c.cause
+                .starts_with("fsync, write (dirty-page throttling), unlinkat:"),
+            "{}",
+            c.cause
+        );
+    }
+
+    #[test]
+    fn same_named_processes_keep_their_own_time() {
+        let read = [
+            (K, "__schedule"),
+            (K, "anon_pipe_read"),
+            (K, "__x64_sys_read"),
+            ("prog", "consume"),
+        ];
+        let sleep = [
+            (K, "__schedule"),
+            (K, "do_nanosleep"),
+            (K, "__x64_sys_clock_nanosleep"),
+            ("prog", "produce"),
+        ];
+        let mut r1 = w(&read, 1.9, 300, 0.01);
+        r1.by_pid = vec![(10, 1.9)];
+        r1.tids = vec![10];
+        let mut s1 = w(&sleep, 1.95, 300, 0.01);
+        s1.by_pid = vec![(11, 1.95)];
+        s1.tids = vec![11];
+        let t = OffCpuTrace {
+            waits: vec![r1, s1],
+            lifetimes: [(10, 2.0), (11, 2.0)].into_iter().collect(),
+            tid_pid: [(10, 10), (11, 11)].into_iter().collect(),
+            ..Default::default()
+        };
+        let r = from_trace(&t, "prog", "", String::new());
+        assert_eq!(r.by_process.len(), 2, "{:#?}", r.by_process);
+        let reader = r.by_process.iter().find(|p| p.pid == 10).unwrap();
+        assert_eq!(reader.comm, "prog");
+        assert_eq!(reader.classes, vec![("pipe".to_string(), 1.9)]);
+        assert!((reader.thread_time_s - 2.0).abs() < 1e-9);
     }
 
     #[test]

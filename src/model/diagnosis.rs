@@ -499,4 +499,14 @@ pub struct ProcessWaits {
     pub comm: String,
     pub blocked_s: f64,
     pub runqueue_s: f64,
+    /// One process of that name (switch events), 0 when the row sums every
+    /// process of the name (the sampled fallback, older runs).
+    #[serde(default)]
+    pub pid: u32,
+    /// Its threads' summed traced lifetime, s.
+    #[serde(default)]
+    pub thread_time_s: f64,
+    /// Blocked time by class ("storage", "pipe", …), s.
+    #[serde(default)]
+    pub classes: Vec<(String, f64)>,
 }

@@ -310,6 +310,9 @@ pub const MEMORY_WAIT_PCT: f64 = 10.0;
 pub const MAJOR_FAULTS_PER_S: f64 = 50.0;
 /// One other cause of blocking that dominates, share of active thread time.
 pub const DOMINANT_WAIT_PCT: f64 = 50.0;
+/// One process of several with the same name is judged on its own time
+/// when it holds at least this share of the workload's active time.
+pub const SIGNIFICANT_PROCESS_PCT: f64 = 10.0;
 
 /// The kernel's lock slow paths, as they appear in a profile.
 const KERNEL_LOCK_SLOW: &[&str] = &[
@@ -443,20 +446,58 @@ impl<'a> WorkView<'a> {
             .data()
             .map(|w| w.rows.as_slice())
             .unwrap_or(&[]);
-        let mut best = (0.0, String::new(), 0.0);
+        // Per process name (same-named workers summed): blocked and
+        // run-queue time of every process of that name.
+        let mut names: Vec<(&str, f64, f64, usize)> = Vec::new();
         for p in &o.by_process {
-            let wait = sum(Some(&p.comm), classes);
+            match names.iter_mut().find(|n| n.0 == p.comm) {
+                Some(n) => {
+                    n.1 += p.blocked_s;
+                    n.2 += p.runqueue_s;
+                    n.3 += 1;
+                }
+                None => names.push((&p.comm, p.blocked_s, p.runqueue_s, 1)),
+            }
+        }
+        let mut best = (0.0, String::new(), 0.0);
+        for (comm, blocked, runq, _) in &names {
+            let wait = sum(Some(comm), classes);
             if wait <= 0.0 {
                 continue;
             }
-            let own = rows.iter().filter(|r| r.comm == p.comm);
+            let own = rows.iter().filter(|r| r.comm == *comm);
             let cpu: f64 = own.clone().map(|r| r.cpu_s()).sum();
             let rq = if o.source == "sched switch events" {
-                p.runqueue_s
+                *runq
             } else {
-                p.runqueue_s.max(own.map(|r| r.runqueue_s).sum())
+                runq.max(own.map(|r| r.runqueue_s).sum())
             };
-            let active = (cpu + rq + p.blocked_s - sum(Some(&p.comm), &["join"])).max(1e-9);
+            let active = (cpu + rq + blocked - sum(Some(comm), &["join"])).max(1e-9);
+            let pct = wait / active * 100.0;
+            if pct > best.0 {
+                best = (pct, comm.to_string(), wait);
+            }
+        }
+        // Same-named processes (a reader and the writer it forked) are
+        // also judged each on its own time, when it is a stated share of
+        // the workload's.
+        let class_s = |p: &crate::model::diagnosis::ProcessWaits, cl: &[&str]| -> f64 {
+            p.classes
+                .iter()
+                .filter(|c| cl.contains(&c.0.as_str()))
+                .map(|c| c.1)
+                .sum()
+        };
+        for p in o.by_process.iter().filter(|p| p.pid != 0) {
+            if names.iter().any(|n| n.0 == p.comm && n.3 < 2) {
+                continue;
+            }
+            let wait = class_s(p, classes);
+            let active =
+                (p.thread_time_s.max(p.blocked_s + p.runqueue_s) - class_s(p, &["join"])).max(1e-9);
+            if wait <= 0.0 || active < self.active_s() * SIGNIFICANT_PROCESS_PCT / 100.0 {
+                continue;
+            }
             let pct = wait / active * 100.0;
             if pct > best.0 {
                 best = (pct, p.comm.clone(), wait);
@@ -1460,7 +1501,7 @@ mod tests {
             by_process: vec![ProcessWaits {
                 comm: "prog".into(),
                 blocked_s: blocked,
-                runqueue_s: 0.0,
+                ..Default::default()
             }],
             ..Default::default()
         });
@@ -1531,6 +1572,69 @@ mod tests {
         assert!(f.title.contains("contended_update"), "{}", f.title);
         // pthread_join is not a finding.
         assert!(get(blocking_cause(&e, Workload::General)).is_none());
+    }
+
+    #[test]
+    fn a_reader_and_its_same_named_writer_are_judged_apart() {
+        // Together each cause is half of the name's time; each process
+        // spends nearly all of its own time in one of them.
+        let mut d = workload(
+            0.01,
+            0.03,
+            &[
+                (
+                    "pipe",
+                    "pipe read (waits for its writer)",
+                    "consume ← main",
+                    1.98,
+                ),
+                ("sleep", "timer sleep (nanosleep)", "produce ← main", 1.97),
+            ],
+        );
+        if let Section::Present { data, .. } = &mut d.offcpu {
+            let p = |pid, class: &str, s| ProcessWaits {
+                comm: "prog".into(),
+                pid,
+                blocked_s: s,
+                thread_time_s: 2.0,
+                classes: vec![(class.to_string(), s)],
+                ..Default::default()
+            };
+            data.by_process = vec![p(10, "pipe", 1.98), p(11, "sleep", 1.97)];
+        }
+        let e = ev(d);
+        let f = get(blocking_cause(&e, Workload::General)).unwrap();
+        assert!(
+            f.title.contains("99.0% of its time in pipe read"),
+            "{}",
+            f.title
+        );
+        assert!(get(sleep_bound(&e, Workload::General)).is_some());
+        // A small process of the name is not judged on its own.
+        let mut d = workload(
+            0.01,
+            0.03,
+            &[("pipe", "pipe read (waits for its writer)", "consume", 0.1)],
+        );
+        if let Section::Present { data, .. } = &mut d.offcpu {
+            let p = |pid, class: &str, s, life| ProcessWaits {
+                comm: "prog".into(),
+                pid,
+                blocked_s: s,
+                thread_time_s: life,
+                classes: vec![(class.to_string(), s)],
+                ..Default::default()
+            };
+            data.by_process = vec![p(10, "pipe", 0.1, 0.1), p(11, "sleep", 1.9, 2.0)];
+            data.causes.push(OffCpuCause {
+                class: "sleep".into(),
+                comm: "prog".into(),
+                total_s: 1.9,
+                ..Default::default()
+            });
+            data.blocked_s = 2.0;
+        }
+        assert!(get(blocking_cause(&ev(d), Workload::General)).is_none());
     }
 
     #[test]

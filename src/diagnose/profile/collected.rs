@@ -42,4 +42,13 @@ pub(super) struct Collected {
     pub wait_tids: HashMap<(u32, Vec<FrameKey>), Vec<u32>>,
     /// Off-CPU tracing: each thread's traced lifetime, ns.
     pub lifetimes_ns: HashMap<u32, u64>,
+    /// Off-CPU tracing: ns blocked in each stack per process (pid): same-named
+    /// processes (a reader and the writer it forked) are judged apart.
+    pub wait_pid_ns: HashMap<(u32, Vec<FrameKey>), HashMap<u32, u64>>,
+    /// Off-CPU tracing: ns preempted per process (pid).
+    pub runqueue_pid_ns: HashMap<u32, u64>,
+    /// Off-CPU tracing: the process (pid) of each traced thread.
+    pub tid_pid: HashMap<u32, u32>,
+    /// Off-CPU tracing: each traced process's comm index.
+    pub pid_comm: HashMap<u32, u32>,
 }

@@ -336,6 +336,11 @@ impl Live {
                     count,
                     max_s: max_ns as f64 * 1e-9,
                     tids: collected.wait_tids.get(k).cloned().unwrap_or_default(),
+                    by_pid: collected
+                        .wait_pid_ns
+                        .get(k)
+                        .map(|m| m.iter().map(|(p, ns)| (*p, *ns as f64 * 1e-9)).collect())
+                        .unwrap_or_default(),
                 }
             })
             .collect();
@@ -412,6 +417,20 @@ impl Live {
                 .lifetimes_ns
                 .iter()
                 .map(|(t, ns)| (*t, *ns as f64 * 1e-9))
+                .collect(),
+            runqueue_by_pid: collected
+                .runqueue_pid_ns
+                .iter()
+                .map(|(p, ns)| (*p, *ns as f64 * 1e-9))
+                .collect(),
+            tid_pid: collected.tid_pid.clone(),
+            pid_comm: collected
+                .pid_comm
+                .iter()
+                .map(|(p, c)| {
+                    let name = collected.comms.get(*c as usize).cloned();
+                    (*p, name.unwrap_or_default())
+                })
                 .collect(),
             open_at_end: collected.open_at_end,
             lost: collected.lost,
@@ -581,6 +600,8 @@ impl OffState {
         for e in ready {
             let t = self.tids.entry(e.tid).or_default();
             t.pid = e.pid;
+            out.tid_pid.insert(e.tid, e.pid);
+            out.pid_comm.entry(e.pid).or_insert_with(|| comm(e.pid));
             if t.first == 0 {
                 t.first = e.time;
             }
@@ -603,9 +624,10 @@ impl OffState {
                     let c = comm(e.pid);
                     if preempt {
                         *out.runqueue_ns.entry(c).or_default() += ns;
+                        *out.runqueue_pid_ns.entry(e.pid).or_default() += ns;
                         continue;
                     }
-                    charge(out, c, e.tid, std::mem::take(&mut t.stack), ns);
+                    charge(out, c, (e.pid, e.tid), std::mem::take(&mut t.stack), ns);
                 }
             }
         }
@@ -626,8 +648,9 @@ impl OffState {
                 let c = comm(t.pid);
                 if preempt {
                     *out.runqueue_ns.entry(c).or_default() += ns;
+                    *out.runqueue_pid_ns.entry(t.pid).or_default() += ns;
                 } else {
-                    charge(out, c, *tid, std::mem::take(&mut t.stack), ns);
+                    charge(out, c, (t.pid, *tid), std::mem::take(&mut t.stack), ns);
                     out.open_at_end += 1;
                 }
             }
@@ -638,9 +661,14 @@ impl OffState {
 
 /// One wait of `ns` on a stack: µs as the stack's weight, plus its count
 /// and longest single wait.
-fn charge(out: &mut Collected, comm: u32, tid: u32, frames: Vec<FrameKey>, ns: u64) {
+fn charge(out: &mut Collected, comm: u32, (pid, tid): (u32, u32), frames: Vec<FrameKey>, ns: u64) {
     let us = ns / 1000;
     let key = (comm, frames);
+    *out.wait_pid_ns
+        .entry(key.clone())
+        .or_default()
+        .entry(pid)
+        .or_default() += ns;
     let tids = out.wait_tids.entry(key.clone()).or_default();
     if !tids.contains(&tid) {
         tids.push(tid);

@@ -69,6 +69,8 @@ pub struct WaitStack {
     pub max_s: f64,
     /// The threads that waited here.
     pub tids: Vec<u32>,
+    /// Time blocked in this stack per process (pid), s.
+    pub by_pid: Vec<(u32, f64)>,
 }
 
 /// What off-CPU tracing collected.
@@ -81,6 +83,12 @@ pub struct OffCpuTrace {
     pub runqueue: Vec<(String, f64)>,
     /// Each traced thread's lifetime in the interval, s.
     pub lifetimes: std::collections::HashMap<u32, f64>,
+    /// Time preempted per process (pid), s.
+    pub runqueue_by_pid: std::collections::HashMap<u32, f64>,
+    /// The process (pid) of each traced thread.
+    pub tid_pid: std::collections::HashMap<u32, u32>,
+    /// Each traced process's name.
+    pub pid_comm: std::collections::HashMap<u32, String>,
     /// Waits still open when tracing stopped.
     pub open_at_end: u64,
     pub lost: u64,
