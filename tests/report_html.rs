@@ -447,6 +447,14 @@ fn study_quick_is_stored_once_and_its_report_renders() {
         text.contains("key issue") && text.contains("verdict") && text.contains("conclusion"),
         "{text}"
     );
+    // To a pipe (`study quick 2>&1 | cat`), each key issue's line says the
+    // time elapsed and what is left.
+    let err = stderr(&out);
+    assert!(
+        err.lines()
+            .any(|l| l.contains("[2/") && l.contains(" elapsed, ") && l.contains(" left")),
+        "{err}"
+    );
     let runs = json(&env.run(&["runs", "--json"]));
     assert_eq!(
         runs.as_array().unwrap().len(),
