@@ -43,7 +43,7 @@ impl Experiment for Latency {
     fn method(&self) -> &'static str {
         "As cyclictest -m -a -t --policy: one thread per selected CPU, pinned, SCHED_FIFO at \
          `priority` (or SCHED_OTHER, whose default 50 µs timer slack is part of what it sees), \
-         the process locked in memory (mlockall MCL_CURRENT|MCL_FUTURE). Each thread sleeps \
+         the process locked in memory (mlockall MCL_CURRENT|MCL_FUTURE|MCL_ONFAULT). Each thread sleeps \
          with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) to its next due time (one \
          `period` after the previous one, the first one period after the thread starts) and on waking reads CLOCK_MONOTONIC: latency = woken - due. A period already past on \
          waking is skipped (counted in overruns) instead of being slept to, so one stall is one \
@@ -228,8 +228,16 @@ impl Experiment for Latency {
         if let Some(tl) = tracefs_timerlat() {
             notes.push(format!("tracefs: {tl}"));
         }
+        // Locked as pages are first touched (MCL_ONFAULT, Linux 4.4+): plain
+        // MCL_CURRENT|MCL_FUTURE populates every mapping whole — the binary,
+        // each thread's 2 MiB stack, the load's buffers — which gets the
+        // process OOM-killed on a 64 MiB board. Older kernels refuse the flag
+        // (EINVAL): then lock the classic way.
+        const MCL_ONFAULT: libc::c_int = 4;
+        let flags = libc::MCL_CURRENT | libc::MCL_FUTURE;
         // SAFETY: mlockall has no memory-safety preconditions.
-        let locked = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } == 0;
+        let locked = unsafe { libc::mlockall(flags | MCL_ONFAULT) } == 0
+            || unsafe { libc::mlockall(flags) } == 0;
         if !locked {
             notes.push(format!(
                 "mlockall failed ({}): page faults may add to the latencies; run as root or \
