@@ -220,6 +220,32 @@ impl Sqlite {
     }
 }
 
+/// A run's head from a `runs` row whose first columns are id, label,
+/// status, started, finished, tool_version, argv, environment, quietness,
+/// warnings, study (as `load` and `runs_about` select them): no results,
+/// samples or diagnosis.
+fn run_head(row: &rusqlite::Row) -> rusqlite::Result<Run> {
+    let status: String = row.get(2)?;
+    let study: Option<String> = row.get(10)?;
+    Ok(Run {
+        schema: RUN_SCHEMA.to_string(),
+        id: row.get(0)?,
+        label: row.get(1)?,
+        status: status_of(&status),
+        started: row.get(3)?,
+        finished: row.get(4)?,
+        tool_version: row.get(5)?,
+        argv: json_col(row, 6)?,
+        environment: json_col(row, 7)?,
+        quietness: json_col(row, 8)?,
+        warnings: json_col(row, 9)?,
+        results: Vec::new(),
+        samples: Vec::new(),
+        study: study.as_deref().map(|s| json_text(s, 10)).transpose()?,
+        diagnosis: None,
+    })
+}
+
 /// Insert one whole run (head, results, metrics, monitor samples) in `tx`;
 /// with `replace`, a stored run of the same id goes first.
 fn insert_run(tx: &rusqlite::Transaction, run: &Run, replace: bool) -> rusqlite::Result<()> {
@@ -424,28 +450,13 @@ impl Backend for Sqlite {
                  FROM runs WHERE id = ?1",
                 [id],
                 |row| {
-                    let status: String = row.get(2)?;
-                    let study: Option<String> = row.get(10)?;
                     let diagnosis: Option<String> = row.get(11)?;
                     Ok(Run {
-                        schema: RUN_SCHEMA.to_string(),
-                        id: row.get(0)?,
-                        label: row.get(1)?,
-                        status: status_of(&status),
-                        started: row.get(3)?,
-                        finished: row.get(4)?,
-                        tool_version: row.get(5)?,
-                        argv: json_col(row, 6)?,
-                        environment: json_col(row, 7)?,
-                        quietness: json_col(row, 8)?,
-                        warnings: json_col(row, 9)?,
-                        results: Vec::new(),
-                        samples: Vec::new(),
-                        study: study.as_deref().map(|s| json_text(s, 10)).transpose()?,
                         diagnosis: diagnosis
                             .as_deref()
                             .map(|s| json_text(s, 11))
                             .transpose()?,
+                        ..run_head(row)?
                     })
                 },
             )
@@ -504,27 +515,7 @@ impl Backend for Sqlite {
              ORDER BY started DESC, rowid DESC",
         )?;
         let mut runs: Vec<Run> = heads
-            .query_map([subject], |row| {
-                let status: String = row.get(2)?;
-                let study: Option<String> = row.get(10)?;
-                Ok(Run {
-                    schema: RUN_SCHEMA.to_string(),
-                    id: row.get(0)?,
-                    label: row.get(1)?,
-                    status: status_of(&status),
-                    started: row.get(3)?,
-                    finished: row.get(4)?,
-                    tool_version: row.get(5)?,
-                    argv: json_col(row, 6)?,
-                    environment: json_col(row, 7)?,
-                    quietness: json_col(row, 8)?,
-                    warnings: json_col(row, 9)?,
-                    results: Vec::new(),
-                    samples: Vec::new(),
-                    study: study.as_deref().map(|s| json_text(s, 10)).transpose()?,
-                    diagnosis: None,
-                })
-            })?
+            .query_map([subject], run_head)?
             .collect::<rusqlite::Result<_>>()?;
         let at: std::collections::HashMap<String, usize> = runs
             .iter()
