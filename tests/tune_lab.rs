@@ -617,3 +617,106 @@ fn a_mount_sweep_ends_with_the_original_atime_mode() {
         assert_eq!(atime_of(&m.dir), "relatime", "after kill -9, round {round}");
     }
 }
+
+/// The first IRQ whose CPU affinity this machine lets us set, with its list.
+fn a_movable_irq() -> Option<(u32, String)> {
+    let mut irqs: Vec<u32> = std::fs::read_dir("/proc/irq")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    irqs.sort_unstable();
+    irqs.into_iter().find_map(|n| {
+        let f = format!("/proc/irq/{n}/smp_affinity_list");
+        let v = std::fs::read_to_string(&f).ok()?.trim().to_string();
+        // Writing the value it holds changes nothing and proves it movable.
+        std::fs::write(&f, &v).ok().map(|_| (n, v))
+    })
+}
+
+#[test]
+fn latency_knobs_sweep_and_are_restored() {
+    if !common::is_root() {
+        return common::skip("needs root to change sysctls and IRQ affinity");
+    }
+    let env = Env::new();
+    let t = env.target();
+    let rt = "/proc/sys/kernel/sched_rt_runtime_us";
+    let mut cases: Vec<(String, String, String)> = Vec::new();
+    if Path::new(rt).exists() {
+        cases.push((
+            "kernel.sched_rt_runtime_us".into(),
+            "950000,-1".into(),
+            rt.into(),
+        ));
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some((irq, _)) = a_movable_irq().filter(|_| cpus > 1) {
+        cases.push((
+            format!("irq.{irq}.affinity"),
+            "0,0-1".into(),
+            format!("/proc/irq/{irq}/smp_affinity_list"),
+        ));
+    }
+    if cases.is_empty() {
+        return common::skip("no sched_rt_runtime_us and no movable IRQ here");
+    }
+    for (knob, values, file) in cases {
+        let original = read(&file);
+        let out = env.run(&[
+            "tune",
+            &knob,
+            "--values",
+            &values,
+            "--experiment",
+            "sched.latency",
+            "-p",
+            "duration=100ms",
+            "-p",
+            "cpus=0",
+            "--min-trials",
+            "2",
+            "--max-trials",
+            "2",
+            "--quiet-check",
+            "0",
+            "--target",
+            t.to_str().unwrap(),
+        ]);
+        let err = stderr(&out);
+        assert!(out.status.success(), "{knob}: {err}");
+        assert!(err.contains(&format!("restored {knob} to")), "{err}");
+        assert_eq!(read(&file), original, "{knob} not restored");
+        let run = json(&env.run(&["show", "last", "--json"]));
+        let n = run["results"].as_array().unwrap().len();
+        assert_eq!(n, 2, "{knob}: one point per value");
+    }
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
+}
+
+#[test]
+fn bad_latency_knob_values_are_usage_errors() {
+    let env = Env::new();
+    let t = env.target();
+    for (knob, values, says) in [
+        ("irq.99999.affinity", "0,1", "IRQ 99999 does not exist"),
+        ("irq.x.affinity", "0,1", "unknown knob"),
+        ("kernel.sched_rt_runtime_us", "-5,10", "for no limit"),
+    ] {
+        let out = env.run(&[
+            "tune",
+            knob,
+            "--values",
+            values,
+            "--experiment",
+            "sched.latency",
+            "--dry-run",
+            "--target",
+            t.to_str().unwrap(),
+        ]);
+        let err = stderr(&out);
+        let code = out.status.code();
+        // A missing IRQ is this machine's fact (exit 4); bad words are usage (2).
+        assert!(matches!(code, Some(2) | Some(4)), "{knob}: {code:?} {err}");
+        assert!(err.contains(says), "{knob}: {err}");
+    }
+}

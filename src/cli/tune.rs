@@ -11,7 +11,7 @@ use crate::engine::runner::Outcome;
 use crate::experiments::registry;
 use crate::report::table;
 use crate::tune::apply::{ENV_DEVICE, ENV_KNOB, ENV_LAB, ENV_METRIC, ENV_NOISE, ENV_ORIGINAL};
-use crate::tune::knobs::{Knob, KnobGuard, NAMES};
+use crate::tune::knobs::{is_known, Knob, KnobGuard, NAMES};
 use crate::tune::sweep::{best_value, default_metric, sweep, Sweep};
 use crate::units::human;
 use crate::{Error, Result};
@@ -20,10 +20,11 @@ use crate::{Error, Result};
 pub struct Args {
     /// The knob: read_ahead_kb, scheduler, nr_requests (the target's disk or --device),
     /// vm.dirty_ratio, vm.dirty_background_ratio, vm.dirty_bytes, vm.dirty_background_bytes,
-    /// vm.dirty_expire_centisecs, governor, mount (values like noatime, strictatime, sync, noatime+async).
+    /// vm.dirty_expire_centisecs, governor, mount (values like noatime, strictatime, sync, noatime+async),
+    /// kernel.sched_rt_runtime_us (-1 = no RT throttling), irq.N.affinity (CPU lists: 0, 2-3, 0+2).
     pub knob: String,
     /// Values to compare, comma-separated.
-    #[arg(long, value_name = "A,B,…", required = true)]
+    #[arg(long, value_name = "A,B,…", required = true, allow_hyphen_values = true)]
     pub values: String,
     /// The experiment that measures each value.
     #[arg(long, short = 'e', value_name = "EXP")]
@@ -54,7 +55,7 @@ pub struct Args {
 }
 
 pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
-    if !NAMES.contains(&args.knob.as_str()) {
+    if !is_known(&args.knob) {
         return Err(Error::usage(format!(
             "unknown knob '{}' (knobs: {})",
             args.knob,

@@ -1,5 +1,6 @@
 //! Knobs `tune` can turn: vm sysctls, block queue attributes, the cpufreq
-//! governor and mount options. A `KnobGuard` journals the original value
+//! governor, mount options, and the wake-up latency knobs (real-time
+//! throttling, the CPU affinity of one IRQ). A `KnobGuard` journals the original value
 //! before the first change, refuses to overwrite a value someone else set
 //! meanwhile, and restores the original when dropped.
 
@@ -24,7 +25,32 @@ pub const NAMES: &[&str] = &[
     "vm.dirty_expire_centisecs",
     "governor",
     "mount",
+    "kernel.sched_rt_runtime_us",
+    "irq.N.affinity",
 ];
+
+/// Whether `name` is a knob `tune` knows (`irq.N.affinity` for any IRQ number N).
+pub fn is_known(name: &str) -> bool {
+    NAMES.contains(&name) || irq_of(name).is_some()
+}
+
+/// The IRQ number of an `irq.N.affinity` knob name.
+fn irq_of(name: &str) -> Option<u32> {
+    name.strip_prefix("irq.")?
+        .strip_suffix(".affinity")?
+        .parse()
+        .ok()
+}
+
+/// A CPU list as /proc/irq/N/smp_affinity_list takes it ("0", "2-3", "0,2"):
+/// `tune --values` separates values by commas, so a list is written "0+2".
+fn cpu_list(value: &str) -> Option<String> {
+    let ok = value.split('+').all(|part| {
+        let mut ends = part.splitn(2, '-');
+        ends.all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    });
+    (ok && !value.is_empty()).then(|| value.replace('+', ","))
+}
 
 const MOUNT_VALUES: &[&str] = &[
     "noatime",
@@ -145,6 +171,37 @@ impl Knob {
                     files,
                 }
             }
+            "kernel.sched_rt_runtime_us" => {
+                // -1 (no real-time throttling) is a legal value here.
+                let f = PathBuf::from("/proc/sys/kernel/sched_rt_runtime_us");
+                Knob {
+                    name: name.into(),
+                    kind: Kind::Files {
+                        numeric: false,
+                        choices: None,
+                    },
+                    files: vec![f.clone()],
+                    state: vec![f],
+                }
+            }
+            _ if let Some(irq) = irq_of(name) => {
+                let f = PathBuf::from(format!("/proc/irq/{irq}/smp_affinity_list"));
+                if !f.exists() {
+                    return Err(Error::environment(format!(
+                        "IRQ {irq} does not exist here (no {}); /proc/interrupts lists the IRQs",
+                        f.display()
+                    )));
+                }
+                Knob {
+                    name: name.into(),
+                    kind: Kind::Files {
+                        numeric: false,
+                        choices: None,
+                    },
+                    files: vec![f.clone()],
+                    state: vec![f],
+                }
+            }
             "mount" => {
                 let m = mount_for_path(target).ok_or_else(|| {
                     Error::environment(format!("cannot find the mount of {}", target.display()))
@@ -214,6 +271,16 @@ impl Knob {
             Kind::Files { numeric: true, .. } if value.parse::<u64>().is_err() => {
                 bad("is not a whole number".into())
             }
+            _ if self.name == "kernel.sched_rt_runtime_us"
+                && value != "-1"
+                && value.parse::<u32>().is_err() =>
+            {
+                bad("is not microseconds per period (a whole number, or -1 for no limit)".into())
+            }
+            _ if irq_of(&self.name).is_some() && cpu_list(value).is_none() => bad(
+                "is not a CPU list (e.g. 0, 2-3, or 0+2 for CPUs 0 and 2: commas separate values)"
+                    .into(),
+            ),
             Kind::Files {
                 numeric: false,
                 choices: Some(c),
@@ -291,6 +358,11 @@ impl Knob {
                 )
             }
             _ => {
+                let value = match irq_of(&self.name) {
+                    Some(_) => cpu_list(value).unwrap_or_else(|| value.to_string()),
+                    None => value.to_string(),
+                };
+                let value = value.as_str();
                 for f in &self.files {
                     fs::write(f, value).map_err(|e| match e.raw_os_error() {
                         Some(libc::EINVAL) => Error::usage(format!(
@@ -490,5 +562,32 @@ mod tests {
         let k = Knob::resolve("vm.dirty_ratio", Path::new("/"), None).unwrap();
         assert_eq!(k.validate("ten").unwrap_err().exit_code(), 2);
         assert!(k.validate("10").is_ok());
+    }
+
+    #[test]
+    fn irq_affinity_knobs_take_cpu_lists() {
+        assert!(is_known("irq.17.affinity"));
+        assert!(!is_known("irq.x.affinity"));
+        assert!(!is_known("irq.17"));
+        assert_eq!(irq_of("irq.17.affinity"), Some(17));
+        assert_eq!(irq_of("irq.17"), None);
+        assert_eq!(cpu_list("0+2-3").as_deref(), Some("0,2-3"));
+        assert_eq!(cpu_list("1").as_deref(), Some("1"));
+        for bad in ["", "a", "1-", "0++1", "0,1"] {
+            assert_eq!(cpu_list(bad), None, "{bad}");
+        }
+        let e = Knob::resolve("irq.999999.affinity", Path::new("/"), None).unwrap_err();
+        assert!(e.to_string().contains("IRQ 999999 does not exist"), "{e}");
+    }
+
+    #[test]
+    fn rt_runtime_takes_microseconds_or_minus_one() {
+        let Ok(k) = Knob::resolve("kernel.sched_rt_runtime_us", Path::new("/"), None) else {
+            return; // a kernel without RT group scheduling knobs
+        };
+        assert!(k.validate("-1").is_ok());
+        assert!(k.validate("950000").is_ok());
+        assert_eq!(k.validate("-2").unwrap_err().exit_code(), 2);
+        assert_eq!(k.validate("lots").unwrap_err().exit_code(), 2);
     }
 }

@@ -150,8 +150,8 @@ impl Culprit {
     }
 
     /// The knob that addresses this culprit.
-    pub fn knob(&self) -> &'static str {
-        match self {
+    pub fn knob(&self) -> String {
+        let text = match self {
             Culprit::Thread { sched, .. }
                 if sched.starts_with("FIFO") || sched.starts_with("RR") =>
             {
@@ -172,9 +172,12 @@ impl Culprit {
                 "the host: give the VM dedicated (pinned) physical CPUs or fewer \
                  neighbours; nothing inside the guest removes steal"
             }
-            Culprit::Irq { .. } => {
-                "IRQ affinity: move the IRQ to another CPU (echo MASK > /proc/irq/N/smp_affinity) \
-                 or isolate the measured CPU"
+            Culprit::Irq { irq, .. } => {
+                return format!(
+                    "IRQ affinity: move IRQ {irq} to another CPU (try it: tunelab tune \
+                     irq.{irq}.affinity --values A,B -e sched.latency; for good: echo CPUS > \
+                     /proc/irq/{irq}/smp_affinity_list) or isolate the measured CPU"
+                )
             }
             Culprit::Softirq { .. } => {
                 "softirq work on the CPU: steer its source elsewhere (IRQ affinity, RPS) or \
@@ -183,7 +186,8 @@ impl Culprit {
             Culprit::Unknown => {
                 "no culprit seen: check IRQ affinity and the preemption model (preempt=full)"
             }
-        }
+        };
+        text.to_string()
     }
 }
 
