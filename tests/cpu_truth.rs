@@ -112,7 +112,6 @@ fn unix_now() -> f64 {
 }
 
 #[test]
-#[ignore = "open (#26): on the merged tree the halved cgroup-v1 quota is seen as a drop but attributed as unexplained"]
 fn halving_the_cpu_quota_mid_run_is_attributed_to_the_quota() {
     if !is_root() {
         skip("needs root to create a cgroup v1 cpu group");
@@ -169,7 +168,8 @@ fn halving_the_cpu_quota_mid_run_is_attributed_to_the_quota() {
     let cause = verdict.split(" — cause: ").nth(1).unwrap_or("");
     assert!(
         cause.starts_with("CPU quota (cgroup quota lowered from 1.00 to 0.50"),
-        "{verdict}"
+        "{notes:#?}\n{}",
+        r["series"]
     );
     assert!(!cause.contains("thermal"), "{verdict}");
     let started: f64 = notes

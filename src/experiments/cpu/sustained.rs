@@ -102,6 +102,19 @@ impl Experiment for Sustained {
     fn defaults(&self) -> RunDefaults {
         RunDefaults::ONE_RECORDING
     }
+    /// The verdict compares readings before and after a drop: refuse a
+    /// recording too short for it before the load runs, not after.
+    fn validate(&self, p: &Point) -> Result<()> {
+        let (duration, interval) = (p.f64("duration")?, p.f64("interval")?);
+        if duration < 4.0 * interval {
+            return Err(Error::usage(format!(
+                "cpu.sustained: duration {duration} s gives {} reading(s) at interval {interval} s; \
+                 the verdict needs 4 (make duration at least 4 × interval)",
+                (duration / interval).floor()
+            )));
+        }
+        Ok(())
+    }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         Ok(Box::new(SustainedRun {
             duration: p.f64("duration")?,
@@ -312,8 +325,10 @@ pub fn analyse(rows: &[Row]) -> Option<Verdict> {
 fn causes(before: &[Row], after: &[Row]) -> Vec<String> {
     let m = |rows: &[Row], f: &dyn Fn(&Row) -> Option<f64>| mean(rows.iter().filter_map(f));
     let mut out = Vec::new();
-    let qb = before.iter().rev().find_map(|r| r.quota_cpus);
-    let qa = after.iter().find_map(|r| r.quota_cpus);
+    // The highest quota before and the lowest after: a drop found a reading
+    // early on a noisy ramp still sees the quota change inside the window.
+    let qb = before.iter().filter_map(|r| r.quota_cpus).reduce(f64::max);
+    let qa = after.iter().filter_map(|r| r.quota_cpus).reduce(f64::min);
     let thr_b = m(before, &|r| Some(r.nr_throttled as f64)).unwrap_or(0.0);
     let thr_a = m(after, &|r| Some(r.nr_throttled as f64)).unwrap_or(0.0);
     match (qb, qa) {
@@ -787,6 +802,26 @@ mod tests {
             v.text.contains("(no temperature sensor exposed)"),
             "{}",
             v.text
+        );
+    }
+
+    #[test]
+    fn a_quota_lowered_just_after_a_noisy_drop_is_still_the_cause() {
+        // Throughput sags a reading before the quota halves (as a 1-CPU quota
+        // over 2 threads does on a live machine): the window still holds it.
+        let mut rows: Vec<Row> = (1..=20).map(|s| row(s as f64, 100.0)).collect();
+        for (i, r) in rows.iter_mut().enumerate() {
+            r.quota_cpus = Some(if i >= 10 { 0.5 } else { 1.0 });
+            r.throughput = match i {
+                0..=8 => 100.0,
+                9 => 62.0,
+                _ => 30.0,
+            };
+        }
+        let (_, causes) = analyse(&rows).unwrap().drop.unwrap();
+        assert!(
+            causes[0].starts_with("CPU quota (cgroup quota lowered from 1.00 to 0.50"),
+            "{causes:?}"
         );
     }
 
