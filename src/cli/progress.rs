@@ -36,6 +36,10 @@ pub enum Left {
 pub struct Estimate {
     /// Budget (weight) of each item, seconds; 0 when unknown.
     weights: Vec<f64>,
+    /// Seconds per second of weight before any weighed item has finished:
+    /// Some(1.0) when the weights are expected durations (a study's timed
+    /// key issues), None when they are only budgets (caps, not forecasts).
+    prior_pace: Option<f64>,
     /// Seconds each finished item took.
     took: Vec<f64>,
     /// The whole run's budget, when it keeps to one (seconds).
@@ -46,9 +50,17 @@ impl Estimate {
     pub fn new(weights: Vec<f64>, budget: Option<f64>) -> Self {
         Estimate {
             weights,
+            prior_pace: None,
             took: Vec::new(),
             budget,
         }
+    }
+
+    /// The weights are expected seconds, not budgets: they forecast an
+    /// item's length before any item of their kind has run.
+    pub fn expected(mut self) -> Self {
+        self.prior_pace = Some(1.0);
+        self
     }
 
     pub fn done(&mut self, seconds: f64) {
@@ -83,18 +95,37 @@ impl Estimate {
         }
     }
 
-    /// Without a budget: the pace on the items' weights (their own budgets).
+    /// Without a budget: items with a weight go at the pace measured on the
+    /// weighed items finished so far (seconds per second of weight); items
+    /// without one (0) take as long as the average unweighed item finished,
+    /// else the average item. A study mixes both: key issues with a fixed
+    /// duration forecast themselves, the others (sized to the machine) do
+    /// not, and one pace for all made a 20 s stream look like 2 s.
     fn left_by_weight(&self, current: f64) -> f64 {
         let n = self.took.len();
-        let spent: f64 = self.took.iter().sum();
-        let w_done: f64 = self.weights[..n].iter().sum();
-        let w_left: f64 = self.weights[n..].iter().sum();
-        // Items without a budget weigh as much as the average finished item.
-        let est = if w_done > 0.0 && w_left > 0.0 {
-            spent / w_done * w_left
+        let done = || self.weights.iter().zip(&self.took);
+        let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+        let (mut spent_w, mut w_done) = (0.0, 0.0);
+        for (&w, &t) in done().filter(|(&w, _)| w > 0.0) {
+            spent_w += t;
+            w_done += w;
+        }
+        let per_item = mean(self.took.clone()).unwrap_or(0.0);
+        let unweighed =
+            mean(done().filter(|(&w, _)| w <= 0.0).map(|(_, &t)| t).collect()).unwrap_or(per_item);
+        let pace = if w_done > 0.0 {
+            Some(spent_w / w_done)
         } else {
-            spent / n as f64 * (self.weights.len() - n) as f64
+            self.prior_pace
         };
+        let est: f64 = self.weights[n..]
+            .iter()
+            .map(|&w| match pace {
+                Some(p) if w > 0.0 => p * w,
+                _ if w > 0.0 => per_item,
+                _ => unweighed,
+            })
+            .sum();
         (est - current).max(0.0)
     }
 
@@ -199,6 +230,12 @@ impl<'a> Progress<'a> {
             last_line: now,
             name: String::new(),
         }
+    }
+
+    /// The weights are expected seconds (see `Estimate::expected`).
+    pub fn expected(mut self) -> Self {
+        self.est = self.est.expected();
+        self
     }
 
     fn times(&self) -> String {
@@ -344,6 +381,23 @@ mod tests {
         e.done(6.0);
         e.done(4.0);
         assert_eq!(e.left(10.0, 1.0), Left::About(9.0));
+    }
+
+    #[test]
+    fn timed_items_forecast_themselves_and_the_others_take_the_average() {
+        // A study: 2 s (unweighed), then a 20 s and a 10 s timed issue, then
+        // two unweighed ones. After the first: 20 + 10 + 2 + 2 = 34 s left.
+        let mut e = Estimate::new(vec![0.0, 20.0, 10.0, 0.0, 0.0], None).expected();
+        e.done(2.0);
+        assert_eq!(e.left(2.0, 0.0), Left::About(34.0));
+        // The 20 s issue took 22 s: the 10 s one is forecast at 11 s.
+        e.done(22.0);
+        assert_eq!(e.left(24.0, 0.0), Left::About(11.0 + 2.0 + 2.0));
+        // Budgets (no .expected()) are not forecasts: before a weighed
+        // item finishes, one takes the average item's time.
+        let mut b = Estimate::new(vec![0.0, 600.0, 600.0], None);
+        b.done(4.0);
+        assert_eq!(b.left(4.0, 0.0), Left::About(8.0));
     }
 
     #[test]

@@ -86,16 +86,20 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             .describe(),
     );
     let mut session = begin_session(&measure, args.target.as_deref(), argv, out);
+    // Each key issue's expected seconds when its points have a fixed
+    // duration (0: sized to the machine, forecast from the others).
     let weights = profile
         .issues
         .iter()
         .map(|i| {
-            issue_options(i, &args.measure)
-                .plan(i.experiment.defaults())
-                .map_or(0.0, |p| p.budget)
+            let o = issue_options(i, &args.measure);
+            o.plan(i.experiment.defaults())
+                .ok()
+                .and_then(|p| i.expected_seconds(&p, o.trials.is_some()))
+                .unwrap_or(0.0)
         })
         .collect();
-    let mut progress = Progress::new(out, "key issues", weights, None);
+    let mut progress = Progress::new(out, "key issues", weights, None).expected();
     let mut verdicts = Vec::new();
     let mut stop = None;
     let mut progress_error: Option<Error> = None;

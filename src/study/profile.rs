@@ -135,6 +135,30 @@ pub struct KeyIssue {
     pub criteria: Vec<Criterion>,
 }
 
+impl KeyIssue {
+    /// How long the key issue should take when every point has a fixed
+    /// `duration` per trial: duration × (warm-up + trials) over its points
+    /// (trials: the fixed count, else the minimum). None when any point's
+    /// length depends on the machine (sized experiments stop on precision),
+    /// so a progress line does not forecast what it cannot know.
+    pub fn expected_seconds(
+        &self,
+        plan: &crate::engine::measure::Plan,
+        fixed: bool,
+    ) -> Option<f64> {
+        let trials = if fixed {
+            plan.max_trials
+        } else {
+            plan.min_trials
+        };
+        let per_point = |p: &Point| p.f64("duration").ok().filter(|d| *d > 0.0);
+        self.points
+            .iter()
+            .map(|p| per_point(p).map(|d| d * (plan.warmup + trials) as f64))
+            .sum()
+    }
+}
+
 pub struct Profile {
     pub name: String,
     pub title: String,
