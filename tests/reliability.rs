@@ -605,6 +605,56 @@ fn a_read_only_or_full_database_still_prints_the_results() {
 }
 
 #[test]
+fn time_boot_and_diagnose_print_before_a_read_only_database_fails() {
+    let env = Env::new();
+    let Some(fs) = SmallFs::new(&env, "4m") else {
+        return common::skip("needs root to mount a small tmpfs");
+    };
+    let db = fs.dir.join("results.db");
+    assert!(quick_run(&env, &db, false).status.success());
+    Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&fs.dir)
+        .status()
+        .unwrap();
+    let verbs: [(&[&str], &str); 3] = [
+        (
+            &[
+                "--json", "time", "--runs", "2", "--warmup", "0", "--", "true",
+            ],
+            "results",
+        ),
+        (
+            &[
+                "--json", "boot", "--runs", "1", "--ready", "up", "--", "sh", "-c", "echo up",
+            ],
+            "results",
+        ),
+        (
+            &["--json", "diagnose", "--startup-runs", "0", "--", "true"],
+            "run",
+        ),
+    ];
+    for (args, key) in verbs {
+        let out = env
+            .cmd()
+            .env("TUNELAB_DB", &db)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        // The measurement is printed, then the store's failure is the exit.
+        assert_eq!(out.status.code(), Some(4), "{args:?}: {err}");
+        let doc = json(&out);
+        assert!(!doc[key].is_null(), "{args:?}: nothing printed: {doc}");
+        assert!(
+            err.contains("read-only") || err.contains("Read-only"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
 fn a_study_with_an_unwritable_database_prints_its_verdicts() {
     let env = Env::new();
     let Some(fs) = SmallFs::new(&env, "4m") else {

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 
 use super::{Cli, Out};
-use crate::engine::model::{
-    new_run_id, now_rfc3339, MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA,
-};
+use crate::engine::model::{now_rfc3339, MetricResult, PointResult, Run};
+use crate::engine::pipeline::store_run;
+use crate::engine::session::{new_run, status_of};
 use crate::engine::{Better, ParamValue};
 use crate::experiments::app::boot::{
     self, follow, kernel_in_argv, marker_list, BootTrial, Marker, Serial, Tracker, Waited,
@@ -392,23 +392,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     } else {
         Some(super::open_store(cli)?)
     };
-    let mut run = Run {
-        schema: RUN_SCHEMA.to_string(),
-        id: new_run_id(),
-        label: a.label.clone(),
-        status: RunStatus::Complete,
-        started: now_rfc3339(),
-        finished: String::new(),
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        argv: argv.to_vec(),
-        environment: crate::system::snapshot(None, argv),
-        quietness: Default::default(),
-        results: Vec::new(),
-        samples: Vec::new(),
-        warnings: Vec::new(),
-        study: None,
-        diagnosis: None,
-    };
+    let mut run = new_run(None, &a.label, argv);
     let t_all = Instant::now();
     let total = a.warmup + a.runs;
     let mut trials: Vec<BootTrial> = Vec::new();
@@ -454,11 +438,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         out.info(&format!("  {}", shown.join(", ")));
         trials.push(t);
     }
-    run.status = match &outcome {
-        Ok(()) => RunStatus::Complete,
-        Err(Error::Interrupted(_)) => RunStatus::Interrupted,
-        Err(_) => RunStatus::Failed,
-    };
+    run.status = status_of(outcome.as_ref().err());
     if trials.iter().any(|t| !t.warmup) {
         run.results.push(point(
             &label,
@@ -469,11 +449,13 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         ));
     }
     run.finished = now_rfc3339();
-    if !run.results.is_empty() {
-        if let Some(e) = crate::engine::pipeline::store_run(&run, store.as_mut(), false, out) {
-            return Err(e);
-        }
-    }
+    // A store that cannot be written must not lose the boots measured: the
+    // results are printed first, the store's failure reported after them.
+    let store_error = if run.results.is_empty() {
+        None
+    } else {
+        store_run(&run, store.as_mut(), false, out)
+    };
     if out.json {
         let mut doc = serde_json::to_value(&run)?;
         doc["trials"] = serde_json::to_value(&trials)?;
@@ -481,7 +463,8 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     } else if let Some(p) = run.results.first() {
         out.data(&render(&run, p))?;
     }
-    outcome.map(|_| 0)
+    outcome?;
+    store_error.map_or(Ok(0), Err)
 }
 
 fn render(run: &Run, p: &PointResult) -> String {

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use super::{Cli, Out};
 use crate::diagnose::{self, Options, What};
-use crate::engine::model::{new_run_id, now_rfc3339, Run, RunStatus, RUN_SCHEMA};
+use crate::engine::model::now_rfc3339;
+use crate::engine::pipeline::store_run;
+use crate::engine::session::new_run;
 use crate::report::diagnosis as view;
 use crate::{Error, Result};
 
@@ -76,31 +78,20 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let started = now_rfc3339();
     let say = |m: &str| out.info(m);
     let d = diagnose::diagnose(&opts, &say)?;
-    let run = Run {
-        schema: RUN_SCHEMA.to_string(),
-        id: new_run_id(),
-        label: a.label.clone(),
-        status: RunStatus::Complete,
-        started,
-        finished: now_rfc3339(),
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        argv: argv.to_vec(),
-        environment: crate::system::snapshot(None, argv),
-        quietness: Default::default(),
-        results: Vec::new(),
-        samples: Vec::new(),
-        warnings: Vec::new(),
-        study: None,
-        diagnosis: Some(Box::new(d)),
+    let mut run = new_run(None, &a.label, argv);
+    run.started = started;
+    run.finished = now_rfc3339();
+    run.diagnosis = Some(Box::new(d));
+    // A store that cannot be written must not lose the diagnosis: it is
+    // printed first, the store's failure reported after it.
+    let store_error = store_run(&run, store.as_mut(), false, out);
+    let Some(d) = run.diagnosis.as_deref() else {
+        return Err(Error::measurement("internal: the diagnosis was not kept"));
     };
-    if let Some(s) = store.as_mut() {
-        s.save(&run)?;
-    }
-    let d = run.diagnosis.as_deref().expect("set above");
     let findings = crate::advise::diagnosis_findings(&run.id, d);
     if out.json {
         out.json_data(&serde_json::json!({ "run": &run, "findings": findings }))?;
-        return Ok(0);
+        return store_error.map_or(Ok(0), Err);
     }
     let mut text = format!("diagnosis {}", run.id);
     if store.is_none() {
@@ -125,7 +116,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         ));
     }
     out.data(&text)?;
-    Ok(0)
+    store_error.map_or(Ok(0), Err)
 }
 
 /// The findings of a diagnosis as a report section (advise's findings

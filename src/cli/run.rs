@@ -8,11 +8,8 @@ use super::progress::Progress;
 use super::{Cli, Out};
 use crate::engine::model::Run;
 use crate::engine::params::{expand_points, split_assignment};
-use crate::engine::pipeline;
+use crate::engine::pipeline::{self, for_each_target, Lab};
 use crate::engine::runner::{run_points, Event, RunOptions};
-// Moved to the engine; re-exported so other branches' `cli::run::…` paths
-// still compile until they are merged (the lead removes these then).
-pub use crate::engine::pipeline::{for_each_target, Lab};
 use crate::engine::session::{Session, Watch};
 use crate::engine::{Ctx, Experiment};
 use crate::experiments::registry;

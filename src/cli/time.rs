@@ -14,10 +14,10 @@ use regex::Regex;
 
 use super::{Cli, Out};
 use crate::engine::measure::{measure, Loop, Monotonic, Schedule, StopReason, Trials, Values};
-use crate::engine::model::{
-    new_run_id, now_rfc3339, MetricResult, PointResult, Run, RunStatus, RUN_SCHEMA,
-};
+use crate::engine::model::{now_rfc3339, MetricResult, PointResult, Run};
+use crate::engine::pipeline::store_run;
 use crate::engine::runner::RunOptions;
+use crate::engine::session::{new_run, status_of};
 use crate::engine::{ParamValue, RunDefaults};
 use crate::experiments::app::proc::{self, Quit};
 use crate::experiments::app::time::{run_once, AppTrial, TimeSpec, METRICS};
@@ -311,23 +311,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     } else {
         Some(super::open_store(cli)?)
     };
-    let mut run = Run {
-        schema: RUN_SCHEMA.to_string(),
-        id: new_run_id(),
-        label: a.label.clone(),
-        status: RunStatus::Complete,
-        started: now_rfc3339(),
-        finished: String::new(),
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        argv: argv.to_vec(),
-        environment: crate::system::snapshot(None, argv),
-        quietness: Default::default(),
-        results: Vec::new(),
-        samples: Vec::new(),
-        warnings: Vec::new(),
-        study: None,
-        diagnosis: None,
-    };
+    let mut run = new_run(None, &a.label, argv);
     let sampler = Sampler::start(None, Duration::from_secs(1));
     let t0 = Instant::now();
     // Rounds of one run per command, A B A B …, through the engine's loop;
@@ -365,11 +349,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         }
     }
     run.finished = now_rfc3339();
-    run.status = match &outcome {
-        Ok(_) => RunStatus::Complete,
-        Err(Error::Interrupted(_)) => RunStatus::Interrupted,
-        Err(_) => RunStatus::Failed,
-    };
+    run.status = status_of(outcome.as_ref().err());
     for c in &cmds {
         let bad = c
             .trials
@@ -387,18 +367,11 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     }
     // A store that cannot be written must not lose the measurement: the
     // results are printed first, the store failure reported after them.
-    let mut store_error = None;
-    if let (Some(store), false) = (store.as_mut(), run.results.is_empty()) {
-        match store.save(&run) {
-            Ok(()) => out.info(&format!(
-                "stored run {} ({}) in {}",
-                run.id,
-                run.status.as_str(),
-                store.location()
-            )),
-            Err(e) => store_error = Some(e),
-        }
-    }
+    let store_error = if run.results.is_empty() {
+        None
+    } else {
+        store_run(&run, store.as_mut(), false, out)
+    };
     let comparisons: Vec<serde_json::Value> = cmds
         .iter()
         .skip(1)

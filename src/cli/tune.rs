@@ -8,6 +8,7 @@ use super::{Cli, Out};
 use crate::engine::params::{expand_points, split_assignment};
 use crate::engine::pipeline::for_each_target;
 use crate::engine::runner::Outcome;
+use crate::engine::session::target_or_temp;
 use crate::experiments::registry;
 use crate::report::table;
 use crate::tune::apply::{ENV_DEVICE, ENV_KNOB, ENV_LAB, ENV_METRIC, ENV_NOISE, ENV_ORIGINAL};
@@ -126,7 +127,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         return Err(Error::privilege(format!("{} needs root", exp.name())));
     }
     // Resolve and validate against the real target before measuring anything.
-    let probe_dir = args.target.clone().unwrap_or_else(std::env::temp_dir);
+    let probe_dir = target_or_temp(args.target.as_deref());
     if args.lab.fs.is_none() {
         let knob = Knob::resolve(&args.knob, &probe_dir, args.device.as_deref())?;
         for v in &values {
@@ -401,7 +402,7 @@ fn dry_run(
 ) -> Result<i32> {
     let plan = args.measure.options().plan(exp.defaults())?;
     let mut s = format!("tune {} — dry run: nothing is changed\n", args.knob);
-    let target = args.target.clone().unwrap_or_else(std::env::temp_dir);
+    let target = target_or_temp(args.target.as_deref());
     if let Some(fs) = &args.lab.fs {
         s.push_str(&format!(
             "  where:    on a new loop-device file system per --fs entry ({fs}, {} each); a block knob acts on that loop device, whose value is read when it exists\n",

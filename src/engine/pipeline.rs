@@ -9,14 +9,13 @@ use super::model::Run;
 use super::session::{self, prepare_ctx, tag, worth_storing, Session, Watch};
 use super::{Ctx, Experiment, Point};
 use crate::engine::runner::Outcome;
-use crate::safety::is_root;
-use crate::store::Store;
-// The loop-device lab is in `tune` until helper "board" moves it below
-// `experiments`; tests/architecture.rs allow-lists these edges until then.
 use crate::lab::throttle::ThrottleLimits;
 use crate::lab::{
     mkfs_available, mkfs_missing, parse_fs_list, parse_throttle, throttle_for, FsSpec, LabFs,
 };
+use crate::safety::is_root;
+use crate::safety::scratch::target_or_temp;
+use crate::store::Store;
 use crate::{Error, Result};
 
 /// Where the pipeline's messages go (the CLI prints them on stderr).
@@ -143,7 +142,7 @@ pub fn for_each_target(
     let mut one = |dir: Option<&Path>, label: Option<&str>, session: &mut Session| -> Result<()> {
         let _throttle = match (&lab.throttle, dir) {
             (Some(l), Some(d)) => Some(throttle_for(d, *l)?),
-            (Some(l), None) => Some(throttle_for(&std::env::temp_dir(), *l)?),
+            (Some(l), None) => Some(throttle_for(&target_or_temp(None), *l)?),
             _ => None,
         };
         let ctx = prepare_ctx(exp, points, dir)?;

@@ -12,6 +12,7 @@ use super::params::{ParamSpec, ParamValue};
 use super::runner::Outcome;
 use super::{Ctx, Experiment, Point};
 use crate::observe::sampler::Sampler;
+pub use crate::safety::scratch::target_or_temp;
 use crate::safety::Scratch;
 use crate::system::{self, device_for_path};
 use crate::{Error, Result};
@@ -40,27 +41,9 @@ impl Session {
         watch: &Watch,
         warn: &dyn Fn(&str),
     ) -> Session {
-        let target = target
-            .map(Path::to_path_buf)
-            .unwrap_or_else(std::env::temp_dir);
+        let target = target_or_temp(target);
         let disk = device_for_path(&target).map(|d| d.name);
-        let mut run = Run {
-            schema: RUN_SCHEMA.to_string(),
-            id: new_run_id(),
-            label: label.to_string(),
-            status: RunStatus::Complete,
-            started: now_rfc3339(),
-            finished: String::new(),
-            tool_version: env!("CARGO_PKG_VERSION").to_string(),
-            argv: argv.to_vec(),
-            environment: system::snapshot(Some(&target), argv),
-            quietness: Default::default(),
-            results: Vec::new(),
-            samples: Vec::new(),
-            warnings: Vec::new(),
-            study: None,
-            diagnosis: None,
-        };
+        let mut run = new_run(Some(&target), label, argv);
         if watch.quiet_check > 0.0 {
             run.quietness = system::quietness_check(
                 Duration::from_secs_f64(watch.quiet_check),
@@ -92,12 +75,41 @@ impl Session {
             self.run.samples = s.stop();
         }
         self.run.finished = now_rfc3339();
-        self.run.status = match error {
-            None => RunStatus::Complete,
-            Some(Error::Interrupted(_)) => RunStatus::Interrupted,
-            Some(_) => RunStatus::Failed,
-        };
+        self.run.status = status_of(error);
         self.run
+    }
+}
+
+/// A new run, started now, with the environment snapshot (of `target`'s
+/// file system when given): the one place a `Run` is built, for the
+/// session above and for the verbs that measure outside it (time, boot,
+/// diagnose).
+pub fn new_run(target: Option<&Path>, label: &str, argv: &[String]) -> Run {
+    Run {
+        schema: RUN_SCHEMA.to_string(),
+        id: new_run_id(),
+        label: label.to_string(),
+        status: RunStatus::Complete,
+        started: now_rfc3339(),
+        finished: String::new(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        argv: argv.to_vec(),
+        environment: system::snapshot(target, argv),
+        quietness: Default::default(),
+        results: Vec::new(),
+        samples: Vec::new(),
+        warnings: Vec::new(),
+        study: None,
+        diagnosis: None,
+    }
+}
+
+/// A run's status from the error that ended it (None: complete).
+pub fn status_of(error: Option<&Error>) -> RunStatus {
+    match error {
+        None => RunStatus::Complete,
+        Some(Error::Interrupted(_)) => RunStatus::Interrupted,
+        Some(_) => RunStatus::Failed,
     }
 }
 
@@ -133,7 +145,7 @@ pub fn prepare_ctx(exp: &dyn Experiment, points: &[Point], target: Option<&Path>
     let dir: PathBuf = match (target, &scratch) {
         (Some(t), _) => t.to_path_buf(),
         (None, Some(s)) => s.path().parent().unwrap_or(Path::new("/")).to_path_buf(),
-        (None, None) => std::env::temp_dir(),
+        (None, None) => target_or_temp(None),
     };
     let device = device_for_path(&dir);
     Ok(Ctx::new(scratch, dir, device))

@@ -29,15 +29,18 @@ fn key(path: &Path) -> String {
     format!("scratch {}", path.display())
 }
 
+/// Where a command measures: the `--target` given, else the system temp
+/// directory (`$TMPDIR`, else /tmp). The one place this default is decided.
+pub fn target_or_temp(target: Option<&Path>) -> PathBuf {
+    target.map_or_else(std::env::temp_dir, Path::to_path_buf)
+}
+
 impl Scratch {
     /// Create a private scratch directory under `target` (default: the
     /// system temp directory), after checking the target is a writable
     /// directory and not a block device.
     pub fn create(target: Option<&Path>) -> Result<Scratch> {
-        let target = match target {
-            Some(t) => t.to_path_buf(),
-            None => std::env::temp_dir(),
-        };
+        let target = target_or_temp(target);
         check_target(&target)?;
         // Absolute, so the journal's record holds wherever restore runs.
         let target = std::path::absolute(&target).unwrap_or(target);

@@ -37,9 +37,7 @@ pub struct StudyFootprint {
 /// plus (warm-up + trials) × per-trial bytes, with the trial count,
 /// else `trials` (the command line), else the experiment's maximum.
 pub fn estimate(profile: &Profile, target: Option<&Path>, trials: Option<usize>) -> StudyFootprint {
-    let dir = target
-        .map(Path::to_path_buf)
-        .unwrap_or_else(std::env::temp_dir);
+    let dir = crate::safety::scratch::target_or_temp(target);
     estimate_in(profile, &Room::read(Some(&dir)), trials)
 }
 
