@@ -24,8 +24,11 @@ pub(super) fn discover(roots: &Roots, skipped: &mut Vec<String>) -> Vec<String> 
                 .to_string(),
         );
     }
-    let disks = if own_io { disks } else { Vec::new() };
-    disks
+    if own_io {
+        disks
+    } else {
+        Vec::new()
+    }
 }
 
 impl Guard {

@@ -27,6 +27,7 @@ pub use crc32c::crc32c;
 pub use lz::{canonical_codes, code_lengths, corpus, detokenize, Lz, Token};
 pub use sha256::sha256;
 
+/// Which implementation a kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Path {
     Hardware,

@@ -18,8 +18,6 @@ const H0: [u32; 8] = [
     0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
 ];
 
-/// Which implementation a kernel runs.
-
 /// SHA-256 of `data` through `path` (the caller checked the hardware).
 pub fn sha256(data: &[u8], path: Path) -> [u8; 32] {
     let mut st = H0;
