@@ -1,21 +1,33 @@
 //! `sched.latency`: wake-up latency of a periodic task (cyclictest, rtla
 //! timerlat), per CPU, idle or under a stated load, with the cause of every
 //! spike.
+//!
+//! The experiment and its trial are here; `threads` sets up the
+//! measuring threads, `notes` writes and reads the cause notes.
+
+mod notes;
+#[cfg(test)]
+mod tests;
+mod threads;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::latency_cause::{tracefs_timerlat, Cause, Culprit, SpikeBoard, Tracer};
+use super::latency_cause::{tracefs_timerlat, SpikeBoard, Tracer};
 use super::latency_load::{Mix, Running, Sizes};
 use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, ParamValue, Point,
     PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
 };
-use crate::experiments::ipc::child::usable_cpus;
 use crate::stats::LatencyRecorder;
 use crate::units::{format_size, seconds};
 use crate::{Error, Result};
+
+use notes::cause_notes;
+pub use notes::{parse_cause_note, CauseNote};
+pub use threads::parse_cpus;
+use threads::{hold_dma_latency, mono_ns, set_fifo, try_fifo};
 
 pub const NAME: &str = "sched.latency";
 pub const METRIC_MEAN: &str = "lat_mean";
@@ -273,94 +285,6 @@ impl Experiment for Latency {
 
 fn recorder() -> LatencyRecorder {
     LatencyRecorder::with_buckets(BIN_NS, BINS)
-}
-
-/// `all`, `N`, `N-M`, `N+M+…` (combinations too), checked against the CPUs
-/// tunelab may use.
-pub fn parse_cpus(s: &str) -> Result<Vec<usize>> {
-    let usable = usable_cpus();
-    if s == "all" {
-        return Ok(usable);
-    }
-    let bad = |why: String| {
-        Error::usage(format!(
-            "sched.latency: cpus '{s}': {why}; use all, N, N-M or N+M (usable: {})",
-            usable
-                .iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
-        ))
-    };
-    let mut v = Vec::new();
-    for part in s.split('+') {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let (Ok(a), Ok(b)) = (a.trim().parse::<usize>(), b.trim().parse::<usize>()) else {
-            return Err(bad(format!("'{part}' is not a CPU number or range")));
-        };
-        if a > b {
-            return Err(bad(format!("range {a}-{b} is backwards")));
-        }
-        for c in a..=b {
-            if !usable.contains(&c) {
-                return Err(bad(format!("CPU {c} is not online or not allowed")));
-            }
-            if !v.contains(&c) {
-                v.push(c);
-            }
-        }
-    }
-    Ok(v)
-}
-
-/// Whether a thread may take SCHED_FIFO `prio` (tried on a short-lived thread).
-fn try_fifo(prio: i32) -> std::result::Result<(), String> {
-    std::thread::spawn(move || set_fifo(prio))
-        .join()
-        .unwrap_or_else(|_| Err("probe thread failed".into()))
-}
-
-fn set_fifo(prio: i32) -> std::result::Result<(), String> {
-    // Zeroed first: musl's sched_param has more fields than glibc's.
-    // SAFETY: sched_param is plain data.
-    let mut sp: libc::sched_param = unsafe { std::mem::zeroed() };
-    sp.sched_priority = prio;
-    // SAFETY: sets the calling thread's policy.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error().to_string())
-    }
-}
-
-/// Open /dev/cpu_dma_latency and write 0: the PM QoS request lasts while
-/// the descriptor is open.
-fn hold_dma_latency() -> Result<std::fs::File> {
-    use std::io::Write;
-    let path = "/dev/cpu_dma_latency";
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::EACCES) | Some(libc::EPERM) => Error::privilege(format!(
-                "cpu_dma_latency=0 needs root to open {path} ({e}); run as root or drop the \
-                 parameter"
-            )),
-            _ => Error::environment(format!("cannot open {path}: {e}")),
-        })?;
-    f.write_all(&0i32.to_ne_bytes())
-        .map_err(|e| Error::environment(format!("cannot write {path}: {e}")))?;
-    Ok(f)
-}
-
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: fills the timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// What one measuring thread hands back.
@@ -667,146 +591,5 @@ impl PointRun for LatencyRun {
             ));
         }
         Ok(x)
-    }
-}
-
-/// One note per (CPU, culprit), most spikes first, in a form `advise` reads
-/// back ([`parse_cause_note`]).
-fn cause_notes(causes: &[Cause], method: &str) -> Vec<String> {
-    let mut groups: Vec<(usize, Culprit, u64, u64, f64, String)> = Vec::new();
-    for c in causes {
-        match groups.iter_mut().find(|g| g.0 == c.cpu && g.1 == c.culprit) {
-            Some(g) => {
-                g.2 += 1;
-                if c.latency_ns > g.3 {
-                    g.3 = c.latency_ns;
-                    g.4 = c.share;
-                    g.5 = c.irq_context.clone();
-                }
-            }
-            None => groups.push((
-                c.cpu,
-                c.culprit.clone(),
-                1,
-                c.latency_ns,
-                c.share,
-                c.irq_context.clone(),
-            )),
-        }
-    }
-    groups.sort_by(|a, b| b.2.cmp(&a.2).then(b.3.cmp(&a.3)));
-    groups
-        .into_iter()
-        .take(12)
-        .map(|(cpu, culprit, n, max, share, irqs)| {
-            format!(
-                "{CAUSE_PREFIX}cpu {cpu}: {n} spike(s), max {}, by {}{}{} [method {method}]; \
-                 knob: {}",
-                seconds(max as f64 / 1e9),
-                culprit.describe(),
-                if share > 0.0 {
-                    format!(
-                        ", holding the CPU {:.0}% of the delay",
-                        share.min(1.0) * 100.0
-                    )
-                } else {
-                    String::new()
-                },
-                if irqs.is_empty() {
-                    String::new()
-                } else {
-                    format!("; IRQs around it: {irqs}")
-                },
-                culprit.knob()
-            )
-        })
-        .collect()
-}
-
-/// A cause note read back: (cpu, spikes, max latency text, culprit text,
-/// method, knob).
-#[derive(Debug, Clone, PartialEq)]
-pub struct CauseNote {
-    pub cpu: usize,
-    pub spikes: u64,
-    pub max: String,
-    pub culprit: String,
-    pub method: String,
-    pub knob: String,
-}
-
-pub fn parse_cause_note(note: &str) -> Option<CauseNote> {
-    let rest = note.strip_prefix(CAUSE_PREFIX)?.strip_prefix("cpu ")?;
-    let (cpu, rest) = rest.split_once(": ")?;
-    let (spikes, rest) = rest.split_once(" spike(s), max ")?;
-    let (max, rest) = rest.split_once(", by ")?;
-    let (culprit, rest) = rest.split_once(" [method ")?;
-    let (method, knob) = rest.split_once("]; knob: ")?;
-    let culprit = culprit
-        .split(", holding the CPU")
-        .next()?
-        .split("; IRQs around it")
-        .next()?;
-    Some(CauseNote {
-        cpu: cpu.parse().ok()?,
-        spikes: spikes.parse().ok()?,
-        max: max.to_string(),
-        culprit: culprit.to_string(),
-        method: method.to_string(),
-        knob: knob.to_string(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_sets_parse_against_the_usable_cpus() {
-        let usable = usable_cpus();
-        assert_eq!(parse_cpus("all").unwrap(), usable);
-        let first = usable[0];
-        assert_eq!(parse_cpus(&first.to_string()).unwrap(), vec![first]);
-        assert!(parse_cpus("x").unwrap_err().to_string().contains("'x'"));
-        assert!(parse_cpus("3-1").is_err());
-        assert!(parse_cpus("100000")
-            .unwrap_err()
-            .to_string()
-            .contains("not online"));
-    }
-
-    #[test]
-    fn cause_notes_round_trip() {
-        let c = |cpu, lat, culprit: Culprit| Cause {
-            cpu,
-            due_ns: 1,
-            latency_ns: lat,
-            culprit,
-            share: 0.97,
-            irq_context: "2x IRQ 24 (virtio0)".into(),
-        };
-        let spinner = Culprit::Thread {
-            comm: "spinner".into(),
-            pid: 42,
-            tid: 43,
-            sched: "FIFO 99".into(),
-        };
-        let notes = cause_notes(
-            &[
-                c(0, 5_000_000, spinner.clone()),
-                c(0, 4_000_000, spinner),
-                c(1, 900_000, Culprit::Idle),
-            ],
-            "perf-switch",
-        );
-        assert_eq!(notes.len(), 2);
-        let n = parse_cause_note(&notes[0]).unwrap();
-        assert_eq!((n.cpu, n.spikes, n.max.as_str()), (0, 2, "5.00 ms"));
-        assert_eq!(n.culprit, "thread 'spinner' pid 42 tid 43 (FIFO 99)");
-        assert_eq!(n.method, "perf-switch");
-        assert!(n.knob.starts_with("thread priority"), "{}", n.knob);
-        let idle = parse_cause_note(&notes[1]).unwrap();
-        assert!(idle.knob.contains("/dev/cpu_dma_latency"));
-        assert_eq!(parse_cause_note("something else"), None);
     }
 }

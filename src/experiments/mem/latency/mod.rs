@@ -2,6 +2,13 @@
 //! pointer chase (lmbench `lat_mem_rd`, done with a random cyclic permutation
 //! that defeats prefetchers, plus lmbench's fixed-stride chase), with page
 //! size control and the cache plateaus derived from the curve and sysfs.
+//!
+//! The experiment, its chains and trial are here; `region` maps the
+//! memory and reads the THP state.
+
+mod region;
+#[cfg(test)]
+mod tests;
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -18,6 +25,8 @@ use crate::{Error, Result};
 
 use super::latency_curve::analyse;
 use super::{cache_levels, sweep_sizes};
+
+use region::{anon_huge, thp_setting, Region};
 
 pub struct Latency;
 
@@ -256,57 +265,6 @@ fn fitted_max(p: &Point, room: &Room) -> Result<Fit> {
         floor,
         room,
     )
-}
-
-/// An anonymous mapping aligned to 2 MiB, advised for or against THP.
-struct Region {
-    map: *mut libc::c_void,
-    map_len: usize,
-    ptr: *mut u8,
-}
-
-impl Region {
-    fn new(len: usize, thp: bool) -> Result<Self> {
-        let map_len = len.div_ceil(HUGE) * HUGE + HUGE;
-        // SAFETY: anonymous private mapping, checked for failure.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(Error::environment(format!(
-                "cannot map {} for mem.latency: {} (use a smaller max)",
-                format_size(len as u64),
-                std::io::Error::last_os_error()
-            )));
-        }
-        let ptr = ((map as usize).div_ceil(HUGE) * HUGE) as *mut u8;
-        let advice = if thp {
-            libc::MADV_HUGEPAGE
-        } else {
-            libc::MADV_NOHUGEPAGE
-        };
-        // SAFETY: the range is inside the mapping. Advice failure (THP not
-        // built in) is reported in the notes through smaps, not fatal.
-        unsafe {
-            libc::madvise(ptr as *mut libc::c_void, len.div_ceil(HUGE) * HUGE, advice);
-            std::ptr::write_bytes(ptr, 0, len);
-        }
-        Ok(Region { map, map_len, ptr })
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what mmap returned.
-        unsafe { libc::munmap(self.map, self.map_len) };
-    }
 }
 
 /// (working set in bytes, seconds per load) points.
@@ -609,21 +567,6 @@ fn bit_reversed(n: usize) -> Vec<usize> {
         .collect()
 }
 
-fn thp_setting(which: &str) -> String {
-    let s = std::fs::read_to_string(format!("/sys/kernel/mm/transparent_hugepage/{which}"))
-        .unwrap_or_default();
-    match (s.find('['), s.find(']')) {
-        (Some(a), Some(b)) if a < b => s[a + 1..b].to_string(),
-        _ => "unknown".into(),
-    }
-}
-
-fn anon_huge() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
-    let l = s.lines().find(|l| l.starts_with("AnonHugePages:"))?;
-    Some(l.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
-}
-
 /// Where to measure a level's latency: in the middle of its plateau on a
 /// log scale, between the level below (which then no longer holds the set)
 /// and its own size; L1 at half its size. Not just under the size, where a
@@ -633,65 +576,5 @@ fn probe_size(below: u64, size: u64) -> u64 {
         size / 2
     } else {
         ((below as f64) * (size as f64)).sqrt() as u64
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn levels_are_probed_inside_their_plateau() {
-        assert_eq!(probe_size(0, 32 << 10), 16 << 10);
-        let l2 = probe_size(32 << 10, 1 << 20);
-        assert!(l2 > 32 << 10 && l2 < 1 << 20 && l2 == 185363, "{l2}");
-        let l3 = probe_size(1 << 20, 32 << 20);
-        assert!(l3 > 5 << 20 && l3 < 6 << 20, "{l3}");
-    }
-
-    #[test]
-    fn page_cycling_chain_changes_page_every_load_and_visits_every_line_once() {
-        assert_eq!(bit_reversed(8), vec![0, 4, 2, 6, 1, 5, 3, 7]);
-        let max = 16 * PAGE;
-        let region = Region::new(max, false).unwrap();
-        let (pin, cpu) = crate::experiments::mem::pin_here(false).unwrap();
-        let mut run = LatencyRun {
-            base: region.ptr,
-            region,
-            max,
-            min: 1024,
-            per_doubling: 1,
-            stride: 64,
-            curve: false,
-            caches: vec![],
-            levels: vec![],
-            mem_loads: 0,
-            stride_loads: 0,
-            thp: false,
-            pages: true,
-            fitted: None,
-            fit_note: None,
-            _pin: pin,
-            cpu,
-        };
-        run.build_chain(max / LINE, RANDOM_WORD, 5);
-        let base = run.base as usize;
-        let mut seen = std::collections::HashSet::new();
-        let mut p = base;
-        for _ in 0..max / LINE {
-            // SAFETY: the chain was just built inside the region.
-            let next = unsafe { *(p as *const usize) };
-            assert_ne!(
-                (next - base) / PAGE,
-                (p - base) / PAGE,
-                "same page twice in a row"
-            );
-            assert_eq!((next - base) % LINE, 0);
-            assert!(seen.insert(next), "line visited twice");
-            p = next;
-        }
-        // One cycle through every line, back where it started.
-        assert_eq!(p, base);
-        assert_eq!(seen.len(), max / LINE);
     }
 }

@@ -2,16 +2,24 @@
 //! a forked echo child for round-trip latency and a forked writer child for
 //! stream bandwidth, over whatever pair of file descriptors the experiment
 //! provides.
+//!
+//! The engine is here; `placing` holds where the two sides run and
+//! what the trials say about it.
+
+mod placing;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use super::child::{self, Children, CpuReports, CpuSet, PinGuard};
-use crate::engine::{Ctx, MetricSpec, ParamKind, ParamSpec, PointExtras, PointRun, TrialValues};
+use crate::engine::{Ctx, ParamKind, ParamSpec, PointExtras, PointRun, TrialValues};
 use crate::experiments::util::MIN_TRIAL;
 use crate::safety::AlignedBuf;
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
+
+use placing::migrations_of;
+pub(crate) use placing::{cpu_param, placement, placement_metrics, placement_notes, Placement};
 
 /// One bidirectional channel between tunelab and a child.
 pub(crate) struct Channel {
@@ -69,37 +77,6 @@ pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd)> {
         .map_err(|e| Error::environment(format!("pipe: {e} (too many open files?)")))
 }
 
-/// Parameters every ping-pong experiment shares.
-pub(crate) fn cpu_param() -> ParamSpec {
-    ParamSpec::new(
-        "cpu",
-        ParamKind::Choice(&["same", "split", "any"]),
-        "same",
-        "placement: same (default: both pinned to the first CPU tunelab may use: pure context \
-         switches, reproducible, works on one-CPU boards), split (tunelab and the child on two \
-         different CPUs: cross-CPU wake-ups), any (the scheduler decides, like perf bench; the \
-         notes say where it put them and flag a bimodal run)",
-    )
-}
-
-/// CPUs for tunelab and the child under placement `mode`.
-pub(crate) fn placement(mode: &str) -> Result<(Option<usize>, Option<usize>)> {
-    let cpus = child::usable_cpus();
-    Ok(match mode {
-        "same" => (Some(cpus[0]), Some(cpus[0])),
-        "split" => {
-            if cpus.len() < 2 {
-                return Err(Error::usage(
-                    "cpu=split needs two usable CPUs but this process may use only one; \
-                     use cpu=same or cpu=any",
-                ));
-            }
-            (Some(cpus[0]), Some(cpus[1]))
-        }
-        _ => (None, None),
-    })
-}
-
 pub(crate) struct PingPong {
     kids: Children,
     lat: Channel,
@@ -120,60 +97,6 @@ pub(crate) struct PingPong {
     /// Per trial, where the two sides of the round trips / the stream ran.
     rt_place: Vec<Placement>,
     bw_place: Vec<Placement>,
-}
-
-/// Where tunelab and a child ran during one trial: CPUs seen in samples
-/// (tunelab: sched_getcpu; the child: the CPU it last reported in the shared
-/// [`CpuReports`] page), how often both were on the same CPU, and
-/// migrations of both (se.nr_migrations in /proc/…/sched, read between
-/// trials; None when the kernel has no CONFIG_SCHED_DEBUG).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Placement {
-    pub samples: u32,
-    pub same: u32,
-    pub mine: std::collections::BTreeSet<usize>,
-    pub theirs: std::collections::BTreeSet<usize>,
-    pub migrations: Option<u64>,
-}
-
-impl Placement {
-    pub fn same_share(&self) -> f64 {
-        if self.samples == 0 {
-            0.0
-        } else {
-            self.same as f64 / self.samples as f64
-        }
-    }
-
-    fn sample(&mut self, child: Option<usize>) {
-        // SAFETY: sched_getcpu has no preconditions.
-        let me = unsafe { libc::sched_getcpu() };
-        if let (true, Some(c)) = (me >= 0, child) {
-            self.samples += 1;
-            self.mine.insert(me as usize);
-            self.theirs.insert(c);
-            if c == me as usize {
-                self.same += 1;
-            }
-        }
-    }
-}
-
-/// se.nr_migrations of a process (or "thread-self"), when the kernel shows it.
-fn migrations(who: &str) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{who}/sched")).ok()?;
-    s.lines().find_map(|l| {
-        let v = l.strip_prefix("se.nr_migrations")?;
-        v.trim_start_matches([' ', ':']).trim().parse().ok()
-    })
-}
-
-fn migrations_of(pids: &[libc::pid_t]) -> Option<u64> {
-    let mut n = migrations("thread-self")?;
-    for p in pids {
-        n += migrations(&p.to_string())?;
-    }
-    Some(n)
 }
 
 /// Time between placement samples inside a trial (a sample reads the
@@ -458,64 +381,6 @@ impl PingPong {
     }
 }
 
-/// "placement: …" notes for one measurement over the trials of a point,
-/// and a warning when the trials split between same-CPU and cross-CPU.
-pub(crate) fn placement_notes(
-    mode: &str,
-    what: &str,
-    child: &str,
-    trials: &[Placement],
-) -> Vec<String> {
-    if trials.is_empty() {
-        return vec![];
-    }
-    let cpus = |f: fn(&Placement) -> &std::collections::BTreeSet<usize>| {
-        let all: std::collections::BTreeSet<usize> =
-            trials.iter().flat_map(|p| f(p).iter().copied()).collect();
-        all.iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let shares: Vec<String> = trials
-        .iter()
-        .map(|p| format!("{:.0}%", 100.0 * p.same_share()))
-        .collect();
-    let migr = if trials.iter().all(|p| p.migrations.is_some()) {
-        let m: Vec<String> = trials
-            .iter()
-            .map(|p| p.migrations.unwrap_or(0).to_string())
-            .collect();
-        format!("; migrations per trial (both sides): {}", m.join(" "))
-    } else {
-        "; migrations not available (no /proc/PID/sched: kernel without CONFIG_SCHED_DEBUG)"
-            .to_string()
-    };
-    let mut out = vec![format!(
-        "placement ({what}, cpu={mode}): tunelab ran on CPU {}, the {child} on CPU {}; both on the \
-         same CPU in {} of samples per trial{migr}",
-        cpus(|p| &p.mine),
-        cpus(|p| &p.theirs),
-        shares.join(" "),
-    )];
-    if bimodal(trials) {
-        out.push(format!(
-            "warning: BIMODAL placement ({what}): some trials ran with both processes on one CPU \
-             (context switches), others on two CPUs (cross-CPU wake-ups); the two cost very \
-             different times and the summary mixes them. Use cpu=same or cpu=split to measure one \
-             of them."
-        ));
-    }
-    out
-}
-
-/// Trials split between mostly-same-CPU (>= 80% of samples) and
-/// mostly-different-CPU (<= 20%).
-pub(crate) fn bimodal(trials: &[Placement]) -> bool {
-    let sampled = || trials.iter().filter(|p| p.samples > 0);
-    sampled().any(|p| p.same_share() >= 0.8) && sampled().any(|p| p.same_share() <= 0.2)
-}
-
 fn broken(what: &str) -> Error {
     Error::measurement(format!(
         "{what}: the worker process stopped answering (killed?)"
@@ -536,37 +401,6 @@ impl PointRun for PingPongRun {
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
         Ok(self.pp.extras())
     }
-}
-
-/// Per-trial placement metrics: share of samples with both sides on one CPU
-/// and migrations, for the round trips and (with `bandwidth`) the stream.
-pub(crate) fn placement_metrics(bandwidth: bool) -> Vec<MetricSpec> {
-    let mut v = vec![
-        MetricSpec::higher(
-            "rt_same_cpu",
-            "ratio",
-            "round trips: share of placement samples with tunelab and the echo child on the same \
-             CPU (1 = context switches, 0 = cross-CPU wake-ups)",
-        ),
-        MetricSpec::lower(
-            "rt_migrations",
-            "count",
-            "round trips: CPU migrations of tunelab and the echo child during the trial",
-        ),
-    ];
-    if bandwidth {
-        v.push(MetricSpec::higher(
-            "bw_same_cpu",
-            "ratio",
-            "stream: share of placement samples with tunelab and the writer on the same CPU",
-        ));
-        v.push(MetricSpec::lower(
-            "bw_migrations",
-            "count",
-            "stream: CPU migrations of tunelab and the writer during the trial",
-        ));
-    }
-    v
 }
 
 /// Parameters shared by the two-process ping-pong experiments (ipc.pipe, ipc.unix).
@@ -613,28 +447,4 @@ pub(crate) fn prepare_pair(
         latency,
         bandwidth,
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn place(samples: u32, same: u32) -> Placement {
-        Placement {
-            samples,
-            same,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn bimodal_placement_is_flagged() {
-        let mixed = [place(20, 20), place(20, 0), place(20, 19)];
-        assert!(bimodal(&mixed));
-        let notes = placement_notes("any", "round trips", "echo child", &mixed);
-        assert!(notes.iter().any(|n| n.contains("BIMODAL")), "{notes:?}");
-        assert!(notes[0].contains("100% 0% 95%"), "{notes:?}");
-        assert!(!bimodal(&[place(20, 20), place(20, 18)]));
-        assert!(!bimodal(&[place(20, 0), place(20, 1)]));
-    }
 }

@@ -1,0 +1,163 @@
+//! Judging a `cpu.sustained` recording: when throughput dropped (below
+//! `DROP_BELOW` of its start for `DROP_ROWS` rows) and why, strongest
+//! evidence first.
+
+use super::record::{mean, median, Row};
+use super::{DROP_BELOW, DROP_ROWS};
+
+/// What the recording shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub start: f64,
+    pub end: f64,
+    /// Seconds from the start of the load to the drop, and its causes.
+    pub drop: Option<(f64, Vec<String>)>,
+    pub temp_at_drop: Option<f64>,
+    pub peak_temp: Option<f64>,
+    pub text: String,
+}
+
+/// Judge a recording (rows in time order). Needs at least 4 rows.
+pub fn analyse(rows: &[Row]) -> Option<Verdict> {
+    if rows.len() < 4 {
+        return None;
+    }
+    // The first row holds thread start-up; the start is the next few.
+    let base_rows = &rows[1..(1 + (rows.len() / 4).clamp(1, 5)).min(rows.len())];
+    let start = median(base_rows.iter().map(|r| r.throughput).collect())?;
+    let q = rows.len() - (rows.len() / 4).max(1);
+    let end = median(rows[q..].iter().map(|r| r.throughput).collect())?;
+    let peak_temp = rows.iter().filter_map(Row::max_temp).reduce(f64::max);
+    let from = 1 + base_rows.len();
+    let at = (from..rows.len().saturating_sub(DROP_ROWS - 1)).find(|&i| {
+        rows[i..i + DROP_ROWS]
+            .iter()
+            .all(|r| r.throughput < DROP_BELOW * start)
+    });
+    let fmt = |v: f64| crate::units::human(v, "ops/s");
+    let Some(i) = at else {
+        let temp = peak_temp
+            .map(|t| format!(", peak {t:.1} °C"))
+            .unwrap_or_else(|| ", no temperature sensor exposed".into());
+        return Some(Verdict {
+            start,
+            end,
+            drop: None,
+            temp_at_drop: None,
+            peak_temp,
+            text: format!(
+                "no throttling: {} at the start, {} at the end ({:.0}%) over {:.0} s{temp}",
+                fmt(start),
+                fmt(end),
+                end * 100.0 / start.max(1e-12),
+                rows.last().map_or(0.0, |r| r.t)
+            ),
+        });
+    };
+    let before = &rows[i.saturating_sub(3).max(1)..i];
+    let after = &rows[i..(i + 3).min(rows.len())];
+    let causes = causes(before, after);
+    let when = rows[i].t - rows[i].dt;
+    let low = median(rows[i..].iter().map(|r| r.throughput).collect()).unwrap_or(end);
+    let temp_at_drop = rows[i].max_temp();
+    let at_temp = temp_at_drop
+        .map(|t| format!(" at {t:.1} °C"))
+        .unwrap_or_else(|| " (no temperature sensor exposed)".into());
+    let text = format!(
+        "throttled: from {} to {} after {when:.0} s{at_temp} — cause: {}",
+        fmt(start),
+        fmt(low),
+        causes.join("; ")
+    );
+    Some(Verdict {
+        start,
+        end,
+        drop: Some((when, causes)),
+        temp_at_drop,
+        peak_temp,
+        text,
+    })
+}
+
+/// Why throughput fell between `before` and `after`, strongest evidence first.
+fn causes(before: &[Row], after: &[Row]) -> Vec<String> {
+    let m = |rows: &[Row], f: &dyn Fn(&Row) -> Option<f64>| mean(rows.iter().filter_map(f));
+    let mut out = Vec::new();
+    // The highest quota before and the lowest after: a drop found a reading
+    // early on a noisy ramp still sees the quota change inside the window.
+    let qb = before.iter().filter_map(|r| r.quota_cpus).reduce(f64::max);
+    let qa = after.iter().filter_map(|r| r.quota_cpus).reduce(f64::min);
+    let thr_b = m(before, &|r| Some(r.nr_throttled as f64)).unwrap_or(0.0);
+    let thr_a = m(after, &|r| Some(r.nr_throttled as f64)).unwrap_or(0.0);
+    match (qb, qa) {
+        (Some(b), Some(a)) if a < b * 0.95 => out.push(format!(
+            "CPU quota (cgroup quota lowered from {b:.2} to {a:.2} CPUs; throttled periods {thr_b:.0} -> {thr_a:.0} per interval)"
+        )),
+        (None, Some(a)) => out.push(format!(
+            "CPU quota (cgroup quota set to {a:.2} CPUs; throttled periods {thr_b:.0} -> {thr_a:.0} per interval)"
+        )),
+        _ if thr_a > thr_b + 1.0 => out.push(format!(
+            "CPU quota (cgroup throttled periods {thr_b:.0} -> {thr_a:.0} per interval)"
+        )),
+        _ => {}
+    }
+    let mut thermal = Vec::new();
+    let cool_b = before.last().map_or(0, Row::cooling_sum);
+    let cool_a = after.iter().map(Row::cooling_sum).max().unwrap_or(0);
+    if cool_a > cool_b {
+        thermal.push(format!("cooling state {cool_b} -> {cool_a}"));
+    }
+    let events: u64 = after.iter().map(|r| r.throttle_events).sum();
+    if events > 0 {
+        thermal.push(format!("{events} throttle events"));
+    }
+    for (what, f) in [
+        ("cpufreq", &Row::mean_cur as &dyn Fn(&Row) -> Option<f64>),
+        ("measured clock", &Row::mean_clock),
+    ] {
+        if let (Some(b), Some(a)) = (m(before, f), m(after, f)) {
+            if a < 0.95 * b {
+                thermal.push(format!("{what} {:.0} -> {:.0} MHz", b / 1e6, a / 1e6));
+            }
+        }
+    }
+    if !thermal.is_empty() {
+        let tb = m(before, &Row::max_temp);
+        let ta = after.iter().filter_map(Row::max_temp).reduce(f64::max);
+        let temp = match (tb, ta) {
+            (Some(b), Some(a)) => format!(", temperature {b:.1} -> {a:.1} °C"),
+            _ => ", no temperature exposed".into(),
+        };
+        let kind = if cool_a > cool_b || events > 0 || ta.is_some_and(|a| tb.is_some_and(|b| a > b))
+        {
+            "thermal"
+        } else {
+            "clock lowered (governor, firmware or power limit; no thermal evidence)"
+        };
+        out.push(format!("{kind} ({}{temp})", thermal.join(", ")));
+    }
+    let sb = m(before, &|r| Some(r.steal)).unwrap_or(0.0);
+    let sa = m(after, &|r| Some(r.steal)).unwrap_or(0.0);
+    if sa > sb + 0.05 {
+        out.push(format!(
+            "steal (hypervisor took {:.0}% -> {:.0}% of the machine)",
+            sb * 100.0,
+            sa * 100.0
+        ));
+    }
+    let ob = m(before, &|r| Some(r.other)).unwrap_or(0.0);
+    let oa = m(after, &|r| Some(r.other)).unwrap_or(0.0);
+    if oa > ob + 0.05 {
+        out.push(format!(
+            "another process (busy outside tunelab {:.0}% -> {:.0}% of the machine)",
+            ob * 100.0,
+            oa * 100.0
+        ));
+    }
+    if out.is_empty() {
+        out.push(
+            "unexplained (no quota, thermal, clock, steal or other-process change seen)".into(),
+        );
+    }
+    out
+}

@@ -1,0 +1,73 @@
+//! The memory `mem.latency` chases through: an anonymous mapping aligned
+//! to 2 MiB and advised for or against transparent huge pages, and what
+//! the kernel says about THP (its settings, the huge pages we got).
+
+use super::HUGE;
+use crate::units::format_size;
+use crate::{Error, Result};
+
+/// An anonymous mapping aligned to 2 MiB, advised for or against THP.
+pub(super) struct Region {
+    pub(super) map: *mut libc::c_void,
+    pub(super) map_len: usize,
+    pub(super) ptr: *mut u8,
+}
+
+impl Region {
+    pub(super) fn new(len: usize, thp: bool) -> Result<Self> {
+        let map_len = len.div_ceil(HUGE) * HUGE + HUGE;
+        // SAFETY: anonymous private mapping, checked for failure.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(Error::environment(format!(
+                "cannot map {} for mem.latency: {} (use a smaller max)",
+                format_size(len as u64),
+                std::io::Error::last_os_error()
+            )));
+        }
+        let ptr = ((map as usize).div_ceil(HUGE) * HUGE) as *mut u8;
+        let advice = if thp {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        // SAFETY: the range is inside the mapping. Advice failure (THP not
+        // built in) is reported in the notes through smaps, not fatal.
+        unsafe {
+            libc::madvise(ptr as *mut libc::c_void, len.div_ceil(HUGE) * HUGE, advice);
+            std::ptr::write_bytes(ptr, 0, len);
+        }
+        Ok(Region { map, map_len, ptr })
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what mmap returned.
+        unsafe { libc::munmap(self.map, self.map_len) };
+    }
+}
+
+pub(super) fn thp_setting(which: &str) -> String {
+    let s = std::fs::read_to_string(format!("/sys/kernel/mm/transparent_hugepage/{which}"))
+        .unwrap_or_default();
+    match (s.find('['), s.find(']')) {
+        (Some(a), Some(b)) if a < b => s[a + 1..b].to_string(),
+        _ => "unknown".into(),
+    }
+}
+
+pub(super) fn anon_huge() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    let l = s.lines().find(|l| l.starts_with("AnonHugePages:"))?;
+    Some(l.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+}

@@ -1,0 +1,130 @@
+//! The `irq-deltas` method: /proc/interrupts, /proc/softirqs and the
+//! per-CPU steal of /proc/stat read around a spike, and the rows that grew
+//! on the spike's CPU (timer and IPI plumbing left out).
+
+/// Per-CPU counts of one /proc/interrupts or /proc/softirqs row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IrqRow {
+    pub name: String,
+    pub device: String,
+    pub counts: Vec<u64>,
+}
+
+/// Parse /proc/interrupts or /proc/softirqs (a "CPU0 CPU1 …" header, then
+/// "NAME: counts… [description]" rows).
+pub fn parse_irq_table(text: &str) -> Vec<IrqRow> {
+    let mut lines = text.lines();
+    let ncpu = lines
+        .next()
+        .map(|h| {
+            h.split_whitespace()
+                .filter(|w| w.starts_with("CPU"))
+                .count()
+        })
+        .unwrap_or(0);
+    lines
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            let mut words = rest.split_whitespace();
+            let mut counts = Vec::with_capacity(ncpu);
+            let mut device = Vec::new();
+            for w in words.by_ref() {
+                match w.parse::<u64>() {
+                    Ok(v) if counts.len() < ncpu => counts.push(v),
+                    _ => {
+                        device.push(w);
+                        break;
+                    }
+                }
+            }
+            device.extend(words);
+            (!counts.is_empty()).then(|| IrqRow {
+                name: name.trim().to_string(),
+                device: device.join(" "),
+                counts,
+            })
+        })
+        .collect()
+}
+
+/// Interrupts that are the measurement's own or the scheduler's plumbing,
+/// never a culprit: local timer (our own hrtimer fires it), rescheduling,
+/// call-function and TLB IPIs, and the timer/hrtimer/sched/RCU softirqs.
+pub(super) fn is_plumbing(name: &str) -> bool {
+    matches!(
+        name,
+        "LOC"
+            | "RES"
+            | "CAL"
+            | "TLB"
+            | "IWI"
+            | "TIMER"
+            | "HRTIMER"
+            | "SCHED"
+            | "RCU"
+            | "NMI"
+            | "PMI"
+            | "SPU"
+            | "THR"
+            | "MCP"
+    ) || name.starts_with("IPI")
+}
+
+#[derive(Default)]
+pub(super) struct IrqSnap {
+    pub(super) irqs: Vec<IrqRow>,
+    pub(super) softirqs: Vec<IrqRow>,
+    /// Per CPU steal time in USER_HZ ticks (/proc/stat).
+    pub(super) steal: Vec<u64>,
+}
+
+/// Steal ticks per CPU from /proc/stat ("cpuN user nice system idle iowait
+/// irq softirq steal …").
+pub fn parse_steal(stat: &str) -> Vec<u64> {
+    let mut v = Vec::new();
+    for l in stat.lines() {
+        let mut w = l.split_whitespace();
+        let Some(n) = w.next().and_then(|c| c.strip_prefix("cpu")) else {
+            continue;
+        };
+        let Ok(cpu) = n.parse::<usize>() else {
+            continue;
+        };
+        let steal = w.nth(7).and_then(|x| x.parse().ok()).unwrap_or(0);
+        if v.len() <= cpu {
+            v.resize(cpu + 1, 0);
+        }
+        v[cpu] = steal;
+    }
+    v
+}
+
+impl IrqSnap {
+    pub(super) fn read() -> IrqSnap {
+        let r = |p| std::fs::read_to_string(p).unwrap_or_default();
+        IrqSnap {
+            irqs: parse_irq_table(&r("/proc/interrupts")),
+            softirqs: parse_irq_table(&r("/proc/softirqs")),
+            steal: parse_steal(&r("/proc/stat")),
+        }
+    }
+}
+
+/// Rows whose count on `cpu` grew from `old` to `new`, not plumbing, most first.
+pub(super) fn grown(old: &[IrqRow], new: &[IrqRow], cpu: usize) -> Vec<(IrqRow, u64)> {
+    let mut v: Vec<(IrqRow, u64)> = new
+        .iter()
+        .filter(|r| !is_plumbing(&r.name))
+        .filter_map(|r| {
+            let now = *r.counts.get(cpu)?;
+            let was = old
+                .iter()
+                .find(|o| o.name == r.name)
+                .and_then(|o| o.counts.get(cpu).copied())
+                .unwrap_or(now);
+            (now > was).then(|| (r.clone(), now - was))
+        })
+        .collect();
+    v.sort_by_key(|g| std::cmp::Reverse(g.1));
+    v
+}

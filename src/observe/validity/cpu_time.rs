@@ -1,0 +1,131 @@
+//! Steal time and other processes' CPU: the `cpu ` line of /proc/stat
+//! against our own process tree's ticks (ourselves, reaped children via
+//! cutime/cstime, live descendants via `/proc/PID/task/TID/children`).
+
+use std::path::Path;
+
+use super::{
+    flag, Guard, Reading, Roots, TrialCheck, OTHER_CPU_MIN_TICKS, OTHER_CPU_PCT, STEAL_PCT,
+};
+
+/// Whether our children can be found (`/proc/PID/task/TID/children`).
+pub(super) fn discover(roots: &Roots, skipped: &mut Vec<String>) -> bool {
+    let children = roots
+        .proc_
+        .join(format!("{}/task/{}/children", roots.pid, roots.pid))
+        .exists();
+    if !children {
+        skipped.push(
+            "other processes' CPU: no /proc/PID/task/TID/children (kernel without \
+             CONFIG_PROC_CHILDREN), our children's CPU cannot be told from others'"
+                .to_string(),
+        );
+    }
+    children
+}
+
+impl Guard {
+    /// CPU ticks of our process tree: ourselves (all threads), children we
+    /// reaped (cutime/cstime), and every live descendant with what it
+    /// reaped. A descendant reaped during a trial moves from "live" to our
+    /// cutime, so deltas stay right.
+    pub(super) fn own_ticks(&self) -> Option<u64> {
+        let mut total = proc_ticks(&self.roots.proc_, self.roots.pid)?;
+        let mut todo = children_of(&self.roots.proc_, self.roots.pid);
+        let mut seen = 0;
+        while let Some(p) = todo.pop() {
+            seen += 1;
+            if seen > 4096 {
+                break;
+            }
+            total += proc_ticks(&self.roots.proc_, p).unwrap_or(0);
+            todo.extend(children_of(&self.roots.proc_, p));
+        }
+        Some(total)
+    }
+
+    /// Flag steal time and other processes' CPU use.
+    pub(super) fn check_cpu_time(
+        &self,
+        before: &Reading,
+        after: &Reading,
+        seconds: f64,
+        c: &mut TrialCheck,
+    ) {
+        if let (Some(b), Some(a)) = (before.cpu, after.cpu) {
+            let total = a.2.saturating_sub(b.2);
+            let steal = a.1.saturating_sub(b.1);
+            if total > 0 {
+                let pct = steal as f64 * 100.0 / total as f64;
+                c.steal_pct = Some(pct);
+                if pct > STEAL_PCT && steal >= 2 {
+                    flag(
+                        c,
+                        "steal",
+                        format!("the hypervisor took {pct:.1}% of the CPU time (steal)"),
+                    );
+                }
+            }
+            if let (Some(ob), Some(oa)) = (before.own, after.own) {
+                let busy = a.0.saturating_sub(b.0);
+                let others = busy.saturating_sub(oa.saturating_sub(ob));
+                if seconds > 0.0 {
+                    let pct =
+                        others as f64 * 100.0 / (seconds * self.roots.ticks_per_second as f64);
+                    c.other_cpu_pct = Some(pct);
+                    if pct > OTHER_CPU_PCT && others >= OTHER_CPU_MIN_TICKS {
+                        flag(
+                            c,
+                            "load",
+                            format!("other processes used {pct:.0}% of a CPU"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// (user+nice+system, steal, sum of all columns) of the `cpu ` line.
+pub(super) fn parse_cpu_line(stat: &str) -> Option<(u64, u64, u64)> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    if v.len() < 4 {
+        return None;
+    }
+    // guest and guest_nice (9, 10) are already inside user and nice.
+    let total: u64 = v.iter().take(8).sum();
+    Some((v[0] + v[1] + v[2], v.get(7).copied().unwrap_or(0), total))
+}
+
+/// utime + stime + cutime + cstime of one process.
+pub(super) fn proc_ticks(proc_: &Path, pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(proc_.join(format!("{pid}/stat"))).ok()?;
+    // Fields after the command name (which may hold spaces and parens).
+    let rest = &s[s.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest[0] is field 3 (state); utime..cstime are fields 14..17.
+    let get = |field: usize| f.get(field - 3)?.parse::<i64>().ok();
+    let sum = get(14)? + get(15)? + get(16)? + get(17)?;
+    Some(sum.max(0) as u64)
+}
+
+/// Child pids of every thread of `pid`.
+pub(super) fn children_of(proc_: &Path, pid: u32) -> Vec<u32> {
+    let tasks = proc_.join(format!("{pid}/task"));
+    std::fs::read_dir(tasks)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}

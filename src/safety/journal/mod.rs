@@ -1,0 +1,364 @@
+//! The knob journal: before tunelab changes a system setting it writes the
+//! original value to a journal on disk (fsynced), and removes the entry only
+//! after restoring it. After SIGKILL or a crash, the next tunelab command (or
+//! `tunelab restore`) finds entries of dead processes and puts them back —
+//! unless someone else changed the setting meanwhile, in which case their
+//! value is left alone and reported.
+//!
+//! Location: `$TUNELAB_STATE_DIR/journal.json`, else `/var/lib/tunelab` for
+//! root, else `$XDG_STATE_HOME/tunelab` (`~/.local/state/tunelab`).
+//!
+//! Here: the entry, the journal file (lock, load, store) and the verbs on
+//! it (claim, put, remove, restore). `saved` holds what an entry saves and
+//! which entries tunelab can have written, `claims` the system-wide claim
+//! files, `restore` how one entry is put back.
+
+mod claims;
+mod restore;
+mod saved;
+
+use std::fs;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::sysmount::MountMode;
+use crate::{Error, Result};
+use claims::{claim_system, clear_dead_claims, release_system};
+pub use restore::restore_entry;
+use restore::{is_alive, start_ticks};
+pub use saved::{FileState, PersistFile, Saved, FAKE_ROOT_MARKER};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub knob: String,
+    pub pid: u32,
+    /// The process's start time (clock ticks after boot, /proc/PID/stat),
+    /// so a recycled pid is not taken for the tunelab that wrote the entry.
+    #[serde(default)]
+    pub pid_start: Option<u64>,
+    pub started: String,
+    pub saved: Saved,
+}
+
+impl Entry {
+    /// An entry of this process for `knob`.
+    pub fn new(knob: &str, saved: Saved) -> Entry {
+        let me = std::process::id();
+        Entry {
+            knob: knob.to_string(),
+            pid: me,
+            pid_start: start_ticks(me),
+            started: crate::units::now_rfc3339_nanos(),
+            saved,
+        }
+    }
+}
+
+pub fn dir() -> PathBuf {
+    crate::system::state_dir()
+}
+
+pub fn path() -> PathBuf {
+    dir().join("journal.json")
+}
+
+/// An exclusive flock(2) on `journal.lock` next to the journal: every
+/// read-modify-write of the journal holds it, so two tunelabs never lose
+/// each other's entries and a claim on a setting is atomic.
+struct Lock(#[allow(dead_code)] fs::File);
+
+fn lock(wait: bool) -> Result<Option<Lock>> {
+    let d = dir();
+    fs::create_dir_all(&d).map_err(|e| Error::io("cannot create the journal directory", &d, e))?;
+    let p = d.join("journal.lock");
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&p)
+        .map_err(|e| Error::io("cannot open the journal lock", &p, e))?;
+    let op = if wait {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_EX | libc::LOCK_NB
+    };
+    loop {
+        // SAFETY: flock on an open descriptor.
+        if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
+            return Ok(Some(Lock(f)));
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if !wait => return Ok(None),
+            _ => return Err(Error::io("cannot lock", &p, e)),
+        }
+    }
+}
+
+/// What an unreadable journal holds and how to restore by hand.
+fn unreadable(p: &Path, bytes: &[u8], why: &str) -> Error {
+    let text = String::from_utf8_lossy(bytes);
+    let shown: String = text
+        .chars()
+        .take(4000)
+        .map(|c| if c.is_control() && c != '\n' { '?' } else { c })
+        .collect();
+    let mut msg = format!(
+        "the knob journal {} cannot be read ({why}); tunelab will not change any setting \
+         until it is fixed, because the originals it holds would be lost.\n\
+         It holds ({} bytes):\n{shown}{}\n",
+        p.display(),
+        bytes.len(),
+        if text.chars().count() > 4000 {
+            "\n…"
+        } else {
+            ""
+        }
+    );
+    // A valid journal followed by garbage still names its entries.
+    let salvaged = serde_json::Deserializer::from_slice(bytes)
+        .into_iter::<Vec<Entry>>()
+        .next()
+        .and_then(|r| r.ok());
+    match salvaged {
+        Some(entries) if !entries.is_empty() => {
+            msg.push_str("To restore by hand, as root:\n");
+            for e in &entries {
+                msg.push_str(&format!(
+                    "  # {} (tunelab pid {}, started {})\n",
+                    e.knob, e.pid, e.started
+                ));
+                for c in e.saved.by_hand() {
+                    msg.push_str(&format!("  {c}\n"));
+                }
+            }
+        }
+        _ => msg.push_str(
+            "To restore by hand: for each \"path\" with an \"original\" value, write it back \
+             (echo ORIGINAL > PATH); for each \"mount_point\" with \"original\" options, \
+             mount -o remount,OPTIONS MOUNT_POINT; unmount any lab mount_point (umount -l).\n",
+        ),
+    }
+    msg.push_str(&format!("Then remove {}.", p.display()));
+    Error::environment(msg)
+}
+
+/// The journal's entries; an unreadable journal is an error that says what
+/// it holds (never "empty": its originals would be lost).
+pub fn load() -> Result<Vec<Entry>> {
+    let p = path();
+    let bytes = match fs::read(&p) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(unreadable(&p, &[], &e.to_string())),
+    };
+    serde_json::from_slice(&bytes).map_err(|e| unreadable(&p, &bytes, &e.to_string()))
+}
+
+/// Write the journal atomically and durably (temp file, fsync, rename,
+/// fsync of the directory). An empty journal is removed, never created.
+fn store(entries: &[Entry]) -> Result<()> {
+    let d = dir();
+    let p = path();
+    if entries.is_empty() {
+        return match fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io("cannot remove the knob journal", &p, e))
+            }
+            _ => Ok(()),
+        };
+    }
+    fs::create_dir_all(&d).map_err(|e| Error::io("cannot create the journal directory", &d, e))?;
+    let tmp = d.join(format!("journal.json.{}", std::process::id()));
+    let data = serde_json::to_vec_pretty(entries)?;
+    let write = || -> std::io::Result<()> {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(&data)?;
+        f.sync_all()?;
+        fs::rename(&tmp, &p)?;
+        fs::File::open(&d)?.sync_all()
+    };
+    write().map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        Error::io("cannot write the knob journal", &p, e)
+    })
+}
+
+/// Record a new entry, refusing when another tunelab (alive, or killed and
+/// not yet restored) holds an entry on the same setting: its recorded
+/// original is the true one, ours would be its applied value. Settings are
+/// claimed system-wide too, whatever state directory the other one uses.
+pub fn claim(entry: Entry) -> Result<()> {
+    let _l = lock(true)?;
+    let mut all = load()?;
+    let mine = entry.saved.targets();
+    if let Some(other) = all
+        .iter()
+        .find(|e| e.pid != entry.pid && e.saved.targets().iter().any(|t| mine.contains(t)))
+    {
+        return Err(if is_alive(other) {
+            Error::environment(format!(
+                "{} is already being changed by tunelab pid {} (started {}): wait for it to \
+                 finish or stop it; two runs on one setting would lose its original value",
+                entry.knob, other.pid, other.started
+            ))
+        } else {
+            Error::environment(format!(
+                "{} was left changed by tunelab pid {} (started {}), which is gone, and could \
+                 not be restored automatically: run 'tunelab restore' first",
+                entry.knob, other.pid, other.started
+            ))
+        });
+    }
+    claim_system(&entry)?;
+    let targets = entry.saved.targets();
+    all.retain(|e| !(e.knob == entry.knob && e.pid == entry.pid));
+    all.push(entry);
+    store(&all).inspect_err(|_| release_system(&targets))
+}
+
+/// Replace our entry for `knob` (after `claim`).
+pub fn put(entry: Entry) -> Result<()> {
+    let _l = lock(true)?;
+    let mut all = load()?;
+    all.retain(|e| !(e.knob == entry.knob && e.pid == entry.pid));
+    all.push(entry);
+    store(&all)
+}
+
+pub fn remove(knob: &str, pid: u32) -> Result<()> {
+    if !path().exists() {
+        return Ok(());
+    }
+    let _l = lock(true)?;
+    let mut all = load()?;
+    let gone: Vec<PathBuf> = all
+        .iter()
+        .filter(|e| e.knob == knob && e.pid == pid)
+        .flat_map(|e| e.saved.targets())
+        .collect();
+    all.retain(|e| !(e.knob == knob && e.pid == pid));
+    store(&all)?;
+    if pid == std::process::id() {
+        release_system(&gone);
+    }
+    Ok(())
+}
+
+/// Restore the entries of processes that are gone (SIGKILL, crash, power
+/// cut). With `all`, also those of live processes other than us. Returns one
+/// line per entry; entries that could not be restored stay in the journal.
+/// An unreadable journal is an error (it explains itself).
+pub fn restore_stale(all: bool) -> Result<Vec<String>> {
+    if !path().exists() {
+        return Ok(Vec::new());
+    }
+    let _l = lock(true)?;
+    let entries = load()?;
+    let mut msgs = Vec::new();
+    let mut keep = Vec::new();
+    // Newest first: a scratch directory goes after the lab mounted in it.
+    for e in entries.into_iter().rev() {
+        let stale = !is_alive(&e) || (all && e.pid != std::process::id());
+        if !stale {
+            keep.push(e);
+            continue;
+        }
+        if let Err(why) = e.saved.validate(e.pid) {
+            msgs.push(refused(&e, &why));
+            continue;
+        }
+        match restore_entry(&e) {
+            Ok(m) => {
+                if matches!(e.saved, Saved::Files { .. } | Saved::Mount { .. }) {
+                    clear_dead_claims(&e.saved.targets());
+                }
+                msgs.push(format!(
+                    "{m} (left by tunelab pid {}, started {})",
+                    e.pid, e.started
+                ))
+            }
+            Err(err) => {
+                msgs.push(format!("could not restore {}: {err}", e.knob));
+                keep.push(e);
+            }
+        }
+    }
+    keep.reverse();
+    if let Err(e) = store(&keep) {
+        msgs.push(format!("could not update the journal: {e}"));
+    }
+    Ok(msgs)
+}
+
+/// The line for an entry tunelab cannot have written: it is dropped from
+/// the journal without acting on it, and shown so nothing is lost.
+fn refused(e: &Entry, why: &str) -> String {
+    format!(
+        "refused a journal entry tunelab cannot have written ({why}): did nothing and removed \
+         it from the journal; it was: {}",
+        serde_json::to_string(e).unwrap_or_default()
+    )
+}
+
+/// Restore every entry of this process (second-signal emergency path). The
+/// main thread may hold the journal lock: try it for a moment, then go on.
+pub fn restore_mine() {
+    if !path().exists() {
+        return;
+    }
+    let mut held = None;
+    for _ in 0..20 {
+        match lock(false) {
+            Ok(Some(l)) => {
+                held = Some(l);
+                break;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(25)),
+            Err(_) => break,
+        }
+    }
+    let me = std::process::id();
+    let Ok(entries) = load() else { return };
+    let mut keep = Vec::new();
+    for e in entries.into_iter().rev() {
+        if e.pid == me && e.saved.validate(me).is_ok() && restore_entry(&e).is_ok() {
+            continue;
+        }
+        keep.push(e);
+    }
+    keep.reverse();
+    let _ = store(&keep);
+    drop(held);
+}
+
+/// The original mount options as `mount -o` would spell them (display).
+pub fn remount_options(original: &[String]) -> String {
+    MountMode::of(original).options()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remount_options_bring_back_atime_and_sync() {
+        let o = |s: &str| s.split(',').map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            remount_options(&o("rw,relatime")),
+            "relatime,async,nolazytime"
+        );
+        assert_eq!(
+            remount_options(&o("rw,noatime,sync")),
+            "noatime,sync,nolazytime"
+        );
+        assert_eq!(
+            remount_options(&o("rw,strictatime,lazytime")),
+            "strictatime,async,lazytime"
+        );
+    }
+}

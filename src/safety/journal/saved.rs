@@ -1,0 +1,316 @@
+//! What a journal entry saves: the kinds of setting tunelab changes
+//! ([`Saved`]: files, mount options, lab file systems, scratch directories,
+//! cgroups, persistent files) with their original values, and the rules
+//! that say which entries tunelab can have written (so a journal edited by
+//! hand cannot make `restore` touch anything else).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::safety::sysmount::MountMode;
+
+/// One file-backed setting (a sysctl or a sysfs attribute).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileState {
+    pub path: PathBuf,
+    pub original: String,
+    /// What we last wrote (as read back); None until the first change.
+    pub applied: Option<String>,
+    /// What we are about to write: journalled before the write, so a crash
+    /// between the write and the read-back still recognises our value.
+    #[serde(default)]
+    pub pending: Option<String>,
+}
+
+impl FileState {
+    /// Whether `now` is a value tunelab put there (or the original).
+    pub fn is_ours(&self, now: Option<&String>) -> bool {
+        now == Some(&self.original) || now == self.applied.as_ref() || now == self.pending.as_ref()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Saved {
+    /// Files that together form one knob (e.g. vm.dirty_ratio and
+    /// vm.dirty_bytes, which reset each other).
+    Files { files: Vec<FileState> },
+    /// Mount options changed by remount.
+    Mount {
+        mount_point: PathBuf,
+        original: Vec<String>,
+        applied: Option<Vec<String>>,
+    },
+    /// A lab file system: a loop device on `image`, mounted on
+    /// `mount_point`, inside the scratch directory `scratch`. Journalled
+    /// before the loop device is set up; restoring unmounts, detaches and
+    /// removes it.
+    Lab {
+        mount_point: PathBuf,
+        image: PathBuf,
+        device: Option<PathBuf>,
+        scratch: Option<PathBuf>,
+    },
+    /// A private scratch directory (safety::scratch), journalled before
+    /// mkdir; restoring removes it (only when its marker names the owner).
+    Scratch { path: PathBuf },
+    /// A block I/O throttling cgroup (lab::throttle), journalled before
+    /// mkdir; restoring moves what is left in it to its parent and removes it.
+    Cgroup { path: PathBuf },
+    /// Files tunelab writes to keep a setting across boots (`tunelab apply`
+    /// / `unapply`: a sysctl.d drop-in, a udev rule). Journalled before the
+    /// first file changes; restoring puts each file back as it was
+    /// (`before`: its content, or None when it did not exist) — but only a
+    /// file still holding what tunelab wrote (`after`, None: removed).
+    Persist { files: Vec<PersistFile> },
+}
+
+/// One persistent file in a [`Saved::Persist`] entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PersistFile {
+    pub path: PathBuf,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+impl Saved {
+    /// What this entry changes, to detect two tunelabs on one setting.
+    pub(super) fn targets(&self) -> Vec<PathBuf> {
+        match self {
+            Saved::Files { files } => files.iter().map(|f| f.path.clone()).collect(),
+            Saved::Mount { mount_point, .. } | Saved::Lab { mount_point, .. } => {
+                vec![mount_point.clone()]
+            }
+            Saved::Persist { files } => files.iter().map(|f| f.path.clone()).collect(),
+            Saved::Scratch { path } | Saved::Cgroup { path } => vec![path.clone()],
+        }
+    }
+
+    /// Whether the process `pid` (the entry's writer) can have made this
+    /// entry: a journal edited by hand, or by someone else, must not make
+    /// `restore` write or delete anything tunelab does not own. `Err` says
+    /// why not. New kinds add their own rule here.
+    pub fn validate(&self, pid: u32) -> std::result::Result<(), String> {
+        match self {
+            Saved::Files { files } => {
+                if files.is_empty() {
+                    return Err("a setting with no files".into());
+                }
+                files.iter().try_for_each(|f| knob_path_ok(&f.path))
+            }
+            Saved::Mount { mount_point, .. } => {
+                // Restoring only sets mount flags on what is mounted there.
+                plain_absolute(mount_point)
+            }
+            Saved::Lab {
+                mount_point,
+                image,
+                device,
+                scratch,
+            } => {
+                plain_absolute(mount_point)?;
+                plain_absolute(image)?;
+                let dir = image.parent().unwrap_or(Path::new("/"));
+                let dir_ok = dir
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| crate::safety::scratch_name::is_scratch_name(n, pid));
+                if !dir_ok {
+                    return Err(format!(
+                        "{} is not in a scratch directory of tunelab pid {pid}",
+                        image.display()
+                    ));
+                }
+                let name = mount_point.file_name().and_then(|n| n.to_str());
+                let paired = mount_point.parent() == Some(dir)
+                    && name.is_some_and(|n| image.file_name() == Some(format!("{n}.img").as_ref()));
+                if !paired {
+                    return Err(format!(
+                        "{} is not the mount point of the lab image {}",
+                        mount_point.display(),
+                        image.display()
+                    ));
+                }
+                if scratch.as_deref().is_some_and(|s| s != dir) {
+                    return Err(format!(
+                        "{} is not the scratch of {}",
+                        dir.display(),
+                        image.display()
+                    ));
+                }
+                if let Some(d) = device {
+                    let n = d.to_str().and_then(|d| d.strip_prefix("/dev/loop"));
+                    if !n.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+                        return Err(format!("{} is not a loop device", d.display()));
+                    }
+                }
+                Ok(())
+            }
+            Saved::Scratch { path } => {
+                plain_absolute(path)?;
+                let ok = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| crate::safety::scratch_name::is_scratch_name(n, pid));
+                if !ok {
+                    return Err(format!(
+                        "{} is not named as a scratch directory of tunelab pid {pid}",
+                        path.display()
+                    ));
+                }
+                Ok(())
+            }
+            Saved::Cgroup { path } => {
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let parent_ok = path.parent().is_some_and(|p| {
+                    p == Path::new("/sys/fs/cgroup/blkio") || p == Path::new("/sys/fs/cgroup")
+                });
+                let seq = name.strip_prefix(&format!("tunelab-{pid}-"));
+                if !parent_ok
+                    || !seq.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                {
+                    return Err(format!(
+                        "{} is not a throttling cgroup of tunelab pid {pid}",
+                        path.display()
+                    ));
+                }
+                Ok(())
+            }
+            // `tunelab apply` owns only files it names itself: a
+            // 90-tunelab-* drop-in or rule, or a file in a tunelab* tuned
+            // profile directory (under a --root prefix in tests).
+            Saved::Persist { files } => files.iter().try_for_each(|f| {
+                plain_absolute(&f.path)?;
+                let name = |p: Option<&Path>| {
+                    p.and_then(|p| p.file_name())
+                        .and_then(|n| n.to_str())
+                        .unwrap_or("")
+                        .to_string()
+                };
+                let file = name(Some(&f.path));
+                let dir = name(f.path.parent());
+                let owned = (file.starts_with("90-tunelab-")
+                    && (dir == "sysctl.d" || dir == "rules.d"))
+                    || dir.starts_with("tunelab");
+                if owned {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{} is not a file `tunelab apply` writes",
+                        f.path.display()
+                    ))
+                }
+            }),
+        }
+    }
+
+    /// The commands that put this entry back by hand.
+    pub(super) fn by_hand(&self) -> Vec<String> {
+        match self {
+            Saved::Files { files } => {
+                let all_zero = files.iter().all(|f| f.original == "0");
+                files
+                    .iter()
+                    .filter(|f| all_zero || f.original != "0")
+                    .map(|f| format!("echo {} > {}", f.original, f.path.display()))
+                    .collect()
+            }
+            Saved::Mount {
+                mount_point,
+                original,
+                ..
+            } => vec![format!(
+                "mount -o remount,{} {}",
+                MountMode::of(original).options(),
+                mount_point.display()
+            )],
+            Saved::Lab {
+                mount_point,
+                image,
+                device,
+                ..
+            } => {
+                let mut v = vec![format!("umount -l {}", mount_point.display())];
+                if let Some(d) = device {
+                    v.push(format!("losetup -d {}", d.display()));
+                }
+                v.push(format!("rm {}", image.display()));
+                v
+            }
+            Saved::Scratch { path } => vec![format!("rm -r {}", path.display())],
+            Saved::Cgroup { path } => vec![format!("rmdir {}", path.display())],
+            Saved::Persist { files } => files
+                .iter()
+                .map(|f| match &f.before {
+                    None => format!("rm -f {}", f.path.display()),
+                    Some(_) => format!(
+                        "# put back the previous content of {} (in the journal)",
+                        f.path.display()
+                    ),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An absolute path without `.` or `..` components.
+pub(super) fn plain_absolute(p: &Path) -> std::result::Result<(), String> {
+    use std::path::Component;
+    if !p.is_absolute()
+        || p.components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+    {
+        return Err(format!("{} is not a plain absolute path", p.display()));
+    }
+    Ok(())
+}
+
+/// The file that marks a directory as a fake system root (`tunelab apply
+/// --root DIR`, for tests): settings below its proc/sys and sys are knobs.
+pub const FAKE_ROOT_MARKER: &str = ".tunelab-fake-root";
+
+/// `p` is `ROOT/proc/sys/…` or `ROOT/sys/…` of a directory marked as a fake
+/// root, also once symbolic links are resolved (they must stay inside it).
+pub(super) fn under_fake_root(p: &Path) -> bool {
+    let mut dir = p.parent();
+    while let Some(d) = dir {
+        let rest = p.strip_prefix(d).unwrap_or(p);
+        if (rest.starts_with("proc/sys") || rest.starts_with("sys"))
+            && d.join(FAKE_ROOT_MARKER).is_file()
+        {
+            return match (fs::canonicalize(p), fs::canonicalize(d)) {
+                (Ok(c), Ok(root)) => c.starts_with(root),
+                (Err(_), _) => true,
+                _ => false,
+            };
+        }
+        dir = d.parent();
+    }
+    false
+}
+
+/// A knob file is under /proc/sys or /sys, also once symbolic links are
+/// resolved (sysfs is full of them, all within /sys).
+pub(super) fn knob_path_ok(p: &Path) -> std::result::Result<(), String> {
+    plain_absolute(p)?;
+    let under = |q: &Path| q.starts_with("/proc/sys/") || q.starts_with("/sys/");
+    let refused = || {
+        Err(format!(
+            "{} is not a setting under /proc/sys or /sys",
+            p.display()
+        ))
+    };
+    if !under(p) {
+        return if under_fake_root(p) {
+            Ok(())
+        } else {
+            refused()
+        };
+    }
+    match fs::canonicalize(p) {
+        Ok(c) if !under(&c) => refused(),
+        _ => Ok(()),
+    }
+}
