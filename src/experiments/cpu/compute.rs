@@ -1,5 +1,5 @@
 //! `cpu.compute`: single-core and all-core throughput of one cluster on the
-//! board-work kernels of `kernels.rs` (compression, SHA-256, AES-128,
+//! board-work kernels of `kernels/` (compression, SHA-256, AES-128,
 //! CRC-32C, a matrix multiply), sbc-bench-style: the same load on each
 //! cluster, the CPU's crypto instructions used where present and said so.
 
