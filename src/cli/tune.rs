@@ -24,7 +24,12 @@ pub struct Args {
     /// kernel.sched_rt_runtime_us (-1 = no RT throttling), irq.N.affinity (CPU lists: 0, 2-3, 0+2).
     pub knob: String,
     /// Values to compare, comma-separated.
-    #[arg(long, value_name = "A,B,…", required = true, allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "A,B,…",
+        required = true,
+        allow_hyphen_values = true
+    )]
     pub values: String,
     /// The experiment that measures each value.
     #[arg(long, short = 'e', value_name = "EXP")]

@@ -188,7 +188,7 @@ pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
         ]) {
             return (
                 "join",
-                "futex: pthread_join (waits for its own thread)".into(),
+                "futex: waits for threads to finish (pthread_join)".into(),
             );
         }
         if is(&["sem_wait", "sem_timedwait", "sem_clockwait"]) {

@@ -867,7 +867,7 @@ pub(super) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
             format!("diagnosis {id}: {}", w.words()),
             format!("off-CPU ({}): {}", w.off_source, wait_rows(&locks)),
             format!(
-                "{} waited by {} threads over their {} of lifetime; the process as a whole: {}% of its active thread time; threshold: ≥ {LOCK_PCT}%",
+                "{} waited by {} threads over their {} of lifetime (a wait runs from the switch out asleep to back on a CPU, wake-up delay in, preemptions out: perf sched timehist's wait after an S-state switch out); the process as a whole: {}% of its active thread time; threshold: ≥ {LOCK_PCT}%",
                 seconds(wait),
                 top.threads,
                 seconds(top.thread_time_s),
@@ -1555,7 +1555,7 @@ mod tests {
                 ),
                 (
                     "join",
-                    "futex: pthread_join (waits for its own thread)",
+                    "futex: waits for threads to finish (pthread_join)",
                     "main",
                     2.0,
                 ),
