@@ -4,7 +4,8 @@
 # noise generator (tests/workloads/noise.c) runs: prints the expected
 # finding, the findings raised and the top off-CPU cause. Nothing here was
 # used to set a threshold; docs/diagnose-findings.md records the results.
-# Usage: bench/explain_unseen.sh [SECONDS]   (default 2)
+# Usage: bench/explain_unseen.sh [SECONDS]   (default 2; TUNELAB=path uses
+#        that binary, no build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-2}
@@ -13,7 +14,10 @@ T=$(mktemp -d)
 noise=
 cleanup() { [ -n "$noise" ] && kill -9 -- "-$noise" 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
-cargo build -q 2>/dev/null || cargo build
+if [ -n "${TUNELAB:-}" ]; then TL=$TUNELAB; else
+  cargo build -q 2>/dev/null || cargo build
+  TL=target/debug/tunelab
+fi
 cc -O2 -o "$T/noise" tests/workloads/noise.c
 declare -A expect=(
   [rwlock]=diagnose.user-lock
@@ -25,7 +29,7 @@ for w in rwlock stdio_log malloc_churn stat_loop; do
   cc -O2 -g -fno-omit-frame-pointer -pthread -o "$T/$w" "tests/workloads/unseen/$w.c"
   setsid "$T/noise" "$T" & noise=$!
   sleep 0.3
-  target/debug/tunelab --json diagnose --no-store --startup-runs 0 -- "$T/$w" "$secs" "$T" > "$T/out.json" 2>/dev/null || true
+  "$TL" --json diagnose --no-store --startup-runs 0 -- "$T/$w" "$secs" "$T" > "$T/out.json" 2>/dev/null || true
   kill -9 -- "-$noise" 2>/dev/null || kill -9 "$noise" 2>/dev/null || true
   noise=
   python3 - "$w" "${expect[$w]}" "$T/out.json" <<'PY'

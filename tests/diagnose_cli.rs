@@ -342,3 +342,73 @@ fn advise_reads_a_stored_diagnosis() {
         "{v}"
     );
 }
+
+/// `diagnose --for` on the whole machine leaves its own sampling out of
+/// the CPU it calls busy (on a slow idle board that was most of "busy"):
+/// the busy share it reports plus its own stated share must not exceed
+/// what /proc/stat shows around the same run, read by the test; and a
+/// machine the rest of which is mostly idle is not called busy or
+/// kernel-bound.
+#[test]
+fn whole_machine_busy_leaves_out_tunelabs_own_sampling() {
+    fn stat() -> (f64, f64) {
+        let t = std::fs::read_to_string("/proc/stat").unwrap();
+        let v: Vec<f64> = t
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        let total: f64 = v.iter().sum();
+        (total - v[3] - v[4], total)
+    }
+    let env = Env::new();
+    let before = stat();
+    let out = cmd(&env)
+        .args(["--json", "diagnose", "--for", "2s", "--no-store"])
+        .output()
+        .unwrap();
+    let after = stat();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let machine = (after.0 - before.0) / (after.1 - before.1).max(1.0) * 100.0;
+    let rows = section(&v["run"], "resources")["data"]["rows"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let cpu = rows.iter().find(|r| r["kind"] == "cpu").expect("a CPU row");
+    let field = |name: &str| {
+        cpu["utilisation"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .and_then(|f| f["value"].as_f64())
+    };
+    let busy = field("busy").expect("busy");
+    let own = field("tunelab's own (left out)").expect("tunelab's own CPU share is stated");
+    eprintln!("tunelab: busy {busy:.1}% + own {own:.1}%; /proc/stat around the run {machine:.1}%");
+    // The test's window holds tunelab's; ticks round to 10 ms.
+    assert!(
+        busy + own <= machine + 10.0,
+        "busy {busy} + own {own} > machine {machine}"
+    );
+    let ids: Vec<&str> = v["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["id"].as_str())
+        .collect();
+    if machine - own < 30.0 {
+        assert!(busy < 50.0, "an idle machine called busy: {busy}%");
+        assert!(!ids.contains(&"diagnose.kernel-bound"), "{ids:?}");
+    } else {
+        common::skip(&format!(
+            "the machine was {:.0}% busy without tunelab: the idle half of the check needs a quiet machine",
+            machine - own
+        ));
+    }
+}

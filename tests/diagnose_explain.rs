@@ -326,3 +326,113 @@ fn a_reader_waits_for_its_slow_writer() {
     let t = d.title("diagnose.blocking");
     assert!(t.contains("pipe read"), "{t}");
 }
+
+/// The HTML report of a diagnosis shows what the terminal shows: every
+/// finding's title in its Findings section, and the flame graph drawn at
+/// the page's width (measured in headless Chromium when it is installed).
+#[test]
+fn the_html_report_holds_the_findings_and_a_full_width_flame_graph() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(b) = built() else {
+        return common::skip("no C compiler (cc) to build the workloads");
+    };
+    let env = Env::new();
+    let bin = b.bins["hotspot"].to_str().unwrap().to_string();
+    let out = env.run(&["--json", "diagnose", "--startup-runs", "0", "--", &bin, "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let titles: Vec<String> = v["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["title"].as_str().map(String::from))
+        .collect();
+    assert!(!titles.is_empty(), "a CPU-bound program gets a finding");
+    let html = env.dir.path().join("diagnosis.html");
+    let out = env.run(&["report", "last", "-o", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = std::fs::read_to_string(&html).unwrap();
+    let findings = doc[doc
+        .find("id=\"diag-findings\"")
+        .expect("a Findings section")..]
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&amp;", "&");
+    for t in &titles {
+        assert!(
+            findings.contains(t.as_str()),
+            "finding not in the HTML: {t}"
+        );
+    }
+    assert!(doc.contains("flame graph"), "no flame graph");
+    assert!(
+        !doc.contains("--html"),
+        "hints at a flag that does not exist"
+    );
+
+    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|b| which(b))
+    else {
+        return common::skip("no Chromium to measure the flame graph's width");
+    };
+    // The widest top-level SVG (the flame graph) against the page's text width.
+    let probe = r#"<script>
+const m = (document.querySelector('main') || document.body).getBoundingClientRect();
+let w = 0;
+for (const s of document.querySelectorAll('svg')) {
+  if (!s.parentElement.closest('svg')) w = Math.max(w, s.getBoundingClientRect().width);
+}
+const p = document.createElement('pre'); p.id = 'probe';
+p.textContent = Math.round(w) + ' ' + Math.round(m.width);
+document.body.appendChild(p);
+</script>"#;
+    let page = env.dir.path().join("probe.html");
+    std::fs::write(
+        &page,
+        doc.replacen("</body>", &format!("{probe}</body>"), 1),
+    )
+    .unwrap();
+    let profile = env.dir.path().join("chromium-profile");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1400,900",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let Some(at) = dom.find("<pre id=\"probe\">") else {
+        panic!(
+            "no probe result; chromium said {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let text = &dom[at + 16..];
+    let nums: Vec<f64> = text[..text.find("</pre>").unwrap()]
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let (svg, main) = (nums[0], nums[1]);
+    eprintln!("flame graph {svg} px wide on a {main} px page");
+    assert!(
+        svg >= 0.8 * main,
+        "flame graph squeezed: {svg} of {main} px"
+    );
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|f| f.is_file())
+    })
+}

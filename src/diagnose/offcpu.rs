@@ -188,7 +188,7 @@ pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
         ]) {
             return (
                 "join",
-                "futex: pthread_join (waits for its own thread)".into(),
+                "futex: waits for threads to finish (pthread_join)".into(),
             );
         }
         if is(&["sem_wait", "sem_timedwait", "sem_clockwait"]) {
@@ -348,6 +348,12 @@ pub fn caller(user: &[(&str, &str)], program: &str) -> String {
                 | "__libc_start_main"
                 | "_start"
         ) {
+            break;
+        }
+        // Past the program's own frames the loader calls nothing: an ld.so
+        // name there is a stale word the stack scan took for a return
+        // address (`main ← _dl_map_object_from_fd`).
+        if in_program && image.starts_with("ld-") {
             break;
         }
         in_program |= *image == program || !lib;
@@ -839,5 +845,15 @@ mod tests {
         // folio_wait_writeback (sync) and jbd2 (sync) are one storage row.
         assert_eq!(r.causes.len(), 1, "{:#?}", r.causes);
         assert!((r.causes[0].total_s - 1.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_loader_frame_past_the_program_is_not_its_caller() {
+        let user = [
+            ("libc.so.6", "fdatasync"),
+            ("stdio_log", "main"),
+            ("ld-linux-x86-64.so.2", "_dl_map_object_from_fd"),
+        ];
+        assert_eq!(caller(&user, "stdio_log"), "main");
     }
 }

@@ -38,6 +38,13 @@ fn diag(ev: &Evidence) -> Option<(&str, &Diagnosis)> {
     ev.diagnosis.as_ref().map(|(id, d)| (id.as_str(), d))
 }
 
+/// The diagnosis and its workload's own figures; None for a whole-machine
+/// diagnosis or none at all (every rule about the workload starts here).
+fn own(ev: &Evidence) -> Option<(&str, &Diagnosis, WorkView<'_>)> {
+    let (id, d) = diag(ev)?;
+    Some((id, d, WorkView::of(d)?))
+}
+
 fn cpu_figures(d: &Diagnosis) -> Option<(f64, f64, f64)> {
     let cpu = d.resources.data()?.row("cpu")?;
     Some((
@@ -738,10 +745,10 @@ fn workload_kernel_bound(id: &str, d: &Diagnosis, w: &WorkView) -> Outcome {
 }
 
 pub(super) fn cpu_hotspot(ev: &Evidence, _: Workload) -> Outcome {
-    let Some((id, d)) = diag(ev) else {
+    let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
-    let (Some(w), Some(p)) = (WorkView::of(d), d.profile.data()) else {
+    let Some(p) = d.profile.data() else {
         return Outcome::Fine;
     };
     // CPU-bound: on a CPU or waiting for one (a starved CPU-bound program
@@ -831,10 +838,7 @@ fn wait_rows(v: &[&OffCpuCause]) -> String {
 }
 
 pub(super) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
-    let Some((id, d)) = diag(ev) else {
-        return Outcome::Fine;
-    };
-    let Some(w) = WorkView::of(d) else {
+    let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
     let (process_pct, comm, wait) = w.class_share(&["lock"]);
@@ -867,7 +871,7 @@ pub(super) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
             format!("diagnosis {id}: {}", w.words()),
             format!("off-CPU ({}): {}", w.off_source, wait_rows(&locks)),
             format!(
-                "{} waited by {} threads over their {} of lifetime; the process as a whole: {}% of its active thread time; threshold: ≥ {LOCK_PCT}%",
+                "{} waited by {} threads over their {} of lifetime (a wait runs from the switch out asleep to back on a CPU, wake-up delay in, preemptions out: perf sched timehist's wait after an S-state switch out); the process as a whole: {}% of its active thread time; threshold: ≥ {LOCK_PCT}%",
                 seconds(wait),
                 top.threads,
                 seconds(top.thread_time_s),
@@ -889,10 +893,7 @@ pub(super) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
 }
 
 pub(super) fn storage_sync(ev: &Evidence, _: Workload) -> Outcome {
-    let Some((id, d)) = diag(ev) else {
-        return Outcome::Fine;
-    };
-    let Some(w) = WorkView::of(d) else {
+    let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
     let (pct, comm, wait) = w.class_share(&["storage"]);
@@ -966,10 +967,7 @@ pub(super) fn storage_sync(ev: &Evidence, _: Workload) -> Outcome {
 }
 
 pub(super) fn sleep_bound(ev: &Evidence, _: Workload) -> Outcome {
-    let Some((id, d)) = diag(ev) else {
-        return Outcome::Fine;
-    };
-    let Some(w) = WorkView::of(d) else {
+    let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
     let (pct, comm, wait) = w.class_share(&["sleep"]);
@@ -1016,10 +1014,7 @@ pub(super) fn sleep_bound(ev: &Evidence, _: Workload) -> Outcome {
 }
 
 pub(super) fn fault_churn_rule(ev: &Evidence, _: Workload) -> Outcome {
-    let Some((id, d)) = diag(ev) else {
-        return Outcome::Fine;
-    };
-    let Some(w) = WorkView::of(d) else {
+    let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
     let Some((rate, share)) = fault_churn(&w) else {
@@ -1070,10 +1065,7 @@ pub(super) fn fault_churn_rule(ev: &Evidence, _: Workload) -> Outcome {
 }
 
 pub(super) fn small_io_rule(ev: &Evidence, _: Workload) -> Outcome {
-    let Some((id, d)) = diag(ev) else {
-        return Outcome::Fine;
-    };
-    let Some(w) = WorkView::of(d) else {
+    let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
     let Some((rate, per_call)) = small_io(&w) else {
@@ -1119,10 +1111,7 @@ pub(super) fn small_io_rule(ev: &Evidence, _: Workload) -> Outcome {
 }
 
 pub(super) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
-    let Some((id, d)) = diag(ev) else {
-        return Outcome::Fine;
-    };
-    let Some(w) = WorkView::of(d) else {
+    let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
     let of_runnable = w.runq_s / (w.cpu_s + w.runq_s).max(1e-9) * 100.0;
@@ -1173,10 +1162,7 @@ pub(super) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
 }
 
 pub(super) fn memory_pressure(ev: &Evidence, _: Workload) -> Outcome {
-    let Some((id, d)) = diag(ev) else {
-        return Outcome::Fine;
-    };
-    let Some(w) = WorkView::of(d) else {
+    let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
     let (pct, comm, _) = w.class_share(&["reclaim", "page-fault"]);
@@ -1213,10 +1199,7 @@ pub(super) fn memory_pressure(ev: &Evidence, _: Workload) -> Outcome {
 }
 
 pub(super) fn blocking_cause(ev: &Evidence, _: Workload) -> Outcome {
-    let Some((id, d)) = diag(ev) else {
-        return Outcome::Fine;
-    };
-    let Some(w) = WorkView::of(d) else {
+    let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
     let Some(off) = d.offcpu.data() else {
@@ -1555,7 +1538,7 @@ mod tests {
                 ),
                 (
                     "join",
-                    "futex: pthread_join (waits for its own thread)",
+                    "futex: waits for threads to finish (pthread_join)",
                     "main",
                     2.0,
                 ),

@@ -67,6 +67,70 @@ fn sym_name(s: &Symbolized) -> Option<String> {
     }
 }
 
+/// Where distributions put separate debug files (Debian's libc6-dbg,
+/// Fedora's debuginfo): `<dir>/.build-id/ab/cdef….debug`.
+const DEBUG_DIRS: &[&str] = &["/usr/lib/debug", "/usr/local/lib/debug"];
+
+/// The separate debug file of `path`, by its build-id, if installed.
+fn debug_file(path: &str) -> Option<PathBuf> {
+    let id = blazesym::helper::read_elf_build_id(&path).ok()??;
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    if hex.len() < 3 {
+        return None;
+    }
+    DEBUG_DIRS
+        .iter()
+        .map(|d| PathBuf::from(format!("{d}/.build-id/{}/{}.debug", &hex[..2], &hex[2..])))
+        .find(|p| p.is_file())
+}
+
+/// An ELF file's PT_LOAD segments: (file offset, virtual address, file
+/// size); empty when it cannot be read.
+fn load_segments(path: &str) -> Vec<(u64, u64, u64)> {
+    use std::io::Read;
+    // The headers sit at the file's start: the first 64 KiB hold them.
+    let mut b = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| f.take(64 << 10).read_to_end(&mut b));
+    if read.is_err() {
+        return Vec::new();
+    }
+    if b.get(..4) != Some(b"\x7fELF".as_slice()) {
+        return Vec::new();
+    }
+    let (wide, le) = (b.get(4) == Some(&2), b.get(5) != Some(&2));
+    let num = |at: usize, n: usize| -> Option<u64> {
+        let v = b.get(at..at + n)?;
+        Some(v.iter().enumerate().fold(0u64, |a, (i, &x)| {
+            a | (x as u64) << (8 * if le { i } else { n - 1 - i })
+        }))
+    };
+    let w = if wide { 8 } else { 4 };
+    let get = || -> Option<Vec<(u64, u64, u64)>> {
+        let (phoff, at) = if wide {
+            (num(0x20, 8)?, 0x36)
+        } else {
+            (num(0x1c, 4)?, 0x2a)
+        };
+        let (size, count) = (num(at, 2)? as usize, num(at + 2, 2)? as usize);
+        let mut out = Vec::new();
+        for i in 0..count {
+            let h = phoff as usize + i * size;
+            if num(h, 4)? != 1 {
+                continue; // not PT_LOAD
+            }
+            let (off, vaddr) = (num(h + w, w)?, num(h + 2 * w, w)?);
+            let filesz = if wide {
+                num(h + 32, 8)?
+            } else {
+                num(h + 16, 4)?
+            };
+            out.push((off, vaddr, filesz));
+        }
+        Some(out)
+    };
+    get().unwrap_or_default()
+}
+
 fn user_frames(sym: &Symbolizer, path: &str, offsets: &[u64]) -> HashMap<u64, Frame> {
     let image = image_name(path);
     let mut names: Vec<Option<String>> = vec![None; offsets.len()];
@@ -91,6 +155,35 @@ fn user_frames(sym: &Symbolizer, path: &str, offsets: &[u64]) -> HashMap<u64, Fr
             let again: Vec<u64> = missing.iter().map(|i| offsets[*i]).collect();
             if let Ok(v) = sym.symbolize(&src(false), Input::FileOffset(&again)) {
                 for (k, i) in missing.iter().enumerate() {
+                    names[*i] = v.get(k).and_then(sym_name);
+                }
+            }
+        }
+        // A stripped library's hidden functions (glibc's
+        // __pthread_clockjoin_ex, __lll_lock_wait) are in no .dynsym; its
+        // separate debug file, found by build-id, keeps the whole .symtab
+        // uncompressed even when its DWARF is compressed.
+        let missing: Vec<usize> = (0..offsets.len()).filter(|i| names[*i].is_none()).collect();
+        if let (false, Some(debug)) = (missing.is_empty(), debug_file(path)) {
+            // The debug file's program headers describe no file contents:
+            // file offsets become addresses by the library's own.
+            let loads = load_segments(path);
+            let (idx, virt): (Vec<usize>, Vec<u64>) = missing
+                .iter()
+                .filter_map(|&i| {
+                    let off = offsets[i];
+                    loads
+                        .iter()
+                        .find(|(o, _, n)| (*o..o + n).contains(&off))
+                        .map(|(o, v, _)| (i, off - o + v))
+                })
+                .unzip();
+            let src = Source::Elf(Elf {
+                debug_syms: false,
+                ..Elf::new(debug)
+            });
+            if let Ok(v) = sym.symbolize(&src, Input::VirtOffset(&virt)) {
+                for (k, i) in idx.iter().enumerate() {
                     names[*i] = v.get(k).and_then(sym_name);
                 }
             }
@@ -213,6 +306,41 @@ mod tests {
         assert!(path.contains("libc"), "{path}");
         let m = user_frames(&Symbolizer::new(), &path, &[off]);
         assert!(m[&off].symbol.contains("getpid"), "{:?} in {path}", m[&off]);
+    }
+
+    #[test]
+    fn hidden_library_functions_resolve_from_the_debug_file() {
+        // pthread_join is a 15-byte stub that jumps to the hidden
+        // __pthread_clockjoin_ex, where a join's futex wait sits: named only
+        // by the .symtab of libc's separate debug file (libc6-dbg).
+        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name.
+        let addr = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"pthread_join".as_ptr()) } as u64;
+        assert_ne!(addr, 0);
+        let (path, _) = file_offset_of(addr);
+        let Some(debug) = debug_file(&path) else {
+            eprintln!("skipped: no separate debug file for {path} (libc6-dbg)");
+            return;
+        };
+        // Its file offset in libc: the debug file's address, shifted as
+        // libc's own exported pthread_join is (the same text segment).
+        use blazesym::inspect::{source, Inspector};
+        let inspector = Inspector::new();
+        let first = |file: &std::path::Path, name: &str| {
+            let src = source::Source::Elf(source::Elf::new(file));
+            let v = inspector.lookup(&src, &[name]).ok()?;
+            let s = v.first()?.first()?;
+            Some((s.addr, s.file_offset?))
+        };
+        let (Some((join_addr, join_off)), Some((hidden, _))) = (
+            first(std::path::Path::new(&path), "pthread_join"),
+            first(&debug, "__pthread_clockjoin_ex"),
+        ) else {
+            eprintln!("skipped: {} has no __pthread_clockjoin_ex", debug.display());
+            return;
+        };
+        let off = hidden - (join_addr - join_off);
+        let m = user_frames(&Symbolizer::new(), &path, &[off + 4]);
+        assert_eq!(m[&(off + 4)].symbol, "__pthread_clockjoin_ex", "in {path}");
     }
 
     #[test]
