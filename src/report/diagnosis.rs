@@ -82,7 +82,10 @@ fn overhead_line(o: &Overhead) -> String {
 fn present<'a, T>(p: &mut Part, s: &'a Section<T>) -> Option<&'a T> {
     match s {
         Section::Present { data, overhead } => {
-            p.notes.push(overhead_line(overhead));
+            // A section that states no cost of its own prints no empty line.
+            if !overhead.words.trim().is_empty() {
+                p.notes.push(overhead_line(overhead));
+            }
             Some(data)
         }
         Section::Skipped { reason } => {
