@@ -289,8 +289,9 @@ step cpu.clock tunelab run cpu.clock --trials 2 --warmup 0 --quiet-check 0
 # An idle board is reported idle (issue 24): tunelab's own sampling is not
 # the board's load, so no "CPU is busy/saturated" and no CPU finding.
 step diagnose-idle sh -c 'tunelab diagnose --for 5s --no-store >/tmp/diag.txt 2>&1; s=$?;
-  grep -E "CPU is|^\[|no finding" /tmp/diag.txt | head -n 6; [ $s = 0 ] &&
-  ! grep -qE "CPU is (saturated|busy)|\(diagnose\.(kernel-bound|cpu)" /tmp/diag.txt'
+  grep -E "CPU is|^\[|no finding" /tmp/diag.txt | head -n 6;
+  if [ $s = 0 ] && ! grep -qE "CPU is (saturated|busy)|\(diagnose\.(kernel-bound|cpu)" /tmp/diag.txt;
+  then rm -f /tmp/diag.txt; else echo "exit $s"; tail -n 25 /tmp/diag.txt; rm -f /tmp/diag.txt; exit 1; fi'
 # A RAM-backed target (issue 24): /data on a 16 MiB tmpfs. Its files are
 # memory, so the study sizes them to the memory left; nothing stays behind.
 if [ "$flash" = 1 ]; then

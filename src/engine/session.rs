@@ -129,7 +129,21 @@ pub fn prepare_ctx(exp: &dyn Experiment, points: &[Point], target: Option<&Path>
             .map(|p| exp.scratch_bytes(p))
             .max()
             .unwrap_or(0);
-        s.ensure_space(need)?;
+        // On tmpfs/ramfs/zram the files are memory: the room there is no
+        // more than the memory budget (a 16 MiB tmpfs on a board with 14 MiB
+        // available got a study OOM-killed in io.stream's recording).
+        let room = super::Room::read(Some(s.path()));
+        match (&room.ram, room.disk_free) {
+            (Some(ram), Some(free)) => s.ensure_space_in(
+                need,
+                free,
+                &format!(
+                    " (the target is {ram}: its files are memory; {})",
+                    room.memory_why
+                ),
+            )?,
+            _ => s.ensure_space(need)?,
+        }
         Some(Arc::new(s))
     } else {
         if let Some(t) = target {

@@ -122,12 +122,18 @@ impl Scratch {
     /// Fail with a clear message when the file system cannot take `bytes`
     /// and still keep some room free (see `space_needed`).
     pub fn ensure_space(&self, bytes: u64) -> Result<()> {
-        let free = self.free_bytes()?;
+        self.ensure_space_in(bytes, self.free_bytes()?, "")
+    }
+
+    /// As `ensure_space`, against `free` bytes the caller worked out (on a
+    /// RAM-backed target: no more than the memory budget, since every byte
+    /// written there is memory), with `why` appended to the refusal.
+    pub fn ensure_space_in(&self, bytes: u64, free: u64, why: &str) -> Result<()> {
         let want = space_needed(bytes, free);
         if free < want {
             return Err(Error::environment(format!(
                 "not enough free space in {}: this run writes {} and keeps {} free, \
-                 but only {} is free (free some space, choose another --target, or use a \
+                 but only {} is free{why} (free some space, choose another --target, or use a \
                  smaller size)",
                 self.path.parent().unwrap_or(&self.path).display(),
                 crate::units::format_size(bytes),
