@@ -101,6 +101,17 @@ impl Knob {
             files,
             state,
         };
+        // One file holding a word (validated by `choices`, or by the knob's
+        // own rule in `validate`).
+        let word = |f: PathBuf, choices: Option<PathBuf>| Knob {
+            name: name.to_string(),
+            kind: Kind::Files {
+                numeric: false,
+                choices,
+            },
+            files: vec![f.clone()],
+            state: vec![f],
+        };
         let disk = || -> Result<String> {
             match device {
                 Some(d) => Ok(d.trim_start_matches("/dev/").to_string()),
@@ -134,15 +145,7 @@ impl Knob {
             }
             "scheduler" => {
                 let f = PathBuf::from(format!("/sys/block/{}/queue/scheduler", disk()?));
-                Knob {
-                    name: name.into(),
-                    kind: Kind::Files {
-                        numeric: false,
-                        choices: Some(f.clone()),
-                    },
-                    files: vec![f.clone()],
-                    state: vec![f],
-                }
+                word(f.clone(), Some(f))
             }
             "governor" => {
                 let files: Vec<PathBuf> = (0..)
@@ -173,16 +176,7 @@ impl Knob {
             }
             "kernel.sched_rt_runtime_us" => {
                 // -1 (no real-time throttling) is a legal value here.
-                let f = PathBuf::from("/proc/sys/kernel/sched_rt_runtime_us");
-                Knob {
-                    name: name.into(),
-                    kind: Kind::Files {
-                        numeric: false,
-                        choices: None,
-                    },
-                    files: vec![f.clone()],
-                    state: vec![f],
-                }
+                word(PathBuf::from("/proc/sys/kernel/sched_rt_runtime_us"), None)
             }
             _ if let Some(irq) = irq_of(name) => {
                 let f = PathBuf::from(format!("/proc/irq/{irq}/smp_affinity_list"));
@@ -192,15 +186,7 @@ impl Knob {
                         f.display()
                     )));
                 }
-                Knob {
-                    name: name.into(),
-                    kind: Kind::Files {
-                        numeric: false,
-                        choices: None,
-                    },
-                    files: vec![f.clone()],
-                    state: vec![f],
-                }
+                word(f, None)
             }
             "mount" => {
                 let m = mount_for_path(target).ok_or_else(|| {
