@@ -24,6 +24,8 @@ mod counters;
 #[cfg(feature = "flamegraph")]
 mod flame;
 #[cfg(feature = "profile")]
+mod kallsyms;
+#[cfg(feature = "profile")]
 mod live;
 #[cfg(feature = "profile")]
 mod symbols;

@@ -1,17 +1,17 @@
-//! Addresses to names with blazesym: kernel addresses from /proc/kallsyms,
-//! user addresses as (file, offset) from each binary's ELF symbols (and
-//! DWARF with feature `profile-dwarf`). Each distinct address is resolved
+//! Addresses to names: kernel addresses from /proc/kallsyms (streamed, see
+//! `kallsyms`), user addresses as (file, offset) with blazesym from each
+//! binary's ELF symbols (and DWARF with feature `profile-dwarf`). Each distinct address is resolved
 //! once, in one batch per file.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use blazesym::symbolize::source::{Elf, Kernel, Source};
+use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
-use blazesym::MaybeDefault;
 
 use super::aggregate::{Frame, Stack};
 use super::collected::{Collected, FrameKey};
+use super::kallsyms::KernelSym;
 
 fn image_name(path: &str) -> String {
     if path.starts_with('[') {
@@ -25,39 +25,22 @@ fn hex(addr: u64) -> String {
 }
 
 /// Kernel symbols: "[kernel]", or "[kernel.module]" with the module named.
-fn kernel_frames(sym: &Symbolizer, addrs: &[u64]) -> HashMap<u64, Frame> {
-    let src = Source::Kernel(Kernel {
-        kallsyms: MaybeDefault::Default,
-        // Only /proc/kallsyms: a vmlinux search walks /boot and /usr/lib
-        // and boards have none.
-        vmlinux: MaybeDefault::None,
-        debug_syms: false,
-        ..Kernel::default()
-    });
-    let mut out = HashMap::new();
-    let results = sym
-        .symbolize(&src, Input::AbsAddr(addrs))
-        .unwrap_or_default();
-    for (i, &a) in addrs.iter().enumerate() {
-        let f = match results.get(i) {
-            Some(Symbolized::Sym(s)) => {
-                let module = s
-                    .module
-                    .as_ref()
-                    .map(|m| m.to_string_lossy().into_owned())
-                    .filter(|m| {
-                        !m.is_empty() && !m.contains('/') && m != "kallsyms" && m != "vmlinux"
-                    });
-                match module {
-                    Some(m) => Frame::new("[kernel.module]", &format!("{} [{m}]", s.name)),
-                    None => Frame::new("[kernel]", &s.name),
-                }
-            }
-            _ => Frame::new("[kernel]", &hex(a)),
-        };
-        out.insert(a, f);
-    }
-    out
+fn kernel_frames(addrs: &[u64]) -> HashMap<u64, Frame> {
+    let names = super::kallsyms::resolve(addrs);
+    addrs
+        .iter()
+        .map(|&a| {
+            let f = match names.get(&a) {
+                Some(KernelSym {
+                    name,
+                    module: Some(m),
+                }) => Frame::new("[kernel.module]", &format!("{name} [{m}]")),
+                Some(s) => Frame::new("[kernel]", &s.name),
+                None => Frame::new("[kernel]", &hex(a)),
+            };
+            (a, f)
+        })
+        .collect()
 }
 
 fn sym_name(s: &Symbolized) -> Option<String> {
@@ -229,7 +212,7 @@ pub(super) fn resolve(c: &Collected) -> Vec<Stack> {
     let kmap = if kaddrs.is_empty() {
         HashMap::new()
     } else {
-        kernel_frames(&sym, &kaddrs)
+        kernel_frames(&kaddrs)
     };
     let mut umap: HashMap<u32, HashMap<u64, Frame>> = HashMap::new();
     for (file, offs) in per_file {
@@ -367,8 +350,7 @@ mod tests {
             eprintln!("skipped: /proc/kallsyms has no readable address for `schedule`");
             return;
         };
-        let sym = Symbolizer::new();
-        let m = kernel_frames(&sym, &[addr + 1]);
+        let m = kernel_frames(&[addr + 1]);
         assert_eq!(m[&(addr + 1)], Frame::new("[kernel]", "schedule"));
     }
 }
