@@ -1,4 +1,5 @@
-/* Written after the thresholds were frozen. malloc a big block, fill it,
+/* Written after the thresholds were frozen (set 1). expect: diagnose.page-fault-churn
+ * malloc a big block, fill it,
  * free it; again and again.
  *
  * Corrected after its first runs (the rules untouched): as first written it

@@ -1,4 +1,5 @@
-/* Written after the thresholds were frozen. Three threads update a table
+/* Written after the thresholds were frozen (set 1). expect: diagnose.user-lock
+ * Three threads update a table
  * under one pthread rwlock taken for writing, with the work inside. */
 #include "../common.h"
 #include <pthread.h>

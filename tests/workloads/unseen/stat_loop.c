@@ -1,4 +1,5 @@
-/* Written after the thresholds were frozen. stat() the same path in a
+/* Written after the thresholds were frozen (set 1). expect: diagnose.kernel-bound
+ * stat() the same path in a
  * loop: all system calls, no I/O. */
 #include "../common.h"
 #include <sys/stat.h>

@@ -1,4 +1,5 @@
-/* Written after the thresholds were frozen. A log writer: fprintf a
+/* Written after the thresholds were frozen (set 1). expect: diagnose.storage-sync
+ * A log writer: fprintf a
  * 100-byte line, fflush and fdatasync it, in the directory argv[2]. */
 #include "../common.h"
 #include <stdio.h>
