@@ -1,0 +1,374 @@
+//! The sampler: one perf_event_open ring buffer per CPU (the kernel refuses
+//! to mmap an inherited per-task event opened for all CPUs), a reader thread
+//! that drains them and keeps only distinct stacks with counts, and
+//! `finish`, which stops, symbolises and aggregates.
+
+mod open;
+mod pairing;
+mod reader;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use self::open::{max_sample_rate, open_all, ring_data_bytes};
+use self::reader::{read_loop, MAX_STACKS};
+use super::aggregate::{self, Limits};
+use super::collected::Collected;
+use super::common::{self, explain};
+use super::symbols;
+use super::{Event, Request, Scope};
+use crate::model::profile::{Profile, ProfileOverhead};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Cycles,
+    CpuClock,
+    CacheMisses,
+    /// Every switch out of a task (the context-switches software event,
+    /// fired at the same point as the sched:sched_switch tracepoint, with
+    /// its call chain) plus SWITCH records for the switch back in: weights
+    /// are µs blocked, not samples.
+    OffCpu,
+}
+
+impl Kind {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Kind::Cycles => "cycles",
+            Kind::CpuClock => "cpu-clock",
+            Kind::CacheMisses => "cache-misses",
+            Kind::OffCpu => "off-cpu",
+        }
+    }
+}
+
+struct Meta {
+    kind: Kind,
+    event_reason: String,
+    frequency_hz: u64,
+    scope_words: String,
+    kernel_included: bool,
+    call_graph: bool,
+    ring_bytes: u64,
+}
+
+pub struct Live {
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<Collected>>,
+    started: Instant,
+    meta: Meta,
+}
+
+impl Live {
+    pub fn start(req: &Request) -> Result<Live, String> {
+        let started = Instant::now();
+        if let Scope::Process { pid } = req.scope {
+            if pid <= 0 {
+                return Err(format!("invalid pid {pid}"));
+            }
+        }
+        let mut reasons: Vec<String> = Vec::new();
+        let mut freq = req.frequency_hz.max(1);
+        if let Some(max) = max_sample_rate() {
+            if freq > max {
+                reasons.push(format!(
+                    "{freq} Hz asked, clamped to kernel.perf_event_max_sample_rate={max}"
+                ));
+                freq = max;
+            }
+        }
+        let mut kind = match req.event {
+            Event::Auto => Kind::Cycles,
+            Event::CacheMisses => Kind::CacheMisses,
+            Event::OffCpu => Kind::OffCpu,
+        };
+        if kind == Kind::OffCpu && req.scope == Scope::System {
+            return Err(
+                "off-CPU tracing follows one process tree (every switch of the whole machine \
+                 would cost more than it shows): the sampled wchan table is used"
+                    .into(),
+            );
+        }
+        let mut include_kernel = true;
+        let opened = loop {
+            match open_all(kind, req, freq, include_kernel) {
+                Ok(o) => break o,
+                Err(e) => {
+                    let errno = e.raw_os_error().unwrap_or(0);
+                    let unsupported =
+                        matches!(errno, libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV);
+                    let denied = matches!(errno, libc::EACCES | libc::EPERM);
+                    if kind == Kind::Cycles && unsupported {
+                        reasons.insert(
+                            0,
+                            format!(
+                                "no hardware cycles event ({e}; {}): sampling the cpu-clock software event",
+                                common::pmu_words()
+                            ),
+                        );
+                        kind = Kind::CpuClock;
+                    } else if denied && include_kernel && matches!(req.scope, Scope::Process { .. })
+                    {
+                        // paranoid=2 still allows user-space profiling of
+                        // one's own processes: better than nothing.
+                        reasons.push(format!(
+                            "kernel excluded: {}",
+                            explain(&e, "kernel samples", &req.scope)
+                        ));
+                        include_kernel = false;
+                    } else {
+                        return Err(explain(&e, kind.name(), &req.scope));
+                    }
+                }
+            }
+        };
+        if kind == Kind::Cycles {
+            reasons.insert(0, format!("hardware cycles ({})", common::pmu_words()));
+        }
+        let ncpus = common::online_cpus().len();
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let ring_bytes = (opened.samplers.len() * (ring_data_bytes(ncpus) + page)) as u64;
+        let meta = Meta {
+            kind,
+            event_reason: reasons.join("; "),
+            frequency_hz: freq,
+            scope_words: common::scope_words(&req.scope, ncpus),
+            kernel_included: include_kernel,
+            call_graph: req.call_graph,
+            ring_bytes,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let scope = req.scope;
+        let off = kind == Kind::OffCpu;
+        let reader = std::thread::Builder::new()
+            .name("tunelab-profile".into())
+            .spawn(move || read_loop(opened, &stop2, scope, off))
+            .map_err(|e| format!("cannot start the profile reader thread: {e}"))?;
+        Ok(Live {
+            stop,
+            reader: Some(reader),
+            started,
+            meta,
+        })
+    }
+
+    /// Off-CPU tracing: the µs-weighted profile (for the flame graph and
+    /// the blocked-time tables) and every distinct wait stack with its
+    /// count and longest wait.
+    pub fn finish_offcpu(mut self) -> Result<super::OffCpuTrace, String> {
+        self.stop.store(true, Ordering::SeqCst);
+        let collected = self
+            .reader
+            .take()
+            .expect("reader joined only here")
+            .join()
+            .map_err(|_| "the off-CPU reader thread panicked".to_string())?;
+        let sampling_ms = self.started.elapsed().as_secs_f64() * 1e3;
+        let cpu0 = common::thread_cpu_ns();
+        let stacks = symbols::resolve(&collected);
+        // resolve keeps the map's iteration order.
+        let waits: Vec<super::WaitStack> = collected
+            .stacks
+            .keys()
+            .zip(&stacks)
+            .map(|(k, st)| {
+                let (count, max_ns) = collected.waits.get(k).copied().unwrap_or((0, 0));
+                super::WaitStack {
+                    comm: st.comm.clone(),
+                    frames: st
+                        .frames
+                        .iter()
+                        .map(|f| (f.image.clone(), f.symbol.clone()))
+                        .collect(),
+                    total_s: st.samples as f64 * 1e-6,
+                    count,
+                    max_s: max_ns as f64 * 1e-9,
+                    tids: collected.wait_tids.get(k).cloned().unwrap_or_default(),
+                    by_pid: collected
+                        .wait_pid_ns
+                        .get(k)
+                        .map(|m| m.iter().map(|(p, ns)| (*p, *ns as f64 * 1e-9)).collect())
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+        let agg = aggregate::aggregate(&stacks, Limits::default());
+        let symbolise_cpu_ms = (common::thread_cpu_ns().saturating_sub(cpu0)) as f64 / 1e6;
+        let reader_cpu_ms = collected.reader_cpu_ns as f64 / 1e6;
+        let pct = if sampling_ms > 0.0 {
+            reader_cpu_ms * 100.0 / sampling_ms
+        } else {
+            0.0
+        };
+        let switches: u64 = collected.waits.values().map(|w| w.0).sum();
+        let m = &self.meta;
+        let summary = format!(
+            "while tracing {:.0} ms, the reader used {:.1} ms CPU ({pct:.2}% of one CPU) for {} \
+             blocking switches; symbolising {} distinct stacks took {:.1} ms CPU; {} KiB ring \
+             buffers; {} records lost{}",
+            sampling_ms,
+            reader_cpu_ms,
+            switches,
+            collected.stacks.len(),
+            symbolise_cpu_ms,
+            m.ring_bytes / 1024,
+            collected.lost,
+            if collected.errors.is_empty() {
+                String::new()
+            } else {
+                format!(", {} unreadable records", collected.errors.len())
+            }
+        );
+        let runqueue = collected
+            .runqueue_ns
+            .iter()
+            .map(|(c, ns)| {
+                (
+                    collected
+                        .comms
+                        .get(*c as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                    *ns as f64 * 1e-9,
+                )
+            })
+            .collect();
+        Ok(super::OffCpuTrace {
+            profile: Profile {
+                event: m.kind.name().to_string(),
+                event_reason: m.event_reason.clone(),
+                frequency_hz: 0,
+                samples: agg.samples,
+                user_samples: agg.user_samples,
+                kernel_samples: agg.kernel_samples,
+                lost: collected.lost,
+                symbols: agg.symbols,
+                callgraph: agg.callgraph,
+                folded: agg.folded,
+                scope: m.scope_words.clone(),
+                kernel_included: m.kernel_included,
+                call_graph: m.call_graph,
+                throttled: collected.throttled,
+                overhead: ProfileOverhead {
+                    summary,
+                    interval_ms: sampling_ms,
+                    reader_cpu_ms,
+                    symbolise_cpu_ms,
+                    cpu_percent_of_one_cpu: pct,
+                    ring_bytes: m.ring_bytes,
+                    distinct_stacks: collected.stacks.len() as u64,
+                },
+            },
+            waits,
+            runqueue,
+            lifetimes: collected
+                .lifetimes_ns
+                .iter()
+                .map(|(t, ns)| (*t, *ns as f64 * 1e-9))
+                .collect(),
+            runqueue_by_pid: collected
+                .runqueue_pid_ns
+                .iter()
+                .map(|(p, ns)| (*p, *ns as f64 * 1e-9))
+                .collect(),
+            tid_pid: collected.tid_pid.clone(),
+            pid_comm: collected
+                .pid_comm
+                .iter()
+                .map(|(p, c)| {
+                    let name = collected.comms.get(*c as usize).cloned();
+                    (*p, name.unwrap_or_default())
+                })
+                .collect(),
+            open_at_end: collected.open_at_end,
+            lost: collected.lost,
+        })
+    }
+
+    pub fn finish(mut self) -> Result<Profile, String> {
+        self.stop.store(true, Ordering::SeqCst);
+        let collected = self
+            .reader
+            .take()
+            .expect("reader joined only here")
+            .join()
+            .map_err(|_| "the profile reader thread panicked".to_string())?;
+        let sampling_ms = self.started.elapsed().as_secs_f64() * 1e3;
+        let cpu0 = common::thread_cpu_ns();
+        let distinct = collected.stacks.len() as u64;
+        let stacks = symbols::resolve(&collected);
+        let agg = aggregate::aggregate(&stacks, Limits::default());
+        let symbolise_cpu_ms = (common::thread_cpu_ns().saturating_sub(cpu0)) as f64 / 1e6;
+        let reader_cpu_ms = collected.reader_cpu_ns as f64 / 1e6;
+        // What competes with the workload is the reader while sampling;
+        // symbolising runs after the workload's interval.
+        let pct = if sampling_ms > 0.0 {
+            reader_cpu_ms * 100.0 / sampling_ms
+        } else {
+            0.0
+        };
+        let m = &self.meta;
+        let mut summary = format!(
+            "while sampling {:.0} ms, the reader used {:.1} ms CPU ({pct:.2}% of one CPU) for {} samples; \
+             afterwards symbolising {} distinct stacks took {:.1} ms CPU; {} KiB ring buffers; \
+             {} samples lost, {} throttled (kernel-side sampling cost is not included: \
+             see bench/profile_vs_perf.sh)",
+            sampling_ms,
+            reader_cpu_ms,
+            agg.samples,
+            distinct,
+            symbolise_cpu_ms,
+            m.ring_bytes / 1024,
+            collected.lost,
+            collected.throttled
+        );
+        if collected.truncated > 0 {
+            summary.push_str(&format!(
+                "; {} samples kept only their leaf frame (over {MAX_STACKS} distinct stacks)",
+                collected.truncated
+            ));
+        }
+        if !collected.errors.is_empty() {
+            summary.push_str(&format!("; {} unreadable records", collected.errors.len()));
+        }
+        Ok(Profile {
+            event: m.kind.name().to_string(),
+            event_reason: m.event_reason.clone(),
+            frequency_hz: m.frequency_hz,
+            samples: agg.samples,
+            user_samples: agg.user_samples,
+            kernel_samples: agg.kernel_samples,
+            lost: collected.lost,
+            symbols: agg.symbols,
+            callgraph: agg.callgraph,
+            folded: agg.folded,
+            scope: m.scope_words.clone(),
+            kernel_included: m.kernel_included,
+            call_graph: m.call_graph,
+            throttled: collected.throttled,
+            overhead: ProfileOverhead {
+                summary,
+                interval_ms: sampling_ms,
+                reader_cpu_ms,
+                symbolise_cpu_ms,
+                cpu_percent_of_one_cpu: pct,
+                ring_bytes: m.ring_bytes,
+                distinct_stacks: distinct,
+            },
+        })
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        // Dropped without finish (an error path): stop the reader.
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}

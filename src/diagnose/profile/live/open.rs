@@ -1,0 +1,167 @@
+//! Opening the perf events: one sampler per CPU, each thread of a process
+//! redirected into it, with the ring size the kernel lets a user lock.
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+use perf_event::events::{Hardware, Software};
+use perf_event::{Builder, Counter, SampleFlag, Sampler};
+
+use super::super::common;
+use super::super::{Request, Scope};
+use super::Kind;
+
+/// User stack bytes copied per switch for the return-address scan.
+const STACK_SCAN_BYTES: u32 = 512;
+// _IO('$', 5): send this event's records to another event's ring buffer.
+const PERF_EVENT_IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
+
+/// Ring buffer data size per CPU: 128 KiB holds >1 s of 1 kHz samples with
+/// deep stacks; kept within the 512 KiB the kernel lets an unprivileged
+/// user lock (perf_event_mlock_kb) over all CPUs.
+pub(super) fn ring_data_bytes(ncpus: usize) -> usize {
+    let budget = 512 * 1024 / ncpus.max(1);
+    let mut size = 128 * 1024;
+    while size > budget && size > 8 * 1024 {
+        size /= 2;
+    }
+    size
+}
+
+pub(super) fn max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+pub(super) struct Opened {
+    pub(super) samplers: Vec<Sampler>,
+    /// Events of further threads whose records go to a sampler's buffer.
+    pub(super) redirected: Vec<Counter>,
+}
+
+fn builder(
+    kind: Kind,
+    req: &Request,
+    freq: u64,
+    include_kernel: bool,
+    wake: usize,
+) -> Builder<'static> {
+    let mut b = match kind {
+        Kind::Cycles => Builder::new(Hardware::CPU_CYCLES),
+        Kind::CpuClock => Builder::new(Software::CPU_CLOCK),
+        Kind::CacheMisses => Builder::new(Hardware::CACHE_MISSES),
+        Kind::OffCpu => Builder::new(Software::CONTEXT_SWITCHES),
+    };
+    let mut flags = SampleFlag::IP | SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU;
+    if req.call_graph {
+        flags |= SampleFlag::CALLCHAIN;
+    }
+    b.sample(flags);
+    if kind == Kind::OffCpu {
+        // Every switch, and the switch back in (SWITCH records), on the
+        // monotonic clock so a wait still open at the end is closed at
+        // "now". The top of the user stack is copied too: the C library's
+        // wait functions keep no frame pointer, so the frame-pointer chain
+        // skips their caller (pthread_mutex_lock's caller is the function
+        // of interest); its return address is found on the stack.
+        b.sample(flags | SampleFlag::STACK_USER)
+            .sample_stack_user(STACK_SCAN_BYTES)
+            .sample_period(1)
+            .context_switch(true)
+            .clockid(perf_event::Clock::MONOTONIC);
+    } else {
+        b.sample_frequency(freq);
+    }
+    b.exclude_kernel(!include_kernel)
+        .exclude_hv(true)
+        .mmap(true)
+        .mmap2(true)
+        .comm(true)
+        .comm_exec(true)
+        .task(true)
+        .sample_id_all(true)
+        .inherit(matches!(req.scope, Scope::Process { .. }))
+        .wakeup_watermark(wake)
+        .enabled(true);
+    b
+}
+
+pub(super) fn open_all(
+    kind: Kind,
+    req: &Request,
+    freq: u64,
+    include_kernel: bool,
+) -> io::Result<Opened> {
+    let cpus = common::online_cpus();
+    let data = ring_data_bytes(cpus.len());
+    let mut out = Opened {
+        samplers: Vec::new(),
+        redirected: Vec::new(),
+    };
+    let tids = match req.scope {
+        Scope::Process { pid } => {
+            common::threads_of(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?
+        }
+        Scope::System => Vec::new(),
+    };
+    for &cpu in &cpus {
+        let mut b = builder(kind, req, freq, include_kernel, data / 4);
+        b.one_cpu(cpu);
+        match req.scope {
+            Scope::System => {
+                b.any_pid();
+                out.samplers.push(b.build()?.sampled(data)?);
+            }
+            Scope::Process { pid } => {
+                let mut leader: Option<Sampler> = None;
+                for &tid in &tids {
+                    b.observe_pid(tid);
+                    let c = match b.build() {
+                        Ok(c) => c,
+                        // A thread that exited since it was listed.
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != pid => continue,
+                        Err(e) => return Err(e),
+                    };
+                    match &leader {
+                        None => leader = Some(c.sampled(data)?),
+                        Some(l) => {
+                            // SAFETY: both fds are open perf events owned here.
+                            let rc = unsafe {
+                                libc::ioctl(
+                                    c.as_raw_fd(),
+                                    PERF_EVENT_IOC_SET_OUTPUT as _,
+                                    l.as_raw_fd(),
+                                )
+                            };
+                            if rc != 0 {
+                                return Err(io::Error::last_os_error());
+                            }
+                            out.redirected.push(c);
+                        }
+                    }
+                }
+                out.samplers.extend(leader);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_size_fits_the_unprivileged_lock_budget() {
+        assert_eq!(ring_data_bytes(1), 128 * 1024);
+        assert_eq!(ring_data_bytes(4), 128 * 1024);
+        assert_eq!(ring_data_bytes(8), 64 * 1024);
+        assert_eq!(ring_data_bytes(256), 8 * 1024);
+        for n in [1, 2, 3, 8, 64] {
+            assert!(ring_data_bytes(n).is_power_of_two());
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Off-CPU tracing: switch events of every CPU queued and paired in time
+//! order into waits (blocked, charged to the stack of the switch out) and
+//! run-queue time (preempted).
+
+use std::collections::HashMap;
+
+use super::super::collected::{Collected, FrameKey};
+
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum OffKind {
+    /// The call chain at a switch out (the context-switches sample).
+    Stack(u32, Vec<FrameKey>),
+    /// The switch out: preempted (still runnable) or blocked.
+    Out {
+        preempt: bool,
+    },
+    /// Back on a CPU.
+    In,
+    Exit,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct OffEvent {
+    pub time: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub kind: OffKind,
+}
+
+#[derive(Default)]
+struct TidState {
+    pid: u32,
+    /// First and last event seen: the thread's traced lifetime.
+    first: u64,
+    last: u64,
+    stack: Vec<FrameKey>,
+    /// Switched out at, and whether preempted.
+    out: Option<(u64, bool)>,
+}
+
+#[derive(Default)]
+pub(super) struct OffState {
+    queue: Vec<OffEvent>,
+    pub(super) newest: u64,
+    tids: HashMap<u32, TidState>,
+}
+
+impl OffState {
+    pub(super) fn push(&mut self, e: OffEvent) {
+        self.newest = self.newest.max(e.time);
+        self.queue.push(e);
+    }
+
+    /// Pair the queued events older than `upto` (all with u64::MAX), in
+    /// time order: a switch in closes the task's open switch out, its
+    /// length is one wait charged to the stack of that switch out (or to
+    /// the run queue when it was a preemption).
+    pub(super) fn pair(
+        &mut self,
+        upto: u64,
+        out: &mut Collected,
+        comm: &mut dyn FnMut(u32) -> u32,
+    ) {
+        self.queue.sort_by_key(|e| e.time);
+        let n = self.queue.partition_point(|e| e.time < upto);
+        let ready: Vec<OffEvent> = self.queue.drain(..n).collect();
+        for e in ready {
+            let t = self.tids.entry(e.tid).or_default();
+            t.pid = e.pid;
+            out.tid_pid.insert(e.tid, e.pid);
+            out.pid_comm.entry(e.pid).or_insert_with(|| comm(e.pid));
+            if t.first == 0 {
+                t.first = e.time;
+            }
+            t.last = t.last.max(e.time);
+            match e.kind {
+                OffKind::Stack(_, frames) => t.stack = frames,
+                OffKind::Out { preempt } => t.out = Some((e.time, preempt)),
+                OffKind::Exit => {
+                    if let Some(t) = self.tids.remove(&e.tid) {
+                        *out.lifetimes_ns.entry(e.tid).or_default() += t.last - t.first;
+                    }
+                }
+                OffKind::In => {
+                    let Some((t0, preempt)) = t.out.take() else {
+                        // Blocked since before tracing began (the command's
+                        // pre-exec handshake): no known start, not charged.
+                        continue;
+                    };
+                    let ns = e.time.saturating_sub(t0);
+                    let c = comm(e.pid);
+                    if preempt {
+                        *out.runqueue_ns.entry(c).or_default() += ns;
+                        *out.runqueue_pid_ns.entry(e.pid).or_default() += ns;
+                        continue;
+                    }
+                    charge(out, c, (e.pid, e.tid), std::mem::take(&mut t.stack), ns);
+                }
+            }
+        }
+    }
+
+    /// Waits still open at `now` (monotonic ns) are charged up to it.
+    pub(super) fn close_open(
+        &mut self,
+        now: u64,
+        out: &mut Collected,
+        comm: &mut dyn FnMut(u32) -> u32,
+    ) {
+        for (tid, t) in self.tids.iter_mut() {
+            let mut end = t.last;
+            if let Some((t0, preempt)) = t.out.take() {
+                let ns = now.saturating_sub(t0);
+                end = now.max(t0);
+                let c = comm(t.pid);
+                if preempt {
+                    *out.runqueue_ns.entry(c).or_default() += ns;
+                    *out.runqueue_pid_ns.entry(t.pid).or_default() += ns;
+                } else {
+                    charge(out, c, (t.pid, *tid), std::mem::take(&mut t.stack), ns);
+                    out.open_at_end += 1;
+                }
+            }
+            *out.lifetimes_ns.entry(*tid).or_default() += end.saturating_sub(t.first);
+        }
+    }
+}
+
+/// One wait of `ns` on a stack: µs as the stack's weight, plus its count
+/// and longest single wait.
+fn charge(out: &mut Collected, comm: u32, (pid, tid): (u32, u32), frames: Vec<FrameKey>, ns: u64) {
+    let us = ns / 1000;
+    let key = (comm, frames);
+    *out.wait_pid_ns
+        .entry(key.clone())
+        .or_default()
+        .entry(pid)
+        .or_default() += ns;
+    let tids = out.wait_tids.entry(key.clone()).or_default();
+    if !tids.contains(&tid) {
+        tids.push(tid);
+    }
+    let w = out.waits.entry(key.clone()).or_default();
+    w.0 += 1;
+    w.1 = w.1.max(ns);
+    let e = out.stacks.entry(key).or_default();
+    e.0 += us;
+    e.1 += us;
+}

@@ -1,0 +1,506 @@
+//! The reader thread: drains the ring buffers, follows each process's
+//! mappings and names, keeps distinct stacks with counts (or hands switch
+//! events to the off-CPU pairing) and re-resolves late-mapped addresses.
+
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use perf_event::data::Record as Rec;
+use perf_event::Sampler;
+
+use super::super::collected::{Collected, FrameKey};
+use super::super::common;
+use super::super::maps::{self, AddressSpace, Mapping};
+use super::super::Scope;
+use super::open::Opened;
+use super::pairing::{OffEvent, OffKind, OffState};
+
+const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
+const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
+const PERF_CONTEXT_USER: u64 = -512i64 as u64;
+const MISC_CPUMODE_MASK: u16 = 7;
+const MISC_KERNEL: u16 = 1;
+const MISC_COMM_EXEC: u16 = 1 << 13;
+const MISC_MMAP_DATA: u16 = 1 << 13;
+/// Return addresses taken from the scan, at most.
+const SCAN_FRAMES: usize = 6;
+/// Distinct full stacks kept while sampling (~20 frames × 16 bytes each,
+/// a few MiB at most).
+pub(super) const MAX_STACKS: usize = 20_000;
+
+/// Per-process state the reader keeps while sampling.
+struct Reader {
+    out: Collected,
+    spaces: HashMap<u32, AddressSpace>,
+    comm_of_pid: HashMap<u32, u32>,
+    comm_index: HashMap<String, u32>,
+    /// Off-CPU tracing: switch events waiting to be paired.
+    off: Option<OffState>,
+}
+
+const PERF_RECORD_SWITCH: u32 = 14;
+const MISC_SWITCH_OUT: u16 = 1 << 13;
+const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
+/// Events are paired in time order; the ring buffers of different CPUs are
+/// drained one after the other, so events younger than this stay queued
+/// until the next pass.
+const HOLD_BACK_NS: u64 = 300_000_000;
+
+/// The sample_id trailer of a SWITCH record (TID, TIME, CPU asked):
+/// pid, tid, time.
+fn switch_ids(body: &[u8]) -> Option<(u32, u32, u64)> {
+    let u32_at = |i: usize| Some(u32::from_ne_bytes(body.get(i..i + 4)?.try_into().ok()?));
+    let time = u64::from_ne_bytes(body.get(8..16)?.try_into().ok()?);
+    Some((u32_at(0)?, u32_at(4)?, time))
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Reader {
+    fn comm_id(&mut self, name: &str) -> u32 {
+        if let Some(i) = self.comm_index.get(name) {
+            return *i;
+        }
+        let i = self.out.comms.len() as u32;
+        self.out.comms.push(name.to_string());
+        self.comm_index.insert(name.to_string(), i);
+        i
+    }
+
+    fn pid_comm(&mut self, pid: u32) -> u32 {
+        if let Some(c) = self.comm_of_pid.get(&pid) {
+            return *c;
+        }
+        let name = if pid == 0 {
+            // The idle task of each CPU, named as perf names it.
+            "swapper".to_string()
+        } else {
+            common::comm_of(pid as i32).unwrap_or_else(|| format!("[pid {pid}]"))
+        };
+        let c = self.comm_id(&name);
+        self.comm_of_pid.insert(pid, c);
+        c
+    }
+
+    /// The address space of pid, reading /proc/PID/maps the first time a
+    /// sample needs it (MMAP2 records only cover mappings made after start).
+    fn space(&mut self, pid: u32) -> &mut AddressSpace {
+        let files = &mut self.out.files;
+        let sp = self.spaces.entry(pid).or_default();
+        if !sp.proc_read {
+            sp.proc_read = true;
+            if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+                sp.add_older(maps::parse_proc_maps(&text, files));
+            }
+        }
+        sp
+    }
+
+    fn record(&mut self, rec: &perf_event::Record) {
+        let misc = rec.misc();
+        if rec.ty() == PERF_RECORD_SWITCH {
+            if let (Some(off), Some((pid, tid, time))) =
+                (self.off.as_mut(), switch_ids(&rec.to_contiguous()))
+            {
+                let kind = if misc & MISC_SWITCH_OUT != 0 {
+                    OffKind::Out {
+                        preempt: misc & MISC_SWITCH_OUT_PREEMPT != 0,
+                    }
+                } else {
+                    OffKind::In
+                };
+                off.push(OffEvent {
+                    time,
+                    pid,
+                    tid,
+                    kind,
+                });
+            }
+            return;
+        }
+        let parsed = match rec.parse_record() {
+            Ok(r) => r,
+            Err(e) => {
+                if self.out.errors.len() < 10 {
+                    self.out.errors.push(e.to_string());
+                }
+                return;
+            }
+        };
+        match parsed {
+            Rec::Sample(s) => self.sample(&s, misc),
+            Rec::Mmap2(m) if m.prot & libc::PROT_EXEC as u32 != 0 => {
+                self.mapping(m.pid, m.addr, m.len, m.pgoff, &m.filename);
+            }
+            Rec::Mmap(m) if misc & MISC_MMAP_DATA == 0 => {
+                self.mapping(m.pid, m.addr, m.len, m.pgoff, &m.filename);
+            }
+            Rec::Comm(c) => {
+                let name = String::from_utf8_lossy(&c.comm).into_owned();
+                let id = self.comm_id(&name);
+                // Only the process's main thread names the process.
+                if c.pid == c.tid {
+                    self.comm_of_pid.insert(c.pid, id);
+                }
+                if misc & MISC_COMM_EXEC != 0 {
+                    let sp = self.spaces.entry(c.pid).or_default();
+                    sp.clear();
+                    sp.proc_read = true;
+                }
+            }
+            // A new process (not a thread): it starts with its parent's
+            // mappings and name.
+            Rec::Fork(f) if f.pid != f.ppid => {
+                if let Some(parent) = self.spaces.get(&f.ppid).cloned() {
+                    self.spaces.insert(f.pid, parent);
+                }
+                if let Some(c) = self.comm_of_pid.get(&f.ppid).copied() {
+                    self.comm_of_pid.insert(f.pid, c);
+                }
+            }
+            Rec::Exit(x) => {
+                if let Some(off) = self.off.as_mut() {
+                    off.push(OffEvent {
+                        time: x.time,
+                        pid: x.pid,
+                        tid: x.tid,
+                        kind: OffKind::Exit,
+                    });
+                }
+            }
+            Rec::Lost(l) => self.out.lost += l.lost,
+            Rec::LostSamples(l) => self.out.lost += l.lost,
+            Rec::Throttle(_) => self.out.throttled += 1,
+            _ => {}
+        }
+    }
+
+    fn mapping(&mut self, pid: u32, addr: u64, len: u64, pgoff: u64, name: &[u8]) {
+        let name = String::from_utf8_lossy(name);
+        if name.is_empty() || name.starts_with("//anon") {
+            return;
+        }
+        let file = self.out.files.intern(&name);
+        self.spaces.entry(pid).or_default().add(Mapping {
+            start: addr,
+            end: addr.saturating_add(len),
+            pgoff,
+            file,
+        });
+    }
+
+    fn sample(&mut self, s: &perf_event::data::Sample, misc: u16) {
+        let pid = s.pid().unwrap_or(0);
+        let leaf_kernel = misc & MISC_CPUMODE_MASK == MISC_KERNEL;
+        let mut frames: Vec<FrameKey> = Vec::new();
+        let mut raw: Vec<(u64, bool)> = Vec::new();
+        match s.callchain() {
+            Some(chain) if !chain.is_empty() => {
+                let mut kernel = leaf_kernel;
+                for &ip in chain {
+                    if ip >= PERF_CONTEXT_MAX {
+                        kernel = match ip {
+                            PERF_CONTEXT_KERNEL => true,
+                            PERF_CONTEXT_USER => false,
+                            // hypervisor/guest contexts: not ours to resolve
+                            _ => kernel,
+                        };
+                        continue;
+                    }
+                    raw.push((ip, kernel));
+                }
+            }
+            _ => {
+                if let Some(ip) = s.ip() {
+                    raw.push((ip, leaf_kernel));
+                }
+            }
+        }
+        for (i, (ip, kernel)) in raw.into_iter().enumerate() {
+            // Callers' entries are return addresses: step back into the
+            // call instruction so a call at a function's very end resolves.
+            let addr = if i > 0 { ip.saturating_sub(1) } else { ip };
+            if kernel {
+                frames.push(FrameKey::Kernel(addr));
+            } else {
+                let key = match self.space(pid).lookup(addr) {
+                    Some((file, off)) => FrameKey::User(file, off),
+                    None => FrameKey::Unmapped(pid, addr),
+                };
+                frames.push(key);
+            }
+        }
+        if self.off.is_some() {
+            if let Some(stack) = s.stack_user() {
+                let found = self.scan_stack(pid, stack, &frames);
+                splice_scanned(&mut frames, found);
+            }
+        }
+        if let Some(off) = self.off.as_mut() {
+            off.push(OffEvent {
+                time: s.time().unwrap_or(0),
+                pid,
+                tid: s.tid().unwrap_or(pid),
+                kind: OffKind::Stack(pid, frames),
+            });
+            return;
+        }
+        let comm = self.pid_comm(pid);
+        add_stack(&mut self.out, comm, frames, leaf_kernel, MAX_STACKS);
+    }
+
+    /// Words of the copied user stack that point into executable code of
+    /// the process: return addresses of the callers the frame-pointer
+    /// chain missed, nearest first (at most SCAN_FRAMES, stopping at the
+    /// chain's own next frame).
+    fn scan_stack(&mut self, pid: u32, stack: &[u8], frames: &[FrameKey]) -> Vec<FrameKey> {
+        let first_user = frames
+            .iter()
+            .position(|f| !matches!(f, FrameKey::Kernel(_)));
+        let next = first_user.and_then(|i| frames.get(i + 1)).copied();
+        let leaf = first_user.map(|i| frames[i]);
+        let mut out = Vec::new();
+        for w in stack.chunks_exact(8) {
+            let v = u64::from_ne_bytes(w.try_into().expect("8 bytes"));
+            if v < 4096 {
+                continue;
+            }
+            // A return address: look up the call instruction (v - 1).
+            let Some((file, off)) = self.space(pid).lookup(v - 1) else {
+                continue;
+            };
+            let key = FrameKey::User(file, off);
+            if Some(key) == next {
+                break;
+            }
+            if Some(key) == leaf || out.contains(&key) {
+                continue;
+            }
+            out.push(key);
+            if out.len() == SCAN_FRAMES {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Pair the off-CPU events older than `upto`.
+    fn pair(&mut self, upto: u64) {
+        let Some(mut off) = self.off.take() else {
+            return;
+        };
+        let mut out = std::mem::take(&mut self.out);
+        off.pair(upto, &mut out, &mut |pid| self.pid_comm(pid));
+        if upto == u64::MAX {
+            off.close_open(monotonic_ns(), &mut out, &mut |pid| self.pid_comm(pid));
+        }
+        self.out = out;
+        self.off = Some(off);
+    }
+}
+
+/// Put the scanned callers right after the leaf user frame.
+fn splice_scanned(frames: &mut Vec<FrameKey>, found: Vec<FrameKey>) {
+    if found.is_empty() {
+        return;
+    }
+    let at = frames
+        .iter()
+        .position(|f| !matches!(f, FrameKey::Kernel(_)))
+        .map_or(frames.len(), |i| i + 1);
+    frames.splice(at..at, found);
+}
+
+/// Count one sample. Memory stays bounded on a long system-wide run: past
+/// `cap` distinct stacks, new ones keep only their leaf frame (the flat
+/// profile stays exact, the call graph loses those callers).
+fn add_stack(out: &mut Collected, comm: u32, mut frames: Vec<FrameKey>, kernel: bool, cap: usize) {
+    if out.stacks.len() >= cap
+        && frames.len() > 1
+        && !out.stacks.contains_key(&(comm, frames.clone()))
+    {
+        frames.truncate(1);
+        out.truncated += 1;
+    }
+    let e = out.stacks.entry((comm, frames)).or_default();
+    e.0 += 1;
+    if kernel {
+        e.1 += 1;
+    }
+}
+
+fn drain(sampler: &mut Sampler, reader: &mut Reader) {
+    while let Some(rec) = sampler.next_record() {
+        reader.record(&rec);
+    }
+}
+
+pub(super) fn read_loop(
+    mut opened: Opened,
+    stop: &AtomicBool,
+    scope: Scope,
+    off: bool,
+) -> Collected {
+    let mut reader = Reader {
+        out: Collected::default(),
+        spaces: HashMap::new(),
+        comm_of_pid: HashMap::new(),
+        comm_index: HashMap::new(),
+        off: off.then(OffState::default),
+    };
+    if let Scope::Process { pid } = scope {
+        // The target's current mappings and name, while it surely exists.
+        reader.space(pid as u32);
+        reader.pid_comm(pid as u32);
+    }
+    // Fds whose task has gone (POLLHUP) are not polled again: poll would
+    // return at once for them forever.
+    let mut live: Vec<bool> = vec![true; opened.samplers.len()];
+    while !stop.load(Ordering::SeqCst) {
+        let idx: Vec<usize> = (0..live.len()).filter(|i| live[*i]).collect();
+        if idx.is_empty() {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        let mut fds: Vec<libc::pollfd> = idx
+            .iter()
+            .map(|&i| libc::pollfd {
+                fd: opened.samplers[i].as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: fds is a valid array of fds.len() pollfd structs.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+        if n < 0 {
+            continue; // EINTR
+        }
+        for (k, &i) in idx.iter().enumerate() {
+            if fds[k].revents & libc::POLLHUP != 0 {
+                live[i] = false;
+            }
+            drain(&mut opened.samplers[i], &mut reader);
+        }
+        if let Some(o) = &reader.off {
+            let upto = o.newest.saturating_sub(HOLD_BACK_NS);
+            reader.pair(upto);
+        }
+    }
+    for s in &mut opened.samplers {
+        let _ = s.disable();
+    }
+    for c in &mut opened.redirected {
+        let _ = c.disable();
+    }
+    for i in 0..opened.samplers.len() {
+        drain(&mut opened.samplers[i], &mut reader);
+    }
+    reader.pair(u64::MAX);
+    resolve_late(&mut reader.out, &reader.spaces);
+    reader.out.reader_cpu_ns = common::thread_cpu_ns();
+    reader.out
+}
+
+/// Look unmapped user addresses up again in the final address spaces: a
+/// process that moved to another CPU right after an mmap or exec has samples
+/// in one ring buffer and the MMAP2 record in another, and the buffers are
+/// drained one after the other.
+fn resolve_late(out: &mut Collected, spaces: &HashMap<u32, AddressSpace>) {
+    let has_unmapped =
+        |k: &(u32, Vec<FrameKey>)| k.1.iter().any(|f| matches!(f, FrameKey::Unmapped(..)));
+    if !out.stacks.keys().any(has_unmapped) {
+        return;
+    }
+    let remap = |frames: Vec<FrameKey>| -> Vec<FrameKey> {
+        frames
+            .into_iter()
+            .map(|f| match f {
+                FrameKey::Unmapped(pid, addr) => spaces
+                    .get(&pid)
+                    .and_then(|sp| sp.lookup(addr))
+                    .map_or(f, |(file, off)| FrameKey::User(file, off)),
+                other => other,
+            })
+            .collect()
+    };
+    let old = std::mem::take(&mut out.stacks);
+    for ((comm, frames), (n, k)) in old {
+        let e = out.stacks.entry((comm, remap(frames))).or_default();
+        e.0 += n;
+        e.1 += k;
+    }
+    let old = std::mem::take(&mut out.waits);
+    for ((comm, frames), (n, max)) in old {
+        let e = out.waits.entry((comm, remap(frames))).or_default();
+        e.0 += n;
+        e.1 = e.1.max(max);
+    }
+    let old = std::mem::take(&mut out.wait_tids);
+    for ((comm, frames), tids) in old {
+        let e = out.wait_tids.entry((comm, remap(frames))).or_default();
+        for t in tids {
+            if !e.contains(&t) {
+                e.push(t);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacks_past_the_cap_keep_their_leaf_and_every_sample_counts() {
+        let mut out = Collected::default();
+        let st = |leaf: u64| vec![FrameKey::Kernel(leaf), FrameKey::User(0, 0x10)];
+        add_stack(&mut out, 0, st(1), true, 2);
+        add_stack(&mut out, 0, st(2), false, 2);
+        // At the cap: a known stack still counts in full…
+        add_stack(&mut out, 0, st(1), true, 2);
+        // …a new one is cut to its leaf.
+        add_stack(&mut out, 0, st(3), false, 2);
+        add_stack(&mut out, 0, st(3), false, 2);
+        assert_eq!(out.truncated, 2);
+        assert_eq!(out.stacks[&(0, st(1))], (2, 2));
+        assert_eq!(out.stacks[&(0, vec![FrameKey::Kernel(3)])], (2, 0));
+        assert_eq!(out.stacks.values().map(|v| v.0).sum::<u64>(), 5);
+    }
+
+    #[test]
+    fn addresses_unmapped_when_read_resolve_from_later_mmap_records() {
+        let mut out = Collected::default();
+        let libc = out.files.intern("/usr/lib/libc.so.6");
+        let early = vec![FrameKey::Unmapped(7, 0x7f00_0000_12ad), FrameKey::Kernel(1)];
+        let known = vec![FrameKey::User(libc, 0xf82ad), FrameKey::Kernel(1)];
+        out.stacks.insert((0, early), (3, 0));
+        out.stacks.insert((0, known.clone()), (5, 0));
+        out.stacks
+            .insert((0, vec![FrameKey::Unmapped(8, 0x1234)]), (1, 0));
+        let mut spaces: HashMap<u32, AddressSpace> = HashMap::new();
+        spaces.entry(7).or_default().add(Mapping {
+            start: 0x7f00_0000_0000,
+            end: 0x7f00_0010_0000,
+            pgoff: 0xf7000,
+            file: libc,
+        });
+        resolve_late(&mut out, &spaces);
+        // Merged with the stack that resolved at once; pid 8 has no mapping.
+        assert_eq!(out.stacks[&(0, known)], (8, 0));
+        assert_eq!(
+            out.stacks[&(0, vec![FrameKey::Unmapped(8, 0x1234)])],
+            (1, 0)
+        );
+        assert_eq!(out.stacks.len(), 2);
+    }
+}

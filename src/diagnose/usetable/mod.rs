@@ -1,0 +1,108 @@
+//! Section 1, the USE table (utilisation, saturation, errors) for CPUs,
+//! memory, each disk and each network interface over the interval, from
+//! the same counters as `monitor` (observe::vmstat, iostat, pressure) read
+//! before and after, plus the run queue sampled at 10 Hz; the one or two
+//! rows that stand out are named in plain words.
+//!
+//! `snapshot` reads the counters at one end of the interval, `rows` turns
+//! two snapshots into the table; here the collector that takes them.
+
+mod rows;
+mod snapshot;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use rows::{build, standouts};
+pub use snapshot::{parse_keyed, parse_loadavg_running, parse_net_dev, NetCounters, Snapshot};
+
+use super::{overhead, read, thread_cpu_s, Sampled, Ticker};
+use crate::model::diagnosis::{Section, UseTable};
+
+/// The run queue sampled: (sum of runnable tasks, samples).
+pub struct RunQueue {
+    root: PathBuf,
+    sum: u64,
+    n: u64,
+    max: u64,
+}
+
+impl Sampled for RunQueue {
+    fn sample(&mut self) {
+        if let Some(r) = read(&self.root, "proc/loadavg")
+            .ok()
+            .and_then(|t| parse_loadavg_running(&t))
+        {
+            // The sampling thread itself is running while it reads.
+            let r = r.saturating_sub(1);
+            self.sum += r;
+            self.max = self.max.max(r);
+            self.n += 1;
+        }
+    }
+}
+
+pub struct Collector {
+    root: PathBuf,
+    before: Snapshot,
+    ticker: Ticker<RunQueue>,
+    cpu_s: f64,
+}
+
+impl Collector {
+    pub fn start(root: &Path) -> Collector {
+        let cpu0 = thread_cpu_s();
+        let before = Snapshot::read(root);
+        Collector {
+            root: root.to_path_buf(),
+            before,
+            cpu_s: thread_cpu_s() - cpu0,
+            ticker: Ticker::start(
+                "runqueue",
+                RunQueue {
+                    root: root.to_path_buf(),
+                    sum: 0,
+                    n: 0,
+                    max: 0,
+                },
+                Duration::from_millis(100),
+            ),
+        }
+    }
+
+    pub fn finish(self, interval: f64) -> Section<UseTable> {
+        let (rq, cpu, n) = self.ticker.stop();
+        let cpu0 = thread_cpu_s();
+        let after = Snapshot::read(&self.root);
+        let rq_mean = (rq.n > 0).then(|| rq.sum as f64 / rq.n as f64);
+        let whole_disks = whole_disks(&self.root);
+        let table = build(
+            &self.before,
+            &after,
+            interval,
+            super::cpus(),
+            rq_mean.map(|m| (m, rq.max)),
+            &whole_disks,
+        );
+        Section::Present {
+            data: table,
+            overhead: overhead(
+                cpu + self.cpu_s + thread_cpu_s() - cpu0,
+                interval,
+                n + 2,
+                "two readings of the counters, run queue every 100 ms",
+            ),
+        }
+    }
+}
+
+/// Whole disks (/sys/block entries), so partitions are not counted twice.
+fn whole_disks(root: &Path) -> Vec<String> {
+    std::fs::read_dir(root.join("sys/block"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
