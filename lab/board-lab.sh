@@ -22,6 +22,8 @@
 #   LAB_BOOT_RUNS  boots timed by `tunelab boot` (default 3; 0 skips)
 #   LAB_TIMEOUT    seconds one guest may run before it is killed (default 900)
 #   LAB_SMP        guest CPUs (default 1)
+#   LAB_ONLY       run only these guest steps (names as in the report, space-separated)
+#   LAB_STEP_TIMEOUT  seconds one guest step may take (default 400)
 #   LAB_FS         file systems measured in the first guest besides ext4
 #                  (default "vfat exfat f2fs"; each needs its mkfs on the host)
 #   LAB_SSH        1 (default): the remote-guest step; 0 skips it
@@ -169,13 +171,15 @@ cat >"$root/init" <<'INIT'
 export PATH=/bin:/mnt/ext4/bin HOME=/tmp TUNELAB_DB=/tmp/results.db NO_COLOR=1
 mount -t proc proc /proc; mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
-mode=suite disks="results vfat ext4" fsmatrix=0 flash=0
+mode=suite disks="results vfat ext4" fsmatrix=0 flash=0 only= step_timeout=400
 for w in $(cat /proc/cmdline); do
   case $w in
     lab.mode=*) mode=${w#lab.mode=} ;;
     lab.disks=*) disks=$(echo "${w#lab.disks=}" | tr , ' ') ;;
     lab.fsmatrix=*) fsmatrix=${w#lab.fsmatrix=} ;;
     lab.flash=*) flash=${w#lab.flash=} ;;
+    lab.only=?*) only=",${w#lab.only=}," ;;
+    lab.step_timeout=*) step_timeout=${w#lab.step_timeout=} ;;
     # The machine name the runs carry home (busybox leaves it "(none)").
     lab.host=*) hostname "${w#lab.host=}" ;;
   esac
@@ -220,11 +224,26 @@ n=0
 # step NAME CMD…: run, keep its output, export the run it stored.
 step() {
   name=$1; shift
+  # LAB_ONLY: run only the named steps (to look at one step quickly); the
+  # mounts always run (tunelab itself is on /mnt/ext4).
+  if [ -n "$only" ] && [ "${only#*,$name,}" = "$only" ] && [ "${name#mount-}" = "$name" ]; then
+    echo "$name skipped - - no" >>/results/steps
+    return 0
+  fi
   before=$(tunelab runs 2>/dev/null | wc -l)
   t0=$(now)
-  "$@" >/results/$name.out 2>&1
+  # A step that hangs must not take the rest with it: LAB_STEP_TIMEOUT.
+  # (Shell functions such as mnt cannot run under timeout.)
+  case $1 in
+    tunelab | sh) timeout "$step_timeout" "$@" >/results/$name.out 2>&1 ;;
+    *) "$@" >/results/$name.out 2>&1 ;;
+  esac
   rc=$?
   t1=$(now)
+  # Killed (137) or timed out (143/124): the kernel's account of it.
+  if [ $rc -ge 124 ]; then
+    dmesg | grep -iE -A2 "out of memory|killed process|oom-kill|hung" | tail -n 12 >>/results/$name.out
+  fi
   echo "===== LAB-GUEST step $name: $*"
   cat /results/$name.out
   after=$(tunelab runs 2>/dev/null | wc -l)
@@ -287,12 +306,24 @@ mounted /mnt/ext4 &&
   step sched.latency tunelab run sched.latency --target /mnt/ext4 -p duration=500ms -p load=none,storage+memory --trials 1 --warmup 0 --quiet-check 0
 step cpu.clock tunelab run cpu.clock --trials 2 --warmup 0 --quiet-check 0
 # An idle board is reported idle (issue 24): tunelab's own sampling is not
-# the board's load, so no "CPU is busy/saturated" and no CPU finding. With
-# the board user's cases (LAB_FLASH=1) only, while it is known to fail: on
-# the 64 MiB guest `diagnose --for 5s` is OOM-killed (exit 137) after the
-# sampling, resolving symbols (issue 24 stays open on it).
-[ "$flash" = 1 ] && step diagnose-idle sh -c 'tunelab diagnose --for 5s --no-store >/tmp/diag.txt 2>&1; s=$?;
+# the board's load, so no "CPU is busy/saturated" and no CPU finding; and it
+# fits in 64 MiB (kernel symbols are streamed from /proc/kallsyms, not
+# loaded whole: that OOM-killed it here before).
+step diagnose-idle sh -c 'tunelab diagnose --for 5s --no-store >/tmp/diag.txt 2>&1 & p=$!; t=0;
+  # Its memory every second (what a 64 MiB board has left matters here);
+  # past 150 s it is stuck: where each thread waits, then it is killed.
+  while kill -0 $p 2>/dev/null; do
+    m=$(grep -E "^(VmRSS|RssAnon|RssFile):" /proc/$p/status 2>/dev/null | tr -s " \t" " " | tr "\n" " ");
+    a=$(grep MemAvailable /proc/meminfo | tr -s " ");
+    echo "$(cut -d" " -f1 /proc/uptime) s: $m| $a" >>/tmp/diag-mem.txt; sleep 1; t=$((t + 1));
+    if [ $t = 150 ]; then
+      for d in /proc/$p/task/*; do echo "thread $(cat $d/comm): $(cat $d/wchan) $(cat $d/stat | cut -d" " -f3)"; cat $d/stack 2>/dev/null | head -n 8; done;
+      kill -9 $p;
+    fi;
+  done; wait $p; s=$?;
   grep -E "CPU is|^\[|no finding" /tmp/diag.txt | head -n 6;
+  echo "memory (first, peak RSS, last):"; head -n 1 /tmp/diag-mem.txt;
+  sort -t: -k3 -n /tmp/diag-mem.txt | tail -n 1; tail -n 1 /tmp/diag-mem.txt; rm -f /tmp/diag-mem.txt;
   if [ $s = 0 ] && ! grep -qE "CPU is (saturated|busy)|\(diagnose\.(kernel-bound|cpu)" /tmp/diag.txt;
   then rm -f /tmp/diag.txt; else echo "exit $s"; tail -n 25 /tmp/diag.txt; rm -f /tmp/diag.txt; exit 1; fi'
 # A RAM-backed target (issue 24): /data on a 16 MiB tmpfs. Its files are
@@ -415,7 +446,7 @@ for mem in $LAB_MEMS; do
   done
   # shellcheck disable=SC2046
   timeout --foreground -k 10 "$LAB_TIMEOUT" $(qemu_base "$mem") "${disks[@]}" \
-    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=suite lab.host=lab-a53-${mem}m lab.disks=$(IFS=,; echo "${roles[*]}") lab.fsmatrix=$fsmatrix lab.flash=$flash" \
+    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=suite lab.host=lab-a53-${mem}m lab.disks=$(IFS=,; echo "${roles[*]}") lab.fsmatrix=$fsmatrix lab.flash=$flash lab.only=${LAB_ONLY// /,} lab.step_timeout=${LAB_STEP_TIMEOUT:-400}" \
     </dev/null >"$d/console.log" 2>&1
   qrc=$?
   secs=$(($(date +%s) - t))

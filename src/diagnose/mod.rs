@@ -150,11 +150,18 @@ impl<S: Sampled> Ticker<S> {
                     }
                     next += period;
                     let now = Instant::now();
-                    if next > now {
-                        std::thread::sleep(next - now);
-                    } else {
+                    if next <= now {
                         // Fell behind (loaded machine): do not burst to catch up.
                         next = now;
+                    }
+                    // Parked, not slept: `stop` unparks it, so stopping never
+                    // waits out a period (an hour-long one hung a test).
+                    loop {
+                        let now = Instant::now();
+                        if flag.load(Ordering::Relaxed) || next <= now {
+                            break;
+                        }
+                        std::thread::park_timeout(next - now);
                     }
                 }
                 (state, thread_cpu_s() - cpu0, n)
@@ -166,6 +173,7 @@ impl<S: Sampled> Ticker<S> {
     /// Stop after one last sample; the state, its CPU time (s) and readings.
     pub fn stop(self) -> (S, f64, u64) {
         self.stop.store(true, Ordering::Relaxed);
+        self.handle.thread().unpark();
         match self.handle.join() {
             Ok(r) => r,
             Err(p) => std::panic::resume_unwind(p),

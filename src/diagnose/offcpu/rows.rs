@@ -46,6 +46,21 @@ struct Row {
     syscalls: HashMap<String, f64>,
 }
 
+/// A poll/epoll/select loop whose waits all end by the timeout: at least
+/// `TIMED_OUT_WAITS` waits and none shorter than `TIMED_OUT_MIN_OF_MEAN` of
+/// their mean. Waits ended by events vary down to microseconds; waits
+/// ended by a timeout never end before it, and wake-up latency only adds to
+/// them, so the shortest stays near the mean even on a loaded machine. Such
+/// a loop is paced by its timeout as a sleep loop by its sleep (a periodic
+/// event source looks the same, and paces it the same way).
+const TIMED_OUT_WAITS: u64 = 20;
+const TIMED_OUT_MIN_OF_MEAN: f64 = 0.5;
+
+fn times_out(w: &WaitStack) -> bool {
+    let mean = w.total_s / w.count.max(1) as f64;
+    w.count >= TIMED_OUT_WAITS && w.min_s > 0.0 && w.min_s >= TIMED_OUT_MIN_OF_MEAN * mean
+}
+
 fn heaviest(m: &HashMap<String, f64>) -> Option<&String> {
     m.iter()
         .max_by(|a, b| a.1.total_cmp(b.1).then_with(|| b.0.cmp(a.0)))
@@ -86,7 +101,14 @@ pub fn from_trace(t: &OffCpuTrace, program: &str, own_image: &str, method: Strin
             continue;
         }
         let user_names: Vec<&str> = u.iter().map(|x| x.1).collect();
-        let (class, mut cause) = classify(&k, &user_names);
+        let (mut class, mut cause) = classify(&k, &user_names);
+        if class == "poll" && times_out(w) {
+            class = "sleep";
+            cause = format!(
+                "poll/epoll/select that no event ends early (every wait ≥ {:.2} ms: its timeout)",
+                w.min_s * 1e3
+            );
+        }
         let mut syscall = None;
         if let Some(sc) = cause.strip_suffix(SYNC_WAIT) {
             syscall = Some(sc.to_string());
@@ -277,6 +299,7 @@ mod tests {
             total_s: total,
             count,
             max_s: max,
+            min_s: 0.0,
             tids: vec![1],
             by_pid: vec![(1, total)],
         }
@@ -464,5 +487,28 @@ mod tests {
         // folio_wait_writeback (sync) and jbd2 (sync) are one storage row.
         assert_eq!(r.causes.len(), 1, "{:#?}", r.causes);
         assert!((r.causes[0].total_s - 1.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_poll_that_only_times_out_is_a_sleep_and_one_woken_by_events_is_not() {
+        let poll = [(K, "do_sys_poll"), (K, "__x64_sys_poll"), ("prog", "main")];
+        let mut timed = w(&poll, 2.0, 900, 0.007);
+        timed.min_s = 0.0021; // mean 2.2 ms
+        let mut woken = w(&poll, 2.0, 900, 0.007);
+        woken.min_s = 0.000_004;
+        let mut few = w(&poll, 2.0, 5, 0.5);
+        few.min_s = 0.39;
+        let class = |x: WaitStack| {
+            let t = OffCpuTrace {
+                waits: vec![x],
+                ..Default::default()
+            };
+            from_trace(&t, "prog", "", String::new()).causes[0]
+                .class
+                .clone()
+        };
+        assert_eq!(class(timed), "sleep");
+        assert_eq!(class(woken), "poll");
+        assert_eq!(class(few), "poll");
     }
 }

@@ -31,9 +31,9 @@ pub(super) struct Collected {
     pub errors: Vec<String>,
     /// Samples whose stack was cut to its leaf because MAX_STACKS was hit.
     pub truncated: u64,
-    /// Off-CPU tracing: per stack, (waits, longest wait ns); the stack's
-    /// weight in `stacks` is µs blocked.
-    pub waits: HashMap<(u32, Vec<FrameKey>), (u64, u64)>,
+    /// Off-CPU tracing: per stack, its waits' count and extremes; the
+    /// stack's weight in `stacks` is µs blocked.
+    pub waits: HashMap<(u32, Vec<FrameKey>), WaitTally>,
     /// Off-CPU tracing: ns preempted (runnable, waiting for a CPU) per comm.
     pub runqueue_ns: HashMap<u32, u64>,
     /// Waits still open when tracing stopped (charged up to the stop).
@@ -51,4 +51,39 @@ pub(super) struct Collected {
     pub tid_pid: HashMap<u32, u32>,
     /// Off-CPU tracing: each traced process's comm index.
     pub pid_comm: HashMap<u32, u32>,
+}
+
+/// The waits of one stack: how many, the longest, and the shortest that
+/// ended (a wait still open when tracing stopped is cut short, so it does
+/// not count as the shortest). The shortest tells a `poll()` that only ever
+/// times out (every wait at least the timeout) from one woken by events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct WaitTally {
+    pub count: u64,
+    pub max_ns: u64,
+    /// 0 when no wait ended.
+    pub min_ns: u64,
+}
+
+impl WaitTally {
+    pub fn add(&mut self, ns: u64, ended: bool) {
+        self.count += 1;
+        self.max_ns = self.max_ns.max(ns);
+        if ended {
+            self.min_ns = if self.min_ns == 0 {
+                ns
+            } else {
+                self.min_ns.min(ns)
+            };
+        }
+    }
+
+    pub fn merge(&mut self, o: WaitTally) {
+        self.count += o.count;
+        self.max_ns = self.max_ns.max(o.max_ns);
+        self.min_ns = match (self.min_ns, o.min_ns) {
+            (0, m) | (m, 0) => m,
+            (a, b) => a.min(b),
+        };
+    }
 }

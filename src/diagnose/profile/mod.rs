@@ -69,6 +69,9 @@ pub struct WaitStack {
     pub count: u64,
     /// Longest single wait, s.
     pub max_s: f64,
+    /// Shortest wait that ended before tracing stopped, s (0: none ended,
+    /// or not known).
+    pub min_s: f64,
     /// The threads that waited here.
     pub tids: Vec<u32>,
     /// Time blocked in this stack per process (pid), s.

@@ -33,13 +33,37 @@ impl Sampled for RunQueue {
             .ok()
             .and_then(|t| parse_loadavg_running(&t))
         {
-            // The sampling thread itself is running while it reads.
-            let r = r.saturating_sub(1);
+            // The sampling thread itself is running while it reads, and
+            // tunelab's other samplers may be too (they tick together): on
+            // an idle one-CPU board they alone read as "5 runnable".
+            let r = r.saturating_sub(1 + own_running_threads(&self.root));
             self.sum += r;
             self.max = self.max.max(r);
             self.n += 1;
         }
     }
+}
+
+/// tunelab's own threads other than the caller that are running or
+/// runnable now (state R in `proc/self/task/*/stat` under `root`; 0 when it
+/// cannot be read, as under a test's fake root).
+fn own_running_threads(root: &Path) -> u64 {
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() }.to_string();
+    let Ok(dir) = std::fs::read_dir(root.join("proc/self/task")) else {
+        return 0;
+    };
+    dir.flatten()
+        .filter(|e| e.file_name().to_str() != Some(me.as_str()))
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| task_state(stat) == Some('R'))
+        .count() as u64
+}
+
+/// The state letter of a `/proc/…/stat` line: the first field after the
+/// command name, which may itself hold spaces and parentheses.
+fn task_state(stat: &str) -> Option<char> {
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 pub struct Collector {
@@ -105,4 +129,26 @@ fn whole_disks(root: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_state_of_a_task_is_read_past_an_odd_command_name() {
+        assert_eq!(super::task_state("42 (a) b (c)) R 1 42"), Some('R'));
+        assert_eq!(super::task_state("42 (sleepy) S 1 42"), Some('S'));
+        assert_eq!(super::task_state("garbage"), None);
+    }
+
+    #[test]
+    fn this_thread_is_not_counted_among_its_own_running_threads() {
+        // Other test threads may be running, so only the bound is certain.
+        let n = super::own_running_threads(std::path::Path::new("/"));
+        let threads = std::fs::read_dir("/proc/self/task").unwrap().count() as u64;
+        assert!(n < threads, "{n} of {threads}");
+        assert_eq!(
+            super::own_running_threads(std::path::Path::new("/nonexistent")),
+            0
+        );
+    }
 }

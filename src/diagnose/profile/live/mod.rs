@@ -176,7 +176,7 @@ impl Live {
             .keys()
             .zip(&stacks)
             .map(|(k, st)| {
-                let (count, max_ns) = collected.waits.get(k).copied().unwrap_or((0, 0));
+                let w = collected.waits.get(k).copied().unwrap_or_default();
                 super::WaitStack {
                     comm: st.comm.clone(),
                     frames: st
@@ -185,8 +185,9 @@ impl Live {
                         .map(|f| (f.image.clone(), f.symbol.clone()))
                         .collect(),
                     total_s: st.samples as f64 * 1e-6,
-                    count,
-                    max_s: max_ns as f64 * 1e-9,
+                    count: w.count,
+                    max_s: w.max_ns as f64 * 1e-9,
+                    min_s: w.min_ns as f64 * 1e-9,
                     tids: collected.wait_tids.get(k).cloned().unwrap_or_default(),
                     by_pid: collected
                         .wait_pid_ns
@@ -204,7 +205,7 @@ impl Live {
         } else {
             0.0
         };
-        let switches: u64 = collected.waits.values().map(|w| w.0).sum();
+        let switches: u64 = collected.waits.values().map(|w| w.count).sum();
         let m = &self.meta;
         let summary = format!(
             "while tracing {:.0} ms, the reader used {:.1} ms CPU ({pct:.2}% of one CPU) for {} \

@@ -94,7 +94,14 @@ impl OffState {
                         *out.runqueue_pid_ns.entry(e.pid).or_default() += ns;
                         continue;
                     }
-                    charge(out, c, (e.pid, e.tid), std::mem::take(&mut t.stack), ns);
+                    charge(
+                        out,
+                        c,
+                        (e.pid, e.tid),
+                        std::mem::take(&mut t.stack),
+                        ns,
+                        true,
+                    );
                 }
             }
         }
@@ -117,7 +124,14 @@ impl OffState {
                     *out.runqueue_ns.entry(c).or_default() += ns;
                     *out.runqueue_pid_ns.entry(t.pid).or_default() += ns;
                 } else {
-                    charge(out, c, (t.pid, *tid), std::mem::take(&mut t.stack), ns);
+                    charge(
+                        out,
+                        c,
+                        (t.pid, *tid),
+                        std::mem::take(&mut t.stack),
+                        ns,
+                        false,
+                    );
                     out.open_at_end += 1;
                 }
             }
@@ -127,8 +141,15 @@ impl OffState {
 }
 
 /// One wait of `ns` on a stack: µs as the stack's weight, plus its count
-/// and longest single wait.
-fn charge(out: &mut Collected, comm: u32, (pid, tid): (u32, u32), frames: Vec<FrameKey>, ns: u64) {
+/// and extremes (`ended`: false for a wait cut short by the stop).
+fn charge(
+    out: &mut Collected,
+    comm: u32,
+    (pid, tid): (u32, u32),
+    frames: Vec<FrameKey>,
+    ns: u64,
+    ended: bool,
+) {
     let us = ns / 1000;
     let key = (comm, frames);
     *out.wait_pid_ns
@@ -140,9 +161,7 @@ fn charge(out: &mut Collected, comm: u32, (pid, tid): (u32, u32), frames: Vec<Fr
     if !tids.contains(&tid) {
         tids.push(tid);
     }
-    let w = out.waits.entry(key.clone()).or_default();
-    w.0 += 1;
-    w.1 = w.1.max(ns);
+    out.waits.entry(key.clone()).or_default().add(ns, ended);
     let e = out.stacks.entry(key).or_default();
     e.0 += us;
     e.1 += us;

@@ -440,10 +440,8 @@ fn resolve_late(out: &mut Collected, spaces: &HashMap<u32, AddressSpace>) {
         e.1 += k;
     }
     let old = std::mem::take(&mut out.waits);
-    for ((comm, frames), (n, max)) in old {
-        let e = out.waits.entry((comm, remap(frames))).or_default();
-        e.0 += n;
-        e.1 = e.1.max(max);
+    for ((comm, frames), w) in old {
+        out.waits.entry((comm, remap(frames))).or_default().merge(w);
     }
     let old = std::mem::take(&mut out.wait_tids);
     for ((comm, frames), tids) in old {
