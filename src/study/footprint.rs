@@ -132,8 +132,8 @@ mod tests {
     fn quick_profile_fits_a_64_mib_board() {
         let p = crate::study::load("quick", &[]).unwrap();
         let big = estimate_in(&p, &room(16 << 30, 100 << 30), None);
-        // mem.bandwidth triad: 3 x 64 MiB arrays, the largest data of the profile.
-        assert_eq!(big.peak_memory, 192 << 20, "{big:?}");
+        // mem.bandwidth copy: 2 x 64 MiB arrays, the largest data of the profile.
+        assert_eq!(big.peak_memory, 128 << 20, "{big:?}");
         assert!(big.peak_issue.contains("mem.bandwidth"), "{big:?}");
         assert!(big.repeats);
         // Each io.record-size issue writes its file at least (fill +
@@ -180,6 +180,6 @@ mod tests {
             },
             None,
         );
-        assert!(big.peak_memory >= 192 << 20, "{big:?}");
+        assert!(big.peak_memory >= 128 << 20, "{big:?}");
     }
 }

@@ -120,9 +120,9 @@ impl Experiment for Stream {
          logical block size (the notes give the size used). prepare() writes the 'earlier \
          recording' (duration × fps frames of random data) in the scratch directory, syncs the \
          file system (syncfs, so the flusher does the writeback and a write throttle does not \
-         slow preparation) and drops the file from the page cache (root: drop_caches, else \
-         fadvise DONTNEED; the notes say which); the cache is dropped again before every trial \
-         (not timed), so playback reads come from the device. One trial streams for \
+         slow preparation); the file is dropped from the page cache before every trial (root: \
+         drop_caches, else fadvise DONTNEED; the notes say which; not timed), so playback reads \
+         come from the device. One trial streams for \
          `duration`: a writer thread appends frames to a new file with pwrite() while a reader \
          thread reads the recording frame by frame with pread(). direct=no (default) uses the \
          page cache as a real recorder does: playback is a cold read through read-ahead, issued \
@@ -275,7 +275,15 @@ impl Experiment for Stream {
         // syncfs: the flusher writes the recording back, so a cgroup v1
         // write throttle on this process does not slow preparation down.
         let _ = rustix::fs::syncfs(&f);
-        let drop_method = drop_file_cache(&f, &path, ctx.is_root)?;
+        // No cache drop here: every trial drops the recording's pages right
+        // before it reads (a second sync + drop_caches cost 0.3-1.5 s of a
+        // quick study and bought nothing). Until then the method is the one
+        // the trial will use.
+        let drop_method = if ctx.is_root {
+            DropMethod::DropCaches
+        } else {
+            DropMethod::Fadvise
+        };
         drop(f);
         let load_path = scratch.file_path(&format!("stream-{id}-load-io"));
         let io_load = if load == Load::Io {

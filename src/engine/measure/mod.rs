@@ -22,6 +22,9 @@ pub use crate::stats::StopReason;
 use crate::stats::{self, summary::relative_half_width};
 use crate::{Error, Result};
 
+mod warmup;
+pub use warmup::{leading_warmup, Discard, AUTO_WARMUP_CAP, AUTO_WARMUP_MIN_REST};
+
 /// Repetition settings, after the experiment's (or command's) defaults.
 #[derive(Debug, Clone, Copy)]
 pub struct Plan {
@@ -54,6 +57,14 @@ pub fn stop_after(
         return Some(StopReason::MaxTrials);
     }
     over_budget.then_some(StopReason::Budget)
+}
+
+/// Whether [`stop_after`] can use the precision after `n` counted trials:
+/// not for a fixed count, nor below the minimum. The precision is a
+/// bootstrap CI per metric (2,000 resamples), worth skipping when it cannot
+/// decide anything — after every trial of every point, on a board.
+pub fn wants_precision(n: usize, how: &Loop) -> bool {
+    !how.fixed && n >= how.plan.min_trials
 }
 
 /// In which order the arms take their trials.
@@ -325,7 +336,8 @@ fn one_arm(
         let n = arm.counted();
         trials.progress(i, n, plan.max_trials);
         let over = clock.elapsed() - measure_start >= arm.budget;
-        if let Some(r) = stop_after(n, plan, arm.precise(plan.precision), over, how.fixed) {
+        let precise = wants_precision(n, how) && arm.precise(plan.precision);
+        if let Some(r) = stop_after(n, plan, precise, over, how.fixed) {
             return Ok(r);
         }
     }
@@ -410,7 +422,7 @@ fn all_rounds(
         // With the automatic warm-up rule an arm may have fewer counted
         // trials than rounds: the least counted decides.
         let n = arms.iter().map(ArmSamples::counted).min().unwrap_or(0);
-        let precise = arms.iter().all(|a| a.precise(plan.precision));
+        let precise = wants_precision(n, how) && arms.iter().all(|a| a.precise(plan.precision));
         let over = clock.elapsed() - measure_start >= plan.budget;
         if let Some(r) = stop_after(n, plan, precise, over, how.fixed) {
             return Ok(r);
@@ -429,265 +441,5 @@ pub fn check_declared(exp: &str, declared: &[&str], values: &Values) -> Result<(
     }
 }
 
-/// Most measured trials the loop discards as warm-up; beyond that the
-/// point is unstable, not warming up, and every trial is kept.
-pub const AUTO_WARMUP_CAP: usize = 3;
-/// A leading trial is only judged against at least this many later ones:
-/// the MAD of fewer values is too rough to call anything an outlier.
-pub const AUTO_WARMUP_MIN_REST: usize = 4;
-
-/// Leading measured trials judged to be warm-up, and why.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Discard {
-    pub count: usize,
-    pub reason: String,
-}
-
-/// Trial k (k = 0, 1, … up to [`AUTO_WARMUP_CAP`]) is warm-up when, in any
-/// metric, it is an outlier against the trials after it by the same MAD rule
-/// the summaries use (modified z-score above 3.5, MAD scaled by 1.4826),
-/// judged only with at least [`AUTO_WARMUP_MIN_REST`] later trials and a
-/// non-zero MAD, and lies outside the range of those later trials. The
-/// first trial that is not an outlier ends the warm-up.
-/// `so_far` (the previous decision) is kept: the search goes on after it.
-pub fn leading_warmup(samples: &BTreeMap<&'static str, Vec<f64>>, so_far: Discard) -> Discard {
-    let mut out = so_far;
-    let mut reasons: Vec<String> = Vec::new();
-    if !out.reason.is_empty() {
-        reasons.push(std::mem::take(&mut out.reason));
-    }
-    'trials: for k in out.count..AUTO_WARMUP_CAP {
-        for (name, v) in samples {
-            let Some(&x) = v.get(k) else { continue };
-            let rest: Vec<f64> = v[k + 1..]
-                .iter()
-                .copied()
-                .filter(|x| x.is_finite())
-                .collect();
-            if !x.is_finite() || rest.len() < AUTO_WARMUP_MIN_REST {
-                continue;
-            }
-            let med = stats::median(&rest);
-            let dev: Vec<f64> = rest.iter().map(|r| (r - med).abs()).collect();
-            let mad = stats::median(&dev);
-            if mad <= 0.0 || med == 0.0 {
-                continue;
-            }
-            let z = (x - med).abs() / (1.4826 * mad);
-            // ... and more extreme than every later trial: with 4-5 tight
-            // later values the MAD alone would call a trial 10% off warm-up.
-            let (lo, hi) = rest
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
-                    (l.min(*v), h.max(*v))
-                });
-            if z > 3.5 && (x < lo || x > hi) {
-                reasons.push(format!(
-                    "trial {}'s {name} was {:.2}× the median of the {} trials after it \
-                     (modified z-score {z:.1} > 3.5)",
-                    k + 1,
-                    x / med,
-                    rest.len()
-                ));
-                out.count = k + 1;
-                continue 'trials;
-            }
-        }
-        break;
-    }
-    out.reason = reasons.join("; ");
-    out
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    use std::cell::Cell;
-    use std::rc::Rc;
-
-    /// A fake clock the fake experiment advances: no test waits for real time.
-    struct Fake(Rc<Cell<f64>>);
-    impl Clock for Fake {
-        fn elapsed(&mut self) -> f64 {
-            self.0.get()
-        }
-    }
-
-    fn how(schedule: Schedule, warmup: usize, min: usize, max: usize, budget: f64) -> Loop {
-        Loop {
-            schedule,
-            plan: Plan {
-                warmup,
-                min_trials: min,
-                max_trials: max,
-                precision: 0.02,
-                budget,
-            },
-            fixed: false,
-            auto_warmup: false,
-        }
-    }
-
-    /// Runs the loop on a fake experiment: every trial costs `cost` fake
-    /// seconds and returns `100 × (arm + 1)` plus `jitter` times a wobble;
-    /// the log records (arm, warm-up?) in call order.
-    fn run(arms: usize, how: &Loop, cost: f64, jitter: f64) -> (Measured, Vec<(usize, bool)>) {
-        let now = Rc::new(Cell::new(0.0));
-        let mut clock = Fake(now.clone());
-        let mut log = Vec::new();
-        let m = measure(
-            arms,
-            how,
-            &mut clock,
-            &mut FnTrials(|arm: usize, warm: bool| {
-                now.set(now.get() + cost);
-                log.push((arm, warm));
-                let k = log.len() as f64;
-                Ok(vec![(
-                    "t",
-                    100.0 * (arm + 1) as f64 + jitter * (k * 2.7).sin(),
-                )])
-            }),
-        );
-        (m, log)
-    }
-
-    #[test]
-    fn stop_rule_order() {
-        let p = how(Schedule::Sequential, 1, 5, 10, 10.0).plan;
-        assert_eq!(stop_after(3, &p, true, false, false), None, "min first");
-        assert_eq!(
-            stop_after(5, &p, true, false, false),
-            Some(StopReason::Precision)
-        );
-        assert_eq!(
-            stop_after(10, &p, false, false, false),
-            Some(StopReason::MaxTrials)
-        );
-        assert_eq!(
-            stop_after(2, &p, false, true, false),
-            Some(StopReason::Budget)
-        );
-        assert_eq!(
-            stop_after(5, &p, true, true, true),
-            None,
-            "fixed ignores precision and budget"
-        );
-        assert_eq!(
-            stop_after(10, &p, false, false, true),
-            Some(StopReason::Fixed)
-        );
-    }
-
-    #[test]
-    fn sequential_warms_each_arm_before_its_own_trials() {
-        let mut h = how(Schedule::Sequential, 2, 3, 3, 100.0);
-        h.fixed = true;
-        let (m, log) = run(2, &h, 0.1, 5.0);
-        assert!(m.error.is_none());
-        let expect: Vec<(usize, bool)> = [(0, true), (0, true), (0, false), (0, false), (0, false)]
-            .into_iter()
-            .chain([(1, true), (1, true), (1, false), (1, false), (1, false)])
-            .collect();
-        assert_eq!(log, expect);
-        for arm in &m.arms {
-            assert_eq!(arm.reason, Some(StopReason::Fixed));
-            assert_eq!(arm.samples["t"].len(), 3);
-            assert_eq!(arm.warmup["t"].len(), 2);
-        }
-    }
-
-    #[test]
-    fn precise_arms_stop_at_the_minimum() {
-        // No jitter: the CI is zero wide after the minimum trials.
-        let (m, log) = run(1, &how(Schedule::Sequential, 0, 5, 30, 100.0), 0.1, 0.0);
-        assert_eq!(m.arms[0].reason, Some(StopReason::Precision));
-        assert_eq!(log.len(), 5);
-    }
-
-    #[test]
-    fn noisy_arms_run_to_the_maximum() {
-        let (m, log) = run(1, &how(Schedule::Sequential, 0, 5, 12, 1000.0), 0.1, 40.0);
-        assert_eq!(m.arms[0].reason, Some(StopReason::MaxTrials));
-        assert_eq!(log.len(), 12);
-    }
-
-    /// A skipped point returns no values: before, its trials never counted
-    /// and the loop spun for ever (io.pregrow's fallocate on ext2).
-    #[test]
-    fn trials_without_values_still_count() {
-        let now = Rc::new(Cell::new(0.0));
-        let mut clock = Fake(now.clone());
-        let mut calls = 0;
-        let m = measure(
-            1,
-            &how(Schedule::Sequential, 1, 2, 5, 1e9),
-            &mut clock,
-            &mut FnTrials(|_arm: usize, _warm: bool| {
-                calls += 1;
-                Ok(vec![])
-            }),
-        );
-        assert_eq!(m.arms[0].reason, Some(StopReason::MaxTrials));
-        assert_eq!(m.arms[0].counted(), 5);
-        assert_eq!(calls, 6);
-    }
-
-    #[test]
-    fn warmup_is_bounded_by_the_budget() {
-        let (m, log) = run(1, &how(Schedule::Sequential, 1000, 1, 1, 3.0), 1.0, 0.0);
-        assert_eq!(m.arms[0].warmed, 3, "stops once the budget is spent");
-        assert_eq!(log.iter().filter(|(_, w)| !*w).count(), 1);
-    }
-
-    #[test]
-    fn undeclared_metrics_are_refused() {
-        let v: Values = vec![("a", 1.0), ("zz", 2.0)];
-        assert!(check_declared("x.y", &["a"], &v).is_err());
-        assert!(check_declared("x.y", &["a", "zz"], &v).is_ok());
-    }
-
-    #[test]
-    fn warmup_detection_is_capped_and_needs_evidence() {
-        let m = |v: &[f64]| {
-            let mut b = BTreeMap::new();
-            b.insert("t", v.to_vec());
-            leading_warmup(&b, Discard::default()).count
-        };
-        // Too few later trials to judge.
-        assert_eq!(m(&[100.0, 10.0, 10.1, 9.9]), 0);
-        assert_eq!(m(&[100.0, 10.0, 10.1, 9.9, 10.2]), 1);
-        // Two cold trials.
-        assert_eq!(m(&[100.0, 50.0, 10.0, 10.1, 9.9, 10.2]), 2);
-        // A slow drift over many trials is not warm-up beyond the cap.
-        assert_eq!(
-            m(&[90.0, 80.0, 70.0, 60.0, 10.0, 10.1, 9.9, 10.2, 10.0]),
-            AUTO_WARMUP_CAP
-        );
-        // A faster first trial is a transient too (e.g. writes before the
-        // dirty limit).
-        assert_eq!(m(&[2.0, 10.0, 10.1, 9.9, 10.2]), 1);
-        // Identical later values (a count, a quantised time): no spread to
-        // judge against, nothing discarded.
-        assert_eq!(m(&[1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 0);
-        // An ordinary first trial ends the search.
-        assert_eq!(m(&[10.05, 100.0, 10.0, 10.1, 9.9, 10.2]), 0);
-        // Tight later trials make the MAD tiny: a first trial inside their
-        // range is not warm-up even with a large modified z-score.
-        assert_eq!(m(&[11.0, 10.0, 10.01, 10.02, 12.0, 10.03]), 0);
-        // A decision stands when later trials would have made the first
-        // one look ordinary: the search resumes after it.
-        let mut b = BTreeMap::new();
-        b.insert("t", vec![13.0, 10.0, 10.1, 9.9, 10.2]);
-        let first = leading_warmup(&b, Discard::default());
-        assert_eq!(first.count, 1);
-        b.insert(
-            "t",
-            vec![13.0, 10.0, 10.1, 9.9, 10.2, 12.5, 13.5, 11.8, 12.9],
-        );
-        assert_eq!(leading_warmup(&b, Discard::default()).count, 0);
-        let again = leading_warmup(&b, first.clone());
-        assert_eq!(again, first);
-    }
-}
+mod tests;

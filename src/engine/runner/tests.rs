@@ -1,0 +1,209 @@
+//! Tests of the runner: warm-up discard, fitted parameters, options.
+
+use super::*;
+
+#[test]
+fn options_resolve_against_defaults() {
+    let d = RunDefaults::default();
+    let o = RunOptions {
+        trials: Some(3),
+        ..Default::default()
+    };
+    let p = o.plan(d).unwrap();
+    assert_eq!((p.min_trials, p.max_trials), (3, 3));
+    let o = RunOptions {
+        trials: Some(0),
+        ..Default::default()
+    };
+    assert_eq!(o.plan(d).unwrap_err().exit_code(), 2);
+    let o = RunOptions {
+        precision: Some(5.0),
+        ..Default::default()
+    };
+    assert!(o.plan(d).is_err());
+    let o = RunOptions {
+        min_trials: Some(5),
+        max_trials: Some(2),
+        ..Default::default()
+    };
+    let e = o.plan(d).unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().contains("--min-trials 5"), "{e}");
+    // Only --max-trials below the default minimum: the minimum follows.
+    let o = RunOptions {
+        max_trials: Some(2),
+        ..Default::default()
+    };
+    assert_eq!(o.plan(d).unwrap().min_trials, 2);
+}
+
+/// An experiment whose trials return scripted values, in order.
+struct Scripted(Vec<f64>);
+
+struct ScriptedRun {
+    values: std::vec::IntoIter<f64>,
+}
+
+impl super::super::PointRun for ScriptedRun {
+    fn trial(&mut self, _ctx: &Ctx) -> Result<super::super::TrialValues> {
+        let v = self.values.next().unwrap_or(10.0);
+        Ok(super::super::TrialValues::new().with("t", v))
+    }
+}
+
+impl Experiment for Scripted {
+    fn name(&self) -> &'static str {
+        "test.scripted"
+    }
+    fn summary(&self) -> &'static str {
+        "scripted values"
+    }
+    fn method(&self) -> &'static str {
+        "returns the values it was given"
+    }
+    fn params(&self) -> Vec<super::super::ParamSpec> {
+        Vec::new()
+    }
+    fn metrics(&self) -> Vec<super::super::MetricSpec> {
+        vec![super::super::MetricSpec::lower("t", "s", "a time")]
+    }
+    fn prepare(&self, _ctx: &Ctx, _p: &Point) -> Result<Box<dyn super::super::PointRun>> {
+        Ok(Box::new(ScriptedRun {
+            values: self.0.clone().into_iter(),
+        }))
+    }
+}
+
+fn run_scripted(values: &[f64], plan: &Plan, fixed: bool) -> PointResult {
+    let ctx = Ctx::new(None, std::env::temp_dir(), None);
+    let exp = Scripted(values.to_vec());
+    let out = run_points(&exp, &[Point::default()], &ctx, plan, fixed, &mut |_| {});
+    assert!(out.error.is_none());
+    assert!(
+        out.warnings.iter().all(|w| !w.contains("--warmup")),
+        "no warm-up advice is pushed onto the user: {:?}",
+        out.warnings
+    );
+    out.results.into_iter().next().unwrap()
+}
+
+#[test]
+fn a_cold_first_trial_is_discarded_and_replaced() {
+    // Warm-up 1 (value 50), then a measured trial still cold (30), then
+    // steady values around 10.
+    let values = [50.0, 30.0, 10.0, 10.2, 9.9, 10.1, 9.8, 10.3, 10.0, 9.9];
+    let p = Plan {
+        warmup: 1,
+        min_trials: 5,
+        max_trials: 5,
+        precision: 1e-9,
+        budget: 60.0,
+    };
+    let r = run_scripted(&values, &p, true);
+    let m = &r.metrics[0];
+    // Five kept trials as asked, the cold one moved to the warm-up list.
+    assert_eq!(m.samples, [10.0, 10.2, 9.9, 10.1, 9.8]);
+    assert_eq!(m.warmup, [50.0, 30.0]);
+    assert_eq!(r.validity.warmup_discarded, 1);
+    assert!(
+        r.validity
+            .warmup_reason
+            .contains("trial 1's t was 2.99× the median of the 4 trials after it"),
+        "{}",
+        r.validity.warmup_reason
+    );
+    assert!(r
+        .notes
+        .iter()
+        .any(|n| n.contains("1 measured trial discarded as warm-up")));
+    assert!(!m.summary.first_is_outlier);
+    // Every measured trial (discarded included) has a guard check.
+    assert_eq!(r.validity.trials.len(), 6);
+    assert_eq!(m.summary.stop_reason, Some(StopReason::Fixed));
+}
+
+#[test]
+fn steady_trials_are_all_kept() {
+    let values = [10.0, 10.1, 9.9, 10.2, 9.8, 10.0, 10.1];
+    let p = Plan {
+        warmup: 0,
+        min_trials: 5,
+        max_trials: 5,
+        precision: 1e-9,
+        budget: 60.0,
+    };
+    let r = run_scripted(&values, &p, true);
+    assert_eq!(r.metrics[0].samples.len(), 5);
+    assert_eq!(r.validity.warmup_discarded, 0);
+    assert!(r.metrics[0].warmup.is_empty());
+}
+
+/// A point that ran with a smaller size than asked, as the memory and
+/// disk fitting does on a small board.
+struct Fitting;
+
+struct FittingRun;
+
+impl super::super::PointRun for FittingRun {
+    fn trial(&mut self, _ctx: &Ctx) -> Result<super::super::TrialValues> {
+        Ok(super::super::TrialValues::new().with("t", 1.0))
+    }
+    fn fitted(&self) -> Vec<Fitted> {
+        vec![Fitted {
+            param: "size",
+            used: ParamValue::Int(48 << 20),
+            why: "memory budget 48 MiB".into(),
+        }]
+    }
+}
+
+impl Experiment for Fitting {
+    fn name(&self) -> &'static str {
+        "test.fitting"
+    }
+    fn summary(&self) -> &'static str {
+        "fits its size"
+    }
+    fn method(&self) -> &'static str {
+        "returns 1"
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![ParamSpec::new(
+            "size",
+            super::super::ParamKind::Size,
+            "256M",
+            "buffer size",
+        )]
+    }
+    fn metrics(&self) -> Vec<super::super::MetricSpec> {
+        vec![super::super::MetricSpec::lower("t", "s", "a time")]
+    }
+    fn prepare(&self, _ctx: &Ctx, _p: &Point) -> Result<Box<dyn PointRun>> {
+        Ok(Box::new(FittingRun))
+    }
+}
+
+#[test]
+fn a_fitted_size_is_stored_as_used_with_a_note() {
+    let ctx = Ctx::new(None, std::env::temp_dir(), None);
+    let mut params = BTreeMap::new();
+    params.insert("size".to_string(), ParamValue::Int(256 << 20));
+    let p = Plan {
+        warmup: 0,
+        min_trials: 2,
+        max_trials: 2,
+        precision: 0.02,
+        budget: 60.0,
+    };
+    let out = run_points(&Fitting, &[Point(params)], &ctx, &p, true, &mut |_| {});
+    assert!(out.error.is_none());
+    let r = &out.results[0];
+    assert_eq!(r.params["size"], ParamValue::Int(48 << 20));
+    assert!(
+        r.notes.iter().any(|n| n
+            == "size=48 MiB was measured (fitted: memory budget 48 MiB; size=256 MiB was \
+                asked for)"),
+        "{:?}",
+        r.notes
+    );
+}
