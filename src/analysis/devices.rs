@@ -177,67 +177,39 @@ pub fn compare_devices(runs: &[Run], baseline: usize, noise: f64) -> DeviceCompa
 #[cfg(test)]
 pub(crate) mod testing {
     use super::*;
-    use crate::model::run::{IssueVerdict, MetricResult, PointResult, RunStatus, StudySummary};
-    use crate::stats::summarize;
-    use std::collections::BTreeMap;
+    use crate::model::run::{IssueVerdict, StudySummary};
 
     fn run(host: &str, value: f64, kernel: &str, verdict: &str) -> Run {
         let samples: Vec<f64> = [0.998, 1.0, 1.002, 0.999, 1.001]
             .iter()
             .map(|f| f * value)
             .collect();
-        let mut env = BTreeMap::new();
-        env.insert("host.name".to_string(), host.to_string());
-        env.insert("kernel.release".to_string(), kernel.to_string());
-        env.insert(
-            "mem.available_bytes".to_string(),
-            format!("{}", value as u64),
+        let available = format!("{}", value as u64);
+        let env = [
+            ("host.name", host),
+            ("kernel.release", kernel),
+            ("mem.available_bytes", available.as_str()),
+        ];
+        let mut r = super::super::testing::run(
+            format!("run-{host}"),
+            "2026-11-23T00:00:00Z".into(),
+            &env,
+            samples,
         );
-        Run {
-            schema: "tunelab.run/1".into(),
-            id: format!("run-{host}"),
-            label: String::new(),
-            status: RunStatus::Complete,
-            started: "2026-11-23T00:00:00Z".into(),
-            finished: String::new(),
-            tool_version: "0".into(),
-            argv: vec![],
-            environment: env,
-            quietness: Default::default(),
-            results: vec![PointResult {
-                experiment: "io.fake".into(),
-                params: BTreeMap::new(),
-                metrics: vec![MetricResult {
-                    name: "write_throughput".into(),
-                    unit: "B/s".into(),
-                    better: Better::Higher,
-                    summary: summarize(&samples),
-                    samples,
-                    warmup: vec![],
-                }],
-                series: vec![],
-                histograms: vec![],
-                notes: vec![],
-                elapsed_s: 1.0,
-                ..Default::default()
+        r.study = Some(StudySummary {
+            profile: "pvr".into(),
+            title: "PVR".into(),
+            issues: vec![IssueVerdict {
+                name: "Recording".into(),
+                question: String::new(),
+                result: String::new(),
+                verdict: verdict.into(),
+                conclusion: String::new(),
+                suspect: vec![],
+                seconds: None,
             }],
-            samples: vec![],
-            warnings: vec![],
-            study: Some(StudySummary {
-                profile: "pvr".into(),
-                title: "PVR".into(),
-                issues: vec![IssueVerdict {
-                    name: "Recording".into(),
-                    question: String::new(),
-                    result: String::new(),
-                    verdict: verdict.into(),
-                    conclusion: String::new(),
-                    suspect: vec![],
-                    seconds: None,
-                }],
-            }),
-            diagnosis: None,
-        }
+        });
+        r
     }
 
     /// stb-b at half stb-a's write throughput (and failing), stb-c the same

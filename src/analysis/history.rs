@@ -212,48 +212,14 @@ pub fn history(runs: &[Run], q: &Query) -> History {
 #[cfg(test)]
 pub(crate) mod testing {
     use super::*;
-    use crate::model::run::{MetricResult, PointResult, RunStatus};
-    use crate::stats::summarize;
-    use std::collections::BTreeMap;
 
     pub(crate) fn run(i: usize, value: f64, kernel: &str) -> Run {
-        let samples = vec![value * 0.99, value, value * 1.01];
-        let mut env = BTreeMap::new();
-        env.insert("host.name".to_string(), "board1".to_string());
-        env.insert("kernel.release".to_string(), kernel.to_string());
-        Run {
-            schema: "tunelab.run/1".into(),
-            id: format!("r{i:03}"),
-            label: String::new(),
-            status: RunStatus::Complete,
-            started: format!("2026-11-{:02}T{:02}:00:00Z", 1 + i / 24, i % 24),
-            finished: String::new(),
-            tool_version: "0".into(),
-            argv: vec![],
-            environment: env,
-            quietness: Default::default(),
-            results: vec![PointResult {
-                experiment: "io.fake".into(),
-                params: BTreeMap::new(),
-                metrics: vec![MetricResult {
-                    name: "write_throughput".into(),
-                    unit: "B/s".into(),
-                    better: Better::Higher,
-                    summary: summarize(&samples),
-                    samples,
-                    warmup: vec![],
-                }],
-                series: vec![],
-                histograms: vec![],
-                notes: vec![],
-                elapsed_s: 1.0,
-                ..Default::default()
-            }],
-            samples: vec![],
-            warnings: vec![],
-            study: None,
-            diagnosis: None,
-        }
+        super::super::testing::run(
+            format!("r{i:03}"),
+            format!("2026-11-{:02}T{:02}:00:00Z", 1 + i / 24, i % 24),
+            &[("host.name", "board1"), ("kernel.release", kernel)],
+            vec![value * 0.99, value, value * 1.01],
+        )
     }
 
     pub(crate) fn wobble(i: usize) -> f64 {
