@@ -1,9 +1,11 @@
 //! tunelab: measure, explain and tune the performance of Linux systems.
 //!
 //! Data flows one way: CLI -> experiment registry -> runner (trials, stats,
-//! sampler) -> run model -> store / report. See `docs/` and the README.
+//! sampler) -> run model -> store / report; `analysis` computes comparisons and
+//! histories from stored runs, `report` renders them. See `docs/` and the README.
 
 pub mod advise;
+pub mod analysis;
 pub mod cli;
 pub mod diagnose;
 pub mod engine;

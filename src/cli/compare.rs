@@ -3,10 +3,12 @@
 
 use super::export_flags::Texts;
 use super::Out;
+use crate::analysis::compare::compare_runs;
+use crate::analysis::devices::{compare_devices, machine_of};
 use crate::engine::model::Run;
 use crate::model::applied;
-use crate::report::comparison::{compare_runs, render};
-use crate::report::devices::{self, compare_devices, machine_of};
+use crate::report::compare::render;
+use crate::report::devices;
 use crate::report::{export, md_report};
 use crate::store::Store;
 use crate::{Error, Result};

@@ -2,7 +2,8 @@
 //! the environment differences at each of them.
 
 use super::Out;
-use crate::report::history::{history, render, Query};
+use crate::analysis::history::{history, Query};
+use crate::report::history::render;
 use crate::store::Store;
 use crate::{Error, Result};
 

@@ -158,7 +158,7 @@ pub fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
             // The inventory name tells boards apart when they share a host
             // name (cloned images are all "buildroot"); --machine matches it.
             run.environment
-                .insert(crate::report::devices::FLEET_HOST.into(), o.host.clone());
+                .insert(crate::analysis::devices::FLEET_HOST.into(), o.host.clone());
             store.save(&run)?;
             stored.push((o.host.clone(), run.id.clone()));
         }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::output::{create_new, write_all};
 use super::Out;
+use crate::analysis::devices::compare_devices;
 use crate::report::{devices, document, html, md_report};
 use crate::store::Store;
 use crate::{Error, Result};
@@ -102,7 +103,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
             )));
         }
         let baseline = args.sel.baseline_index(&runs)?;
-        let c = devices::compare_devices(&runs, baseline, args.noise);
+        let c = compare_devices(&runs, baseline, args.noise);
         let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
         (
             devices::document(&c),

@@ -151,7 +151,7 @@ pub fn markdown(run: &Run) -> String {
 }
 
 /// A comparison of two runs as CSV: one row per metric of each paired point.
-pub fn comparison_csv(c: &super::comparison::RunComparison) -> String {
+pub fn comparison_csv(c: &crate::analysis::compare::RunComparison) -> String {
     let mut out = String::from(
         "base_run,new_run,experiment,base_params,new_params,metric,unit,better,base_median,\
          new_median,ratio,ci95_low,ci95_high,verdict\n",
@@ -185,7 +185,7 @@ pub fn comparison_csv(c: &super::comparison::RunComparison) -> String {
 
 /// Several devices compared as CSV: one row per device and metric, with
 /// the ratio to the baseline device (empty for the baseline itself).
-pub fn devices_csv(c: &super::devices::DeviceComparison) -> String {
+pub fn devices_csv(c: &crate::analysis::devices::DeviceComparison) -> String {
     let mut out = String::from(
         "machine,run,baseline,experiment,params,metric,unit,better,median,ratio,ci95_low,\
          ci95_high,verdict\n",

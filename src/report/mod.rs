@@ -1,8 +1,9 @@
-//! Turning runs into text: terminal tables, JSON/CSV/Markdown exports,
-//! comparisons.
+//! Turning runs, and what `analysis` computes from them (comparisons,
+//! device tables, histories), into text and documents: terminal tables,
+//! JSON/CSV/Markdown exports, HTML. Rendering only.
 
 pub mod charts;
-pub mod comparison;
+pub mod compare;
 pub mod devices;
 pub mod diagnosis;
 pub mod document;

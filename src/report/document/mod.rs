@@ -2,19 +2,19 @@
 //! sections of tables, charts, notes and warnings. `report::html` and
 //! `report::md_report` turn a [`Document`] into HTML or Markdown.
 //!
-//! One file per section: comparison, system, study, experiment, monitor.
+//! One file per section: compare (the comparison), system, study, experiment, monitor.
 //! Which charts an experiment gets is decided in `report::pick_charts`.
 
-mod comparison;
+mod compare;
 mod experiment;
 mod monitor;
 mod study;
 mod system;
 
 use super::charts::Chart;
-use super::comparison::compare_runs;
+use crate::analysis::compare::{compare_runs, RunComparison};
 use crate::model::run::{PointResult, Run};
-use comparison::comparison_section;
+use compare::comparison_section;
 use experiment::experiment_section;
 use monitor::monitor_section;
 use study::study_section;
@@ -138,7 +138,7 @@ pub fn one_line(s: &str) -> String {
 }
 
 /// A comparison of two runs alone (`compare --export-markdown`).
-pub fn comparison_document(c: &super::comparison::RunComparison) -> Document {
+pub fn comparison_document(c: &RunComparison) -> Document {
     Document {
         title: format!("tunelab comparison: {} → {}", c.base, c.new),
         facts: vec![

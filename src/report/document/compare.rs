@@ -2,8 +2,8 @@
 //! forest plot of the ratios and their confidence intervals.
 
 use super::{figure, Block, Cell, Section, Table};
+use crate::analysis::compare::RunComparison;
 use crate::report::charts::{Chart, ForestPlot, ForestRow};
-use crate::report::comparison::RunComparison;
 use crate::stats::Verdict;
 use crate::units::{human, sig};
 

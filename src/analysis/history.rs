@@ -1,0 +1,302 @@
+//! `tunelab history`: stored medians of one experiment (or every experiment
+//! of a study profile) over time, change points found by E-divisive means,
+//! and what changed in the environment at each of them.
+//!
+//! A series is one (experiment, parameters, metric) across runs, oldest
+//! first. Each change point reports the medians of the segments on both
+//! sides (the median of the runs' medians: one odd run does not move it),
+//! their ratio, the permutation p-value, and the environment facts that
+//! differ between the last run before and the first run after the change.
+//!
+//! `report::history` renders the result.
+
+use serde::Serialize;
+
+use super::compare::{env_diff, EnvDiff};
+use crate::model::run::Run;
+use crate::model::Better;
+use crate::stats::changepoint::{e_divisive, Options};
+use crate::stats::summary::median;
+
+/// Which runs and series to look at.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// An experiment name (`io.record-size`) or a study profile (`quick`).
+    pub subject: String,
+    pub metric: Option<String>,
+    /// Only runs of this machine (`fleet.host`, else `host.name`).
+    pub machine: Option<String>,
+    /// Fewest runs on each side of a change point.
+    pub min_segment: usize,
+}
+
+/// One stored median.
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    pub run: String,
+    pub started: String,
+    pub machine: String,
+    pub median: f64,
+    pub ci95_low: f64,
+    pub ci95_high: f64,
+}
+
+/// A change between `entries[index - 1]` and `entries[index]`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    pub index: usize,
+    /// The first run of the new segment.
+    pub run: String,
+    pub before: f64,
+    pub after: f64,
+    /// after / before.
+    pub ratio: f64,
+    pub p_value: f64,
+    /// Worse by the metric's direction.
+    pub regression: bool,
+    pub environment_diff: Vec<EnvDiff>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Series {
+    pub experiment: String,
+    pub params: String,
+    pub metric: String,
+    pub unit: String,
+    pub better: Better,
+    pub entries: Vec<Entry>,
+    pub changes: Vec<Change>,
+    /// The newest run belongs to a segment worse than the one before it.
+    pub newest_regressed: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct History {
+    pub schema: &'static str,
+    pub subject: String,
+    pub method: String,
+    pub runs: usize,
+    pub series: Vec<Series>,
+}
+
+impl History {
+    pub fn regressions(&self) -> Vec<&Series> {
+        self.series.iter().filter(|s| s.newest_regressed).collect()
+    }
+}
+
+/// The inventory name of a `remote` run, else its host name (as devices).
+fn machine_of(run: &Run) -> String {
+    super::devices::machine_of(run)
+        .cloned()
+        .unwrap_or_else(|| "?".into())
+}
+
+/// Whether a run speaks about the subject: it measured the experiment, or it
+/// is a study of that profile.
+fn relevant(run: &Run, q: &Query) -> bool {
+    let about = run.results.iter().any(|r| r.experiment == q.subject)
+        || run.study.as_ref().is_some_and(|s| s.profile == q.subject);
+    let machine = q.machine.as_ref().is_none_or(|m| &machine_of(run) == m);
+    about && machine
+}
+
+/// Build the history from runs in any order (they are sorted oldest first).
+pub fn history(runs: &[Run], q: &Query) -> History {
+    let mut chosen: Vec<&Run> = runs.iter().filter(|r| relevant(r, q)).collect();
+    chosen.sort_by(|a, b| a.started.cmp(&b.started));
+    let study = chosen
+        .iter()
+        .any(|r| r.study.as_ref().is_some_and(|s| s.profile == q.subject));
+    let mut series: Vec<(Series, Vec<usize>)> = Vec::new();
+    for (ri, run) in chosen.iter().enumerate() {
+        for r in &run.results {
+            if !study && r.experiment != q.subject {
+                continue;
+            }
+            let params = r.params_label();
+            for m in &r.metrics {
+                if q.metric.as_ref().is_some_and(|want| want != &m.name) || m.samples.is_empty() {
+                    continue;
+                }
+                let entry = Entry {
+                    run: run.id.clone(),
+                    started: run.started.clone(),
+                    machine: machine_of(run),
+                    median: m.summary.median,
+                    ci95_low: m.summary.ci95_low,
+                    ci95_high: m.summary.ci95_high,
+                };
+                let at = series.iter().position(|(s, _)| {
+                    s.experiment == r.experiment && s.params == params && s.metric == m.name
+                });
+                match at {
+                    Some(i) => {
+                        // One entry per run: a run that measured the same
+                        // point twice contributes its first measurement.
+                        if series[i].1.last() != Some(&ri) {
+                            series[i].0.entries.push(entry);
+                            series[i].1.push(ri);
+                        }
+                    }
+                    None => series.push((
+                        Series {
+                            experiment: r.experiment.clone(),
+                            params: params.clone(),
+                            metric: m.name.clone(),
+                            unit: m.unit.clone(),
+                            better: m.better,
+                            entries: vec![entry],
+                            changes: Vec::new(),
+                            newest_regressed: false,
+                        },
+                        vec![ri],
+                    )),
+                }
+            }
+        }
+    }
+    let opt = Options {
+        min_size: q.min_segment.max(2),
+        ..Options::default()
+    };
+    let series = series
+        .into_iter()
+        .map(|(mut s, run_idx)| {
+            let xs: Vec<f64> = s.entries.iter().map(|e| e.median).collect();
+            let cps = e_divisive(&xs, &opt);
+            let mut bounds: Vec<usize> = vec![0];
+            bounds.extend(cps.iter().map(|c| c.index));
+            bounds.push(xs.len());
+            for (k, cp) in cps.iter().enumerate() {
+                let before = median(&xs[bounds[k]..bounds[k + 1]]);
+                let after = median(&xs[bounds[k + 1]..bounds[k + 2]]);
+                let worse = match s.better {
+                    Better::Higher => after < before,
+                    Better::Lower => after > before,
+                };
+                s.changes.push(Change {
+                    index: cp.index,
+                    run: s.entries[cp.index].run.clone(),
+                    before,
+                    after,
+                    ratio: after / before,
+                    p_value: cp.p_value,
+                    regression: worse,
+                    environment_diff: env_diff(
+                        chosen[run_idx[cp.index - 1]],
+                        chosen[run_idx[cp.index]],
+                    ),
+                });
+            }
+            // Only a series the newest run is part of can gate a pipeline.
+            let newest_in = run_idx.last() == Some(&(chosen.len() - 1));
+            s.newest_regressed = newest_in && s.changes.last().is_some_and(|c| c.regression);
+            s
+        })
+        .collect();
+    History {
+        schema: "tunelab.history/1",
+        subject: q.subject.clone(),
+        method: format!(
+            "E-divisive means (Matteson & James 2014), permutation test: {} permutations, \
+             alpha {}, at least {} runs per segment",
+            opt.permutations, opt.alpha, opt.min_size
+        ),
+        runs: chosen.len(),
+        series,
+    }
+}
+
+/// Stored runs of one board for the tests here and of the renderers.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    pub(crate) fn run(i: usize, value: f64, kernel: &str) -> Run {
+        super::super::testing::run(
+            format!("r{i:03}"),
+            format!("2026-11-{:02}T{:02}:00:00Z", 1 + i / 24, i % 24),
+            &[("host.name", "board1"), ("kernel.release", kernel)],
+            vec![value * 0.99, value, value * 1.01],
+        )
+    }
+
+    pub(crate) fn wobble(i: usize) -> f64 {
+        1.0 + 0.01 * ((i as f64) * 2.3).sin()
+    }
+
+    /// 12 runs at 100 MB/s on kernel 6.1, then 8 at 80 MB/s on 6.6.
+    pub(crate) fn step_down() -> History {
+        let mut runs: Vec<Run> = (0..12).map(|i| run(i, 100e6 * wobble(i), "6.1")).collect();
+        runs.extend((12..20).map(|i| run(i, 80e6 * wobble(i), "6.6")));
+        history(
+            &runs,
+            &Query {
+                subject: "io.fake".into(),
+                min_segment: 3,
+                ..Default::default()
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{run, step_down, wobble};
+    use super::*;
+
+    #[test]
+    fn a_step_down_is_a_regression_with_its_environment_change() {
+        let h = step_down();
+        assert_eq!(h.series.len(), 1);
+        let s = &h.series[0];
+        assert_eq!(s.changes.len(), 1, "{:?}", s.changes);
+        let c = &s.changes[0];
+        assert_eq!(c.index, 12);
+        assert!(c.regression && (c.ratio - 0.8).abs() < 0.02, "{c:?}");
+        assert!(c.environment_diff.iter().any(|d| d.key == "kernel.release"));
+        assert!(s.newest_regressed);
+        assert_eq!(h.regressions().len(), 1);
+    }
+
+    #[test]
+    fn noise_alone_has_no_change_and_no_regression() {
+        let runs: Vec<Run> = (0..25)
+            .map(|i| run(i, 100e6 * wobble(i * 7), "6.1"))
+            .collect();
+        let h = history(
+            &runs,
+            &Query {
+                subject: "io.fake".into(),
+                min_segment: 3,
+                ..Default::default()
+            },
+        );
+        assert!(h.series[0].changes.is_empty());
+        assert!(h.regressions().is_empty());
+    }
+
+    #[test]
+    fn other_machines_and_experiments_are_left_out() {
+        let mut runs: Vec<Run> = (0..6).map(|i| run(i, 1.0, "6.1")).collect();
+        runs[2]
+            .environment
+            .insert("host.name".into(), "board2".into());
+        runs[3].results[0].experiment = "io.other".into();
+        // A remote run of board2 from a clone that calls itself board1.
+        runs[4]
+            .environment
+            .insert("fleet.host".into(), "board2".into());
+        let h = history(
+            &runs,
+            &Query {
+                subject: "io.fake".into(),
+                machine: Some("board1".into()),
+                ..Default::default()
+            },
+        );
+        assert_eq!(h.runs, 3);
+        assert_eq!(h.series[0].entries.len(), 3);
+    }
+}
