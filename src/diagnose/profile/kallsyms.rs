@@ -3,8 +3,8 @@
 //! symbols (5 MB of text): loading them all as a table (what blazesym's
 //! kernel source does, ~10 MB at its peak) is more than a 64 MiB board has
 //! free after a profile, and the OOM killer ended `diagnose` there. Pass 1
-//! keeps each text symbol's address and line number (12 bytes a symbol);
-//! pass 2 reads the names of the few lines the samples fell into.
+//! finds, for each sampled address, the line of its symbol (memory in
+//! proportion to the samples); pass 2 reads the names on those lines.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
@@ -48,33 +48,58 @@ pub(super) fn resolve_with<R: Read>(
     if addrs.is_empty() {
         return out;
     }
-    // Pass 1: (address, line number) of every text symbol.
-    let mut table: Vec<(u64, u32)> = Vec::new();
-    let Ok(r) = open() else { return out };
-    for (i, line) in BufReader::with_capacity(64 << 10, r).lines().enumerate() {
-        let Ok(line) = line else { break };
-        if let Some((a, kind, _, _)) = fields(&line) {
-            if a != 0 && is_text(kind) {
-                table.push((a, i as u32));
+    // Pass 1: for each sampled address, the line of the closest text
+    // symbol at or below it, in memory proportional to the samples, not to
+    // the kernel. kallsyms is ascending in runs (the kernel image, then each
+    // module): inside a run a symbol covers up to the next one; the last of
+    // a run covers everything above it, until a closer symbol claims it.
+    let mut addrs: Vec<u64> = addrs.to_vec();
+    addrs.sort_unstable();
+    addrs.dedup();
+    // (symbol address, line) per address; line u32::MAX = none yet.
+    let mut best: Vec<(u64, u32)> = vec![(0, u32::MAX); addrs.len()];
+    let mut claim = |lo: u64, hi: Option<u64>, cand: (u64, u32)| {
+        let from = addrs.partition_point(|&a| a < lo);
+        let to = hi.map_or(addrs.len(), |h| addrs.partition_point(|&a| a < h));
+        for b in &mut best[from..to.max(from)] {
+            if b.1 == u32::MAX || cand.0 > b.0 {
+                *b = cand;
             }
         }
+    };
+    let Ok(r) = open() else { return out };
+    let mut prev: Option<(u64, u32)> = None;
+    for (i, line) in BufReader::with_capacity(16 << 10, r).lines().enumerate() {
+        let Ok(line) = line else { break };
+        let Some((a, kind, _, _)) = fields(&line) else {
+            continue;
+        };
+        if a == 0 || !is_text(kind) {
+            continue;
+        }
+        match prev {
+            Some(p) if a >= p.0 => claim(p.0, Some(a), p),
+            Some(p) => claim(p.0, None, p),
+            None => {}
+        }
+        prev = Some((a, i as u32));
     }
-    if table.is_empty() {
-        return out;
+    if let Some(p) = prev {
+        claim(p.0, None, p);
     }
-    table.sort_unstable();
     // The line each address falls into.
     let mut wanted: HashMap<u32, Vec<u64>> = HashMap::new();
-    for &a in addrs {
-        let at = table.partition_point(|&(s, _)| s <= a);
-        if at > 0 {
-            wanted.entry(table[at - 1].1).or_default().push(a);
+    for (a, b) in addrs.iter().zip(&best) {
+        if b.1 != u32::MAX {
+            wanted.entry(b.1).or_default().push(*a);
         }
     }
-    drop(table);
+    if wanted.is_empty() {
+        return out;
+    }
     // Pass 2: the names on those lines.
     let Ok(r) = open() else { return out };
-    for (i, line) in BufReader::with_capacity(64 << 10, r).lines().enumerate() {
+    for (i, line) in BufReader::with_capacity(16 << 10, r).lines().enumerate() {
         let Ok(line) = line else { break };
         let Some(these) = wanted.remove(&(i as u32)) else {
             continue;
@@ -161,5 +186,39 @@ ffffffff81000180 W weak_fn
             &[0xffffffff81000300],
         );
         assert!(m.is_empty());
+    }
+
+    #[test]
+    fn this_machines_kallsyms_resolves_as_a_whole_table_would() {
+        // Every 500th text symbol's address + 1, against a brute-force
+        // search of the whole table (skipped when addresses are hidden).
+        let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        let table: Vec<(u64, &str)> = text
+            .lines()
+            .filter_map(|l| {
+                let (a, k, n, _) = fields(l)?;
+                (a != 0 && is_text(k)).then_some((a, n))
+            })
+            .collect();
+        if table.len() < 1000 {
+            eprintln!("skipped: /proc/kallsyms shows no addresses here");
+            return;
+        }
+        let probes: Vec<u64> = table.iter().step_by(500).map(|s| s.0 + 1).collect();
+        let got = resolve(&probes);
+        for a in probes {
+            let want = table
+                .iter()
+                .filter(|s| s.0 <= a)
+                .map(|s| s.0)
+                .max()
+                .unwrap();
+            let names: Vec<&str> = table.iter().filter(|s| s.0 == want).map(|s| s.1).collect();
+            assert!(
+                names.contains(&got[&a].name.as_str()),
+                "{a:#x}: {:?} vs {names:?}",
+                got[&a]
+            );
+        }
     }
 }
