@@ -56,7 +56,7 @@ pub fn analyse(rows: &[Row]) -> Option<Verdict> {
     };
     let before = &rows[i.saturating_sub(3).max(1)..i];
     let after = &rows[i..(i + 3).min(rows.len())];
-    let causes = causes(before, after);
+    let causes = causes(&rows[1..i], before, after);
     let when = rows[i].t - rows[i].dt;
     let low = median(rows[i..].iter().map(|r| r.throughput).collect()).unwrap_or(end);
     let temp_at_drop = rows[i].max_temp();
@@ -79,13 +79,19 @@ pub fn analyse(rows: &[Row]) -> Option<Verdict> {
     })
 }
 
-/// Why throughput fell between `before` and `after`, strongest evidence first.
-fn causes(before: &[Row], after: &[Row]) -> Vec<String> {
+/// Why throughput fell between `before` and `after`, strongest evidence
+/// first; `since_start` is every reading before the drop.
+fn causes(since_start: &[Row], before: &[Row], after: &[Row]) -> Vec<String> {
     let m = |rows: &[Row], f: &dyn Fn(&Row) -> Option<f64>| mean(rows.iter().filter_map(f));
     let mut out = Vec::new();
-    // The highest quota before and the lowest after: a drop found a reading
-    // early on a noisy ramp still sees the quota change inside the window.
-    let qb = before.iter().filter_map(|r| r.quota_cpus).reduce(f64::max);
+    // The highest quota at any time before the drop and the lowest after:
+    // on a loaded machine the drop can be confirmed readings after the
+    // quota changed (or one early, on a noisy ramp), so a window of a few
+    // readings may see the new quota on both sides.
+    let qb = since_start
+        .iter()
+        .filter_map(|r| r.quota_cpus)
+        .reduce(f64::max);
     let qa = after.iter().filter_map(|r| r.quota_cpus).reduce(f64::min);
     let thr_b = m(before, &|r| Some(r.nr_throttled as f64)).unwrap_or(0.0);
     let thr_a = m(after, &|r| Some(r.nr_throttled as f64)).unwrap_or(0.0);

@@ -139,6 +139,30 @@ fn a_quota_lowered_just_after_a_noisy_drop_is_still_the_cause() {
 }
 
 #[test]
+fn a_drop_confirmed_readings_after_the_quota_changed_is_still_the_quota() {
+    // On a loaded machine the throughput hovers near the drop line for a
+    // while after the quota halves (the live test: quota at 10 s, the drop
+    // confirmed at 14 s): the readings just before the drop already have
+    // the new quota, the ones since the start do not.
+    let mut rows: Vec<Row> = (1..=22).map(|s| row(s as f64, 100.0)).collect();
+    for (i, r) in rows.iter_mut().enumerate() {
+        r.quota_cpus = Some(if i >= 9 { 0.5 } else { 1.0 });
+        r.throughput = match i {
+            0..=8 => 100.0,
+            9 | 11 => 70.0,
+            10 | 12 => 90.0,
+            _ => 55.0,
+        };
+    }
+    let (when, causes) = analyse(&rows).unwrap().drop.unwrap();
+    assert!(when >= 12.0, "the drop is confirmed late here: {when}");
+    assert!(
+        causes[0].starts_with("CPU quota (cgroup quota lowered from 1.00 to 0.50"),
+        "{causes:?}"
+    );
+}
+
+#[test]
 fn steady_load_and_other_causes() {
     let rows: Vec<Row> = (1..=10)
         .map(|s| row(s as f64, 100.0 + (s % 3) as f64))
