@@ -71,7 +71,18 @@ pub fn build(
         }
         if let Some(p) = psi_pct(&b.psi, &a.psi, "cpu", seconds) {
             row.saturation.push(f("PSI some", p, "%"));
-            score = score.max(p / 50.0);
+            // PSI counts tunelab's own samplers waiting for each other (on
+            // an idle one-CPU board: "saturated" at 0% busy); the run queue
+            // leaves them out, so PSI judges only when it is missing.
+            if run_queue.is_none() {
+                score = score.max(p / 50.0);
+            } else {
+                row.notes.push(
+                    "PSI some includes tunelab's own threads; the saturation is judged on the \
+                     run queue, which leaves them out"
+                        .into(),
+                );
+            }
         }
         row.saturation
             .push(f("context switches", per_s(vb.ctxt, va.ctxt), "/s"));
