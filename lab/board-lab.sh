@@ -49,6 +49,8 @@ LAB_TIMEOUT=${LAB_TIMEOUT:-900}
 LAB_SMP=${LAB_SMP:-1}
 LAB_FS=${LAB_FS-vfat exfat f2fs}
 LAB_SSH=${LAB_SSH:-1}
+LAB_ONLY=${LAB_ONLY:-}
+lab_only=${LAB_ONLY// /,}
 mkdir -p "$LAB_DIR/cache"
 LAB_DIR=$(cd "$LAB_DIR" && pwd)
 lab_t0=$(date +%s)
@@ -450,7 +452,7 @@ for mem in $LAB_MEMS; do
   done
   # shellcheck disable=SC2046
   timeout --foreground -k 10 "$LAB_TIMEOUT" $(qemu_base "$mem") "${disks[@]}" \
-    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=suite lab.host=lab-a53-${mem}m lab.disks=$(IFS=,; echo "${roles[*]}") lab.fsmatrix=$fsmatrix lab.flash=$flash lab.only=${LAB_ONLY// /,} lab.step_timeout=${LAB_STEP_TIMEOUT:-400}" \
+    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=suite lab.host=lab-a53-${mem}m lab.disks=$(IFS=,; echo "${roles[*]}") lab.fsmatrix=$fsmatrix lab.flash=$flash lab.only=$lab_only lab.step_timeout=${LAB_STEP_TIMEOUT:-400}" \
     </dev/null >"$d/console.log" 2>&1
   qrc=$?
   secs=$(($(date +%s) - t))
