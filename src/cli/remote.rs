@@ -159,7 +159,7 @@ pub fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
             // name (cloned images are all "buildroot"); --machine matches it.
             run.environment
                 .insert(crate::analysis::devices::FLEET_HOST.into(), o.host.clone());
-            store.save(&run)?;
+            crate::engine::pipeline::store_received(&run, store)?;
             stored.push((o.host.clone(), run.id.clone()));
         }
     }

@@ -6,14 +6,11 @@ use std::path::PathBuf;
 use super::run::{begin_session, finish, LabArgs, MeasureArgs};
 use super::{Cli, Out};
 use crate::engine::params::{expand_points, split_assignment};
-use crate::engine::pipeline::for_each_target;
-use crate::engine::runner::Outcome;
 use crate::engine::session::target_or_temp;
 use crate::experiments::registry;
 use crate::report::table;
-use crate::tune::apply::{ENV_DEVICE, ENV_KNOB, ENV_LAB, ENV_METRIC, ENV_NOISE, ENV_ORIGINAL};
-use crate::tune::knobs::{is_known, Knob, KnobGuard, NAMES};
-use crate::tune::sweep::{best_value, default_metric, sweep, Sweep};
+use crate::tune::knobs::{is_known, Knob, NAMES};
+use crate::tune::sweep::{best_value, default_metric};
 use crate::units::human;
 use crate::{Error, Result};
 
@@ -137,99 +134,24 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let lab = args.lab.parse()?;
     let plan = args.measure.options().plan(exp.defaults())?;
     let mut store = args.measure.store(cli)?;
-    let mut session = begin_session(&args.measure, args.target.as_deref(), argv, out);
-    let mut restored = Vec::new();
-    let mut used: Vec<Used> = Vec::new();
-    let error = for_each_target(
-        exp.as_ref(),
-        &points,
-        args.target.as_deref(),
-        &lab,
-        out,
-        &mut session,
-        &mut |ctx| {
-            let guard =
-                Knob::resolve(&args.knob, &ctx.target, args.device.as_deref()).and_then(|k| {
-                    values.iter().try_for_each(|v| k.validate(v))?;
-                    KnobGuard::new(k)
-                });
-            let mut guard = match guard {
-                Ok(g) => g,
-                Err(e) => {
-                    return Outcome {
-                        results: vec![],
-                        warnings: vec![],
-                        error: Some(e),
-                    }
-                }
-            };
-            let original = guard.original();
-            // Probe: write each value once and read it back, so a value the
-            // kernel clamps or rounds is measured and stored as what it set.
-            let probed = probe(&mut guard, &args.knob, &values);
-            let (swept, notes) = match probed {
-                Ok(p) => p,
-                Err(e) => {
-                    restored.push(guard.restore());
-                    return Outcome {
-                        results: vec![],
-                        warnings: vec![],
-                        error: Some(e),
-                    };
-                }
-            };
-            for n in &notes {
-                out.warn(n);
-            }
-            out.info(&format!(
-                "{}: original value {original}; sweeping {}",
-                args.knob,
-                swept.join(", ")
-            ));
-            used.push(Used {
-                device: device_of(&args.knob, ctx, args.device.as_deref()),
-                disk: ctx.device.as_ref().map(|d| d.disk.clone()),
-                lab: args.lab.fs.is_some(),
-                original,
-                target: ctx.target.clone(),
-            });
-            let sw = Sweep {
-                knob: &args.knob,
-                values: &swept,
-                exp: exp.as_ref(),
-                point: &points[0],
-            };
-            let mut outcome = sweep(&mut guard, &sw, ctx, &plan, &mut |round| {
-                if !out.quiet && out.interactive {
-                    eprint!("\rround {round}");
-                }
-            });
-            for r in &mut outcome.results {
-                let v = r.params.get(&args.knob).map(|v| v.to_string());
-                for n in &notes {
-                    if v.as_ref()
-                        .is_some_and(|v| n.ends_with(&format!("stored as {v}")))
-                    {
-                        r.notes.push(n.clone());
-                    }
-                }
-            }
-            outcome.warnings.extend(notes);
-            restored.push(guard.restore());
-            outcome
-        },
-    );
-    for r in &restored {
-        out.info(r);
-    }
-    session.run.warnings.extend(
-        restored
-            .iter()
-            .filter(|r| !r.starts_with("restored"))
-            .cloned(),
-    );
-    record_tune(&mut session.run.environment, args, &metric, &used);
-    let run = session.finish(error.as_ref());
+    let session = begin_session(&args.measure, args.target.as_deref(), argv, out);
+    let req = crate::tune::run::Request {
+        knob: &args.knob,
+        values: &values,
+        device: args.device.as_deref(),
+        exp: exp.as_ref(),
+        points: &points,
+        target: args.target.as_deref(),
+        lab: &lab,
+        plan: &plan,
+        metric: &metric,
+        noise: args.noise,
+    };
+    let (run, error) = crate::tune::run::run(&req, session, out, &mut |round| {
+        if !out.quiet && out.interactive {
+            eprint!("\rround {round}");
+        }
+    });
     let json = out.json;
     let run = finish(
         run,
@@ -280,115 +202,6 @@ fn summary_table(knob: &str, results: &[crate::engine::PointResult], metric: &st
         "\n{knob} → {metric}\n{}",
         table::render(&[knob, "median", "95% CI", "n"], rows)
     )
-}
-
-/// What one sweep acted on, for the run's environment and header.
-struct Used {
-    /// The disk a block knob acted on.
-    device: Option<String>,
-    /// The disk under the measured directory.
-    disk: Option<String>,
-    lab: bool,
-    original: String,
-    target: PathBuf,
-}
-
-/// The disk a block knob acts on in this context (the lab's loop device
-/// when the lab is used).
-fn device_of(knob: &str, ctx: &crate::engine::Ctx, given: Option<&str>) -> Option<String> {
-    if !matches!(knob, "read_ahead_kb" | "nr_requests" | "scheduler") {
-        return None;
-    }
-    given
-        .map(|d| d.trim_start_matches("/dev/").to_string())
-        .or_else(|| ctx.device.as_ref().map(|d| d.disk.clone()))
-}
-
-/// Record what `apply` needs (knob, metric, noise, disk, original value) and
-/// make the header show the device the sweep used, not the host disk under
-/// the lab's image.
-fn record_tune(
-    env: &mut std::collections::BTreeMap<String, String>,
-    args: &Args,
-    metric: &str,
-    used: &[Used],
-) {
-    env.insert(ENV_KNOB.into(), args.knob.clone());
-    env.insert(ENV_METRIC.into(), metric.into());
-    env.insert(ENV_NOISE.into(), args.noise.to_string());
-    let join = |f: &dyn Fn(&Used) -> Option<String>| {
-        let v: Vec<String> = used.iter().filter_map(f).collect();
-        (!v.is_empty()).then(|| v.join(", "))
-    };
-    if let Some(d) = join(&|u| u.device.clone()) {
-        env.insert(ENV_DEVICE.into(), d);
-    }
-    if let Some(o) = join(&|u| Some(u.original.clone())) {
-        env.insert(ENV_ORIGINAL.into(), o);
-    }
-    if used.iter().any(|u| u.lab) {
-        env.insert(ENV_LAB.into(), "yes".into());
-        if let Some(d) = join(&|u| u.disk.clone()) {
-            env.insert("target.device".into(), format!("{d} (lab loop device)"));
-        }
-        if let Some(t) = join(&|u| Some(u.target.display().to_string())) {
-            env.insert("target.path".into(), t);
-        }
-        let mounts: Vec<_> = used
-            .iter()
-            .filter_map(|u| crate::system::mount_for_path(&u.target))
-            .collect();
-        if !mounts.is_empty() {
-            let fs: Vec<String> = mounts.iter().map(|m| m.fs_type.clone()).collect();
-            let opts: Vec<String> = mounts.iter().map(|m| m.options.join(",")).collect();
-            env.insert("target.fs".into(), fs.join(", "));
-            env.insert("target.mount_options".into(), opts.join("; "));
-        }
-        for (key, attr) in [
-            ("block.scheduler", "scheduler"),
-            ("block.read_ahead_kb", "read_ahead_kb"),
-        ] {
-            if let Some(v) = join(&|u| {
-                let d = u.disk.as_ref()?;
-                let raw = std::fs::read_to_string(format!("/sys/block/{d}/queue/{attr}")).ok()?;
-                let raw = raw.trim();
-                Some(crate::system::device::active_choice(raw).unwrap_or_else(|| raw.to_string()))
-            }) {
-                env.insert(key.into(), v);
-            }
-        }
-    }
-}
-
-/// Write each value once and read it back: the values the kernel really
-/// holds (duplicates merged) and a note for each it clamped or rounded.
-fn probe(
-    guard: &mut KnobGuard,
-    knob: &str,
-    values: &[String],
-) -> Result<(Vec<String>, Vec<String>)> {
-    let mut swept: Vec<String> = Vec::new();
-    let mut notes = Vec::new();
-    for v in values {
-        guard.set(v)?;
-        let got = guard.applied().unwrap_or_else(|| v.clone());
-        if got != *v {
-            notes.push(format!(
-                "{knob}={v}: the kernel set {got} instead (clamped or rounded); measured and stored as {got}"
-            ));
-        }
-        if !swept.contains(&got) {
-            swept.push(got);
-        }
-    }
-    if swept.len() < 2 {
-        return Err(Error::usage(format!(
-            "{knob}: the kernel holds {} for every value of --values {}: nothing to compare",
-            swept.join(", "),
-            values.join(",")
-        )));
-    }
-    Ok((swept, notes))
 }
 
 /// `tune --dry-run`: the plan, read only.

@@ -81,6 +81,13 @@ pub fn store_run(
     }
 }
 
+/// Keep a run measured elsewhere (a host of `tunelab remote`): stored as
+/// it came, whatever its status — the host already decided it was worth
+/// sending — and a store failure is the caller's error at once.
+pub fn store_received(run: &Run, store: &mut Store) -> Result<()> {
+    store.save(run)
+}
+
 /// Parsed lab flags.
 pub struct Lab {
     pub fs: Vec<FsSpec>,

@@ -3,6 +3,7 @@
 
 pub mod footprint;
 pub mod profile;
+pub mod run;
 pub mod verdict;
 
 pub use profile::{load, Profile};

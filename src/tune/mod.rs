@@ -5,4 +5,5 @@
 pub mod apply;
 pub mod knobs;
 pub mod persist;
+pub mod run;
 pub mod sweep;

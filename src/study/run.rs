@@ -1,0 +1,169 @@
+//! Running a study: each key issue measured in turn on the target (or each
+//! lab file system), judged against its criteria, and the growing run
+//! stored after each so a kill loses at most the issue in progress.
+//! Printing is the caller's: messages go through an [`Observer`], progress
+//! through a [`Step`] callback.
+
+use std::path::Path;
+
+use super::profile::{KeyIssue, Profile};
+use super::verdict::judge;
+use crate::engine::model::{now_rfc3339, IssueVerdict, Run, RunStatus, StudySummary};
+use crate::engine::pipeline::{for_each_target, Lab, Observer};
+use crate::engine::runner::{run_points, Event, RunOptions};
+use crate::engine::session::Session;
+use crate::safety::is_root;
+use crate::store::Store;
+use crate::Error;
+
+/// Where a study is, for a progress display.
+pub enum Step<'a> {
+    /// A key issue begins.
+    Issue(&'a str),
+    /// A trial of the current key issue begins (at most `max`).
+    Trial { n: usize, max: usize },
+    /// The key issue is judged (and stored, when there is a store).
+    IssueDone,
+}
+
+/// What a study measures with and where.
+pub struct Request<'a> {
+    pub profile: &'a Profile,
+    pub target: Option<&'a Path>,
+    pub lab: &'a Lab,
+    /// The command line's repetition settings; a key issue's own win.
+    pub options: &'a RunOptions,
+}
+
+/// Each key issue's expected seconds when its points have a fixed duration
+/// (0: sized to the machine, forecast from the others).
+pub fn weights(req: &Request) -> Vec<f64> {
+    req.profile
+        .issues
+        .iter()
+        .map(|i| {
+            let o = issue_options(i, req.options);
+            o.plan(i.experiment.defaults())
+                .ok()
+                .and_then(|p| i.expected_seconds(&p, o.trials.is_some()))
+                .unwrap_or(0.0)
+        })
+        .collect()
+}
+
+/// Run every key issue into `session`, storing the growing run after each.
+/// A key issue that fails is a warning on the run and the study goes on;
+/// an interruption stops it and is returned with the finished run (the
+/// caller stores it and prints, then reports the interruption).
+pub fn run(
+    req: &Request,
+    mut session: Session,
+    mut store: Option<&mut Store>,
+    obs: &dyn Observer,
+    step: &mut dyn FnMut(Step),
+) -> (Run, Option<Error>) {
+    let profile = req.profile;
+    let mut verdicts = Vec::new();
+    let mut stop = None;
+    let mut progress_error: Option<Error> = None;
+    for issue in &profile.issues {
+        step(Step::Issue(&issue.name));
+        let exp = issue.experiment.as_ref();
+        let before = session.run.results.len();
+        let began = std::time::Instant::now();
+        let error = if exp.needs().root && !is_root() {
+            Some(Error::privilege(format!("{} needs root", exp.name())))
+        } else {
+            let opts = issue_options(issue, req.options);
+            match opts.plan(exp.defaults()) {
+                Ok(plan) => {
+                    let fixed = opts.fixed();
+                    for_each_target(
+                        exp,
+                        &issue.points,
+                        req.target,
+                        req.lab,
+                        obs,
+                        &mut session,
+                        &mut |ctx| {
+                            run_points(exp, &issue.points, ctx, &plan, fixed, &mut |ev| {
+                                if let Event::Trial { n, max } = ev {
+                                    step(Step::Trial { n, max });
+                                }
+                            })
+                        },
+                    )
+                }
+                Err(e) => Some(e),
+            }
+        };
+        let mut verdict = judge(
+            issue,
+            &session.run.results[before..],
+            error.as_ref().map(|e| e.to_string()).as_deref(),
+        );
+        verdict.seconds = Some(began.elapsed().as_secs_f64());
+        verdicts.push(verdict);
+        // Store each finished key issue as it goes: a kill loses at most the
+        // one in progress. One run grows under one id (see docs/decisions.md).
+        if let (Some(st), None) = (store.as_deref_mut(), &progress_error) {
+            let snap = in_progress(&session.run, profile, &verdicts);
+            if let Err(e) = st.replace(&snap) {
+                obs.warn(&format!(
+                    "{e} (measuring goes on; the results will be printed)"
+                ));
+                progress_error = Some(e);
+            }
+        }
+        step(Step::IssueDone);
+        match error {
+            Some(e @ Error::Interrupted(_)) => {
+                stop = Some(e);
+                break;
+            }
+            Some(e) => {
+                let w = format!("{}: {e}", issue.name);
+                obs.run_warning(&w);
+                session.run.warnings.push(w);
+            }
+            None => {}
+        }
+    }
+    session.run.study = Some(summary(profile, verdicts));
+    let run = session.finish(stop.as_ref());
+    (run, stop)
+}
+
+fn summary(profile: &Profile, issues: Vec<IssueVerdict>) -> StudySummary {
+    StudySummary {
+        profile: profile.name.clone(),
+        title: profile.title.clone(),
+        issues,
+    }
+}
+
+/// The study run as stored after each key issue: marked interrupted (which
+/// it is, if this process dies now) with a warning saying how far it got;
+/// the final save replaces it. Monitor samples come with the final save.
+fn in_progress(run: &Run, profile: &Profile, verdicts: &[IssueVerdict]) -> Run {
+    let mut snap = run.clone();
+    snap.status = RunStatus::Interrupted;
+    snap.finished = now_rfc3339();
+    snap.warnings.push(format!(
+        "saved while in progress: {} of {} key issues done; the study did not finish",
+        verdicts.len(),
+        profile.issues.len()
+    ));
+    snap.study = Some(summary(profile, verdicts.to_vec()));
+    snap
+}
+
+/// A key issue's repetition settings: its own, else the command line's.
+fn issue_options(issue: &KeyIssue, base: &RunOptions) -> RunOptions {
+    RunOptions {
+        trials: issue.trials.or(base.trials),
+        warmup: issue.warmup.or(base.warmup),
+        budget: issue.budget.or(base.budget),
+        ..base.clone()
+    }
+}
