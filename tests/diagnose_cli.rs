@@ -74,6 +74,14 @@ fn whole_machine_for_one_second_is_stored_and_shown() {
         .unwrap()
         .is_empty());
     assert_eq!(section(run, "wakeups")["status"], "present");
+    // tunelab's own threads are not the machine's load: their samples are
+    // left out of the profile and counted in its summary (other tests'
+    // tunelab processes may run meanwhile, so the stacks are not checked).
+    let prof = section(run, "profile");
+    if prof["status"] == "present" {
+        let summary = prof["data"]["overhead"]["summary"].as_str().unwrap();
+        assert!(summary.contains("samples of tunelab itself left out"), "{summary}");
+    }
     assert!(section(run, "startup")["reason"]
         .as_str()
         .unwrap()

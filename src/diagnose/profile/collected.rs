@@ -28,6 +28,9 @@ pub(super) struct Collected {
     pub lost: u64,
     pub throttled: u64,
     pub reader_cpu_ns: u64,
+    /// Samples of tunelab itself (its reader and samplers, on a whole
+    /// machine): left out of the profile, counted here.
+    pub own_samples: u64,
     pub errors: Vec<String>,
     /// Samples whose stack was cut to its leaf because MAX_STACKS was hit.
     pub truncated: u64,

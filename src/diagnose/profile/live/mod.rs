@@ -333,6 +333,12 @@ impl Live {
                 collected.truncated
             ));
         }
+        if collected.own_samples > 0 {
+            summary.push_str(&format!(
+                "; {} samples of tunelab itself left out",
+                collected.own_samples
+            ));
+        }
         if !collected.errors.is_empty() {
             summary.push_str(&format!("; {} unreadable records", collected.errors.len()));
         }

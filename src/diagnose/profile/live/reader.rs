@@ -201,6 +201,12 @@ impl Reader {
 
     fn sample(&mut self, s: &perf_event::data::Sample, misc: u16) {
         let pid = s.pid().unwrap_or(0);
+        // tunelab's own threads are not the machine's load (and a stripped
+        // board binary's frames would be bare addresses): counted, left out.
+        if pid == std::process::id() {
+            self.out.own_samples += 1;
+            return;
+        }
         let leaf_kernel = misc & MISC_CPUMODE_MASK == MISC_KERNEL;
         let mut frames: Vec<FrameKey> = Vec::new();
         let mut raw: Vec<(u64, bool)> = Vec::new();
