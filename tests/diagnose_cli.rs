@@ -80,7 +80,10 @@ fn whole_machine_for_one_second_is_stored_and_shown() {
     let prof = section(run, "profile");
     if prof["status"] == "present" {
         let summary = prof["data"]["overhead"]["summary"].as_str().unwrap();
-        assert!(summary.contains("samples of tunelab itself left out"), "{summary}");
+        assert!(
+            summary.contains("samples of tunelab itself left out"),
+            "{summary}"
+        );
     }
     assert!(section(run, "startup")["reason"]
         .as_str()
