@@ -23,7 +23,7 @@
 #   LAB_TIMEOUT    seconds one guest may run before it is killed (default 900)
 #   LAB_SMP        guest CPUs (default 1)
 #   LAB_ONLY       run only these guest steps (names as in the report, space-separated)
-#   LAB_STEP_TIMEOUT  seconds one guest step may take (default 400)
+#   LAB_STEP_TIMEOUT  seconds one guest step may take (default 600: a hang guard; a 128 MiB study quick took 432 s on a loaded host)
 #   LAB_FS         file systems measured in the first guest besides ext4
 #                  (default "vfat exfat f2fs"; each needs its mkfs on the host)
 #   LAB_SSH        1 (default): the remote-guest step; 0 skips it
@@ -173,7 +173,7 @@ cat >"$root/init" <<'INIT'
 export PATH=/bin:/mnt/ext4/bin HOME=/tmp TUNELAB_DB=/tmp/results.db NO_COLOR=1
 mount -t proc proc /proc; mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
-mode=suite disks="results vfat ext4" fsmatrix=0 flash=0 only= step_timeout=400
+mode=suite disks="results vfat ext4" fsmatrix=0 flash=0 only= step_timeout=600
 for w in $(cat /proc/cmdline); do
   case $w in
     lab.mode=*) mode=${w#lab.mode=} ;;
@@ -452,7 +452,7 @@ for mem in $LAB_MEMS; do
   done
   # shellcheck disable=SC2046
   timeout --foreground -k 10 "$LAB_TIMEOUT" $(qemu_base "$mem") "${disks[@]}" \
-    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=suite lab.host=lab-a53-${mem}m lab.disks=$(IFS=,; echo "${roles[*]}") lab.fsmatrix=$fsmatrix lab.flash=$flash lab.only=$lab_only lab.step_timeout=${LAB_STEP_TIMEOUT:-400}" \
+    -append "console=ttyAMA0 loglevel=4 panic=-1 lab.mode=suite lab.host=lab-a53-${mem}m lab.disks=$(IFS=,; echo "${roles[*]}") lab.fsmatrix=$fsmatrix lab.flash=$flash lab.only=$lab_only lab.step_timeout=${LAB_STEP_TIMEOUT:-600}" \
     </dev/null >"$d/console.log" 2>&1
   qrc=$?
   secs=$(($(date +%s) - t))
