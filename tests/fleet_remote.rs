@@ -368,13 +368,17 @@ fn a_loopback_fleet_runs_stores_and_reports_each_failure() {
             t0.elapsed() < Duration::from_secs(30),
             "the remote tunelab never started"
         );
-        // None is left from the timed-out run (checked above): any is the victim.
+        // None is left from the timed-out run (checked above): one that is
+        // still there 300 ms later is the victim (a short-lived probe of the
+        // binary may be seen first and be gone by the kill).
         if let Some(&pid) = remote_tunelabs(&cache).first() {
-            break pid;
+            std::thread::sleep(Duration::from_millis(300));
+            if remote_tunelabs(&cache).contains(&pid) {
+                break pid;
+            }
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    std::thread::sleep(Duration::from_millis(300));
     assert!(Command::new("kill")
         .args(["-KILL", &victim.to_string()])
         .status()
