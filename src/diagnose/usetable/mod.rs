@@ -56,14 +56,8 @@ fn own_running_threads(root: &Path) -> u64 {
     dir.flatten()
         .filter(|e| e.file_name().to_str() != Some(me.as_str()))
         .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .filter(|stat| task_state(stat) == Some('R'))
+        .filter(|stat| super::procs::parse_stat(stat).is_some_and(|(_, state, _)| state == 'R'))
         .count() as u64
-}
-
-/// The state letter of a `/proc/…/stat` line: the first field after the
-/// command name, which may itself hold spaces and parentheses.
-fn task_state(stat: &str) -> Option<char> {
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 pub struct Collector {
@@ -133,13 +127,6 @@ fn whole_disks(root: &Path) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_state_of_a_task_is_read_past_an_odd_command_name() {
-        assert_eq!(super::task_state("42 (a) b (c)) R 1 42"), Some('R'));
-        assert_eq!(super::task_state("42 (sleepy) S 1 42"), Some('S'));
-        assert_eq!(super::task_state("garbage"), None);
-    }
-
     #[test]
     fn this_thread_is_not_counted_among_its_own_running_threads() {
         // Other test threads may be running, so only the bound is certain.

@@ -54,6 +54,36 @@ struct Meta {
     ring_bytes: u64,
 }
 
+impl Meta {
+    /// The profile of an on-CPU or off-CPU session: what was opened, what
+    /// the reader collected, and its aggregation.
+    fn profile(
+        &self,
+        frequency_hz: u64,
+        agg: aggregate::Aggregated,
+        collected: &Collected,
+        overhead: ProfileOverhead,
+    ) -> Profile {
+        Profile {
+            event: self.kind.name().to_string(),
+            event_reason: self.event_reason.clone(),
+            frequency_hz,
+            samples: agg.samples,
+            user_samples: agg.user_samples,
+            kernel_samples: agg.kernel_samples,
+            lost: collected.lost,
+            symbols: agg.symbols,
+            callgraph: agg.callgraph,
+            folded: agg.folded,
+            scope: self.scope_words.clone(),
+            kernel_included: self.kernel_included,
+            call_graph: self.call_graph,
+            throttled: collected.throttled,
+            overhead,
+        }
+    }
+}
+
 pub struct Live {
     stop: Arc<AtomicBool>,
     reader: Option<JoinHandle<Collected>>,
@@ -239,22 +269,11 @@ impl Live {
             })
             .collect();
         Ok(super::OffCpuTrace {
-            profile: Profile {
-                event: m.kind.name().to_string(),
-                event_reason: m.event_reason.clone(),
-                frequency_hz: 0,
-                samples: agg.samples,
-                user_samples: agg.user_samples,
-                kernel_samples: agg.kernel_samples,
-                lost: collected.lost,
-                symbols: agg.symbols,
-                callgraph: agg.callgraph,
-                folded: agg.folded,
-                scope: m.scope_words.clone(),
-                kernel_included: m.kernel_included,
-                call_graph: m.call_graph,
-                throttled: collected.throttled,
-                overhead: ProfileOverhead {
+            profile: m.profile(
+                0,
+                agg,
+                &collected,
+                ProfileOverhead {
                     summary,
                     interval_ms: sampling_ms,
                     reader_cpu_ms,
@@ -263,7 +282,7 @@ impl Live {
                     ring_bytes: m.ring_bytes,
                     distinct_stacks: collected.stacks.len() as u64,
                 },
-            },
+            ),
             waits,
             runqueue,
             lifetimes: collected
@@ -342,22 +361,11 @@ impl Live {
         if !collected.errors.is_empty() {
             summary.push_str(&format!("; {} unreadable records", collected.errors.len()));
         }
-        Ok(Profile {
-            event: m.kind.name().to_string(),
-            event_reason: m.event_reason.clone(),
-            frequency_hz: m.frequency_hz,
-            samples: agg.samples,
-            user_samples: agg.user_samples,
-            kernel_samples: agg.kernel_samples,
-            lost: collected.lost,
-            symbols: agg.symbols,
-            callgraph: agg.callgraph,
-            folded: agg.folded,
-            scope: m.scope_words.clone(),
-            kernel_included: m.kernel_included,
-            call_graph: m.call_graph,
-            throttled: collected.throttled,
-            overhead: ProfileOverhead {
+        Ok(m.profile(
+            m.frequency_hz,
+            agg,
+            &collected,
+            ProfileOverhead {
                 summary,
                 interval_ms: sampling_ms,
                 reader_cpu_ms,
@@ -366,7 +374,7 @@ impl Live {
                 ring_bytes: m.ring_bytes,
                 distinct_stacks: distinct,
             },
-        })
+        ))
     }
 }
 
