@@ -163,6 +163,36 @@ fn a_drop_confirmed_readings_after_the_quota_changed_is_still_the_quota() {
 }
 
 #[test]
+fn an_unexplained_sag_before_the_quota_halves_names_both() {
+    // CI's recording (rounded): throughput sagged below the line at 6 s
+    // with nothing visible, and the quota halved at 11 s.
+    let tp = [
+        6720.0, 5502.0, 6018.0, 5252.0, 5969.0, 5029.0, 4507.0, 4191.0, 4146.0, 4766.0, 4895.0,
+        2468.0, 2050.0, 2386.0, 2579.0, 2204.0, 2121.0, 2658.0, 2459.0, 2569.0, 2990.0, 3167.0,
+    ];
+    let rows: Vec<Row> = tp
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| Row {
+            quota_cpus: Some(if i >= 10 { 0.5 } else { 1.0 }),
+            ..row(i as f64 + 1.0, v)
+        })
+        .collect();
+    let (when, causes) = analyse(&rows).unwrap().drop.unwrap();
+    assert_eq!(when, 6.0, "the first fall is still the onset");
+    assert!(
+        causes[0].starts_with("CPU quota (cgroup quota lowered from 1.00 to 0.50")
+            && causes[0].ends_with(" at 11 s"),
+        "{causes:?}"
+    );
+    assert!(
+        causes[1].starts_with("unexplained") && causes[1].ends_with("for the first fall at 6 s"),
+        "{causes:?}"
+    );
+    assert_eq!(causes.len(), 2);
+}
+
+#[test]
 fn steady_load_and_other_causes() {
     let rows: Vec<Row> = (1..=10)
         .map(|s| row(s as f64, 100.0 + (s % 3) as f64))
