@@ -39,6 +39,7 @@ fn plan(warmup: usize, min: usize, max: usize, budget: f64) -> Plan {
         max_trials: max,
         precision: 0.02,
         budget,
+        trial_time: tunelab::engine::DEFAULT_TRIAL_TIME,
     }
 }
 
@@ -493,6 +494,7 @@ fn the_runner_discards_cold_trials_and_shares_the_budget_between_points() {
         max_trials: 5,
         precision: 0.5,
         budget: 1000.0,
+        trial_time: tunelab::engine::DEFAULT_TRIAL_TIME,
     };
     let mut events = Vec::new();
     let out = run_points_with(

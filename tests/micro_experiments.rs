@@ -258,3 +258,49 @@ fn peak_rss_is_the_arrays_plus_a_few_mb() {
     }
     assert!(env.leftovers().is_empty());
 }
+
+#[test]
+fn trial_time_sets_how_long_a_trial_repeats_its_work() {
+    let env = Env::new();
+    let t = env.target();
+    let pipe = |extra: &[&str]| {
+        let mut args = vec!["run", "ipc.pipe", "--target", t.to_str().unwrap()];
+        args.extend(FAST);
+        args.extend(["-p", "test=latency"]);
+        args.extend(extra);
+        env.run(&args)
+    };
+    let notes = |out: &std::process::Output| {
+        assert!(out.status.success(), "{}", stderr(out));
+        json(out)["results"][0]["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n.as_str().map(String::from))
+            .collect::<Vec<_>>()
+    };
+    let default = notes(&pipe(&[]));
+    assert!(
+        default
+            .iter()
+            .any(|n| n.contains("until a trial lasts 200 ms")),
+        "{default:?}"
+    );
+    assert!(!default.iter().any(|n| n.starts_with("trial time")));
+    let short = notes(&pipe(&["--trial-time", "30ms"]));
+    assert!(
+        short
+            .iter()
+            .any(|n| n.contains("until a trial lasts 30 ms")),
+        "{short:?}"
+    );
+    assert!(
+        short
+            .iter()
+            .any(|n| n.starts_with("trial time 30 ms (default 200 ms)")),
+        "{short:?}"
+    );
+    let out = pipe(&["--trial-time", "2m"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("1ms to 60s"), "{}", stderr(&out));
+}

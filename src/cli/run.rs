@@ -58,6 +58,10 @@ pub struct MeasureArgs {
     /// Time budget for the whole run, shared among points (e.g. 30s, 2m) [default: per experiment].
     #[arg(long, value_name = "DURATION", value_parser = parse_secs)]
     pub budget: Option<f64>,
+    /// Shortest time one trial lasts: quicker work is repeated within it
+    /// (e.g. 100ms for a quicker, noisier look) [default: 200ms].
+    #[arg(long, value_name = "DURATION", value_parser = parse_secs)]
+    pub trial_time: Option<f64>,
     /// A label stored with the run (e.g. "before noatime").
     #[arg(long, default_value = "")]
     pub label: String,
@@ -81,6 +85,7 @@ impl MeasureArgs {
             trials: self.trials,
             precision: self.precision,
             budget: self.budget,
+            trial_time: self.trial_time,
         }
     }
 

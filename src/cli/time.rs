@@ -288,6 +288,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         trials: a.runs,
         precision: Some(a.precision),
         budget: Some(a.budget),
+        trial_time: None,
     }
     .plan(RunDefaults::default())?;
     let spec = TimeSpec {

@@ -136,7 +136,15 @@ pub struct Ctx {
     pub is_root: bool,
     /// The time the point being prepared may take (set by the runner).
     point_time: std::sync::Mutex<Option<PointTime>>,
+    /// Shortest time one trial should take, in ns (set by the runner from
+    /// the plan).
+    trial_ns: std::sync::atomic::AtomicU64,
 }
+
+/// Shortest time one trial should take unless the plan says otherwise
+/// (`--trial-time`, a profile's `trial_time`): shorter work is batched
+/// until it lasts this long, as lmbench's ENOUGH does.
+pub const DEFAULT_TRIAL_TIME: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// What the runner allows the point it is about to prepare: its share of
 /// what is left of the run's budget, and the trials (warm-up and the most
@@ -160,7 +168,19 @@ impl Ctx {
             device,
             is_root: crate::safety::is_root(),
             point_time: std::sync::Mutex::new(None),
+            trial_ns: std::sync::atomic::AtomicU64::new(DEFAULT_TRIAL_TIME.as_nanos() as u64),
         }
+    }
+
+    /// Shortest time one trial should take: work shorter than this is
+    /// repeated within the trial.
+    pub fn trial_time(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.trial_ns.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    pub fn set_trial_time(&self, t: std::time::Duration) {
+        self.trial_ns
+            .store(t.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The time the point being prepared may take; None when the run has

@@ -220,9 +220,6 @@ pub fn sleep_until(t: Instant) {
     }
 }
 
-/// Shortest time one trial should take; shorter work is batched.
-pub const MIN_TRIAL: Duration = Duration::from_millis(200);
-
 /// Sum a buffer as 64-bit words; `black_box` keeps the loads alive.
 pub fn sum_bytes(buf: &[u8]) -> u64 {
     let mut acc = 0u64;
@@ -273,13 +270,13 @@ pub fn fill_file(file: &mut File, path: &Path, size: u64, seed: u64) -> Result<(
     Ok(())
 }
 
-/// How many repetitions of `one` make a trial of at least `MIN_TRIAL`
-/// (at least 1), measured by running it once.
-pub fn calibrate(mut one: impl FnMut() -> Result<()>) -> Result<u64> {
+/// How many repetitions of `one` make a trial of at least the run's trial
+/// time (at least 1), measured by running it once.
+pub fn calibrate(ctx: &Ctx, mut one: impl FnMut() -> Result<()>) -> Result<u64> {
     let t = Instant::now();
     one()?;
     let dt = t.elapsed().as_secs_f64().max(1e-7);
-    Ok(((MIN_TRIAL.as_secs_f64() / dt).ceil() as u64).max(1))
+    Ok(((ctx.trial_time().as_secs_f64() / dt).ceil() as u64).max(1))
 }
 
 /// Defaults follow the room a machine has, and so does anything up to the

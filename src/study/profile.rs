@@ -58,6 +58,9 @@ struct RawIssue {
     warmup: Option<usize>,
     #[serde(default)]
     budget: Option<Spanned<String>>,
+    /// Shortest time one trial lasts (the run's default when absent).
+    #[serde(default)]
+    trial_time: Option<Spanned<String>>,
     #[serde(default)]
     criteria: Vec<Spanned<RawCriterion>>,
 }
@@ -132,6 +135,7 @@ pub struct KeyIssue {
     pub trials: Option<usize>,
     pub warmup: Option<usize>,
     pub budget: Option<f64>,
+    pub trial_time: Option<f64>,
     pub criteria: Vec<Criterion>,
 }
 
@@ -332,19 +336,20 @@ pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Prof
             exp.validate(p)
                 .map_err(|e| at(span.clone(), e.to_string()))?;
         }
-        let budget = match &ri.budget {
-            Some(b) => Some(
-                parse_duration(b.get_ref())
-                    .filter(|v| *v > 0.0)
-                    .ok_or_else(|| {
-                        at(
-                            b.span(),
-                            format!("budget '{}' is not a duration", b.get_ref()),
-                        )
-                    })?,
-            ),
-            None => None,
+        let duration = |what: &str, v: &Option<Spanned<String>>| match v {
+            Some(b) => parse_duration(b.get_ref())
+                .filter(|v| *v > 0.0)
+                .map(Some)
+                .ok_or_else(|| {
+                    at(
+                        b.span(),
+                        format!("{what} '{}' is not a duration (e.g. 100ms)", b.get_ref()),
+                    )
+                }),
+            None => Ok(None),
         };
+        let budget = duration("budget", &ri.budget)?;
+        let trial_time = duration("trial_time", &ri.trial_time)?;
         if ri.trials == Some(0) {
             return Err(at(span, "trials must be at least 1".into()));
         }
@@ -361,6 +366,7 @@ pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Prof
             trials: ri.trials,
             warmup: ri.warmup,
             budget,
+            trial_time,
             criteria,
         });
     }
@@ -546,6 +552,19 @@ mod tests {
             e.contains("line 6") && e.contains("'big' is not a size"),
             "{e}"
         );
+        let trial = |v: &str| {
+            parse(
+                &format!("name = \"x\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nexperiment = \"io.file-read\"\ntrial_time = \"{v}\"\n"),
+                "p.toml",
+                &[],
+            )
+        };
+        let e = trial("soon").err().unwrap().to_string();
+        assert!(
+            e.contains("line 6") && e.contains("trial_time 'soon' is not a duration"),
+            "{e}"
+        );
+        assert_eq!(trial("50ms").unwrap().issues[0].trial_time, Some(0.05));
     }
 
     #[test]

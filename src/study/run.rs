@@ -164,6 +164,7 @@ fn issue_options(issue: &KeyIssue, base: &RunOptions) -> RunOptions {
         trials: issue.trials.or(base.trials),
         warmup: issue.warmup.or(base.warmup),
         budget: issue.budget.or(base.budget),
+        trial_time: issue.trial_time.or(base.trial_time),
         ..base.clone()
     }
 }

@@ -511,6 +511,7 @@ mod tests {
             trials: None,
             warmup: None,
             budget: None,
+            trial_time: None,
             criteria,
         }
     }

@@ -35,6 +35,8 @@ pub struct Plan {
     pub precision: f64,
     /// Seconds for all arms together.
     pub budget: f64,
+    /// Shortest time one trial should take (experiments batch shorter work).
+    pub trial_time: std::time::Duration,
 }
 
 /// The stop rule itself: after `n` measured trials (rounds), stop or go on.

@@ -22,6 +22,7 @@ fn how(schedule: Schedule, warmup: usize, min: usize, max: usize, budget: f64) -
             max_trials: max,
             precision: 0.02,
             budget,
+            trial_time: crate::engine::DEFAULT_TRIAL_TIME,
         },
         fixed: false,
         auto_warmup: false,

@@ -35,6 +35,9 @@ pub struct RunOptions {
     pub precision: Option<f64>,
     /// Seconds for the whole run.
     pub budget: Option<f64>,
+    /// Seconds one trial should at least take (default
+    /// [`super::DEFAULT_TRIAL_TIME`]).
+    pub trial_time: Option<f64>,
 }
 
 impl RunOptions {
@@ -74,12 +77,24 @@ impl RunOptions {
                 "--budget must be a positive duration (e.g. 30s)",
             ));
         }
+        let trial_time = match self.trial_time {
+            None => super::DEFAULT_TRIAL_TIME,
+            Some(t) if (0.001..=60.0).contains(&t) => std::time::Duration::from_secs_f64(t),
+            Some(t) => {
+                return Err(Error::usage(format!(
+                    "a trial time of {t} s is out of range: give 1ms to 60s (e.g. 100ms for a \
+                     quicker, noisier look; the default is {} ms)",
+                    super::DEFAULT_TRIAL_TIME.as_millis()
+                )))
+            }
+        };
         Ok(Plan {
             warmup: self.warmup.unwrap_or(d.warmup),
             min_trials: min.max(1),
             max_trials: max,
             precision,
             budget,
+            trial_time,
         })
     }
 }
@@ -141,6 +156,7 @@ pub fn run_points_with(
     clock: &mut dyn Clock,
     progress: &mut dyn FnMut(Event),
 ) -> Outcome {
+    ctx.set_trial_time(plan.trial_time);
     let how = Loop {
         schedule: Schedule::Sequential,
         plan: *plan,
@@ -324,6 +340,15 @@ impl PointTrials<'_> {
                 a.discard_reason
             )
         });
+        // A shorter or longer trial than the default changes what one
+        // trial averages over: say so where the figures are.
+        let trial_note = (plan.trial_time != super::DEFAULT_TRIAL_TIME).then(|| {
+            format!(
+                "trial time {} ms (default {} ms): work shorter than that is repeated within a trial",
+                plan.trial_time.as_millis(),
+                super::DEFAULT_TRIAL_TIME.as_millis()
+            )
+        });
         let mut params = self.points[arm].0.clone();
         let fit_notes = apply_fitted(&mut params, fitted, &self.specs);
         PointResult {
@@ -335,6 +360,7 @@ impl PointTrials<'_> {
             notes: warmup_note
                 .into_iter()
                 .chain(discard_note)
+                .chain(trial_note)
                 .chain(fit_notes)
                 .chain(extras.notes)
                 .collect(),

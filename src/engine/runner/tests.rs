@@ -35,6 +35,25 @@ fn options_resolve_against_defaults() {
         ..Default::default()
     };
     assert_eq!(o.plan(d).unwrap().min_trials, 2);
+    // The trial time: the default, a chosen one, and one out of range.
+    assert_eq!(
+        RunOptions::default().plan(d).unwrap().trial_time,
+        crate::engine::DEFAULT_TRIAL_TIME
+    );
+    let o = RunOptions {
+        trial_time: Some(0.05),
+        ..Default::default()
+    };
+    assert_eq!(o.plan(d).unwrap().trial_time.as_millis(), 50);
+    let o = RunOptions {
+        trial_time: Some(600.0),
+        ..Default::default()
+    };
+    let e = o.plan(d).unwrap_err();
+    assert!(
+        e.exit_code() == 2 && e.to_string().contains("1ms to 60s"),
+        "{e}"
+    );
 }
 
 /// An experiment whose trials return scripted values, in order.
@@ -98,6 +117,7 @@ fn a_cold_first_trial_is_discarded_and_replaced() {
         max_trials: 5,
         precision: 1e-9,
         budget: 60.0,
+        trial_time: crate::engine::DEFAULT_TRIAL_TIME,
     };
     let r = run_scripted(&values, &p, true);
     let m = &r.metrics[0];
@@ -131,6 +151,7 @@ fn steady_trials_are_all_kept() {
         max_trials: 5,
         precision: 1e-9,
         budget: 60.0,
+        trial_time: crate::engine::DEFAULT_TRIAL_TIME,
     };
     let r = run_scripted(&values, &p, true);
     assert_eq!(r.metrics[0].samples.len(), 5);
@@ -194,6 +215,7 @@ fn a_fitted_size_is_stored_as_used_with_a_note() {
         max_trials: 2,
         precision: 0.02,
         budget: 60.0,
+        trial_time: crate::engine::DEFAULT_TRIAL_TIME,
     };
     let out = run_points(&Fitting, &[Point(params)], &ctx, &p, true, &mut |_| {});
     assert!(out.error.is_none());

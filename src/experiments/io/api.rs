@@ -16,7 +16,7 @@ use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::{fill_file, sum_bytes, MIN_TRIAL};
+use crate::experiments::util::{fill_file, sum_bytes};
 use crate::safety::AlignedBuf;
 use crate::stats;
 use crate::{Error, Result};
@@ -39,8 +39,8 @@ impl Experiment for Api {
     }
     fn method(&self) -> &'static str {
         "Creates a file of `size` random bytes and keeps it in the page cache: this measures the \
-         cost of the calls and copies, not the device. A trial repeats passes (at least 200 ms per \
-         phase) of: write the whole file sequentially from offset 0 (overwriting, no truncate, \
+         cost of the calls and copies, not the device. A trial repeats passes (at least the trial time, 200 ms by \
+         default, per phase) of: write the whole file sequentially from offset 0 (overwriting, no truncate, \
          no fsync — the data stays in the page cache) in `record`-byte application writes, then \
          read it back in `record`-byte application reads, summing every byte. api=fd: one \
          write()/read() system call per record; api=stdio: fdopen() + fwrite()/fread() with \
@@ -346,7 +346,7 @@ impl PointRun for ApiRun {
         let (mut w, mut r) = (0.0, 0.0);
         let (mut wc, mut rc) = (0u64, 0u64);
         let mut passes = 0u64;
-        let min = MIN_TRIAL.as_secs_f64();
+        let min = ctx.trial_time().as_secs_f64();
         while passes == 0 || ((w < min || r < min) && passes < 10_000) {
             ctx.check_cancel()?;
             let a = thread_io();

@@ -30,7 +30,7 @@ impl Experiment for FileRead {
     fn method(&self) -> &'static str {
         "Creates a file of `size` random bytes in the scratch directory and reads it once so it is \
          in the page cache. A trial reads the whole file sequentially with pread() in `chunk`-byte \
-         pieces and sums every byte, repeated in passes so that one trial lasts at least 200 ms. \
+         pieces and sums every byte, repeated in passes so that one trial lasts at least the trial time (200 ms by default). \
          open=each opens and closes the file for every pass (open2close). Throughput counts the \
          file bytes once per pass, in B/s; the device is not involved."
     }
@@ -104,7 +104,7 @@ impl Experiment for FileRead {
             notes,
         };
         run.pass()?; // pulls every page into the cache
-        run.passes = calibrate(|| run.pass())?;
+        run.passes = calibrate(ctx, || run.pass())?;
         Ok(Box::new(run))
     }
 }

@@ -14,7 +14,7 @@ use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     Series, TrialValues,
 };
-use crate::experiments::util::{sum_bytes, MIN_TRIAL};
+use crate::experiments::util::sum_bytes;
 use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};
@@ -42,7 +42,7 @@ impl Experiment for Ctxsw {
          tunelab they form a ring: process i reads a 4-byte token from pipe i, sums its private \
          working set of `size` bytes (64-bit words, black-boxed; each child writes its copy \
          once so the pages are its own, not shared copy-on-write), and writes the token into \
-         pipe i+1. A trial sends the token round the ring until at least 200 ms have passed \
+         pipe i+1. A trial sends the token round the ring until at least the trial time (200 ms by default) has passed \
          (monotonic clock, measured by tunelab); hop = wall time / (rounds x procs). Overhead \
          = the same work without a switch, measured once per point in prepare() by tunelab \
          alone on the same CPU placement: write the token into one of `procs` pipes, read it \
@@ -321,9 +321,10 @@ impl PointRun for RingRun {
     fn trial(&mut self, ctx: &Ctx) -> Result<TrialValues> {
         let start = Instant::now();
         let mut n = 0u64;
-        // Blocks of about 256 hops, until the trial lasts MIN_TRIAL.
+        // Blocks of about 256 hops, until the trial lasts the trial time.
         let block = (256 / self.procs as u64).max(1);
-        while start.elapsed() < MIN_TRIAL {
+        let min = ctx.trial_time();
+        while start.elapsed() < min {
             self.rounds(ctx, block)?;
             n += block;
         }

@@ -32,7 +32,7 @@ impl Experiment for Fifo {
         "Creates two FIFOs with mkfifo in the scratch directory and opens them (O_RDWR) before \
          forking one child. One round trip = tunelab write()s 1 byte into the first FIFO, the \
          child read()s it and writes it into the second, tunelab read()s it. A trial times a \
-         batch of round trips lasting at least 200 ms and reports seconds per round trip; \
+         batch of round trips lasting at least the trial time (200 ms by default) and reports seconds per round trip; \
          every round trip also goes into an HDR histogram. cpu=same (default)|split|any and the \
          placement metrics as in ipc.pipe."
     }

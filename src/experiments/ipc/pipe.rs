@@ -25,11 +25,11 @@ impl Experiment for Pipe {
          it and write()s it back into the second, tunelab read()s it (blocking I/O, so every \
          round trip includes two wake-ups and, on one CPU, two context switches). This is one \
          'op' of `perf bench sched pipe` (which sends a 4-byte int; the size makes no \
-         measurable difference). A trial times batches of 256 round trips until 200 ms have \
-         passed (monotonic clock) and reports seconds per round trip; every round trip is also \
+         measurable difference). A trial times batches of 256 round trips until the trial time (200 ms by \
+         default) has passed (monotonic clock) and reports seconds per round trip; every round trip is also \
          recorded in an HDR histogram. Bandwidth, like lmbench bw_pipe: a second child write()s \
          `chunk`-byte pieces (64 KiB) of random data into a pipe continuously; tunelab read()s \
-         them with `chunk`-byte reads for 200 ms per trial; bytes counted once, as received, in \
+         them with `chunk`-byte reads for the trial time; bytes counted once, as received, in \
          B/s. (An earlier version asked the writer for ~1 MiB batches and let the pipe drain \
          between them: that handshake cost up to a third of the figure when the two processes \
          ran on different CPUs and no reference tool has it, so it was removed.) Placement: \

@@ -20,10 +20,10 @@ impl Experiment for Unix {
     fn method(&self) -> &'static str {
         "Like ipc.pipe, over a socketpair(AF_UNIX, SOCK_STREAM) per child instead of two pipes. \
          Latency: tunelab write()s 1 byte, the forked child read()s it and writes it back; a \
-         trial times batches of round trips until 200 ms have passed and reports seconds per \
+         trial times batches of round trips until the trial time (200 ms by default) has passed and reports seconds per \
          round trip (every round trip also goes into an HDR histogram). Bandwidth, like lmbench \
          bw_unix: a second child write()s `chunk`-byte pieces of random data continuously, \
-         tunelab read()s them for 200 ms per trial; bytes counted once, as received, in B/s. \
+         tunelab read()s them for the trial time; bytes counted once, as received, in B/s. \
          cpu=same (default)|split|any and the placement metrics and notes as in ipc.pipe. An \
          AF_UNIX round trip costs about twice a pipe round trip on the same CPU (socket buffers \
          are allocated and freed per message). Placement dominates everything else: when the \

@@ -11,7 +11,7 @@ use crate::engine::{
     PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::experiments::ipc::child;
-use crate::experiments::util::{fit_memory, Fit, MIN_TRIAL};
+use crate::experiments::util::{fit_memory, Fit};
 use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};
@@ -136,7 +136,7 @@ impl Experiment for Bandwidth {
     fn method(&self) -> &'static str {
         "prepare() allocates the arrays a kernel needs (`size` bytes each: 1 for read/write/rmw, \
          2 for copy, 3 for triad) once per point and writes every page, outside the timing. A \
-         trial repeats whole passes over the arrays until it lasts at least 200 ms and reports \
+         trial repeats whole passes over the arrays until it lasts at least the trial time (200 ms by default) and reports \
          counted bytes / wall time in B/s. Kernels: read = sum of 64-bit words; write = store an \
          opaque 64-bit value in every word (cannot be turned into memset); rmw = add to every \
          word in place; copy = one libc memcpy of the whole array (what mbw -t0 times); triad = \
@@ -251,7 +251,7 @@ impl Experiment for Bandwidth {
         // Calibrate: one pass (after a warming one).
         run.timed(1, size)?;
         let t = run.timed(1, size)?;
-        run.passes = ((MIN_TRIAL.as_secs_f64() / t).ceil() as u64).max(1);
+        run.passes = ((ctx.trial_time().as_secs_f64() / t).ceil() as u64).max(1);
         Ok(Box::new(run))
     }
 }

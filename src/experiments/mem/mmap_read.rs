@@ -37,7 +37,7 @@ impl Experiment for MmapRead {
          timing includes the system calls, the minor page faults that map the cached pages \
          (with the kernel's fault-around) and the TLB shootdown of munmap (lmbench open2close, \
          except that the file stays open). A trial repeats passes until it lasts at least \
-         200 ms; read_throughput = file bytes x passes / wall time, bytes counted once, B/s."
+         the trial time (200 ms unless --trial-time); read_throughput = file bytes x passes / wall time, bytes counted once, B/s."
     }
     fn params(&self) -> Vec<ParamSpec> {
         vec![
@@ -116,7 +116,7 @@ impl Experiment for MmapRead {
         }
         ctx.check_cancel()?;
         run.pass()?; // every page into the cache (and, for once, the page tables)
-        run.passes = calibrate(|| run.pass())?;
+        run.passes = calibrate(ctx, || run.pass())?;
         Ok(Box::new(run))
     }
 }

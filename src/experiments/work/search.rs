@@ -15,7 +15,7 @@ use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, TrialValues,
 };
-use crate::experiments::util::{fit_memory, Fit, MIN_TRIAL};
+use crate::experiments::util::{fit_memory, Fit};
 use crate::{Error, Result};
 
 pub struct Search;
@@ -119,7 +119,7 @@ impl Experiment for Search {
          `day`. output=discard counts the matches; output=print also formats each match as a \
          two-line screen listing into a String and writes it to /dev/null with one write() per \
          query run (formatting and the write are inside the timing). A query repeats until it \
-         has run at least 200 ms per trial; <query>_time = seconds per query, \
+         has run at least the trial time (200 ms by default) per trial; <query>_time = seconds per query, \
          <query>_throughput = database bytes scanned per second (B/s), <query>_matches = \
          matching programmes (deterministic for a seed). In memory only; no files."
     }
@@ -228,7 +228,7 @@ impl Experiment for Search {
             ..Footprint::default()
         }
     }
-    fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let seed = p.u64("seed")?;
         // A 16-64 MiB board holds fewer days than the default 10 (the
         // listing is one allocation: before, it was OOM-killed there).
@@ -280,7 +280,7 @@ impl Experiment for Search {
         };
         for i in 0..3 {
             let (secs, _) = run.once(i)?;
-            run.reps[i] = ((MIN_TRIAL.as_secs_f64() / secs.max(1e-7)).ceil() as u64).max(1);
+            run.reps[i] = ((ctx.trial_time().as_secs_f64() / secs.max(1e-7)).ceil() as u64).max(1);
         }
         Ok(Box::new(run))
     }

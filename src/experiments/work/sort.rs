@@ -11,7 +11,6 @@ use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     Series, TrialValues,
 };
-use crate::experiments::util::MIN_TRIAL;
 use crate::stats;
 use crate::Result;
 
@@ -104,7 +103,7 @@ impl Experiment for Sort {
          subject = case-insensitive after stripping every leading \"Re:\" (done in the \
          comparator, as a client does on the fly), date and size numerically, sender \
          case-insensitive. Only the sort is timed; copying the arrival order before each sort \
-         is not. Sorts repeat until each key has run at least 200 ms per trial; \
+         is not. Sorts repeat until each key has run at least the trial time (200 ms by default) per trial; \
          <key>_time = seconds per sort, total_time = their sum (one sort by each key). \
          `comparisons` counts comparator calls for one sort by each key (deterministic for a \
          seed): the work done, independent of the machine; n log n predicts ~13x more \
@@ -155,7 +154,7 @@ impl Experiment for Sort {
             budget: 60.0,
         }
     }
-    fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let n = p.usize("n")?;
         let seed = p.u64("seed")?;
         let msgs = mail_folder(n, seed);
@@ -175,10 +174,10 @@ impl Experiment for Sort {
             fingerprint: print,
             samples: Default::default(),
         };
-        // Calibrate: sorts per key so each key runs >= MIN_TRIAL per trial.
+        // Calibrate: sorts per key so each key runs >= the trial time per trial.
         for (i, key) in KEYS.iter().enumerate() {
             let (secs, _) = run.sort_once(*key);
-            run.reps[i] = ((MIN_TRIAL.as_secs_f64() / secs.max(1e-7)).ceil() as u64).max(1);
+            run.reps[i] = ((ctx.trial_time().as_secs_f64() / secs.max(1e-7)).ceil() as u64).max(1);
         }
         Ok(Box::new(run))
     }

@@ -47,7 +47,7 @@ impl Experiment for RecordSize {
          /proc/sys/vm/drop_caches, otherwise fdatasync + posix_fadvise(DONTNEED), the notes \
          say which; direct: O_DIRECT reads bypass the cache) and read it back sequentially with \
          pread() calls of `record` bytes (read_throughput). Opening and cache dropping are not \
-         timed. Passes repeat until each phase has run at least 200 ms; throughput = file \
+         timed. Passes repeat until each phase has run at least the trial time (200 ms by default); throughput = file \
          bytes × passes / timed seconds, in B/s. `record` is the sweep: each record size is \
          one point and the report plots each metric against it; every point also carries a \
          one-point series per metric named `<metric> mode=<mode>` (x = record in B) that \

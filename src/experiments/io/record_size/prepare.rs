@@ -164,7 +164,7 @@ const PROBE_START: u64 = 256 << 10;
 const PROBE_BYTES: u64 = 4 << 20;
 
 /// The least file the time fitting leaves (or one record): a trial repeats
-/// passes until each phase has lasted MIN_TRIAL, so a small file still
+/// passes until each phase has lasted the trial time, so a small file still
 /// times well; below this the per-pass open and fsync weigh too much.
 const FIT_FLOOR: u64 = 256 << 10;
 

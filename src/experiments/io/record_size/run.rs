@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use super::super::cache_control::{drop_file_cache, open_with, DropMethod, IoMode};
 use crate::engine::{Ctx, Fitted, PointExtras, PointRun, Series, TrialValues};
-use crate::experiments::util::MIN_TRIAL;
 use crate::safety::AlignedBuf;
 use crate::stats;
 use crate::units::format_size;
@@ -177,7 +176,7 @@ impl PointRun for RecordSizeRun {
         let (mut w0, mut w1, mut r) = (0.0, 0.0, 0.0);
         let mut passes = 0u64;
         let mut shortest = f64::INFINITY;
-        let min = MIN_TRIAL.as_secs_f64();
+        let min = ctx.trial_time().as_secs_f64();
         while passes == 0 || ((w0 < min || r < min) && passes < 1000) {
             ctx.check_cancel()?;
             let (a, b) = self.write_pass(ctx)?;

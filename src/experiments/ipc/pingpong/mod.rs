@@ -13,7 +13,6 @@ use std::time::Instant;
 
 use super::child::{self, Children, CpuReports, CpuSet, PinGuard};
 use crate::engine::{Ctx, ParamKind, ParamSpec, PointExtras, PointRun, TrialValues};
-use crate::experiments::util::MIN_TRIAL;
 use crate::safety::AlignedBuf;
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
@@ -84,6 +83,8 @@ pub(crate) struct PingPong {
     buf: AlignedBuf,
     chunk: usize,
     round_trips: u64,
+    /// The trial time of the last trial, ms (for the notes).
+    trial_ms: u128,
     chunks: u64,
     hist: LatencyRecorder,
     _pin: PinGuard,
@@ -178,6 +179,7 @@ impl PingPong {
             buf: AlignedBuf::zeroed(chunk.max(1))?,
             chunk,
             round_trips: 0,
+            trial_ms: 0,
             chunks: 0,
             hist: LatencyRecorder::new(),
             _pin: pin,
@@ -291,13 +293,14 @@ impl PingPong {
         broken(self.what)
     }
 
-    /// Round trips in blocks of 256 until at least `MIN_TRIAL` has passed,
+    /// Round trips in blocks of 256 until at least the trial time has passed,
     /// with a placement sample (untimed) at most every `SAMPLE_EVERY`:
     /// (count, seconds).
     fn ping_for_min_trial(&mut self, ctx: &Ctx, place: &mut Placement) -> Result<(u64, f64)> {
         let mut n = 0u64;
         let mut t = 0.0;
         let mut next_sample = Instant::now();
+        let min = ctx.trial_time().as_secs_f64();
         loop {
             if Instant::now() >= next_sample {
                 place.sample(self.cpus.get(ECHO));
@@ -305,7 +308,7 @@ impl PingPong {
             }
             t += self.ping(ctx, 256, true)?;
             n += 256;
-            if t >= MIN_TRIAL.as_secs_f64() {
+            if t >= min {
                 return Ok((n, t));
             }
         }
@@ -313,6 +316,7 @@ impl PingPong {
 
     pub fn trial(&mut self, ctx: &Ctx, latency: bool, bandwidth: bool) -> Result<TrialValues> {
         let mut v = TrialValues::new();
+        self.trial_ms = ctx.trial_time().as_millis();
         if latency {
             let mut place = Placement::default();
             let m0 = migrations_of(&[self.echo_pid]);
@@ -330,7 +334,8 @@ impl PingPong {
             let mut place = Placement::default();
             let w: Vec<_> = self.writer_pid.into_iter().collect();
             let m0 = migrations_of(&w);
-            let (bytes, t) = self.stream_until(ctx, |_, el| el >= MIN_TRIAL, Some(&mut place))?;
+            let min = ctx.trial_time();
+            let (bytes, t) = self.stream_until(ctx, |_, el| el >= min, Some(&mut place))?;
             place.migrations = m0.zip(migrations_of(&w)).map(|(a, b)| b - a);
             self.chunks = bytes / self.chunk as u64;
             v.set("bandwidth", bytes as f64 / t);
@@ -345,16 +350,16 @@ impl PingPong {
 
     pub fn extras(&self) -> PointExtras {
         let mut notes = vec![format!(
-            "batches of 256 round trips until a trial lasts 200 ms ({} in the last trial; 1 byte each way, blocking read/write, \
+            "batches of 256 round trips until a trial lasts {} ms ({} in the last trial; 1 byte each way, blocking read/write, \
              two processes); histogram = every round trip of every trial",
-            self.round_trips
+            self.trial_ms, self.round_trips
         )];
         if self.bw.is_some() {
             notes.push(format!(
                 "continuous stream like lmbench bw_pipe/bw_unix: the writer write()s {} B pieces \
-                 without pause, tunelab read()s for 200 ms per trial (~{} reads' worth in the \
+                 without pause, tunelab read()s for {} ms per trial (~{} reads' worth in the \
                  last trial), bytes counted once (as received)",
-                self.chunk, self.chunks
+                self.chunk, self.trial_ms, self.chunks
             ));
         }
         notes.extend(placement_notes(
