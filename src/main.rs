@@ -1,6 +1,13 @@
-//! The tunelab binary: everything lives in the library; this only exits with
-//! the code the CLI decided.
+//! The tunelab binary: everything lives in the library; this only wires
+//! the experiment registry into the CLI and exits with the code the CLI
+//! decided.
 
 fn main() {
-    std::process::exit(tunelab::cli::main());
+    use tunelab::experiments::registry;
+    let experiments = tunelab::engine::catalog::Catalog {
+        all: registry::all,
+        find: registry::find,
+        param_kind: registry::param_kind,
+    };
+    std::process::exit(tunelab::cli::main(&experiments));
 }

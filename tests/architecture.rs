@@ -14,8 +14,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("study", 4),
     ("advise", 4),
     ("tune", 4),
-    ("diagnose", 4),
-    ("fleet", 4),
     ("experiments", 3),
     ("engine", 2),
     ("store", 1),
@@ -24,6 +22,12 @@ const LAYERS: &[(&str, u8)] = &[
     // report (the cycle test below fails if it does).
     ("analysis", 1),
     ("lab", 1),
+    // The profiler reads the machine only (model, observe, safety, units):
+    // the engine's diagnose session runs it.
+    ("diagnose", 1),
+    // ssh fan-out and inventories, on safety and system only: the engine's
+    // remote session runs it.
+    ("fleet", 1),
     ("safety", 0),
     ("observe", 0),
     ("system", 0),
@@ -35,6 +39,23 @@ const LAYERS: &[(&str, u8)] = &[
 
 /// Known edges that point up, each with who removes it. (file, target layer)
 const ALLOWED: &[(&str, &str, &str)] = &[];
+
+/// What `src/cli/` may import: it parses, calls the engine (or the study,
+/// the sweep, the analysis of stored runs) and prints (docs/architecture.md,
+/// "The CLI").
+const CLI_IMPORTS: &[&str] = &[
+    "cli", "engine", "study", "tune", "analysis", "report", "model", "units", "error",
+];
+
+/// CLI imports beyond that list that are known, each with why and who
+/// removes it: (file, module). Any other one fails, and so does one of
+/// these once it is gone (so the list only shrinks).
+const CLI_KNOWN: &[(&str, &str, &str)] = &[
+    // advise reads experiments' own constants (layer 4): its findings reach
+    // the CLI through study once experiments are declared as data (#30).
+    ("src/cli/advise.rs", "advise", "arch (#30, Spec)"),
+    ("src/cli/diagnose.rs", "advise", "arch (#30, Spec)"),
+];
 
 /// File-level cycles inside one top-level module that are known and not yet
 /// broken, each with who owns the files. Any other cycle fails the test, and
@@ -499,6 +520,43 @@ fn imports_point_down_the_layers() {
     assert!(
         problems.is_empty(),
         "imports pointing up (docs/architecture.md, Layers):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_cli_imports_only_its_list() {
+    let edges = graph();
+    let mut found = BTreeSet::new();
+    let mut problems = Vec::new();
+    for e in edges.iter().filter(|e| e.from[0] == "cli") {
+        let to = e.to[0].as_str();
+        if CLI_IMPORTS.contains(&to) {
+            continue;
+        }
+        if CLI_KNOWN.iter().any(|(f, m, _)| *f == e.file && *m == to) {
+            found.insert((e.file.clone(), to.to_string()));
+            continue;
+        }
+        problems.push(format!(
+            "{}:{}: the CLI imports '{to}' ({}); it may import only {} — \
+             call an engine (or study/tune/analysis) function instead",
+            e.file,
+            e.line,
+            e.text,
+            CLI_IMPORTS.join(", ")
+        ));
+    }
+    for (f, m, _) in CLI_KNOWN {
+        if !found.contains(&(f.to_string(), m.to_string())) {
+            problems.push(format!(
+                "{f} no longer imports '{m}': remove it from CLI_KNOWN in tests/architecture.rs"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "imports of src/cli/ outside its list (docs/architecture.md, The CLI):\n{}",
         problems.join("\n")
     );
 }

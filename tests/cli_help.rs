@@ -77,6 +77,11 @@ fn one_man_page_per_subcommand_that_man_reads() {
     let run = std::fs::read_to_string(dir.join("tunelab-run.1")).unwrap();
     assert!(run.contains(".TH tunelab-run"), "title");
     assert!(run.contains("Examples"), "examples in the man page");
+    // The experiments come from the registry main.rs hands the CLI.
+    assert!(
+        run.contains("io.record\\-size"),
+        "tunelab-run.1 lists experiments"
+    );
     // Never overwritten: a second run refuses and leaves the pages as they are.
     let again = env.run(&["completions", "man", "--dir", dir.to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));

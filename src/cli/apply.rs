@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 
 use super::Out;
+use crate::engine::Store;
 use crate::model::applied::AppliedChange;
 use crate::report::table;
-use crate::store::Store;
 use crate::tune::apply::{self, Check};
 use crate::tune::persist::Root;
 use crate::{Error, Result};
@@ -40,7 +40,7 @@ impl RootArg {
 }
 
 fn need_root(root: &Root, verb: &str) -> Result<()> {
-    if root.is_real() && !crate::safety::is_root() {
+    if root.is_real() && !crate::engine::host::is_root() {
         return Err(Error::privilege(format!(
             "{verb} changes system configuration (/etc, /proc/sys, /sys) and needs root \
              (run with sudo)"

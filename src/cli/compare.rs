@@ -6,11 +6,11 @@ use super::Out;
 use crate::analysis::compare::compare_runs;
 use crate::analysis::devices::{compare_devices, machine_of};
 use crate::engine::model::Run;
+use crate::engine::Store;
 use crate::model::applied;
 use crate::report::compare::render;
 use crate::report::devices;
 use crate::report::{export, md_report};
-use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]

@@ -1,14 +1,11 @@
 //! `tunelab diagnose [--for DUR | --pid P | -- CMD…]`: why is it slow.
-//! Thin: parse, run `diagnose::diagnose`, store the run, print the
-//! sections and the headline findings.
+//! Thin: parse, run `engine::verbs::diagnose` (which diagnoses and stores
+//! the run), print the sections and the headline findings.
 
 use std::time::Duration;
 
 use super::{Cli, Out};
-use crate::diagnose::{self, Options, What};
-use crate::engine::model::now_rfc3339;
-use crate::engine::pipeline::store_run;
-use crate::engine::session::new_run;
+use crate::engine::verbs::diagnose::{self, What};
 use crate::report::diagnosis as view;
 use crate::{Error, Result};
 
@@ -67,31 +64,32 @@ fn what(a: &Args, argv: &[String]) -> Result<What> {
 }
 
 pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
-    let mut opts = Options::new(what(a, argv)?);
-    opts.hz = a.hz;
-    opts.startup_runs = a.startup_runs;
+    let what = what(a, argv)?;
     let mut store = if a.no_store {
         None
     } else {
         Some(super::open_store(cli)?)
     };
-    let started = now_rfc3339();
-    let say = |m: &str| out.info(m);
-    let d = diagnose::diagnose(&opts, &say)?;
-    let mut run = new_run(None, &a.label, argv);
-    run.started = started;
-    run.finished = now_rfc3339();
-    run.diagnosis = Some(Box::new(d));
     // A store that cannot be written must not lose the diagnosis: it is
     // printed first, the store's failure reported after it.
-    let store_error = store_run(&run, store.as_mut(), false, out);
+    let finished = diagnose::run(
+        what,
+        a.hz,
+        a.startup_runs,
+        &a.label,
+        argv,
+        store.as_mut(),
+        out,
+    )?;
+    let run = &finished.run;
     let Some(d) = run.diagnosis.as_deref() else {
         return Err(Error::measurement("internal: the diagnosis was not kept"));
     };
     let findings = crate::advise::diagnosis_findings(&run.id, d);
     if out.json {
-        out.json_data(&serde_json::json!({ "run": &run, "findings": findings }))?;
-        return store_error.map_or(Ok(0), Err);
+        out.json_data(&serde_json::json!({ "run": run, "findings": findings }))?;
+        finished.result(out)?;
+        return Ok(0);
     }
     let mut text = format!("diagnosis {}", run.id);
     if store.is_none() {
@@ -116,7 +114,8 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         ));
     }
     out.data(&text)?;
-    store_error.map_or(Ok(0), Err)
+    finished.result(out)?;
+    Ok(0)
 }
 
 /// The findings of a diagnosis as a report section (advise's findings
@@ -146,5 +145,5 @@ pub fn flame(
     stacks: &[crate::model::profile::FoldedStack],
     title: &str,
 ) -> std::result::Result<String, String> {
-    diagnose::profile::flamegraph_svg(stacks, title)
+    diagnose::flame(stacks, title)
 }

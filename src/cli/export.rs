@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use super::Out;
+use crate::engine::Store;
 use crate::report::export::{export, Format};
-use crate::store::Store;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]

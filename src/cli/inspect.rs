@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use super::Out;
+use crate::engine::host::facts;
 use crate::report::table;
-use crate::system::inspect::inspect;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -22,7 +22,7 @@ pub fn exec(args: &Args, out: &Out) -> Result<i32> {
             target.display()
         )));
     }
-    let facts = inspect(Some(&target));
+    let facts = facts(&target);
     if out.json {
         out.json_data(&facts.0)?;
         return Ok(0);

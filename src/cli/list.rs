@@ -3,8 +3,8 @@
 use serde::Serialize;
 
 use super::Out;
+use crate::engine::catalog::Catalog;
 use crate::engine::{Better, Experiment};
-use crate::experiments::registry;
 use crate::report::table;
 use crate::Result;
 
@@ -75,10 +75,10 @@ fn to_json(e: &dyn Experiment) -> ExperimentJson {
     }
 }
 
-pub fn exec(args: &Args, out: &Out) -> Result<i32> {
+pub fn exec(args: &Args, out: &Out, experiments: &Catalog) -> Result<i32> {
     let exps: Vec<Box<dyn Experiment>> = match &args.experiment {
-        Some(name) => vec![registry::find(name)?],
-        None => registry::all(),
+        Some(name) => vec![experiments.find(name)?],
+        None => experiments.all(),
     };
     if out.json {
         let v: Vec<ExperimentJson> = exps.iter().map(|e| to_json(e.as_ref())).collect();
@@ -159,9 +159,9 @@ pub fn experiment_help(e: &dyn Experiment) -> String {
 
 /// The experiment list appended to `run --help` and the man page.
 #[cfg(feature = "completions")]
-pub fn experiments_help() -> String {
+pub fn experiments_help(experiments: &Catalog) -> String {
     let mut s = String::from("Experiments (tunelab list EXP for details):\n");
-    for e in registry::all() {
+    for e in experiments.all() {
         s.push_str(&format!("  {:<20} {}\n", e.name(), e.summary()));
         for p in e.params() {
             s.push_str(&format!(

@@ -35,8 +35,9 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use output::{output_is_terminal, Out};
 
-use crate::experiments::registry;
-use crate::store::{self, Store};
+use crate::engine::catalog::Catalog;
+use crate::engine::host;
+use crate::engine::Store;
 use crate::Result;
 
 /// Measure, explain and tune the performance of Linux systems.
@@ -128,19 +129,19 @@ pub fn command() -> clap::Command {
 /// The command as the man pages describe it: `tunelab-run(1)` also lists
 /// every experiment with its parameters.
 #[cfg(feature = "completions")]
-pub fn man_command() -> clap::Command {
+pub fn man_command(experiments: &Catalog) -> clap::Command {
     command().mut_subcommand("run", |r| {
         let help = format!(
             "{}\n{}",
             examples::text("run").unwrap_or_default(),
-            list::experiments_help()
+            list::experiments_help(experiments)
         );
         r.after_long_help(help)
     })
 }
 
 /// Entry point of the binary: returns the process exit code.
-pub fn main() -> i32 {
+pub fn main(experiments: &Catalog) -> i32 {
     let args: Vec<String> = std::env::args().collect();
     // `tunelab __noop`: a program every board has (this one) that does
     // nothing, for timing process start-up (`/proc/self/exe __noop` in the
@@ -153,13 +154,10 @@ pub fn main() -> i32 {
     if std::env::var_os("TUNELAB_DB").is_some_and(|v| v.is_empty()) {
         std::env::remove_var("TUNELAB_DB");
     }
-    crate::safety::install_signal_handlers();
-    if std::env::var_os(crate::safety::signals::STDIN_GUARD).is_some() {
-        crate::safety::signals::hang_up_on_stdin_eof(std::time::Duration::from_secs(20));
-    }
+    host::start_process();
     crate::report::table::set_terminal(output_is_terminal());
-    crate::model::run::set_legacy_kinds(crate::experiments::registry::param_kind);
-    if let Some(code) = run::help_for_experiment(&args) {
+    crate::model::run::set_legacy_kinds(experiments.param_kind);
+    if let Some(code) = run::help_for_experiment(&args, experiments) {
         return code;
     }
     let matches = match command().try_get_matches_from(&args) {
@@ -181,12 +179,12 @@ pub fn main() -> i32 {
     // An unreadable journal only blocks changing settings (tune, --fs);
     // `restore` explains what it holds.
     if !matches!(cli.command, Command::Restore(_)) {
-        match crate::safety::journal::restore_stale(false) {
+        match host::restore_left_settings(false) {
             Ok(msgs) => msgs.iter().for_each(|m| out.warn(m)),
             Err(_) => out.warn(&format!(
                 "the knob journal {} is unreadable: settings it records may still be changed; \
                  run 'tunelab restore' for what it holds and how to restore by hand",
-                crate::safety::journal::path().display()
+                host::journal_path().display()
             )),
         }
     }
@@ -202,12 +200,12 @@ pub fn main() -> i32 {
             | Command::Boot(_)
             | Command::Remote(_)
     ) {
-        if let Err(e) = crate::safety::rlimits::check() {
+        if let Err(e) = host::check_limits() {
             out.error(&e.to_string());
             return e.exit_code();
         }
     }
-    match dispatch(&cli, &out, &args) {
+    match dispatch(&cli, &out, &args, experiments) {
         Ok(code) => code,
         Err(e) => {
             out.error(&e.to_string());
@@ -216,21 +214,21 @@ pub fn main() -> i32 {
     }
 }
 
-fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
+fn dispatch(cli: &Cli, out: &Out, argv: &[String], experiments: &Catalog) -> Result<i32> {
     match &cli.command {
-        Command::List(a) => list::exec(a, out),
-        Command::Run(a) => run::exec(a, out, cli, argv),
+        Command::List(a) => list::exec(a, out, experiments),
+        Command::Run(a) => run::exec(a, out, cli, argv, experiments),
         Command::Runs(a) => runs::exec(a, out, &open_store(cli)?),
         Command::Show(a) => show::exec(a, out, &open_store(cli)?),
         Command::Compare(a) => compare::exec(a, out, &open_store(cli)?),
         Command::Export(a) => export::exec(a, out, &open_store(cli)?),
-        Command::Import(a) => import::exec(a, out, &mut open_store(cli)?),
+        Command::Import(a) => import::exec(a, out, &mut open_store(cli)?, experiments),
         Command::Inspect(a) => inspect::exec(a, out),
         Command::Advise(a) => advise::exec(a, out, cli),
         Command::Study(a) => study::exec(a, out, cli, argv),
-        Command::Tune(a) => tune::exec(a, out, cli, argv),
+        Command::Tune(a) => tune::exec(a, out, cli, argv, experiments),
         Command::Restore(a) => restore::exec(a, out),
-        Command::Completions(a) => completions::exec(a, out),
+        Command::Completions(a) => completions::exec(a, out, experiments),
         Command::Monitor(a) => monitor::exec(a, out, cli.json),
         Command::Time(a) => time::exec(a, out, cli, argv),
         Command::Memory(a) => memory::exec(a, out),
@@ -256,7 +254,6 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String]) -> Result<i32> {
 }
 
 pub fn open_store(cli: &Cli) -> Result<Store> {
-    let path = cli.db.clone().unwrap_or_else(store::default_path);
     // Commands that only read never create a database (nor its directory).
     let reads = matches!(
         cli.command,
@@ -267,13 +264,5 @@ pub fn open_store(cli: &Cli) -> Result<Store> {
             | Command::Report(_)
             | Command::History(_)
     );
-    if reads {
-        return Store::open_read(&path);
-    }
-    Store::open(&path)
-}
-
-/// Used by tests: every experiment can be found by the name `list` prints.
-pub fn experiment_names() -> Vec<&'static str> {
-    registry::all().iter().map(|e| e.name()).collect()
+    crate::engine::pipeline::open_store(cli.db.clone(), reads)
 }

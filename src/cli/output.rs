@@ -83,6 +83,9 @@ impl crate::engine::pipeline::Observer for Out {
     fn run_warning(&self, msg: &str) {
         Out::run_warning(self, msg)
     }
+    fn error(&self, msg: &str) {
+        Out::error(self, msg)
+    }
 }
 
 // Files the CLI writes (reports, history and comparison pages): always new

@@ -1,15 +1,13 @@
 //! `tunelab remote HOST… -- ARGS…`: run a tunelab command on boards over ssh
-//! and store the runs they bring back.
+//! and store the runs they bring back (`engine::verbs::remote`); this file
+//! parses and prints.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use super::Out;
-use crate::engine::model::Run;
-use crate::fleet::inventory::Host;
-use crate::fleet::remote::{self, Plan};
+use crate::engine::verbs::remote::{self, Fanned, Request};
+use crate::engine::Store;
 use crate::report::table;
-use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -48,121 +46,19 @@ pub struct Args {
     pub args: Vec<String>,
 }
 
-/// The inventory's text, read no further than the size limit; a file that
-/// is not UTF-8 text is bad input (exit 2), not a failure.
-fn read_inventory(path: &std::path::Path) -> Result<String> {
-    use std::io::Read;
-    let f =
-        std::fs::File::open(path).map_err(|e| Error::io("cannot read the inventory", path, e))?;
-    let mut bytes = Vec::new();
-    f.take(crate::fleet::MAX_INVENTORY_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::io("cannot read the inventory", path, e))?;
-    String::from_utf8(bytes).map_err(|_| {
-        Error::usage(format!(
-            "inventory {} is not UTF-8 text: give an Ansible INI or YAML inventory",
-            path.display()
-        ))
-    })
-}
-
-fn hosts(a: &Args) -> Result<Vec<Host>> {
-    let list = match &a.inventory {
-        Some(path) => {
-            let text = read_inventory(path)?;
-            let inv = crate::fleet::load_inventory(&text, &path.to_string_lossy())?;
-            let pattern = if a.hosts.is_empty() {
-                "all".to_string()
-            } else {
-                a.hosts.join(",")
-            };
-            inv.select(&pattern)?
-        }
-        None => a
-            .hosts
-            .iter()
-            .map(|h| Host::parse(h))
-            .collect::<Result<_>>()?,
-    };
-    if list.is_empty() {
-        return Err(Error::usage(
-            "no hosts: name them, or give --inventory FILE",
-        ));
-    }
-    Ok(list)
-}
-
 pub fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
-    let hosts = hosts(a)?;
-    if a.args.first().is_some_and(|c| c == "remote") {
-        return Err(Error::usage(
-            "remote runs tunelab on the hosts; 'remote' there would fan out again",
-        ));
-    }
     let mut store = if a.no_store { None } else { store };
-    let ssh_options: Vec<String> = a
-        .ssh_options
-        .iter()
-        .flat_map(|o| o.split_whitespace().map(str::to_string).collect::<Vec<_>>())
-        .collect();
-    let plan = Plan {
-        ssh: std::env::var("TUNELAB_SSH")
-            .ok()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "ssh".into()),
-        ssh_options,
+    let request = Request {
+        hosts: a.hosts.clone(),
+        inventory: a.inventory.clone(),
         binaries: a.binaries.clone(),
-        args: &a.args,
-        timeout: Duration::from_secs_f64(a.timeout),
         parallel: a.parallel as usize,
+        timeout: a.timeout,
+        ssh_options: a.ssh_options.clone(),
         allow_dynamic: a.allow_dynamic,
+        args: a.args.clone(),
     };
-    // Without --bin this very binary is copied: refused before connecting
-    // when it is dynamically linked (the hosts' own check covers --bin).
-    if a.binaries.is_none() {
-        if let Ok(me) = std::env::current_exe() {
-            let interp = std::fs::read(&me)
-                .ok()
-                .and_then(|b| crate::fleet::elf::interpreter(&b));
-            match (interp, a.allow_dynamic) {
-                (Some(i), false) => return Err(Error::usage(crate::fleet::elf::refusal(&me, &i))),
-                (Some(i), true) => out.warn(&format!(
-                    "copying the dynamically linked {} (needs {i} on every host)",
-                    me.display()
-                )),
-                (None, _) => {}
-            }
-        }
-    }
-    out.info(&format!(
-        "running on {} host(s), {} at a time",
-        hosts.len(),
-        plan.parallel.min(hosts.len())
-    ));
-    let outcomes = remote::run(&plan, &hosts, &|host, line| {
-        out.info(&format!("[{host}] {line}"))
-    });
-    let mut stored: Vec<(String, String)> = Vec::new();
-    for o in &outcomes {
-        let Some(doc) = &o.output else { continue };
-        let is_run = doc["schema"]
-            .as_str()
-            .is_some_and(|s| s.starts_with("tunelab.run/"));
-        if let (true, Some(store)) = (is_run, store.as_mut()) {
-            let mut run: Run = serde_json::from_value(doc.clone()).map_err(|e| {
-                Error::measurement(format!(
-                    "{}: the run it sent back is not readable: {e}",
-                    o.host
-                ))
-            })?;
-            // The inventory name tells boards apart when they share a host
-            // name (cloned images are all "buildroot"); --machine matches it.
-            run.environment
-                .insert(crate::analysis::devices::FLEET_HOST.into(), o.host.clone());
-            crate::engine::pipeline::store_received(&run, store)?;
-            stored.push((o.host.clone(), run.id.clone()));
-        }
-    }
+    let Fanned { outcomes, stored } = remote::run(&request, store.as_mut(), out)?;
     let failed: Vec<&str> = outcomes
         .iter()
         .filter(|o| o.status != "ok")

@@ -6,16 +6,16 @@ use std::path::{Path, PathBuf};
 use super::progress::Progress;
 
 use super::{Cli, Out};
+use crate::engine::catalog::Catalog;
+use crate::engine::host::is_root;
 use crate::engine::model::Run;
 use crate::engine::params::{expand_points, split_assignment};
 use crate::engine::pipeline::{self, for_each_target, Lab};
 use crate::engine::runner::{run_points, Event, RunOptions};
 use crate::engine::session::{Session, Watch};
+use crate::engine::Store;
 use crate::engine::{Ctx, Experiment};
-use crate::experiments::registry;
 use crate::report::runview;
-use crate::safety::is_root;
-use crate::store::Store;
 use crate::units::parse_duration;
 use crate::{Error, Result};
 
@@ -143,22 +143,28 @@ fn parse_fraction(s: &str) -> std::result::Result<f64, String> {
 
 /// `tunelab run EXP --help`: print the experiment's own help instead of the
 /// generic one. Returns the exit code when it handled the call.
-pub fn help_for_experiment(args: &[String]) -> Option<i32> {
+pub fn help_for_experiment(args: &[String], experiments: &Catalog) -> Option<i32> {
     let run_at = args.iter().position(|a| a == "run")?;
     let rest = &args[run_at + 1..];
     if !rest.iter().any(|a| a == "--help" || a == "-h") {
         return None;
     }
     let name = rest.iter().find(|a| !a.starts_with('-'))?;
-    let exp = registry::find(name).ok()?;
+    let exp = experiments.find(name).ok()?;
     print!("{}", super::list::experiment_help(exp.as_ref()));
     println!("\nUsage: tunelab run {} [-p KEY=V[,V…]]… [--target DIR] [--trials N] [--budget DUR] [--label L]", exp.name());
     println!("Common options: tunelab run --help");
     Some(0)
 }
 
-pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
-    let exp = registry::find(&args.experiment)?;
+pub fn exec(
+    args: &Args,
+    out: &Out,
+    cli: &Cli,
+    argv: &[String],
+    experiments: &Catalog,
+) -> Result<i32> {
+    let exp = experiments.find(&args.experiment)?;
     let overrides = args
         .params
         .iter()
@@ -179,7 +185,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let lab = args.lab.parse()?;
     // A target that cannot be used is one error line, before any plan.
     if let Some(t) = &args.target {
-        crate::safety::scratch::check_target(t)?;
+        crate::engine::host::check_target(t)?;
     }
     if m.trials.is_none() {
         // Said first, so a slow board's user knows how long to wait.

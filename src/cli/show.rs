@@ -3,8 +3,8 @@
 use super::runs::clean;
 use super::Out;
 use crate::engine::model::Run;
+use crate::engine::Store;
 use crate::report::runview;
-use crate::store::Store;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]

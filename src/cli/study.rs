@@ -63,7 +63,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let lab = args.lab.parse()?;
     // A target that cannot be used fails every key issue: say so up front.
     if let Some(t) = &args.target {
-        crate::safety::scratch::check_target(t)?;
+        crate::engine::host::check_target(t)?;
     }
     args.export.check()?;
     let mut store = args.measure.store(cli)?;

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use super::run::{begin_session, finish, LabArgs, MeasureArgs};
 use super::{Cli, Out};
+use crate::engine::catalog::Catalog;
 use crate::engine::params::{expand_points, split_assignment};
 use crate::engine::session::target_or_temp;
-use crate::experiments::registry;
 use crate::report::table;
 use crate::tune::knobs::{is_known, Knob, NAMES};
 use crate::tune::sweep::{best_value, default_metric};
@@ -57,7 +57,13 @@ pub struct Args {
     pub lab: LabArgs,
 }
 
-pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
+pub fn exec(
+    args: &Args,
+    out: &Out,
+    cli: &Cli,
+    argv: &[String],
+    experiments: &Catalog,
+) -> Result<i32> {
     if !is_known(&args.knob) {
         return Err(Error::usage(format!(
             "unknown knob '{}' (knobs: {})",
@@ -76,7 +82,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
             "--values needs at least two values to compare (e.g. --values 128,1024)",
         ));
     }
-    let exp = registry::find(&args.experiment)?;
+    let exp = experiments.find(&args.experiment)?;
     let overrides = args
         .params
         .iter()
@@ -114,13 +120,13 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     if args.dry_run {
         return dry_run(args, &values, exp.as_ref(), &points[0], &metric, out);
     }
-    if !crate::safety::is_root() {
+    if !crate::engine::host::is_root() {
         return Err(Error::privilege(format!(
             "tune changes {} and needs root (run with sudo)",
             args.knob
         )));
     }
-    if exp.needs().root && !crate::safety::is_root() {
+    if exp.needs().root && !crate::engine::host::is_root() {
         return Err(Error::privilege(format!("{} needs root", exp.name())));
     }
     // Resolve and validate against the real target before measuring anything.
@@ -267,9 +273,9 @@ fn dry_run(
     ));
     s.push_str(&format!(
         "  restore:  the original value is journalled in {} before the first write and written back at the end, on Ctrl-C, and after a kill by the next tunelab ('tunelab restore')\n",
-        crate::safety::journal::path().display()
+        crate::engine::host::journal_path().display()
     ));
-    if !crate::safety::is_root() {
+    if !crate::engine::host::is_root() {
         s.push_str("  note:     changing it needs root: the real run would stop with exit 3\n");
     }
     out.data(&s)?;

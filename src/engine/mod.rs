@@ -1,11 +1,16 @@
 //! The experiment engine: what an experiment declares, what a trial returns,
 //! and the runner that repeats trials until the statistics are trustworthy.
 
+pub mod catalog;
+pub mod host;
+pub mod import;
 pub mod measure;
 pub mod params;
 pub mod pipeline;
+pub mod process;
 pub mod runner;
 pub mod session;
+pub mod verbs;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +22,9 @@ pub use crate::model::run as model;
 pub use crate::model::Better;
 pub use model::{MetricResult, PointResult, Run, Series};
 pub use params::{ParamKind, ParamSpec, ParamValue, Point};
+// The CLI names the store it opened (`pipeline::open_store`) and hands to
+// the verbs; every read and write goes through the store's own methods.
+pub use crate::store::Store;
 
 use crate::safety::{signals, Scratch};
 use crate::stats::HistogramData;

@@ -3,7 +3,7 @@
 //! target or on each lab file system in turn, and store the finished run.
 //! Printing is the caller's: messages go through an [`Observer`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::model::Run;
 use super::session::{self, prepare_ctx, tag, worth_storing, Session, Watch};
@@ -29,6 +29,59 @@ pub trait Observer {
     fn run_warning(&self, msg: &str) {
         self.warn(msg)
     }
+    /// An error said beside another one (the store's failure when the
+    /// measurement failed too), so that neither is lost.
+    fn error(&self, msg: &str) {
+        self.warn(msg)
+    }
+}
+
+/// How a verb's session ended: the finished run, the error that ended the
+/// measurement, and the store's failure. The verb prints the run first and
+/// asks [`Finished::result`] last: a measurement is never thrown away
+/// because the store could not be written.
+pub struct Finished {
+    pub run: Run,
+    pub error: Option<Error>,
+    pub store_error: Option<Error>,
+}
+
+impl Finished {
+    /// The verb's result, once its results are printed: the measurement's
+    /// error (the store's failure said beside it), else the store's.
+    pub fn result(self, obs: &dyn Observer) -> Result<()> {
+        match (self.error, self.store_error) {
+            (Some(e), Some(se)) => {
+                obs.error(&se.to_string());
+                Err(e)
+            }
+            (Some(e), None) | (None, Some(e)) => Err(e),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
+/// Close a verb's session: stop its sampler, set the run's status from
+/// `error`, and store it (when `store` is given and the run has results,
+/// or, with `empty_too`, even without: a diagnosis has no point results).
+pub fn close(
+    session: Session,
+    error: Option<Error>,
+    store: Option<&mut Store>,
+    empty_too: bool,
+    obs: &dyn Observer,
+) -> Finished {
+    let run = session.finish(error.as_ref());
+    let store_error = if run.results.is_empty() && !empty_too {
+        None
+    } else {
+        store_run(&run, store, false, obs)
+    };
+    Finished {
+        run,
+        error,
+        store_error,
+    }
 }
 
 /// Start a session: say so when the machine is watched for quietness first.
@@ -46,6 +99,18 @@ pub fn begin_session(
         ));
     }
     Session::begin(target, label, argv, watch, &|w| obs.run_warning(w))
+}
+
+/// The results database at `path` (None: the default one, under
+/// `$XDG_DATA_HOME`); with `read_only`, a missing database (or directory)
+/// is an error, never created.
+pub fn open_store(path: Option<PathBuf>, read_only: bool) -> Result<Store> {
+    let path = path.unwrap_or_else(crate::store::default_path);
+    if read_only {
+        Store::open_read(&path)
+    } else {
+        Store::open(&path)
+    }
 }
 
 /// Store a finished run (when it has anything worth storing); with

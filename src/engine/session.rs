@@ -1,7 +1,9 @@
 //! A measurement session: what every command that measures does around the
 //! trials — quietness check, environment snapshot, background sampler,
 //! scratch space, and closing the run with its status. `run`, `tune` and
-//! `study` share it.
+//! `study` share it; the verbs that measure programs rather than
+//! experiments (`time`, `boot`, `diagnose`, in `engine::verbs`) open one
+//! without a target ([`Session::open`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -61,6 +63,24 @@ impl Session {
         }
     }
 
+    /// A session for a verb that measures outside the experiment runner:
+    /// no target (the environment snapshot has no storage), no quietness
+    /// check, a background sampler every `sample` when asked.
+    pub fn open(label: &str, argv: &[String], sample: Option<Duration>) -> Session {
+        Session {
+            run: new_run(None, label, argv),
+            sampler: sample.map(|d| Sampler::start(None, d)),
+        }
+    }
+
+    /// Stop the background sampler now (its samples go to the run), before
+    /// the results are put together.
+    pub fn stop_sampler(&mut self) {
+        if let Some(s) = self.sampler.take() {
+            self.run.samples = s.stop();
+        }
+    }
+
     /// Add what a measurement produced; returns its error, if any.
     /// (`stamp_kinds` has given each result its parameters' kinds.)
     pub fn absorb(&mut self, outcome: Outcome) -> Option<Error> {
@@ -81,9 +101,8 @@ impl Session {
 }
 
 /// A new run, started now, with the environment snapshot (of `target`'s
-/// file system when given): the one place a `Run` is built, for the
-/// session above and for the verbs that measure outside it (time, boot,
-/// diagnose).
+/// file system when given): the one place a `Run` is built, for every
+/// session (`Session::begin`, `Session::open`).
 pub fn new_run(target: Option<&Path>, label: &str, argv: &[String]) -> Run {
     Run {
         schema: RUN_SCHEMA.to_string(),

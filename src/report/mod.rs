@@ -15,3 +15,4 @@ mod params;
 mod pick_charts;
 pub mod runview;
 pub mod table;
+pub mod time;

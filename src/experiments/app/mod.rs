@@ -1,9 +1,7 @@
-//! Application experiments: start-up and exit time (`app.time`), with the
-//! process-control pieces `tunelab time` and `tunelab memory` share.
+//! Application experiments: start-up and exit time (`app.time`). The
+//! process-control pieces it shares with `tunelab time`, `boot` and
+//! `memory` are in `engine::process`.
 
-pub mod boot;
-pub mod exec_helper;
-pub mod proc;
 pub mod time;
 
 use crate::engine::Experiment;

@@ -8,189 +8,22 @@
 //! - `user_time`, `sys_time`: the child's own CPU time (rusage of wait4);
 //! - `peak_rss`: the child's ru_maxrss (KiB from the kernel, stored in B);
 //!   spawned from the helper, not from tunelab, so that it is the program's
-//!   own and not tunelab's (see `exec_helper`).
+//!   own and not tunelab's (see `engine::process::exec_helper`).
 //!
 //! `tunelab time --ready REGEX` adds `ready_time` (spawn → first output line
 //! on stdout or stderr matching REGEX, timestamped by the thread reading the
 //! pipe) and `exit_time` (quit request → wait4 returning).
 //! A non-zero exit code is recorded and reported, not hidden.
 
-use std::time::Duration;
-
-use regex::Regex;
-use serde::Serialize;
-
-use super::proc::{self, Killed, Quit, ReadyOutcome};
+use crate::engine::process::once::{run_once, TimeSpec, METRICS};
+use crate::engine::process::{self as proc};
 use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, ParamValue, Point, PointRun, RunDefaults,
     TrialValues,
 };
-use crate::safety::signals;
 use crate::{Error, Result};
 
 pub struct AppTime;
-
-/// What `tunelab time` asks of each trial besides the command.
-#[derive(Debug, Clone)]
-pub struct TimeSpec {
-    pub ready: Option<Regex>,
-    pub quit: Quit,
-    pub ready_timeout: Duration,
-    /// Kill a run (and its process group) still going after this long.
-    pub max_run: Option<Duration>,
-}
-
-impl Default for TimeSpec {
-    fn default() -> Self {
-        TimeSpec {
-            ready: None,
-            quit: Quit::Signal(libc::SIGTERM),
-            ready_timeout: Duration::from_secs(30),
-            max_run: None,
-        }
-    }
-}
-
-/// One measured start (and stop) of the program.
-#[derive(Debug, Clone, Serialize)]
-pub struct AppTrial {
-    pub command: String,
-    pub wall_s: f64,
-    pub user_s: f64,
-    pub sys_s: f64,
-    pub peak_rss_bytes: u64,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ready_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_s: Option<f64>,
-    /// CLOCK_REALTIME just before the spawn (to line up with timestamps the
-    /// program prints itself).
-    pub spawn_unix_s: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ready_line: Option<String>,
-    pub warmup: bool,
-    /// Order of execution across all commands (shows the A B A B interleaving).
-    pub seq: usize,
-}
-
-impl AppTrial {
-    pub fn values(&self) -> TrialValues {
-        let mut v = TrialValues::new()
-            .with("wall_time", self.wall_s)
-            .with("user_time", self.user_s)
-            .with("sys_time", self.sys_s)
-            .with("peak_rss", self.peak_rss_bytes as f64);
-        if let Some(r) = self.ready_s {
-            v.set("ready_time", r);
-        }
-        if let Some(e) = self.exit_s {
-            v.set("exit_time", e);
-        }
-        v
-    }
-}
-
-/// Start `argv`, optionally wait for the ready line and ask it to quit, reap it.
-pub fn run_once(label: &str, argv: &[String], spec: &TimeSpec) -> Result<AppTrial> {
-    let quit = spec.ready.as_ref().map(|_| spec.quit);
-    let mut s = proc::start(argv, spec.ready.as_ref(), quit)?;
-    let mut ready = None;
-    let mut quit_at = None;
-    if let Some(re) = &spec.ready {
-        match s.wait_ready(spec.ready_timeout) {
-            ReadyOutcome::Ready(at, line) => {
-                ready = Some((at.duration_since(s.t0).as_secs_f64(), line));
-                quit_at = Some(std::time::Instant::now());
-                s.quit(spec.quit);
-            }
-            other => {
-                s.kill();
-                let _ = s.reap();
-                return Err(match other {
-                    ReadyOutcome::Interrupted => {
-                        Error::Interrupted(signals::caught().unwrap_or("a signal").into())
-                    }
-                    ReadyOutcome::Timeout => Error::measurement(format!(
-                        "{label}: no output line matched /{re}/ within {:.0} s (--ready-timeout)",
-                        spec.ready_timeout.as_secs_f64()
-                    )),
-                    _ => Error::measurement(format!(
-                        "{label}: the program closed its output (exited?) without printing a line matching /{re}/"
-                    )),
-                });
-            }
-        }
-    }
-    // Signals and the deadline kill the program and its process group.
-    let (r, killed) = s.reap_watched(spec.max_run.map(|d| s.t0 + d))?;
-    match killed {
-        Some(Killed::Signal) => {
-            return Err(Error::Interrupted(
-                signals::caught().unwrap_or("a signal").into(),
-            ))
-        }
-        Some(Killed::Deadline) => {
-            return Err(Error::measurement(format!(
-                "{label}: still running after {:.1} s, longer than the whole --budget; killed it \
-                 and its process group",
-                spec.max_run.unwrap_or_default().as_secs_f64()
-            )))
-        }
-        None => {}
-    }
-    let end = r.at.unwrap_or_else(std::time::Instant::now);
-    Ok(AppTrial {
-        command: label.to_string(),
-        wall_s: end.duration_since(s.t0).as_secs_f64(),
-        user_s: r.user_s,
-        sys_s: r.sys_s,
-        peak_rss_bytes: r.peak_rss,
-        exit_code: r.exit_code,
-        signal: r.signal,
-        exit_s: quit_at.map(|q| end.duration_since(q).as_secs_f64()),
-        ready_s: ready.as_ref().map(|r| r.0),
-        ready_line: ready.map(|r| r.1),
-        spawn_unix_s: s.spawn_unix,
-        warmup: false,
-        seq: 0,
-    })
-}
-
-pub const METRICS: [MetricSpec; 6] = [
-    MetricSpec::lower(
-        "wall_time",
-        "s",
-        "start to exit, monotonic clock (spawn → wait4)",
-    ),
-    MetricSpec::lower(
-        "user_time",
-        "s",
-        "the program's user CPU time (wait4 rusage)",
-    ),
-    MetricSpec::lower(
-        "sys_time",
-        "s",
-        "the program's system CPU time (wait4 rusage)",
-    ),
-    MetricSpec::lower(
-        "peak_rss",
-        "B",
-        "the program's own peak resident set size (ru_maxrss, spawned from a small helper)",
-    ),
-    MetricSpec::lower(
-        "ready_time",
-        "s",
-        "spawn → first output line matching --ready (tunelab time only)",
-    ),
-    MetricSpec::lower(
-        "exit_time",
-        "s",
-        "quit request → exit (tunelab time --ready only)",
-    ),
-];
-
 struct State {
     label: String,
     argv: Vec<String>,
@@ -263,80 +96,5 @@ impl Experiment for AppTime {
     fn prepare(&self, _ctx: &Ctx, point: &Point) -> Result<Box<dyn PointRun>> {
         let (label, argv) = point_argv(point)?;
         Ok(Box::new(State { label, argv }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_a_sleep() {
-        let argv = vec!["sleep".to_string(), "0.05".to_string()];
-        let t = run_once("sleep 0.05", &argv, &TimeSpec::default()).unwrap();
-        assert!(t.wall_s >= 0.05 && t.wall_s < 0.5, "{}", t.wall_s);
-        assert_eq!(t.exit_code, Some(0));
-        assert!(t.user_s + t.sys_s < 0.05);
-        assert!(t.peak_rss_bytes > 100_000);
-    }
-
-    /// Regression (issue 11.1): a program spawned from a process holding a
-    /// lot of memory reported that process's peak RSS as its own.
-    #[test]
-    fn peak_rss_is_the_programs_own() {
-        let big = vec![1u8; 96 << 20];
-        let touched: u64 = big.iter().step_by(4096).map(|&b| b as u64).sum();
-        assert!(touched > 0);
-        let argv = vec!["true".to_string()];
-        let t = run_once("true", &argv, &TimeSpec::default()).unwrap();
-        drop(big);
-        assert!(
-            t.peak_rss_bytes < 16 << 20,
-            "peak_rss of `true` is {} B while tunelab holds 96 MiB",
-            t.peak_rss_bytes
-        );
-        assert!(t.peak_rss_bytes > 200 << 10, "{}", t.peak_rss_bytes);
-        assert!(t.wall_s > 0.0 && t.wall_s < 1.0, "{}", t.wall_s);
-        let e = run_once("x", &["no-such-cmd-xyz".to_string()], &TimeSpec::default())
-            .err()
-            .unwrap();
-        assert_eq!(e.exit_code(), 2, "{e}");
-    }
-
-    #[test]
-    fn ready_and_exit() {
-        let spec = TimeSpec {
-            ready: Some(Regex::new("up").unwrap()),
-            quit: Quit::StdinClose,
-            ready_timeout: Duration::from_secs(5),
-            max_run: None,
-        };
-        let argv = proc::argv_for("sleep 0.1; echo up; read x; sleep 0.05", true).unwrap();
-        let t = run_once("x", &argv, &spec).unwrap();
-        let r = t.ready_s.unwrap();
-        assert!((0.1..0.3).contains(&r), "ready {r}");
-        let e = t.exit_s.unwrap();
-        assert!((0.05..0.3).contains(&e), "exit {e}");
-        assert_eq!(t.exit_code, Some(0));
-        let spec = TimeSpec {
-            ready: Some(Regex::new("never").unwrap()),
-            ..spec
-        };
-        assert_eq!(run_once("x", &argv, &spec).unwrap_err().exit_code(), 1);
-    }
-
-    #[test]
-    fn a_run_past_its_deadline_is_killed_with_its_group() {
-        let spec = TimeSpec {
-            max_run: Some(Duration::from_millis(300)),
-            ..TimeSpec::default()
-        };
-        // A shell whose child would outlive it: both must go.
-        let argv = proc::argv_for("sleep 1000 & echo $! > /dev/null; sleep 1000", true).unwrap();
-        let t0 = std::time::Instant::now();
-        let e = run_once("x", &argv, &spec).unwrap_err();
-        assert_eq!(e.exit_code(), 1, "{e}");
-        assert!(e.to_string().contains("killed"), "{e}");
-        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     }
 }

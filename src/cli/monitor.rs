@@ -11,7 +11,8 @@
 //! Stopping: `--count N` stops after N samples; Ctrl-C (SIGINT/SIGTERM) stops
 //! cleanly after printing the dirty view's summary, and the exit code is 0
 //! — stopping a monitor is its normal end, not a failure. A closed stdout
-//! (`| head`) also ends it with 0.
+//! (`| head`) also ends it with 0. The views (reading and rates) are
+//! `engine::verbs::monitor`'s; this file parses, loops and prints.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -20,31 +21,9 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{json, Value};
 
 use super::Out;
-use crate::observe::dirtywatch::{DirtySample, DirtyWatch};
-use crate::observe::hogs::{self, HogsFilter, HogsReader, TaskTimes};
-use crate::observe::{dirty, hints, iostat, irq, pressure, vmstat};
-use crate::safety::signals;
-use crate::units::human;
+use crate::engine::verbs::monitor::{make_view, sleep_until, Kind, Options};
 use crate::units::parse_duration;
 use crate::{Error, Result};
-
-mod dirty_view;
-mod hogs_view;
-mod iostat_view;
-mod irq_view;
-mod power_view;
-mod psi_view;
-mod slab_view;
-mod vmstat_view;
-
-use dirty_view::*;
-use hogs_view::*;
-use iostat_view::*;
-use irq_view::*;
-use power_view::*;
-use psi_view::*;
-use slab_view::*;
-use vmstat_view::*;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
@@ -113,129 +92,6 @@ fn parse_interval(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
-/// What one view produced for one interval.
-#[derive(Default)]
-struct Emitted {
-    json: Value,
-    table: String,
-    /// (metric name, labels, value, help) for OpenMetrics.
-    metrics: Vec<(String, String, f64)>,
-    /// Printed on stderr (tunelab: warning: …).
-    warnings: Vec<String>,
-    /// Printed on stderr as hints (suppressed by --quiet).
-    hints: Vec<String>,
-}
-
-trait ViewState {
-    fn sample(&mut self, seconds: f64) -> Result<Emitted>;
-    /// Printed once before the first table.
-    fn preface(&self) -> Vec<String> {
-        Vec::new()
-    }
-    /// Printed when the monitor stops: (table text, JSON).
-    fn finish(&self) -> Option<(String, Value)> {
-        None
-    }
-}
-
-fn env_err(what: &str, e: std::io::Error) -> Error {
-    match e.kind() {
-        std::io::ErrorKind::PermissionDenied => {
-            Error::privilege(format!("{what}: {e} (run as root to read it)"))
-        }
-        _ => Error::environment(format!("{what}: {e}")),
-    }
-}
-
-// ------------------------------------------------------------------ loop
-
-fn make_view(a: &Args) -> Result<Box<dyn ViewState>> {
-    Ok(match a.view {
-        View::Vmstat => Box::new(VmstatView {
-            prev: vmstat::read().map_err(|e| env_err("cannot read /proc", e))?,
-            window: Vec::new(),
-            lines: 0,
-        }),
-        View::Iostat => {
-            let mut v = IostatView {
-                names: (!a.devices.is_empty()).then(|| a.devices.clone()),
-                prev: Vec::new(),
-            };
-            v.prev = v.read()?;
-            if let Some(names) = &v.names {
-                for n in names {
-                    if !v.prev.iter().any(|d| &d.name == n) {
-                        return Err(Error::usage(format!(
-                            "no block device '{n}' in /proc/diskstats (see lsblk)"
-                        )));
-                    }
-                }
-            } else if v.prev.is_empty() {
-                return Err(Error::environment(
-                    "no disk with any I/O in /proc/diskstats",
-                ));
-            }
-            Box::new(v)
-        }
-        View::Hogs => {
-            if a.min_pct.is_nan() || a.min_pct < 0.0 {
-                return Err(Error::usage("--min-pct must be zero or more"));
-            }
-            let mut reader = HogsReader::new();
-            let prev = reader.read(a.threads);
-            Box::new(HogsView {
-                reader,
-                prev,
-                threads: a.threads,
-                filter: HogsFilter {
-                    min_pct: a.min_pct,
-                    limit: a.top.max(1),
-                },
-                ncpu: std::thread::available_parallelism().map_or(1, |n| n.get()),
-                hz: hogs::ticks_per_second(),
-            })
-        }
-        View::Irq => Box::new(IrqView {
-            prev_hard: irq::read_interrupts()
-                .map_err(|e| env_err("cannot read /proc/interrupts", e))?,
-            prev_soft: irq::read_softirqs().unwrap_or_default(),
-            top: a.top.max(1),
-        }),
-        View::Slab => Box::new(SlabView {
-            prev: pressure::read_slabinfo()
-                .map_err(|e| env_err("cannot read /proc/slabinfo", e))?,
-            top: a.top.max(1),
-        }),
-        View::Dirty => {
-            let (_, limits) = read_dirty_sample()?;
-            Box::new(DirtyView {
-                watch: DirtyWatch::new(limits),
-                lines: 0,
-            })
-        }
-        View::Psi => Box::new(PsiView {
-            prev: pressure::read_psi().map_err(|e| env_err("pressure stall information", e))?,
-        }),
-        View::Power => Box::new(PowerView {
-            prev: pressure::read_power().map_err(|e| env_err("CPU power information", e))?,
-        }),
-    })
-}
-
-/// Sleep until `deadline` in short slices; false when a signal asked to stop.
-fn sleep_until(deadline: Instant) -> bool {
-    loop {
-        if signals::caught().is_some() {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return true;
-        }
-        std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
-    }
-}
-
 /// Write to stdout and flush; Ok(false) when stdout was closed.
 fn emit(text: &str) -> Result<bool> {
     let mut so = std::io::stdout().lock();
@@ -243,6 +99,19 @@ fn emit(text: &str) -> Result<bool> {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
         Err(e) => Err(Error::environment(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+fn kind(v: View) -> Kind {
+    match v {
+        View::Vmstat => Kind::Vmstat,
+        View::Iostat => Kind::Iostat,
+        View::Hogs => Kind::Hogs,
+        View::Irq => Kind::Irq,
+        View::Slab => Kind::Slab,
+        View::Dirty => Kind::Dirty,
+        View::Psi => Kind::Psi,
+        View::Power => Kind::Power,
     }
 }
 
@@ -284,7 +153,13 @@ fn openmetrics(metrics: &[(String, String, f64)], unix_ms: i64) -> String {
 
 pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
     let format = if json_flag { Format::Json } else { a.format };
-    let mut view = make_view(a)?;
+    let mut view = make_view(&Options {
+        kind: kind(a.view),
+        devices: a.devices.clone(),
+        top: a.top,
+        min_pct: a.min_pct,
+        threads: a.threads,
+    })?;
     let name = view_name(a.view);
     if format == Format::Table {
         for p in view.preface() {
@@ -352,7 +227,7 @@ pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
             }
         }
     }
-    if let Some(sig) = signals::caught() {
+    if let Some(sig) = crate::engine::host::interrupted() {
         out.info(&format!("monitor stopped by {sig} after {n} sample(s)"));
     }
     Ok(0)

@@ -1,6 +1,12 @@
 //! Starting a program without a shell, watching its output for a "ready"
 //! line, stopping it, and getting its own rusage (wait4 in the exec helper,
-//! see [`super::exec_helper`]).
+//! see [`exec_helper`]). The verbs that measure programs (`time`, `boot`,
+//! `memory`, and the `app.time` experiment) share these pieces; `console`
+//! follows a booting board's console, `once` is one timed start.
+
+pub mod console;
+pub mod exec_helper;
+pub mod once;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -14,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use regex::Regex;
 
-use super::exec_helper::{self, RECORD, TAG_DONE, TAG_EXEC, TAG_FAIL, TAG_PID};
+use self::exec_helper::{RECORD, TAG_DONE, TAG_EXEC, TAG_FAIL, TAG_PID};
 use crate::safety::signals;
 use crate::{Error, Result};
 
@@ -152,7 +158,7 @@ fn watch_lines<R: Read + Send + 'static>(r: R, re: Regex, tx: mpsc::Sender<(Inst
         });
 }
 
-/// Start `argv` (no shell) through the exec helper ([`super::exec_helper`]),
+/// Start `argv` (no shell) through the exec helper ([`exec_helper`]),
 /// so that its rusage — above all its peak RSS — is its own and not
 /// tunelab's. With `ready`, stdout and stderr are read line by line;
 /// otherwise they go to /dev/null, like hyperfine. stdin is a pipe only for
@@ -310,7 +316,7 @@ fn instant_of(ns: i64) -> Instant {
 /// a terminal's Ctrl-C reaches tunelab, which then kills the program) and
 /// PR_SET_PDEATHSIG so the kernel kills it when tunelab dies, even by
 /// SIGKILL. The helper gives the program its own group and death signal in
-/// turn (see [`super::exec_helper`]). The death signal follows the *thread*
+/// turn (see [`exec_helper`]). The death signal follows the *thread*
 /// that forked: start programs from a thread that outlives them, as the
 /// CLI's main thread does.
 pub use crate::safety::child::contain;
@@ -546,6 +552,13 @@ pub fn run_shell(what: &str, text: &str) -> Result<()> {
             "{what} command failed ({st}): {text}"
         )))
     }
+}
+
+/// The `--ready` regular expression of time, boot and memory, or a usage error.
+pub fn ready_regex(text: Option<&str>) -> Result<Option<Regex>> {
+    text.map(Regex::new)
+        .transpose()
+        .map_err(|e| Error::usage(format!("--ready is not a valid regular expression: {e}")))
 }
 
 /// Signal number from a name: TERM, SIGINT, 9, ...

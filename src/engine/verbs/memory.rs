@@ -1,0 +1,213 @@
+//! `tunelab memory`'s measurement: the memory of a process now (and its
+//! peak over a while), or of a program from its exec to its exit or its
+//! ready line (and after a task), with the system's memory before and
+//! after. Nothing is stored; the CLI prints.
+
+use std::time::{Duration, Instant};
+
+use crate::engine::process::{argv_for, ready_regex, run_shell, start, Quit, ReadyOutcome};
+use crate::observe::procmem::{self};
+use crate::safety::signals;
+use crate::units::human;
+use crate::{Error, Result};
+
+// The CLI prints these (plain data, named there).
+pub use crate::observe::procmem::{ProcMem, ProcPeak, SystemMem};
+
+/// What to measure, as the CLI parsed it.
+pub struct Request {
+    pub pid: Option<u32>,
+    /// With `pid`: seconds to keep sampling for the peak.
+    pub for_s: Option<f64>,
+    pub interval_s: f64,
+    pub shell: bool,
+    /// Sample until a line of the program's output matches this regular expression.
+    pub ready: Option<String>,
+    pub task: Option<String>,
+    pub ready_timeout_s: f64,
+    pub command: Vec<String>,
+}
+
+/// The process's memory at each moment, its peak, the system's memory at
+/// each moment, and notes on how it went.
+pub struct Memory {
+    pub procs: Vec<(String, ProcMem)>,
+    /// Seconds after the program's exec of each `procs` entry, where known.
+    pub times: Vec<Option<f64>>,
+    pub peak: ProcPeak,
+    pub systems: Vec<(String, SystemMem)>,
+    pub notes: Vec<String>,
+}
+
+fn sys() -> Result<SystemMem> {
+    procmem::read_system()
+        .map_err(|e| Error::environment(format!("cannot read /proc/meminfo: {e}")))
+}
+
+pub fn measure(a: &Request) -> Result<Memory> {
+    let mut procs: Vec<(String, ProcMem)> = Vec::new();
+    // Seconds after the program's exec of each `procs` entry, where known.
+    let mut times: Vec<Option<f64>> = Vec::new();
+    let mut systems: Vec<(String, SystemMem)> = vec![("before".into(), sys()?)];
+    let mut peak = ProcPeak::default();
+    let interval = Duration::from_secs_f64(a.interval_s);
+    let mut notes = Vec::new();
+
+    if let Some(pid) = a.pid {
+        let m = procmem::read_proc(pid).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::usage(format!("no process with pid {pid}")),
+            std::io::ErrorKind::PermissionDenied => {
+                Error::privilege(format!("cannot read the memory of pid {pid}: {e}"))
+            }
+            _ => Error::measurement(format!("pid {pid}: {e}")),
+        })?;
+        peak.add(&m);
+        procs.push(("now".into(), m));
+        if let Some(d) = a.for_s {
+            let end = Instant::now() + Duration::from_secs_f64(d);
+            let mut last = None;
+            while Instant::now() < end && signals::caught().is_none() {
+                std::thread::sleep(interval.min(end.saturating_duration_since(Instant::now())));
+                match procmem::read_proc(pid) {
+                    Ok(m) => {
+                        peak.add(&m);
+                        last = Some(m);
+                    }
+                    Err(_) => {
+                        notes.push(format!("process {pid} exited while sampling"));
+                        break;
+                    }
+                }
+            }
+            if let Some(m) = last {
+                procs.push(("end".into(), m));
+            }
+            systems.push(("after".into(), sys()?));
+        }
+        systems[0].0 = "now".into();
+    } else {
+        if a.command.is_empty() {
+            return Err(Error::usage(
+                "give --pid PID or a command after -- (tunelab memory -- CMD …)",
+            ));
+        }
+        let argv = if a.shell {
+            argv_for(&a.command.join(" "), true)?
+        } else {
+            a.command.clone()
+        };
+        let re = ready_regex(a.ready.as_deref())?;
+        let mut s = start(
+            &argv,
+            re.as_ref(),
+            re.as_ref().map(|_| Quit::Signal(libc::SIGTERM)),
+        )?;
+        let mut first = true;
+        let mut last: Option<ProcMem> = None;
+        // Sample until ready (or exit). The first sample is taken one
+        // interval after the exec, not at once: right after execve the new
+        // program has mapped almost nothing yet (a 4 KiB "first sample").
+        let reaped = loop {
+            if signals::caught().is_some() {
+                s.kill();
+                let _ = s.reap();
+                return Err(Error::Interrupted("SIGINT".into()));
+            }
+            if re.is_some() {
+                match s.wait_ready_for(interval) {
+                    ReadyOutcome::Ready(at, line) => {
+                        notes.push(format!(
+                            "ready after {} (line: {line})",
+                            human(at.duration_since(s.t0).as_secs_f64(), "s")
+                        ));
+                        break None;
+                    }
+                    ReadyOutcome::Closed | ReadyOutcome::Timeout | ReadyOutcome::Interrupted => {}
+                }
+                if s.t0.elapsed().as_secs_f64() > a.ready_timeout_s {
+                    s.kill();
+                    let _ = s.reap();
+                    return Err(Error::measurement(
+                        "no line matched --ready within --ready-timeout",
+                    ));
+                }
+            } else {
+                std::thread::sleep(interval);
+            }
+            if let Some(r) = s.try_reap()? {
+                break Some(r);
+            }
+            if let Ok(m) = procmem::read_proc(s.pid as u32) {
+                peak.add(&m);
+                if first {
+                    let at = s.t0.elapsed().as_secs_f64();
+                    procs.push((format!("first sample (+{})", human(at, "s")), m.clone()));
+                    times.push(Some(at));
+                    first = false;
+                }
+                last = Some(m);
+            }
+        };
+        match reaped {
+            Some(r) => {
+                if let Some(m) = last {
+                    procs.push(("last sample before exit".into(), m));
+                    times.push(None);
+                }
+                if first {
+                    notes.push(format!(
+                        "the program exited before the first sample (--interval {}): the peak is \
+                         its ru_maxrss only",
+                        human(a.interval_s, "s")
+                    ));
+                }
+                notes.push(format!(
+                    "exited ({}) after {}; ru_maxrss {}",
+                    match (r.exit_code, r.signal) {
+                        (Some(c), _) => format!("code {c}"),
+                        (_, Some(sig)) => format!("signal {sig}"),
+                        _ => "?".into(),
+                    },
+                    human(
+                        r.at.unwrap_or_else(Instant::now)
+                            .duration_since(s.t0)
+                            .as_secs_f64(),
+                        "s"
+                    ),
+                    human(r.peak_rss as f64, "B")
+                ));
+                peak.rss = peak.rss.max(r.peak_rss);
+                if re.is_some() {
+                    return Err(Error::measurement(
+                        "the program exited before printing a line matching --ready",
+                    ));
+                }
+            }
+            None => {
+                let m = procmem::read_proc(s.pid as u32).unwrap_or_default();
+                peak.add(&m);
+                procs.push(("at ready".into(), m));
+                systems.push(("at ready".into(), sys()?));
+                if let Some(t) = &a.task {
+                    run_shell("--task", t)?;
+                    let m = procmem::read_proc(s.pid as u32).unwrap_or_default();
+                    peak.add(&m);
+                    procs.push(("after task".into(), m));
+                    systems.push(("after task".into(), sys()?));
+                }
+                s.quit(Quit::Signal(libc::SIGTERM));
+                let r = s.reap()?;
+                peak.rss = peak.rss.max(r.peak_rss);
+            }
+        }
+        systems.push(("after exit".into(), sys()?));
+    }
+
+    Ok(Memory {
+        procs,
+        times,
+        peak,
+        systems,
+        notes,
+    })
+}

@@ -1,0 +1,182 @@
+//! `tunelab monitor`'s sampling: every view reads cumulative counters
+//! (`crate::observe`), and per interval turns their change into rates — a
+//! table, a JSON object and OpenMetrics gauges for the CLI to print in the
+//! format asked for. The CLI runs the interval loop and prints.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::observe::dirtywatch::{DirtySample, DirtyWatch};
+use crate::observe::hogs::{self, HogsFilter, HogsReader, TaskTimes};
+use crate::observe::{dirty, hints, iostat, irq, pressure, vmstat};
+use crate::units::human;
+use crate::{Error, Result};
+
+mod dirty_view;
+mod hogs_view;
+mod iostat_view;
+mod irq_view;
+mod power_view;
+mod psi_view;
+mod slab_view;
+mod vmstat_view;
+
+use dirty_view::*;
+use hogs_view::*;
+use iostat_view::*;
+use irq_view::*;
+use power_view::*;
+use psi_view::*;
+use slab_view::*;
+use vmstat_view::*;
+
+/// What to watch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Vmstat,
+    Iostat,
+    Hogs,
+    Irq,
+    Slab,
+    Dirty,
+    Psi,
+    Power,
+}
+
+/// The view and its options, as the CLI parsed them.
+pub struct Options {
+    pub kind: Kind,
+    /// iostat: only these devices (empty: every disk with I/O since boot).
+    pub devices: Vec<String>,
+    /// hogs/irq/slab: at most this many rows per sample.
+    pub top: usize,
+    /// hogs: only tasks using at least this % of one CPU.
+    pub min_pct: f64,
+    /// hogs: threads instead of processes.
+    pub threads: bool,
+}
+
+/// What one view produced for one interval.
+#[derive(Default)]
+pub struct Emitted {
+    pub json: Value,
+    pub table: String,
+    /// (metric name, labels, value, help) for OpenMetrics.
+    pub metrics: Vec<(String, String, f64)>,
+    /// Printed on stderr (tunelab: warning: …).
+    pub warnings: Vec<String>,
+    /// Printed on stderr as hints (suppressed by --quiet).
+    pub hints: Vec<String>,
+}
+
+/// One view's state between samples: the counters read last.
+pub trait ViewState {
+    fn sample(&mut self, seconds: f64) -> Result<Emitted>;
+    /// Printed once before the first table.
+    fn preface(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Printed when the monitor stops: (table text, JSON).
+    fn finish(&self) -> Option<(String, Value)> {
+        None
+    }
+}
+
+fn env_err(what: &str, e: std::io::Error) -> Error {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            Error::privilege(format!("{what}: {e} (run as root to read it)"))
+        }
+        _ => Error::environment(format!("{what}: {e}")),
+    }
+}
+
+/// Start watching: the first counters are read now.
+pub fn make_view(a: &Options) -> Result<Box<dyn ViewState>> {
+    Ok(match a.kind {
+        Kind::Vmstat => Box::new(VmstatView {
+            prev: vmstat::read().map_err(|e| env_err("cannot read /proc", e))?,
+            window: Vec::new(),
+            lines: 0,
+        }),
+        Kind::Iostat => {
+            let mut v = IostatView {
+                names: (!a.devices.is_empty()).then(|| a.devices.clone()),
+                prev: Vec::new(),
+            };
+            v.prev = v.read()?;
+            if let Some(names) = &v.names {
+                for n in names {
+                    if !v.prev.iter().any(|d| &d.name == n) {
+                        return Err(Error::usage(format!(
+                            "no block device '{n}' in /proc/diskstats (see lsblk)"
+                        )));
+                    }
+                }
+            } else if v.prev.is_empty() {
+                return Err(Error::environment(
+                    "no disk with any I/O in /proc/diskstats",
+                ));
+            }
+            Box::new(v)
+        }
+        Kind::Hogs => {
+            if a.min_pct.is_nan() || a.min_pct < 0.0 {
+                return Err(Error::usage("--min-pct must be zero or more"));
+            }
+            let mut reader = HogsReader::new();
+            let prev = reader.read(a.threads);
+            Box::new(HogsView {
+                reader,
+                prev,
+                threads: a.threads,
+                filter: HogsFilter {
+                    min_pct: a.min_pct,
+                    limit: a.top.max(1),
+                },
+                ncpu: std::thread::available_parallelism().map_or(1, |n| n.get()),
+                hz: hogs::ticks_per_second(),
+            })
+        }
+        Kind::Irq => Box::new(IrqView {
+            prev_hard: irq::read_interrupts()
+                .map_err(|e| env_err("cannot read /proc/interrupts", e))?,
+            prev_soft: irq::read_softirqs().unwrap_or_default(),
+            top: a.top.max(1),
+        }),
+        Kind::Slab => Box::new(SlabView {
+            prev: pressure::read_slabinfo()
+                .map_err(|e| env_err("cannot read /proc/slabinfo", e))?,
+            top: a.top.max(1),
+        }),
+        Kind::Dirty => {
+            let (_, limits) = read_dirty_sample()?;
+            Box::new(DirtyView {
+                watch: DirtyWatch::new(limits),
+                lines: 0,
+            })
+        }
+        Kind::Psi => Box::new(PsiView {
+            prev: pressure::read_psi().map_err(|e| env_err("pressure stall information", e))?,
+        }),
+        Kind::Power => Box::new(PowerView {
+            prev: pressure::read_power().map_err(|e| env_err("CPU power information", e))?,
+        }),
+    })
+}
+
+/// Sleep until `deadline` in short slices; false when a signal asked to stop.
+pub fn sleep_until(deadline: Instant) -> bool {
+    loop {
+        if crate::engine::host::interrupted().is_some() {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
+    }
+}
