@@ -37,7 +37,7 @@
 #
 # Usage: bench/random_vs_fio.sh [TARGET_DIR] [SIZE] [ROUNDS]   (defaults /var/tmp 512M 3)
 #   env: TUNELAB=path/to/tunelab  TRIALS=3  DUR=1 (seconds)  HOST=1|0  LAB=auto|0  LAB_IOPS=500
-#        LAB_SIZE=64M  RAM=auto|0  RAM_SIZE=256M  RAM_QDS="1 32 128"  FIO_BATCH=0|1
+#        LAB_SIZE=64M  RAM=auto|0  RAM_SIZE=256M  RAM_QDS="1 32 128"  FIO_BATCH=0|1 (1: fio at its lowest cost per I/O)
 # Needs fio (with io_uring for those cases) and python3 to read JSON; the lab part needs
 # root, losetup, mkfs.ext4 and a cgroup v1 blkio hierarchy (skipped with a note otherwise).
 set -eu
@@ -112,10 +112,17 @@ PY
 # fio_case ENGINE QD DIR SIZE CGROUP -> "iops p99"
 fio_case() {
     if [ "$1" = psync ]; then par="--numjobs=$2 --thread --group_reporting"; else par="--iodepth=$2"; fi
-    # FIO_BATCH=1: fio submits and reaps up to the queue depth per system
-    # call, as tunelab's io_uring engine does (fio's default is one I/O each).
-    if [ "$1" = io_uring ] && [ "${FIO_BATCH:-0}" = 1 ]; then
-        par="$par --iodepth_batch_submit=$2 --iodepth_batch_complete_max=$2"
+    # FIO_BATCH=1: fio at its own lowest cost per I/O, as tunelab runs: the
+    # TSC clock (--clocksource=cpu; tunelab reads CLOCK_MONOTONIC through the
+    # vDSO) and, for io_uring, submitting and reaping up to the queue depth
+    # per system call with registered files and buffers (fio's default is one
+    # I/O per io_uring_enter).
+    if [ "${FIO_BATCH:-0}" = 1 ]; then
+        par="$par --clocksource=cpu"
+        if [ "$1" = io_uring ]; then
+            par="$par --iodepth_batch_submit=$2 --iodepth_batch_complete_min=1"
+            par="$par --iodepth_batch_complete_max=$2 --registerfiles --fixedbufs"
+        fi
     fi
     # shellcheck disable=SC2086
     in_cg "$5" fio --name=cmp --filename="$3/fio.dat" --size="$4" --bs=4k --rw=randread --direct=1 \
