@@ -96,6 +96,8 @@ pub(crate) struct Tally {
     pub elapsed: f64,
     pub read: LatencyRecorder,
     pub write: LatencyRecorder,
+    /// io_uring: whether the file and the buffers were registered.
+    pub registered: Option<(bool, bool)>,
 }
 
 impl Tally {
@@ -188,7 +190,8 @@ impl Experiment for Random {
          with `mix` % reads), keeping `depth` operations in flight: engine=psync runs `depth` \
          threads each doing one pread()/pwrite() at a time (fio psync, numjobs=depth), \
          engine=io_uring keeps `depth` operations queued on one ring from one thread (fio \
-         io_uring, iodepth=depth). Every block written has each 512-byte sector stamped with its \
+         io_uring, iodepth=depth), with the file and buffers registered where the kernel \
+         allows (fio registerfiles, fixedbufs; the notes say which). Every block written has each 512-byte sector stamped with its \
          offset and a sequence number (like fio's scramble_buffers) so nothing can be \
          deduplicated. mode=direct opens the file with O_DIRECT (bs must be a multiple of the \
          device's logical block size); where the file system has no O_DIRECT (tmpfs, vfat, \

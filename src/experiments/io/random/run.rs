@@ -74,6 +74,7 @@ impl RandomRun {
             Engine::Psync => psync::run(&job, dur, &mut self.bufs, self.seed),
             Engine::IoUring => uring::run(&job, dur, &mut self.bufs, self.seed),
         }?;
+        self.total.registered = t.registered.or(self.total.registered);
         ctx.check_cancel()?;
         if t.ops == 0 {
             return Err(Error::measurement(
@@ -267,9 +268,20 @@ impl PointRun for RandomRun {
              HDR histograms merged across {} and trials",
             self.depth,
             format_size(self.bs as u64),
-            match self.engine {
-                Engine::Psync => "one pread/pwrite thread each",
-                Engine::IoUring => "one io_uring, latency from queuing to the ring",
+            match (self.engine, self.total.registered) {
+                (Engine::Psync, _) => "one pread/pwrite thread each",
+                (Engine::IoUring, Some((true, true))) => {
+                    "one io_uring with the file and buffers registered (fio registerfiles, \
+                     fixedbufs), latency from queuing to the ring"
+                }
+                (Engine::IoUring, Some((true, false))) => {
+                    "one io_uring with the file registered (the buffers were refused: \
+                     locked-memory limit?), latency from queuing to the ring"
+                }
+                (Engine::IoUring, _) => {
+                    "one io_uring (file and buffers not registered: the kernel refused), \
+                     latency from queuing to the ring"
+                }
             },
             if self.direct {
                 "O_DIRECT: page cache bypassed"

@@ -1,6 +1,11 @@
 //! engine=io_uring: one thread keeps `depth` reads/writes in flight on one
-//! ring (fio's io_uring engine with iodepth=depth, no registered files or
-//! buffers, no SQ polling). The ring is set up as fio sets its up:
+//! ring (fio's io_uring engine with iodepth=depth, no SQ polling). The file
+//! and the buffers are registered with the ring when the kernel allows it
+//! (fio's registerfiles/fixedbufs): at a quarter-million operations a
+//! second the per-operation file lookup and page pinning of O_DIRECT are
+//! a cost of the tool, not of the device; where registration is refused
+//! (locked-memory limit, old kernel) plain reads and writes are used and
+//! the point's notes say which. The ring is set up as fio sets its up:
 //! COOP_TASKRUN | SINGLE_ISSUER | DEFER_TASKRUN (completion work runs in our
 //! thread when it waits, not through interrupts and wake-ups), dropping
 //! the flags a kernel does not know (before 5.19/6.1). Every completion is replaced at once by a new
@@ -63,6 +68,10 @@ fn ring(entries: u32) -> Result<IoUring> {
 struct Issuer<'a> {
     job: &'a Job<'a>,
     fd: types::Fd,
+    /// The file is registered as fixed file 0.
+    fixed_file: bool,
+    /// The buffers are registered, buffer index = slot.
+    fixed_bufs: bool,
     rng: SmallRng,
     seq: u64,
     /// Per buffer: when its operation was queued, whether it reads, offset.
@@ -83,16 +92,30 @@ impl Issuer<'_> {
         let bs = self.job.bs;
         let (off, is_read) = self.job.next_op(&mut self.rng);
         let b = &mut buf.as_mut_slice()[..bs];
-        let entry = if is_read {
-            opcode::Read::new(self.fd, b.as_mut_ptr(), bs as u32)
-                .offset(off)
-                .build()
-        } else {
+        if !is_read {
             self.seq += 1;
             super::stamp(b, off, self.seq);
-            opcode::Write::new(self.fd, b.as_ptr(), bs as u32)
-                .offset(off)
-                .build()
+        }
+        let (ptr, len, index) = (b.as_mut_ptr(), bs as u32, slot as u16);
+        // Four shapes: plain or fixed file × plain or fixed buffer.
+        macro_rules! op {
+            ($fd:expr) => {
+                match (is_read, self.fixed_bufs) {
+                    (true, false) => opcode::Read::new($fd, ptr, len).offset(off).build(),
+                    (true, true) => opcode::ReadFixed::new($fd, ptr, len, index)
+                        .offset(off)
+                        .build(),
+                    (false, false) => opcode::Write::new($fd, ptr, len).offset(off).build(),
+                    (false, true) => opcode::WriteFixed::new($fd, ptr, len, index)
+                        .offset(off)
+                        .build(),
+                }
+            };
+        }
+        let entry = if self.fixed_file {
+            op!(types::Fixed(0))
+        } else {
+            op!(self.fd)
         }
         .user_data(slot as u64);
         self.slots[slot] = (now, is_read, off);
@@ -110,10 +133,13 @@ impl Issuer<'_> {
 pub fn run(job: &Job, dur: Duration, bufs: &mut Vec<AlignedBuf>, seed: u64) -> Result<Tally> {
     let depth = bufs.len();
     let mut ring = ring(depth.next_power_of_two().max(2) as u32)?;
+    let (fixed_file, fixed_bufs) = register(&ring, job, bufs);
     let start = Instant::now();
     let mut is = Issuer {
         job,
         fd: types::Fd(job.file.as_raw_fd()),
+        fixed_file,
+        fixed_bufs,
         rng: SmallRng::seed_from_u64(seed),
         seq: 0,
         slots: vec![(start, true, 0); depth],
@@ -200,5 +226,30 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut Vec<AlignedBuf>, seed: u64) -> R
         return Err(e);
     }
     t.elapsed = (last - start).as_secs_f64();
+    t.registered = Some((fixed_file, fixed_bufs));
     Ok(t)
+}
+
+/// Register the file and the buffers with the ring where the kernel lets
+/// us (fixed buffers count against RLIMIT_MEMLOCK before 5.12): which of
+/// the two took. The ring is dropped (and they with it) when run() ends.
+fn register(ring: &IoUring, job: &Job, bufs: &mut [AlignedBuf]) -> (bool, bool) {
+    let sub = ring.submitter();
+    let file = sub.register_files(&[job.file.as_raw_fd()]).is_ok();
+    let iovecs: Vec<libc::iovec> = bufs
+        .iter_mut()
+        .map(|b| {
+            let s = b.as_mut_slice();
+            libc::iovec {
+                iov_base: s.as_mut_ptr().cast(),
+                iov_len: s.len(),
+            }
+        })
+        .collect();
+    // SAFETY: the buffers outlive the ring: run() owns the ring and drains
+    // (or leaks the buffers) before it returns, and the registration ends
+    // when the ring is dropped.
+    let bufs_ok =
+        bufs.len() <= u16::MAX as usize && unsafe { sub.register_buffers(&iovecs) }.is_ok();
+    (file, bufs_ok)
 }
