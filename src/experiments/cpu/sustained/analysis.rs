@@ -119,18 +119,16 @@ fn with_largest_fall(rows: &[Row], i: usize) -> Vec<String> {
 /// lower.
 fn largest_fall(rows: &[Row]) -> Option<usize> {
     let x: Vec<f64> = rows.iter().skip(1).map(|r| r.throughput).collect();
+    let avg = |v: &[f64]| mean(v.iter().copied()).unwrap_or(0.0);
     let sse = |v: &[f64]| {
-        let m = v.iter().sum::<f64>() / v.len() as f64;
+        let m = avg(v);
         v.iter().map(|a| (a - m) * (a - m)).sum::<f64>()
     };
-    let avg = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     (2..x.len().saturating_sub(1))
         .filter(|&k| avg(&x[k..]) < avg(&x[..k]))
-        .min_by(|&a, &b| {
-            let e = |k: usize| sse(&x[..k]) + sse(&x[k..]);
-            e(a).total_cmp(&e(b))
-        })
-        .map(|k| k + 1)
+        .map(|k| (k, sse(&x[..k]) + sse(&x[k..])))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(k, _)| k + 1)
 }
 
 const UNEXPLAINED: &str = "unexplained";
