@@ -350,6 +350,9 @@ pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Prof
         };
         let budget = duration("budget", &ri.budget)?;
         let trial_time = duration("trial_time", &ri.trial_time)?;
+        if let (Some(t), Some(raw)) = (trial_time, &ri.trial_time) {
+            crate::engine::runner::trial_time(t).map_err(|m| at(raw.span(), m))?;
+        }
         if ri.trials == Some(0) {
             return Err(at(span, "trials must be at least 1".into()));
         }
@@ -565,6 +568,8 @@ mod tests {
             "{e}"
         );
         assert_eq!(trial("50ms").unwrap().issues[0].trial_time, Some(0.05));
+        let e = trial("2m").err().unwrap().to_string();
+        assert!(e.contains("line 6") && e.contains("1ms to 60s"), "{e}");
     }
 
     #[test]

@@ -79,14 +79,7 @@ impl RunOptions {
         }
         let trial_time = match self.trial_time {
             None => super::DEFAULT_TRIAL_TIME,
-            Some(t) if (0.001..=60.0).contains(&t) => std::time::Duration::from_secs_f64(t),
-            Some(t) => {
-                return Err(Error::usage(format!(
-                    "a trial time of {t} s is out of range: give 1ms to 60s (e.g. 100ms for a \
-                     quicker, noisier look; the default is {} ms)",
-                    super::DEFAULT_TRIAL_TIME.as_millis()
-                )))
-            }
+            Some(t) => trial_time(t).map_err(Error::usage)?,
         };
         Ok(Plan {
             warmup: self.warmup.unwrap_or(d.warmup),
@@ -96,6 +89,21 @@ impl RunOptions {
             budget,
             trial_time,
         })
+    }
+}
+
+/// A trial time in seconds, checked: 1 ms to 60 s (the message says what
+/// to give). `run --trial-time` and a profile's `trial_time` both use it,
+/// so a profile is refused before anything runs.
+pub fn trial_time(secs: f64) -> std::result::Result<std::time::Duration, String> {
+    if (0.001..=60.0).contains(&secs) {
+        Ok(std::time::Duration::from_secs_f64(secs))
+    } else {
+        Err(format!(
+            "a trial time of {secs} s is out of range: give 1ms to 60s (e.g. 100ms for a \
+             quicker, noisier look; the default is {} ms)",
+            super::DEFAULT_TRIAL_TIME.as_millis()
+        ))
     }
 }
 
