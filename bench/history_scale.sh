@@ -21,6 +21,9 @@
 # Usage: bench/history_scale.sh [N ...]     (default: 1000 2000 10000 100000)
 #   env: TUNELAB=path/to/tunelab  CHUNK=5000 (runs per import file)  REPS=1
 #        KEEP=1 keeps the stores (their directory is printed) for profiling
+#        PG=postgres://USER:PASS@HOST  the same on PostgreSQL: a fresh database
+#        history_scale_N (owner USER) per N, made and dropped with createdb/dropdb
+#        as the postgres user (root needed for that)
 # Needs python3 (writes the JSON and reads the history's JSON).
 set -eu
 TL=${TUNELAB:-}
@@ -65,6 +68,9 @@ print("%.2f/%.2f" % (statistics.median(ts), statistics.median(cs)))
 EOF
 }
 
+where="SQLite in $WORK"
+[ -z "${PG:-}" ] || where="PostgreSQL at $PG"
+echo "store: $where; tunelab $TL; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-8s %10s %12s %12s %12s %12s  %s\n' runs import_s history_s runs_s report_s compare_s change_points
 for N in "$@"; do
     D="$WORK/$N"
@@ -103,7 +109,13 @@ for k in range(0, n, chunk):
     with open("%s/runs-%07d.json" % (out, k), "w") as f:
         json.dump(runs[k:k + chunk], f)
 EOF
-    export TUNELAB_DB="$D/results.db"
+    if [ -n "${PG:-}" ]; then
+        owner=$(python3 -c "import sys, urllib.parse; print(urllib.parse.urlparse(sys.argv[1]).username)" "$PG")
+        su postgres -c "dropdb --if-exists history_scale_$N && createdb -O $owner history_scale_$N"
+        export TUNELAB_DB="$PG/history_scale_$N"
+    else
+        export TUNELAB_DB="$D/results.db"
+    fi
     t0=$(date +%s.%N)
     for f in "$D"/runs-*.json; do
         "$TL" import "$f" >/dev/null 2>"$D/import.err" || { cat "$D/import.err" >&2; exit 1; }
@@ -123,4 +135,5 @@ print(('found ' if ok else 'MISSED ') + 'at ' + (','.join(map(str, idx)) or 'non
     compare=$(timeit "$TL" compare last~1 last)
     printf '%-8s %10s %12s %12s %12s %12s  %s\n' "$N" "$imp" "$hist" "$runs" "$report" "$compare" "$cps"
     [ "${KEEP:-0}" = 1 ] || rm -rf "$D"
+    if [ -n "${PG:-}" ] && [ "${KEEP:-0}" != 1 ]; then su postgres -c "dropdb history_scale_$N"; fi
 done
