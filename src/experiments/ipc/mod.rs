@@ -11,9 +11,9 @@ use crate::engine::Experiment;
 
 pub fn all() -> Vec<Box<dyn Experiment>> {
     vec![
-        Box::new(pipe::Pipe),
-        Box::new(unix::Unix),
-        Box::new(fifo::Fifo),
+        Box::new(pipe::PIPE),
+        Box::new(unix::UNIX),
+        Box::new(fifo::FIFO),
         Box::new(ctxsw::Ctxsw::default()),
     ]
 }

@@ -17,7 +17,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
 }
 
 /// The `pin` parameter of the memory experiments.
-pub fn pin_param() -> crate::engine::ParamSpec {
+pub const fn pin_param() -> crate::engine::ParamSpec {
     crate::engine::ParamSpec::new(
         "pin",
         crate::engine::ParamKind::Bool,

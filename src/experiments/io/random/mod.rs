@@ -33,6 +33,7 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 
 use super::cache_control::{fadvise_dontneed, logical_block_size};
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, Series, TrialValues,
@@ -176,15 +177,10 @@ fn read_pct(rw: &str, mix: f64) -> u32 {
     }
 }
 
-impl Experiment for Random {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn summary(&self) -> &'static str {
-        "random reads/writes at a queue depth: IOPS and latency percentiles (fio randread/randwrite)"
-    }
-    fn method(&self) -> &'static str {
-        "Lays out one scratch file of `size` random bytes (buffered writes + fsync, not timed; \
+pub static SPEC: Spec = Spec {
+    name: NAME,
+    summary: "random reads/writes at a queue depth: IOPS and latency percentiles (fio randread/randwrite)",
+    method: "Lays out one scratch file of `size` random bytes (buffered writes + fsync, not timed; \
          shared by the points of a run), then a trial runs `duration` seconds of `bs`-byte \
          operations at uniformly random bs-aligned offsets (rw=randread, randwrite, or randrw \
          with `mix` % reads), keeping `depth` operations in flight: engine=psync runs `depth` \
@@ -217,10 +213,8 @@ impl Experiment for Random {
          trials then measure the steady device. size=0 (auto) = 2 × MemTotal within 32 MiB..1 \
          GiB and at most half the free space. Defaults (4 KiB, QD 1/8/32, randread and randwrite, \
          psync and io_uring, direct, 1 s trials, 1 warm-up + 3-5 trials) take about a minute and \
-         a half plus the layout."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         a half plus the layout.",
+    params: &[
             ParamSpec::new(
                 "rw",
                 ParamKind::Choice(&["randread", "randwrite", "randrw"]),
@@ -280,10 +274,8 @@ impl Experiment for Random {
                 "steady=yes: give up after writing this long",
             )
             .range(1.0, 86400.0),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::higher(METRIC_IOPS, "ops/s", "completed operations per second"),
             MetricSpec::higher("throughput", "B/s", "IOPS × block size"),
             MetricSpec::lower("lat_p50", "s", "median completion latency"),
@@ -303,18 +295,20 @@ impl Experiment for Random {
                 "ratio",
                 "steady=yes: first round's IOPS / steady IOPS (1 = no cliff)",
             ),
-        ]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
+        ],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults {
             warmup: 1,
             min_trials: 3,
             max_trials: 5,
             budget: 120.0,
-        }
+        },
+    hidden: false,
+};
+
+impl Experiment for Random {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         let (bs, size) = (p.u64("bs")?, p.u64("size")?);
