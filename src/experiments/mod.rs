@@ -7,6 +7,7 @@ pub mod ipc;
 pub mod mem;
 pub mod registry;
 pub mod sched;
+pub mod test;
 pub mod util;
 pub mod work;
 
@@ -22,5 +23,6 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
     v.extend(app::all());
     v.extend(work::all());
     v.extend(cpu::all());
+    v.extend(test::all());
     v
 }
