@@ -26,10 +26,11 @@ fn a_planted_regression_is_regressed_and_exits_5_on_request() {
     let out = env.run(&["compare", "last~1", "last", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let m = &json(&out)["pairs"][0]["metrics"][0];
-    assert_eq!(m["metric"], "value", "{m}");
+    assert_eq!(m["name"], "value", "{m}");
     assert_eq!(m["verdict"], "regressed", "{m}");
-    let ratio = m["ratio"].as_f64().unwrap();
-    assert!((ratio - 0.5).abs() < 0.02 || (ratio - 2.0).abs() < 0.05, "{m}");
+    // Medians 1.0 and 2.0 exactly: the planted values, nothing measured.
+    assert_eq!(m["base_median"].as_f64(), Some(1.0), "{m}");
+    assert_eq!(m["new_median"].as_f64(), Some(2.0), "{m}");
 
     let out = env.run(&["compare", "last~1", "last", "--fail-on-regression"]);
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
@@ -43,7 +44,11 @@ fn a_scripted_failure_exits_1_and_bad_values_exit_2() {
     let env = Env::new();
     let out = scripted(&env, "1", &["-p", "fail=2"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("fails as scripted"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("fails as scripted"),
+        "{}",
+        stderr(&out)
+    );
     let out = scripted(&env, "1:oops", &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("'oops'"), "{}", stderr(&out));

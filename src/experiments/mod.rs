@@ -1,6 +1,7 @@
 //! The experiment registry: one file per experiment, grouped by family.
 
 pub mod app;
+pub mod common;
 pub mod cpu;
 pub mod io;
 pub mod ipc;
@@ -8,7 +9,6 @@ pub mod mem;
 pub mod registry;
 pub mod sched;
 pub mod test;
-pub mod util;
 pub mod work;
 
 use crate::engine::Experiment;

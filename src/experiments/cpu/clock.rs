@@ -12,7 +12,7 @@ use crate::engine::{
     Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
-use crate::experiments::ipc::child::{usable_cpus, PinGuard};
+use crate::experiments::common::child::{usable_cpus, PinGuard};
 use crate::stats;
 use crate::system::cpu::{clusters, cores, list_text, Core};
 use crate::{Error, Result};

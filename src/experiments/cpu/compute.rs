@@ -6,13 +6,13 @@
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
-use super::kernels::{self, Aes, Lz, Path as KPath};
 use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     TrialValues,
 };
 use crate::engine::{Needs, Spec};
-use crate::experiments::ipc::child::{usable_cpus, PinGuard};
+use crate::experiments::common::child::{usable_cpus, PinGuard};
+use crate::experiments::common::kernels::{self, Aes, Lz, Path as KPath};
 use crate::system::cpu::{clusters, cores, list_text};
 use crate::{Error, Result};
 

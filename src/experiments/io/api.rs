@@ -11,13 +11,13 @@ use std::os::fd::IntoRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::cache_control::open_with;
 use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::{fill_file, sum_bytes};
+use crate::experiments::common::cache_control::open_with;
+use crate::experiments::common::util::{fill_file, sum_bytes};
 use crate::safety::AlignedBuf;
 use crate::stats;
 use crate::{Error, Result};
@@ -394,7 +394,7 @@ impl PointRun for ApiRun {
                     .into(),
                 // The page-cache folios come from the first fill, not from
                 // the trials' record-size rewrites in place.
-                crate::experiments::util::layout_note(self.size),
+                crate::experiments::common::util::layout_note(self.size),
             ],
             ..Default::default()
         })

@@ -15,13 +15,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, TrySendError};
 use std::time::{Duration, Instant};
 
-use super::uring_pacer;
 use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::{backing_note, fit_disk, frame_slot, sleep_until, Fit, Skipped};
+use crate::experiments::common::uring_pacer;
+use crate::experiments::common::util::{
+    backing_note, fit_disk, frame_slot, sleep_until, Fit, Skipped,
+};
 use crate::observe::dirty::{self, DirtyState};
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;

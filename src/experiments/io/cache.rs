@@ -9,13 +9,13 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::cache_control::{open_with, IoMode};
 use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::{backing_note, fill_file, fit_disk};
+use crate::experiments::common::cache_control::{open_with, IoMode};
+use crate::experiments::common::util::{backing_note, fill_file, fit_disk};
 use crate::observe::dirty;
 use crate::safety::AlignedBuf;
 use crate::units::format_size;

@@ -10,13 +10,13 @@ use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::cache_control::{drop_file_cache, fadvise_dontneed};
 use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, TrialValues,
 };
-use crate::experiments::util::fill_file;
+use crate::experiments::common::cache_control::{drop_file_cache, fadvise_dontneed};
+use crate::experiments::common::util::fill_file;
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
@@ -426,7 +426,7 @@ impl PointRun for DeviceReadRun {
             if self.is_dev {
                 String::new()
             } else {
-                crate::experiments::util::layout_note(self.size)
+                crate::experiments::common::util::layout_note(self.size)
             },
             format!(
                 "buffered_read: passes from offset 0 that stop at the end of the {} ({} B), each \

@@ -13,7 +13,7 @@ use crate::engine::{
     PointRun, Room, TrialValues,
 };
 use crate::engine::{RunDefaults, Spec};
-use crate::experiments::util::{
+use crate::experiments::common::util::{
     backing_note, calibrate, fill_file, fit_disk, fit_memory, layout_note, sum_bytes, Fit,
 };
 use crate::safety::AlignedBuf;

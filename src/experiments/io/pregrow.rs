@@ -14,7 +14,7 @@ use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point,
     PointExtras, PointRun, Room, RunDefaults, TrialValues,
 };
-use crate::experiments::util::{backing_note, fit_disk, Fit, Skipped};
+use crate::experiments::common::util::{backing_note, fit_disk, Fit, Skipped};
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 

@@ -13,15 +13,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::background_load::{BackgroundLoad, Load, IO_LOAD_SPAN};
-use super::cache_control::{drop_file_cache, logical_block_size, open_with, DropMethod};
 use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, TrialValues,
 };
-use crate::experiments::util::fill_file;
-use crate::experiments::util::{frame_slot, sleep_until};
+use crate::experiments::common::background_load::{BackgroundLoad, Load, IO_LOAD_SPAN};
+use crate::experiments::common::cache_control::{
+    drop_file_cache, logical_block_size, open_with, DropMethod,
+};
+use crate::experiments::common::util::fill_file;
+use crate::experiments::common::util::{frame_slot, sleep_until};
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};

@@ -8,14 +8,14 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::child::{self, check_process_limit, Children, CpuSet, PinGuard};
-use super::pingpong::pipe;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
-use crate::experiments::util::sum_bytes;
+use crate::experiments::common::child::{self, check_process_limit, Children, CpuSet, PinGuard};
+use crate::experiments::common::pingpong::pipe;
+use crate::experiments::common::util::sum_bytes;
 use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};

@@ -3,7 +3,9 @@
 
 use crate::engine::{MetricSpec, Needs, RunDefaults, Spec};
 
-use super::pingpong::{Medium, RoundTrip, CPU_PARAM, RT_MIGRATIONS, RT_SAME_CPU};
+use crate::experiments::common::pingpong::{
+    Medium, RoundTrip, CPU_PARAM, RT_MIGRATIONS, RT_SAME_CPU,
+};
 
 pub const FIFO: RoundTrip = RoundTrip {
     spec: &SPEC,

@@ -1,9 +1,7 @@
 //! Inter-process communication experiments (lmbench-class).
 
-pub(crate) mod child;
 pub mod ctxsw;
 pub mod fifo;
-pub(crate) mod pingpong;
 pub mod pipe;
 pub mod unix;
 

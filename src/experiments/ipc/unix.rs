@@ -3,7 +3,7 @@
 
 use crate::engine::{MetricSpec, Needs, Spec};
 
-use super::pingpong::{
+use crate::experiments::common::pingpong::{
     Medium, RoundTrip, BW_MIGRATIONS, BW_SAME_CPU, PAIR_DEFAULTS, PAIR_PARAMS, RT_MIGRATIONS,
     RT_SAME_CPU,
 };

@@ -11,8 +11,8 @@ use crate::engine::{
     PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
-use crate::experiments::ipc::child;
-use crate::experiments::util::{fit_memory, Fit};
+use crate::experiments::common::child;
+use crate::experiments::common::util::{fit_memory, Fit};
 use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};
@@ -195,7 +195,13 @@ impl Experiment for Bandwidth {
     }
     fn validate(&self, p: &Point) -> Result<()> {
         let k = Kernel::parse(p.text("kernel")?);
-        crate::experiments::util::refuse_beyond_ram(self, p, "size", k.arrays() as u64, "arrays")
+        crate::experiments::common::util::refuse_beyond_ram(
+            self,
+            p,
+            "size",
+            k.arrays() as u64,
+            "arrays",
+        )
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
         let k = Kernel::parse(p.text("kernel").unwrap_or("read"));
@@ -236,7 +242,7 @@ impl Experiment for Bandwidth {
             bufs,
             passes: 1,
             sweep: p.bool("sweep")? && threads == 1,
-            spread: (pin && threads > 1).then(crate::experiments::ipc::child::usable_cpus),
+            spread: (pin && threads > 1).then(crate::experiments::common::child::usable_cpus),
             _pin: pin_guard,
             cpu,
             fitted: fit.fitted("size", "memory budget"),

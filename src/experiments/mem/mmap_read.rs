@@ -12,7 +12,7 @@ use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, TrialValues,
 };
-use crate::experiments::util::{
+use crate::experiments::common::util::{
     backing_note, calibrate, fill_file, fit_disk, fit_memory, layout_note, sum_bytes, Fit,
 };
 use crate::units::format_size;
@@ -69,7 +69,7 @@ impl Experiment for MmapRead {
     }
     fn validate(&self, p: &Point) -> Result<()> {
         // The file must stay cached while it is read.
-        crate::experiments::util::refuse_beyond_ram(self, p, "size", 1, "page cache")
+        crate::experiments::common::util::refuse_beyond_ram(self, p, "size", 1, "page cache")
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
         let size = fitted_size(p, room).map_or(0, |(f, _)| f);

@@ -2,11 +2,10 @@
 
 pub mod bandwidth;
 pub mod latency;
-pub mod latency_curve;
 pub mod mmap_read;
 
 use crate::engine::Experiment;
-use crate::experiments::ipc::child::PinGuard;
+use crate::experiments::common::child::PinGuard;
 
 pub fn all() -> Vec<Box<dyn Experiment>> {
     vec![

@@ -10,8 +10,8 @@ use crate::engine::{
     Room, RunDefaults, TrialValues,
 };
 use crate::engine::{Needs, Spec};
-use crate::experiments::ipc::child::{self, check_process_limit, Children};
-use crate::experiments::ipc::pingpong::pipe;
+use crate::experiments::common::child::{self, check_process_limit, Children};
+use crate::experiments::common::pingpong::pipe;
 use crate::{Error, Result};
 
 pub struct Messaging;

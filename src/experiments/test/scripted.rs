@@ -27,10 +27,13 @@ pub static SPEC: Spec = Spec {
             "1",
             "the values of the trials, in order, separated by ':' (a comma still sweeps)",
         ),
-        ParamSpec::new("fail", ParamKind::Count, "0", "trial that fails (0: none)")
-            .range(0.0, 1e6),
+        ParamSpec::new("fail", ParamKind::Count, "0", "trial that fails (0: none)").range(0.0, 1e6),
     ],
-    metrics: &[MetricSpec::lower("value", "s", "the scripted value of the trial")],
+    metrics: &[MetricSpec::lower(
+        "value",
+        "s",
+        "the scripted value of the trial",
+    )],
     needs: Needs::NOTHING,
     defaults: RunDefaults::new(0, 5, 5, 10.0),
     hidden: true,
@@ -106,9 +109,7 @@ mod tests {
         let p = &expand_points(SPEC.params, &o).unwrap()[0];
         let ctx = Ctx::new(None, std::env::temp_dir(), None);
         let mut run = Scripted.prepare(&ctx, p).unwrap();
-        let got: Vec<f64> = (0..3)
-            .map(|_| run.trial(&ctx).unwrap().0[0].1)
-            .collect();
+        let got: Vec<f64> = (0..3).map(|_| run.trial(&ctx).unwrap().0[0].1).collect();
         assert_eq!(got, [3.0, 1.5, 3.0]);
     }
 

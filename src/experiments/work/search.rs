@@ -10,13 +10,13 @@ use std::fs::File;
 use std::io::Write;
 use std::time::Instant;
 
-use super::data::{channel_name, day_date, fingerprint, listing};
 use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, TrialValues,
 };
 use crate::engine::{Needs, Spec};
-use crate::experiments::util::{fit_memory, Fit};
+use crate::experiments::common::data::{channel_name, day_date, fingerprint, listing};
+use crate::experiments::common::util::{fit_memory, Fit};
 use crate::{Error, Result};
 
 pub struct Search;

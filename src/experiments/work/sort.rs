@@ -6,12 +6,12 @@
 use std::cmp::Ordering;
 use std::time::Instant;
 
-use super::data::{fingerprint, mail_folder, Message};
 use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
+use crate::experiments::common::data::{fingerprint, mail_folder, Message};
 use crate::stats;
 use crate::Result;
 

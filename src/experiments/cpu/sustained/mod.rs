@@ -19,13 +19,13 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::clock::{add_chain, calibrate_chain, thread_cpu_s, CHAIN};
-use super::kernels::{self, Lz, Path as KPath};
 use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
-use crate::experiments::ipc::child::{usable_cpus, PinGuard};
+use crate::experiments::common::child::{usable_cpus, PinGuard};
+use crate::experiments::common::kernels::{self, Lz, Path as KPath};
 use crate::{Error, Result};
 
 pub use analysis::{analyse, Verdict};

@@ -32,13 +32,13 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::Rng;
 
-use super::cache_control::{fadvise_dontneed, logical_block_size};
 use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::fill_file;
+use crate::experiments::common::cache_control::{fadvise_dontneed, logical_block_size};
+use crate::experiments::common::util::fill_file;
 use crate::safety::AlignedBuf;
 use crate::stats::{self, HistogramData, LatencyRecorder};
 use crate::units::format_size;

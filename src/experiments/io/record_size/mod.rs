@@ -10,13 +10,13 @@
 mod prepare;
 mod run;
 
-use super::cache_control::IoMode;
 use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointRun, Room,
     RunDefaults,
 };
-use crate::experiments::util::{fit_disk, Fit};
+use crate::experiments::common::cache_control::IoMode;
+use crate::experiments::common::util::{fit_disk, Fit};
 use crate::{Error, Result};
 
 /// Name and the metrics `advise` reads, as constants so a rename cannot

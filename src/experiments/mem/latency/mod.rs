@@ -20,12 +20,12 @@ use crate::engine::{
     PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
-use crate::experiments::util::{fit_memory, Fit};
+use crate::experiments::common::util::{fit_memory, Fit};
 use crate::units::format_size;
 use crate::{Error, Result};
 
-use super::latency_curve::analyse;
 use super::{cache_levels, sweep_sizes};
+use crate::experiments::common::latency_curve::analyse;
 
 use region::{anon_huge, thp_setting, Region};
 

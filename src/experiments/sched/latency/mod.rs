@@ -14,13 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::latency_cause::{tracefs_timerlat, SpikeBoard, Tracer};
-use super::latency_load::{Mix, Running, Sizes};
 use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, ParamValue, Point,
     PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
 };
+use crate::experiments::common::latency_cause::{tracefs_timerlat, SpikeBoard, Tracer};
+use crate::experiments::common::latency_load::{Mix, Running, Sizes};
 use crate::stats::LatencyRecorder;
 use crate::units::{format_size, seconds};
 use crate::{Error, Result};
@@ -305,8 +305,8 @@ fn measure(
     board
         .tid
         .store(unsafe { libc::gettid() }, Ordering::Relaxed);
-    let set = crate::experiments::ipc::child::CpuSet::one(cpu);
-    let mut setup = if crate::experiments::ipc::child::pin_self(&set) {
+    let set = crate::experiments::common::child::CpuSet::one(cpu);
+    let mut setup = if crate::experiments::common::child::pin_self(&set) {
         Ok(())
     } else {
         Err(format!(
@@ -581,7 +581,7 @@ impl PointRun for LatencyRun {
             x.notes.push(format!(
                 "{} spikes beyond {} per CPU and trial were counted but not explained",
                 self.dropped,
-                super::latency_cause::SPIKES_PER_TRIAL
+                crate::experiments::common::latency_cause::SPIKES_PER_TRIAL
             ));
         }
         Ok(x)
