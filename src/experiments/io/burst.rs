@@ -29,7 +29,12 @@ use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
 
-pub struct Burst;
+/// One value per run (the registry makes one per lookup).
+#[derive(Default)]
+pub struct Burst {
+    /// Numbers the points of the run, so their files never collide.
+    points: AtomicU64,
+}
 
 const BUCKET_NS: u64 = 10_000_000;
 const BUCKETS: usize = 11;
@@ -238,7 +243,7 @@ impl Experiment for Burst {
             }
         }
         Ok(Box::new(BurstRun {
-            id: POINT_ID.fetch_add(1, Ordering::Relaxed),
+            id: self.points.fetch_add(1, Ordering::Relaxed),
             dir: scratch.path().to_path_buf(),
             frame,
             fps,
@@ -284,9 +289,6 @@ fn fitted_frames(p: &Point, room: &Room) -> Result<(u64, Option<String>)> {
         }),
     ))
 }
-
-/// Distinguishes the files of the points of one run.
-static POINT_ID: AtomicU64 = AtomicU64::new(0);
 
 struct BurstRun {
     id: u64,

@@ -24,8 +24,8 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(cache::Cache),
         Box::new(device_read::DeviceRead),
         Box::new(atime::Atime),
-        Box::new(stream::Stream),
-        Box::new(burst::Burst),
-        Box::new(random::Random),
+        Box::new(stream::Stream::default()),
+        Box::new(burst::Burst::default()),
+        Box::new(random::Random::default()),
     ]
 }

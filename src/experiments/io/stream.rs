@@ -28,7 +28,12 @@ use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
 
-pub struct Stream;
+/// One value per run (the registry makes one per lookup).
+#[derive(Default)]
+pub struct Stream {
+    /// Numbers the points of the run, so their files never collide.
+    points: AtomicU64,
+}
 
 /// 10 ms frame-latency buckets: 0–9, 10–19, …, 90–99, 100+ ms.
 const BUCKET_NS: u64 = 10_000_000;
@@ -263,7 +268,7 @@ impl Experiment for Stream {
         let size = frames * frame;
         scratch.ensure_space(self.scratch_bytes(p).max(2 * size))?;
         // Names unique per point: the scratch directory is shared by a sweep.
-        let id = POINT_ID.fetch_add(1, Ordering::Relaxed);
+        let id = self.points.fetch_add(1, Ordering::Relaxed);
         let rec_name = format!("stream-{id}-recording");
         let path = scratch.file_path(&rec_name);
         let mut f = scratch.create_file(&rec_name, 0)?;
@@ -310,9 +315,6 @@ impl Experiment for Stream {
         }))
     }
 }
-
-/// Distinguishes the files of the points of one run.
-static POINT_ID: AtomicU64 = AtomicU64::new(0);
 
 struct StreamRun {
     id: u64,

@@ -20,7 +20,7 @@ mod run;
 pub mod steady;
 mod uring;
 
-use file::{open, shared_bytes_in, shared_file};
+use file::{open, SharedFile};
 use run::{RandomRun, Skipped};
 
 use std::fs::File;
@@ -51,7 +51,12 @@ pub const METRIC_IOPS: &str = "iops";
 pub const METRIC_LAT_P99: &str = "lat_p99";
 pub const METRIC_READ_P99: &str = "read_p99";
 
-pub struct Random;
+/// io.random; one value per run (the registry makes one per lookup), so
+/// the file its points share is run-level state, not a global.
+#[derive(Default)]
+pub struct Random {
+    shared: SharedFile,
+}
 
 /// Largest block and depth (fio users sweep 512 B … 1 MiB, QD 1 … 256).
 const MAX_BS: u64 = 1 << 20;
@@ -372,7 +377,7 @@ impl Experiment for Random {
                 // The run's shared file counts as free: it is what this
                 // point would reuse, and otherwise every point would see
                 // less space and lay out a smaller file.
-                let free = scratch.free_bytes()? + shared_bytes_in(scratch.path());
+                let free = scratch.free_bytes()? + self.shared.bytes_in(scratch.path());
                 let (s, why) = auto_size(mem.total, free);
                 if s < (bs as u64).max(8 << 20) {
                     return Err(Error::environment(format!(
@@ -386,7 +391,7 @@ impl Experiment for Random {
             }
             s => (s, format!("size = {}", format_size(s))),
         };
-        let path = shared_file(ctx, size)?;
+        let path = self.shared.get(ctx, size)?;
         let (file, direct, open_notes) = open(&path, want_direct)?;
         let read_pct = read_pct(p.text("rw")?, p.f64("mix")?);
         let bufs = (0..depth)
