@@ -73,12 +73,7 @@ pub static SPEC: Spec = Spec {
         ],
     metrics: &METRICS,
     needs: Needs::NOTHING,
-    defaults: RunDefaults {
-            warmup: 1,
-            min_trials: 10,
-            max_trials: 200,
-            budget: 60.0,
-        },
+    defaults: RunDefaults::new(1, 10, 200, 60.0),
     hidden: false,
 };
 

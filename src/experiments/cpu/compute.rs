@@ -86,12 +86,7 @@ pub static SPEC: Spec = Spec {
             ),
         ],
     needs: Needs::NOTHING,
-    defaults: RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 15,
-            budget: 90.0,
-        },
+    defaults: RunDefaults::new(1, 5, 15, 90.0),
     hidden: false,
 };
 

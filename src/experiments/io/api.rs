@@ -89,12 +89,7 @@ pub static SPEC: Spec = Spec {
             ),
         ],
     needs: Needs::SCRATCH,
-    defaults: RunDefaults {
-            warmup: 1,
-            min_trials: 3,
-            max_trials: 8,
-            budget: 60.0,
-        },
+    defaults: RunDefaults::new(1, 3, 8, 60.0),
     hidden: false,
 };
 

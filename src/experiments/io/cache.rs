@@ -136,12 +136,7 @@ pub static SPEC: Spec = Spec {
             MetricSpec::higher("long_ratio", "ratio", "long_throughput / direct_throughput"),
         ],
     needs: Needs::SCRATCH,
-    defaults: RunDefaults {
-            warmup: 0,
-            min_trials: 3,
-            max_trials: 3,
-            budget: 100.0,
-        },
+    defaults: RunDefaults::new(0, 3, 3, 100.0),
     hidden: false,
 };
 

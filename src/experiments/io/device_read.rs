@@ -78,12 +78,7 @@ pub static SPEC: Spec = Spec {
             ),
         ],
     needs: Needs::SCRATCH,
-    defaults: RunDefaults {
-            warmup: 0,
-            min_trials: 12,
-            max_trials: 12,
-            budget: 110.0,
-        },
+    defaults: RunDefaults::new(0, 12, 12, 110.0),
     hidden: false,
 };
 

@@ -50,12 +50,7 @@ pub static SPEC: Spec = Spec {
         MetricSpec::higher("deleted_per_s", "ops/s", "files deleted per second"),
     ],
     needs: Needs::SCRATCH,
-    defaults: RunDefaults {
-        warmup: 1,
-        min_trials: 3,
-        max_trials: 10,
-        budget: 75.0,
-    },
+    defaults: RunDefaults::new(1, 3, 10, 75.0),
     hidden: false,
 };
 

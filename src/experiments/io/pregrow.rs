@@ -62,12 +62,7 @@ pub static SPEC: Spec = Spec {
         MetricSpec::lower(METRIC_TOTAL_TIME, "s", "creation + write"),
     ],
     needs: Needs::SCRATCH,
-    defaults: RunDefaults {
-        warmup: 1,
-        min_trials: 3,
-        max_trials: 8,
-        budget: 75.0,
-    },
+    defaults: RunDefaults::new(1, 3, 8, 75.0),
     hidden: false,
 };
 

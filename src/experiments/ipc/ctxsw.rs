@@ -96,12 +96,7 @@ pub static SPEC: Spec = Spec {
     defaults: // 36 default points: exactly 5 trials each, so that the budget is
         // not eaten by the first points of a noisy machine. No warm-up trial:
         // prepare() runs the ring for 100 ms first.
-        RunDefaults {
-            warmup: 0,
-            min_trials: 5,
-            max_trials: 5,
-            budget: 100.0,
-        },
+        RunDefaults::new(0, 5, 5, 100.0),
     hidden: false,
 };
 

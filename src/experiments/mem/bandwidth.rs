@@ -180,12 +180,7 @@ pub static SPEC: Spec = Spec {
             "counted bytes per second (see method: copy counts bytes once, triad 3 arrays)",
         )],
     needs: Needs::NOTHING,
-    defaults: RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 15,
-            budget: 60.0,
-        },
+    defaults: RunDefaults::new(1, 5, 15, 60.0),
     hidden: false,
 };
 

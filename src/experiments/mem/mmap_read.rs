@@ -50,12 +50,7 @@ pub static SPEC: Spec = Spec {
             "file bytes summed through the mapping per second, counted once",
         )],
     needs: Needs::SCRATCH,
-    defaults: RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 15,
-            budget: 20.0,
-        },
+    defaults: RunDefaults::new(1, 5, 15, 20.0),
     hidden: false,
 };
 

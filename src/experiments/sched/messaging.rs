@@ -132,12 +132,7 @@ pub static SPEC: Spec = Spec {
             MetricSpec::higher("message_rate", "ops/s", "messages delivered per second"),
         ],
     needs: Needs::NOTHING,
-    defaults: RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 10,
-            budget: 40.0,
-        },
+    defaults: RunDefaults::new(1, 5, 10, 40.0),
     hidden: false,
 };
 

@@ -176,12 +176,7 @@ pub static SPEC: Spec = Spec {
             ),
         ],
     needs: Needs::NOTHING,
-    defaults: RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 15,
-            budget: 60.0,
-        },
+    defaults: RunDefaults::new(1, 5, 15, 60.0),
     hidden: false,
 };
 

@@ -97,12 +97,7 @@ pub static SPEC: Spec = Spec {
             ),
         ],
     needs: Needs::SCRATCH,
-    defaults: RunDefaults {
-            warmup: 1,
-            min_trials: 3,
-            max_trials: 5,
-            budget: 90.0,
-        },
+    defaults: RunDefaults::new(1, 3, 5, 90.0),
     hidden: false,
 };
 

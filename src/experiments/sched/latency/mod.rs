@@ -131,12 +131,7 @@ pub static SPEC: Spec = Spec {
         ],
     needs: // Scratch for the storage load; nothing is written without it.
         Needs::SCRATCH,
-    defaults: RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 10,
-            budget: 60.0,
-        },
+    defaults: RunDefaults::new(1, 5, 10, 60.0),
     hidden: false,
 };
 
