@@ -439,26 +439,25 @@ impl PointRun for ColdRun {
     }
 }
 
+static COLD_START_SPEC: tunelab::engine::Spec = tunelab::engine::Spec {
+    name: "test.cold-start",
+    summary: "cold first trials, then steady",
+    method: "scripted",
+    params: &[ParamSpec::new(
+        "level",
+        tunelab::engine::ParamKind::Count,
+        "1",
+        "value",
+    )],
+    metrics: &[MetricSpec::lower("t", "s", "a time")],
+    needs: tunelab::engine::Needs::NOTHING,
+    defaults: tunelab::engine::RunDefaults::STANDARD,
+    hidden: false,
+};
+
 impl Experiment for ColdStart {
-    fn name(&self) -> &'static str {
-        "test.cold-start"
-    }
-    fn summary(&self) -> &'static str {
-        "cold first trials, then steady"
-    }
-    fn method(&self) -> &'static str {
-        "scripted"
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![ParamSpec::new(
-            "level",
-            tunelab::engine::ParamKind::Count,
-            "1",
-            "value",
-        )]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![MetricSpec::lower("t", "s", "a time")]
+    fn spec(&self) -> &'static tunelab::engine::Spec {
+        &COLD_START_SPEC
     }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let level = match p.0.get("level") {
@@ -597,21 +596,20 @@ fn a_knob_sweep_shuffles_its_rounds_by_a_stated_seed() {
             Ok(TrialValues::new().with("t", v))
         }
     }
+    static KNOBBED_SPEC: tunelab::engine::Spec = tunelab::engine::Spec {
+        name: "test.knobbed",
+        summary: "reads the fake knob",
+        method: "scripted",
+        params: &[],
+        metrics: &[MetricSpec::lower("t", "s", "a time")],
+        needs: tunelab::engine::Needs::NOTHING,
+        defaults: tunelab::engine::RunDefaults::STANDARD,
+        hidden: false,
+    };
+
     impl Experiment for Knobbed {
-        fn name(&self) -> &'static str {
-            "test.knobbed"
-        }
-        fn summary(&self) -> &'static str {
-            "reads the fake knob"
-        }
-        fn method(&self) -> &'static str {
-            "scripted"
-        }
-        fn params(&self) -> Vec<ParamSpec> {
-            Vec::new()
-        }
-        fn metrics(&self) -> Vec<MetricSpec> {
-            vec![MetricSpec::lower("t", "s", "a time")]
+        fn spec(&self) -> &'static tunelab::engine::Spec {
+            &KNOBBED_SPEC
         }
         fn prepare(&self, _ctx: &Ctx, _p: &Point) -> Result<Box<dyn PointRun>> {
             Ok(Box::new(KnobbedRun(self.0.clone())))

@@ -232,7 +232,7 @@ fn burst_reports_latency_dirty_series_and_io_thread_figures() {
 
 #[test]
 fn burst_through_io_uring_reports_completion_lag() {
-    if let Err(e) = tunelab::experiments::io::uring_pacer::available() {
+    if let Err(e) = tunelab::experiments::common::uring_pacer::available() {
         return eprintln!("SKIPPED: io_uring is not available here ({e})");
     }
     let env = Env::new();

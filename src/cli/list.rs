@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::Out;
 use crate::engine::catalog::Catalog;
-use crate::engine::{Better, Experiment};
+use crate::engine::{Better, Experiment, Spec};
 use crate::report::table;
 use crate::Result;
 
@@ -43,16 +43,16 @@ struct ExperimentJson {
     metrics: Vec<MetricJson>,
 }
 
-fn to_json(e: &dyn Experiment) -> ExperimentJson {
+fn to_json(e: &Spec) -> ExperimentJson {
     ExperimentJson {
-        name: e.name(),
-        summary: e.summary(),
-        method: e.method(),
-        needs_root: e.needs().root,
-        needs_scratch: e.needs().scratch,
+        name: e.name,
+        summary: e.summary,
+        method: e.method,
+        needs_root: e.needs.root,
+        needs_scratch: e.needs.scratch,
         params: e
-            .params()
-            .into_iter()
+            .params
+            .iter()
             .map(|p| ParamJson {
                 name: p.name,
                 unit: p.unit_text(),
@@ -63,8 +63,8 @@ fn to_json(e: &dyn Experiment) -> ExperimentJson {
             })
             .collect(),
         metrics: e
-            .metrics()
-            .into_iter()
+            .metrics
+            .iter()
             .map(|m| MetricJson {
                 name: m.name,
                 unit: m.unit,
@@ -81,7 +81,7 @@ pub fn exec(args: &Args, out: &Out, experiments: &Catalog) -> Result<i32> {
         None => experiments.all(),
     };
     if out.json {
-        let v: Vec<ExperimentJson> = exps.iter().map(|e| to_json(e.as_ref())).collect();
+        let v: Vec<ExperimentJson> = exps.iter().map(|e| to_json(e.spec())).collect();
         out.json_data(&v)?;
     } else if args.experiment.is_some() {
         out.data(&experiment_help(exps[0].as_ref()))?;
@@ -89,14 +89,15 @@ pub fn exec(args: &Args, out: &Out, experiments: &Catalog) -> Result<i32> {
         let rows = exps
             .iter()
             .map(|e| {
-                let n = e.needs();
+                let e = e.spec();
+                let n = e.needs;
                 let needs = [(n.root, "root"), (n.scratch, "scratch")]
                     .iter()
                     .filter(|(b, _)| *b)
                     .map(|(_, s)| *s)
                     .collect::<Vec<_>>()
                     .join(",");
-                vec![e.name().to_string(), e.summary().to_string(), needs]
+                vec![e.name.to_string(), e.summary.to_string(), needs]
             })
             .collect();
         out.data(&table::render(
@@ -110,13 +111,14 @@ pub fn exec(args: &Args, out: &Out, experiments: &Catalog) -> Result<i32> {
 
 /// Full description of one experiment: method, parameters, metrics.
 pub fn experiment_help(e: &dyn Experiment) -> String {
+    let e = e.spec();
     let mut s = format!(
         "{} — {}\n\n{}\n\nParameters (-p name=value; a comma list sweeps):\n",
-        e.name(),
-        e.summary(),
-        wrap(e.method(), 78)
+        e.name,
+        e.summary,
+        wrap(e.method, 78)
     );
-    let params = e.params();
+    let params = e.params;
     if params.is_empty() {
         s.push_str("  (none)\n");
     }
@@ -131,7 +133,7 @@ pub fn experiment_help(e: &dyn Experiment) -> String {
         ));
     }
     s.push_str("\nMetrics:\n");
-    for m in e.metrics() {
+    for m in e.metrics {
         let dir = if m.better == Better::Higher {
             "higher is better"
         } else {
@@ -142,7 +144,7 @@ pub fn experiment_help(e: &dyn Experiment) -> String {
             m.name, m.unit, m.help
         ));
     }
-    let n = e.needs();
+    let n = e.needs;
     if n.root || n.scratch {
         s.push_str(&format!(
             "\nNeeds: {}{}\n",
@@ -162,8 +164,9 @@ pub fn experiment_help(e: &dyn Experiment) -> String {
 pub fn experiments_help(experiments: &Catalog) -> String {
     let mut s = String::from("Experiments (tunelab list EXP for details):\n");
     for e in experiments.all() {
-        s.push_str(&format!("  {:<20} {}\n", e.name(), e.summary()));
-        for p in e.params() {
+        let e = e.spec();
+        s.push_str(&format!("  {:<20} {}\n", e.name, e.summary));
+        for p in e.params {
             s.push_str(&format!(
                 "      {}={}  ({}; {})\n",
                 p.name,

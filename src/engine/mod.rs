@@ -10,6 +10,7 @@ pub mod pipeline;
 pub mod process;
 pub mod runner;
 pub mod session;
+pub mod spec;
 pub mod verbs;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ pub use crate::model::run as model;
 pub use crate::model::Better;
 pub use model::{MetricResult, PointResult, Run, Series};
 pub use params::{ParamKind, ParamSpec, ParamValue, Point};
+pub use spec::{MetricSpec, Needs, RunDefaults, Spec};
 // The CLI names the store it opened (`pipeline::open_store`) and hands to
 // the verbs; every read and write goes through the store's own methods.
 pub use crate::store::Store;
@@ -30,83 +32,6 @@ use crate::safety::{signals, Scratch};
 use crate::stats::HistogramData;
 use crate::system::BlockDevice;
 use crate::{Error, Result};
-
-/// Declaration of one metric an experiment produces.
-#[derive(Debug, Clone)]
-pub struct MetricSpec {
-    pub name: &'static str,
-    /// Base unit: `B/s`, `s`, `ops/s`, `B`, `count`, `ratio`.
-    pub unit: &'static str,
-    pub better: Better,
-    pub help: &'static str,
-}
-
-impl MetricSpec {
-    pub const fn higher(name: &'static str, unit: &'static str, help: &'static str) -> Self {
-        MetricSpec {
-            name,
-            unit,
-            better: Better::Higher,
-            help,
-        }
-    }
-    pub const fn lower(name: &'static str, unit: &'static str, help: &'static str) -> Self {
-        MetricSpec {
-            name,
-            unit,
-            better: Better::Lower,
-            help,
-        }
-    }
-}
-
-/// What an experiment needs before it may run; checked before anything runs.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Needs {
-    pub root: bool,
-    pub scratch: bool,
-}
-
-impl Needs {
-    /// A private scratch directory under --target (most storage experiments).
-    pub const SCRATCH: Needs = Needs {
-        root: false,
-        scratch: true,
-    };
-}
-
-/// Repetition defaults an experiment may tune (a 3-second hdparm-style read
-/// wants fewer trials than a 1 ms syscall loop). CLI flags override them.
-#[derive(Debug, Clone, Copy)]
-pub struct RunDefaults {
-    pub warmup: usize,
-    pub min_trials: usize,
-    pub max_trials: usize,
-    /// Seconds for the whole run, shared among its points.
-    pub budget: f64,
-}
-
-impl RunDefaults {
-    /// One trial that is a whole recording (a stream or a burst of many
-    /// frames, each with its own latency): no warm-up, up to 10 minutes.
-    pub const ONE_RECORDING: RunDefaults = RunDefaults {
-        warmup: 0,
-        min_trials: 1,
-        max_trials: 1,
-        budget: 600.0,
-    };
-}
-
-impl Default for RunDefaults {
-    fn default() -> Self {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 30,
-            budget: 60.0,
-        }
-    }
-}
 
 /// The values one trial measured, one per metric (a metric may be absent in
 /// some modes).
@@ -361,22 +286,12 @@ pub struct Fitted {
     pub why: String,
 }
 
-/// One experiment: a file under `src/experiments/<family>/`.
+/// What one experiment does; what it *is* (name, parameters, metrics,
+/// needs, defaults) is its `Spec`, plain data in a `static`.
 pub trait Experiment: Send + Sync {
-    /// `family.name`, e.g. `io.record-size`.
-    fn name(&self) -> &'static str;
-    /// One line for `tunelab list`.
-    fn summary(&self) -> &'static str;
-    /// What exactly is measured and how (units, timing, cache handling).
-    fn method(&self) -> &'static str;
-    fn params(&self) -> Vec<ParamSpec>;
-    fn metrics(&self) -> Vec<MetricSpec>;
-    fn needs(&self) -> Needs {
-        Needs::default()
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults::default()
-    }
+    /// The declaration every reader (registry, `list`, `--help`, parameter
+    /// parsing, stored kinds, docs) reads.
+    fn spec(&self) -> &'static Spec;
     /// Cross-parameter checks, before anything runs.
     fn validate(&self, _point: &Point) -> Result<()> {
         Ok(())
@@ -393,5 +308,30 @@ pub trait Experiment: Send + Sync {
             setup_written: self.scratch_bytes(point),
             ..Footprint::default()
         }
+    }
+}
+
+/// Short reads of the Spec, for the verbs written before it existed.
+impl<'a> dyn Experiment + 'a {
+    pub fn name(&self) -> &'static str {
+        self.spec().name
+    }
+    pub fn summary(&self) -> &'static str {
+        self.spec().summary
+    }
+    pub fn method(&self) -> &'static str {
+        self.spec().method
+    }
+    pub fn params(&self) -> Vec<ParamSpec> {
+        self.spec().params.to_vec()
+    }
+    pub fn metrics(&self) -> Vec<MetricSpec> {
+        self.spec().metrics.to_vec()
+    }
+    pub fn needs(&self) -> Needs {
+        self.spec().needs
+    }
+    pub fn defaults(&self) -> RunDefaults {
+        self.spec().defaults
     }
 }

@@ -60,7 +60,7 @@ pub struct ParamSpec {
 }
 
 impl ParamSpec {
-    pub fn new(
+    pub const fn new(
         name: &'static str,
         kind: ParamKind,
         default: &'static str,
@@ -76,7 +76,7 @@ impl ParamSpec {
         }
     }
 
-    pub fn range(mut self, min: f64, max: f64) -> Self {
+    pub const fn range(mut self, min: f64, max: f64) -> Self {
         self.min = Some(min);
         self.max = Some(max);
         self

@@ -1,13 +1,14 @@
 //! The experiment registry: one file per experiment, grouped by family.
 
 pub mod app;
+pub mod common;
 pub mod cpu;
 pub mod io;
 pub mod ipc;
 pub mod mem;
 pub mod registry;
 pub mod sched;
-pub mod util;
+pub mod test;
 pub mod work;
 
 use crate::engine::Experiment;
@@ -22,5 +23,6 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
     v.extend(app::all());
     v.extend(work::all());
     v.extend(cpu::all());
+    v.extend(test::all());
     v
 }

@@ -4,17 +4,26 @@
 use crate::engine::Experiment;
 use crate::{Error, Result};
 
-/// Every experiment this build has, in family order.
+/// Every experiment this build shows (`list`, `run --help`, man pages), in
+/// family order; hidden test fixtures (`test.scripted`) are left out.
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    super::all()
+    let mut all = super::all();
+    all.retain(|e| !e.spec().hidden);
+    all
 }
 
+/// One experiment by name, hidden ones included.
 pub fn find(name: &str) -> Result<Box<dyn Experiment>> {
-    let mut all = all();
-    if let Some(i) = all.iter().position(|e| e.name() == name) {
+    let mut all = super::all();
+    if let Some(i) = all.iter().position(|e| e.spec().name == name) {
         return Ok(all.swap_remove(i));
     }
-    let names: Vec<&str> = all.iter().map(|e| e.name()).collect();
+    let names: Vec<&str> = all
+        .iter()
+        .map(|e| e.spec())
+        .filter(|s| !s.hidden)
+        .map(|s| s.name)
+        .collect();
     let hint = names
         .iter()
         .min_by_key(|n| edit_distance(n, name))
@@ -31,8 +40,7 @@ pub fn find(name: &str) -> Result<Box<dyn Experiment>> {
 /// `model::run::set_legacy_kinds` at start-up).
 pub fn param_kind(experiment: &str, param: &str) -> Option<&'static str> {
     let exp = find(experiment).ok()?;
-    let spec = exp.params().into_iter().find(|s| s.name == param)?;
-    Some(spec.kind.stored_name())
+    Some(exp.spec().param(param)?.kind.stored_name())
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -56,17 +64,18 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_well_formed() {
-        let all = all();
+        let all = super::super::all();
         for (i, e) in all.iter().enumerate() {
-            assert!(e.name().contains('.'), "{} is not family.name", e.name());
+            let e = e.spec();
+            assert!(e.name.contains('.'), "{} is not family.name", e.name);
             assert!(
-                all[i + 1..].iter().all(|o| o.name() != e.name()),
+                all[i + 1..].iter().all(|o| o.spec().name != e.name),
                 "duplicate {}",
-                e.name()
+                e.name
             );
-            for p in e.params() {
+            for p in e.params {
                 p.parse_list(p.default)
-                    .unwrap_or_else(|err| panic!("{} default of {}: {err}", e.name(), p.name));
+                    .unwrap_or_else(|err| panic!("{} default of {}: {err}", e.name, p.name));
             }
         }
     }

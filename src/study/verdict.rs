@@ -198,7 +198,7 @@ fn suspect_notes(results: &[PointResult]) -> Vec<String> {
 /// The verdict for one key issue given its results (and the error that
 /// stopped its measurement, if any).
 /// What backs a target that is not a block device, from the results'
-/// `backing:` notes (experiments::util::backing_note): "RAM (tmpfs), not a
+/// `backing:` notes (experiments::common::util::backing_note): "RAM (tmpfs), not a
 /// device's figure". A storage verdict at RAM speed must say so where it is read.
 fn not_a_device(results: &[PointResult]) -> Option<String> {
     results.iter().flat_map(|r| &r.notes).find_map(|n| {

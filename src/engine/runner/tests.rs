@@ -70,21 +70,20 @@ impl super::super::PointRun for ScriptedRun {
     }
 }
 
+static SCRIPTED_SPEC: crate::engine::Spec = crate::engine::Spec {
+    name: "test.scripted",
+    summary: "scripted values",
+    method: "returns the values it was given",
+    params: &[],
+    metrics: &[super::super::MetricSpec::lower("t", "s", "a time")],
+    needs: crate::engine::Needs::NOTHING,
+    defaults: crate::engine::RunDefaults::STANDARD,
+    hidden: false,
+};
+
 impl Experiment for Scripted {
-    fn name(&self) -> &'static str {
-        "test.scripted"
-    }
-    fn summary(&self) -> &'static str {
-        "scripted values"
-    }
-    fn method(&self) -> &'static str {
-        "returns the values it was given"
-    }
-    fn params(&self) -> Vec<super::super::ParamSpec> {
-        Vec::new()
-    }
-    fn metrics(&self) -> Vec<super::super::MetricSpec> {
-        vec![super::super::MetricSpec::lower("t", "s", "a time")]
+    fn spec(&self) -> &'static crate::engine::Spec {
+        &SCRIPTED_SPEC
     }
     fn prepare(&self, _ctx: &Ctx, _p: &Point) -> Result<Box<dyn super::super::PointRun>> {
         Ok(Box::new(ScriptedRun {
@@ -178,26 +177,25 @@ impl super::super::PointRun for FittingRun {
     }
 }
 
+static FITTING_SPEC: crate::engine::Spec = crate::engine::Spec {
+    name: "test.fitting",
+    summary: "fits its size",
+    method: "returns 1",
+    params: &[ParamSpec::new(
+        "size",
+        super::super::ParamKind::Size,
+        "256M",
+        "buffer size",
+    )],
+    metrics: &[super::super::MetricSpec::lower("t", "s", "a time")],
+    needs: crate::engine::Needs::NOTHING,
+    defaults: crate::engine::RunDefaults::STANDARD,
+    hidden: false,
+};
+
 impl Experiment for Fitting {
-    fn name(&self) -> &'static str {
-        "test.fitting"
-    }
-    fn summary(&self) -> &'static str {
-        "fits its size"
-    }
-    fn method(&self) -> &'static str {
-        "returns 1"
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![ParamSpec::new(
-            "size",
-            super::super::ParamKind::Size,
-            "256M",
-            "buffer size",
-        )]
-    }
-    fn metrics(&self) -> Vec<super::super::MetricSpec> {
-        vec![super::super::MetricSpec::lower("t", "s", "a time")]
+    fn spec(&self) -> &'static crate::engine::Spec {
+        &FITTING_SPEC
     }
     fn prepare(&self, _ctx: &Ctx, _p: &Point) -> Result<Box<dyn PointRun>> {
         Ok(Box::new(FittingRun))

@@ -18,9 +18,9 @@
 use crate::engine::process::once::{run_once, TimeSpec, METRICS};
 use crate::engine::process::{self as proc};
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, ParamValue, Point, PointRun, RunDefaults,
-    TrialValues,
+    Ctx, Experiment, ParamKind, ParamSpec, ParamValue, Point, PointRun, RunDefaults, TrialValues,
 };
+use crate::engine::{Needs, Spec};
 use crate::{Error, Result};
 
 pub struct AppTime;
@@ -44,25 +44,18 @@ fn point_argv(point: &Point) -> Result<(String, Vec<String>)> {
     Ok((text.clone(), proc::argv_for(&text, shell)?))
 }
 
-impl Experiment for AppTime {
-    fn name(&self) -> &'static str {
-        "app.time"
-    }
-    fn summary(&self) -> &'static str {
-        "application start-up/exit time: wall, user, sys, peak RSS (see also `tunelab time`)"
-    }
-    fn method(&self) -> &'static str {
-        "Each trial fork/execs the command without a shell (unless shell=yes: sh -c), stdin and \
+pub static SPEC: Spec = Spec {
+    name: "app.time",
+    summary: "application start-up/exit time: wall, user, sys, peak RSS (see also `tunelab time`)",
+    method: "Each trial fork/execs the command without a shell (unless shell=yes: sh -c), stdin and \
          output on /dev/null, and reaps it with wait4: wall time on the monotonic clock from just \
          before the fork to wait4 returning, user/sys CPU time and ru_maxrss from the child's \
          rusage. The fork is done by a small helper (tunelab re-executed), not by tunelab \
          itself: at exec the kernel keeps the larger of the old and the new address space's peak \
          RSS, so a program spawned by tunelab reported tunelab's peak; from the helper the floor \
          is the helper's few copied pages (about 1 MiB), as with /usr/bin/time. `tunelab time` runs several commands interleaved and can time start-up to a \
-         ready line and the exit."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         ready line and the exit.",
+    params: &[
             ParamSpec::new(
                 "command",
                 ParamKind::Text,
@@ -77,18 +70,16 @@ impl Experiment for AppTime {
                 "no",
                 "run the command through sh -c",
             ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        METRICS.to_vec()
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 10,
-            max_trials: 200,
-            budget: 60.0,
-        }
+        ],
+    metrics: &METRICS,
+    needs: Needs::NOTHING,
+    defaults: RunDefaults::new(1, 10, 200, 60.0),
+    hidden: false,
+};
+
+impl Experiment for AppTime {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, point: &Point) -> Result<()> {
         point_argv(point).map(|_| ())

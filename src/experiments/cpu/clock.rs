@@ -11,7 +11,8 @@ use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     Series, TrialValues,
 };
-use crate::experiments::ipc::child::{usable_cpus, PinGuard};
+use crate::engine::{Needs, Spec};
+use crate::experiments::common::child::{usable_cpus, PinGuard};
 use crate::stats;
 use crate::system::cpu::{clusters, cores, list_text, Core};
 use crate::{Error, Result};
@@ -153,15 +154,10 @@ const SAMPLE_S: f64 = 0.0005;
 
 pub struct Clock;
 
-impl Experiment for Clock {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn summary(&self) -> &'static str {
-        "effective clock of each core under load, beside what cpufreq and /proc/cpuinfo claim"
-    }
-    fn method(&self) -> &'static str {
-        "Pins the measuring thread to each selected core in turn. On each core it first runs \
+pub static SPEC: Spec = Spec {
+    name: NAME,
+    summary: "effective clock of each core under load, beside what cpufreq and /proc/cpuinfo claim",
+    method: "Pins the measuring thread to each selected core in turn. On each core it first runs \
          the load for `ramp` (unmeasured, so an on-demand governor raises the clock), then \
          times `samples` runs of a loop of 200 dependent register-register integer adds per \
          iteration (inline assembly on x86_64 and aarch64, so the compiler cannot shorten the \
@@ -175,55 +171,51 @@ impl Experiment for Clock {
          clock_vs_cpuinfo = the lowest ratio to /proc/cpuinfo's MHz (absent where it shows \
          none, e.g. arm64). Clusters are cores sharing a cpufreq policy (else the same MIDR \
          core type and cpu_capacity). On other architectures the chain is portable Rust whose \
-         latency is not verified: the notes say so."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
-            ParamSpec::new(
-                "cpus",
-                ParamKind::Text,
-                "all",
-                "cores to measure: all (every usable CPU) or a list such as 0-3 or 4 5",
-            ),
-            ParamSpec::new(
-                "ramp",
-                ParamKind::Duration,
-                "0.05",
-                "unmeasured load on each core before timing, seconds (lets the governor react)",
-            )
-            .range(0.0, 10.0),
-            ParamSpec::new(
-                "samples",
-                ParamKind::Count,
-                "100",
-                "timed ~0.5 ms runs per core per trial; the best counts",
-            )
-            .range(1.0, 1000.0),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
-            MetricSpec::higher(METRIC_CLOCK_MAX, "Hz", "measured clock of the fastest core"),
-            MetricSpec::higher(METRIC_CLOCK_MIN, "Hz", "measured clock of the slowest core"),
-            MetricSpec::higher(
-                METRIC_VS_MAX,
-                "ratio",
-                "lowest measured / cpuinfo_max_freq over the cores (1 = reaches its maximum)",
-            ),
-            MetricSpec::higher(
-                METRIC_VS_CPUINFO,
-                "ratio",
-                "lowest measured / /proc/cpuinfo MHz over the cores",
-            ),
-        ]
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 15,
-            budget: 30.0,
-        }
+         latency is not verified: the notes say so.",
+    params: &[
+        ParamSpec::new(
+            "cpus",
+            ParamKind::Text,
+            "all",
+            "cores to measure: all (every usable CPU) or a list such as 0-3 or 4 5",
+        ),
+        ParamSpec::new(
+            "ramp",
+            ParamKind::Duration,
+            "0.05",
+            "unmeasured load on each core before timing, seconds (lets the governor react)",
+        )
+        .range(0.0, 10.0),
+        ParamSpec::new(
+            "samples",
+            ParamKind::Count,
+            "100",
+            "timed ~0.5 ms runs per core per trial; the best counts",
+        )
+        .range(1.0, 1000.0),
+    ],
+    metrics: &[
+        MetricSpec::higher(METRIC_CLOCK_MAX, "Hz", "measured clock of the fastest core"),
+        MetricSpec::higher(METRIC_CLOCK_MIN, "Hz", "measured clock of the slowest core"),
+        MetricSpec::higher(
+            METRIC_VS_MAX,
+            "ratio",
+            "lowest measured / cpuinfo_max_freq over the cores (1 = reaches its maximum)",
+        ),
+        MetricSpec::higher(
+            METRIC_VS_CPUINFO,
+            "ratio",
+            "lowest measured / /proc/cpuinfo MHz over the cores",
+        ),
+    ],
+    needs: Needs::NOTHING,
+    defaults: RunDefaults::new(1, 5, 15, 30.0),
+    hidden: false,
+};
+
+impl Experiment for Clock {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         selected(p.text("cpus")?).map(|_| ())

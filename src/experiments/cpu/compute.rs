@@ -6,12 +6,13 @@
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
-use super::kernels::{self, Aes, Lz, Path as KPath};
 use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     TrialValues,
 };
-use crate::experiments::ipc::child::{usable_cpus, PinGuard};
+use crate::engine::{Needs, Spec};
+use crate::experiments::common::child::{usable_cpus, PinGuard};
+use crate::experiments::common::kernels::{self, Aes, Lz, Path as KPath};
 use crate::system::cpu::{clusters, cores, list_text};
 use crate::{Error, Result};
 
@@ -23,15 +24,10 @@ pub const KERNELS: &[&str] = &["lz", "sha256", "aes128", "crc32c", "float"];
 
 pub struct Compute;
 
-impl Experiment for Compute {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn summary(&self) -> &'static str {
-        "single-core and all-core compute throughput per cluster: compression, SHA-256, AES, CRC, float"
-    }
-    fn method(&self) -> &'static str {
-        "Generates a text corpus of `size` bytes once (English-like words with 1/rank \
+pub static SPEC: Spec = Spec {
+    name: NAME,
+    summary: "single-core and all-core compute throughput per cluster: compression, SHA-256, AES, CRC, float",
+    method: "Generates a text corpus of `size` bytes once (English-like words with 1/rank \
          frequency, seeded, ~3:1 compressible). Kernels: lz = LZ77 greedy match finding \
          (hash table of the last position per 4-byte prefix, 32 KiB window, as LZ4/zlib level \
          1) then Huffman code lengths over literals and length codes, canonical codes and \
@@ -48,10 +44,8 @@ impl Experiment for Compute {
          threads together (B/s); flops = floating-point operations per second (float only). \
          cluster=all takes every usable CPU as one group; cluster=N the N-th cluster \
          (cores sharing a cpufreq policy, else the same core type and capacity; see \
-         cpu.clock's notes)."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         cpu.clock's notes).",
+    params: &[
             ParamSpec::new(
                 "kernel",
                 ParamKind::Choice(KERNELS),
@@ -78,10 +72,8 @@ impl Experiment for Compute {
                 "auto",
                 "auto: the CPU's crypto/CRC instructions when present; software: portable code",
             ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::higher(
                 METRIC_THROUGHPUT,
                 "B/s",
@@ -92,15 +84,15 @@ impl Experiment for Compute {
                 "flop/s",
                 "floating-point operations per second (kernel=float)",
             ),
-        ]
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 15,
-            budget: 90.0,
-        }
+        ],
+    needs: Needs::NOTHING,
+    defaults: RunDefaults::new(1, 5, 15, 90.0),
+    hidden: false,
+};
+
+impl Experiment for Compute {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         let (cpus, _) = cluster_cpus(p.text("cluster")?)?;

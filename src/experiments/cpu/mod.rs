@@ -3,7 +3,6 @@
 
 pub mod clock;
 pub mod compute;
-pub mod kernels;
 pub mod sustained;
 
 use crate::engine::Experiment;

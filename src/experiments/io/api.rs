@@ -11,12 +11,13 @@ use std::os::fd::IntoRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::cache_control::open_with;
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::{fill_file, sum_bytes};
+use crate::experiments::common::cache_control::open_with;
+use crate::experiments::common::util::{fill_file, sum_bytes};
 use crate::safety::AlignedBuf;
 use crate::stats;
 use crate::{Error, Result};
@@ -30,15 +31,10 @@ pub struct Api;
 
 const APIS: &[&str] = &["fd", "stdio", "stdio-setvbuf", "bufio"];
 
-impl Experiment for Api {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn summary(&self) -> &'static str {
-        "raw fd vs stdio vs setvbuf vs Rust BufReader/BufWriter at small records, with syscall counts"
-    }
-    fn method(&self) -> &'static str {
-        "Creates a file of `size` random bytes and keeps it in the page cache: this measures the \
+pub static SPEC: Spec = Spec {
+    name: NAME,
+    summary: "raw fd vs stdio vs setvbuf vs Rust BufReader/BufWriter at small records, with syscall counts",
+    method: "Creates a file of `size` random bytes and keeps it in the page cache: this measures the \
          cost of the calls and copies, not the device. A trial repeats passes (at least the trial time, 200 ms by \
          default, per phase) of: write the whole file sequentially from offset 0 (overwriting, no truncate, \
          no fsync — the data stays in the page cache) in `record`-byte application writes, then \
@@ -51,10 +47,8 @@ impl Experiment for Api {
          /proc/thread-self/io syscw/syscr (read()/write()-family calls only; the overhead of \
          reading that file is subtracted) and reported per MiB (2^20 B) of file data. Expected \
          shape: stdio stays on a plateau set by its 4 KiB buffer while the fd curve rises with \
-         the record size and crosses it around the buffer size."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         the record size and crosses it around the buffer size.",
+    params: &[
             ParamSpec::new("size", ParamKind::Size, "16M", "file size")
                 .range(65536.0, (16u64 << 30) as f64),
             ParamSpec::new(
@@ -71,10 +65,8 @@ impl Experiment for Api {
                 "fd = read()/write(); stdio = fread()/fwrite() default buffer; stdio-setvbuf = \
                  buffer of `record` bytes; bufio = Rust BufReader/BufWriter (sweep)",
             ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::higher(
                 METRIC_WRITE_THROUGHPUT,
                 "B/s",
@@ -95,18 +87,15 @@ impl Experiment for Api {
                 "count",
                 "read()-family system calls per MiB read",
             ),
-        ]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 3,
-            max_trials: 8,
-            budget: 60.0,
-        }
+        ],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults::new(1, 3, 8, 60.0),
+    hidden: false,
+};
+
+impl Experiment for Api {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         if p.u64("record")? > p.u64("size")? {
@@ -400,7 +389,7 @@ impl PointRun for ApiRun {
                     .into(),
                 // The page-cache folios come from the first fill, not from
                 // the trials' record-size rewrites in place.
-                crate::experiments::util::layout_note(self.size),
+                crate::experiments::common::util::layout_note(self.size),
             ],
             ..Default::default()
         })

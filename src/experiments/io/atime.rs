@@ -11,6 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, TrialValues,
@@ -45,15 +46,10 @@ pub fn atime_mode(options: &[String]) -> String {
     }
 }
 
-impl Experiment for Atime {
-    fn name(&self) -> &'static str {
-        "io.atime"
-    }
-    fn summary(&self) -> &'static str {
-        "read back many small files: the cost of atime updates (strictatime/relatime/noatime/lazytime)"
-    }
-    fn method(&self) -> &'static str {
-        "Creates `files` files of `file_size` random bytes and syncs them (untimed). A trial \
+pub static SPEC: Spec = Spec {
+    name: "io.atime",
+    summary: "read back many small files: the cost of atime updates (strictatime/relatime/noatime/lazytime)",
+    method: "Creates `files` files of `file_size` random bytes and syncs them (untimed). A trial \
          reads every file once (open, read() to EOF, close — like cat * > /dev/null, from the page \
          cache), timed (read_files_per_s), then calls syncfs() so that inodes dirtied by atime \
          updates are written, timed together with the reads (read_sync_files_per_s). atime_updates \
@@ -63,10 +59,8 @@ impl Experiment for Atime {
          ext4 image of twice the files' size, at least 32 MiB (sparse: mkfs writes little of it), on a loop device inside the scratch directory, mount it with that \
          option, run there, and unmount and delete it afterwards. Under relatime only the first \
          read after a modification (or after 24 h) updates atime, so later trials show its \
-         steady state."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         steady state.",
+    params: &[
             ParamSpec::new("files", ParamKind::Count, "1000", "number of files").range(1.0, 1_000_000.0),
             ParamSpec::new("file_size", ParamKind::Size, "4k", "bytes per file").range(0.0, (64u64 << 20) as f64),
             ParamSpec::new(
@@ -75,10 +69,8 @@ impl Experiment for Atime {
                 "current,strictatime,relatime,noatime,lazytime",
                 "current = the target as mounted; others mount a loop filesystem with that option (root)",
             ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::higher(
                 "read_files_per_s",
                 "ops/s",
@@ -94,18 +86,15 @@ impl Experiment for Atime {
                 "count",
                 "files whose atime changed during one pass",
             ),
-        ]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 10,
-            budget: 60.0,
-        }
+        ],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults::new(1, 5, 10, 60.0),
+    hidden: false,
+};
+
+impl Experiment for Atime {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         if p.text("atime")? != "current" && !crate::safety::is_root() {

@@ -15,18 +15,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, TrySendError};
 use std::time::{Duration, Instant};
 
-use super::uring_pacer;
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::{backing_note, fit_disk, frame_slot, sleep_until, Fit, Skipped};
+use crate::experiments::common::uring_pacer;
+use crate::experiments::common::util::{
+    backing_note, fit_disk, frame_slot, sleep_until, Fit, Skipped,
+};
 use crate::observe::dirty::{self, DirtyState};
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
 
-pub struct Burst;
+/// One value per run (the registry makes one per lookup).
+#[derive(Default)]
+pub struct Burst {
+    /// Numbers the points of the run, so their files never collide.
+    points: AtomicU64,
+}
 
 const BUCKET_NS: u64 = 10_000_000;
 const BUCKETS: usize = 11;
@@ -70,15 +78,10 @@ impl Mode {
     }
 }
 
-impl Experiment for Burst {
-    fn name(&self) -> &'static str {
-        "io.burst"
-    }
-    fn summary(&self) -> &'static str {
-        "camera bursts: paced multi-MB writes through the page cache, stalls vs dirty limits"
-    }
-    fn method(&self) -> &'static str {
-        "One trial writes ceil(duration × fps) frames of `frame` random bytes, appended to a \
+pub static SPEC: Spec = Spec {
+    name: "io.burst",
+    summary: "camera bursts: paced multi-MB writes through the page cache, stalls vs dirty limits",
+    method: "One trial writes ceil(duration × fps) frames of `frame` random bytes, appended to a \
          new scratch file through the page cache (buffered pwrite(), never fsynced; the file is \
          unlinked after the trial, which discards its dirty pages, and a new one is used for \
          the next trial). Frame i is due at t0 + i/fps. mode=direct-write: the pacing thread \
@@ -107,10 +110,8 @@ impl Experiment for Burst {
          io_lag = completion − slot start, as for io-thread. Defaults: 4 MiB \
          frames at 15 fps (60 MiB/s) for 20 s, direct-write and io-thread (io-uring on request), 1 trial each, no warm-up: about \
          45 s; on a machine with a lot of RAM the default 1.2 GB never reaches the dirty \
-         limits — lower vm.dirty_bytes (tunelab tune) or write for longer to see throttling."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         limits — lower vm.dirty_bytes (tunelab tune) or write for longer to see throttling.",
+    params: &[
             ParamSpec::new("frame", ParamKind::Size, "4M", "bytes per frame")
                 .range(4096.0, (1u64 << 30) as f64),
             ParamSpec::new("fps", ParamKind::Float, "15", "frames per second").range(0.1, 1000.0),
@@ -136,10 +137,8 @@ impl Experiment for Burst {
                  each); beyond that frames are dropped",
             )
             .range(1.0, 4096.0),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::lower(
                 "p99_latency",
                 "s",
@@ -182,13 +181,15 @@ impl Experiment for Burst {
                 "B",
                 "highest Dirty + Writeback sampled (system-wide)",
             ),
-        ]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults::ONE_RECORDING
+        ],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults::ONE_RECORDING,
+    hidden: false,
+};
+
+impl Experiment for Burst {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         // The burst is shortened to the free space in prepare(); one
@@ -242,7 +243,7 @@ impl Experiment for Burst {
             }
         }
         Ok(Box::new(BurstRun {
-            id: POINT_ID.fetch_add(1, Ordering::Relaxed),
+            id: self.points.fetch_add(1, Ordering::Relaxed),
             dir: scratch.path().to_path_buf(),
             frame,
             fps,
@@ -288,9 +289,6 @@ fn fitted_frames(p: &Point, room: &Room) -> Result<(u64, Option<String>)> {
         }),
     ))
 }
-
-/// Distinguishes the files of the points of one run.
-static POINT_ID: AtomicU64 = AtomicU64::new(0);
 
 struct BurstRun {
     id: u64,

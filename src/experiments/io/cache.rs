@@ -9,12 +9,13 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::cache_control::{open_with, IoMode};
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::{backing_note, fill_file, fit_disk};
+use crate::experiments::common::cache_control::{open_with, IoMode};
+use crate::experiments::common::util::{backing_note, fill_file, fit_disk};
 use crate::observe::dirty;
 use crate::safety::AlignedBuf;
 use crate::units::format_size;
@@ -60,15 +61,10 @@ fn run_sizes(p: &Point) -> (u64, u64, String) {
     (short, long, why)
 }
 
-impl Experiment for Cache {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn summary(&self) -> &'static str {
-        "page cache vs device: direct writes, short and long buffered runs, inflation factor"
-    }
-    fn method(&self) -> &'static str {
-        "A trial runs three phases in the scratch directory. (a) device rate: overwrite a \
+pub static SPEC: Spec = Spec {
+    name: NAME,
+    summary: "page cache vs device: direct writes, short and long buffered runs, inflation factor",
+    method: "A trial runs three phases in the scratch directory. (a) device rate: overwrite a \
          `direct_size` file (laid out beforehand) with O_DIRECT|O_SYNC writes of `direct_record` \
          bytes — each write returns when the data is on the device; direct_throughput = bytes / \
          seconds. Then sync() (untimed) so the cache starts clean. (b) short buffered run: write a \
@@ -81,10 +77,8 @@ impl Experiment for Cache {
          stored as series against the bytes written, with the cumulative throughput, so the \
          convergence to the device rate is visible. inflation = short / direct; long_ratio = long / \
          direct. Files are fsynced and deleted between phases, outside the timing. The background \
-         sampler's Dirty/Writeback (1 Hz) is stored with the run as well."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         sampler's Dirty/Writeback (1 Hz) is stored with the run as well.",
+    params: &[
             ParamSpec::new(
                 "record",
                 ParamKind::Size,
@@ -120,10 +114,8 @@ impl Experiment for Cache {
                 "bytes in the long run (c); 0 = auto",
             )
             .range(0.0, (1u64 << 42) as f64),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::higher(
                 METRIC_DIRECT_THROUGHPUT,
                 "B/s",
@@ -142,18 +134,15 @@ impl Experiment for Cache {
             ),
             MetricSpec::higher("inflation", "ratio", "short_throughput / direct_throughput"),
             MetricSpec::higher("long_ratio", "ratio", "long_throughput / direct_throughput"),
-        ]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 0,
-            min_trials: 3,
-            max_trials: 3,
-            budget: 100.0,
-        }
+        ],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults::new(0, 3, 3, 100.0),
+    hidden: false,
+};
+
+impl Experiment for Cache {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         if p.u64("direct_record")? % 4096 != 0

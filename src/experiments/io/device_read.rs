@@ -10,12 +10,13 @@ use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::cache_control::{drop_file_cache, fadvise_dontneed};
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, TrialValues,
 };
-use crate::experiments::util::fill_file;
+use crate::experiments::common::cache_control::{drop_file_cache, fadvise_dontneed};
+use crate::experiments::common::util::fill_file;
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
@@ -25,15 +26,10 @@ const CHUNK: usize = 2 << 20;
 /// BLKFLSBUF: flush the buffer cache of a block device (what hdparm does).
 const BLKFLSBUF: libc::c_ulong = 0x1261;
 
-impl Experiment for DeviceRead {
-    fn name(&self) -> &'static str {
-        "io.device-read"
-    }
-    fn summary(&self) -> &'static str {
-        "hdparm -tT style: cache-flushed sequential reads and cached re-reads, 12 times"
-    }
-    fn method(&self) -> &'static str {
-        "source=device (root only) opens the block device holding the target read-only \
+pub static SPEC: Spec = Spec {
+    name: "io.device-read",
+    summary: "hdparm -tT style: cache-flushed sequential reads and cached re-reads, 12 times",
+    method: "source=device (root only) opens the block device holding the target read-only \
          (O_RDONLY; it is never written); source=file creates a `size` file in the scratch \
          directory instead; source=auto (default) uses the device when it can be opened, else the \
          file, and says so in the notes. A trial: (1) buffered_read, like hdparm -t: flush the cache (device: \
@@ -49,10 +45,8 @@ impl Experiment for DeviceRead {
          2 MiB once, then re-read those same 2 MiB from the page cache for `duration` seconds. \
          Throughput in B/s. When buffered_read reaches half of cached_read the notes say \
          it is memory speed, not the device's. Defaults: 12 trials of 2 x 3 s, no warm-up; use the summary's \
-         trimmed mean (lowest and highest dropped)."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         trimmed mean (lowest and highest dropped).",
+    params: &[
             ParamSpec::new(
                 "source",
                 ParamKind::Choice(&["auto", "device", "file"]),
@@ -64,10 +58,8 @@ impl Experiment for DeviceRead {
                 .range(0.05, 600.0),
             ParamSpec::new("size", ParamKind::Size, "1G", "file size for source=file")
                 .range(4.0 * CHUNK as f64, (1u64 << 40) as f64),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::higher(
                 "buffered_read",
                 "B/s",
@@ -84,18 +76,15 @@ impl Experiment for DeviceRead {
                 "worst share of the range still in the page cache after a flush (mincore); \
                  above 0.05 a pass is not timed",
             ),
-        ]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 0,
-            min_trials: 12,
-            max_trials: 12,
-            budget: 110.0,
-        }
+        ],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults::new(0, 12, 12, 110.0),
+    hidden: false,
+};
+
+impl Experiment for DeviceRead {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         if p.text("source")? == "device" && !crate::safety::is_root() {
@@ -432,7 +421,7 @@ impl PointRun for DeviceReadRun {
             if self.is_dev {
                 String::new()
             } else {
-                crate::experiments::util::layout_note(self.size)
+                crate::experiments::common::util::layout_note(self.size)
             },
             format!(
                 "buffered_read: passes from offset 0 that stop at the end of the {} ({} B), each \

@@ -12,7 +12,8 @@ use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, TrialValues,
 };
-use crate::experiments::util::{
+use crate::engine::{RunDefaults, Spec};
+use crate::experiments::common::util::{
     backing_note, calibrate, fill_file, fit_disk, fit_memory, layout_note, sum_bytes, Fit,
 };
 use crate::safety::AlignedBuf;
@@ -20,22 +21,15 @@ use crate::{Error, Result};
 
 pub struct FileRead;
 
-impl Experiment for FileRead {
-    fn name(&self) -> &'static str {
-        "io.file-read"
-    }
-    fn summary(&self) -> &'static str {
-        "read a cached file in chunks and sum it (lmbench bw_file_rd)"
-    }
-    fn method(&self) -> &'static str {
-        "Creates a file of `size` random bytes in the scratch directory and reads it once so it is \
+pub static SPEC: Spec = Spec {
+    name: "io.file-read",
+    summary: "read a cached file in chunks and sum it (lmbench bw_file_rd)",
+    method: "Creates a file of `size` random bytes in the scratch directory and reads it once so it is \
          in the page cache. A trial reads the whole file sequentially with pread() in `chunk`-byte \
          pieces and sums every byte, repeated in passes so that one trial lasts at least the trial time (200 ms by default). \
          open=each opens and closes the file for every pass (open2close). Throughput counts the \
-         file bytes once per pass, in B/s; the device is not involved."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         file bytes once per pass, in B/s; the device is not involved.",
+    params: &[
             ParamSpec::new("size", ParamKind::Size, "64M", "file size")
                 .range(4096.0, 64.0 * (1u64 << 30) as f64),
             ParamSpec::new("chunk", ParamKind::Size, "64k", "bytes per read() call")
@@ -46,17 +40,20 @@ impl Experiment for FileRead {
                 "once",
                 "open the file once, or each pass",
             ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![MetricSpec::higher(
+        ],
+    metrics: &[MetricSpec::higher(
             "read_throughput",
             "B/s",
             "file bytes read and summed per second",
-        )]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
+        )],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults::STANDARD,
+    hidden: false,
+};
+
+impl Experiment for FileRead {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         if p.u64("chunk")? > p.u64("size")? {

@@ -7,6 +7,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, TrialValues,
@@ -17,14 +18,10 @@ pub struct Metadata;
 
 const LEVELS: &[&str] = &["none", "low", "medium", "high", "osync"];
 
-impl Experiment for Metadata {
-    fn name(&self) -> &'static str {
-        "io.metadata"
-    }
-    fn summary(&self) -> &'static str {
-        "create/delete empty files per second at durability levels none/low/medium/high/osync"
-    }
-    fn method(&self) -> &'static str {
+pub static SPEC: Spec = Spec {
+    name: "io.metadata",
+    summary: "create/delete empty files per second at durability levels none/low/medium/high/osync",
+    method:
         "Each trial makes a fresh subdirectory in the scratch directory, creates `files` empty \
          files in it (open O_CREAT|O_EXCL, close) and then deletes them (unlink), timing each \
          phase with a monotonic clock. Durability levels: none = no sync at all (the figures \
@@ -32,41 +29,34 @@ impl Experiment for Metadata {
          inside the timing; medium = fsync() of the directory after every create/unlink; high = \
          fsync() of the new file and of the directory after every create (directory after every \
          unlink); osync = files opened with O_SYNC plus a directory fsync after each operation. \
-         Results are files per second (ops/s). The subdirectory is removed after the trial."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
-            ParamSpec::new(
-                "files",
-                ParamKind::Count,
-                "2000",
-                "files created and deleted per trial",
-            )
-            .range(1.0, 10_000_000.0),
-            ParamSpec::new(
-                "level",
-                ParamKind::Choice(LEVELS),
-                "none,low,medium,high",
-                "durability level (sweep); osync is optional",
-            ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
-            MetricSpec::higher("created_per_s", "ops/s", "empty files created per second"),
-            MetricSpec::higher("deleted_per_s", "ops/s", "files deleted per second"),
-        ]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 3,
-            max_trials: 10,
-            budget: 75.0,
-        }
+         Results are files per second (ops/s). The subdirectory is removed after the trial.",
+    params: &[
+        ParamSpec::new(
+            "files",
+            ParamKind::Count,
+            "2000",
+            "files created and deleted per trial",
+        )
+        .range(1.0, 10_000_000.0),
+        ParamSpec::new(
+            "level",
+            ParamKind::Choice(LEVELS),
+            "none,low,medium,high",
+            "durability level (sweep); osync is optional",
+        ),
+    ],
+    metrics: &[
+        MetricSpec::higher("created_per_s", "ops/s", "empty files created per second"),
+        MetricSpec::higher("deleted_per_s", "ops/s", "files deleted per second"),
+    ],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults::new(1, 3, 10, 75.0),
+    hidden: false,
+};
+
+impl Experiment for Metadata {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         // Inodes and directory blocks only.

@@ -2,10 +2,8 @@
 
 pub mod api;
 pub mod atime;
-pub mod background_load;
 pub mod burst;
 pub mod cache;
-pub mod cache_control;
 pub mod device_read;
 pub mod file_read;
 pub mod metadata;
@@ -13,7 +11,6 @@ pub mod pregrow;
 pub mod random;
 pub mod record_size;
 pub mod stream;
-pub mod uring_pacer;
 
 use crate::engine::Experiment;
 
@@ -27,8 +24,8 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(cache::Cache),
         Box::new(device_read::DeviceRead),
         Box::new(atime::Atime),
-        Box::new(stream::Stream),
-        Box::new(burst::Burst),
-        Box::new(random::Random),
+        Box::new(stream::Stream::default()),
+        Box::new(burst::Burst::default()),
+        Box::new(random::Random::default()),
     ]
 }

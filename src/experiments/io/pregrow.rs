@@ -9,11 +9,12 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point,
     PointExtras, PointRun, Room, RunDefaults, TrialValues,
 };
-use crate::experiments::util::{backing_note, fit_disk, Fit, Skipped};
+use crate::experiments::common::util::{backing_note, fit_disk, Fit, Skipped};
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
@@ -26,14 +27,10 @@ pub struct Pregrow;
 
 const METHODS: &[&str] = &["extend", "zero-fill", "ftruncate", "fallocate", "keep-size"];
 
-impl Experiment for Pregrow {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn summary(&self) -> &'static str {
-        "create a file of known size: extend / zero-fill / ftruncate / fallocate / keep-size"
-    }
-    fn method(&self) -> &'static str {
+pub static SPEC: Spec = Spec {
+    name: NAME,
+    summary: "create a file of known size: extend / zero-fill / ftruncate / fallocate / keep-size",
+    method:
         "Each trial creates a new file (O_CREAT|O_EXCL) in the scratch directory and times two \
          phases with a monotonic clock, both ending with fsync() inside the timing. Creation: \
          method=extend does nothing; zero-fill writes `size` zero bytes in `record` pieces; \
@@ -46,39 +43,32 @@ impl Experiment for Pregrow {
          A method the file system cannot do (fallocate on ext2, exfat, vfat, UBIFS…) is probed \
          with a 4 KiB fallocate() on a probe file before the point and the point is skipped \
          with the reason (no metrics, a note), so the other methods still run. `size` follows \
-         the target's free space (at most half of it)."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
-            ParamSpec::new("size", ParamKind::Size, "128M", "final file size")
-                .range(4096.0, (1u64 << 40) as f64),
-            ParamSpec::new("record", ParamKind::Size, "1M", "bytes per write() call")
-                .range(512.0, (64u64 << 20) as f64),
-            ParamSpec::new(
-                "method",
-                ParamKind::Choice(METHODS),
-                "extend,zero-fill,ftruncate,fallocate,keep-size",
-                "how the file is created before it is written (sweep)",
-            ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
-            MetricSpec::lower("create_time", "s", "creation phase, fsync included"),
-            MetricSpec::lower("write_time", "s", "overwrite phase, fsync included"),
-            MetricSpec::lower(METRIC_TOTAL_TIME, "s", "creation + write"),
-        ]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 3,
-            max_trials: 8,
-            budget: 75.0,
-        }
+         the target's free space (at most half of it).",
+    params: &[
+        ParamSpec::new("size", ParamKind::Size, "128M", "final file size")
+            .range(4096.0, (1u64 << 40) as f64),
+        ParamSpec::new("record", ParamKind::Size, "1M", "bytes per write() call")
+            .range(512.0, (64u64 << 20) as f64),
+        ParamSpec::new(
+            "method",
+            ParamKind::Choice(METHODS),
+            "extend,zero-fill,ftruncate,fallocate,keep-size",
+            "how the file is created before it is written (sweep)",
+        ),
+    ],
+    metrics: &[
+        MetricSpec::lower("create_time", "s", "creation phase, fsync included"),
+        MetricSpec::lower("write_time", "s", "overwrite phase, fsync included"),
+        MetricSpec::lower(METRIC_TOTAL_TIME, "s", "creation + write"),
+    ],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults::new(1, 3, 8, 75.0),
+    hidden: false,
+};
+
+impl Experiment for Pregrow {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         // `size` is fitted to the free space in prepare(); a record is the least.

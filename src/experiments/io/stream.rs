@@ -13,19 +13,27 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::background_load::{BackgroundLoad, Load, IO_LOAD_SPAN};
-use super::cache_control::{drop_file_cache, logical_block_size, open_with, DropMethod};
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, TrialValues,
 };
-use crate::experiments::util::fill_file;
-use crate::experiments::util::{frame_slot, sleep_until};
+use crate::experiments::common::background_load::{BackgroundLoad, Load, IO_LOAD_SPAN};
+use crate::experiments::common::cache_control::{
+    drop_file_cache, logical_block_size, open_with, DropMethod,
+};
+use crate::experiments::common::util::fill_file;
+use crate::experiments::common::util::{frame_slot, sleep_until};
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
 
-pub struct Stream;
+/// One value per run (the registry makes one per lookup).
+#[derive(Default)]
+pub struct Stream {
+    /// Numbers the points of the run, so their files never collide.
+    points: AtomicU64,
+}
 
 /// 10 ms frame-latency buckets: 0–9, 10–19, …, 90–99, 100+ ms.
 const BUCKET_NS: u64 = 10_000_000;
@@ -107,15 +115,10 @@ fn run_stream(
     Ok(out)
 }
 
-impl Experiment for Stream {
-    fn name(&self) -> &'static str {
-        "io.stream"
-    }
-    fn summary(&self) -> &'static str {
-        "record and play back a video stream concurrently (PVR): frames/s or deadline misses"
-    }
-    fn method(&self) -> &'static str {
-        "Frame size = bitrate / 8 / fps bytes (bitrate in bits per second: 6M = 6,000,000 b/s \
+pub static SPEC: Spec = Spec {
+    name: "io.stream",
+    summary: "record and play back a video stream concurrently (PVR): frames/s or deadline misses",
+    method: "Frame size = bitrate / 8 / fps bytes (bitrate in bits per second: 6M = 6,000,000 b/s \
          = 25,000-byte frames at 30 fps); with direct=yes it is rounded up to the device's \
          logical block size (the notes give the size used). prepare() writes the 'earlier \
          recording' (duration × fps frames of random data) in the scratch directory, syncs the \
@@ -145,10 +148,8 @@ impl Experiment for Stream {
          (or half the memory budget: MemAvailable and the memory cgroup), or a thread rewriting a 64 MiB scratch file in 1 MiB blocks \
          with fdatasync every 8 MiB. One trial lasts `duration` (default 60 s), so the \
          default run is 1 trial, no warm-up: about 60-70 s with preparation; use \
-         -p duration=5s for quick runs and --trials N for statistics."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         -p duration=5s for quick runs and --trials N for statistics.",
+    params: &[
             ParamSpec::new(
                 "mode",
                 ParamKind::Choice(&["max", "paced"]),
@@ -181,10 +182,8 @@ impl Experiment for Stream {
                 "none",
                 "background load during the trial: none, cpu, memory or io",
             ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::higher("record_fps", "ops/s", "frames recorded per second"),
             MetricSpec::higher("playback_fps", "ops/s", "frames played back per second"),
             MetricSpec::lower(
@@ -209,13 +208,15 @@ impl Experiment for Stream {
                 "s",
                 "99th percentile frame latency, playback",
             ),
-        ]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults::ONE_RECORDING
+        ],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults::ONE_RECORDING,
+    hidden: false,
+};
+
+impl Experiment for Stream {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         let raw = p.text("bitrate")?;
@@ -267,7 +268,7 @@ impl Experiment for Stream {
         let size = frames * frame;
         scratch.ensure_space(self.scratch_bytes(p).max(2 * size))?;
         // Names unique per point: the scratch directory is shared by a sweep.
-        let id = POINT_ID.fetch_add(1, Ordering::Relaxed);
+        let id = self.points.fetch_add(1, Ordering::Relaxed);
         let rec_name = format!("stream-{id}-recording");
         let path = scratch.file_path(&rec_name);
         let mut f = scratch.create_file(&rec_name, 0)?;
@@ -314,9 +315,6 @@ impl Experiment for Stream {
         }))
     }
 }
-
-/// Distinguishes the files of the points of one run.
-static POINT_ID: AtomicU64 = AtomicU64::new(0);
 
 struct StreamRun {
     id: u64,

@@ -8,13 +8,14 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::child::{self, check_process_limit, Children, CpuSet, PinGuard};
-use super::pingpong::pipe;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     Series, TrialValues,
 };
-use crate::experiments::util::sum_bytes;
+use crate::engine::{Needs, Spec};
+use crate::experiments::common::child::{self, check_process_limit, Children, CpuSet, PinGuard};
+use crate::experiments::common::pingpong::pipe;
+use crate::experiments::common::util::sum_bytes;
 use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};
@@ -30,15 +31,10 @@ pub struct Ctxsw {
 
 const TOKEN: [u8; 4] = *b"tok!";
 
-impl Experiment for Ctxsw {
-    fn name(&self) -> &'static str {
-        "ipc.ctxsw"
-    }
-    fn summary(&self) -> &'static str {
-        "context-switch time vs number of processes and working set (lmbench lat_ctx)"
-    }
-    fn method(&self) -> &'static str {
-        "lmbench lat_ctx. prepare() creates `procs` pipes and forks procs-1 children; with \
+pub static SPEC: Spec = Spec {
+    name: "ipc.ctxsw",
+    summary: "context-switch time vs number of processes and working set (lmbench lat_ctx)",
+    method: "lmbench lat_ctx. prepare() creates `procs` pipes and forks procs-1 children; with \
          tunelab they form a ring: process i reads a 4-byte token from pipe i, sums its private \
          working set of `size` bytes (64-bit words, black-boxed; each child writes its copy \
          once so the pages are its own, not shared copy-on-write), and writes the token into \
@@ -60,10 +56,8 @@ impl Experiment for Ctxsw {
          it; by default there are none: prepare() runs the ring for 100 ms instead). \
          Defaults: procs 2..64 (powers of two) x size 0, 16k, 64k x cpu same, any = 36 points \
          of exactly 5 trials of 200 ms, about 1 minute on 2 CPUs; on a noisy machine read the \
-         cpu=same curves, cpu=any mixes in the cost of cross-CPU wake-ups."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         cpu=same curves, cpu=any mixes in the cost of cross-CPU wake-ups.",
+    params: &[
             ParamSpec::new(
                 "cpu",
                 ParamKind::Choice(&["same", "any"]),
@@ -85,10 +79,8 @@ impl Experiment for Ctxsw {
             )
             // Up to above PID_MAX_LIMIT (4M), so that validate() says why.
             .range(2.0, (1u64 << 23) as f64),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::lower(
                 "ctxsw",
                 "s",
@@ -99,18 +91,18 @@ impl Experiment for Ctxsw {
                 "s",
                 "raw ring time per hop (pipe write + read + sum + one switch)",
             ),
-        ]
-    }
-    fn defaults(&self) -> RunDefaults {
-        // 36 default points: exactly 5 trials each, so that the budget is
+        ],
+    needs: Needs::NOTHING,
+    defaults: // 36 default points: exactly 5 trials each, so that the budget is
         // not eaten by the first points of a noisy machine. No warm-up trial:
         // prepare() runs the ring for 100 ms first.
-        RunDefaults {
-            warmup: 0,
-            min_trials: 5,
-            max_trials: 5,
-            budget: 100.0,
-        }
+        RunDefaults::new(0, 5, 5, 100.0),
+    hidden: false,
+};
+
+impl Experiment for Ctxsw {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         let procs = p.u64("procs")?;

@@ -1,9 +1,7 @@
 //! Inter-process communication experiments (lmbench-class).
 
-pub(crate) mod child;
 pub mod ctxsw;
 pub mod fifo;
-pub(crate) mod pingpong;
 pub mod pipe;
 pub mod unix;
 
@@ -11,9 +9,9 @@ use crate::engine::Experiment;
 
 pub fn all() -> Vec<Box<dyn Experiment>> {
     vec![
-        Box::new(pipe::Pipe),
-        Box::new(unix::Unix),
-        Box::new(fifo::Fifo),
+        Box::new(pipe::PIPE),
+        Box::new(unix::UNIX),
+        Box::new(fifo::FIFO),
         Box::new(ctxsw::Ctxsw::default()),
     ]
 }

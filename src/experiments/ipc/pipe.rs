@@ -3,24 +3,22 @@
 //! `lat_pipe`) and pipe bandwidth (64 KiB writes from a child, lmbench
 //! `bw_pipe`).
 
-use crate::engine::{Ctx, Experiment, MetricSpec, ParamSpec, Point, PointRun, RunDefaults};
-use crate::Result;
+use crate::engine::{MetricSpec, Needs, Spec};
 
-use super::pingpong::{
-    pair_params, placement, placement_metrics, prepare_pair, Channel, PAIR_DEFAULTS,
+use crate::experiments::common::pingpong::{
+    Medium, RoundTrip, BW_MIGRATIONS, BW_SAME_CPU, PAIR_DEFAULTS, PAIR_PARAMS, RT_MIGRATIONS,
+    RT_SAME_CPU,
 };
 
-pub struct Pipe;
+pub const PIPE: RoundTrip = RoundTrip {
+    spec: &SPEC,
+    medium: Medium::Pipes,
+};
 
-impl Experiment for Pipe {
-    fn name(&self) -> &'static str {
-        "ipc.pipe"
-    }
-    fn summary(&self) -> &'static str {
-        "pipe round-trip latency and bandwidth between two processes (perf bench sched pipe, lmbench lat_pipe/bw_pipe)"
-    }
-    fn method(&self) -> &'static str {
-        "Latency: tunelab forks a child once per point; the two processes are connected by two \
+pub static SPEC: Spec = Spec {
+    name: "ipc.pipe",
+    summary: "pipe round-trip latency and bandwidth between two processes (perf bench sched pipe, lmbench lat_pipe/bw_pipe)",
+    method: "Latency: tunelab forks a child once per point; the two processes are connected by two \
          pipes. One round trip = tunelab write()s 1 byte into the first pipe, the child read()s \
          it and write()s it back into the second, tunelab read()s it (blocking I/O, so every \
          round trip includes two wake-ups and, on one CPU, two context switches). This is one \
@@ -45,35 +43,25 @@ impl Experiment for Pipe {
          notes list the CPUs and flag a run whose trials split between the two placements \
          (bimodal). test=both measures the round trips first, then the stream, in each trial; \
          the writer is blocked on its full pipe during the round trips, so they match \
-         test=latency."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        pair_params()
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
-            MetricSpec::lower(
-                "round_trip",
-                "s",
-                "time of one 1-byte round trip between two processes over two pipes",
-            ),
-            MetricSpec::higher(
-                "bandwidth",
-                "B/s",
-                "bytes moved through one pipe per second, counted once",
-            ),
-        ]
-        .into_iter()
-        .chain(placement_metrics(true))
-        .collect()
-    }
-    fn defaults(&self) -> RunDefaults {
-        PAIR_DEFAULTS
-    }
-    fn validate(&self, p: &Point) -> Result<()> {
-        placement(p.text("cpu")?).map(|_| ())
-    }
-    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        prepare_pair(ctx, p, "ipc.pipe", Channel::pipes)
-    }
-}
+         test=latency.",
+    params: PAIR_PARAMS,
+    metrics: &[
+        MetricSpec::lower(
+            "round_trip",
+            "s",
+            "time of one 1-byte round trip between two processes over two pipes",
+        ),
+        MetricSpec::higher(
+            "bandwidth",
+            "B/s",
+            "bytes moved through one pipe per second, counted once",
+        ),
+        RT_SAME_CPU,
+        RT_MIGRATIONS,
+        BW_SAME_CPU,
+        BW_MIGRATIONS,
+    ],
+    needs: Needs::NOTHING,
+    defaults: PAIR_DEFAULTS,
+    hidden: false,
+};

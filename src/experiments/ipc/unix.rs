@@ -1,24 +1,22 @@
 //! `ipc.unix`: AF_UNIX stream socket round-trip latency (1-byte ping-pong,
 //! lmbench `lat_unix`) and bandwidth (lmbench `bw_unix`).
 
-use crate::engine::{Ctx, Experiment, MetricSpec, ParamSpec, Point, PointRun, RunDefaults};
-use crate::Result;
+use crate::engine::{MetricSpec, Needs, Spec};
 
-use super::pingpong::{
-    pair_params, placement, placement_metrics, prepare_pair, Channel, PAIR_DEFAULTS,
+use crate::experiments::common::pingpong::{
+    Medium, RoundTrip, BW_MIGRATIONS, BW_SAME_CPU, PAIR_DEFAULTS, PAIR_PARAMS, RT_MIGRATIONS,
+    RT_SAME_CPU,
 };
 
-pub struct Unix;
+pub const UNIX: RoundTrip = RoundTrip {
+    spec: &SPEC,
+    medium: Medium::UnixStream,
+};
 
-impl Experiment for Unix {
-    fn name(&self) -> &'static str {
-        "ipc.unix"
-    }
-    fn summary(&self) -> &'static str {
-        "AF_UNIX stream socket round-trip latency and bandwidth (lmbench lat_unix/bw_unix)"
-    }
-    fn method(&self) -> &'static str {
-        "Like ipc.pipe, over a socketpair(AF_UNIX, SOCK_STREAM) per child instead of two pipes. \
+pub static SPEC: Spec = Spec {
+    name: "ipc.unix",
+    summary: "AF_UNIX stream socket round-trip latency and bandwidth (lmbench lat_unix/bw_unix)",
+    method: "Like ipc.pipe, over a socketpair(AF_UNIX, SOCK_STREAM) per child instead of two pipes. \
          Latency: tunelab write()s 1 byte, the forked child read()s it and writes it back; a \
          trial times batches of round trips until the trial time (200 ms by default) has passed and reports seconds per \
          round trip (every round trip also goes into an HDR histogram). Bandwidth, like lmbench \
@@ -33,35 +31,25 @@ impl Experiment for Unix {
          round trip, pipes and sockets alike, against 5-20 us on one CPU); under load it can \
          reach milliseconds. cpu=any reports whatever the scheduler chose, which is why its \
          trials can be bimodal (the notes say so); compare cpu=same and cpu=split to separate \
-         the two costs."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        pair_params()
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
-            MetricSpec::lower(
-                "round_trip",
-                "s",
-                "time of one 1-byte round trip over an AF_UNIX stream socket",
-            ),
-            MetricSpec::higher(
-                "bandwidth",
-                "B/s",
-                "bytes moved through the socket per second, counted once",
-            ),
-        ]
-        .into_iter()
-        .chain(placement_metrics(true))
-        .collect()
-    }
-    fn defaults(&self) -> RunDefaults {
-        PAIR_DEFAULTS
-    }
-    fn validate(&self, p: &Point) -> Result<()> {
-        placement(p.text("cpu")?).map(|_| ())
-    }
-    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        prepare_pair(ctx, p, "ipc.unix", Channel::unix_stream)
-    }
-}
+         the two costs.",
+    params: PAIR_PARAMS,
+    metrics: &[
+        MetricSpec::lower(
+            "round_trip",
+            "s",
+            "time of one 1-byte round trip over an AF_UNIX stream socket",
+        ),
+        MetricSpec::higher(
+            "bandwidth",
+            "B/s",
+            "bytes moved through the socket per second, counted once",
+        ),
+        RT_SAME_CPU,
+        RT_MIGRATIONS,
+        BW_SAME_CPU,
+        BW_MIGRATIONS,
+    ],
+    needs: Needs::NOTHING,
+    defaults: PAIR_DEFAULTS,
+    hidden: false,
+};

@@ -10,8 +10,9 @@ use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, Series, TrialValues,
 };
-use crate::experiments::ipc::child;
-use crate::experiments::util::{fit_memory, Fit};
+use crate::engine::{Needs, Spec};
+use crate::experiments::common::child;
+use crate::experiments::common::util::{fit_memory, Fit};
 use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};
@@ -126,15 +127,10 @@ unsafe fn kernel(k: Kernel, a: Arrays, lo: usize, hi: usize) {
     }
 }
 
-impl Experiment for Bandwidth {
-    fn name(&self) -> &'static str {
-        "mem.bandwidth"
-    }
-    fn summary(&self) -> &'static str {
-        "memory bandwidth: read, write, read-modify-write, memcpy and STREAM triad, 1 and all threads (lmbench bw_mem, mbw, STREAM)"
-    }
-    fn method(&self) -> &'static str {
-        "prepare() allocates the arrays a kernel needs (`size` bytes each: 1 for read/write/rmw, \
+pub static SPEC: Spec = Spec {
+    name: "mem.bandwidth",
+    summary: "memory bandwidth: read, write, read-modify-write, memcpy and STREAM triad, 1 and all threads (lmbench bw_mem, mbw, STREAM)",
+    method: "prepare() allocates the arrays a kernel needs (`size` bytes each: 1 for read/write/rmw, \
          2 for copy, 3 for triad) once per point and writes every page, outside the timing. A \
          trial repeats whole passes over the arrays until it lasts at least the trial time (200 ms by default) and reports \
          counted bytes / wall time in B/s. Kernels: read = sum of 64-bit words; write = store an \
@@ -154,10 +150,8 @@ impl Experiment for Bandwidth {
          repetitions of >= 20 ms each, returned as a series (bandwidth vs working set per \
          array) that shows the L1/L2/L3/DRAM bandwidth steps. pin=yes (default) keeps a single \
          thread on the CPU it started on, and gives each of the all-threads workers a CPU of \
-         its own."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         its own.",
+    params: &[
             ParamSpec::new("size", ParamKind::Size, "256M", "bytes per array")
                 .range(4096.0, (1u64 << 40) as f64),
             ParamSpec::new(
@@ -179,26 +173,30 @@ impl Experiment for Bandwidth {
                 "also measure the bandwidth-vs-size curve (threads=1 points)",
             ),
             super::pin_param(),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![MetricSpec::higher(
+        ],
+    metrics: &[MetricSpec::higher(
             "bandwidth",
             "B/s",
             "counted bytes per second (see method: copy counts bytes once, triad 3 arrays)",
-        )]
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 15,
-            budget: 60.0,
-        }
+        )],
+    needs: Needs::NOTHING,
+    defaults: RunDefaults::new(1, 5, 15, 60.0),
+    hidden: false,
+};
+
+impl Experiment for Bandwidth {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         let k = Kernel::parse(p.text("kernel")?);
-        crate::experiments::util::refuse_beyond_ram(self, p, "size", k.arrays() as u64, "arrays")
+        crate::experiments::common::util::refuse_beyond_ram(
+            self,
+            p,
+            "size",
+            k.arrays() as u64,
+            "arrays",
+        )
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
         let k = Kernel::parse(p.text("kernel").unwrap_or("read"));
@@ -239,7 +237,7 @@ impl Experiment for Bandwidth {
             bufs,
             passes: 1,
             sweep: p.bool("sweep")? && threads == 1,
-            spread: (pin && threads > 1).then(crate::experiments::ipc::child::usable_cpus),
+            spread: (pin && threads > 1).then(crate::experiments::common::child::usable_cpus),
             _pin: pin_guard,
             cpu,
             fitted: fit.fitted("size", "memory budget"),

@@ -7,11 +7,12 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, TrialValues,
 };
-use crate::experiments::util::{
+use crate::experiments::common::util::{
     backing_note, calibrate, fill_file, fit_disk, fit_memory, layout_note, sum_bytes, Fit,
 };
 use crate::units::format_size;
@@ -19,15 +20,10 @@ use crate::{Error, Result};
 
 pub struct MmapRead;
 
-impl Experiment for MmapRead {
-    fn name(&self) -> &'static str {
-        "mem.mmap-read"
-    }
-    fn summary(&self) -> &'static str {
-        "read and sum a cached file through mmap, mapped once or per pass (lmbench bw_mmap_rd)"
-    }
-    fn method(&self) -> &'static str {
-        "prepare() creates a file of `size` random bytes in the scratch directory, fsyncs it (so \
+pub static SPEC: Spec = Spec {
+    name: "mem.mmap-read",
+    summary: "read and sum a cached file through mmap, mapped once or per pass (lmbench bw_mmap_rd)",
+    method: "prepare() creates a file of `size` random bytes in the scratch directory, fsyncs it (so \
          no writeback runs during the trials) and reads it once through a mapping so every page \
          is in the page cache; the device is not involved. One pass sums the whole file as \
          64-bit words through a read-only MAP_SHARED mapping (the sum is black-boxed). \
@@ -37,10 +33,8 @@ impl Experiment for MmapRead {
          timing includes the system calls, the minor page faults that map the cached pages \
          (with the kernel's fault-around) and the TLB shootdown of munmap (lmbench open2close, \
          except that the file stays open). A trial repeats passes until it lasts at least \
-         the trial time (200 ms unless --trial-time); read_throughput = file bytes x passes / wall time, bytes counted once, B/s."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         the trial time (200 ms unless --trial-time); read_throughput = file bytes x passes / wall time, bytes counted once, B/s.",
+    params: &[
             ParamSpec::new("size", ParamKind::Size, "64M", "file size")
                 .range(4096.0, 64.0 * (1u64 << 30) as f64),
             ParamSpec::new(
@@ -49,25 +43,20 @@ impl Experiment for MmapRead {
                 "once,each",
                 "map the file once, or map and unmap it for every pass",
             ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![MetricSpec::higher(
+        ],
+    metrics: &[MetricSpec::higher(
             "read_throughput",
             "B/s",
             "file bytes summed through the mapping per second, counted once",
-        )]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 15,
-            budget: 20.0,
-        }
+        )],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults::new(1, 5, 15, 20.0),
+    hidden: false,
+};
+
+impl Experiment for MmapRead {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn scratch_bytes(&self, _p: &Point) -> u64 {
         // The file is fitted to the free space in prepare(); this is the least.
@@ -75,7 +64,7 @@ impl Experiment for MmapRead {
     }
     fn validate(&self, p: &Point) -> Result<()> {
         // The file must stay cached while it is read.
-        crate::experiments::util::refuse_beyond_ram(self, p, "size", 1, "page cache")
+        crate::experiments::common::util::refuse_beyond_ram(self, p, "size", 1, "page cache")
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
         let size = fitted_size(p, room).map_or(0, |(f, _)| f);

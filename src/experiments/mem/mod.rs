@@ -2,11 +2,10 @@
 
 pub mod bandwidth;
 pub mod latency;
-pub mod latency_curve;
 pub mod mmap_read;
 
 use crate::engine::Experiment;
-use crate::experiments::ipc::child::PinGuard;
+use crate::experiments::common::child::PinGuard;
 
 pub fn all() -> Vec<Box<dyn Experiment>> {
     vec![
@@ -17,7 +16,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
 }
 
 /// The `pin` parameter of the memory experiments.
-pub fn pin_param() -> crate::engine::ParamSpec {
+pub const fn pin_param() -> crate::engine::ParamSpec {
     crate::engine::ParamSpec::new(
         "pin",
         crate::engine::ParamKind::Bool,

@@ -9,8 +9,9 @@ use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     Room, RunDefaults, TrialValues,
 };
-use crate::experiments::ipc::child::{self, check_process_limit, Children};
-use crate::experiments::ipc::pingpong::pipe;
+use crate::engine::{Needs, Spec};
+use crate::experiments::common::child::{self, check_process_limit, Children};
+use crate::experiments::common::pingpong::pipe;
 use crate::{Error, Result};
 
 pub struct Messaging;
@@ -74,15 +75,10 @@ fn fitted_shape(p: &Point, room: &Room) -> Result<(u64, u64, Option<String>)> {
     Ok((g, pr, note))
 }
 
-impl Experiment for Messaging {
-    fn name(&self) -> &'static str {
-        "sched.messaging"
-    }
-    fn summary(&self) -> &'static str {
-        "hackbench-style scheduler stress: groups of senders and receivers exchanging messages (perf bench sched messaging)"
-    }
-    fn method(&self) -> &'static str {
-        "Same workload and timing as `perf bench sched messaging` (hackbench). A trial forks \
+pub static SPEC: Spec = Spec {
+    name: "sched.messaging",
+    summary: "hackbench-style scheduler stress: groups of senders and receivers exchanging messages (perf bench sched messaging)",
+    method: "Same workload and timing as `perf bench sched messaging` (hackbench). A trial forks \
          `groups` groups of `pairs` receivers and `pairs` senders (2 x groups x pairs \
          processes); each receiver owns one AF_UNIX stream socketpair (ipc=socket) or pipe \
          (ipc=pipe), and every sender of a group writes `loops` messages of `size` bytes to \
@@ -100,10 +96,8 @@ impl Experiment for Messaging {
          timed window against ~25-40 for tunelab's or the C program's workers, which touch only \
          their stack and buffer and leave with _exit(). The same C program with perf's libraries \
          preloaded and exit() in its workers lands within 2% of perf. Sweep groups (-p groups=1,2,4,8,16) to see how the \
-         scheduler copes with load."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         scheduler copes with load.",
+    params: &[
             ParamSpec::new("groups", ParamKind::Count, "10", "number of groups")
                 .range(1.0, 10_000.0),
             ParamSpec::new(
@@ -128,25 +122,23 @@ impl Experiment for Messaging {
                 "socket",
                 "AF_UNIX stream socket pairs (perf default) or pipes (perf -p)",
             ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::lower(
                 "total_time",
                 "s",
                 "wall time from wake-up to the last worker reaped",
             ),
             MetricSpec::higher("message_rate", "ops/s", "messages delivered per second"),
-        ]
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 10,
-            budget: 40.0,
-        }
+        ],
+    needs: Needs::NOTHING,
+    defaults: RunDefaults::new(1, 5, 10, 40.0),
+    hidden: false,
+};
+
+impl Experiment for Messaging {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         // Up to the default 10 groups, a small board's process limit is

@@ -1,8 +1,6 @@
 //! Scheduler experiments (hackbench-class, wake-up latency).
 
 pub mod latency;
-pub mod latency_cause;
-pub mod latency_load;
 pub mod messaging;
 
 use crate::engine::Experiment;

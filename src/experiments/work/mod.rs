@@ -1,7 +1,6 @@
 //! Application-like work on synthetic data: the mail-client sort and the
 //! programme-listing search of the classic embedded studies. In memory only.
 
-pub mod data;
 pub mod search;
 pub mod sort;
 

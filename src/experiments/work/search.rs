@@ -10,12 +10,13 @@ use std::fs::File;
 use std::io::Write;
 use std::time::Instant;
 
-use super::data::{channel_name, day_date, fingerprint, listing};
 use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, TrialValues,
 };
-use crate::experiments::util::{fit_memory, Fit};
+use crate::engine::{Needs, Spec};
+use crate::experiments::common::data::{channel_name, day_date, fingerprint, listing};
+use crate::experiments::common::util::{fit_memory, Fit};
 use crate::{Error, Result};
 
 pub struct Search;
@@ -100,15 +101,10 @@ pub fn run_query(db: &str, q: &Query, print: bool, out: &mut String) -> u64 {
     n
 }
 
-impl Experiment for Search {
-    fn name(&self) -> &'static str {
-        "work.search"
-    }
-    fn summary(&self) -> &'static str {
-        "scan a synthetic TV listing (~10 MB) with three queries, results discarded or printed"
-    }
-    fn method(&self) -> &'static str {
-        "Generates a programme listing in memory from a SmallRng seeded with `seed` (outside \
+pub static SPEC: Spec = Spec {
+    name: "work.search",
+    summary: "scan a synthetic TV listing (~10 MB) with three queries, results discarded or printed",
+    method: "Generates a programme listing in memory from a SmallRng seeded with `seed` (outside \
          the timing): `days` × `channels` × `programmes` lines of \
          `date|HH:MM|minutes|channel|title|keywords|description` (defaults 10 × 100 × 24 = \
          24000 programmes, ~10 MB; each channel's day is filled by programmes of random \
@@ -121,10 +117,8 @@ impl Experiment for Search {
          query run (formatting and the write are inside the timing). A query repeats until it \
          has run at least the trial time (200 ms by default) per trial; <query>_time = seconds per query, \
          <query>_throughput = database bytes scanned per second (B/s), <query>_matches = \
-         matching programmes (deterministic for a seed). In memory only; no files."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         matching programmes (deterministic for a seed). In memory only; no files.",
+    params: &[
             ParamSpec::new("days", ParamKind::Count, "10", "days in the listing").range(1.0, 300.0),
             ParamSpec::new("channels", ParamKind::Count, "100", "channels").range(1.0, 10_000.0),
             ParamSpec::new(
@@ -161,10 +155,8 @@ impl Experiment for Search {
                 "discard,print",
                 "discard results (count only) or print them (format + write to /dev/null)",
             ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::lower("word_time", "s", "seconds per word query"),
             MetricSpec::lower("slot_time", "s", "seconds per time-slot query"),
             MetricSpec::lower("channel_time", "s", "seconds per channel query"),
@@ -182,15 +174,15 @@ impl Experiment for Search {
                 "count",
                 "programmes of the channel that day",
             ),
-        ]
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 15,
-            budget: 60.0,
-        }
+        ],
+    needs: Needs::NOTHING,
+    defaults: RunDefaults::new(1, 5, 15, 60.0),
+    hidden: false,
+};
+
+impl Experiment for Search {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         if p.u64("day")? > p.u64("days")? {
@@ -415,7 +407,7 @@ mod tests {
     /// was built anyway and the study was OOM-killed at this key issue.
     #[test]
     fn listing_fits_the_memory_budget() {
-        let p = &expand_points(&Search.params(), &[]).unwrap()[0];
+        let p = &expand_points(SPEC.params, &[]).unwrap()[0];
         let per_day = bytes_per_day(p);
         let all = fitted_days(p, &room(u64::MAX)).unwrap();
         assert_eq!((all.value, all.note), (10, None));

@@ -6,11 +6,12 @@
 use std::cmp::Ordering;
 use std::time::Instant;
 
-use super::data::{fingerprint, mail_folder, Message};
 use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     Series, TrialValues,
 };
+use crate::engine::{Needs, Spec};
+use crate::experiments::common::data::{fingerprint, mail_folder, Message};
 use crate::stats;
 use crate::Result;
 
@@ -85,15 +86,10 @@ pub fn sort_by_key(msgs: &[Message], order: &mut [u32], key: Key) -> u64 {
     n
 }
 
-impl Experiment for Sort {
-    fn name(&self) -> &'static str {
-        "work.sort"
-    }
-    fn summary(&self) -> &'static str {
-        "sort a synthetic mail folder by subject, date, sender and size (mail client)"
-    }
-    fn method(&self) -> &'static str {
-        "Generates a folder of `n` synthetic message headers in memory from a SmallRng seeded \
+pub static SPEC: Spec = Spec {
+    name: "work.sort",
+    summary: "sort a synthetic mail folder by subject, date, sender and size (mail client)",
+    method: "Generates a folder of `n` synthetic message headers in memory from a SmallRng seeded \
          with `seed` (outside the timing): subjects of 2-7 words drawn from a fixed vocabulary \
          with Zipf-like (1/rank) frequency, ~30% with a \"Re: \" prefix (some nested \"Re: Re:\", \
          some \"RE:\"), senders \"Name <address>\" from a pool of 300 with Zipf-like frequency, \
@@ -109,10 +105,8 @@ impl Experiment for Sort {
          seed): the work done, independent of the machine; n log n predicts ~13x more \
          comparisons for 10x messages at n = 1000 -> 10000. Each point also carries one-point \
          series per key named `sort time <key>` (x = n) that the charts join into time-vs-n \
-         curves."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         curves.",
+    params: &[
             ParamSpec::new(
                 "n",
                 ParamKind::Count,
@@ -126,10 +120,8 @@ impl Experiment for Sort {
                 "42",
                 "seed of the generated folder",
             ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::lower(
                 "subject_time",
                 "s",
@@ -144,15 +136,15 @@ impl Experiment for Sort {
                 "count",
                 "comparator calls for one sort by each key",
             ),
-        ]
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 15,
-            budget: 60.0,
-        }
+        ],
+    needs: Needs::NOTHING,
+    defaults: RunDefaults::new(1, 5, 15, 60.0),
+    hidden: false,
+};
+
+impl Experiment for Sort {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let n = p.usize("n")?;

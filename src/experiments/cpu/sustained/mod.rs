@@ -19,12 +19,13 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::clock::{add_chain, calibrate_chain, thread_cpu_s, CHAIN};
-use super::kernels::{self, Lz, Path as KPath};
 use crate::engine::{
     Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
     Series, TrialValues,
 };
-use crate::experiments::ipc::child::{usable_cpus, PinGuard};
+use crate::engine::{Needs, Spec};
+use crate::experiments::common::child::{usable_cpus, PinGuard};
+use crate::experiments::common::kernels::{self, Lz, Path as KPath};
 use crate::{Error, Result};
 
 pub use analysis::{analyse, Verdict};
@@ -39,15 +40,10 @@ const DROP_ROWS: usize = 3;
 
 pub struct Sustained;
 
-impl Experiment for Sustained {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn summary(&self) -> &'static str {
-        "all cores busy for minutes: throughput, clocks, temperatures, cooling and throttling per second, with the cause of a drop"
-    }
-    fn method(&self) -> &'static str {
-        "Starts one thread per usable CPU, each pinned to its CPU, running `load` passes (see \
+pub static SPEC: Spec = Spec {
+    name: NAME,
+    summary: "all cores busy for minutes: throughput, clocks, temperatures, cooling and throttling per second, with the cause of a drop",
+    method: "Starts one thread per usable CPU, each pinned to its CPU, running `load` passes (see \
          cpu.compute: float = 64x64 matrix multiply, lz = compression of a 64 KiB corpus, \
          sha256 = SHA-256 of it) for `duration`. Every ~50 ms of work a thread runs a ~1 ms \
          clock probe: 200-add dependent chains (see cpu.clock) timed with the thread's own CPU \
@@ -63,10 +59,8 @@ impl Experiment for Sustained {
          quota (quota lowered or nr_throttled rising), thermal (cooling state up, throttle \
          counter up, or clock down by 5%+ with the temperature said), steal (+5% of the \
          machine), another process (+5% of the machine busy outside tunelab), else \
-         unexplained."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         unexplained.",
+    params: &[
             ParamSpec::new("duration", ParamKind::Duration, "120", "length of the run")
                 .range(3.0, 86400.0),
             ParamSpec::new(
@@ -82,10 +76,8 @@ impl Experiment for Sustained {
                 "seconds between readings",
             )
             .range(0.2, 60.0),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::higher(
                 "throughput_start",
                 "ops/s",
@@ -108,10 +100,15 @@ impl Experiment for Sustained {
                 "median probe clock over cores, last quarter",
             ),
             MetricSpec::lower("peak_temp", "°C", "hottest reading of any sensor"),
-        ]
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults::ONE_RECORDING
+        ],
+    needs: Needs::NOTHING,
+    defaults: RunDefaults::ONE_RECORDING,
+    hidden: false,
+};
+
+impl Experiment for Sustained {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     /// The verdict compares readings before and after a drop: refuse a
     /// recording too short for it before the load runs, not after.

@@ -4,53 +4,57 @@
 use super::*;
 
 /// The file the points of a run share (laying out a board-sized file per
-/// point would dominate the run): its path and size. Removed with the
+/// point would dominate the run): its path and size, held by the run's
+/// experiment value (`registry::find` makes one per run). Removed with the
 /// scratch directory.
-pub(super) static SHARED: Mutex<Option<(PathBuf, u64)>> = Mutex::new(None);
+#[derive(Default)]
+pub(super) struct SharedFile(Mutex<Option<(PathBuf, u64)>>);
 
-/// Bytes of the run's shared file when it is in `dir`.
-pub(super) fn shared_bytes_in(dir: &Path) -> u64 {
-    let shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-    match shared.as_ref() {
-        Some((path, _)) if path.parent() == Some(dir) => {
-            std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+impl SharedFile {
+    /// Bytes of the run's shared file when it is in `dir`.
+    pub(super) fn bytes_in(&self, dir: &Path) -> u64 {
+        let shared = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match shared.as_ref() {
+            Some((path, _)) if path.parent() == Some(dir) => {
+                std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+            }
+            _ => 0,
         }
-        _ => 0,
     }
-}
 
-/// The run's shared file of `size` bytes, laid out on first use.
-pub(super) fn shared_file(ctx: &Ctx, size: u64) -> Result<PathBuf> {
-    let scratch = ctx.scratch()?;
-    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((path, s)) = shared.as_ref() {
-        let here = path.parent() == Some(scratch.path());
-        let ok = std::fs::metadata(path).is_ok_and(|m| m.len() == size);
-        if here && ok && *s == size {
-            return Ok(path.clone());
+    /// The run's shared file of `size` bytes, laid out on first use.
+    pub(super) fn get(&self, ctx: &Ctx, size: u64) -> Result<PathBuf> {
+        let scratch = ctx.scratch()?;
+        let mut shared = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((path, s)) = shared.as_ref() {
+            let here = path.parent() == Some(scratch.path());
+            let ok = std::fs::metadata(path).is_ok_and(|m| m.len() == size);
+            if here && ok && *s == size {
+                return Ok(path.clone());
+            }
+            if here {
+                let _ = std::fs::remove_file(path);
+            }
         }
-        if here {
-            let _ = std::fs::remove_file(path);
+        *shared = None;
+        scratch.ensure_space(size)?;
+        let name = format!("random-{size}-{:08x}", rand::random::<u32>());
+        let path = scratch.file_path(&name);
+        let mut f = scratch.create_file(&name, 0)?;
+        let laid = fill_file(&mut f, &path, size, 0x7a).and_then(|()| {
+            f.sync_all()
+                .map_err(|e| Error::io("cannot fsync", &path, e))
+        });
+        if let Err(e) = laid {
+            drop(f);
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
         }
+        // The layout must not leave the file in the page cache.
+        let _ = fadvise_dontneed(&f, &path);
+        *shared = Some((path.clone(), size));
+        Ok(path)
     }
-    *shared = None;
-    scratch.ensure_space(size)?;
-    let name = format!("random-{size}-{:08x}", rand::random::<u32>());
-    let path = scratch.file_path(&name);
-    let mut f = scratch.create_file(&name, 0)?;
-    let laid = fill_file(&mut f, &path, size, 0x7a).and_then(|()| {
-        f.sync_all()
-            .map_err(|e| Error::io("cannot fsync", &path, e))
-    });
-    if let Err(e) = laid {
-        drop(f);
-        let _ = std::fs::remove_file(&path);
-        return Err(e);
-    }
-    // The layout must not leave the file in the page cache.
-    let _ = fadvise_dontneed(&f, &path);
-    *shared = Some((path.clone(), size));
-    Ok(path)
 }
 
 /// Open for reading and writing, O_DIRECT when asked and supported. The

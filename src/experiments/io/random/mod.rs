@@ -20,7 +20,7 @@ mod run;
 pub mod steady;
 mod uring;
 
-use file::{open, shared_bytes_in, shared_file};
+use file::{open, SharedFile};
 use run::{RandomRun, Skipped};
 
 use std::fs::File;
@@ -32,12 +32,13 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::Rng;
 
-use super::cache_control::{fadvise_dontneed, logical_block_size};
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::fill_file;
+use crate::experiments::common::cache_control::{fadvise_dontneed, logical_block_size};
+use crate::experiments::common::util::fill_file;
 use crate::safety::AlignedBuf;
 use crate::stats::{self, HistogramData, LatencyRecorder};
 use crate::units::format_size;
@@ -50,7 +51,12 @@ pub const METRIC_IOPS: &str = "iops";
 pub const METRIC_LAT_P99: &str = "lat_p99";
 pub const METRIC_READ_P99: &str = "read_p99";
 
-pub struct Random;
+/// io.random; one value per run (the registry makes one per lookup), so
+/// the file its points share is run-level state, not a global.
+#[derive(Default)]
+pub struct Random {
+    shared: SharedFile,
+}
 
 /// Largest block and depth (fio users sweep 512 B … 1 MiB, QD 1 … 256).
 const MAX_BS: u64 = 1 << 20;
@@ -176,15 +182,10 @@ fn read_pct(rw: &str, mix: f64) -> u32 {
     }
 }
 
-impl Experiment for Random {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn summary(&self) -> &'static str {
-        "random reads/writes at a queue depth: IOPS and latency percentiles (fio randread/randwrite)"
-    }
-    fn method(&self) -> &'static str {
-        "Lays out one scratch file of `size` random bytes (buffered writes + fsync, not timed; \
+pub static SPEC: Spec = Spec {
+    name: NAME,
+    summary: "random reads/writes at a queue depth: IOPS and latency percentiles (fio randread/randwrite)",
+    method: "Lays out one scratch file of `size` random bytes (buffered writes + fsync, not timed; \
          shared by the points of a run), then a trial runs `duration` seconds of `bs`-byte \
          operations at uniformly random bs-aligned offsets (rw=randread, randwrite, or randrw \
          with `mix` % reads), keeping `depth` operations in flight: engine=psync runs `depth` \
@@ -217,10 +218,8 @@ impl Experiment for Random {
          trials then measure the steady device. size=0 (auto) = 2 × MemTotal within 32 MiB..1 \
          GiB and at most half the free space. Defaults (4 KiB, QD 1/8/32, randread and randwrite, \
          psync and io_uring, direct, 1 s trials, 1 warm-up + 3-5 trials) take about a minute and \
-         a half plus the layout."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         a half plus the layout.",
+    params: &[
             ParamSpec::new(
                 "rw",
                 ParamKind::Choice(&["randread", "randwrite", "randrw"]),
@@ -280,10 +279,8 @@ impl Experiment for Random {
                 "steady=yes: give up after writing this long",
             )
             .range(1.0, 86400.0),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::higher(METRIC_IOPS, "ops/s", "completed operations per second"),
             MetricSpec::higher("throughput", "B/s", "IOPS × block size"),
             MetricSpec::lower("lat_p50", "s", "median completion latency"),
@@ -303,18 +300,15 @@ impl Experiment for Random {
                 "ratio",
                 "steady=yes: first round's IOPS / steady IOPS (1 = no cliff)",
             ),
-        ]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 3,
-            max_trials: 5,
-            budget: 120.0,
-        }
+        ],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults::new(1, 3, 5, 120.0),
+    hidden: false,
+};
+
+impl Experiment for Random {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         let (bs, size) = (p.u64("bs")?, p.u64("size")?);
@@ -378,7 +372,7 @@ impl Experiment for Random {
                 // The run's shared file counts as free: it is what this
                 // point would reuse, and otherwise every point would see
                 // less space and lay out a smaller file.
-                let free = scratch.free_bytes()? + shared_bytes_in(scratch.path());
+                let free = scratch.free_bytes()? + self.shared.bytes_in(scratch.path());
                 let (s, why) = auto_size(mem.total, free);
                 if s < (bs as u64).max(8 << 20) {
                     return Err(Error::environment(format!(
@@ -392,7 +386,7 @@ impl Experiment for Random {
             }
             s => (s, format!("size = {}", format_size(s))),
         };
-        let path = shared_file(ctx, size)?;
+        let path = self.shared.get(ctx, size)?;
         let (file, direct, open_notes) = open(&path, want_direct)?;
         let read_pct = read_pct(p.text("rw")?, p.f64("mix")?);
         let bufs = (0..depth)

@@ -10,12 +10,13 @@
 mod prepare;
 mod run;
 
-use super::cache_control::IoMode;
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointRun, Room,
     RunDefaults,
 };
-use crate::experiments::util::{fit_disk, Fit};
+use crate::experiments::common::cache_control::IoMode;
+use crate::experiments::common::util::{fit_disk, Fit};
 use crate::{Error, Result};
 
 /// Name and the metrics `advise` reads, as constants so a rename cannot
@@ -25,15 +26,10 @@ pub const METRIC_WRITE_THROUGHPUT: &str = "write_throughput";
 
 pub struct RecordSize;
 
-impl Experiment for RecordSize {
-    fn name(&self) -> &'static str {
-        "io.record-size"
-    }
-    fn summary(&self) -> &'static str {
-        "sequential write and cold read of a file vs record size (buffered/direct/sync)"
-    }
-    fn method(&self) -> &'static str {
-        "Creates one file of `size` random bytes in the scratch directory (outside the timing). \
+pub static SPEC: Spec = Spec {
+    name: "io.record-size",
+    summary: "sequential write and cold read of a file vs record size (buffered/direct/sync)",
+    method: "Creates one file of `size` random bytes in the scratch directory (outside the timing). \
          A trial runs passes of: (1) open the file for writing with the mode's flags (buffered and \
          sync = O_SYNC: truncated to 0 first so the pass writes a new file and sub-page records \
          never read-modify-write uncached pages; direct = O_DIRECT: overwritten in place, as \
@@ -65,10 +61,8 @@ impl Experiment for RecordSize {
          therefore sweeps the file several times back to back from one open (as fio's \
          time_based loops over its file), with one fsync after the last sweep, the number \
          calibrated (fastest of two untimed rounds, 1.5x margin) so that a phase lasts at least 100 ms; the notes give the sweeps and the \
-         shortest phase. `size` follows the target's free space (at most half of it)."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         shortest phase. `size` follows the target's free space (at most half of it).",
+    params: &[
             ParamSpec::new("size", ParamKind::Size, "32M", "file size")
                 .range(4096.0, (1u64 << 40) as f64),
             ParamSpec::new(
@@ -84,10 +78,8 @@ impl Experiment for RecordSize {
                 "direct",
                 "buffered (page cache), direct (O_DIRECT) or sync (O_SYNC writes)",
             ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::higher(
                 "write_throughput",
                 "B/s",
@@ -103,18 +95,15 @@ impl Experiment for RecordSize {
                 "B/s",
                 "file bytes read per second from the device (cache dropped or O_DIRECT)",
             ),
-        ]
-    }
-    fn needs(&self) -> Needs {
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 3,
-            max_trials: 5,
-            budget: 90.0,
-        }
+        ],
+    needs: Needs::SCRATCH,
+    defaults: RunDefaults::new(1, 3, 5, 90.0),
+    hidden: false,
+};
+
+impl Experiment for RecordSize {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         let (size, record) = (p.u64("size")?, p.u64("record")?);

@@ -4,11 +4,11 @@
 
 use std::time::Instant;
 
-use super::super::cache_control::{logical_block_size, IoMode};
 use super::fitted_size;
 use super::run::{RecordSizeRun, MIN_PHASE};
 use crate::engine::{Ctx, Fitted, Point, PointRun, Room};
-use crate::experiments::util::{backing_note, fill_file};
+use crate::experiments::common::cache_control::{logical_block_size, IoMode};
+use crate::experiments::common::util::{backing_note, fill_file};
 use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};

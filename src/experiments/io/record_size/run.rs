@@ -7,8 +7,8 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::super::cache_control::{drop_file_cache, open_with, DropMethod, IoMode};
 use crate::engine::{Ctx, Fitted, PointExtras, PointRun, Series, TrialValues};
+use crate::experiments::common::cache_control::{drop_file_cache, open_with, DropMethod, IoMode};
 use crate::safety::AlignedBuf;
 use crate::stats;
 use crate::units::format_size;

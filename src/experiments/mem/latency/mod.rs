@@ -19,12 +19,13 @@ use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras,
     PointRun, Room, RunDefaults, Series, TrialValues,
 };
-use crate::experiments::util::{fit_memory, Fit};
+use crate::engine::{Needs, Spec};
+use crate::experiments::common::util::{fit_memory, Fit};
 use crate::units::format_size;
 use crate::{Error, Result};
 
-use super::latency_curve::analyse;
 use super::{cache_levels, sweep_sizes};
+use crate::experiments::common::latency_curve::analyse;
 
 use region::{anon_huge, thp_setting, Region};
 
@@ -39,15 +40,10 @@ const RANDOM_WORD: usize = 0;
 /// Page of the page-cycling chase (lmbench uses getpagesize()).
 const PAGE: usize = 4096;
 
-impl Experiment for Latency {
-    fn name(&self) -> &'static str {
-        "mem.latency"
-    }
-    fn summary(&self) -> &'static str {
-        "load-to-use latency vs working-set size: random and fixed-stride pointer chase, cache plateaus (lmbench lat_mem_rd)"
-    }
-    fn method(&self) -> &'static str {
-        "prepare() maps one anonymous buffer of `max` bytes (2 MiB aligned) once, advises it \
+pub static SPEC: Spec = Spec {
+    name: "mem.latency",
+    summary: "load-to-use latency vs working-set size: random and fixed-stride pointer chase, cache plateaus (lmbench lat_mem_rd)",
+    method: "prepare() maps one anonymous buffer of `max` bytes (2 MiB aligned) once, advises it \
          MADV_NOHUGEPAGE (pages=4k) or MADV_HUGEPAGE (pages=thp) and writes every page, outside \
          the timing; the THP setting and how much of the buffer got huge pages are noted. A \
          chain of pointers is then a dependent load chase (each load's address is the value of \
@@ -78,10 +74,8 @@ impl Experiment for Latency {
          misses the TLB, where the line-random chase still hits it now and then. Use it to \
          compare knees with lmbench. `max` follows the memory really available \
          (MemAvailable and the memory cgroup's limit): a smaller buffer is chosen, and said, \
-         when it does not fit."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         when it does not fit.",
+    params: &[
             ParamSpec::new(
                 "min",
                 ParamKind::Size,
@@ -130,10 +124,8 @@ impl Experiment for Latency {
                  (lat_mem_rd -t), a different page on every load",
             ),
             super::pin_param(),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::lower(
                 "lat_l1",
                 "s",
@@ -155,15 +147,15 @@ impl Experiment for Latency {
                 "s",
                 "fixed-stride chase latency at max (prefetchable)",
             ),
-        ]
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 20,
-            budget: 30.0,
-        }
+        ],
+    needs: Needs::NOTHING,
+    defaults: RunDefaults::new(1, 5, 20, 30.0),
+    hidden: false,
+};
+
+impl Experiment for Latency {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         let (min, max, stride) = (p.u64("min")?, p.u64("max")?, p.u64("stride")?);

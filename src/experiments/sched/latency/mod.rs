@@ -14,12 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::latency_cause::{tracefs_timerlat, SpikeBoard, Tracer};
-use super::latency_load::{Mix, Running, Sizes};
+use crate::engine::Spec;
 use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, ParamValue, Point,
     PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
 };
+use crate::experiments::common::latency_cause::{tracefs_timerlat, SpikeBoard, Tracer};
+use crate::experiments::common::latency_load::{Mix, Running, Sizes};
 use crate::stats::LatencyRecorder;
 use crate::units::{format_size, seconds};
 use crate::{Error, Result};
@@ -45,15 +46,10 @@ const TIMELINE_MAX: usize = 2000;
 
 pub struct Latency;
 
-impl Experiment for Latency {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn summary(&self) -> &'static str {
-        "wake-up latency of a periodic task per CPU, idle or under load, and what caused each spike (cyclictest / rtla timerlat)"
-    }
-    fn method(&self) -> &'static str {
-        "As cyclictest -m -a -t --policy: one thread per selected CPU, pinned, SCHED_FIFO at \
+pub static SPEC: Spec = Spec {
+    name: NAME,
+    summary: "wake-up latency of a periodic task per CPU, idle or under load, and what caused each spike (cyclictest / rtla timerlat)",
+    method: "As cyclictest -m -a -t --policy: one thread per selected CPU, pinned, SCHED_FIFO at \
          `priority` (or SCHED_OTHER, whose default 50 µs timer slack is part of what it sees), \
          the process locked in memory (mlockall MCL_CURRENT|MCL_FUTURE|MCL_ONFAULT). Each thread sleeps \
          with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) to its next due time (one \
@@ -68,10 +64,8 @@ impl Experiment for Latency {
          runs: which task held the CPU between the due time and the switch to the measuring \
          thread (perf_event_open context-switch records, CLOCK_MONOTONIC), else which device \
          IRQ or softirq fired on that CPU around it (/proc/interrupts, /proc/softirqs); the \
-         method used is stated with every cause."
-    }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![
+         method used is stated with every cause.",
+    params: &[
             ParamSpec::new(
                 "cpus",
                 ParamKind::Text,
@@ -120,10 +114,8 @@ impl Experiment for Latency {
                 "0: hold /dev/cpu_dma_latency at 0 µs (no deep C-states) during the point \
                  (needs root; an open fd, released on any exit)",
             ),
-        ]
-    }
-    fn metrics(&self) -> Vec<MetricSpec> {
-        vec![
+        ],
+    metrics: &[
             MetricSpec::lower("lat_min", "s", "shortest wake-up latency"),
             MetricSpec::lower(METRIC_MEAN, "s", "mean wake-up latency"),
             MetricSpec::lower("lat_p50", "s", "median wake-up latency"),
@@ -136,19 +128,16 @@ impl Experiment for Latency {
                 "wake-ups later than the threshold (spikes)",
             ),
             MetricSpec::lower("overruns", "count", "periods skipped because already past"),
-        ]
-    }
-    fn needs(&self) -> Needs {
-        // Scratch for the storage load; nothing is written without it.
-        Needs::SCRATCH
-    }
-    fn defaults(&self) -> RunDefaults {
-        RunDefaults {
-            warmup: 1,
-            min_trials: 5,
-            max_trials: 10,
-            budget: 60.0,
-        }
+        ],
+    needs: // Scratch for the storage load; nothing is written without it.
+        Needs::SCRATCH,
+    defaults: RunDefaults::new(1, 5, 10, 60.0),
+    hidden: false,
+};
+
+impl Experiment for Latency {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
         parse_cpus(p.text("cpus")?)?;
@@ -311,8 +300,8 @@ fn measure(
     board
         .tid
         .store(unsafe { libc::gettid() }, Ordering::Relaxed);
-    let set = crate::experiments::ipc::child::CpuSet::one(cpu);
-    let mut setup = if crate::experiments::ipc::child::pin_self(&set) {
+    let set = crate::experiments::common::child::CpuSet::one(cpu);
+    let mut setup = if crate::experiments::common::child::pin_self(&set) {
         Ok(())
     } else {
         Err(format!(
@@ -587,7 +576,7 @@ impl PointRun for LatencyRun {
             x.notes.push(format!(
                 "{} spikes beyond {} per CPU and trial were counted but not explained",
                 self.dropped,
-                super::latency_cause::SPIKES_PER_TRIAL
+                crate::experiments::common::latency_cause::SPIKES_PER_TRIAL
             ));
         }
         Ok(x)

@@ -3,7 +3,7 @@
 //! back.
 
 use super::CAUSE_PREFIX;
-use crate::experiments::sched::latency_cause::{Cause, Culprit};
+use crate::experiments::common::latency_cause::{Cause, Culprit};
 use crate::units::seconds;
 
 /// One note per (CPU, culprit), most spikes first, in a form `advise` reads

@@ -1,8 +1,8 @@
 //! Tests of `sched.latency`'s CPU sets and cause notes.
 
 use super::*;
-use crate::experiments::ipc::child::usable_cpus;
-use crate::experiments::sched::latency_cause::{Cause, Culprit};
+use crate::experiments::common::child::usable_cpus;
+use crate::experiments::common::latency_cause::{Cause, Culprit};
 
 #[test]
 fn cpu_sets_parse_against_the_usable_cpus() {

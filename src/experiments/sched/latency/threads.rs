@@ -1,7 +1,7 @@
 //! Setting up `sched.latency`'s measuring threads: the CPU set they run
 //! on, SCHED_FIFO, the cpu_dma_latency request and the clock they read.
 
-use crate::experiments::ipc::child::usable_cpus;
+use crate::experiments::common::child::usable_cpus;
 use crate::{Error, Result};
 
 /// `all`, `N`, `N-M`, `N+M+…` (combinations too), checked against the CPUs

@@ -12,13 +12,19 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use super::child::{self, Children, CpuReports, CpuSet, PinGuard};
-use crate::engine::{Ctx, ParamKind, ParamSpec, PointExtras, PointRun, TrialValues};
+use crate::engine::{
+    Ctx, Experiment, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults, Spec,
+    TrialValues,
+};
 use crate::safety::AlignedBuf;
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
 
 use placing::migrations_of;
-pub(crate) use placing::{cpu_param, placement, placement_metrics, placement_notes, Placement};
+pub(crate) use placing::{
+    placement, placement_notes, Placement, BW_MIGRATIONS, BW_SAME_CPU, CPU_PARAM, RT_MIGRATIONS,
+    RT_SAME_CPU,
+};
 
 /// One bidirectional channel between tunelab and a child.
 pub(crate) struct Channel {
@@ -71,9 +77,36 @@ impl Channel {
     }
 }
 
+fn make_fifo(ctx: &Ctx, name: &str) -> Result<OwnedFd> {
+    use rustix::fs::{mknodat, open, FileType, Mode, OFlags, CWD};
+    let path = ctx.scratch()?.file_path(name);
+    mknodat(CWD, &path, FileType::Fifo, Mode::from_raw_mode(0o600), 0)
+        .map_err(|e| Error::io("cannot mkfifo", &path, e.into()))?;
+    // O_RDWR on a FIFO never blocks in open() on Linux; each side only uses
+    // its direction.
+    open(&path, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| Error::io("cannot open fifo", &path, e.into()))
+}
+
 pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| Error::environment(format!("pipe: {e} (too many open files?)")))
+}
+
+impl Channel {
+    /// Two named FIFOs in the scratch directory, opened before the fork.
+    fn fifos(ctx: &Ctx) -> Result<Self> {
+        let a = make_fifo(ctx, "ping.fifo")?;
+        let b = make_fifo(ctx, "pong.fifo")?;
+        Ok(Channel {
+            to_child: a.as_raw_fd(),
+            child_in: a.as_raw_fd(),
+            child_out: b.as_raw_fd(),
+            from_child: b.as_raw_fd(),
+            keep: vec![a, b],
+            child_only: vec![],
+        })
+    }
 }
 
 pub(crate) struct PingPong {
@@ -408,48 +441,84 @@ impl PointRun for PingPongRun {
     }
 }
 
-/// Parameters shared by the two-process ping-pong experiments (ipc.pipe, ipc.unix).
-pub(crate) fn pair_params() -> Vec<ParamSpec> {
-    vec![
-        ParamSpec::new(
-            "test",
-            ParamKind::Choice(&["both", "latency", "bandwidth"]),
-            "both",
-            "what to measure in each trial",
-        ),
-        ParamSpec::new(
-            "chunk",
-            ParamKind::Size,
-            "64k",
-            "bytes per write() for bandwidth",
-        )
-        .range(1.0, (16u64 << 20) as f64),
-        cpu_param(),
-    ]
+/// Parameters of the experiments that measure both round trips and a
+/// stream (ipc.pipe, ipc.unix).
+pub(crate) const PAIR_PARAMS: &[ParamSpec] = &[
+    ParamSpec::new(
+        "test",
+        ParamKind::Choice(&["both", "latency", "bandwidth"]),
+        "both",
+        "what to measure in each trial",
+    ),
+    ParamSpec::new(
+        "chunk",
+        ParamKind::Size,
+        "64k",
+        "bytes per write() for bandwidth",
+    )
+    .range(1.0, (16u64 << 20) as f64),
+    CPU_PARAM,
+];
+
+pub(crate) const PAIR_DEFAULTS: RunDefaults = RunDefaults::new(1, 5, 20, 30.0);
+
+/// What a round trip travels through.
+#[derive(Debug, Clone, Copy)]
+pub enum Medium {
+    /// Two pipes, one per direction.
+    Pipes,
+    /// One AF_UNIX stream socket pair.
+    UnixStream,
+    /// Two named FIFOs made in the scratch directory (round trips only).
+    Fifos,
 }
 
-pub(crate) const PAIR_DEFAULTS: crate::engine::RunDefaults = crate::engine::RunDefaults {
-    warmup: 1,
-    min_trials: 5,
-    max_trials: 20,
-    budget: 30.0,
-};
+impl Medium {
+    fn open(self, ctx: &Ctx) -> Result<Channel> {
+        match self {
+            Medium::Pipes => Channel::pipes(),
+            Medium::UnixStream => Channel::unix_stream(),
+            Medium::Fifos => Channel::fifos(ctx),
+        }
+    }
+}
 
-/// Fork the latency child (and the bandwidth child when asked) on channels
-/// made by `make`: pipes or an AF_UNIX socket pair.
-pub(crate) fn prepare_pair(
-    ctx: &Ctx,
-    p: &crate::engine::Point,
-    name: &'static str,
-    make: fn() -> Result<Channel>,
-) -> Result<Box<dyn PointRun>> {
-    let test = p.text("test")?;
-    let (latency, bandwidth) = (test != "bandwidth", test != "latency");
-    let bw = if bandwidth { Some(make()?) } else { None };
-    let pp = PingPong::start(ctx, name, make()?, bw, p.usize("chunk")?, p.text("cpu")?)?;
-    Ok(Box::new(PingPongRun {
-        pp,
-        latency,
-        bandwidth,
-    }))
+/// One round-trip experiment over any [`Medium`]: ipc.pipe, ipc.unix and
+/// ipc.fifo are this with their own Spec. An experiment whose Spec has no
+/// `test` parameter measures round trips only.
+pub struct RoundTrip {
+    pub spec: &'static Spec,
+    pub medium: Medium,
+}
+
+impl Experiment for RoundTrip {
+    fn spec(&self) -> &'static Spec {
+        self.spec
+    }
+    fn validate(&self, p: &Point) -> Result<()> {
+        placement(p.text("cpu")?).map(|_| ())
+    }
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+        let test = match self.spec.param("test") {
+            Some(_) => p.text("test")?,
+            None => "latency",
+        };
+        let (latency, bandwidth) = (test != "bandwidth", test != "latency");
+        let chunk = match self.spec.param("chunk") {
+            Some(_) => p.usize("chunk")?,
+            None => 1,
+        };
+        let bw = if bandwidth {
+            Some(self.medium.open(ctx)?)
+        } else {
+            None
+        };
+        let lat = self.medium.open(ctx)?;
+        let pp = PingPong::start(ctx, self.spec.name, lat, bw, chunk, p.text("cpu")?)?;
+        Ok(Box::new(PingPongRun {
+            pp,
+            latency,
+            bandwidth,
+        }))
+    }
 }

@@ -6,18 +6,16 @@ use super::child;
 use crate::engine::{MetricSpec, ParamKind, ParamSpec};
 use crate::{Error, Result};
 
-/// Parameters every ping-pong experiment shares.
-pub(crate) fn cpu_param() -> ParamSpec {
-    ParamSpec::new(
-        "cpu",
-        ParamKind::Choice(&["same", "split", "any"]),
-        "same",
-        "placement: same (default: both pinned to the first CPU tunelab may use: pure context \
-         switches, reproducible, works on one-CPU boards), split (tunelab and the child on two \
-         different CPUs: cross-CPU wake-ups), any (the scheduler decides, like perf bench; the \
-         notes say where it put them and flag a bimodal run)",
-    )
-}
+/// The placement parameter every ping-pong experiment shares.
+pub(crate) const CPU_PARAM: ParamSpec = ParamSpec::new(
+    "cpu",
+    ParamKind::Choice(&["same", "split", "any"]),
+    "same",
+    "placement: same (default: both pinned to the first CPU tunelab may use: pure context \
+     switches, reproducible, works on one-CPU boards), split (tunelab and the child on two \
+     different CPUs: cross-CPU wake-ups), any (the scheduler decides, like perf bench; the \
+     notes say where it put them and flag a bimodal run)",
+);
 
 /// CPUs for tunelab and the child under placement `mode`.
 pub(crate) fn placement(mode: &str) -> Result<(Option<usize>, Option<usize>)> {
@@ -149,36 +147,30 @@ pub(crate) fn bimodal(trials: &[Placement]) -> bool {
     sampled().any(|p| p.same_share() >= 0.8) && sampled().any(|p| p.same_share() <= 0.2)
 }
 
-/// Per-trial placement metrics: share of samples with both sides on one CPU
-/// and migrations, for the round trips and (with `bandwidth`) the stream.
-pub(crate) fn placement_metrics(bandwidth: bool) -> Vec<MetricSpec> {
-    let mut v = vec![
-        MetricSpec::higher(
-            "rt_same_cpu",
-            "ratio",
-            "round trips: share of placement samples with tunelab and the echo child on the same \
-             CPU (1 = context switches, 0 = cross-CPU wake-ups)",
-        ),
-        MetricSpec::lower(
-            "rt_migrations",
-            "count",
-            "round trips: CPU migrations of tunelab and the echo child during the trial",
-        ),
-    ];
-    if bandwidth {
-        v.push(MetricSpec::higher(
-            "bw_same_cpu",
-            "ratio",
-            "stream: share of placement samples with tunelab and the writer on the same CPU",
-        ));
-        v.push(MetricSpec::lower(
-            "bw_migrations",
-            "count",
-            "stream: CPU migrations of tunelab and the writer during the trial",
-        ));
-    }
-    v
-}
+/// Per-trial placement metrics of the round trips: share of samples with
+/// both sides on one CPU, and migrations.
+pub(crate) const RT_SAME_CPU: MetricSpec = MetricSpec::higher(
+    "rt_same_cpu",
+    "ratio",
+    "round trips: share of placement samples with tunelab and the echo child on the same \
+     CPU (1 = context switches, 0 = cross-CPU wake-ups)",
+);
+pub(crate) const RT_MIGRATIONS: MetricSpec = MetricSpec::lower(
+    "rt_migrations",
+    "count",
+    "round trips: CPU migrations of tunelab and the echo child during the trial",
+);
+/// The same for the stream (experiments that measure bandwidth).
+pub(crate) const BW_SAME_CPU: MetricSpec = MetricSpec::higher(
+    "bw_same_cpu",
+    "ratio",
+    "stream: share of placement samples with tunelab and the writer on the same CPU",
+);
+pub(crate) const BW_MIGRATIONS: MetricSpec = MetricSpec::lower(
+    "bw_migrations",
+    "count",
+    "stream: CPU migrations of tunelab and the writer during the trial",
+);
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use io_uring::types::{SubmitArgs, Timespec};
 use io_uring::{opcode, types, IoUring};
 
-use crate::experiments::util::{frame_slot, sleep_until};
+use crate::experiments::common::util::{frame_slot, sleep_until};
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};

@@ -21,8 +21,8 @@ pub enum Load {
 }
 
 impl Load {
-    pub(super) const CHOICES: &'static [&'static str] = &["none", "cpu", "memory", "io"];
-    pub(super) fn parse(s: &str) -> Load {
+    pub(crate) const CHOICES: &'static [&'static str] = &["none", "cpu", "memory", "io"];
+    pub(crate) fn parse(s: &str) -> Load {
         match s {
             "cpu" => Load::Cpu,
             "memory" => Load::Memory,
@@ -45,7 +45,7 @@ fn memory_load_bytes() -> usize {
 }
 
 /// Bytes the io load cycles through in its scratch file.
-pub(super) const IO_LOAD_SPAN: u64 = 64 << 20;
+pub(crate) const IO_LOAD_SPAN: u64 = 64 << 20;
 
 /// Background load threads, started before a trial and stopped (joined)
 /// after it, or when dropped.

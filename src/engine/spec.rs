@@ -1,0 +1,134 @@
+//! What an experiment is, declared as data: its name, texts, parameters,
+//! metrics, needs and run defaults, in one `static` per experiment. The
+//! registry, `tunelab list`, `run <exp> --help`, parameter parsing, the kinds
+//! stored with a result and the docs all read this one declaration; the
+//! `Experiment` trait keeps only what the experiment does.
+
+use super::params::ParamSpec;
+use crate::model::Better;
+
+/// The declaration of one experiment.
+#[derive(Debug)]
+pub struct Spec {
+    /// `family.name`, e.g. `io.record-size`.
+    pub name: &'static str,
+    /// One line for `tunelab list`.
+    pub summary: &'static str,
+    /// What exactly is measured and how (units, timing, cache handling).
+    pub method: &'static str,
+    /// In the order `--help` shows them; the first varies slowest in a sweep.
+    pub params: &'static [ParamSpec],
+    pub metrics: &'static [MetricSpec],
+    pub needs: Needs,
+    pub defaults: RunDefaults,
+    /// Not shown by `list` or completions (test fixtures such as
+    /// `test.scripted`); `run` still finds it by name.
+    pub hidden: bool,
+}
+
+impl Spec {
+    /// The declaration of the parameter `name`.
+    pub fn param(&self, name: &str) -> Option<&'static ParamSpec> {
+        self.params.iter().find(|p| p.name == name)
+    }
+
+    /// The declaration of the metric `name`.
+    pub fn metric(&self, name: &str) -> Option<&'static MetricSpec> {
+        self.metrics.iter().find(|m| m.name == name)
+    }
+}
+
+/// Declaration of one metric an experiment produces.
+#[derive(Debug, Clone)]
+pub struct MetricSpec {
+    pub name: &'static str,
+    /// Base unit: `B/s`, `s`, `ops/s`, `B`, `count`, `ratio`.
+    pub unit: &'static str,
+    pub better: Better,
+    pub help: &'static str,
+}
+
+impl MetricSpec {
+    pub const fn higher(name: &'static str, unit: &'static str, help: &'static str) -> Self {
+        MetricSpec {
+            name,
+            unit,
+            better: Better::Higher,
+            help,
+        }
+    }
+    pub const fn lower(name: &'static str, unit: &'static str, help: &'static str) -> Self {
+        MetricSpec {
+            name,
+            unit,
+            better: Better::Lower,
+            help,
+        }
+    }
+}
+
+/// What an experiment needs before it may run; checked before anything runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Needs {
+    pub root: bool,
+    pub scratch: bool,
+}
+
+impl Needs {
+    /// Nothing beyond an ordinary user.
+    pub const NOTHING: Needs = Needs {
+        root: false,
+        scratch: false,
+    };
+    /// A private scratch directory under --target (most storage experiments).
+    pub const SCRATCH: Needs = Needs {
+        root: false,
+        scratch: true,
+    };
+}
+
+/// Repetition defaults an experiment may tune (a 3-second hdparm-style read
+/// wants fewer trials than a 1 ms syscall loop). CLI flags override them.
+#[derive(Debug, Clone, Copy)]
+pub struct RunDefaults {
+    pub warmup: usize,
+    pub min_trials: usize,
+    pub max_trials: usize,
+    /// Seconds for the whole run, shared among its points.
+    pub budget: f64,
+}
+
+impl RunDefaults {
+    /// One warm-up, 5 to 30 trials, a minute for the run.
+    pub const STANDARD: RunDefaults = RunDefaults {
+        warmup: 1,
+        min_trials: 5,
+        max_trials: 30,
+        budget: 60.0,
+    };
+
+    /// One trial that is a whole recording (a stream or a burst of many
+    /// frames, each with its own latency): no warm-up, up to 10 minutes.
+    pub const ONE_RECORDING: RunDefaults = RunDefaults {
+        warmup: 0,
+        min_trials: 1,
+        max_trials: 1,
+        budget: 600.0,
+    };
+
+    /// `warmup` warm-up trials, `min..=max` measured ones, `budget` seconds.
+    pub const fn new(warmup: usize, min_trials: usize, max_trials: usize, budget: f64) -> Self {
+        RunDefaults {
+            warmup,
+            min_trials,
+            max_trials,
+            budget,
+        }
+    }
+}
+
+impl Default for RunDefaults {
+    fn default() -> Self {
+        RunDefaults::STANDARD
+    }
+}
