@@ -153,22 +153,9 @@ pub fn exec(
         metric: &metric,
         noise: args.noise,
     };
-    let (run, error) = crate::tune::run::run(&req, session, out, &mut |round| {
-        if !out.quiet && out.interactive {
-            eprint!("\rround {round}");
-        }
-    });
-    let json = out.json;
-    let run = finish(
-        run,
-        store.as_mut(),
-        &Out {
-            json,
-            quiet: out.quiet,
-            interactive: false,
-        },
-    )?;
-    if !json && !run.results.is_empty() {
+    let (run, error) = crate::tune::run::run(&req, session, out);
+    let run = finish(run, store.as_mut(), out)?;
+    if !out.json && !run.results.is_empty() {
         out.data(&summary_table(&args.knob, &run.results, &metric))?;
         match best_value(&args.knob, &run.results, &metric, args.noise) {
             Ok(v) => out.data(&format!("{}\n", v.explanation))?,
