@@ -135,7 +135,6 @@ impl Observer for Out {
                     eprint!("\rround {n}");
                 }
             }
-            Event::Console { .. } => {}
         }
     }
 }

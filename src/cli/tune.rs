@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use super::run::{begin_session, finish, LabArgs, MeasureArgs};
 use super::{Cli, Out};
 use crate::engine::catalog::Catalog;
-use crate::engine::params::{expand_points, split_assignment};
 use crate::engine::session::target_or_temp;
 use crate::report::table;
 use crate::tune::knobs::{is_known, Knob, NAMES};
@@ -83,12 +82,7 @@ pub fn exec(
         ));
     }
     let exp = experiments.find(&args.experiment)?;
-    let overrides = args
-        .params
-        .iter()
-        .map(|p| split_assignment(p))
-        .collect::<Result<Vec<_>>>()?;
-    let points = expand_points(&exp.params(), &overrides)?;
+    let points = crate::engine::verbs::run::points(exp.as_ref(), &args.params)?;
     if points.len() != 1 {
         // Name the parameters that sweep (by default or from -p).
         let sweeping: Vec<String> = points[0]

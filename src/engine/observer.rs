@@ -38,9 +38,6 @@ pub enum Event<'a> {
     End,
     /// A knob sweep finished its `n`th measured round.
     Round(usize),
-    /// A line a program under test printed (`boot`'s console), `at` seconds
-    /// after it started.
-    Console { at: f64, line: &'a str },
 }
 
 /// What a session says while it measures. `&self` throughout: a session

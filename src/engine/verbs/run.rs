@@ -41,16 +41,21 @@ pub struct Planned<'a> {
     target: Option<&'a Path>,
 }
 
+/// The points `-p key=value[,value…]` asks of `exp` (every combination of
+/// the values given, the defaults for the rest): shared by run and tune.
+pub fn points(exp: &dyn Experiment, params: &[String]) -> Result<Vec<Point>> {
+    let overrides = params
+        .iter()
+        .map(|p| split_assignment(p))
+        .collect::<Result<Vec<_>>>()?;
+    expand_points(&exp.params(), &overrides)
+}
+
 /// Check and plan a run: each refusal is one error, before anything is
 /// created (a target that cannot be used, too).
 pub fn plan<'a>(req: &Request<'a>, experiments: &Catalog) -> Result<Planned<'a>> {
     let exp = experiments.find(req.experiment)?;
-    let overrides = req
-        .params
-        .iter()
-        .map(|p| split_assignment(p))
-        .collect::<Result<Vec<_>>>()?;
-    let points = expand_points(&exp.params(), &overrides)?;
+    let points = points(exp.as_ref(), req.params)?;
     for p in &points {
         exp.validate(p)?;
     }

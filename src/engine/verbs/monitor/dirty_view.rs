@@ -8,29 +8,15 @@ pub(super) struct DirtyView {
 }
 
 pub(super) fn read_dirty_sample() -> Result<(DirtySample, dirty::DirtyLimits)> {
-    let t = std::fs::read_to_string("/proc/meminfo")
+    let m = crate::observe::procmem::read_meminfo()
         .map_err(|e| env_err("cannot read /proc/meminfo", e))?;
-    let m = crate::observe::procmem::parse_meminfo(&t);
-    let kb = |k: &str| {
-        t.lines()
-            .find_map(|l| {
-                l.strip_prefix(k)?
-                    .strip_prefix(':')?
-                    .split_whitespace()
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .unwrap_or(0)
-            * 1024
-    };
     let limits = dirty::read_limits().map_err(|e| env_err("cannot read vm.dirty_* sysctls", e))?;
     Ok((
         DirtySample {
-            dirty: kb("Dirty"),
-            writeback: kb("Writeback"),
-            available: m.available,
-            cache: kb("Cached") + kb("Buffers"),
+            dirty: m.dirty,
+            writeback: m.writeback,
+            available: crate::observe::procmem::system_mem(&m).available,
+            cache: m.cached + m.buffers,
         },
         limits,
     ))
