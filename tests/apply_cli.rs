@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{json, stderr, Env};
-use tunelab::engine::model::{MetricResult, PointResult, Run, RunStatus};
 use tunelab::engine::params::ParamValue;
 use tunelab::engine::Better;
+use tunelab::model::run::{MetricResult, PointResult, Run, RunStatus};
 use tunelab::stats::summarize;
 use tunelab::store::Store;
 use tunelab::tune::persist::{load_sysctl_files, Root};

@@ -50,12 +50,7 @@ const CLI_IMPORTS: &[&str] = &[
 /// CLI imports beyond that list that are known, each with why and who
 /// removes it: (file, module). Any other one fails, and so does one of
 /// these once it is gone (so the list only shrinks).
-const CLI_KNOWN: &[(&str, &str, &str)] = &[
-    // advise reads experiments' own constants (layer 4): its findings reach
-    // the CLI through study once experiments are declared as data (#30).
-    ("src/cli/advise.rs", "advise", "arch (#30, Spec)"),
-    ("src/cli/diagnose.rs", "advise", "arch (#30, Spec)"),
-];
+const CLI_KNOWN: &[(&str, &str, &str)] = &[];
 
 /// File-level cycles inside one top-level module that are known and not yet
 /// broken, each with who owns the files. Any other cycle fails the test, and

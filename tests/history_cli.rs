@@ -7,8 +7,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{json, Env};
-use tunelab::engine::model::{MetricResult, PointResult, Run, RunStatus};
 use tunelab::engine::Better;
+use tunelab::model::run::{MetricResult, PointResult, Run, RunStatus};
 use tunelab::stats::summarize;
 use tunelab::store::Store;
 

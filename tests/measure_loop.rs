@@ -10,7 +10,27 @@ use tunelab::engine::measure::{
     measure, ArmSamples, Clock, FnTrials, Loop, Measured, Plan, Schedule, StopReason, Trials,
     Values,
 };
+use tunelab::engine::observer::{Event, Observer, Silent};
 use tunelab::engine::runner::run_points_with;
+
+/// The tests' observer: each progress event as a line (messages dropped).
+#[derive(Default)]
+struct Recorder(Mutex<Vec<String>>);
+
+impl Observer for Recorder {
+    fn info(&self, _msg: &str) {}
+    fn warn(&self, _msg: &str) {}
+    fn progress(&self, event: Event) {
+        let line = match event {
+            Event::Started { index, .. } => format!("start {index}"),
+            Event::Trial { n, .. } => format!("{n}"),
+            Event::Done { stop_reason, .. } => format!("done {stop_reason}"),
+            Event::Round(n) => format!("round {n}"),
+            _ => return,
+        };
+        self.0.lock().unwrap().push(line);
+    }
+}
 use tunelab::engine::{
     Ctx, Experiment, MetricSpec, ParamSpec, ParamValue, Point, PointRun, TrialValues,
 };
@@ -495,7 +515,7 @@ fn the_runner_discards_cold_trials_and_shares_the_budget_between_points() {
         budget: 1000.0,
         trial_time: tunelab::engine::DEFAULT_TRIAL_TIME,
     };
-    let mut events = Vec::new();
+    let events = Recorder::default();
     let out = run_points_with(
         &exp,
         &[point(10), point(20)],
@@ -503,18 +523,9 @@ fn the_runner_discards_cold_trials_and_shares_the_budget_between_points() {
         &p,
         false,
         &mut now.clone(),
-        &mut |e| {
-            events.push(match e {
-                tunelab::engine::runner::Event::PointStarted { index, .. } => {
-                    format!("start {index}")
-                }
-                tunelab::engine::runner::Event::Trial { n, .. } => format!("{n}"),
-                tunelab::engine::runner::Event::PointDone { stop_reason, .. } => {
-                    format!("done {stop_reason}")
-                }
-            })
-        },
+        &events,
     );
+    let events = events.0.into_inner().unwrap();
     assert!(out.error.is_none());
     assert_eq!(
         *exp.prepared.lock().unwrap(),
@@ -560,7 +571,7 @@ fn the_runner_discards_cold_trials_and_shares_the_budget_between_points() {
         &noisy,
         false,
         &mut now.clone(),
-        &mut |_| {},
+        &Silent,
     );
     let kept: Vec<usize> = out
         .results
@@ -622,7 +633,7 @@ fn a_knob_sweep_shuffles_its_rounds_by_a_stated_seed() {
         let knob = Arc::new(Mutex::new(String::new()));
         let exp = Knobbed(knob.clone());
         let mut set_to = Vec::new();
-        let mut rounds = Vec::new();
+        let rounds = Recorder::default();
         let out = sweep_with(
             |v: &str| {
                 set_to.push(v.to_string());
@@ -639,13 +650,17 @@ fn a_knob_sweep_shuffles_its_rounds_by_a_stated_seed() {
             &plan(1, 4, 4, 100.0),
             seed,
             &mut Now::default(),
-            &mut |r| rounds.push(r),
+            &rounds,
         );
         assert!(out.error.is_none());
-        (out.results, set_to, rounds)
+        (out.results, set_to, rounds.0.into_inner().unwrap())
     };
     let (results, order, rounds) = sweep(7);
-    assert_eq!(rounds, [1, 2, 3, 4], "progress once per measured round");
+    assert_eq!(
+        rounds,
+        ["round 1", "round 2", "round 3", "round 4"],
+        "progress once per measured round"
+    );
     assert_eq!(order.len(), 15, "a warm-up round and four measured ones");
     for round in order.chunks(3) {
         let mut r = round.to_vec();

@@ -8,10 +8,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{json, Env};
-use tunelab::engine::model::{
-    IssueVerdict, MetricResult, PointResult, Run, RunStatus, StudySummary,
-};
 use tunelab::engine::Better;
+use tunelab::model::run::{IssueVerdict, MetricResult, PointResult, Run, RunStatus, StudySummary};
 use tunelab::stats::summarize;
 use tunelab::store::Store;
 

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{json, stderr, Env};
-use tunelab::engine::model::Run;
+use tunelab::model::run::Run;
 
 /// A real measured run (JSON), stored by the binary with --no-store off.
 fn measured(env: &Env) -> serde_json::Value {

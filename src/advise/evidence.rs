@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::engine::model::PointResult;
 use crate::experiments::cpu::clock as cpu_clock;
 use crate::experiments::io::{api, cache, pregrow, random, record_size};
 use crate::experiments::sched::latency;
+use crate::model::run::PointResult;
 use crate::store::Store;
 use crate::system::inspect::{inspect, Facts};
 
@@ -280,7 +280,7 @@ mod tests {
     /// dirty-page peak must not count either.
     #[test]
     fn lab_and_throttled_runs_are_not_evidence_for_the_host_disk() {
-        use crate::engine::model::StorageFact;
+        use crate::model::run::StorageFact;
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("r.db")).unwrap();
         let argv = "tunelab run io.record-size --fs ext4 --throttle write=2MB/s";

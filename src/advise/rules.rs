@@ -402,7 +402,7 @@ fn governor(ev: &Evidence, w: Workload) -> Outcome {
     })
 }
 
-fn median_of(r: &crate::engine::model::PointResult, metric: &str) -> Option<f64> {
+fn median_of(r: &crate::model::run::PointResult, metric: &str) -> Option<f64> {
     r.metric(metric).map(|m| m.summary.median)
 }
 
@@ -411,13 +411,13 @@ fn stdio_buffer(ev: &Evidence, _: Workload) -> Outcome {
         return Outcome::Fine;
     }
     // Compare, at the largest record measured, default stdio with the best alternative.
-    let record = |r: &crate::engine::model::PointResult| {
+    let record = |r: &crate::model::run::PointResult| {
         r.params
             .get("record")
             .and_then(|v| v.as_f64())
             .unwrap_or(0.0)
     };
-    let api = |r: &crate::engine::model::PointResult| {
+    let api = |r: &crate::model::run::PointResult| {
         r.params
             .get("api")
             .map(|v| v.to_string())
@@ -463,7 +463,7 @@ fn stdio_buffer(ev: &Evidence, _: Workload) -> Outcome {
 }
 
 fn pregrow(ev: &Evidence, _: Workload) -> Outcome {
-    let method = |r: &&crate::engine::model::PointResult| {
+    let method = |r: &&crate::model::run::PointResult| {
         r.params
             .get("method")
             .map(|v| v.to_string())

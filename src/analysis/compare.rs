@@ -37,6 +37,18 @@ pub struct PairComparison {
     pub metrics: Vec<MetricComparison>,
 }
 
+impl PairComparison {
+    /// The pair's parameters: one label when both sides agree, else
+    /// "base → new".
+    pub fn params(&self) -> String {
+        if self.base_params == self.new_params {
+            self.base_params.clone()
+        } else {
+            format!("{} → {}", self.base_params, self.new_params)
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct RunComparison {
     pub schema: &'static str,

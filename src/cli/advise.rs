@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::{Cli, Out};
-use crate::advise::{advise, gather, Workload};
+use crate::study::advice::{advice, Workload};
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -31,8 +31,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli) -> Result<i32> {
             None
         }
     };
-    let ev = gather(&target, store.as_ref());
-    let advice = advise(&ev, args.workload);
+    let advice = advice(&target, store.as_ref(), args.workload);
     if out.json {
         out.json_data(&advice)?;
         return Ok(0);

@@ -8,10 +8,10 @@
 use std::path::{Path, PathBuf};
 
 use super::{Cli, Out};
-use crate::engine::model::{PointResult, Run};
 use crate::engine::process::console::{kernel_in_argv, marker_list, Marker};
 use crate::engine::process::{parse_signal, ready_regex};
 use crate::engine::verbs::boot::{self, kernel_size, Console, Request};
+use crate::model::run::{PointResult, Run};
 use crate::report::table::render as table;
 use crate::units::human;
 use crate::{Error, Result};

@@ -85,7 +85,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let Some(d) = run.diagnosis.as_deref() else {
         return Err(Error::measurement("internal: the diagnosis was not kept"));
     };
-    let findings = crate::advise::diagnosis_findings(&run.id, d);
+    let findings = crate::study::advice::diagnosis_findings(&run.id, d);
     if out.json {
         out.json_data(&serde_json::json!({ "run": run, "findings": findings }))?;
         finished.result(out)?;
@@ -124,7 +124,7 @@ pub fn findings_section(
     run_id: &str,
     d: &crate::model::diagnosis::Diagnosis,
 ) -> crate::report::document::Section {
-    let texts: Vec<view::FindingText> = crate::advise::diagnosis_findings(run_id, d)
+    let texts: Vec<view::FindingText> = crate::study::advice::diagnosis_findings(run_id, d)
         .into_iter()
         .map(|f| view::FindingText {
             severity: f.severity.as_str().to_string(),

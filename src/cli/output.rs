@@ -2,8 +2,12 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
+use std::sync::Mutex;
 
 use serde::Serialize;
+
+use super::progress::Progress;
+use crate::engine::observer::{Event, Observer};
 
 use crate::{Error, Result};
 
@@ -12,6 +16,8 @@ pub struct Out {
     pub quiet: bool,
     /// Progress bars only on an interactive stderr.
     pub interactive: bool,
+    /// The series of items in progress (a bar, or lines off a terminal).
+    progress: Mutex<Option<Progress>>,
 }
 
 impl Out {
@@ -20,6 +26,7 @@ impl Out {
             json,
             quiet,
             interactive: std::io::stderr().is_terminal() && !quiet,
+            progress: Mutex::new(None),
         }
     }
 
@@ -72,8 +79,9 @@ pub fn output_is_terminal() -> bool {
     std::io::stdout().is_terminal()
 }
 
-/// The engine's pipeline reports through the CLI's own messages.
-impl crate::engine::pipeline::Observer for Out {
+/// The terminal's (and the JSON output's) observer: messages on stderr,
+/// progress as a bar on a terminal or as plain lines off one.
+impl Observer for Out {
     fn info(&self, msg: &str) {
         Out::info(self, msg)
     }
@@ -85,6 +93,49 @@ impl crate::engine::pipeline::Observer for Out {
     }
     fn error(&self, msg: &str) {
         Out::error(self, msg)
+    }
+    fn progress(&self, event: Event) {
+        let mut shown = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        match event {
+            Event::Begin {
+                what,
+                weights,
+                budget,
+                expected,
+            } => {
+                let p = Progress::new(self, what, weights.to_vec(), budget);
+                *shown = Some(if expected { p.expected() } else { p });
+            }
+            Event::End => {
+                if let Some(p) = shown.take() {
+                    p.finish()
+                }
+            }
+            Event::Started { of, label, .. } => {
+                if let Some(p) = shown.as_mut() {
+                    if of.is_empty() {
+                        p.start(label)
+                    } else {
+                        p.start(&format!("{of} {label}"))
+                    }
+                }
+            }
+            Event::Trial { n, max } => {
+                if let Some(p) = shown.as_mut() {
+                    p.tick(&format!("trial {n} (≤{max})"))
+                }
+            }
+            Event::Done { .. } => {
+                if let Some(p) = shown.as_mut() {
+                    p.done()
+                }
+            }
+            Event::Round(n) => {
+                if !self.quiet && self.interactive {
+                    eprint!("\rround {n}");
+                }
+            }
+        }
     }
 }
 

@@ -191,8 +191,9 @@ impl Left {
 }
 
 /// A progress display for `total` items of `what` ("points", "key issues").
-pub struct Progress<'a> {
-    out: &'a Out,
+pub struct Progress {
+    /// Off a terminal, lines only without --quiet.
+    quiet: bool,
     what: &'static str,
     bar: Option<ProgressBar>,
     est: Estimate,
@@ -202,10 +203,10 @@ pub struct Progress<'a> {
     name: String,
 }
 
-impl<'a> Progress<'a> {
+impl Progress {
     /// `weights`: each item's time budget in seconds (0: unknown);
     /// `budget`: the whole run's, when it keeps to one.
-    pub fn new(out: &'a Out, what: &'static str, weights: Vec<f64>, budget: Option<f64>) -> Self {
+    pub fn new(out: &Out, what: &'static str, weights: Vec<f64>, budget: Option<f64>) -> Self {
         let total = weights.len();
         let bar = out.interactive.then(|| {
             let b = ProgressBar::new(total as u64);
@@ -221,7 +222,7 @@ impl<'a> Progress<'a> {
         });
         let now = Instant::now();
         Progress {
-            out,
+            quiet: out.quiet,
             what,
             bar,
             est: Estimate::new(weights, budget),
@@ -236,6 +237,12 @@ impl<'a> Progress<'a> {
     pub fn expected(mut self) -> Self {
         self.est = self.est.expected();
         self
+    }
+
+    fn info(&self, msg: &str) {
+        if !self.quiet {
+            eprintln!("{msg}");
+        }
     }
 
     fn times(&self) -> String {
@@ -254,7 +261,7 @@ impl<'a> Progress<'a> {
         match &self.bar {
             Some(b) => b.set_message(format!("{name} · {times}")),
             None => {
-                self.out.info(&format!(
+                self.info(&format!(
                     "[{}/{}] {name} · {times}",
                     self.est.finished() + 1,
                     self.est.total()
@@ -271,8 +278,7 @@ impl<'a> Progress<'a> {
         match &self.bar {
             Some(b) => b.set_message(format!("{} · {detail} · {times}", self.name)),
             None if self.last_line.elapsed() >= LINE_EVERY => {
-                self.out
-                    .info(&format!("    {} · {detail} · {times}", self.name));
+                self.info(&format!("    {} · {detail} · {times}", self.name));
                 self.last_line = Instant::now();
             }
             None => {}
@@ -291,7 +297,7 @@ impl<'a> Progress<'a> {
     pub fn finish(self) {
         match self.bar {
             Some(b) => b.finish_and_clear(),
-            None => self.out.info(&format!(
+            None => self.info(&format!(
                 "{} of {} {} done in {}",
                 self.est.finished(),
                 self.est.total(),

@@ -3,21 +3,17 @@
 
 use std::path::{Path, PathBuf};
 
-use super::progress::Progress;
-
 use super::{Cli, Out};
 use crate::engine::catalog::Catalog;
-use crate::engine::host::is_root;
-use crate::engine::model::Run;
-use crate::engine::params::{expand_points, split_assignment};
-use crate::engine::pipeline::{self, for_each_target, Lab};
-use crate::engine::runner::{run_points, Event, RunOptions};
+use crate::engine::pipeline::{self, Lab};
+use crate::engine::runner::RunOptions;
 use crate::engine::session::{Session, Watch};
+use crate::engine::verbs::run;
 use crate::engine::Store;
-use crate::engine::{Ctx, Experiment};
+use crate::model::run::Run;
 use crate::report::runview;
 use crate::units::parse_duration;
-use crate::{Error, Result};
+use crate::Result;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -164,34 +160,23 @@ pub fn exec(
     argv: &[String],
     experiments: &Catalog,
 ) -> Result<i32> {
-    let exp = experiments.find(&args.experiment)?;
-    let overrides = args
-        .params
-        .iter()
-        .map(|p| split_assignment(p))
-        .collect::<Result<Vec<_>>>()?;
-    let points = expand_points(&exp.params(), &overrides)?;
-    for p in &points {
-        exp.validate(p)?;
-    }
     let m = &args.measure;
-    let plan = m.options().plan(exp.defaults())?;
-    if exp.needs().root && !is_root() {
-        return Err(Error::privilege(format!(
-            "{} needs root (run it with sudo)",
-            exp.name()
-        )));
-    }
-    let lab = args.lab.parse()?;
-    // A target that cannot be used is one error line, before any plan.
-    if let Some(t) = &args.target {
-        crate::engine::host::check_target(t)?;
-    }
+    let req = run::Request {
+        experiment: &args.experiment,
+        params: &args.params,
+        options: m.options(),
+        target: args.target.as_deref(),
+        fs: args.lab.fs.as_deref(),
+        fs_size: args.lab.fs_size,
+        throttle: args.lab.throttle.as_deref(),
+    };
+    let planned = run::plan(&req, experiments)?;
+    let (points, plan) = (&planned.points, &planned.plan);
     if m.trials.is_none() {
         // Said first, so a slow board's user knows how long to wait.
         out.info(&format!(
             "{}: {} point(s), {}–{} trials each, time budget {} ({} per point; --budget changes it)",
-            exp.name(),
+            planned.exp.name(),
             points.len(),
             plan.min_trials,
             plan.max_trials,
@@ -201,28 +186,17 @@ pub fn exec(
     }
     args.export.check()?;
     let mut store = m.store(cli)?;
-    let mut session = begin_session(m, args.target.as_deref(), argv, out);
-    let quiet_warnings = session.run.warnings.len();
-    let error = for_each_target(
-        exp.as_ref(),
-        &points,
-        args.target.as_deref(),
-        &lab,
-        out,
-        &mut session,
-        &mut |ctx| run_with_progress(exp.as_ref(), &points, ctx, &plan, m.options().fixed(), out),
-    );
-    let run = session.finish(error.as_ref());
-    for w in run.warnings.iter().skip(quiet_warnings) {
-        out.run_warning(w);
+    let finished = planned.measure(&m.watch(), &m.label, argv, store.as_mut(), out);
+    // The results are printed and exported before any error is reported.
+    let printed = print_run(&finished.run, out);
+    if args.export.wanted() {
+        args.export.write_run(&finished.run, out)?;
     }
-    let copy = args.export.wanted().then(|| run.clone());
-    let finished = finish(run, store.as_mut(), out);
-    if let Some(run) = &copy {
-        args.export.write_run(run, out)?;
+    printed?;
+    if let Some(e) = finished.store_error {
+        return Err(e);
     }
-    finished?;
-    match error {
+    match finished.error {
         Some(e) => Err(e),
         None => Ok(0),
     }
@@ -250,14 +224,21 @@ pub fn finish(run: Run, store: Option<&mut Store>, out: &Out) -> Result<Run> {
 /// stores its growing run after each key issue).
 pub fn finish_with(run: Run, store: Option<&mut Store>, out: &Out, replace: bool) -> Result<Run> {
     let store_error = pipeline::store_run(&run, store, replace, out);
-    if out.json {
-        out.json_data(&run)?;
-    } else if !run.results.is_empty() {
-        out.data(&runview::render(&run))?;
-    }
+    print_run(&run, out)?;
     match store_error {
         Some(e) => Err(e),
         None => Ok(run),
+    }
+}
+
+/// A finished run on stdout: the JSON, or the run view when it has results.
+fn print_run(run: &Run, out: &Out) -> Result<()> {
+    if out.json {
+        out.json_data(run)
+    } else if !run.results.is_empty() {
+        out.data(&runview::render(run))
+    } else {
+        Ok(())
     }
 }
 
@@ -288,24 +269,4 @@ fn parse_size_arg(s: &str) -> std::result::Result<u64, String> {
     crate::units::parse_size(s)
         .filter(|v| *v > 0)
         .ok_or_else(|| format!("'{s}' is not a size (e.g. 512M, 2G)"))
-}
-
-fn run_with_progress(
-    exp: &dyn Experiment,
-    points: &[crate::engine::Point],
-    ctx: &Ctx,
-    plan: &crate::engine::runner::Plan,
-    fixed: bool,
-    out: &Out,
-) -> crate::engine::runner::Outcome {
-    // The runner shares the budget equally among the points.
-    let weights = vec![plan.budget / points.len().max(1) as f64; points.len()];
-    let mut progress = Progress::new(out, "points", weights, (!fixed).then_some(plan.budget));
-    let outcome = run_points(exp, points, ctx, plan, fixed, &mut |ev| match ev {
-        Event::PointStarted { label: l, .. } => progress.start(&format!("{} {l}", exp.name())),
-        Event::Trial { n, max } => progress.tick(&format!("trial {n} (≤{max})")),
-        Event::PointDone { .. } => progress.done(),
-    });
-    progress.finish();
-    outcome
 }

@@ -2,8 +2,8 @@
 
 use super::runs::clean;
 use super::Out;
-use crate::engine::model::Run;
 use crate::engine::Store;
+use crate::model::run::Run;
 use crate::report::runview;
 use crate::Result;
 

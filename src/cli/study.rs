@@ -3,11 +3,9 @@
 
 use std::path::PathBuf;
 
-use super::progress::Progress;
-
 use super::run::{begin_session, finish_with, LabArgs, MeasureArgs};
 use super::{Cli, Out};
-use crate::study::{self, profile::parse_sets, run::Step};
+use crate::study::{self, profile::parse_sets};
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
@@ -89,15 +87,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         lab: &lab,
         options: &options,
     };
-    let weights = study::run::weights(&req);
-    let mut progress = Progress::new(out, "key issues", weights, None).expected();
-    let mut show = |step: Step| match step {
-        Step::Issue(name) => progress.start(name),
-        Step::Trial { n, max } => progress.tick(&format!("trial {n} (≤{max})")),
-        Step::IssueDone => progress.done(),
-    };
-    let (run, stop) = study::run::run(&req, session, store.as_mut(), out, &mut show);
-    progress.finish();
+    let (run, stop) = study::run::run(&req, session, store.as_mut(), out);
     let copy = args.export.wanted().then(|| run.clone());
     let finished = finish_with(run, store.as_mut(), out, true);
     if let Some(run) = &copy {

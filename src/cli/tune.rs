@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use super::run::{begin_session, finish, LabArgs, MeasureArgs};
 use super::{Cli, Out};
 use crate::engine::catalog::Catalog;
-use crate::engine::params::{expand_points, split_assignment};
 use crate::engine::session::target_or_temp;
 use crate::report::table;
 use crate::tune::knobs::{is_known, Knob, NAMES};
@@ -83,12 +82,7 @@ pub fn exec(
         ));
     }
     let exp = experiments.find(&args.experiment)?;
-    let overrides = args
-        .params
-        .iter()
-        .map(|p| split_assignment(p))
-        .collect::<Result<Vec<_>>>()?;
-    let points = expand_points(&exp.params(), &overrides)?;
+    let points = crate::engine::verbs::run::points(exp.as_ref(), &args.params)?;
     if points.len() != 1 {
         // Name the parameters that sweep (by default or from -p).
         let sweeping: Vec<String> = points[0]
@@ -153,22 +147,9 @@ pub fn exec(
         metric: &metric,
         noise: args.noise,
     };
-    let (run, error) = crate::tune::run::run(&req, session, out, &mut |round| {
-        if !out.quiet && out.interactive {
-            eprint!("\rround {round}");
-        }
-    });
-    let json = out.json;
-    let run = finish(
-        run,
-        store.as_mut(),
-        &Out {
-            json,
-            quiet: out.quiet,
-            interactive: false,
-        },
-    )?;
-    if !json && !run.results.is_empty() {
+    let (run, error) = crate::tune::run::run(&req, session, out);
+    let run = finish(run, store.as_mut(), out)?;
+    if !out.json && !run.results.is_empty() {
         out.data(&summary_table(&args.knob, &run.results, &metric))?;
         match best_value(&args.knob, &run.results, &metric, args.noise) {
             Ok(v) => out.data(&format!("{}\n", v.explanation))?,

@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod host;
 pub mod import;
 pub mod measure;
+pub mod observer;
 pub mod params;
 pub mod pipeline;
 pub mod process;
@@ -19,9 +20,8 @@ use std::sync::Arc;
 // The run model moved to the bottom module `crate::model` (store and report
 // read it without the engine). These paths stay for code written against them.
 pub use crate::model::profile as profile_model;
-pub use crate::model::run as model;
+pub use crate::model::run::{MetricResult, PointResult, Run, Series};
 pub use crate::model::Better;
-pub use model::{MetricResult, PointResult, Run, Series};
 pub use params::{ParamKind, ParamSpec, ParamValue, Point};
 pub use spec::{MetricSpec, Needs, RunDefaults, Spec};
 // The CLI names the store it opened (`pipeline::open_store`) and hands to

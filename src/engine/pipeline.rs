@@ -1,11 +1,11 @@
 //! The session pipeline every measuring command shares: start a session
 //! (quietness check, environment, sampler), run an experiment's points on the
 //! target or on each lab file system in turn, and store the finished run.
-//! Printing is the caller's: messages go through an [`Observer`].
+//! Printing is the caller's: everything said goes to an [`Observer`].
 
 use std::path::{Path, PathBuf};
 
-use super::model::Run;
+use super::observer::Observer;
 use super::session::{self, prepare_ctx, tag, worth_storing, Session, Watch};
 use super::{Ctx, Experiment, Point};
 use crate::engine::runner::Outcome;
@@ -13,28 +13,11 @@ use crate::lab::throttle::ThrottleLimits;
 use crate::lab::{
     mkfs_available, mkfs_missing, parse_fs_list, parse_throttle, throttle_for, FsSpec, LabFs,
 };
+use crate::model::run::Run;
 use crate::safety::is_root;
 use crate::safety::scratch::target_or_temp;
 use crate::store::Store;
 use crate::{Error, Result};
-
-/// Where the pipeline's messages go (the CLI prints them on stderr).
-pub trait Observer {
-    /// Progress and facts ("stored run …").
-    fn info(&self, msg: &str);
-    /// Something the user should know about the measurement.
-    fn warn(&self, msg: &str);
-    /// A warning the run keeps and its printed output shows again at the
-    /// end: said now too, unless the user asked for each thing once (-q).
-    fn run_warning(&self, msg: &str) {
-        self.warn(msg)
-    }
-    /// An error said beside another one (the store's failure when the
-    /// measurement failed too), so that neither is lost.
-    fn error(&self, msg: &str) {
-        self.warn(msg)
-    }
-}
 
 /// How a verb's session ended: the finished run, the error that ended the
 /// measurement, and the store's failure. The verb prints the run first and
@@ -134,12 +117,7 @@ pub fn store_run(
     };
     match saved {
         Ok(()) => {
-            obs.info(&format!(
-                "stored run {} ({}) in {}",
-                run.id,
-                run.status.as_str(),
-                store.location()
-            ));
+            obs.stored(run, store.location());
             None
         }
         Err(e) => Some(e),

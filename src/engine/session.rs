@@ -9,10 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::model::{new_run_id, now_rfc3339, PointResult, Run, RunStatus, StorageFact, RUN_SCHEMA};
 use super::params::{ParamSpec, ParamValue};
 use super::runner::Outcome;
 use super::{Ctx, Experiment, Point};
+use crate::model::run::{
+    new_run_id, now_rfc3339, PointResult, Run, RunStatus, StorageFact, RUN_SCHEMA,
+};
 use crate::observe::sampler::Sampler;
 pub use crate::safety::scratch::target_or_temp;
 use crate::safety::Scratch;

@@ -1,6 +1,7 @@
 //! Memory of one process (/proc/<pid>/smaps_rollup and status) and of the
 //! whole system the way `free` reports it (/proc/meminfo).
 
+use procfs::Current;
 use serde::{Deserialize, Serialize};
 use std::io;
 
@@ -74,25 +75,27 @@ pub fn read_proc(pid: u32) -> io::Result<ProcMem> {
     })
 }
 
-pub fn parse_meminfo(text: &str) -> SystemMem {
-    let f = |k| kb_field(text, k).unwrap_or(0);
-    let total = f("MemTotal");
-    let free = f("MemFree");
-    let buff_cache = f("Buffers") + f("Cached") + f("SReclaimable");
-    let used = total.saturating_sub(free + buff_cache);
+/// `free`'s figures from /proc/meminfo as procfs reads it (in bytes).
+pub fn system_mem(m: &procfs::Meminfo) -> SystemMem {
+    let buff_cache = m.buffers + m.cached + m.s_reclaimable.unwrap_or(0);
     SystemMem {
-        total,
-        used,
-        free,
-        shared: f("Shmem"),
+        total: m.mem_total,
+        used: m.mem_total.saturating_sub(m.mem_free + buff_cache),
+        free: m.mem_free,
+        shared: m.shmem.unwrap_or(0),
         buff_cache,
-        available: kb_field(text, "MemAvailable").unwrap_or(free + buff_cache),
-        swap_used: f("SwapTotal").saturating_sub(f("SwapFree")),
+        available: m.mem_available.unwrap_or(m.mem_free + buff_cache),
+        swap_used: m.swap_total.saturating_sub(m.swap_free),
     }
 }
 
+/// /proc/meminfo, through procfs.
+pub fn read_meminfo() -> io::Result<procfs::Meminfo> {
+    procfs::Meminfo::current().map_err(super::vmstat::to_io)
+}
+
 pub fn read_system() -> io::Result<SystemMem> {
-    Ok(parse_meminfo(&std::fs::read_to_string("/proc/meminfo")?))
+    Ok(system_mem(&read_meminfo()?))
 }
 
 /// Running maxima over samples of one process.
@@ -137,9 +140,14 @@ mod tests {
 
     #[test]
     fn free_arithmetic() {
+        use procfs::FromBufRead;
+        // The fields procfs requires, then those `free` reads.
         let t = "MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 600 kB\nBuffers: 50 kB\n\
-                 Cached: 300 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\nShmem: 10 kB\nSReclaimable: 50 kB\n";
-        let s = parse_meminfo(t);
+                 Cached: 300 kB\nSwapCached: 0 kB\nActive: 0 kB\nInactive: 0 kB\n\
+                 SwapTotal: 0 kB\nSwapFree: 0 kB\nDirty: 0 kB\nWriteback: 0 kB\nMapped: 0 kB\n\
+                 Slab: 0 kB\nCommitted_AS: 0 kB\nVmallocTotal: 0 kB\nVmallocUsed: 0 kB\n\
+                 VmallocChunk: 0 kB\nShmem: 10 kB\nSReclaimable: 50 kB\n";
+        let s = system_mem(&procfs::Meminfo::from_buf_read(t.as_bytes()).unwrap());
         assert_eq!(s.buff_cache, 400 * 1024);
         assert_eq!(s.used, 500 * 1024);
         assert_eq!(s.available, 600 * 1024);

@@ -31,11 +31,7 @@ pub fn render(c: &RunComparison) -> String {
     }
     let mut rows = Vec::new();
     for p in &c.pairs {
-        let params = if p.base_params == p.new_params {
-            p.base_params.clone()
-        } else {
-            format!("{} → {}", p.base_params, p.new_params)
-        };
+        let params = p.params();
         for m in &p.metrics {
             let x = &m.comparison;
             rows.push(vec![

@@ -11,6 +11,7 @@ pub mod export;
 pub mod history;
 pub mod html;
 pub mod md_report;
+pub mod monitor;
 mod params;
 mod pick_charts;
 pub mod runview;

@@ -45,6 +45,19 @@ pub fn render_header(run: &Run) -> String {
 }
 
 /// Rows of metric summaries for a set of point results.
+/// The columns of a run's metric table, in the terminal and in the report.
+pub(crate) const METRIC_COLUMNS: &[&str] = &[
+    "params",
+    "metric",
+    "median",
+    "95% CI of median",
+    "±CI",
+    "n",
+    "CV",
+    "stopped by",
+    "outliers",
+];
+
 fn metric_rows(results: &[&PointResult]) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     for r in results {
@@ -80,20 +93,7 @@ pub fn render(run: &Run) -> String {
         let results: Vec<&PointResult> =
             run.results.iter().filter(|r| r.experiment == exp).collect();
         s.push_str(&format!("\n{exp}\n"));
-        s.push_str(&table(
-            &[
-                "params",
-                "metric",
-                "median",
-                "95% CI of median",
-                "±CI",
-                "n",
-                "CV",
-                "stopped by",
-                "outliers",
-            ],
-            metric_rows(&results),
-        ));
+        s.push_str(&table(METRIC_COLUMNS, metric_rows(&results)));
         let mut notes: Vec<&String> = results.iter().flat_map(|r| &r.notes).collect();
         notes.dedup();
         for n in notes {

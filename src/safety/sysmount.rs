@@ -12,6 +12,7 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use crate::system::mounts::unescape_mount as unescape;
 use crate::{Error, Result};
 
 /// MS_NOSYMFOLLOW (Linux 5.10; not in every libc crate version).
@@ -36,28 +37,6 @@ impl MountLine {
             .chain(&self.super_opts)
             .any(|x| x == o)
     }
-}
-
-/// Undo the kernel's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() {
-            if let Some(v) = std::str::from_utf8(&b[i + 1..i + 4])
-                .ok()
-                .and_then(|o| u8::from_str_radix(o, 8).ok())
-            {
-                out.push(v);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Parse mountinfo text.

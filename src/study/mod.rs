@@ -1,6 +1,7 @@
 //! Studies: a profile of key issues (experiments, parameters, pass
 //! criteria) run in one go, with a verdict per key issue.
 
+pub mod advice;
 pub mod footprint;
 pub mod profile;
 pub mod run;
@@ -8,7 +9,7 @@ pub mod verdict;
 
 pub use profile::{load, Profile};
 
-use crate::engine::model::StudySummary;
+use crate::model::run::StudySummary;
 use crate::report::table;
 
 /// The closing table: key issue, result, verdict, conclusion.
@@ -57,7 +58,7 @@ pub fn step_times(s: &StudySummary) -> Option<String> {
 #[cfg(test)]
 mod step_time_tests {
     use super::*;
-    use crate::engine::model::IssueVerdict;
+    use crate::model::run::IssueVerdict;
 
     #[test]
     fn step_times_name_each_issue_and_the_total() {

@@ -1,30 +1,21 @@
 //! Running a study: each key issue measured in turn on the target (or each
 //! lab file system), judged against its criteria, and the growing run
 //! stored after each so a kill loses at most the issue in progress.
-//! Printing is the caller's: messages go through an [`Observer`], progress
-//! through a [`Step`] callback.
+//! Printing is the caller's: messages and progress go to an [`Observer`]
+//! (each key issue is an item; its trials, not its points, show).
 
 use std::path::Path;
 
 use super::profile::{KeyIssue, Profile};
 use super::verdict::judge;
-use crate::engine::model::{now_rfc3339, IssueVerdict, Run, RunStatus, StudySummary};
-use crate::engine::pipeline::{for_each_target, Lab, Observer};
-use crate::engine::runner::{run_points, Event, RunOptions};
+use crate::engine::observer::{Event, Observer, TrialsOnly};
+use crate::engine::pipeline::{for_each_target, Lab};
+use crate::engine::runner::{run_points, RunOptions};
 use crate::engine::session::Session;
+use crate::model::run::{now_rfc3339, IssueVerdict, Run, RunStatus, StudySummary};
 use crate::safety::is_root;
 use crate::store::Store;
 use crate::Error;
-
-/// Where a study is, for a progress display.
-pub enum Step<'a> {
-    /// A key issue begins.
-    Issue(&'a str),
-    /// A trial of the current key issue begins (at most `max`).
-    Trial { n: usize, max: usize },
-    /// The key issue is judged (and stored, when there is a store).
-    IssueDone,
-}
 
 /// What a study measures with and where.
 pub struct Request<'a> {
@@ -60,14 +51,25 @@ pub fn run(
     mut session: Session,
     mut store: Option<&mut Store>,
     obs: &dyn Observer,
-    step: &mut dyn FnMut(Step),
 ) -> (Run, Option<Error>) {
     let profile = req.profile;
     let mut verdicts = Vec::new();
     let mut stop = None;
     let mut progress_error: Option<Error> = None;
-    for issue in &profile.issues {
-        step(Step::Issue(&issue.name));
+    let total = profile.issues.len();
+    obs.progress(Event::Begin {
+        what: "key issues",
+        weights: &weights(req),
+        budget: None,
+        expected: true,
+    });
+    for (index, issue) in profile.issues.iter().enumerate() {
+        obs.progress(Event::Started {
+            index,
+            total,
+            of: "",
+            label: &issue.name,
+        });
         let exp = issue.experiment.as_ref();
         let before = session.run.results.len();
         let began = std::time::Instant::now();
@@ -86,11 +88,7 @@ pub fn run(
                         obs,
                         &mut session,
                         &mut |ctx| {
-                            run_points(exp, &issue.points, ctx, &plan, fixed, &mut |ev| {
-                                if let Event::Trial { n, max } = ev {
-                                    step(Step::Trial { n, max });
-                                }
-                            })
+                            run_points(exp, &issue.points, ctx, &plan, fixed, &TrialsOnly(obs))
                         },
                     )
                 }
@@ -115,7 +113,10 @@ pub fn run(
                 progress_error = Some(e);
             }
         }
-        step(Step::IssueDone);
+        obs.progress(Event::Done {
+            index,
+            stop_reason: "",
+        });
         match error {
             Some(e @ Error::Interrupted(_)) => {
                 stop = Some(e);
@@ -129,6 +130,7 @@ pub fn run(
             None => {}
         }
     }
+    obs.progress(Event::End);
     session.run.study = Some(summary(profile, verdicts));
     let run = session.finish(stop.as_ref());
     (run, stop)

@@ -23,7 +23,7 @@
 //! system) keeps its PASS/FAIL/MARGINAL but says that it is on suspect data.
 
 use super::profile::{Criterion, KeyIssue, Over};
-use crate::engine::model::{IssueVerdict, PointResult};
+use crate::model::run::{IssueVerdict, PointResult};
 use crate::units::human;
 
 /// The outcome of one criterion.
@@ -341,9 +341,9 @@ pub fn judge(issue: &KeyIssue, results: &[PointResult], error: Option<&str>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::model::MetricResult;
     use crate::engine::params::ParamValue;
     use crate::engine::Better;
+    use crate::model::run::MetricResult;
     use crate::study::profile::Op;
     use std::collections::BTreeMap;
 
@@ -516,9 +516,9 @@ mod tests {
         }
     }
 
-    fn flagged(kind: &str) -> crate::engine::model::TrialCheck {
-        crate::engine::model::TrialCheck {
-            flags: vec![crate::engine::model::Flag {
+    fn flagged(kind: &str) -> crate::model::run::TrialCheck {
+        crate::model::run::TrialCheck {
+            flags: vec![crate::model::run::Flag {
                 kind: kind.into(),
                 detail: "cpu-thermal at 85.0 °C".into(),
             }],

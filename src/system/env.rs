@@ -30,7 +30,7 @@ const QUEUE_FILES: &[(&str, &str)] = &[
 
 /// Writeback / swap sysctls under /proc/sys/vm. procfs 0.17's `sys::vm`
 /// module does not cover these, so they are read as plain files.
-const VM_SYSCTLS: &[&str] = &[
+pub(crate) const VM_SYSCTLS: &[&str] = &[
     "dirty_ratio",
     "dirty_background_ratio",
     "dirty_bytes",

@@ -258,15 +258,7 @@ fn usb(f: &mut Facts, disk: &Path) {
 }
 
 fn vm(f: &mut Facts) {
-    for s in [
-        "dirty_ratio",
-        "dirty_background_ratio",
-        "dirty_bytes",
-        "dirty_background_bytes",
-        "dirty_expire_centisecs",
-        "dirty_writeback_centisecs",
-        "swappiness",
-    ] {
+    for s in super::env::VM_SYSCTLS {
         f.file("vm", &format!("vm.{s}"), format!("/proc/sys/vm/{s}"));
     }
     let page = procfs::page_size();

@@ -1,8 +1,7 @@
 //! Running a tune: on the target (or each lab file system) the knob is
 //! resolved, each value probed, the values swept in shuffled rounds and
 //! the original always written back; the run records what `apply` needs.
-//! Printing is the caller's: messages go through an [`Observer`], rounds
-//! through a callback.
+//! Printing is the caller's: messages and rounds go to an [`Observer`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,11 +9,12 @@ use std::path::{Path, PathBuf};
 use super::apply::{ENV_DEVICE, ENV_KNOB, ENV_LAB, ENV_METRIC, ENV_NOISE, ENV_ORIGINAL};
 use super::knobs::{Knob, KnobGuard};
 use super::sweep::{sweep, Sweep};
-use crate::engine::model::Run;
-use crate::engine::pipeline::{for_each_target, Lab, Observer};
+use crate::engine::observer::Observer;
+use crate::engine::pipeline::{for_each_target, Lab};
 use crate::engine::runner::{Outcome, Plan};
 use crate::engine::session::Session;
 use crate::engine::{Ctx, Experiment, Point};
+use crate::model::run::Run;
 use crate::{Error, Result};
 
 /// What a tune sweeps, with what and where.
@@ -39,12 +39,7 @@ pub struct Request<'a> {
 /// Sweep the knob into `session` and finish the run; the error that
 /// stopped it, if any, is returned beside it (the caller stores and prints
 /// first).
-pub fn run(
-    req: &Request,
-    mut session: Session,
-    obs: &dyn Observer,
-    round: &mut dyn FnMut(usize),
-) -> (Run, Option<Error>) {
+pub fn run(req: &Request, mut session: Session, obs: &dyn Observer) -> (Run, Option<Error>) {
     let mut restored = Vec::new();
     let mut used: Vec<Used> = Vec::new();
     let error = for_each_target(
@@ -105,7 +100,7 @@ pub fn run(
                 exp: req.exp,
                 point: &req.points[0],
             };
-            let mut outcome = sweep(&mut guard, &sw, ctx, req.plan, round);
+            let mut outcome = sweep(&mut guard, &sw, ctx, req.plan, obs);
             for r in &mut outcome.results {
                 let v = r.params.get(req.knob).map(|v| v.to_string());
                 for n in &notes {

@@ -8,10 +8,11 @@ use serde::Serialize;
 
 use super::knobs::KnobGuard;
 use crate::engine::measure::{measure, Clock, Loop, Monotonic, Schedule, Trials, Values};
-use crate::engine::model::{MetricResult, PointResult};
+use crate::engine::observer::{Event, Observer};
 use crate::engine::params::ParamValue;
 use crate::engine::runner::{Outcome, Plan};
 use crate::engine::{Better, Ctx, Experiment, Point, PointRun};
+use crate::model::run::{MetricResult, PointResult};
 use crate::stats::{self, compare, Verdict};
 use crate::{Error, Result};
 
@@ -30,7 +31,7 @@ pub fn sweep(
     sw: &Sweep,
     ctx: &Ctx,
     plan: &Plan,
-    progress: &mut dyn FnMut(usize),
+    obs: &dyn Observer,
 ) -> Outcome {
     let seed = rand::random();
     sweep_with(
@@ -51,7 +52,7 @@ pub fn sweep(
         plan,
         seed,
         &mut Monotonic::start(),
-        progress,
+        obs,
     )
 }
 
@@ -64,14 +65,14 @@ pub fn sweep_with(
     plan: &Plan,
     seed: u64,
     clock: &mut dyn Clock,
-    progress: &mut dyn FnMut(usize),
+    obs: &dyn Observer,
 ) -> Outcome {
     let mut out = Outcome {
         results: Vec::new(),
         warnings: Vec::new(),
         error: None,
     };
-    match run(set, sw, ctx, plan, seed, clock, progress) {
+    match run(set, sw, ctx, plan, seed, clock, obs) {
         Ok(results) => out.results = results,
         Err(e) => out.error = Some(e),
     }
@@ -85,7 +86,7 @@ struct KnobTrials<'a, S> {
     values: &'a [String],
     state: &'a mut Box<dyn PointRun>,
     ctx: &'a Ctx,
-    progress: &'a mut dyn FnMut(usize),
+    obs: &'a dyn Observer,
 }
 
 impl<S: FnMut(&str) -> Result<()>> Trials for KnobTrials<'_, S> {
@@ -97,7 +98,7 @@ impl<S: FnMut(&str) -> Result<()>> Trials for KnobTrials<'_, S> {
         Ok(self.state.trial(self.ctx)?.0)
     }
     fn round_done(&mut self, rounds: usize) {
-        (self.progress)(rounds);
+        self.obs.progress(Event::Round(rounds));
     }
 }
 
@@ -108,7 +109,7 @@ fn run(
     plan: &Plan,
     seed: u64,
     clock: &mut dyn Clock,
-    progress: &mut dyn FnMut(usize),
+    obs: &dyn Observer,
 ) -> Result<Vec<PointResult>> {
     let Sweep {
         knob,
@@ -133,7 +134,7 @@ fn run(
             values,
             state: &mut state,
             ctx,
-            progress,
+            obs,
         },
     );
     if let Some(e) = m.error {

@@ -87,7 +87,7 @@ pub fn clock_below_max(ev: &Evidence, _: Workload) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::model::{MetricResult, PointResult};
+    use crate::model::run::{MetricResult, PointResult};
     use crate::model::Better;
     use crate::system::inspect::Facts;
 

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use super::{fact, finding, target, Evidence, Finding, Outcome, Severity, Workload};
-use crate::engine::model::PointResult;
 use crate::experiments::io::random;
+use crate::model::run::PointResult;
 use crate::units::human;
 
 /// A depth saturates the device when it reaches this share of the best IOPS.
@@ -238,9 +238,9 @@ pub(super) fn scheduler(ev: &Evidence, w: Workload) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::model::MetricResult;
     use crate::engine::params::ParamValue;
     use crate::engine::Better;
+    use crate::model::run::MetricResult;
     use crate::system::inspect::Facts;
 
     fn result(rw: &str, depth: u64, iops: f64, p99: f64, read_p99: Option<f64>) -> PointResult {

@@ -11,11 +11,12 @@ use std::time::Instant;
 use super::measure::{
     check_declared, measure, ArmSamples, Clock, Loop, Monotonic, Schedule, Trials, Values,
 };
-use super::model::{MetricResult, PointResult};
+use super::observer::{Event, Observer};
 use super::{
     Ctx, Experiment, Fitted, ParamSpec, ParamValue, Point, PointExtras, PointRun, PointTime,
     RunDefaults,
 };
+use crate::model::run::{MetricResult, PointResult};
 use crate::observe::validity::{Guard, Roots, TrialCheck, Validity};
 use crate::stats;
 use crate::{Error, Result};
@@ -107,23 +108,6 @@ pub fn trial_time(secs: f64) -> std::result::Result<std::time::Duration, String>
     }
 }
 
-/// Progress events for a bar or a log line.
-pub enum Event<'a> {
-    PointStarted {
-        index: usize,
-        total: usize,
-        label: &'a str,
-    },
-    Trial {
-        n: usize,
-        max: usize,
-    },
-    PointDone {
-        index: usize,
-        stop_reason: &'a str,
-    },
-}
-
 /// Outcome of running all points: the completed ones, and the error that
 /// stopped the run early, if any (interrupt or failure).
 pub struct Outcome {
@@ -141,7 +125,7 @@ pub fn run_points(
     ctx: &Ctx,
     plan: &Plan,
     fixed_trials: bool,
-    progress: &mut dyn FnMut(Event),
+    obs: &dyn Observer,
 ) -> Outcome {
     run_points_with(
         exp,
@@ -150,7 +134,7 @@ pub fn run_points(
         plan,
         fixed_trials,
         &mut Monotonic::start(),
-        progress,
+        obs,
     )
 }
 
@@ -162,7 +146,7 @@ pub fn run_points_with(
     plan: &Plan,
     fixed_trials: bool,
     clock: &mut dyn Clock,
-    progress: &mut dyn FnMut(Event),
+    obs: &dyn Observer,
 ) -> Outcome {
     ctx.set_trial_time(plan.trial_time);
     let how = Loop {
@@ -178,7 +162,7 @@ pub fn run_points_with(
         plan,
         specs: exp.params(),
         declared: exp.metrics().iter().map(|m| m.name).collect(),
-        progress,
+        obs,
         state: None,
         guard: None,
         checks: Vec::new(),
@@ -207,7 +191,7 @@ struct PointTrials<'a> {
     plan: &'a Plan,
     specs: Vec<ParamSpec>,
     declared: Vec<&'static str>,
-    progress: &'a mut dyn FnMut(Event),
+    obs: &'a dyn Observer,
     state: Option<Box<dyn PointRun>>,
     guard: Option<Guard>,
     checks: Vec<TrialCheck>,
@@ -225,9 +209,10 @@ impl Trials for PointTrials<'_> {
 
     fn begin(&mut self, arm: usize) -> Result<()> {
         let label = self.points[arm].label(&self.specs);
-        (self.progress)(Event::PointStarted {
+        self.obs.progress(Event::Started {
             index: arm,
             total: self.points.len(),
+            of: self.exp.name(),
             label: &label,
         });
         self.t0 = Instant::now();
@@ -280,7 +265,7 @@ impl Trials for PointTrials<'_> {
     }
 
     fn progress(&mut self, _arm: usize, n: usize, max: usize) {
-        (self.progress)(Event::Trial { n, max });
+        self.obs.progress(Event::Trial { n, max });
     }
 
     fn end(&mut self, arm: usize, a: &ArmSamples) -> Result<()> {
@@ -292,7 +277,7 @@ impl Trials for PointTrials<'_> {
         let fitted = state.fitted();
         drop(state);
         let r = self.point_result(arm, a, extras, fitted);
-        (self.progress)(Event::PointDone {
+        self.obs.progress(Event::Done {
             index: arm,
             stop_reason: r
                 .metrics

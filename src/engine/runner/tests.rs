@@ -95,7 +95,14 @@ impl Experiment for Scripted {
 fn run_scripted(values: &[f64], plan: &Plan, fixed: bool) -> PointResult {
     let ctx = Ctx::new(None, std::env::temp_dir(), None);
     let exp = Scripted(values.to_vec());
-    let out = run_points(&exp, &[Point::default()], &ctx, plan, fixed, &mut |_| {});
+    let out = run_points(
+        &exp,
+        &[Point::default()],
+        &ctx,
+        plan,
+        fixed,
+        &crate::engine::observer::Silent,
+    );
     assert!(out.error.is_none());
     assert!(
         out.warnings.iter().all(|w| !w.contains("--warmup")),
@@ -215,7 +222,14 @@ fn a_fitted_size_is_stored_as_used_with_a_note() {
         budget: 60.0,
         trial_time: crate::engine::DEFAULT_TRIAL_TIME,
     };
-    let out = run_points(&Fitting, &[Point(params)], &ctx, &p, true, &mut |_| {});
+    let out = run_points(
+        &Fitting,
+        &[Point(params)],
+        &ctx,
+        &p,
+        true,
+        &crate::engine::observer::Silent,
+    );
     assert!(out.error.is_none());
     let r = &out.results[0];
     assert_eq!(r.params["size"], ParamValue::Int(48 << 20));

@@ -10,14 +10,15 @@ use std::process::Stdio;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use crate::engine::model::{MetricResult, PointResult};
-use crate::engine::pipeline::{close, Finished, Observer};
+use crate::engine::observer::Observer;
+use crate::engine::pipeline::{close, Finished};
 use crate::engine::process::console::{
     channel, follow, read_lines, BootTrial, Line, Marker, Serial, Tracker, Waited,
 };
 use crate::engine::process::run_shell;
 use crate::engine::session::Session;
 use crate::engine::{Better, ParamValue};
+use crate::model::run::{MetricResult, PointResult};
 use crate::stats::{self, StopReason};
 use crate::store::Store;
 use crate::{Error, Result};

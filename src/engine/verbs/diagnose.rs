@@ -3,9 +3,10 @@
 //! The CLI prints the sections and the findings.
 
 use crate::diagnose::{self, Options};
-use crate::engine::model::now_rfc3339;
-use crate::engine::pipeline::{close, Finished, Observer};
+use crate::engine::observer::Observer;
+use crate::engine::pipeline::{close, Finished};
 use crate::engine::session::Session;
+use crate::model::run::now_rfc3339;
 use crate::store::Store;
 use crate::Result;
 

@@ -5,13 +5,14 @@
 //! in one place); those that keep a run close it through the pipeline
 //! (`pipeline::close`: stored, the store's failure kept for after the
 //! results are printed) and return what the CLI renders. Messages go
-//! through the pipeline's `Observer`.
+//! through the engine's one `Observer` (`engine::observer`).
 
 pub mod boot;
 pub mod diagnose;
 pub mod memory;
 pub mod monitor;
 pub mod remote;
+pub mod run;
 pub mod time;
 
 use std::collections::BTreeMap;

@@ -6,10 +6,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::engine::model::Run;
-use crate::engine::pipeline::Observer;
+use crate::engine::observer::Observer;
 use crate::fleet::inventory::Host;
 use crate::fleet::remote::{self, Plan};
+use crate::model::run::Run;
 use crate::store::Store;
 use crate::{Error, Result};
 

@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 use crate::engine::measure::{
     measure, Loop, Monotonic, Plan, Schedule, StopReason, Trials, Values,
 };
-use crate::engine::model::{PointResult, Run};
-use crate::engine::pipeline::{close, Finished, Observer};
+use crate::engine::observer::Observer;
+use crate::engine::pipeline::{close, Finished};
 use crate::engine::process::once::{run_once, AppTrial, TimeSpec, METRICS};
 use crate::engine::process::run_shell;
 use crate::engine::session::Session;
 use crate::engine::ParamValue;
+use crate::model::run::{PointResult, Run};
 use crate::safety::signals;
 use crate::store::Store;
 use crate::{Error, Result};

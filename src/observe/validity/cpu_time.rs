@@ -30,18 +30,7 @@ impl Guard {
     /// reaped. A descendant reaped during a trial moves from "live" to our
     /// cutime, so deltas stay right.
     pub(super) fn own_ticks(&self) -> Option<u64> {
-        let mut total = proc_ticks(&self.roots.proc_, self.roots.pid)?;
-        let mut todo = children_of(&self.roots.proc_, self.roots.pid);
-        let mut seen = 0;
-        while let Some(p) = todo.pop() {
-            seen += 1;
-            if seen > 4096 {
-                break;
-            }
-            total += proc_ticks(&self.roots.proc_, p).unwrap_or(0);
-            todo.extend(children_of(&self.roots.proc_, p));
-        }
-        Some(total)
+        tree_sum(&self.roots.proc_, self.roots.pid, true, proc_ticks)
     }
 
     /// Flag steal time and other processes' CPU use.
@@ -112,6 +101,31 @@ pub(super) fn proc_ticks(proc_: &Path, pid: u32) -> Option<u64> {
     let get = |field: usize| f.get(field - 3)?.parse::<i64>().ok();
     let sum = get(14)? + get(15)? + get(16)? + get(17)?;
     Some(sum.max(0) as u64)
+}
+
+/// `read` of `pid`, plus (with `children`) of every live descendant, at
+/// most 4096 of them; None when `pid` itself cannot be read.
+pub(super) fn tree_sum(
+    proc_: &Path,
+    pid: u32,
+    children: bool,
+    read: fn(&Path, u32) -> Option<u64>,
+) -> Option<u64> {
+    let mut total = read(proc_, pid)?;
+    if !children {
+        return Some(total);
+    }
+    let mut todo = children_of(proc_, pid);
+    let mut seen = 0;
+    while let Some(p) = todo.pop() {
+        seen += 1;
+        if seen > 4096 {
+            break;
+        }
+        total += read(proc_, p).unwrap_or(0);
+        todo.extend(children_of(proc_, p));
+    }
+    Some(total)
 }
 
 /// Child pids of every thread of `pid`.

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::cpu_time::children_of;
+use super::cpu_time::tree_sum;
 use super::{flag, Guard, Reading, Roots, TrialCheck, OTHER_IO_BPS, OTHER_IO_MIN_BYTES};
 
 /// The disks to watch; none when our own I/O cannot be read.
@@ -35,20 +35,7 @@ impl Guard {
     /// Disk bytes of our process tree, like [`Self::own_ticks`]: reaped
     /// children's I/O is in our own /proc/PID/io.
     pub(super) fn own_io(&self) -> Option<u64> {
-        let mut total = proc_io(&self.roots.proc_, self.roots.pid)?;
-        if self.children {
-            let mut todo = children_of(&self.roots.proc_, self.roots.pid);
-            let mut seen = 0;
-            while let Some(p) = todo.pop() {
-                seen += 1;
-                if seen > 4096 {
-                    break;
-                }
-                total += proc_io(&self.roots.proc_, p).unwrap_or(0);
-                todo.extend(children_of(&self.roots.proc_, p));
-            }
-        }
-        Some(total)
+        tree_sum(&self.roots.proc_, self.roots.pid, self.children, proc_io)
     }
 
     /// Flag other processes' disk I/O.

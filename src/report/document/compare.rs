@@ -61,11 +61,7 @@ pub(super) fn comparison_section(c: &RunComparison) -> Section {
     ]);
     for p in &c.pairs {
         let distinct = distinct_params(c, &p.experiment, &p.new_params);
-        let params = if p.base_params == p.new_params {
-            p.base_params.clone()
-        } else {
-            format!("{} → {}", p.base_params, p.new_params)
-        };
+        let params = p.params();
         for m in &p.metrics {
             let x = &m.comparison;
             rows.push(ForestRow {

@@ -9,17 +9,7 @@ use crate::stats::HistogramData;
 use crate::units::{human, pct};
 
 pub(super) fn experiment_section(exp: &str, results: &[&PointResult]) -> Section {
-    let mut t = Table::new(&[
-        "params",
-        "metric",
-        "median",
-        "95% CI of median",
-        "±CI",
-        "n",
-        "CV",
-        "stopped by",
-        "outliers",
-    ]);
+    let mut t = Table::new(crate::report::runview::METRIC_COLUMNS);
     for r in results {
         for m in &r.metrics {
             let s = &m.summary;

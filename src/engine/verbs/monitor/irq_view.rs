@@ -18,42 +18,12 @@ impl ViewState for IrqView {
         rows.sort_by(|a, b| b.total_per_s.total_cmp(&a.total_per_s));
         self.prev_hard = hard;
         self.prev_soft = soft;
-        let ncpu = rows.first().map_or(0, |r| r.per_cpu_per_s.len());
-        let mut e = Emitted::default();
-        let _ = write!(e.table, "{:<8} {:<10} {:>10}", "kind", "source", "total/s");
-        for c in 0..ncpu {
-            let _ = write!(e.table, " {:>9}", format!("CPU{c}/s"));
-        }
-        e.table.push_str("  description\n");
-        for r in rows.iter().take(self.top) {
-            let _ = write!(
-                e.table,
-                "{:<8} {:<10} {:>10.1}",
-                r.kind, r.source, r.total_per_s
-            );
-            for v in &r.per_cpu_per_s {
-                let _ = write!(e.table, " {v:>9.1}");
-            }
-            let _ = writeln!(e.table, "  {}", r.desc);
-        }
-        for r in &rows {
-            for (c, v) in r.per_cpu_per_s.iter().enumerate() {
-                e.metrics.push((
-                    format!(
-                        "tunelab_{}_per_second",
-                        if r.kind == "irq" {
-                            "interrupts"
-                        } else {
-                            "softirqs"
-                        }
-                    ),
-                    format!("source=\"{}\",cpu=\"{c}\"", r.source),
-                    *v,
-                ));
-            }
-        }
-        e.table.push('\n');
-        e.json = json!({ "sources": rows });
-        Ok(e)
+        let shown = text::irq(&rows, self.top);
+        Ok(Emitted {
+            table: shown.table,
+            metrics: shown.gauges,
+            json: json!({ "sources": rows }),
+            ..Default::default()
+        })
     }
 }

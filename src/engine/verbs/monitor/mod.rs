@@ -1,9 +1,9 @@
 //! `tunelab monitor`'s sampling: every view reads cumulative counters
 //! (`crate::observe`), and per interval turns their change into rates — a
-//! table, a JSON object and OpenMetrics gauges for the CLI to print in the
+//! JSON object, and through `report::monitor` (rendering apart from
+//! sampling) a table and OpenMetrics gauges, for the CLI to print in the
 //! format asked for. The CLI runs the interval loop and prints.
 
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::observe::dirtywatch::{DirtySample, DirtyWatch};
 use crate::observe::hogs::{self, HogsFilter, HogsReader, TaskTimes};
 use crate::observe::{dirty, hints, iostat, irq, pressure, vmstat};
-use crate::units::human;
+use crate::report::monitor as text;
 use crate::{Error, Result};
 
 mod dirty_view;

@@ -1,0 +1,131 @@
+//! `run EXP`: an experiment's points measured in one session. [`plan`]
+//! checks everything a run needs before anything is created (the
+//! experiment, its points, the repetition plan, privileges, the lab, the
+//! target); [`Planned::measure`] begins the session, measures on the target
+//! or each lab file system, stores the run and hands it back with its
+//! errors, for the caller to print first and report after.
+
+use std::path::Path;
+
+use crate::engine::catalog::Catalog;
+use crate::engine::host::{check_target, is_root};
+use crate::engine::observer::{Event, Observer};
+use crate::engine::params::{expand_points, split_assignment};
+use crate::engine::pipeline::{self, for_each_target, Finished, Lab};
+use crate::engine::runner::{run_points, Plan, RunOptions};
+use crate::engine::session::Watch;
+use crate::engine::{Experiment, Point, Store};
+use crate::{Error, Result};
+
+/// What `run` was asked for, as parsed.
+pub struct Request<'a> {
+    pub experiment: &'a str,
+    /// `-p key=value[,value…]`, unsplit.
+    pub params: &'a [String],
+    pub options: RunOptions,
+    pub target: Option<&'a Path>,
+    /// `--fs`, `--fs-size`, `--throttle`.
+    pub fs: Option<&'a str>,
+    pub fs_size: u64,
+    pub throttle: Option<&'a str>,
+}
+
+/// A run checked and planned, not begun.
+pub struct Planned<'a> {
+    pub exp: Box<dyn Experiment>,
+    pub points: Vec<Point>,
+    pub plan: Plan,
+    /// A fixed trial count (no budget): the points keep to no budget.
+    pub fixed: bool,
+    lab: Lab,
+    target: Option<&'a Path>,
+}
+
+/// The points `-p key=value[,value…]` asks of `exp` (every combination of
+/// the values given, the defaults for the rest): shared by run and tune.
+pub fn points(exp: &dyn Experiment, params: &[String]) -> Result<Vec<Point>> {
+    let overrides = params
+        .iter()
+        .map(|p| split_assignment(p))
+        .collect::<Result<Vec<_>>>()?;
+    expand_points(&exp.params(), &overrides)
+}
+
+/// Check and plan a run: each refusal is one error, before anything is
+/// created (a target that cannot be used, too).
+pub fn plan<'a>(req: &Request<'a>, experiments: &Catalog) -> Result<Planned<'a>> {
+    let exp = experiments.find(req.experiment)?;
+    let points = points(exp.as_ref(), req.params)?;
+    for p in &points {
+        exp.validate(p)?;
+    }
+    let plan = req.options.plan(exp.defaults())?;
+    if exp.needs().root && !is_root() {
+        return Err(Error::privilege(format!(
+            "{} needs root (run it with sudo)",
+            exp.name()
+        )));
+    }
+    let lab = Lab::from_flags(req.fs, req.fs_size, req.throttle)?;
+    if let Some(t) = req.target {
+        check_target(t)?;
+    }
+    Ok(Planned {
+        exp,
+        points,
+        plan,
+        fixed: req.options.fixed(),
+        lab,
+        target: req.target,
+    })
+}
+
+impl Planned<'_> {
+    /// Measure in one session (watched as `watch` says, labelled `label`),
+    /// store the run unless `store` is None, and return it: the warnings
+    /// found while measuring are said again through `obs` once it is over.
+    pub fn measure(
+        &self,
+        watch: &Watch,
+        label: &str,
+        argv: &[String],
+        store: Option<&mut Store>,
+        obs: &dyn Observer,
+    ) -> Finished {
+        let exp = self.exp.as_ref();
+        let points = &self.points;
+        let mut session = pipeline::begin_session(watch, label, self.target, argv, obs);
+        let quiet_warnings = session.run.warnings.len();
+        // The runner shares the budget equally among the points.
+        let weights = vec![self.plan.budget / points.len().max(1) as f64; points.len()];
+        let error = for_each_target(
+            exp,
+            points,
+            self.target,
+            &self.lab,
+            obs,
+            &mut session,
+            &mut |ctx| {
+                obs.progress(Event::Begin {
+                    what: "points",
+                    weights: &weights,
+                    budget: (!self.fixed).then_some(self.plan.budget),
+                    expected: false,
+                });
+                let outcome = run_points(exp, points, ctx, &self.plan, self.fixed, obs);
+                obs.progress(Event::End);
+                outcome
+            },
+        );
+        let run = session.finish(error.as_ref());
+        for w in run.warnings.iter().skip(quiet_warnings) {
+            obs.run_warning(w);
+        }
+        let store_error = pipeline::store_run(&run, store, false, obs);
+        Finished {
+            run,
+            error,
+            store_error,
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! `tunelab monitor`'s text: each view's rows for one interval (sampled and
+//! turned into rates by `engine::verbs::monitor`) as a table and as
+//! OpenMetrics gauges, and the views' notes and summaries. Rendering only.
+
+use std::fmt::Write as _;
+
+use crate::observe::dirty::DirtyLimits;
+use crate::observe::dirtywatch::{DirtyLine, DirtySummary};
+use crate::observe::hogs::HogRow;
+use crate::observe::iostat::IostatRow;
+use crate::observe::irq::IrqRate;
+use crate::observe::pressure::{PowerRow, PsiRow, SlabRow};
+use crate::observe::vmstat::VmstatRow;
+use crate::units::human;
+
+/// (metric name, labels, value) for OpenMetrics.
+pub type Gauge = (String, String, f64);
+
+/// One interval of a view: its table text and its gauges.
+#[derive(Default)]
+pub struct Shown {
+    pub table: String,
+    pub gauges: Vec<Gauge>,
+}
+
+/// Rows between two repeats of a scrolling view's header.
+const HEADER_EVERY: usize = 20;
+
+/// Whether the `line`th line of a scrolling view starts with its header.
+pub fn header_due(line: usize) -> bool {
+    line.is_multiple_of(HEADER_EVERY)
+}
+
+pub fn vmstat(r: &VmstatRow, header: bool) -> Shown {
+    let mut e = Shown::default();
+    if header {
+        e.table.push_str(
+            "procs -----------memory---------- ---swap-- -----io---- -system-- -------cpu-------\n \
+             r  b   swpd     free     buff    cache   si   so    bi    bo   in   cs us sy id wa st\n",
+        );
+    }
+    let _ = writeln!(
+        e.table,
+        "{:>2} {:>2} {:>6} {:>8} {:>8} {:>8} {:>4.0} {:>4.0} {:>5.0} {:>5.0} {:>4.0} {:>4.0} {:>2.0} {:>2.0} {:>2.0} {:>2.0} {:>2.0}",
+        r.r, r.b, r.swpd_kb, r.free_kb, r.buff_kb, r.cache_kb, r.si, r.so, r.bi, r.bo,
+        r.in_s, r.cs_s, r.us, r.sy, r.id, r.wa, r.st
+    );
+    for (name, v) in [
+        ("procs_running", r.r as f64),
+        ("procs_blocked", r.b as f64),
+        ("swap_used_kib", r.swpd_kb as f64),
+        ("free_kib", r.free_kb as f64),
+        ("buffers_kib", r.buff_kb as f64),
+        ("cache_kib", r.cache_kb as f64),
+        ("swap_in_kib_per_second", r.si),
+        ("swap_out_kib_per_second", r.so),
+        ("blocks_in_kib_per_second", r.bi),
+        ("blocks_out_kib_per_second", r.bo),
+        ("interrupts_per_second", r.in_s),
+        ("context_switches_per_second", r.cs_s),
+    ] {
+        e.gauges
+            .push((format!("tunelab_vmstat_{name}"), String::new(), v));
+    }
+    for (mode, v) in [
+        ("user", r.us),
+        ("system", r.sy),
+        ("idle", r.id),
+        ("iowait", r.wa),
+        ("steal", r.st),
+    ] {
+        e.gauges.push((
+            "tunelab_vmstat_cpu_percent".into(),
+            format!("mode=\"{mode}\""),
+            v,
+        ));
+    }
+    e
+}
+
+pub fn iostat_preface(non_rotational: &[&str]) -> Vec<String> {
+    let mut v = vec![
+        "note: %util is the share of time with at least one request in flight; on devices that \
+         serve requests in parallel (SSD, NVMe, RAID, virtual disks) 100% does not mean saturated — \
+         watch aqu-sz and await instead"
+            .to_string(),
+    ];
+    if !non_rotational.is_empty() {
+        v.push(format!(
+            "non-rotational devices here: {}",
+            non_rotational.join(", ")
+        ));
+    }
+    v
+}
+
+pub fn iostat(rows: &[IostatRow]) -> Shown {
+    let mut e = Shown::default();
+    e.table.push_str(&format!(
+        "{:<10} {:>8} {:>8} {:>10} {:>10} {:>8} {:>8} {:>7} {:>8} {:>6}\n",
+        "Device",
+        "r/s",
+        "w/s",
+        "rkB/s",
+        "wkB/s",
+        "r_await",
+        "w_await",
+        "aqu-sz",
+        "areq-sz",
+        "%util"
+    ));
+    for r in rows {
+        let _ = writeln!(
+            e.table,
+            "{:<10} {:>8.2} {:>8.2} {:>10.2} {:>10.2} {:>8.2} {:>8.2} {:>7.2} {:>8.2} {:>6.1}",
+            r.device,
+            r.r_s,
+            r.w_s,
+            r.rkb_s,
+            r.wkb_s,
+            r.r_await_ms,
+            r.w_await_ms,
+            r.aqu_sz,
+            r.areq_sz_kb,
+            r.util_pct
+        );
+        let l = format!("device=\"{}\"", r.device);
+        for (n, v) in [
+            ("reads_per_second", r.r_s),
+            ("writes_per_second", r.w_s),
+            ("read_kib_per_second", r.rkb_s),
+            ("write_kib_per_second", r.wkb_s),
+            ("read_await_milliseconds", r.r_await_ms),
+            ("write_await_milliseconds", r.w_await_ms),
+            ("queue_size", r.aqu_sz),
+            ("request_size_kib", r.areq_sz_kb),
+            ("util_percent", r.util_pct),
+        ] {
+            e.gauges.push((format!("tunelab_iostat_{n}"), l.clone(), v));
+        }
+    }
+    e.table.push('\n');
+    e
+}
+
+pub fn hogs(rows: &[HogRow], threads: bool) -> Shown {
+    let mut e = Shown::default();
+    let _ = writeln!(
+        e.table,
+        "{:>8} {:<16} {:>9} {:>8} {:>8}",
+        if threads { "TID" } else { "PID" },
+        "NAME",
+        "CPU s",
+        "% 1 CPU",
+        "% all"
+    );
+    for r in rows {
+        let _ = writeln!(
+            e.table,
+            "{:>8} {:<16} {:>9.3} {:>7.1}% {:>7.1}%",
+            r.tid.unwrap_or(r.pid),
+            r.name,
+            r.cpu_s,
+            r.pct_cpu,
+            r.pct_machine
+        );
+        let l = format!(
+            "pid=\"{}\",{}name=\"{}\"",
+            r.pid,
+            r.tid.map(|t| format!("tid=\"{t}\",")).unwrap_or_default(),
+            r.name.replace('\\', "\\\\").replace('"', "\\\"")
+        );
+        e.gauges
+            .push(("tunelab_hogs_cpu_percent".into(), l, r.pct_cpu));
+    }
+    e.table.push('\n');
+    e
+}
+
+/// The `top` busiest sources in the table; every source as a gauge.
+pub fn irq(rows: &[IrqRate], top: usize) -> Shown {
+    let ncpu = rows.first().map_or(0, |r| r.per_cpu_per_s.len());
+    let mut e = Shown::default();
+    let _ = write!(e.table, "{:<8} {:<10} {:>10}", "kind", "source", "total/s");
+    for c in 0..ncpu {
+        let _ = write!(e.table, " {:>9}", format!("CPU{c}/s"));
+    }
+    e.table.push_str("  description\n");
+    for r in rows.iter().take(top) {
+        let _ = write!(
+            e.table,
+            "{:<8} {:<10} {:>10.1}",
+            r.kind, r.source, r.total_per_s
+        );
+        for v in &r.per_cpu_per_s {
+            let _ = write!(e.table, " {v:>9.1}");
+        }
+        let _ = writeln!(e.table, "  {}", r.desc);
+    }
+    for r in rows {
+        let what = if r.kind == "irq" {
+            "interrupts"
+        } else {
+            "softirqs"
+        };
+        for (c, v) in r.per_cpu_per_s.iter().enumerate() {
+            e.gauges.push((
+                format!("tunelab_{what}_per_second"),
+                format!("source=\"{}\",cpu=\"{c}\"", r.source),
+                *v,
+            ));
+        }
+    }
+    e.table.push('\n');
+    e
+}
+
+pub const SLAB_PREFACE: &str = "note: churn is the net change of active objects per second (/proc/slabinfo has no allocation counter)";
+
+pub fn slab(shown: &[&SlabRow]) -> Shown {
+    let mut e = Shown::default();
+    let _ = writeln!(
+        e.table,
+        "{:<28} {:>12} {:>8} {:>12} {:>12}",
+        "cache", "active objs", "obj size", "memory", "net churn/s"
+    );
+    for r in shown {
+        let _ = writeln!(
+            e.table,
+            "{:<28} {:>12} {:>8} {:>12} {:>12.0}",
+            r.name,
+            r.active_objs,
+            r.obj_size,
+            human(r.bytes as f64, "B"),
+            r.churn_per_s
+        );
+        let l = format!("cache=\"{}\"", r.name);
+        e.gauges.push((
+            "tunelab_slab_active_objects".into(),
+            l.clone(),
+            r.active_objs as f64,
+        ));
+        e.gauges
+            .push(("tunelab_slab_churn_per_second".into(), l, r.churn_per_s));
+    }
+    e.table.push('\n');
+    e
+}
+
+pub fn psi(rows: &[PsiRow]) -> Shown {
+    let mut e = Shown::default();
+    let _ = writeln!(
+        e.table,
+        "{:<8} {:>8} {:>8} {:>11}",
+        "resource", "some %", "full %", "some avg10"
+    );
+    for r in rows {
+        let _ = writeln!(
+            e.table,
+            "{:<8} {:>8.1} {:>8} {:>11.2}",
+            r.resource,
+            r.some_pct,
+            r.full_pct.map_or("-".into(), |f| format!("{f:.1}")),
+            r.some_avg10
+        );
+        e.gauges.push((
+            "tunelab_pressure_stalled_percent".into(),
+            format!("resource=\"{}\",kind=\"some\"", r.resource),
+            r.some_pct,
+        ));
+        if let Some(f) = r.full_pct {
+            e.gauges.push((
+                "tunelab_pressure_stalled_percent".into(),
+                format!("resource=\"{}\",kind=\"full\"", r.resource),
+                f,
+            ));
+        }
+    }
+    e.table.push('\n');
+    e
+}
+
+pub fn power(rows: &[PowerRow]) -> Shown {
+    let mut e = Shown::default();
+    for r in rows {
+        let idle: Vec<String> = r
+            .idle
+            .iter()
+            .map(|(n, pct, rate)| format!("{n} {pct:.1}% ({rate:.0}/s)"))
+            .collect();
+        let _ = writeln!(
+            e.table,
+            "cpu{:<3} governor {:<12} freq {:>8}  idle: {}",
+            r.cpu,
+            r.governor.as_deref().unwrap_or("-"),
+            r.freq_mhz.map_or("-".into(), |f| format!("{f:.0} MHz")),
+            if idle.is_empty() {
+                "-".into()
+            } else {
+                idle.join(", ")
+            }
+        );
+        if let Some(f) = r.freq_mhz {
+            e.gauges.push((
+                "tunelab_cpu_frequency_mhz".into(),
+                format!("cpu=\"{}\"", r.cpu),
+                f,
+            ));
+        }
+        for (n, pct, _) in &r.idle {
+            e.gauges.push((
+                "tunelab_cpu_idle_residency_percent".into(),
+                format!("cpu=\"{}\",state=\"{n}\"", r.cpu),
+                *pct,
+            ));
+        }
+    }
+    e.table.push('\n');
+    e
+}
+
+/// Where the kernel starts throttling writers, from the sysctls.
+pub fn dirty_preface(l: &DirtyLimits) -> String {
+    format!(
+        "throttling starts when Dirty + Writeback exceeds {} (vm.dirty_ratio {} / bytes {}, \
+         vm.dirty_background_ratio {} / bytes {}; kernel: balance_dirty_pages freerun point)",
+        if l.bytes > 0 {
+            "(dirty_bytes + dirty_background_bytes) / 2"
+        } else {
+            "(dirty_ratio + dirty_background_ratio) / 2 % of MemAvailable"
+        },
+        l.ratio,
+        l.bytes,
+        l.background_ratio,
+        l.background_bytes
+    )
+}
+
+pub fn dirty(line: &DirtyLine, header: bool) -> Shown {
+    let mut e = Shown::default();
+    if header {
+        let _ = writeln!(
+            e.table,
+            "{:>12} {:>12} {:>12} {:>12} {:>12} {:>8}",
+            "dirty", "writeback", "available", "cache", "throttle at", "% of it"
+        );
+    }
+    let _ = writeln!(
+        e.table,
+        "{:>12} {:>12} {:>12} {:>12} {:>12} {:>7.0}%{}",
+        human(line.dirty_bytes as f64, "B"),
+        human(line.writeback_bytes as f64, "B"),
+        human(line.available_bytes as f64, "B"),
+        human(line.cache_bytes as f64, "B"),
+        human(line.throttle_bytes as f64, "B"),
+        line.pct_of_throttle,
+        if line.exceeded { "  THROTTLING" } else { "" }
+    );
+    for (n, v) in [
+        ("dirty_bytes", line.dirty_bytes),
+        ("writeback_bytes", line.writeback_bytes),
+        ("available_bytes", line.available_bytes),
+        ("cache_bytes", line.cache_bytes),
+        ("throttle_threshold_bytes", line.throttle_bytes),
+    ] {
+        e.gauges
+            .push((format!("tunelab_dirty_{n}"), String::new(), v as f64));
+    }
+    e
+}
+
+/// The warning when writers are being throttled.
+pub fn dirty_warning(line: &DirtyLine) -> Option<String> {
+    line.exceeded.then(|| {
+        format!(
+            "Dirty + Writeback = {} exceeds the throttling threshold {}: writers are being slowed down",
+            human((line.dirty_bytes + line.writeback_bytes) as f64, "B"),
+            human(line.throttle_bytes as f64, "B")
+        )
+    })
+}
+
+pub fn dirty_summary(s: &DirtySummary) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "\ndirty watch summary ({} samples)", s.samples);
+    let _ = writeln!(
+        t,
+        "  intervals over the throttling threshold: {}",
+        s.intervals_over_threshold
+    );
+    let _ = writeln!(
+        t,
+        "  least available memory: {}",
+        human(s.min_available_bytes as f64, "B")
+    );
+    let _ = writeln!(
+        t,
+        "  largest page cache:     {}",
+        human(s.max_cache_bytes as f64, "B")
+    );
+    let _ = writeln!(
+        t,
+        "  largest Dirty+Writeback: {}",
+        human(s.max_dirty_writeback_bytes as f64, "B")
+    );
+    let _ = writeln!(t, "  must hold: {}", s.inequality);
+    for a in &s.advice {
+        let _ = writeln!(t, "  {a}");
+    }
+    t
+}

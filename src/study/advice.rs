@@ -1,0 +1,19 @@
+//! Findings for the CLI: advise's rules over the evidence gathered on a
+//! target (configuration, stored runs) or over one diagnosis. advise sits
+//! beside study; the CLI reaches it only through here.
+
+use std::path::Path;
+
+pub use crate::advise::{Advice, Finding, Workload};
+use crate::model::diagnosis::Diagnosis;
+use crate::store::Store;
+
+/// Everything advise can say about `target` and the runs in `store`.
+pub fn advice(target: &Path, store: Option<&Store>, workload: Workload) -> Advice {
+    crate::advise::advise(&crate::advise::gather(target, store), workload)
+}
+
+/// The findings on one diagnosis alone (what `diagnose` prints at its end).
+pub fn diagnosis_findings(run_id: &str, d: &Diagnosis) -> Vec<Finding> {
+    crate::advise::diagnosis_findings(run_id, d)
+}
