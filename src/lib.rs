@@ -3,9 +3,13 @@
 //! Data flows one way: CLI -> experiment registry -> runner (trials, stats,
 //! sampler) -> run model -> store / report; `analysis` computes comparisons and
 //! histories from stored runs, `report` renders them. See `docs/` and the README.
+//!
+//! Public are the modules the binary and the integration tests reach; the
+//! rest (`advise`, `analysis`, `observe`, `report`, `study`, `system`,
+//! `units`) are crate-private, so an unused item there is a warning.
 
-pub mod advise;
-pub mod analysis;
+pub(crate) mod advise;
+pub(crate) mod analysis;
 pub mod cli;
 pub mod diagnose;
 pub mod engine;
@@ -14,14 +18,14 @@ pub mod experiments;
 pub mod fleet;
 pub mod lab;
 pub mod model;
-pub mod observe;
-pub mod report;
+pub(crate) mod observe;
+pub(crate) mod report;
 pub mod safety;
 pub mod stats;
 pub mod store;
-pub mod study;
-pub mod system;
+pub(crate) mod study;
+pub(crate) mod system;
 pub mod tune;
-pub mod units;
+pub(crate) mod units;
 
 pub use error::{Error, Result};

@@ -8,7 +8,7 @@ mod rules;
 
 use serde::Serialize;
 
-pub use evidence::{gather, Evidence, Measured};
+pub use evidence::{gather, Evidence};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -17,7 +17,5 @@ pub mod sampler;
 pub mod validity;
 pub mod vmstat;
 
-pub use dirty::DirtyState;
-pub use iostat::{DiskCounters, IostatRow};
-pub use sampler::{MonitorSample, Sampler};
-pub use vmstat::{VmstatCounters, VmstatRow};
+pub use iostat::IostatRow;
+pub use vmstat::VmstatRow;

@@ -29,8 +29,9 @@ pub const BUILTIN: &[(&str, &str)] = &[
 struct RawProfile {
     name: String,
     title: String,
-    #[serde(default)]
-    description: String,
+    /// For the reader of the TOML; nothing prints it.
+    #[serde(default, rename = "description")]
+    _description: String,
     /// Other built-in profiles whose key issues come first.
     #[serde(default)]
     include: Vec<Spanned<String>>,
@@ -166,7 +167,6 @@ impl KeyIssue {
 pub struct Profile {
     pub name: String,
     pub title: String,
-    pub description: String,
     pub issues: Vec<KeyIssue>,
 }
 
@@ -381,7 +381,6 @@ pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Prof
     Ok(Profile {
         name: raw.name,
         title: raw.title,
-        description: raw.description,
         issues,
     })
 }

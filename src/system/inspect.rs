@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::device::{active_choice, device_for_path, BlockDevice};
 use super::mounts::mount_for_path;
 
-pub use super::facts::{Fact, Facts};
+pub use super::facts::Facts;
 
 /// Gather everything, for `target` (a directory) when given.
 pub fn inspect(target: Option<&Path>) -> Facts {

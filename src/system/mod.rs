@@ -9,9 +9,9 @@ pub mod mounts;
 pub mod quiet;
 
 pub use device::{device_for_path, BlockDevice};
-pub use env::{snapshot, Environment};
+pub use env::snapshot;
 pub use mounts::{mount_for_path, MountFact};
-pub use quiet::{check as quietness_check, BusyProcess, Quietness};
+pub use quiet::{check as quietness_check, Quietness};
 pub mod inspect;
 pub mod limits;
 

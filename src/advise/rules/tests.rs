@@ -1,4 +1,5 @@
-use super::super::{advise, Evidence, Measured, Severity, Workload};
+use super::super::evidence::Measured;
+use super::super::{advise, Evidence, Severity, Workload};
 use crate::system::inspect::Facts;
 
 /// A healthy ext4 on an SSD-like disk with sane limits.

@@ -74,6 +74,7 @@ fn colour(i: usize) -> RGBColor {
 }
 
 /// Why a chart is missing from a build without feature "charts".
+#[cfg(not(feature = "charts"))]
 pub const NO_CHARTS: &str = "this tunelab was built without charts (feature \"charts\"; the \
     static board build leaves them out): import the run on a host (`tunelab import`) and run \
     `tunelab report` there for the charts";
