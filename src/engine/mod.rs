@@ -17,9 +17,8 @@ pub mod verbs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-// The run model moved to the bottom module `crate::model` (store and report
-// read it without the engine). These paths stay for code written against them.
-pub use crate::model::profile as profile_model;
+// The run model lives in the bottom module `crate::model` (store and report
+// read it without the engine); experiments name its types through the engine.
 pub use crate::model::run::{MetricResult, PointResult, Run, Series};
 pub use crate::model::Better;
 pub use params::{ParamKind, ParamSpec, ParamValue, Point};
