@@ -10,39 +10,16 @@ pub struct IrqRow {
     pub counts: Vec<u64>,
 }
 
-/// Parse /proc/interrupts or /proc/softirqs (a "CPU0 CPU1 …" header, then
-/// "NAME: counts… [description]" rows).
+/// Parse /proc/interrupts or /proc/softirqs with the monitor's parser
+/// (`observe::irq`: a "CPU0 CPU1 …" header, then "NAME: counts… [description]"
+/// rows, short rows padded with zeros).
 pub fn parse_irq_table(text: &str) -> Vec<IrqRow> {
-    let mut lines = text.lines();
-    let ncpu = lines
-        .next()
-        .map(|h| {
-            h.split_whitespace()
-                .filter(|w| w.starts_with("CPU"))
-                .count()
-        })
-        .unwrap_or(0);
-    lines
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(':')?;
-            let mut words = rest.split_whitespace();
-            let mut counts = Vec::with_capacity(ncpu);
-            let mut device = Vec::new();
-            for w in words.by_ref() {
-                match w.parse::<u64>() {
-                    Ok(v) if counts.len() < ncpu => counts.push(v),
-                    _ => {
-                        device.push(w);
-                        break;
-                    }
-                }
-            }
-            device.extend(words);
-            (!counts.is_empty()).then(|| IrqRow {
-                name: name.trim().to_string(),
-                device: device.join(" "),
-                counts,
-            })
+    crate::observe::irq::parse(text)
+        .into_iter()
+        .map(|r| IrqRow {
+            name: r.source,
+            device: r.desc,
+            counts: r.per_cpu,
         })
         .collect()
 }
