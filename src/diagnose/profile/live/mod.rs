@@ -190,13 +190,7 @@ impl Live {
     /// the blocked-time tables) and every distinct wait stack with its
     /// count and longest wait.
     pub fn finish_offcpu(mut self) -> Result<super::OffCpuTrace, String> {
-        self.stop.store(true, Ordering::SeqCst);
-        let collected = self
-            .reader
-            .take()
-            .expect("reader joined only here")
-            .join()
-            .map_err(|_| "the off-CPU reader thread panicked".to_string())?;
+        let collected = self.stop_reader("off-CPU")?;
         let sampling_ms = self.started.elapsed().as_secs_f64() * 1e3;
         let cpu0 = common::thread_cpu_ns();
         let stacks = symbols::resolve(&collected);
@@ -309,14 +303,18 @@ impl Live {
         })
     }
 
-    pub fn finish(mut self) -> Result<Profile, String> {
+    /// Stop the reader thread and take what it collected.
+    fn stop_reader(&mut self, what: &str) -> Result<Collected, String> {
         self.stop.store(true, Ordering::SeqCst);
-        let collected = self
-            .reader
+        self.reader
             .take()
-            .expect("reader joined only here")
+            .ok_or_else(|| format!("the {what} reader was already stopped"))?
             .join()
-            .map_err(|_| "the profile reader thread panicked".to_string())?;
+            .map_err(|_| format!("the {what} reader thread panicked"))
+    }
+
+    pub fn finish(mut self) -> Result<Profile, String> {
+        let collected = self.stop_reader("profile")?;
         let sampling_ms = self.started.elapsed().as_secs_f64() * 1e3;
         let cpu0 = common::thread_cpu_ns();
         let distinct = collected.stacks.len() as u64;
