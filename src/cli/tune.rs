@@ -226,7 +226,7 @@ fn dry_run(
     s.push_str(&format!(
         "  workload: {} {} in {}; judged on {metric}{}\n",
         exp.name(),
-        point.label(&exp.params()),
+        point.label(exp.params()),
         target.display(),
         if args.metric.is_none() {
             " (the default for this knob)"

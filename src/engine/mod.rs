@@ -310,7 +310,7 @@ pub trait Experiment: Send + Sync {
     }
 }
 
-/// Short reads of the Spec, for the verbs written before it existed.
+/// Short reads of the Spec (borrowed from the static, never copied).
 impl<'a> dyn Experiment + 'a {
     pub fn name(&self) -> &'static str {
         self.spec().name
@@ -321,11 +321,11 @@ impl<'a> dyn Experiment + 'a {
     pub fn method(&self) -> &'static str {
         self.spec().method
     }
-    pub fn params(&self) -> Vec<ParamSpec> {
-        self.spec().params.to_vec()
+    pub fn params(&self) -> &'static [ParamSpec] {
+        self.spec().params
     }
-    pub fn metrics(&self) -> Vec<MetricSpec> {
-        self.spec().metrics.to_vec()
+    pub fn metrics(&self) -> &'static [MetricSpec] {
+        self.spec().metrics
     }
     pub fn needs(&self) -> Needs {
         self.spec().needs

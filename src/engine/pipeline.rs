@@ -202,7 +202,7 @@ pub fn for_each_target(
             .map(|t| session::throttle_text(t.read_bps, t.write_bps, t.read_iops, t.write_iops));
         let storage = session::storage_of(&ctx, label, throttle);
         session::stamp_storage(&mut outcome.results, storage.as_ref());
-        session::stamp_kinds(&mut outcome.results, &exp.params());
+        session::stamp_kinds(&mut outcome.results, exp.params());
         drop(ctx); // the scratch directory goes before the lab file system
         if let Some(l) = label {
             tag(&mut outcome.results, "fs", l);

@@ -311,27 +311,23 @@ pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Prof
                     ))
                 }
             };
-            let spec = exp
-                .params()
-                .into_iter()
-                .find(|p| p.name == k)
-                .ok_or_else(|| {
-                    at(
-                        v.span(),
-                        format!(
-                            "{} has no parameter '{k}' (see tunelab list {})",
-                            exp.name(),
-                            exp.name()
-                        ),
-                    )
-                })?;
+            let spec = exp.spec().param(k).ok_or_else(|| {
+                at(
+                    v.span(),
+                    format!(
+                        "{} has no parameter '{k}' (see tunelab list {})",
+                        exp.name(),
+                        exp.name()
+                    ),
+                )
+            })?;
             spec.parse_list(&value)
                 .map_err(|e| at(v.span(), e.to_string()))?;
             overrides.push((k.clone(), value));
         }
         let span = ri.experiment.span();
-        let points = expand_points(&exp.params(), &overrides)
-            .map_err(|e| at(span.clone(), e.to_string()))?;
+        let points =
+            expand_points(exp.params(), &overrides).map_err(|e| at(span.clone(), e.to_string()))?;
         for p in &points {
             exp.validate(p)
                 .map_err(|e| at(span.clone(), e.to_string()))?;
@@ -467,11 +463,7 @@ fn criterion(exp: &dyn Experiment, c: &RawCriterion) -> std::result::Result<Crit
                 other => other.to_string(),
             };
             // Compare in base units: "1m" → 1048576.
-            let spec = exp
-                .params()
-                .into_iter()
-                .find(|p| p.name == k)
-                .expect("checked above");
+            let spec = exp.spec().param(k).expect("checked above");
             let parsed = spec
                 .parse_one(&v)
                 .map_err(|e| format!("criterion: where {k}: {e}"))?;

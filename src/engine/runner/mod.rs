@@ -189,7 +189,7 @@ struct PointTrials<'a> {
     points: &'a [Point],
     ctx: &'a Ctx,
     plan: &'a Plan,
-    specs: Vec<ParamSpec>,
+    specs: &'static [ParamSpec],
     declared: Vec<&'static str>,
     obs: &'a dyn Observer,
     state: Option<Box<dyn PointRun>>,
@@ -208,7 +208,7 @@ impl Trials for PointTrials<'_> {
     }
 
     fn begin(&mut self, arm: usize) -> Result<()> {
-        let label = self.points[arm].label(&self.specs);
+        let label = self.points[arm].label(self.specs);
         self.obs.progress(Event::Started {
             index: arm,
             total: self.points.len(),
@@ -343,7 +343,7 @@ impl PointTrials<'_> {
             )
         });
         let mut params = self.points[arm].0.clone();
-        let fit_notes = apply_fitted(&mut params, fitted, &self.specs);
+        let fit_notes = apply_fitted(&mut params, fitted, self.specs);
         PointResult {
             experiment: self.exp.name().to_string(),
             params,

@@ -48,7 +48,7 @@ pub fn points(exp: &dyn Experiment, params: &[String]) -> Result<Vec<Point>> {
         .iter()
         .map(|p| split_assignment(p))
         .collect::<Result<Vec<_>>>()?;
-    expand_points(&exp.params(), &overrides)
+    expand_points(exp.params(), &overrides)
 }
 
 /// Check and plan a run: each refusal is one error, before anything is

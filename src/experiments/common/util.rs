@@ -292,11 +292,7 @@ pub fn refuse_beyond_ram(
     what: &str,
 ) -> Result<()> {
     let value = p.u64(param)?;
-    let default = exp
-        .params()
-        .into_iter()
-        .find(|s| s.name == param)
-        .and_then(|s| parse_size(s.default));
+    let default = exp.spec().param(param).and_then(|s| parse_size(s.default));
     if default.is_some_and(|d| value <= d) {
         return Ok(());
     }
