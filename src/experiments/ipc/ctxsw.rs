@@ -13,7 +13,9 @@ use crate::engine::{
     Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
-use crate::experiments::common::child::{self, check_process_limit, Children, CpuSet, PinGuard};
+use crate::experiments::common::child::{
+    self, check_open_files, check_process_limit, Children, CpuSet, PinGuard,
+};
 use crate::experiments::common::pingpong::pipe;
 use crate::experiments::common::util::sum_bytes;
 use crate::safety::AlignedBuf;
@@ -121,20 +123,12 @@ impl Experiment for Ctxsw {
         check_process_limit("ipc.ctxsw", procs - 1)?;
         // Ring pipes plus the overhead pipes, all open in tunelab at once.
         let fds = 4 * procs + 32;
-        // SAFETY: getrlimit fills the struct.
-        let nofile = unsafe {
-            let mut r: libc::rlimit = std::mem::zeroed();
-            (libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0).then_some(r.rlim_cur)
-        };
-        if let Some(lim) = nofile {
-            if lim != libc::RLIM_INFINITY && fds + 64 > lim {
-                return Err(Error::usage(format!(
-                    "ipc.ctxsw: procs={procs} needs about {fds} open files but the limit is \
-                     {lim}; use fewer processes or raise `ulimit -n`"
-                )));
-            }
-        }
-        Ok(())
+        check_open_files(fds, |lim| {
+            format!(
+                "ipc.ctxsw: procs={procs} needs about {fds} open files but the limit is \
+                 {lim}; use fewer processes or raise `ulimit -n`"
+            )
+        })
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let procs = p.usize("procs")?;

@@ -3,14 +3,7 @@
 
 use crate::engine::{MetricSpec, Needs, RunDefaults, Spec};
 
-use crate::experiments::common::pingpong::{
-    Medium, RoundTrip, CPU_PARAM, RT_MIGRATIONS, RT_SAME_CPU,
-};
-
-pub const FIFO: RoundTrip = RoundTrip {
-    spec: &SPEC,
-    medium: Medium::Fifos,
-};
+use crate::experiments::common::pingpong::{CPU_PARAM, RT_MIGRATIONS, RT_SAME_CPU};
 
 pub static SPEC: Spec = Spec {
     name: "ipc.fifo",

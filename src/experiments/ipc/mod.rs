@@ -6,12 +6,15 @@ pub mod pipe;
 pub mod unix;
 
 use crate::engine::Experiment;
+use crate::experiments::common::pingpong::{Medium, RoundTrip};
 
 pub fn all() -> Vec<Box<dyn Experiment>> {
+    // One round-trip experiment, with a declaration per channel.
+    let round_trip = |spec, medium| -> Box<dyn Experiment> { Box::new(RoundTrip { spec, medium }) };
     vec![
-        Box::new(pipe::PIPE),
-        Box::new(unix::UNIX),
-        Box::new(fifo::FIFO),
+        round_trip(&pipe::SPEC, Medium::Pipes),
+        round_trip(&unix::SPEC, Medium::UnixStream),
+        round_trip(&fifo::SPEC, Medium::Fifos),
         Box::new(ctxsw::Ctxsw::default()),
     ]
 }

@@ -3,17 +3,8 @@
 //! `lat_pipe`) and pipe bandwidth (64 KiB writes from a child, lmbench
 //! `bw_pipe`).
 
-use crate::engine::{MetricSpec, Needs, Spec};
-
-use crate::experiments::common::pingpong::{
-    Medium, RoundTrip, BW_MIGRATIONS, BW_SAME_CPU, PAIR_DEFAULTS, PAIR_PARAMS, RT_MIGRATIONS,
-    RT_SAME_CPU,
-};
-
-pub const PIPE: RoundTrip = RoundTrip {
-    spec: &SPEC,
-    medium: Medium::Pipes,
-};
+use crate::engine::Spec;
+use crate::experiments::common::pingpong::{pair_metrics, PAIR_SPEC};
 
 pub static SPEC: Spec = Spec {
     name: "ipc.pipe",
@@ -44,24 +35,9 @@ pub static SPEC: Spec = Spec {
          (bimodal). test=both measures the round trips first, then the stream, in each trial; \
          the writer is blocked on its full pipe during the round trips, so they match \
          test=latency.",
-    params: PAIR_PARAMS,
-    metrics: &[
-        MetricSpec::lower(
-            "round_trip",
-            "s",
-            "time of one 1-byte round trip between two processes over two pipes",
-        ),
-        MetricSpec::higher(
-            "bandwidth",
-            "B/s",
-            "bytes moved through one pipe per second, counted once",
-        ),
-        RT_SAME_CPU,
-        RT_MIGRATIONS,
-        BW_SAME_CPU,
-        BW_MIGRATIONS,
-    ],
-    needs: Needs::NOTHING,
-    defaults: PAIR_DEFAULTS,
-    hidden: false,
+    metrics: &pair_metrics(
+        "time of one 1-byte round trip between two processes over two pipes",
+        "bytes moved through one pipe per second, counted once",
+    ),
+    ..PAIR_SPEC
 };

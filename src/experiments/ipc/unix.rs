@@ -1,17 +1,8 @@
 //! `ipc.unix`: AF_UNIX stream socket round-trip latency (1-byte ping-pong,
 //! lmbench `lat_unix`) and bandwidth (lmbench `bw_unix`).
 
-use crate::engine::{MetricSpec, Needs, Spec};
-
-use crate::experiments::common::pingpong::{
-    Medium, RoundTrip, BW_MIGRATIONS, BW_SAME_CPU, PAIR_DEFAULTS, PAIR_PARAMS, RT_MIGRATIONS,
-    RT_SAME_CPU,
-};
-
-pub const UNIX: RoundTrip = RoundTrip {
-    spec: &SPEC,
-    medium: Medium::UnixStream,
-};
+use crate::engine::Spec;
+use crate::experiments::common::pingpong::{pair_metrics, PAIR_SPEC};
 
 pub static SPEC: Spec = Spec {
     name: "ipc.unix",
@@ -32,24 +23,9 @@ pub static SPEC: Spec = Spec {
          reach milliseconds. cpu=any reports whatever the scheduler chose, which is why its \
          trials can be bimodal (the notes say so); compare cpu=same and cpu=split to separate \
          the two costs.",
-    params: PAIR_PARAMS,
-    metrics: &[
-        MetricSpec::lower(
-            "round_trip",
-            "s",
-            "time of one 1-byte round trip over an AF_UNIX stream socket",
-        ),
-        MetricSpec::higher(
-            "bandwidth",
-            "B/s",
-            "bytes moved through the socket per second, counted once",
-        ),
-        RT_SAME_CPU,
-        RT_MIGRATIONS,
-        BW_SAME_CPU,
-        BW_MIGRATIONS,
-    ],
-    needs: Needs::NOTHING,
-    defaults: PAIR_DEFAULTS,
-    hidden: false,
+    metrics: &pair_metrics(
+        "time of one 1-byte round trip over an AF_UNIX stream socket",
+        "bytes moved through the socket per second, counted once",
+    ),
+    ..PAIR_SPEC
 };

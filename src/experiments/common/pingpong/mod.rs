@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use super::child::{self, Children, CpuReports, CpuSet, PinGuard};
 use crate::engine::{
-    Ctx, Experiment, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults, Spec,
-    TrialValues,
+    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    RunDefaults, Spec, TrialValues,
 };
 use crate::safety::AlignedBuf;
 use crate::stats::LatencyRecorder;
@@ -441,9 +441,37 @@ impl PointRun for PingPongRun {
     }
 }
 
-/// Parameters of the experiments that measure both round trips and a
-/// stream (ipc.pipe, ipc.unix).
-pub(crate) const PAIR_PARAMS: &[ParamSpec] = &[
+/// What the experiments that measure both round trips and a stream
+/// (ipc.pipe, ipc.unix) share: parameters, needs and run defaults. Each
+/// declares its name, texts and `pair_metrics`, then `..PAIR_SPEC`.
+pub(crate) const PAIR_SPEC: Spec = Spec {
+    name: "",
+    summary: "",
+    method: "",
+    params: PAIR_PARAMS,
+    metrics: &[],
+    needs: Needs::NOTHING,
+    defaults: RunDefaults::new(1, 5, 20, 30.0),
+    hidden: false,
+};
+
+/// The metrics of a round trip and a stream over one channel, each with
+/// its help text, then where the two sides ran.
+pub(crate) const fn pair_metrics(
+    round_trip: &'static str,
+    bandwidth: &'static str,
+) -> [MetricSpec; 6] {
+    [
+        MetricSpec::lower("round_trip", "s", round_trip),
+        MetricSpec::higher("bandwidth", "B/s", bandwidth),
+        RT_SAME_CPU,
+        RT_MIGRATIONS,
+        BW_SAME_CPU,
+        BW_MIGRATIONS,
+    ]
+}
+
+const PAIR_PARAMS: &[ParamSpec] = &[
     ParamSpec::new(
         "test",
         ParamKind::Choice(&["both", "latency", "bandwidth"]),
@@ -459,8 +487,6 @@ pub(crate) const PAIR_PARAMS: &[ParamSpec] = &[
     .range(1.0, (16u64 << 20) as f64),
     CPU_PARAM,
 ];
-
-pub(crate) const PAIR_DEFAULTS: RunDefaults = RunDefaults::new(1, 5, 20, 30.0);
 
 /// What a round trip travels through.
 #[derive(Debug, Clone, Copy)]
