@@ -14,6 +14,7 @@
 use std::io;
 use std::os::fd::RawFd;
 
+use crate::experiments::common::util::map_anonymous;
 use crate::{Error, Result};
 
 /// A set of forked children, killed (SIGKILL) and reaped on drop.
@@ -172,23 +173,9 @@ impl CpuReports {
     /// A MAP_SHARED page with `len` slots, all "not reported yet" (-1).
     pub fn new(len: usize) -> Result<Self> {
         let bytes = Self::bytes(len);
-        // SAFETY: an anonymous shared mapping; checked for MAP_FAILED.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::environment(format!(
-                "cannot map a shared page for CPU reports: {}",
-                io::Error::last_os_error()
-            )));
-        }
+        let p = map_anonymous(bytes, libc::MAP_SHARED).map_err(|e| {
+            Error::environment(format!("cannot map a shared page for CPU reports: {e}"))
+        })?;
         let r = CpuReports {
             slots: p as *mut std::sync::atomic::AtomicI32,
             len,
@@ -429,6 +416,23 @@ pub(crate) fn usable_cpus() -> Vec<usize> {
         vec![0]
     } else {
         v
+    }
+}
+
+/// Refuse a point whose `need` descriptors, open in tunelab at once, leave
+/// fewer than 64 of the soft open-file limit (`ulimit -n`) for tunelab's
+/// own; `refuse` words the usage error from the limit.
+pub(crate) fn check_open_files(need: u64, refuse: impl FnOnce(u64) -> String) -> Result<()> {
+    // SAFETY: getrlimit fills the struct.
+    let nofile = unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        (libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0).then_some(r.rlim_cur)
+    };
+    match nofile {
+        Some(lim) if lim != libc::RLIM_INFINITY && need + 64 > lim => {
+            Err(Error::usage(refuse(lim)))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -4,7 +4,6 @@
 //! the device.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -14,7 +13,7 @@ use crate::engine::{
 };
 use crate::engine::{RunDefaults, Spec};
 use crate::experiments::common::util::{
-    backing_note, calibrate, fill_file, fit_disk, fit_memory, layout_note, sum_bytes, Fit,
+    backing_note, calibrate, fill_file, fit_cached_file, layout_note, read_through, sum_bytes,
 };
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
@@ -111,10 +110,7 @@ impl Experiment for FileRead {
 fn fitted_size(p: &Point, room: &Room) -> Result<(u64, Vec<String>)> {
     let chunk = p.u64("chunk")?.max(1);
     let floor = chunk.max(1 << 20);
-    let Fit { value: m, note: a } =
-        fit_memory("io.file-read file", p.u64("size")?, 1, chunk, floor, room)?;
-    let Fit { value: d, note: b } = fit_disk("io.file-read file", m, 1, chunk, floor, room)?;
-    Ok((d, a.into_iter().chain(b).collect()))
+    fit_cached_file("io.file-read file", p.u64("size")?, chunk, floor, room)
 }
 
 struct FileReadRun {
@@ -139,21 +135,10 @@ impl FileReadRun {
             &self.file
         };
         let buf = &mut self.buf.as_mut_slice()[..self.chunk];
-        let mut off = 0u64;
-        while off < self.size {
-            let n = file
-                .read_at(buf, off)
-                .map_err(|e| Error::io("cannot read", &self.path, e))?;
-            if n == 0 {
-                return Err(Error::measurement(format!(
-                    "{} is shorter than expected",
-                    self.path.display()
-                )));
-            }
-            sum_bytes(&buf[..n]);
-            off += n as u64;
-        }
-        Ok(())
+        read_through(file, &self.path, self.size, buf, |piece| {
+            sum_bytes(piece);
+            Ok(())
+        })
     }
 }
 

@@ -13,7 +13,7 @@ use crate::engine::{
     PointRun, Room, RunDefaults, TrialValues,
 };
 use crate::experiments::common::util::{
-    backing_note, calibrate, fill_file, fit_disk, fit_memory, layout_note, sum_bytes, Fit,
+    backing_note, calibrate, fill_file, fit_cached_file, layout_note, sum_bytes,
 };
 use crate::units::format_size;
 use crate::{Error, Result};
@@ -116,10 +116,7 @@ const FLOOR: u64 = 1 << 20;
 /// `size`, shrunk to what both the memory budget (the file stays cached)
 /// and the free space hold; the notes say why when it is.
 fn fitted_size(p: &Point, room: &Room) -> Result<(u64, Vec<String>)> {
-    let want = p.u64("size")?;
-    let Fit { value: m, note: a } = fit_memory("mem.mmap-read file", want, 1, 4096, FLOOR, room)?;
-    let Fit { value: d, note: b } = fit_disk("mem.mmap-read file", m, 1, 4096, FLOOR, room)?;
-    Ok((d, a.into_iter().chain(b).collect()))
+    fit_cached_file("mem.mmap-read file", p.u64("size")?, 4096, FLOOR, room)
 }
 
 /// A read-only shared mapping of a whole file, unmapped on drop.

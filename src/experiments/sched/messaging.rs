@@ -10,7 +10,7 @@ use crate::engine::{
     Room, RunDefaults, TrialValues,
 };
 use crate::engine::{Needs, Spec};
-use crate::experiments::common::child::{self, check_process_limit, Children};
+use crate::experiments::common::child::{self, check_open_files, check_process_limit, Children};
 use crate::experiments::common::pingpong::pipe;
 use crate::{Error, Result};
 
@@ -152,22 +152,13 @@ impl Experiment for Messaging {
         };
         check_process_limit("sched.messaging", need)?;
         // Each group's descriptors are open in tunelab at the same time.
-        let fds_needed = 2 * p.u64("pairs")? + 16;
-        // SAFETY: getrlimit fills the struct.
-        let nofile = unsafe {
-            let mut r: libc::rlimit = std::mem::zeroed();
-            (libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0).then_some(r.rlim_cur)
-        };
-        if let Some(lim) = nofile {
-            if lim != libc::RLIM_INFINITY && fds_needed + 64 > lim {
-                return Err(Error::usage(format!(
-                    "sched.messaging: pairs={} needs {fds_needed} open files per group but the \
-                     limit is {lim}; use fewer pairs or raise `ulimit -n`",
-                    p.u64("pairs")?
-                )));
-            }
-        }
-        Ok(())
+        let fds_needed = 2 * pairs + 16;
+        check_open_files(fds_needed, |lim| {
+            format!(
+                "sched.messaging: pairs={pairs} needs {fds_needed} open files per group but the \
+                 limit is {lim}; use fewer pairs or raise `ulimit -n`"
+            )
+        })
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
         let (groups, pairs) = fitted_shape(p, room).map_or((0, 0), |f| (f.0, f.1));

@@ -117,18 +117,6 @@ impl Tally {
     }
 }
 
-/// Makes every 512-byte sector of a block unique before it is written (its
-/// offset and a sequence number in the first 16 bytes), like fio's default
-/// scramble_buffers, so deduplicating storage cannot skip the write.
-pub(crate) fn stamp(block: &mut [u8], off: u64, seq: u64) {
-    for (i, sector) in block.chunks_mut(512).enumerate() {
-        if sector.len() >= 16 {
-            sector[..8].copy_from_slice(&(off + i as u64 * 512).to_le_bytes());
-            sector[8..16].copy_from_slice(&seq.to_le_bytes());
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Engine {
     Psync,

@@ -15,6 +15,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use super::{Job, Tally};
+use crate::experiments::common::util::stamp_sectors;
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
@@ -146,7 +147,7 @@ fn worker(
         let r = if is_read {
             job.file.read_at(b, off)
         } else {
-            super::stamp(b, off, ops);
+            stamp_sectors(b, off, ops);
             job.file.write_at(b, off)
         };
         now = Instant::now();

@@ -50,19 +50,6 @@ fn ops_are_aligned_in_range_and_mixed_as_asked() {
     assert!((0..100).all(|_| all_reads.next_op(&mut rng).1));
 }
 
-#[test]
-fn stamps_make_sectors_unique() {
-    let mut b = vec![0u8; 4096];
-    stamp(&mut b, 8192, 5);
-    let s: Vec<&[u8]> = b.chunks(512).collect();
-    for i in 0..s.len() {
-        for j in i + 1..s.len() {
-            assert_ne!(s[i], s[j]);
-        }
-    }
-    assert_eq!(&b[512..520], &(8192u64 + 512).to_le_bytes());
-}
-
 /// ramfs refuses O_DIRECT on every kernel (root: it mounts one).
 #[test]
 fn direct_open_falls_back_to_buffered_on_ramfs() {

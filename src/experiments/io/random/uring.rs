@@ -25,6 +25,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use super::{Job, Tally};
+use crate::experiments::common::util::stamp_sectors;
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
@@ -94,7 +95,7 @@ impl Issuer<'_> {
         let b = &mut buf.as_mut_slice()[..bs];
         if !is_read {
             self.seq += 1;
-            super::stamp(b, off, self.seq);
+            stamp_sectors(b, off, self.seq);
         }
         let (ptr, len, index) = (b.as_mut_ptr(), bs as u32, slot as u16);
         // Four shapes: plain or fixed file × plain or fixed buffer.

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::engine::{Ctx, Fitted, PointExtras, PointRun, Series, TrialValues};
 use crate::experiments::common::cache_control::{drop_file_cache, open_with, DropMethod, IoMode};
+use crate::experiments::common::util::{read_through, stamp_sectors};
 use crate::safety::AlignedBuf;
 use crate::stats;
 use crate::units::format_size;
@@ -66,7 +67,7 @@ impl RecordSizeRun {
         for sweep in 0..self.sweeps {
             let mut off = 0u64;
             while off < self.size {
-                stamp_record(buf, off, pass.wrapping_add(sweep));
+                stamp_sectors(buf, off, pass.wrapping_add(sweep));
                 let n = f
                     .write_at(buf, off)
                     .map_err(|e| Error::io("cannot write", &self.path, e))?;
@@ -119,24 +120,14 @@ impl RecordSizeRun {
         let t = Instant::now();
         let mut calls = 0u32;
         for _ in 0..self.sweeps {
-            let mut off = 0u64;
-            while off < self.size {
-                let n = f
-                    .read_at(buf, off)
-                    .map_err(|e| Error::io("cannot read", &self.path, e))?;
-                if n == 0 {
-                    return Err(Error::measurement(format!(
-                        "{} is shorter than expected",
-                        self.path.display()
-                    )));
-                }
-                std::hint::black_box(&buf[..n]);
-                off += n as u64;
+            read_through(&f, &self.path, self.size, buf, |piece| {
+                std::hint::black_box(piece);
                 calls = calls.wrapping_add(1);
                 if calls.is_multiple_of(4096) {
                     ctx.check_cancel()?;
                 }
-            }
+                Ok(())
+            })?;
         }
         Ok(t.elapsed().as_secs_f64())
     }
@@ -149,23 +140,6 @@ fn pass_id() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
-}
-
-/// Makes every 512-byte sector of a record unique before it is written, as
-/// fio does by default (scramble_buffers=1): the sector's file offset and the
-/// pass id go into its first 16 bytes. Without it every record of the file is
-/// the same buffer and every pass rewrites identical data, which storage that
-/// deduplicates or skips identical overwrites (ZFS nopwrite, a host caching a
-/// VM's disk) completes without writing: measured ~3 GB/s vs fio's ~1 GB/s on
-/// a host-cached virtio disk. Records under 16 bytes are left as they are.
-fn stamp_record(rec: &mut [u8], off: u64, pass: u64) {
-    for (i, sector) in rec.chunks_mut(512).enumerate() {
-        if sector.len() >= 16 {
-            let at = off + (i as u64) * 512;
-            sector[..8].copy_from_slice(&at.to_le_bytes());
-            sector[8..16].copy_from_slice(&pass.to_le_bytes());
-        }
-    }
 }
 
 impl PointRun for RecordSizeRun {
@@ -289,33 +263,5 @@ impl PointRun for RecordSizeRun {
             notes,
             ..Default::default()
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stamps_make_sectors_and_passes_unique() {
-        let mut a = vec![7u8; 2048];
-        stamp_record(&mut a, 4096, 1);
-        let sectors: Vec<&[u8]> = a.chunks(512).collect();
-        for i in 0..sectors.len() {
-            for j in i + 1..sectors.len() {
-                assert_ne!(sectors[i], sectors[j]);
-            }
-        }
-        assert_eq!(&a[512..520], &(4096u64 + 512).to_le_bytes());
-        let mut b = a.clone();
-        stamp_record(&mut b, 4096, 2);
-        assert_ne!(a, b);
-        // Short records are stamped when they can hold a stamp, left alone otherwise.
-        let mut c = vec![0u8; 100];
-        stamp_record(&mut c, 8, 3);
-        assert_eq!(&c[..8], &8u64.to_le_bytes());
-        let mut d = vec![0u8; 8];
-        stamp_record(&mut d, 8, 3);
-        assert_eq!(d, [0u8; 8]);
     }
 }

@@ -3,6 +3,7 @@
 //! the kernel says about THP (its settings, the huge pages we got).
 
 use super::HUGE;
+use crate::experiments::common::util::map_anonymous;
 use crate::units::format_size;
 use crate::{Error, Result};
 
@@ -16,24 +17,12 @@ pub(super) struct Region {
 impl Region {
     pub(super) fn new(len: usize, thp: bool) -> Result<Self> {
         let map_len = len.div_ceil(HUGE) * HUGE + HUGE;
-        // SAFETY: anonymous private mapping, checked for failure.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(Error::environment(format!(
-                "cannot map {} for mem.latency: {} (use a smaller max)",
-                format_size(len as u64),
-                std::io::Error::last_os_error()
-            )));
-        }
+        let map = map_anonymous(map_len, libc::MAP_PRIVATE).map_err(|e| {
+            Error::environment(format!(
+                "cannot map {} for mem.latency: {e} (use a smaller max)",
+                format_size(len as u64)
+            ))
+        })?;
         let ptr = ((map as usize).div_ceil(HUGE) * HUGE) as *mut u8;
         let advice = if thp {
             libc::MADV_HUGEPAGE
