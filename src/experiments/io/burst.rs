@@ -9,6 +9,7 @@
 //! (the frame is then dropped); mode=io-uring submits each frame's write to
 //! an io_uring (see `uring_pacer`), with up to `queue` writes in flight.
 
+use std::convert::Infallible;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -290,6 +291,29 @@ fn fitted_frames(p: &Point, room: &Room) -> Result<(u64, Option<String>)> {
     ))
 }
 
+/// Waits for each frame's slot in turn and calls `frame(i, slot)` there,
+/// until every frame is done, `frame` answers false, `hard_stop` passes or
+/// a signal arrives; returns how many frames a stop abandoned.
+fn pace_frames<E>(
+    frames: u64,
+    t0: Instant,
+    fps: f64,
+    hard_stop: Instant,
+    mut frame: impl FnMut(u64, Instant) -> std::result::Result<bool, E>,
+) -> std::result::Result<u64, E> {
+    for i in 0..frames {
+        let slot = frame_slot(t0, fps, i);
+        sleep_until(slot);
+        if Instant::now() >= hard_stop || signals::caught().is_some() {
+            return Ok(frames - i);
+        }
+        if !frame(i, slot)? {
+            break;
+        }
+    }
+    Ok(0)
+}
+
 struct BurstRun {
     id: u64,
     dir: PathBuf,
@@ -356,26 +380,24 @@ impl PointRun for BurstRun {
             Mode::DirectWrite => {
                 let mut written = 0u64;
                 let mut last = 0.0;
-                for i in 0..frames {
-                    let slot = frame_slot(t0, fps, i);
-                    sleep_until(slot);
-                    if Instant::now() >= hard_stop || signals::caught().is_some() {
-                        abandoned = frames - i;
-                        break;
-                    }
-                    let r = file.write_all_at(&buf.as_slice()[..frame], i * frame as u64);
+                let paced = pace_frames(frames, t0, fps, hard_stop, |i, slot| {
+                    file.write_all_at(&buf.as_slice()[..frame], i * frame as u64)?;
                     let done = Instant::now();
-                    if let Err(e) = r {
-                        self.buf = Some(buf);
-                        drop(file);
-                        let _ = std::fs::remove_file(&path);
-                        return Err(Error::io("cannot write", &path, e));
-                    }
                     let l = done.saturating_duration_since(slot);
                     lat.record(l);
                     written += frame as u64;
                     last = (done - t0).as_secs_f64();
                     samples.push(Self::sample((slot - t0).as_secs_f64(), l.as_secs_f64()));
+                    Ok(true)
+                });
+                match paced {
+                    Ok(n) => abandoned = n,
+                    Err(e) => {
+                        self.buf = Some(buf);
+                        drop(file);
+                        let _ = std::fs::remove_file(&path);
+                        return Err(Error::io("cannot write", &path, e));
+                    }
                 }
                 (written, last, None)
             }
@@ -401,26 +423,24 @@ impl PointRun for BurstRun {
                         Ok(((lag, series, written, last), buf))
                     });
                     let mut sent = 0u64;
-                    for i in 0..frames {
-                        let slot = frame_slot(t0, fps, i);
-                        sleep_until(slot);
-                        if Instant::now() >= hard_stop || signals::caught().is_some() {
-                            abandoned = frames - i;
-                            break;
-                        }
+                    let paced = pace_frames::<Infallible>(frames, t0, fps, hard_stop, |i, slot| {
                         let r = tx.try_send((i, slot));
                         let done = Instant::now();
                         match r {
                             Ok(()) => sent += 1,
                             Err(TrySendError::Full(_)) => dropped += 1,
-                            Err(TrySendError::Disconnected(_)) => break, // I/O thread failed
+                            // The I/O thread failed: its error is reported below.
+                            Err(TrySendError::Disconnected(_)) => return Ok(false),
                         }
                         let l = done.saturating_duration_since(slot);
                         lat.record(l);
                         let backlog = sent.saturating_sub(done_count.load(Ordering::Relaxed));
                         max_backlog = max_backlog.max(backlog);
                         samples.push(Self::sample((slot - t0).as_secs_f64(), l.as_secs_f64()));
-                    }
+                        Ok(true)
+                    });
+                    let Ok(n) = paced;
+                    abandoned = n;
                     drop(tx);
                     io.join()
                 });
