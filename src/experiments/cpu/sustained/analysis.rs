@@ -196,23 +196,22 @@ fn causes(since_start: &[Row], before: &[Row], after: &[Row]) -> Vec<String> {
         };
         out.push(format!("{kind} ({}{temp})", thermal.join(", ")));
     }
-    let sb = m(before, &|r| Some(r.steal)).unwrap_or(0.0);
-    let sa = m(after, &|r| Some(r.steal)).unwrap_or(0.0);
-    if sa > sb + 0.05 {
-        out.push(format!(
-            "steal (hypervisor took {:.0}% -> {:.0}% of the machine)",
-            sb * 100.0,
-            sa * 100.0
-        ));
-    }
-    let ob = m(before, &|r| Some(r.other)).unwrap_or(0.0);
-    let oa = m(after, &|r| Some(r.other)).unwrap_or(0.0);
-    if oa > ob + 0.05 {
-        out.push(format!(
-            "another process (busy outside tunelab {:.0}% -> {:.0}% of the machine)",
-            ob * 100.0,
-            oa * 100.0
-        ));
+    // Shares of the machine someone else took: a cause when one grew by
+    // more than 5 points.
+    let taken: [(fn(&Row) -> f64, &str); 2] = [
+        (|r| r.steal, "steal (hypervisor took"),
+        (|r| r.other, "another process (busy outside tunelab"),
+    ];
+    for (share, what) in taken {
+        let b = m(before, &|r| Some(share(r))).unwrap_or(0.0);
+        let a = m(after, &|r| Some(share(r))).unwrap_or(0.0);
+        if a > b + 0.05 {
+            out.push(format!(
+                "{what} {:.0}% -> {:.0}% of the machine)",
+                b * 100.0,
+                a * 100.0
+            ));
+        }
     }
     if out.is_empty() {
         out.push(format!(

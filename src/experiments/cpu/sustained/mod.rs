@@ -341,31 +341,32 @@ impl PointRun for SustainedRun {
                 series.push(line(format!("clock cpu{cpu} (cpufreq)"), "Hz", cur));
             }
         }
-        let names: Vec<String> = rows
-            .first()
-            .map(|r| r.temps.iter().map(|t| t.0.clone()).collect())
-            .unwrap_or_default();
-        for n in names {
-            series.push(line(
-                format!("temperature {n}"),
-                "°C",
-                rows.iter()
-                    .filter_map(|r| Some((r.t, r.temps.iter().find(|t| t.0 == n)?.1)))
-                    .collect(),
-            ));
-        }
-        let cool: Vec<String> = rows
-            .first()
-            .map(|r| r.cooling.iter().map(|c| c.0.clone()).collect())
-            .unwrap_or_default();
-        for n in cool {
-            series.push(line(
-                format!("cooling {n}"),
-                "count",
-                rows.iter()
-                    .filter_map(|r| Some((r.t, r.cooling.iter().find(|c| c.0 == n)?.1 as f64)))
-                    .collect(),
-            ));
+        // One series per sensor and per cooling device the first row names.
+        let named: [(&str, &str, fn(&Row) -> Vec<(&str, f64)>); 2] = [
+            ("temperature", "°C", |r| {
+                r.temps.iter().map(|t| (t.0.as_str(), t.1)).collect()
+            }),
+            ("cooling", "count", |r| {
+                r.cooling
+                    .iter()
+                    .map(|c| (c.0.as_str(), c.1 as f64))
+                    .collect()
+            }),
+        ];
+        for (what, unit, readings) in named {
+            let names: Vec<&str> = rows
+                .first()
+                .map(|r| readings(r).into_iter().map(|(n, _)| n).collect())
+                .unwrap_or_default();
+            for n in names {
+                series.push(line(
+                    format!("{what} {n}"),
+                    unit,
+                    rows.iter()
+                        .filter_map(|r| Some((r.t, readings(r).iter().find(|x| x.0 == n)?.1)))
+                        .collect(),
+                ));
+            }
         }
         series.push(line(
             "steal".into(),

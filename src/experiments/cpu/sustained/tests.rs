@@ -92,6 +92,18 @@ fn row(t: f64, throughput: f64) -> Row {
     }
 }
 
+/// Readings 1 s apart with the throughputs `tp`, under a 1-CPU quota that
+/// halves from reading `at` (0-based) on.
+fn quota_halved_at(at: usize, tp: &[f64]) -> Vec<Row> {
+    tp.iter()
+        .enumerate()
+        .map(|(i, &v)| Row {
+            quota_cpus: Some(if i >= at { 0.5 } else { 1.0 }),
+            ..row(i as f64 + 1.0, v)
+        })
+        .collect()
+}
+
 #[test]
 fn a_lowered_quota_is_not_thermal() {
     let mut rows: Vec<Row> = (1..=20).map(|s| row(s as f64, 100.0)).collect();
@@ -122,16 +134,14 @@ fn a_lowered_quota_is_not_thermal() {
 fn a_quota_lowered_just_after_a_noisy_drop_is_still_the_cause() {
     // Throughput sags a reading before the quota halves (as a 1-CPU quota
     // over 2 threads does on a live machine): the window still holds it.
-    let mut rows: Vec<Row> = (1..=20).map(|s| row(s as f64, 100.0)).collect();
-    for (i, r) in rows.iter_mut().enumerate() {
-        r.quota_cpus = Some(if i >= 10 { 0.5 } else { 1.0 });
-        r.throughput = match i {
+    let tp: Vec<f64> = (0..20)
+        .map(|i| match i {
             0..=8 => 100.0,
             9 => 62.0,
             _ => 30.0,
-        };
-    }
-    let (_, causes) = analyse(&rows).unwrap().drop.unwrap();
+        })
+        .collect();
+    let (_, causes) = analyse(&quota_halved_at(10, &tp)).unwrap().drop.unwrap();
     assert!(
         causes[0].starts_with("CPU quota (cgroup quota lowered from 1.00 to 0.50"),
         "{causes:?}"
@@ -144,17 +154,15 @@ fn a_drop_confirmed_readings_after_the_quota_changed_is_still_the_quota() {
     // while after the quota halves (the live test: quota at 10 s, the drop
     // confirmed at 14 s): the readings just before the drop already have
     // the new quota, the ones since the start do not.
-    let mut rows: Vec<Row> = (1..=22).map(|s| row(s as f64, 100.0)).collect();
-    for (i, r) in rows.iter_mut().enumerate() {
-        r.quota_cpus = Some(if i >= 9 { 0.5 } else { 1.0 });
-        r.throughput = match i {
+    let tp: Vec<f64> = (0..22)
+        .map(|i| match i {
             0..=8 => 100.0,
             9 | 11 => 70.0,
             10 | 12 => 90.0,
             _ => 55.0,
-        };
-    }
-    let (when, causes) = analyse(&rows).unwrap().drop.unwrap();
+        })
+        .collect();
+    let (when, causes) = analyse(&quota_halved_at(9, &tp)).unwrap().drop.unwrap();
     assert!(when >= 12.0, "the drop is confirmed late here: {when}");
     assert!(
         causes[0].starts_with("CPU quota (cgroup quota lowered from 1.00 to 0.50"),
@@ -170,15 +178,7 @@ fn an_unexplained_sag_before_the_quota_halves_names_both() {
         6720.0, 5502.0, 6018.0, 5252.0, 5969.0, 5029.0, 4507.0, 4191.0, 4146.0, 4766.0, 4895.0,
         2468.0, 2050.0, 2386.0, 2579.0, 2204.0, 2121.0, 2658.0, 2459.0, 2569.0, 2990.0, 3167.0,
     ];
-    let rows: Vec<Row> = tp
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| Row {
-            quota_cpus: Some(if i >= 10 { 0.5 } else { 1.0 }),
-            ..row(i as f64 + 1.0, v)
-        })
-        .collect();
-    let (when, causes) = analyse(&rows).unwrap().drop.unwrap();
+    let (when, causes) = analyse(&quota_halved_at(10, &tp)).unwrap().drop.unwrap();
     assert_eq!(when, 6.0, "the first fall is still the onset");
     assert!(
         causes[0].starts_with("CPU quota (cgroup quota lowered from 1.00 to 0.50")
