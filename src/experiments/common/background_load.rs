@@ -60,60 +60,42 @@ impl BackgroundLoad {
     /// again; io = one thread rewriting 1 MiB blocks of `io_file` (cycling
     /// over 64 MiB) with fdatasync every 8 MiB.
     pub fn start(kind: Load, io_file: Option<&File>) -> Result<BackgroundLoad> {
-        let stop = Arc::new(AtomicBool::new(false));
         let mut load = BackgroundLoad {
-            stop: stop.clone(),
+            stop: Arc::new(AtomicBool::new(false)),
             threads: Vec::new(),
-        };
-        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name.into())
-                .spawn(f)
-                .map_err(|e| Error::environment(format!("cannot start a load thread: {e}")))
         };
         match kind {
             Load::None => {}
             Load::Cpu => {
                 let n = std::thread::available_parallelism().map_or(1, |n| n.get());
                 for _ in 0..n {
-                    let stop = stop.clone();
-                    load.threads.push(spawn(
-                        "load-cpu",
-                        Box::new(move || {
-                            let mut x = 1u64;
-                            while !stop.load(Ordering::Relaxed) {
-                                for _ in 0..100_000 {
-                                    x = std::hint::black_box(
-                                        x.wrapping_mul(6364136223846793005).wrapping_add(1),
-                                    );
-                                }
-                            }
-                        }),
-                    )?);
+                    let mut x = 1u64;
+                    load.spawn("load-cpu", move |_| {
+                        for _ in 0..100_000 {
+                            x = std::hint::black_box(
+                                x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                            );
+                        }
+                        true
+                    })?;
                 }
             }
             Load::Memory => {
-                let size = memory_load_bytes();
-                let stop = stop.clone();
-                load.threads.push(spawn(
-                    "load-memory",
-                    Box::new(move || {
-                        let mut buf = vec![0u8; size];
-                        let mut v = 0u8;
-                        while !stop.load(Ordering::Relaxed) {
-                            v = v.wrapping_add(1);
-                            for chunk in buf.chunks_mut(1 << 20) {
-                                for line in chunk.iter_mut().step_by(64) {
-                                    *line = v;
-                                }
-                                if stop.load(Ordering::Relaxed) {
-                                    break;
-                                }
-                            }
-                            std::hint::black_box(&buf);
+                let mut buf = vec![0u8; memory_load_bytes()];
+                let mut v = 0u8;
+                load.spawn("load-memory", move |stop| {
+                    v = v.wrapping_add(1);
+                    for chunk in buf.chunks_mut(1 << 20) {
+                        for line in chunk.iter_mut().step_by(64) {
+                            *line = v;
                         }
-                    }),
-                )?);
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                    }
+                    std::hint::black_box(&buf);
+                    true
+                })?;
             }
             Load::Io => {
                 let f = io_file
@@ -121,25 +103,34 @@ impl BackgroundLoad {
                     .try_clone()
                     .map_err(|e| Error::environment(format!("cannot duplicate a file: {e}")))?;
                 let buf = AlignedBuf::random(1 << 20, 99)?;
-                let stop = stop.clone();
-                load.threads.push(spawn(
-                    "load-io",
-                    Box::new(move || {
-                        let mut off = 0u64;
-                        while !stop.load(Ordering::Relaxed) {
-                            if f.write_all_at(buf.as_slice(), off).is_err() {
-                                return;
-                            }
-                            off = (off + (1 << 20)) % IO_LOAD_SPAN;
-                            if off.is_multiple_of(8 << 20) && f.sync_data().is_err() {
-                                return;
-                            }
-                        }
-                    }),
-                )?);
+                let mut off = 0u64;
+                // A failed write or sync ends the load, not the trial.
+                load.spawn("load-io", move |_| {
+                    if f.write_all_at(buf.as_slice(), off).is_err() {
+                        return false;
+                    }
+                    off = (off + (1 << 20)) % IO_LOAD_SPAN;
+                    !(off.is_multiple_of(8 << 20) && f.sync_data().is_err())
+                })?;
             }
         }
         Ok(load)
+    }
+
+    /// A thread `name` repeating `step` until the load stops or `step`
+    /// answers false (`step` sees the stop flag to leave a long step early).
+    fn spawn(
+        &mut self,
+        name: &str,
+        mut step: impl FnMut(&AtomicBool) -> bool + Send + 'static,
+    ) -> Result<()> {
+        let stop = self.stop.clone();
+        let t = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || while !stop.load(Ordering::Relaxed) && step(&stop) {})
+            .map_err(|e| Error::environment(format!("cannot start a load thread: {e}")))?;
+        self.threads.push(t);
+        Ok(())
     }
 }
 
