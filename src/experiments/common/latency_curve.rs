@@ -208,16 +208,13 @@ mod tests {
             .collect()
     }
 
+    /// 1, 4 and 12 ns up to each of `caches`, 80 ns beyond the last.
+    fn steps_at(caches: [u64; 3], s: u64) -> f64 {
+        [1e-9, 4e-9, 12e-9, 80e-9][caches.iter().take_while(|&&c| s > c).count()]
+    }
+
     fn steps(s: u64) -> f64 {
-        if s <= 32 << 10 {
-            1e-9
-        } else if s <= 1 << 20 {
-            4e-9
-        } else if s <= 32 << 20 {
-            12e-9
-        } else {
-            80e-9
-        }
+        steps_at(CACHES, s)
     }
 
     #[test]
@@ -266,17 +263,7 @@ mod tests {
         );
         // The L2 step at 4 MiB instead of 1 MiB.
         let a = analyse(
-            &synthetic(|s| {
-                if s <= 32 << 10 {
-                    1e-9
-                } else if s <= 4 << 20 {
-                    4e-9
-                } else if s <= 32 << 20 {
-                    12e-9
-                } else {
-                    80e-9
-                }
-            }),
+            &synthetic(|s| steps_at([32 << 10, 4 << 20, 32 << 20], s)),
             &CACHES,
         );
         assert!(

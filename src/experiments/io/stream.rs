@@ -509,14 +509,20 @@ mod tests {
 
     #[test]
     fn bitrates_are_bits_per_second() {
-        assert_eq!(parse_bitrate("6M"), Some(6e6));
-        assert_eq!(parse_bitrate("6Mb/s"), Some(6e6));
-        assert_eq!(parse_bitrate("800k"), Some(8e5));
-        assert_eq!(parse_bitrate("1.5Mbps"), Some(1.5e6));
-        assert_eq!(parse_bitrate("6000000"), Some(6e6));
-        assert_eq!(parse_bitrate("6MB"), None);
-        assert_eq!(parse_bitrate("0"), None);
-        assert_eq!(parse_bitrate("fast"), None);
+        let bits = [
+            ("6M", 6e6),
+            ("6Mb/s", 6e6),
+            ("800k", 8e5),
+            ("1.5Mbps", 1.5e6),
+            ("6000000", 6e6),
+        ];
+        for (raw, bps) in bits {
+            assert_eq!(parse_bitrate(raw), Some(bps), "{raw}");
+        }
+        // Bytes, zero and words are not bit rates.
+        for raw in ["6MB", "0", "fast"] {
+            assert_eq!(parse_bitrate(raw), None, "{raw}");
+        }
     }
 
     #[test]

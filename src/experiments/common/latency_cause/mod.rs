@@ -378,7 +378,7 @@ impl Tracer {
             };
         }
         // A virtual CPU the host did not run: the task "held" it meanwhile.
-        let tick_ns = 1_000_000_000 / user_hz();
+        let tick_ns = 1_000_000_000 / crate::observe::hogs::ticks_per_second().max(1);
         let steal_ns = self
             .last
             .steal
@@ -432,16 +432,6 @@ impl Tracer {
             tid,
             sched,
         }
-    }
-}
-
-fn user_hz() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 {
-        hz as u64
-    } else {
-        100
     }
 }
 
