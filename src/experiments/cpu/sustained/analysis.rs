@@ -133,6 +133,9 @@ fn largest_fall(rows: &[Row]) -> Option<usize> {
 
 const UNEXPLAINED: &str = "unexplained";
 
+/// One share (0..1) of the machine a reading saw, e.g. its steal.
+type Share = fn(&Row) -> f64;
+
 /// Why throughput fell between `before` and `after`, strongest evidence
 /// first; `since_start` is every reading before the drop.
 fn causes(since_start: &[Row], before: &[Row], after: &[Row]) -> Vec<String> {
@@ -198,7 +201,7 @@ fn causes(since_start: &[Row], before: &[Row], after: &[Row]) -> Vec<String> {
     }
     // Shares of the machine someone else took: a cause when one grew by
     // more than 5 points.
-    let taken: [(fn(&Row) -> f64, &str); 2] = [
+    let taken: [(Share, &str); 2] = [
         (|r| r.steal, "steal (hypervisor took"),
         (|r| r.other, "another process (busy outside tunelab"),
     ];

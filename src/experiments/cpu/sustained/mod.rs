@@ -34,6 +34,9 @@ pub use record::{Recorder, Row};
 
 pub const NAME: &str = "cpu.sustained";
 
+/// A reading's values by name: its temperatures or its cooling states.
+type Readings = fn(&Row) -> Vec<(&str, f64)>;
+
 /// A drop is throughput below this share of the start for DROP_ROWS rows in a row.
 const DROP_BELOW: f64 = 0.9;
 const DROP_ROWS: usize = 3;
@@ -342,7 +345,7 @@ impl PointRun for SustainedRun {
             }
         }
         // One series per sensor and per cooling device the first row names.
-        let named: [(&str, &str, fn(&Row) -> Vec<(&str, f64)>); 2] = [
+        let named: [(&str, &str, Readings); 2] = [
             ("temperature", "°C", |r| {
                 r.temps.iter().map(|t| (t.0.as_str(), t.1)).collect()
             }),
