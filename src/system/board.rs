@@ -8,6 +8,7 @@
 use std::fs;
 use std::path::Path;
 
+use super::cpu::{cpu_list, sorted_entries};
 use super::facts::Facts;
 
 /// Add every board fact readable under `root`.
@@ -158,38 +159,12 @@ fn cores(root: &Path, f: &mut Facts) {
     }
 }
 
-/// Expand a kernel CPU list ("0-3", "4 5", "0-1,4").
-fn cpu_list(s: &str) -> Vec<usize> {
-    let mut out = Vec::new();
-    for part in s.split([',', ' ', '\n']).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
-                    out.extend(a..=b);
-                }
-            }
-            None => out.extend(part.parse::<usize>().ok()),
-        }
-    }
-    out
-}
-
 /// One cpufreq policy per cluster: its CPUs (related_cpus), max frequency
 /// and the core type its CPUs report.
 fn clusters(root: &Path, f: &mut Facts) {
-    let dir = root.join("sys/devices/system/cpu/cpufreq");
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return;
-    };
-    let mut policies: Vec<(usize, String)> = entries
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().to_string_lossy().into_owned();
-            Some((name.strip_prefix("policy")?.parse().ok()?, name))
-        })
-        .collect();
-    policies.sort();
+    let policies = sorted_entries(&root.join("sys/devices/system/cpu/cpufreq"), "policy");
     let names = core_names(root);
-    for (_, policy) in policies {
+    for policy in policies {
         let rel = format!("sys/devices/system/cpu/cpufreq/{policy}");
         let Some(cpus) = read(root, &format!("{rel}/related_cpus")) else {
             continue;
@@ -230,18 +205,7 @@ fn celsius(milli: &str) -> Option<String> {
 
 /// Thermal zones: type, current temperature and trip points.
 fn thermal(root: &Path, f: &mut Facts) {
-    let dir = root.join("sys/class/thermal");
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return;
-    };
-    let mut zones: Vec<(usize, String)> = entries
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().to_string_lossy().into_owned();
-            Some((name.strip_prefix("thermal_zone")?.parse().ok()?, name))
-        })
-        .collect();
-    zones.sort();
-    for (_, zone) in zones {
+    for zone in sorted_entries(&root.join("sys/class/thermal"), "thermal_zone") {
         let rel = format!("sys/class/thermal/{zone}");
         let kind = read(root, &format!("{rel}/type")).unwrap_or_else(|| "?".into());
         let temp = read(root, &format!("{rel}/temp"))

@@ -448,7 +448,9 @@ pub fn quota(root: &Path) -> Option<Quota> {
     }
 }
 
-fn sorted_entries(dir: &Path, prefix: &str) -> Vec<String> {
+/// The names in `dir` that are `prefix` and a number, in numeric order
+/// (policy0, policy4; thermal_zone2 before thermal_zone10).
+pub(super) fn sorted_entries(dir: &Path, prefix: &str) -> Vec<String> {
     let mut v: Vec<(usize, String)> = fs::read_dir(dir)
         .map(|d| {
             d.filter_map(|e| {

@@ -7,6 +7,8 @@ pub mod env;
 pub mod facts;
 pub mod mounts;
 pub mod quiet;
+#[cfg(test)]
+mod test_support;
 
 pub use device::{device_for_path, BlockDevice};
 pub use env::snapshot;
