@@ -53,6 +53,19 @@ pub struct ChangePoint {
 
 /// All change points of `xs`, in index order.
 pub fn e_divisive(xs: &[f64], opt: &Options) -> Vec<ChangePoint> {
+    search(xs, opt, best_split, |seg, q, rng| {
+        permutation_p(seg, q, opt, rng)
+    })
+}
+
+/// The recursive search with a given statistic (`split`: the best split of
+/// a segment and its q) and permutation test (`p_value` of a segment's q).
+fn search(
+    xs: &[f64],
+    opt: &Options,
+    split: impl Fn(&[f64], usize) -> Option<(usize, f64)>,
+    mut p_value: impl FnMut(&[f64], f64, &mut SmallRng) -> f64,
+) -> Vec<ChangePoint> {
     let mut rng = SmallRng::seed_from_u64(opt.seed);
     let mut found: Vec<ChangePoint> = Vec::new();
     // Segments as [start, end) bounds between accepted change points.
@@ -65,14 +78,12 @@ pub fn e_divisive(xs: &[f64], opt: &Options) -> Vec<ChangePoint> {
         // The best split over all current segments.
         let best = bounds
             .windows(2)
-            .filter_map(|w| {
-                best_split(&xs[w[0]..w[1]], opt.min_size).map(|(t, q)| (w[0], w[1], t, q))
-            })
+            .filter_map(|w| split(&xs[w[0]..w[1]], opt.min_size).map(|(t, q)| (w[0], w[1], t, q)))
             .max_by(|a, b| a.3.total_cmp(&b.3));
         let Some((start, end, tau, q)) = best else {
             break;
         };
-        let p = permutation_p(&xs[start..end], q, opt, &mut rng);
+        let p = p_value(&xs[start..end], q, &mut rng);
         if p >= opt.alpha {
             break;
         }
@@ -181,17 +192,24 @@ impl Segment {
             if tau < min || n - tau < min {
                 continue;
             }
-            let (a, b) = (tau as f64, (n - tau) as f64);
-            let e = 2.0 * between / (a * b)
-                - within_l / (a * (a - 1.0) / 2.0)
-                - within_r / (b * (b - 1.0) / 2.0);
-            let q = a * b / n as f64 * e;
+            let q = split_q(n, tau, within_l, within_r, between);
             if best.is_none_or(|(_, bq)| q > bq) {
                 best = Some((tau, q));
             }
         }
         best
     }
+}
+
+/// The scaled energy statistic q of splitting `n` points at `tau`, from
+/// the sums of distances within the left side, within the right side and
+/// between them.
+fn split_q(n: usize, tau: usize, within_l: f64, within_r: f64, between: f64) -> f64 {
+    let (a, b) = (tau as f64, (n - tau) as f64);
+    let e = 2.0 * between / (a * b)
+        - within_l / (a * (a - 1.0) / 2.0)
+        - within_r / (b * (b - 1.0) / 2.0);
+    a * b / n as f64 * e
 }
 
 /// Counts and sums of the values added so far, by rank (a Fenwick tree).
@@ -352,11 +370,7 @@ mod tests {
             if tau < min || n - tau < min {
                 continue;
             }
-            let (a, b) = (tau as f64, (n - tau) as f64);
-            let e = 2.0 * between / (a * b)
-                - within_l / (a * (a - 1.0) / 2.0)
-                - within_r / (b * (b - 1.0) / 2.0);
-            let q = a * b / n as f64 * e;
+            let q = split_q(n, tau, within_l, within_r, between);
             if best.is_none_or(|(_, bq)| q > bq) {
                 best = Some((tau, q));
             }
@@ -367,43 +381,17 @@ mod tests {
     /// The search as it was before the fast statistic: direct sums, every
     /// permutation run.
     fn e_divisive_direct(xs: &[f64], opt: &Options) -> Vec<ChangePoint> {
-        let mut rng = SmallRng::seed_from_u64(opt.seed);
-        let mut found: Vec<ChangePoint> = Vec::new();
-        loop {
-            let mut bounds: Vec<usize> = found.iter().map(|c| c.index).collect();
-            bounds.extend([0, xs.len()]);
-            bounds.sort_unstable();
-            bounds.dedup();
-            let best = bounds
-                .windows(2)
-                .filter_map(|w| {
-                    best_split_direct(&xs[w[0]..w[1]], opt.min_size)
-                        .map(|(t, q)| (w[0], w[1], t, q))
-                })
-                .max_by(|a, b| a.3.total_cmp(&b.3));
-            let Some((start, end, tau, q)) = best else {
-                break;
-            };
-            let mut perm = xs[start..end].to_vec();
+        search(xs, opt, best_split_direct, |seg, q, rng| {
+            let mut perm = seg.to_vec();
             let mut as_large = 0;
             for _ in 0..opt.permutations {
-                perm.shuffle(&mut rng);
+                perm.shuffle(rng);
                 if best_split_direct(&perm, opt.min_size).is_some_and(|(_, pq)| pq >= q) {
                     as_large += 1;
                 }
             }
-            let p = (as_large + 1) as f64 / (opt.permutations + 1) as f64;
-            if p >= opt.alpha {
-                break;
-            }
-            found.push(ChangePoint {
-                index: start + tau,
-                p_value: p,
-                energy: q,
-            });
-        }
-        found.sort_by_key(|c| c.index);
-        found
+            (as_large + 1) as f64 / (opt.permutations + 1) as f64
+        })
     }
 
     #[test]
