@@ -43,6 +43,60 @@ pub enum Kind {
     Power,
 }
 
+impl Kind {
+    /// Every view: its name (the CLI's word, the JSON's "view") and what it
+    /// shows (the CLI's help).
+    pub const ALL: [(Kind, &'static str, &'static str); 8] = [
+        (
+            Kind::Vmstat,
+            "vmstat",
+            "procs, memory, swap, io, system, cpu (like procps vmstat)",
+        ),
+        (
+            Kind::Iostat,
+            "iostat",
+            "per-device r/s, w/s, kB/s, await, aqu-sz, areq-sz, %util (like iostat -x)",
+        ),
+        (
+            Kind::Hogs,
+            "hogs",
+            "processes (or threads) using the most CPU (like QNX hogs)",
+        ),
+        (
+            Kind::Irq,
+            "irq",
+            "interrupt and softirq rates per source and CPU (like sar -I)",
+        ),
+        (
+            Kind::Slab,
+            "slab",
+            "slab caches with most objects and churn (like slabtop; needs root)",
+        ),
+        (
+            Kind::Dirty,
+            "dirty",
+            "Dirty + Writeback against the writer-throttling threshold",
+        ),
+        (
+            Kind::Psi,
+            "psi",
+            "pressure stall information: % of time stalled on cpu, memory, io",
+        ),
+        (
+            Kind::Power,
+            "power",
+            "cpufreq governor and frequency, cpuidle residency per CPU",
+        ),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(k, _, _)| *k == self)
+            .map_or("", |(_, name, _)| name)
+    }
+}
+
 /// The view and its options, as the CLI parsed them.
 pub struct Options {
     pub kind: Kind,
