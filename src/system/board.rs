@@ -29,6 +29,18 @@ fn read(root: &Path, rel: &str) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
+/// The names in `dir`, sorted (none when it cannot be read).
+fn sorted_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 /// `/proc/device-tree` is a link to `/sys/firmware/devicetree/base`; either may exist.
 fn device_tree(root: &Path, f: &mut Facts) {
     for base in ["proc/device-tree", "sys/firmware/devicetree/base"] {
@@ -296,15 +308,7 @@ fn mmc_ios(root: &Path, host: &str) -> Option<String> {
 
 /// eMMC and SD cards: block device, type, name, manufacturer, bus mode.
 fn mmc(root: &Path, f: &mut Facts) {
-    let dir = root.join("sys/bus/mmc/devices");
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return;
-    };
-    let mut cards: Vec<String> = entries
-        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
-        .collect();
-    cards.sort();
-    for card in cards {
+    for card in sorted_names(&root.join("sys/bus/mmc/devices")) {
         let rel = format!("sys/bus/mmc/devices/{card}");
         let kind = read(root, &format!("{rel}/type")).unwrap_or_else(|| "?".into());
         if kind == "SDIO" {
@@ -346,13 +350,7 @@ fn mmc(root: &Path, f: &mut Facts) {
 /// interface class 08): version, negotiated speed and driver.
 fn usb_storage(root: &Path, f: &mut Facts) {
     let dir = root.join("sys/bus/usb/devices");
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return;
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
-        .collect();
-    names.sort();
+    let names = sorted_names(&dir);
     for dev in names
         .iter()
         .filter(|n| !n.contains(':') && !n.starts_with("usb"))
