@@ -286,8 +286,7 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/diagnose");
+    use crate::diagnose::test_support::FIXTURES;
 
     #[test]
     fn slub_stats_with_aliases() {

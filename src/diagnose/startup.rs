@@ -253,14 +253,11 @@ pub fn analyse(argv: &[String], first_run_s: f64, runs: u32, say: Say) -> Sectio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::test_support::fixture;
 
     #[test]
     fn glibc_statistics_and_libs() {
-        let t = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/diagnose/ld-debug.2927"
-        ))
-        .unwrap();
+        let t = fixture("ld-debug.2927");
         let s = parse_ld_debug(&t).unwrap();
         assert_eq!(s.linker.startup, 161415.0);
         assert_eq!(s.linker.unit, "cycles");
