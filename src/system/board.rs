@@ -8,8 +8,8 @@
 use std::fs;
 use std::path::Path;
 
-use super::cpu::{cpu_list, sorted_entries};
 use super::facts::Facts;
+use super::sysfs::{cpu_list, sorted_entries};
 
 /// Add every board fact readable under `root`.
 pub fn collect(root: &Path, f: &mut Facts) {

@@ -7,6 +7,7 @@ pub mod env;
 pub mod facts;
 pub mod mounts;
 pub mod quiet;
+mod sysfs;
 #[cfg(test)]
 mod test_support;
 
