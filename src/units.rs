@@ -3,16 +3,21 @@
 //! in human units. Values are stored in base units; throughput is shown in
 //! MiB/s (2^20) and says so. A bottom module: it imports nothing of the crate.
 
-/// Parse a byte size. Bare suffixes and `KiB`-style are binary (4k = 4096);
-/// `kB`/`MB`/`GB` are decimal, as fio and dd do.
-pub fn parse_size(raw: &str) -> Option<u64> {
+/// A number and the unit after it ("4k", "1.5 s"): the split both parsers read.
+fn number_and_unit(raw: &str) -> Option<(f64, &str)> {
     let s = raw.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let num: f64 = num.parse().ok()?;
-    let mult: f64 = match unit.trim() {
+    Some((num.parse().ok()?, unit.trim()))
+}
+
+/// Parse a byte size. Bare suffixes and `KiB`-style are binary (4k = 4096);
+/// `kB`/`MB`/`GB` are decimal, as fio and dd do.
+pub fn parse_size(raw: &str) -> Option<u64> {
+    let (num, unit) = number_and_unit(raw)?;
+    let mult: f64 = match unit {
         "" | "b" | "B" => 1.0,
         "k" | "K" | "KiB" | "kiB" | "Ki" => 1024.0,
         "m" | "M" | "MiB" | "Mi" => 1024.0 * 1024.0,
@@ -33,13 +38,8 @@ pub fn parse_size(raw: &str) -> Option<u64> {
 
 /// Parse a duration into seconds: `500ms`, `3s`, `2m`, `1h`, `250us`, `1.5`.
 pub fn parse_duration(raw: &str) -> Option<f64> {
-    let s = raw.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let num: f64 = num.parse().ok()?;
-    let mult = match unit.trim() {
+    let (num, unit) = number_and_unit(raw)?;
+    let mult = match unit {
         "" | "s" | "sec" => 1.0,
         "ms" => 1e-3,
         "us" | "µs" => 1e-6,
@@ -66,6 +66,11 @@ pub fn format_size(bytes: u64) -> String {
     } else {
         format!("{v:.1} {}", UNITS[i])
     }
+}
+
+/// A confidence interval for a person: `low … high`, each in `human` form.
+pub fn human_range(low: f64, high: f64, unit: &str) -> String {
+    format!("{} … {}", human(low, unit), human(high, unit))
 }
 
 /// Format a value in its base unit for a person.

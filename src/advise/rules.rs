@@ -66,6 +66,13 @@ fn target(ev: &Evidence) -> &str {
     ev.facts.get("fs.path").unwrap_or("DIR")
 }
 
+/// A loop device's queue settings do not reach the disk behind it.
+fn on_loop_device(ev: &Evidence) -> bool {
+    ev.facts
+        .get("block.kind")
+        .is_some_and(|k| k.starts_with("loop"))
+}
+
 fn sync_mount(ev: &Evidence, _: Workload) -> Outcome {
     if ev.facts.get("fs.sync") != Some("sync") {
         return Outcome::Fine;
@@ -318,12 +325,7 @@ fn read_ahead(ev: &Evidence, w: Workload) -> Outcome {
     let Some(ra) = ev.facts.get_u64("block.read_ahead_kb") else {
         return Outcome::Fine;
     };
-    if ra >= 128
-        || ev
-            .facts
-            .get("block.kind")
-            .is_some_and(|k| k.starts_with("loop"))
-    {
+    if ra >= 128 || on_loop_device(ev) {
         return Outcome::Fine;
     }
     let disk = ev.facts.get("block.disk").unwrap_or("DISK");
@@ -348,11 +350,7 @@ fn scheduler(ev: &Evidence, _: Workload) -> Outcome {
     ) else {
         return Outcome::Fine;
     };
-    if ev
-        .facts
-        .get("block.kind")
-        .is_some_and(|k| k.starts_with("loop"))
-    {
+    if on_loop_device(ev) {
         return Outcome::Fine;
     }
     let disk = ev.facts.get("block.disk").unwrap_or("DISK");

@@ -13,7 +13,7 @@ use crate::engine::process::{parse_signal, ready_regex};
 use crate::engine::verbs::boot::{self, kernel_size, Console, Request};
 use crate::model::run::{PointResult, Run};
 use crate::report::table::render as table;
-use crate::units::human;
+use crate::units::{human, human_range};
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -60,12 +60,8 @@ pub struct Args {
     /// Write every console line with its time (grabserial style) to this new file.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
-    /// A label stored with the run.
-    #[arg(long, default_value = "")]
-    pub label: String,
-    /// Do not store the run.
-    #[arg(long)]
-    pub no_store: bool,
+    #[command(flatten)]
+    pub stored: super::run::StoreArgs,
     /// The command whose output is the console (e.g. qemu-system-aarch64 … -nographic), after --.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -132,11 +128,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         ),
         None => None,
     };
-    let mut store = if a.no_store {
-        None
-    } else {
-        Some(super::open_store(cli)?)
-    };
+    let mut store = a.stored.store(cli)?;
     let request = Request {
         console,
         console_label,
@@ -147,7 +139,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         timeout: a.timeout,
         signal: a.signal,
         log,
-        label: a.label.clone(),
+        label: a.stored.label.clone(),
     };
     let booted = boot::run(request, argv, store.as_mut(), out);
     let run = &booted.finished.run;
@@ -171,11 +163,7 @@ fn render(run: &Run, p: &PointResult) -> String {
             vec![
                 m.name.clone(),
                 human(s.median, &m.unit),
-                format!(
-                    "{} … {}",
-                    human(s.ci95_low, &m.unit),
-                    human(s.ci95_high, &m.unit)
-                ),
+                human_range(s.ci95_low, s.ci95_high, &m.unit),
                 human(s.min, &m.unit),
                 human(s.max, &m.unit),
                 s.n.to_string(),

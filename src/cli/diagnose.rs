@@ -25,12 +25,8 @@ pub struct Args {
     /// Runs per mode of the start-up anatomy of a short command (0: skip it).
     #[arg(long, value_name = "N", default_value = "5")]
     pub startup_runs: u32,
-    /// A label stored with the run.
-    #[arg(long, default_value = "")]
-    pub label: String,
-    /// Do not store the run.
-    #[arg(long)]
-    pub no_store: bool,
+    #[command(flatten)]
+    pub stored: super::run::StoreArgs,
     /// The command to diagnose, from exec to exit (after --).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -65,18 +61,14 @@ fn what(a: &Args, argv: &[String]) -> Result<What> {
 
 pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let what = what(a, argv)?;
-    let mut store = if a.no_store {
-        None
-    } else {
-        Some(super::open_store(cli)?)
-    };
+    let mut store = a.stored.store(cli)?;
     // A store that cannot be written must not lose the diagnosis: it is
     // printed first, the store's failure reported after it.
     let finished = diagnose::run(
         what,
         a.hz,
         a.startup_runs,
-        &a.label,
+        &a.stored.label,
         argv,
         store.as_mut(),
         out,

@@ -26,26 +26,6 @@ use crate::units::parse_duration;
 use crate::{Error, Result};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum View {
-    /// procs, memory, swap, io, system, cpu (like procps vmstat).
-    Vmstat,
-    /// per-device r/s, w/s, kB/s, await, aqu-sz, areq-sz, %util (like iostat -x).
-    Iostat,
-    /// processes (or threads) using the most CPU (like QNX hogs).
-    Hogs,
-    /// interrupt and softirq rates per source and CPU (like sar -I).
-    Irq,
-    /// slab caches with most objects and churn (like slabtop; needs root).
-    Slab,
-    /// Dirty + Writeback against the writer-throttling threshold.
-    Dirty,
-    /// pressure stall information: % of time stalled on cpu, memory, io.
-    Psi,
-    /// cpufreq governor and frequency, cpuidle residency per CPU.
-    Power,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     /// A table row per sample.
     Table,
@@ -58,8 +38,8 @@ pub enum Format {
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// What to watch.
-    #[arg(value_enum)]
-    pub view: View,
+    #[arg(value_parser = view_parser())]
+    pub view: Kind,
     /// Seconds between samples (e.g. 1, 500ms, 2s).
     #[arg(long, short = 'i', default_value = "1", value_name = "DURATION", value_parser = parse_interval)]
     pub interval: f64,
@@ -102,30 +82,19 @@ fn emit(text: &str) -> Result<bool> {
     }
 }
 
-fn kind(v: View) -> Kind {
-    match v {
-        View::Vmstat => Kind::Vmstat,
-        View::Iostat => Kind::Iostat,
-        View::Hogs => Kind::Hogs,
-        View::Irq => Kind::Irq,
-        View::Slab => Kind::Slab,
-        View::Dirty => Kind::Dirty,
-        View::Psi => Kind::Psi,
-        View::Power => Kind::Power,
-    }
-}
-
-fn view_name(v: View) -> &'static str {
-    match v {
-        View::Vmstat => "vmstat",
-        View::Iostat => "iostat",
-        View::Hogs => "hogs",
-        View::Irq => "irq",
-        View::Slab => "slab",
-        View::Dirty => "dirty",
-        View::Psi => "psi",
-        View::Power => "power",
-    }
+/// The views' names and help, from the engine's list of them.
+fn view_parser() -> impl clap::builder::TypedValueParser<Value = Kind> {
+    use clap::builder::TypedValueParser as _;
+    let names = Kind::ALL
+        .iter()
+        .map(|(_, name, about)| clap::builder::PossibleValue::new(*name).help(*about));
+    // Only the listed names get past PossibleValuesParser.
+    clap::builder::PossibleValuesParser::new(names).map(|name| {
+        Kind::ALL
+            .iter()
+            .find(|(_, n, _)| *n == name)
+            .map_or(Kind::Vmstat, |(k, _, _)| *k)
+    })
 }
 
 /// OpenMetrics text: one family per metric name, gauges, ending in # EOF.
@@ -154,13 +123,13 @@ fn openmetrics(metrics: &[(String, String, f64)], unix_ms: i64) -> String {
 pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
     let format = if json_flag { Format::Json } else { a.format };
     let mut view = make_view(&Options {
-        kind: kind(a.view),
+        kind: a.view,
         devices: a.devices.clone(),
         top: a.top,
         min_pct: a.min_pct,
         threads: a.threads,
     })?;
-    let name = view_name(a.view);
+    let name = a.view.name();
     if format == Format::Table {
         for p in view.preface() {
             out.info(&p);

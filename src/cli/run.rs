@@ -94,12 +94,34 @@ impl MeasureArgs {
 
     /// The store, unless --no-store (opened first: a bad --db fails before measuring).
     pub fn store(&self, cli: &Cli) -> Result<Option<Store>> {
-        Ok(if self.no_store {
-            None
-        } else {
-            Some(super::open_store(cli)?)
-        })
+        store_unless(self.no_store, cli)
     }
+}
+
+/// What `time`, `boot` and `diagnose` store: a label, or nothing.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// A label stored with the run.
+    #[arg(long, default_value = "")]
+    pub label: String,
+    /// Do not store the run.
+    #[arg(long)]
+    pub no_store: bool,
+}
+
+impl StoreArgs {
+    /// The store, unless --no-store (opened first: a bad --db fails before measuring).
+    pub fn store(&self, cli: &Cli) -> Result<Option<Store>> {
+        store_unless(self.no_store, cli)
+    }
+}
+
+fn store_unless(no_store: bool, cli: &Cli) -> Result<Option<Store>> {
+    Ok(if no_store {
+        None
+    } else {
+        Some(super::open_store(cli)?)
+    })
 }
 
 pub fn parse_secs(s: &str) -> std::result::Result<f64, String> {

@@ -71,12 +71,8 @@ pub struct Args {
     /// the first failing run stops timing and exits 1.
     #[arg(long, short = 'i')]
     pub ignore_failure: bool,
-    /// A label stored with the run.
-    #[arg(long, default_value = "")]
-    pub label: String,
-    /// Do not store the run.
-    #[arg(long)]
-    pub no_store: bool,
+    #[command(flatten)]
+    pub stored: super::run::StoreArgs,
     #[command(flatten)]
     pub export: super::export_flags::ExportArgs,
     /// The command to time and its arguments (after --).
@@ -147,11 +143,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         max_run: Some(Duration::from_secs_f64(a.budget)),
     };
     a.export.check()?;
-    let mut store = if a.no_store {
-        None
-    } else {
-        Some(super::open_store(cli)?)
-    };
+    let mut store = a.stored.store(cli)?;
     let request = Request {
         commands,
         plan,
@@ -159,7 +151,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         spec,
         prepare: a.prepare.clone(),
         ignore_failure: a.ignore_failure,
-        label: a.label.clone(),
+        label: a.stored.label.clone(),
     };
     let timed = time::run(request, argv, store.as_mut(), out);
     let run = timed.run();

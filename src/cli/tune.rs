@@ -10,7 +10,7 @@ use crate::engine::session::target_or_temp;
 use crate::report::table;
 use crate::tune::knobs::{is_known, Knob, NAMES};
 use crate::tune::sweep::{best_value, default_metric};
-use crate::units::human;
+use crate::units::{human, human_range};
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -176,11 +176,7 @@ fn summary_table(knob: &str, results: &[crate::engine::PointResult], metric: &st
             Some(vec![
                 format!("{}{fs}", r.params.get(knob)?),
                 human(s.median, &m.unit),
-                format!(
-                    "{} … {}",
-                    human(s.ci95_low, &m.unit),
-                    human(s.ci95_high, &m.unit)
-                ),
+                human_range(s.ci95_low, s.ci95_high, &m.unit),
                 s.n.to_string(),
             ])
         })

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use super::knob::Switched;
+use super::offcpu::SLEEP_FRAMES;
 use super::procs::{self, Scope};
 use super::{overhead, read, thread_cpu_s, Sampled, Ticker};
 use crate::model::diagnosis::{BlockCause, BlockingReport, SchedTime, Section};
@@ -42,23 +43,9 @@ pub fn parse_latency(text: &str) -> Vec<(u64, f64, f64, String)> {
 /// Scheduler entry points every sleep passes through: they name no cause.
 fn is_generic(f: &str) -> bool {
     let name = f.split('+').next().unwrap_or(f);
-    matches!(
-        name,
-        "schedule"
-            | "__schedule"
-            | "schedule_timeout"
-            | "schedule_hrtimeout_range"
-            | "schedule_hrtimeout_range_clock"
-            | "schedule_preempt_disabled"
-            | "io_schedule"
-            | "io_schedule_timeout"
-            | "do_syscall_64"
-            | "entry_SYSCALL_64_after_hwframe"
-            | "ret_from_fork"
-            | "ret_from_fork_asm"
-            | "kthread"
-            | "0"
-    ) || name.starts_with("__x64_sys_")
+    SLEEP_FRAMES.contains(&name)
+        || matches!(name, "kthread" | "0")
+        || name.starts_with("__x64_sys_")
         || name.starts_with("__arm64_sys_")
         || name.starts_with("el0")
         || name.starts_with("invoke_syscall")

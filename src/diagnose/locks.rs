@@ -178,14 +178,11 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::test_support::fixture;
 
     #[test]
     fn parses_the_documented_layout() {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/diagnose/proc/lock_stat"
-        ))
-        .unwrap();
+        let text = fixture("proc/lock_stat");
         let rows = parse(&text);
         assert_eq!(rows.len(), 5, "{rows:#?}");
         let top = &rows[0];

@@ -18,6 +18,8 @@ pub mod procs;
 pub mod profile;
 pub mod slab;
 pub mod startup;
+#[cfg(test)]
+mod test_support;
 pub mod usetable;
 pub mod wakeups;
 pub mod workload;

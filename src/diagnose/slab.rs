@@ -95,42 +95,57 @@ pub fn slub_delta(
     after: &BTreeMap<String, ([u64; 4], u64, u64)>,
     seconds: f64,
 ) -> Vec<SlabCache> {
-    let mut rows: Vec<SlabCache> = after
-        .iter()
-        .map(|(name, (a, size, objs))| {
-            let b = before.get(name).map(|x| x.0).unwrap_or(*a);
-            let d: Vec<u64> = (0..4).map(|i| a[i].saturating_sub(b[i])).collect();
-            let allocs = d[0] + d[1];
-            let frees = d[2] + d[3];
-            let share = |fast: u64, all: u64| (all > 0).then(|| fast as f64 / all as f64 * 100.0);
-            SlabCache {
-                name: name.clone(),
-                obj_size: *size,
-                active_objs: *objs,
-                allocs,
-                frees,
-                alloc_fast_pct: share(d[0], allocs),
-                free_fast_pct: share(d[2], frees),
-                churn_per_s: if seconds > 0.0 {
-                    (allocs + frees) as f64 / seconds
-                } else {
-                    0.0
-                },
-            }
-        })
-        .filter(|c| c.allocs + c.frees > 0)
-        .collect();
-    busiest(&mut rows);
-    rows
+    busiest(after.iter().map(|(name, (a, size, objs))| {
+        let b = before.get(name).map(|x| x.0).unwrap_or(*a);
+        let d: Vec<u64> = (0..4).map(|i| a[i].saturating_sub(b[i])).collect();
+        let allocs = d[0] + d[1];
+        let frees = d[2] + d[3];
+        let share = |fast: u64, all: u64| (all > 0).then(|| fast as f64 / all as f64 * 100.0);
+        SlabCache {
+            alloc_fast_pct: share(d[0], allocs),
+            free_fast_pct: share(d[2], frees),
+            ..counted(name, *size, *objs, allocs, frees, seconds)
+        }
+    }))
 }
 
-fn busiest(rows: &mut Vec<SlabCache>) {
+/// A cache's row from its allocations and frees over `seconds` (no
+/// fast-path split: only SLUB_STATS counts that).
+fn counted(
+    name: &str,
+    obj_size: u64,
+    active_objs: u64,
+    allocs: u64,
+    frees: u64,
+    seconds: f64,
+) -> SlabCache {
+    SlabCache {
+        name: name.to_string(),
+        obj_size,
+        active_objs,
+        allocs,
+        frees,
+        alloc_fast_pct: None,
+        free_fast_pct: None,
+        churn_per_s: if seconds > 0.0 {
+            (allocs + frees) as f64 / seconds
+        } else {
+            0.0
+        },
+    }
+}
+
+/// The caches that allocated or freed anything, the busiest first, at most
+/// `TOP` of them.
+fn busiest(rows: impl Iterator<Item = SlabCache>) -> Vec<SlabCache> {
+    let mut rows: Vec<SlabCache> = rows.filter(|c| c.allocs + c.frees > 0).collect();
     rows.sort_by(|a, b| {
         (b.allocs + b.frees)
             .cmp(&(a.allocs + a.frees))
             .then(a.name.cmp(&b.name))
     });
     rows.truncate(TOP);
+    rows
 }
 
 /// Sums of the rises and falls of each cache's active objects between
@@ -167,31 +182,11 @@ impl SlabinfoSampler {
     }
 
     pub fn rows(&self, seconds: f64) -> Vec<SlabCache> {
-        let mut rows: Vec<SlabCache> = self
-            .last
-            .values()
-            .map(|c| {
-                let allocs = self.rises.get(&c.name).copied().unwrap_or(0);
-                let frees = self.falls.get(&c.name).copied().unwrap_or(0);
-                SlabCache {
-                    name: c.name.clone(),
-                    obj_size: c.obj_size,
-                    active_objs: c.active_objs,
-                    allocs,
-                    frees,
-                    alloc_fast_pct: None,
-                    free_fast_pct: None,
-                    churn_per_s: if seconds > 0.0 {
-                        (allocs + frees) as f64 / seconds
-                    } else {
-                        0.0
-                    },
-                }
-            })
-            .filter(|c| c.allocs + c.frees > 0)
-            .collect();
-        busiest(&mut rows);
-        rows
+        busiest(self.last.values().map(|c| {
+            let allocs = self.rises.get(&c.name).copied().unwrap_or(0);
+            let frees = self.falls.get(&c.name).copied().unwrap_or(0);
+            counted(&c.name, c.obj_size, c.active_objs, allocs, frees, seconds)
+        }))
     }
 }
 
@@ -291,8 +286,7 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/diagnose");
+    use crate::diagnose::test_support::FIXTURES;
 
     #[test]
     fn slub_stats_with_aliases() {

@@ -21,14 +21,7 @@ pub const MAX_RUN_S: f64 = 2.0;
 /// glibc's "runtime linker statistics" of one process.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LdStats {
-    pub startup: f64,
-    pub relocation: f64,
-    pub load_objects: f64,
-    pub unit: String,
-    pub relocations: u64,
-    pub relocations_from_cache: u64,
-    pub relative_relocations: u64,
-    pub final_relocations: u64,
+    pub linker: LinkerStats,
     /// Objects whose initialisers ld.so called (the loaded libraries).
     pub libraries: Vec<String>,
 }
@@ -53,18 +46,20 @@ pub fn parse_ld_debug(text: &str) -> Option<LdStats> {
         let num = first.parse::<f64>().ok();
         match key {
             "total startup time in dynamic loader" => {
-                s.startup = num?;
-                s.unit = unit.to_string();
+                s.linker.startup = num?;
+                s.linker.unit = unit.to_string();
                 found = true;
             }
-            "time needed for relocation" => s.relocation = num.unwrap_or(0.0),
-            "time needed to load objects" => s.load_objects = num.unwrap_or(0.0),
-            "number of relocations" => s.relocations = num.unwrap_or(0.0) as u64,
+            "time needed for relocation" => s.linker.relocation = num.unwrap_or(0.0),
+            "time needed to load objects" => s.linker.load_objects = num.unwrap_or(0.0),
+            "number of relocations" => s.linker.relocations = num.unwrap_or(0.0) as u64,
             "number of relocations from cache" => {
-                s.relocations_from_cache = num.unwrap_or(0.0) as u64
+                s.linker.relocations_from_cache = num.unwrap_or(0.0) as u64
             }
-            "number of relative relocations" => s.relative_relocations = num.unwrap_or(0.0) as u64,
-            "final number of relocations" => s.final_relocations = num.unwrap_or(0.0) as u64,
+            "number of relative relocations" => {
+                s.linker.relative_relocations = num.unwrap_or(0.0) as u64
+            }
+            "final number of relocations" => s.linker.final_relocations = num.unwrap_or(0.0) as u64,
             "calling init" => {
                 let lib = val.trim().to_string();
                 if !s.libraries.contains(&lib) {
@@ -165,14 +160,14 @@ fn mode(
         .unwrap_or_default();
     let med = |f: &dyn Fn(&LdStats) -> f64| median(stats.iter().map(f).collect());
     let linker = (!stats.is_empty()).then(|| LinkerStats {
-        startup: med(&|s| s.startup),
-        relocation: med(&|s| s.relocation),
-        load_objects: med(&|s| s.load_objects),
-        unit: stats[0].unit.clone(),
-        relocations: med(&|s| s.relocations as f64) as u64,
-        relocations_from_cache: med(&|s| s.relocations_from_cache as f64) as u64,
-        relative_relocations: med(&|s| s.relative_relocations as f64) as u64,
-        final_relocations: med(&|s| s.final_relocations as f64) as u64,
+        startup: med(&|s| s.linker.startup),
+        relocation: med(&|s| s.linker.relocation),
+        load_objects: med(&|s| s.linker.load_objects),
+        unit: stats[0].linker.unit.clone(),
+        relocations: med(&|s| s.linker.relocations as f64) as u64,
+        relocations_from_cache: med(&|s| s.linker.relocations_from_cache as f64) as u64,
+        relative_relocations: med(&|s| s.linker.relative_relocations as f64) as u64,
+        final_relocations: med(&|s| s.linker.final_relocations as f64) as u64,
     });
     let failed = timed.iter().filter(|o| !o.ok).count();
     Ok((
@@ -258,28 +253,25 @@ pub fn analyse(argv: &[String], first_run_s: f64, runs: u32, say: Say) -> Sectio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::test_support::fixture;
 
     #[test]
     fn glibc_statistics_and_libs() {
-        let t = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/diagnose/ld-debug.2927"
-        ))
-        .unwrap();
+        let t = fixture("ld-debug.2927");
         let s = parse_ld_debug(&t).unwrap();
-        assert_eq!(s.startup, 161415.0);
-        assert_eq!(s.unit, "cycles");
-        assert_eq!(s.relocation, 29107.0);
-        assert_eq!(s.load_objects, 29088.0);
+        assert_eq!(s.linker.startup, 161415.0);
+        assert_eq!(s.linker.unit, "cycles");
+        assert_eq!(s.linker.relocation, 29107.0);
+        assert_eq!(s.linker.load_objects, 29088.0);
         assert_eq!(
             (
-                s.relocations,
-                s.relocations_from_cache,
-                s.relative_relocations
+                s.linker.relocations,
+                s.linker.relocations_from_cache,
+                s.linker.relative_relocations
             ),
             (87, 7, 16)
         );
-        assert_eq!(s.final_relocations, 88);
+        assert_eq!(s.linker.final_relocations, 88);
         assert_eq!(
             s.libraries,
             vec![

@@ -286,25 +286,19 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::test_support::{fixture, FIXTURES};
 
     #[test]
     fn status_and_sched() {
         let st = "Name:\tsleep\nvoluntary_ctxt_switches:\t41\nnonvoluntary_ctxt_switches:\t3\n";
         assert_eq!(parse_status(st), Some((41, 3)));
-        let sched = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/diagnose/proc/4242/task/4243/sched"
-        ))
-        .unwrap();
+        let sched = fixture("proc/4242/task/4243/sched");
         assert_eq!(parse_sched_wakeups(&sched), Some(1877));
     }
 
     #[test]
     fn cstate_residency_over_all_cpus() {
-        let root = Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/diagnose"
-        ));
+        let root = Path::new(FIXTURES);
         let before = read_cstates(&root.join("before"));
         let after = read_cstates(&root.join("after"));
         assert_eq!(before.len(), 4);

@@ -11,30 +11,19 @@ pub fn interpreter(b: &[u8]) -> Option<String> {
     }
     let wide = b[4] == 2;
     let le = b[5] != 2;
-    let u16_at = |o: usize| -> Option<u64> {
-        let s: [u8; 2] = b.get(o..o + 2)?.try_into().ok()?;
+    // An unsigned field of `n` bytes at `o`, in the file's byte order.
+    let uint_at = |o: usize, n: usize| -> Option<u64> {
+        let s = b.get(o..o.checked_add(n)?)?;
+        let fold = |v: u64, x: &u8| v << 8 | *x as u64;
         Some(if le {
-            u16::from_le_bytes(s)
+            s.iter().rev().fold(0, fold)
         } else {
-            u16::from_be_bytes(s)
-        } as u64)
-    };
-    let u32_at = |o: usize| -> Option<u64> {
-        let s: [u8; 4] = b.get(o..o + 4)?.try_into().ok()?;
-        Some(if le {
-            u32::from_le_bytes(s)
-        } else {
-            u32::from_be_bytes(s)
-        } as u64)
-    };
-    let u64_at = |o: usize| -> Option<u64> {
-        let s: [u8; 8] = b.get(o..o + 8)?.try_into().ok()?;
-        Some(if le {
-            u64::from_le_bytes(s)
-        } else {
-            u64::from_be_bytes(s)
+            s.iter().fold(0, fold)
         })
     };
+    let u16_at = |o: usize| uint_at(o, 2);
+    let u32_at = |o: usize| uint_at(o, 4);
+    let u64_at = |o: usize| uint_at(o, 8);
     let (phoff, phentsize, phnum) = if wide {
         (u64_at(0x20)?, u16_at(0x36)?, u16_at(0x38)?)
     } else {

@@ -80,18 +80,22 @@ pub fn read_psi() -> io::Result<Vec<PsiCounters>> {
     Ok(out)
 }
 
+/// `delta_us` µs as a share of an interval of `us` µs, in % (at most 100:
+/// counters can run ahead of the measured interval).
+fn share_pct(delta_us: u64, us: f64) -> f64 {
+    if us > 0.0 {
+        (delta_us as f64 / us * 100.0).min(100.0)
+    } else {
+        0.0
+    }
+}
+
 pub fn psi_delta(prev: &[PsiCounters], cur: &[PsiCounters], seconds: f64) -> Vec<PsiRow> {
     let us = seconds * 1e6;
     cur.iter()
         .map(|c| {
             let p = prev.iter().find(|p| p.resource == c.resource);
-            let pct = |a: Option<u64>, b: u64| {
-                if us <= 0.0 {
-                    0.0
-                } else {
-                    (b.saturating_sub(a.unwrap_or(b)) as f64 / us * 100.0).min(100.0)
-                }
-            };
+            let pct = |a: Option<u64>, b: u64| share_pct(b.saturating_sub(a.unwrap_or(b)), us);
             PsiRow {
                 resource: c.resource.clone(),
                 some_pct: pct(p.map(|p| p.some_total_us), c.some_total_us),
@@ -195,11 +199,7 @@ pub fn power_delta(prev: &[CpuPower], cur: &[CpuPower], seconds: f64) -> Vec<Pow
                         .and_then(|p| p.idle.iter().find(|s| &s.0 == name))
                         .map(|s| (s.1, s.2))
                         .unwrap_or((*t, *u));
-                    let pct = if us > 0.0 {
-                        (t.saturating_sub(pt) as f64 / us * 100.0).min(100.0)
-                    } else {
-                        0.0
-                    };
+                    let pct = share_pct(t.saturating_sub(pt), us);
                     let rate = if seconds > 0.0 {
                         u.saturating_sub(pu) as f64 / seconds
                     } else {

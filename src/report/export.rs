@@ -29,6 +29,13 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// One CSV line of `fields`, quoted where needed.
+fn csv_row(out: &mut String, fields: &[String]) {
+    let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+    out.push_str(&line.join(","));
+    out.push('\n');
+}
+
 pub fn csv(run: &Run) -> String {
     let mut out = String::from(
         "run_id,experiment,params,metric,unit,better,n,median,mean,trimmed_mean,stddev,cv,min,max,\
@@ -58,9 +65,7 @@ pub fn csv(run: &Run) -> String {
                 s.stop_reason_str().to_string(),
                 samples.join(" "),
             ];
-            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
-            out.push_str(&line.join(","));
-            out.push('\n');
+            csv_row(&mut out, &fields);
         }
     }
     out
@@ -175,9 +180,7 @@ pub fn comparison_csv(c: &crate::analysis::compare::RunComparison) -> String {
                 x.ci95_high.to_string(),
                 x.verdict.as_str().to_string(),
             ];
-            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
-            out.push_str(&line.join(","));
-            out.push('\n');
+            csv_row(&mut out, &fields);
         }
     }
     out
@@ -215,9 +218,7 @@ pub fn devices_csv(c: &crate::analysis::devices::DeviceComparison) -> String {
                 cmp.map(|x| x.verdict.as_str().to_string())
                     .unwrap_or_default(),
             ];
-            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
-            out.push_str(&line.join(","));
-            out.push('\n');
+            csv_row(&mut out, &fields);
         }
     }
     out

@@ -4,7 +4,7 @@
 
 use super::table::render as table;
 use crate::analysis::history::History;
-use crate::units::{human, sig};
+use crate::units::{human, human_range, sig};
 
 pub fn render(h: &History) -> String {
     let mut s = format!(
@@ -46,11 +46,7 @@ pub fn render(h: &History) -> String {
                     e.run.clone(),
                     e.machine.clone(),
                     human(e.median, &se.unit),
-                    format!(
-                        "{} … {}",
-                        human(e.ci95_low, &se.unit),
-                        human(e.ci95_high, &se.unit)
-                    ),
+                    human_range(e.ci95_low, e.ci95_high, &se.unit),
                     mark,
                 ]
             })
@@ -150,11 +146,7 @@ pub fn document(h: &History) -> super::document::Document {
                         Cell::from(e.run.clone()),
                         Cell::from(e.machine.clone()),
                         Cell::from(human(e.median, &se.unit)),
-                        Cell::from(format!(
-                            "{} … {}",
-                            human(e.ci95_low, &se.unit),
-                            human(e.ci95_high, &se.unit)
-                        )),
+                        Cell::from(human_range(e.ci95_low, e.ci95_high, &se.unit)),
                         cell,
                     ]
                 })

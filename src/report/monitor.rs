@@ -23,6 +23,12 @@ pub struct Shown {
     pub gauges: Vec<Gauge>,
 }
 
+impl Shown {
+    fn gauge(&mut self, name: impl Into<String>, labels: String, value: f64) {
+        self.gauges.push((name.into(), labels, value));
+    }
+}
+
 /// Rows between two repeats of a scrolling view's header.
 const HEADER_EVERY: usize = 20;
 
@@ -59,8 +65,7 @@ pub fn vmstat(r: &VmstatRow, header: bool) -> Shown {
         ("interrupts_per_second", r.in_s),
         ("context_switches_per_second", r.cs_s),
     ] {
-        e.gauges
-            .push((format!("tunelab_vmstat_{name}"), String::new(), v));
+        e.gauge(format!("tunelab_vmstat_{name}"), String::new(), v);
     }
     for (mode, v) in [
         ("user", r.us),
@@ -69,11 +74,7 @@ pub fn vmstat(r: &VmstatRow, header: bool) -> Shown {
         ("iowait", r.wa),
         ("steal", r.st),
     ] {
-        e.gauges.push((
-            "tunelab_vmstat_cpu_percent".into(),
-            format!("mode=\"{mode}\""),
-            v,
-        ));
+        e.gauge("tunelab_vmstat_cpu_percent", format!("mode=\"{mode}\""), v);
     }
     e
 }
@@ -136,7 +137,7 @@ pub fn iostat(rows: &[IostatRow]) -> Shown {
             ("request_size_kib", r.areq_sz_kb),
             ("util_percent", r.util_pct),
         ] {
-            e.gauges.push((format!("tunelab_iostat_{n}"), l.clone(), v));
+            e.gauge(format!("tunelab_iostat_{n}"), l.clone(), v);
         }
     }
     e.table.push('\n');
@@ -170,8 +171,7 @@ pub fn hogs(rows: &[HogRow], threads: bool) -> Shown {
             r.tid.map(|t| format!("tid=\"{t}\",")).unwrap_or_default(),
             r.name.replace('\\', "\\\\").replace('"', "\\\"")
         );
-        e.gauges
-            .push(("tunelab_hogs_cpu_percent".into(), l, r.pct_cpu));
+        e.gauge("tunelab_hogs_cpu_percent", l, r.pct_cpu);
     }
     e.table.push('\n');
     e
@@ -204,11 +204,11 @@ pub fn irq(rows: &[IrqRate], top: usize) -> Shown {
             "softirqs"
         };
         for (c, v) in r.per_cpu_per_s.iter().enumerate() {
-            e.gauges.push((
+            e.gauge(
                 format!("tunelab_{what}_per_second"),
                 format!("source=\"{}\",cpu=\"{c}\"", r.source),
                 *v,
-            ));
+            );
         }
     }
     e.table.push('\n');
@@ -235,13 +235,12 @@ pub fn slab(shown: &[&SlabRow]) -> Shown {
             r.churn_per_s
         );
         let l = format!("cache=\"{}\"", r.name);
-        e.gauges.push((
-            "tunelab_slab_active_objects".into(),
+        e.gauge(
+            "tunelab_slab_active_objects",
             l.clone(),
             r.active_objs as f64,
-        ));
-        e.gauges
-            .push(("tunelab_slab_churn_per_second".into(), l, r.churn_per_s));
+        );
+        e.gauge("tunelab_slab_churn_per_second", l, r.churn_per_s);
     }
     e.table.push('\n');
     e
@@ -263,17 +262,17 @@ pub fn psi(rows: &[PsiRow]) -> Shown {
             r.full_pct.map_or("-".into(), |f| format!("{f:.1}")),
             r.some_avg10
         );
-        e.gauges.push((
-            "tunelab_pressure_stalled_percent".into(),
+        e.gauge(
+            "tunelab_pressure_stalled_percent",
             format!("resource=\"{}\",kind=\"some\"", r.resource),
             r.some_pct,
-        ));
+        );
         if let Some(f) = r.full_pct {
-            e.gauges.push((
-                "tunelab_pressure_stalled_percent".into(),
+            e.gauge(
+                "tunelab_pressure_stalled_percent",
                 format!("resource=\"{}\",kind=\"full\"", r.resource),
                 f,
-            ));
+            );
         }
     }
     e.table.push('\n');
@@ -301,18 +300,14 @@ pub fn power(rows: &[PowerRow]) -> Shown {
             }
         );
         if let Some(f) = r.freq_mhz {
-            e.gauges.push((
-                "tunelab_cpu_frequency_mhz".into(),
-                format!("cpu=\"{}\"", r.cpu),
-                f,
-            ));
+            e.gauge("tunelab_cpu_frequency_mhz", format!("cpu=\"{}\"", r.cpu), f);
         }
         for (n, pct, _) in &r.idle {
-            e.gauges.push((
-                "tunelab_cpu_idle_residency_percent".into(),
+            e.gauge(
+                "tunelab_cpu_idle_residency_percent",
                 format!("cpu=\"{}\",state=\"{n}\"", r.cpu),
                 *pct,
-            ));
+            );
         }
     }
     e.table.push('\n');
@@ -363,8 +358,7 @@ pub fn dirty(line: &DirtyLine, header: bool) -> Shown {
         ("cache_bytes", line.cache_bytes),
         ("throttle_threshold_bytes", line.throttle_bytes),
     ] {
-        e.gauges
-            .push((format!("tunelab_dirty_{n}"), String::new(), v as f64));
+        e.gauge(format!("tunelab_dirty_{n}"), String::new(), v as f64);
     }
     e
 }

@@ -4,7 +4,7 @@
 use super::table::{para, render as table, run_on};
 use crate::model::run::{PointResult, Run};
 use crate::stats::summary::relative_half_width;
-use crate::units::{human, pct};
+use crate::units::{human, human_range, pct};
 
 pub fn render_header(run: &Run) -> String {
     let env = &run.environment;
@@ -67,11 +67,7 @@ fn metric_rows(results: &[&PointResult]) -> Vec<Vec<String>> {
                 r.params_label(),
                 m.name.clone(),
                 human(s.median, &m.unit),
-                format!(
-                    "{} … {}",
-                    human(s.ci95_low, &m.unit),
-                    human(s.ci95_high, &m.unit)
-                ),
+                human_range(s.ci95_low, s.ci95_high, &m.unit),
                 format!("±{}", pct(relative_half_width(s)).trim_start_matches('±')),
                 s.n.to_string(),
                 pct(s.cv),

@@ -6,7 +6,7 @@ use crate::model::run::Run;
 use crate::model::ParamValue;
 use crate::report::table::render as table;
 use crate::stats::summary::relative_half_width;
-use crate::units::{human, pct};
+use crate::units::{human, human_range, pct};
 
 /// `exits`: per command, its label and the distinct ways its runs ended
 /// ("exit 0", "signal 15"), sorted.
@@ -28,11 +28,7 @@ pub fn render(
                 m.name.clone(),
                 human(s.mean, &m.unit),
                 human(s.median, &m.unit),
-                format!(
-                    "{} … {}",
-                    human(s.ci95_low, &m.unit),
-                    human(s.ci95_high, &m.unit)
-                ),
+                human_range(s.ci95_low, s.ci95_high, &m.unit),
                 format!("±{}", pct(relative_half_width(s))),
                 human(s.min, &m.unit),
                 human(s.max, &m.unit),

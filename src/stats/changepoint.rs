@@ -53,6 +53,19 @@ pub struct ChangePoint {
 
 /// All change points of `xs`, in index order.
 pub fn e_divisive(xs: &[f64], opt: &Options) -> Vec<ChangePoint> {
+    search(xs, opt, best_split, |seg, q, rng| {
+        permutation_p(seg, q, opt, rng)
+    })
+}
+
+/// The recursive search with a given statistic (`split`: the best split of
+/// a segment and its q) and permutation test (`p_value` of a segment's q).
+fn search(
+    xs: &[f64],
+    opt: &Options,
+    split: impl Fn(&[f64], usize) -> Option<(usize, f64)>,
+    mut p_value: impl FnMut(&[f64], f64, &mut SmallRng) -> f64,
+) -> Vec<ChangePoint> {
     let mut rng = SmallRng::seed_from_u64(opt.seed);
     let mut found: Vec<ChangePoint> = Vec::new();
     // Segments as [start, end) bounds between accepted change points.
@@ -65,14 +78,12 @@ pub fn e_divisive(xs: &[f64], opt: &Options) -> Vec<ChangePoint> {
         // The best split over all current segments.
         let best = bounds
             .windows(2)
-            .filter_map(|w| {
-                best_split(&xs[w[0]..w[1]], opt.min_size).map(|(t, q)| (w[0], w[1], t, q))
-            })
+            .filter_map(|w| split(&xs[w[0]..w[1]], opt.min_size).map(|(t, q)| (w[0], w[1], t, q)))
             .max_by(|a, b| a.3.total_cmp(&b.3));
         let Some((start, end, tau, q)) = best else {
             break;
         };
-        let p = permutation_p(&xs[start..end], q, opt, &mut rng);
+        let p = p_value(&xs[start..end], q, &mut rng);
         if p >= opt.alpha {
             break;
         }
@@ -150,48 +161,57 @@ impl Segment {
     /// The best split of the segment in the order `ranks` gives (the
     /// segment's own order, or a permutation of it).
     fn best_split(&self, ranks: &[u32], min: usize, tree: &mut Fenwick) -> Option<(usize, f64)> {
-        let n = ranks.len();
-        let min = min.max(2);
-        if n < 2 * min {
-            return None;
-        }
         tree.clear();
-        // Start with τ = 0: everything on the right.
-        let mut within_l = 0.0;
-        let mut within_r = self.total;
-        let mut between = 0.0;
         // Sum of the values already moved to the left.
         let mut prefix = 0.0;
-        let mut best: Option<(usize, f64)> = None;
-        for tau in 1..n {
-            // Move point τ−1 from the right side to the left side. Its
-            // distances to the points before it: those below it (count c,
-            // sum s) and the rest of the k before it.
-            let k = tau - 1;
+        scan_splits(ranks.len(), min, self.total, |k| {
+            // Point k's distances to the k points before it: those below
+            // it (count c, sum s) and the rest.
             let r = ranks[k] as usize;
             let v = self.sorted[r];
             let (c, s) = tree.below(r);
             let left = v * (2.0 * c - k as f64) + prefix - 2.0 * s;
-            let right = self.rowsum[r] - left;
             tree.add(r, v);
             prefix += v;
-            within_l += left;
-            within_r -= right;
-            between += right - left;
-            if tau < min || n - tau < min {
-                continue;
-            }
-            let (a, b) = (tau as f64, (n - tau) as f64);
-            let e = 2.0 * between / (a * b)
-                - within_l / (a * (a - 1.0) / 2.0)
-                - within_r / (b * (b - 1.0) / 2.0);
-            let q = a * b / n as f64 * e;
-            if best.is_none_or(|(_, bq)| q > bq) {
-                best = Some((tau, q));
-            }
-        }
-        best
+            (left, self.rowsum[r] - left)
+        })
     }
+}
+
+/// The split of `n` points with the largest scaled energy statistic, at
+/// least `min` on each side. Starting with τ = 0 (everything on the right,
+/// `total` the sum of distances within it), `moved(k)` moves point k to the
+/// left and gives its distances to the points before it and after it.
+fn scan_splits(
+    n: usize,
+    min: usize,
+    total: f64,
+    mut moved: impl FnMut(usize) -> (f64, f64),
+) -> Option<(usize, f64)> {
+    let min = min.max(2);
+    if n < 2 * min {
+        return None;
+    }
+    let (mut within_l, mut within_r, mut between) = (0.0, total, 0.0);
+    let mut best: Option<(usize, f64)> = None;
+    for tau in 1..n {
+        let (left, right) = moved(tau - 1);
+        within_l += left;
+        within_r -= right;
+        between += right - left;
+        if tau < min || n - tau < min {
+            continue;
+        }
+        let (a, b) = (tau as f64, (n - tau) as f64);
+        let e = 2.0 * between / (a * b)
+            - within_l / (a * (a - 1.0) / 2.0)
+            - within_r / (b * (b - 1.0) / 2.0);
+        let q = a * b / n as f64 * e;
+        if best.is_none_or(|(_, bq)| q > bq) {
+            best = Some((tau, q));
+        }
+    }
+    best
 }
 
 /// Counts and sums of the values added so far, by rank (a Fenwick tree).
@@ -275,21 +295,32 @@ mod tests {
             .collect()
     }
 
+    /// Noisy levels one after the other (sd 2): `(points, mean)` each, the
+    /// k-th drawn with seed `seed + k`.
+    fn levels(parts: &[(usize, f64)], seed: u64) -> Vec<f64> {
+        (0..)
+            .zip(parts)
+            .flat_map(|(k, &(n, mean))| noise(n, mean, 2.0, seed + k))
+            .collect()
+    }
+
+    /// The one change point of `xs`, which must be in `near`.
+    fn one_change(xs: &[f64], near: std::ops::RangeInclusive<usize>) -> ChangePoint {
+        let cps = e_divisive(xs, &Options::default());
+        assert_eq!(cps.len(), 1, "{cps:?}");
+        assert!(near.contains(&cps[0].index), "{cps:?}");
+        cps[0].clone()
+    }
+
     #[test]
     fn finds_a_known_step() {
-        let mut xs = noise(30, 100.0, 2.0, 1);
-        xs.extend(noise(20, 115.0, 2.0, 2));
-        let cps = e_divisive(&xs, &Options::default());
-        assert_eq!(cps.len(), 1, "{cps:?}");
-        assert!((29..=31).contains(&cps[0].index), "{cps:?}");
-        assert!(cps[0].p_value < 0.01);
+        let cp = one_change(&levels(&[(30, 100.0), (20, 115.0)], 1), 29..=31);
+        assert!(cp.p_value < 0.01);
     }
 
     #[test]
     fn finds_two_steps() {
-        let mut xs = noise(25, 100.0, 2.0, 3);
-        xs.extend(noise(25, 80.0, 2.0, 4));
-        xs.extend(noise(25, 100.0, 2.0, 5));
+        let xs = levels(&[(25, 100.0), (25, 80.0), (25, 100.0)], 3);
         let idx: Vec<usize> = e_divisive(&xs, &Options::default())
             .iter()
             .map(|c| c.index)
@@ -332,78 +363,29 @@ mod tests {
     /// the reference the fast statistic must reproduce.
     fn best_split_direct(xs: &[f64], min: usize) -> Option<(usize, f64)> {
         let n = xs.len();
-        let min = min.max(2);
-        if n < 2 * min {
-            return None;
-        }
         let left: Vec<f64> = (0..n)
             .map(|i| xs[..i].iter().map(|x| (x - xs[i]).abs()).sum())
             .collect();
         let right: Vec<f64> = (0..n)
             .map(|i| xs[i + 1..].iter().map(|x| (x - xs[i]).abs()).sum())
             .collect();
-        let (mut within_l, mut within_r, mut between) = (0.0, right.iter().sum::<f64>(), 0.0);
-        let mut best: Option<(usize, f64)> = None;
-        for tau in 1..n {
-            let k = tau - 1;
-            within_l += left[k];
-            within_r -= right[k];
-            between += right[k] - left[k];
-            if tau < min || n - tau < min {
-                continue;
-            }
-            let (a, b) = (tau as f64, (n - tau) as f64);
-            let e = 2.0 * between / (a * b)
-                - within_l / (a * (a - 1.0) / 2.0)
-                - within_r / (b * (b - 1.0) / 2.0);
-            let q = a * b / n as f64 * e;
-            if best.is_none_or(|(_, bq)| q > bq) {
-                best = Some((tau, q));
-            }
-        }
-        best
+        scan_splits(n, min, right.iter().sum(), |k| (left[k], right[k]))
     }
 
     /// The search as it was before the fast statistic: direct sums, every
     /// permutation run.
     fn e_divisive_direct(xs: &[f64], opt: &Options) -> Vec<ChangePoint> {
-        let mut rng = SmallRng::seed_from_u64(opt.seed);
-        let mut found: Vec<ChangePoint> = Vec::new();
-        loop {
-            let mut bounds: Vec<usize> = found.iter().map(|c| c.index).collect();
-            bounds.extend([0, xs.len()]);
-            bounds.sort_unstable();
-            bounds.dedup();
-            let best = bounds
-                .windows(2)
-                .filter_map(|w| {
-                    best_split_direct(&xs[w[0]..w[1]], opt.min_size)
-                        .map(|(t, q)| (w[0], w[1], t, q))
-                })
-                .max_by(|a, b| a.3.total_cmp(&b.3));
-            let Some((start, end, tau, q)) = best else {
-                break;
-            };
-            let mut perm = xs[start..end].to_vec();
+        search(xs, opt, best_split_direct, |seg, q, rng| {
+            let mut perm = seg.to_vec();
             let mut as_large = 0;
             for _ in 0..opt.permutations {
-                perm.shuffle(&mut rng);
+                perm.shuffle(rng);
                 if best_split_direct(&perm, opt.min_size).is_some_and(|(_, pq)| pq >= q) {
                     as_large += 1;
                 }
             }
-            let p = (as_large + 1) as f64 / (opt.permutations + 1) as f64;
-            if p >= opt.alpha {
-                break;
-            }
-            found.push(ChangePoint {
-                index: start + tau,
-                p_value: p,
-                energy: q,
-            });
-        }
-        found.sort_by_key(|c| c.index);
-        found
+            (as_large + 1) as f64 / (opt.permutations + 1) as f64
+        })
     }
 
     #[test]
@@ -485,11 +467,7 @@ mod tests {
     fn a_long_history_finds_its_step_and_noise_stops_early() {
         // 3,000 runs: the O(n²) search took seconds here; the step at 2,000
         // is found exactly once and nothing else.
-        let mut xs = noise(2000, 100.0, 2.0, 11);
-        xs.extend(noise(1000, 97.0, 2.0, 12));
-        let cps = e_divisive(&xs, &Options::default());
-        assert_eq!(cps.len(), 1, "{cps:?}");
-        assert!((1990..=2010).contains(&cps[0].index), "{cps:?}");
+        one_change(&levels(&[(2000, 100.0), (1000, 97.0)], 11), 1990..=2010);
         assert!(e_divisive(&noise(3000, 100.0, 2.0, 13), &Options::default()).is_empty());
     }
 

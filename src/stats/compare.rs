@@ -233,10 +233,14 @@ mod tests {
             .collect()
     }
 
+    /// A base around 100 and a new set 20% lower, each with 1% spread.
+    fn twenty_percent_lower() -> (Vec<f64>, Vec<f64>) {
+        (around(100.0, 0.01, 10), around(80.0, 0.01, 10))
+    }
+
     #[test]
     fn twenty_percent_slower_throughput_regressed() {
-        let base = around(100.0, 0.01, 10);
-        let new = around(80.0, 0.01, 10);
+        let (base, new) = twenty_percent_lower();
         let c = compare(&base, &new, true, 0.02);
         assert_eq!(c.verdict, Verdict::Regressed, "{}", c.reason);
         assert!((c.ratio - 0.8).abs() < 1e-9);
@@ -247,8 +251,7 @@ mod tests {
 
     #[test]
     fn lower_is_better_flips_the_verdict() {
-        let base = around(100.0, 0.01, 10);
-        let new = around(80.0, 0.01, 10);
+        let (base, new) = twenty_percent_lower();
         assert_eq!(compare(&base, &new, false, 0.02).verdict, Verdict::Improved);
         assert_eq!(
             compare(&new, &base, false, 0.02).verdict,

@@ -128,6 +128,14 @@ mod tests {
         }
     }
 
+    /// `room` with the target on tmpfs.
+    fn tmpfs_room(memory: u64, disk: u64) -> Room {
+        Room {
+            ram: Some("tmpfs".into()),
+            ..room(memory, disk)
+        }
+    }
+
     #[test]
     fn quick_profile_fits_a_64_mib_board() {
         let p = crate::study::load("quick", &[]).unwrap();
@@ -156,14 +164,7 @@ mod tests {
     fn files_on_a_ram_target_count_as_memory() {
         let p = crate::study::load("quick", &[]).unwrap();
         let disk = estimate_in(&p, &room(30 << 20, 24 << 20), None);
-        let ram = estimate_in(
-            &p,
-            &Room {
-                ram: Some("tmpfs".into()),
-                ..room(30 << 20, 24 << 20)
-            },
-            None,
-        );
+        let ram = estimate_in(&p, &tmpfs_room(30 << 20, 24 << 20), None);
         // The same points, but the io.record-size file is memory too.
         assert!(ram.peak_memory >= disk.peak_memory, "{ram:?} vs {disk:?}");
         let d = ram.describe();
@@ -172,14 +173,7 @@ mod tests {
             "{d}"
         );
         // A 16 MiB file kept on tmpfs with 1 MiB records: 17 MiB at the peak.
-        let big = estimate_in(
-            &p,
-            &Room {
-                ram: Some("tmpfs".into()),
-                ..room(16 << 30, 100 << 30)
-            },
-            None,
-        );
+        let big = estimate_in(&p, &tmpfs_room(16 << 30, 100 << 30), None);
         assert!(big.peak_memory >= 128 << 20, "{big:?}");
     }
 }

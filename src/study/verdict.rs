@@ -395,22 +395,15 @@ mod tests {
         let c = le_50us(Over::All);
         // The case: medians of 47.9 and 51.8 µs with intervals
         // straddling 50 µs are neither PASS nor FAIL.
-        assert_eq!(
-            outcome(&c, &[point("latency", 47.9e-6, 45e-6, 52e-6)]),
-            Outcome::Marginal
-        );
-        assert_eq!(
-            outcome(&c, &[point("latency", 51.8e-6, 48e-6, 53e-6)]),
-            Outcome::Marginal
-        );
-        assert_eq!(
-            outcome(&c, &[point("latency", 40e-6, 38e-6, 42e-6)]),
-            Outcome::Pass
-        );
-        assert_eq!(
-            outcome(&c, &[point("latency", 60e-6, 55e-6, 66e-6)]),
-            Outcome::Fail
-        );
+        for (median, low, high, want) in [
+            (47.9e-6, 45e-6, 52e-6, Outcome::Marginal),
+            (51.8e-6, 48e-6, 53e-6, Outcome::Marginal),
+            (40e-6, 38e-6, 42e-6, Outcome::Pass),
+            (60e-6, 55e-6, 66e-6, Outcome::Fail),
+        ] {
+            let got = outcome(&c, &[point("latency", median, low, high)]);
+            assert_eq!(got, want, "median {median}, CI {low} … {high}");
+        }
         // The old rule judged the median alone: 47.9 µs passed although
         // its interval reaches 52 µs.
         let j = judge_criterion(&c, &[point("latency", 47.9e-6, 45e-6, 52e-6)]);

@@ -9,6 +9,7 @@ use std::fs;
 use std::path::Path;
 
 use super::facts::Facts;
+use super::sysfs::{cpu_list, sorted_entries};
 
 /// Add every board fact readable under `root`.
 pub fn collect(root: &Path, f: &mut Facts) {
@@ -26,6 +27,18 @@ fn read(root: &Path, rel: &str) -> Option<String> {
         .trim_matches(|c: char| c.is_whitespace() || c == '\0')
         .to_string();
     (!s.is_empty()).then_some(s)
+}
+
+/// The names in `dir`, sorted (none when it cannot be read).
+fn sorted_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
 }
 
 /// `/proc/device-tree` is a link to `/sys/firmware/devicetree/base`; either may exist.
@@ -158,38 +171,12 @@ fn cores(root: &Path, f: &mut Facts) {
     }
 }
 
-/// Expand a kernel CPU list ("0-3", "4 5", "0-1,4").
-fn cpu_list(s: &str) -> Vec<usize> {
-    let mut out = Vec::new();
-    for part in s.split([',', ' ', '\n']).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
-                    out.extend(a..=b);
-                }
-            }
-            None => out.extend(part.parse::<usize>().ok()),
-        }
-    }
-    out
-}
-
 /// One cpufreq policy per cluster: its CPUs (related_cpus), max frequency
 /// and the core type its CPUs report.
 fn clusters(root: &Path, f: &mut Facts) {
-    let dir = root.join("sys/devices/system/cpu/cpufreq");
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return;
-    };
-    let mut policies: Vec<(usize, String)> = entries
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().to_string_lossy().into_owned();
-            Some((name.strip_prefix("policy")?.parse().ok()?, name))
-        })
-        .collect();
-    policies.sort();
+    let policies = sorted_entries(&root.join("sys/devices/system/cpu/cpufreq"), "policy");
     let names = core_names(root);
-    for (_, policy) in policies {
+    for policy in policies {
         let rel = format!("sys/devices/system/cpu/cpufreq/{policy}");
         let Some(cpus) = read(root, &format!("{rel}/related_cpus")) else {
             continue;
@@ -230,18 +217,7 @@ fn celsius(milli: &str) -> Option<String> {
 
 /// Thermal zones: type, current temperature and trip points.
 fn thermal(root: &Path, f: &mut Facts) {
-    let dir = root.join("sys/class/thermal");
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return;
-    };
-    let mut zones: Vec<(usize, String)> = entries
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().to_string_lossy().into_owned();
-            Some((name.strip_prefix("thermal_zone")?.parse().ok()?, name))
-        })
-        .collect();
-    zones.sort();
-    for (_, zone) in zones {
+    for zone in sorted_entries(&root.join("sys/class/thermal"), "thermal_zone") {
         let rel = format!("sys/class/thermal/{zone}");
         let kind = read(root, &format!("{rel}/type")).unwrap_or_else(|| "?".into());
         let temp = read(root, &format!("{rel}/temp"))
@@ -332,15 +308,7 @@ fn mmc_ios(root: &Path, host: &str) -> Option<String> {
 
 /// eMMC and SD cards: block device, type, name, manufacturer, bus mode.
 fn mmc(root: &Path, f: &mut Facts) {
-    let dir = root.join("sys/bus/mmc/devices");
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return;
-    };
-    let mut cards: Vec<String> = entries
-        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
-        .collect();
-    cards.sort();
-    for card in cards {
+    for card in sorted_names(&root.join("sys/bus/mmc/devices")) {
         let rel = format!("sys/bus/mmc/devices/{card}");
         let kind = read(root, &format!("{rel}/type")).unwrap_or_else(|| "?".into());
         if kind == "SDIO" {
@@ -382,13 +350,7 @@ fn mmc(root: &Path, f: &mut Facts) {
 /// interface class 08): version, negotiated speed and driver.
 fn usb_storage(root: &Path, f: &mut Facts) {
     let dir = root.join("sys/bus/usb/devices");
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return;
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
-        .collect();
-    names.sort();
+    let names = sorted_names(&dir);
     for dev in names
         .iter()
         .filter(|n| !n.contains(':') && !n.starts_with("usb"))

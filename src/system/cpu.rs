@@ -11,6 +11,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::facts::Facts;
+pub use super::sysfs::cpu_list;
+use super::sysfs::sorted_entries;
 
 fn read(root: &Path, rel: &str) -> Option<String> {
     let s = fs::read_to_string(root.join(rel)).ok()?;
@@ -20,22 +22,6 @@ fn read(root: &Path, rel: &str) -> Option<String> {
 
 fn read_u64(root: &Path, rel: &str) -> Option<u64> {
     read(root, rel)?.parse().ok()
-}
-
-/// Expand a kernel CPU list ("0-3", "4 5", "0-1,4").
-pub fn cpu_list(s: &str) -> Vec<usize> {
-    let mut out = Vec::new();
-    for part in s.split([',', ' ', '\n']).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
-                    out.extend(a..=b);
-                }
-            }
-            None => out.extend(part.parse::<usize>().ok()),
-        }
-    }
-    out
 }
 
 /// One core as sysfs and /proc/cpuinfo describe it.
@@ -446,20 +432,6 @@ pub fn quota(root: &Path) -> Option<Quota> {
             dir,
         })
     }
-}
-
-fn sorted_entries(dir: &Path, prefix: &str) -> Vec<String> {
-    let mut v: Vec<(usize, String)> = fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| {
-                let n = e.ok()?.file_name().to_string_lossy().into_owned();
-                Some((n.strip_prefix(prefix)?.parse().ok()?, n))
-            })
-            .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v.into_iter().map(|e| e.1).collect()
 }
 
 /// Read everything once (a few dozen small files: cheap enough at 1 Hz).

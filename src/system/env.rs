@@ -327,6 +327,7 @@ fn cpu_model(field: &dyn Fn(&str) -> Option<String>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::system::test_support::put;
 
     #[test]
     fn an_arm_core_without_model_name_is_named_from_its_midr() {
@@ -373,29 +374,22 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         assert_eq!(machine_id(root.path()), None);
         // A board without /etc/machine-id: the SoC serial from cpuinfo.
-        fs::create_dir_all(root.path().join("proc")).unwrap();
-        fs::write(
-            root.path().join("proc/cpuinfo"),
+        put(
+            root.path(),
+            "proc/cpuinfo",
             "processor\t: 0\nCPU implementer\t: 0x41\n\nSerial\t\t: 00000000a1b2c3d4\n",
-        )
-        .unwrap();
+        );
         let (pi, src) = machine_id(root.path()).unwrap();
         assert_eq!(src, "/proc/cpuinfo Serial");
         assert_eq!(pi.len(), 32);
         // The device-tree serial (NUL-terminated, as the kernel exposes it) wins over it.
-        fs::create_dir_all(root.path().join("proc/device-tree")).unwrap();
-        fs::write(
-            root.path().join("proc/device-tree/serial-number"),
-            "ABC123\0",
-        )
-        .unwrap();
+        put(root.path(), "proc/device-tree/serial-number", "ABC123\0");
         let (dt, src) = machine_id(root.path()).unwrap();
         assert_eq!(src, "/proc/device-tree/serial-number");
         assert_ne!(dt, pi);
         // /etc/machine-id wins over all; the raw id is never the result.
-        fs::create_dir_all(root.path().join("etc")).unwrap();
         let raw = "4c4c4544004d3510804ab4c04f4e4d32";
-        fs::write(root.path().join("etc/machine-id"), format!("{raw}\n")).unwrap();
+        put(root.path(), "etc/machine-id", &format!("{raw}\n"));
         let (id, src) = machine_id(root.path()).unwrap();
         assert_eq!(src, "/etc/machine-id");
         assert_ne!(id, raw);

@@ -282,54 +282,45 @@ fn tightest_cgroup(root: &Path) -> Option<CgroupMemory> {
 mod tests {
     use super::*;
 
-    fn write(root: &Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
-    }
+    use crate::system::test_support::{cgroup, put};
 
     const MEMINFO: &str = "MemTotal:       24683520 kB\nMemFree:        19397000 kB\n\
                            MemAvailable:   21985280 kB\nBuffers:          100 kB\n";
 
     /// A hybrid host as this one: v1 memory controller, v2 mounted without it.
     fn v1_tree(root: &Path, limit: &str) {
-        write(root, "proc/meminfo", MEMINFO);
-        write(
+        put(root, "proc/meminfo", MEMINFO);
+        cgroup(
             root,
-            "proc/self/cgroup",
             "9:name=systemd:/\n4:memory:/jobs/board\n0::/\n",
-        );
-        write(
-            root,
-            "proc/self/mountinfo",
             "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
              35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
              41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n",
         );
         let cg = "sys/fs/cgroup/memory";
-        write(
+        put(
             root,
             &format!("{cg}/memory.limit_in_bytes"),
             "9223372036854771712\n",
         );
-        write(root, &format!("{cg}/memory.usage_in_bytes"), "901193728\n");
-        write(
+        put(root, &format!("{cg}/memory.usage_in_bytes"), "901193728\n");
+        put(
             root,
             &format!("{cg}/jobs/memory.limit_in_bytes"),
             "9223372036854771712\n",
         );
-        write(root, &format!("{cg}/jobs/memory.usage_in_bytes"), "1000\n");
-        write(
+        put(root, &format!("{cg}/jobs/memory.usage_in_bytes"), "1000\n");
+        put(
             root,
             &format!("{cg}/jobs/board/memory.limit_in_bytes"),
             limit,
         );
-        write(
+        put(
             root,
             &format!("{cg}/jobs/board/memory.usage_in_bytes"),
             "20971520\n",
         );
-        write(
+        put(
             root,
             &format!("{cg}/jobs/board/memory.stat"),
             "cache 4194304\nrss 16777216\ninactive_file 1048576\nactive_file 1048576\n\
@@ -365,7 +356,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         v1_tree(t.path(), "67108864\n");
         let stat = "sys/fs/cgroup/memory/jobs/board/memory.stat";
-        write(
+        put(
             t.path(),
             stat,
             "total_inactive_file 3145728\ntotal_active_file 1048576\n\
@@ -392,12 +383,12 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         v1_tree(t.path(), "9223372036854771712\n");
         let cg = "sys/fs/cgroup/memory/jobs";
-        write(
+        put(
             t.path(),
             &format!("{cg}/memory.limit_in_bytes"),
             "33554432\n",
         );
-        write(
+        put(
             t.path(),
             &format!("{cg}/memory.usage_in_bytes"),
             "25165824\n",
@@ -412,23 +403,18 @@ mod tests {
     fn v2_max_current_and_stat() {
         let t = tempfile::tempdir().unwrap();
         let r = t.path();
-        write(r, "proc/meminfo", MEMINFO);
-        write(r, "proc/self/cgroup", "0::/user.slice/job.scope\n");
-        write(
-            r,
-            "proc/self/mountinfo",
-            "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n",
-        );
+        put(r, "proc/meminfo", MEMINFO);
+        cgroup(r, "0::/user.slice/job.scope\n", "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n");
         let cg = "sys/fs/cgroup/user.slice/job.scope";
-        write(r, &format!("{cg}/memory.max"), "33554432\n");
-        write(r, &format!("{cg}/memory.current"), "12582912\n");
-        write(
+        put(r, &format!("{cg}/memory.max"), "33554432\n");
+        put(r, &format!("{cg}/memory.current"), "12582912\n");
+        put(
             r,
             &format!("{cg}/memory.stat"),
             "anon 8388608\nfile 4194304\nactive_file 0\ninactive_file 4194304\n",
         );
-        write(r, "sys/fs/cgroup/user.slice/memory.max", "max\n");
-        write(r, "sys/fs/cgroup/user.slice/memory.current", "99999999\n");
+        put(r, "sys/fs/cgroup/user.slice/memory.max", "max\n");
+        put(r, "sys/fs/cgroup/user.slice/memory.current", "99999999\n");
         let l = MemoryLimits::read_from(r);
         let c = l.cgroup.clone().unwrap();
         assert_eq!(c.version, 2);
@@ -441,15 +427,14 @@ mod tests {
         // The container sees its own cgroup as the mount root and "0::/".
         let t = tempfile::tempdir().unwrap();
         let r = t.path();
-        write(r, "proc/meminfo", MEMINFO);
-        write(r, "proc/self/cgroup", "0::/\n");
-        write(
+        put(r, "proc/meminfo", MEMINFO);
+        cgroup(
             r,
-            "proc/self/mountinfo",
+            "0::/\n",
             "700 690 0:26 /docker/abc /sys/fs/cgroup ro,nosuid - cgroup2 cgroup rw\n",
         );
-        write(r, "sys/fs/cgroup/memory.max", "16777216\n");
-        write(r, "sys/fs/cgroup/memory.current", "4194304\n");
+        put(r, "sys/fs/cgroup/memory.max", "16777216\n");
+        put(r, "sys/fs/cgroup/memory.current", "4194304\n");
         let l = MemoryLimits::read_from(r);
         assert_eq!(l.available(), Some(12 << 20));
     }
@@ -462,8 +447,8 @@ mod tests {
         assert_eq!(l.available(), None);
         assert_eq!(l.budget(), None);
         // Only meminfo (no cgroup files): MemAvailable decides.
-        write(t.path(), "proc/meminfo", "MemAvailable:   65536 kB\n");
-        write(t.path(), "proc/self/cgroup", "0::/\n");
+        put(t.path(), "proc/meminfo", "MemAvailable:   65536 kB\n");
+        put(t.path(), "proc/self/cgroup", "0::/\n");
         let l = MemoryLimits::read_from(t.path());
         assert_eq!(l.available(), Some(64 << 20));
         assert_eq!(l.budget(), Some((56 << 20) / 4 * 3));

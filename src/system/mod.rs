@@ -7,6 +7,9 @@ pub mod env;
 pub mod facts;
 pub mod mounts;
 pub mod quiet;
+mod sysfs;
+#[cfg(test)]
+mod test_support;
 
 pub use device::{device_for_path, BlockDevice};
 pub use env::snapshot;

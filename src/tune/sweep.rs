@@ -13,7 +13,7 @@ use crate::engine::params::ParamValue;
 use crate::engine::runner::{Outcome, Plan};
 use crate::engine::{Better, Ctx, Experiment, Point, PointRun};
 use crate::model::run::{MetricResult, PointResult};
-use crate::stats::{self, compare, Verdict};
+use crate::stats::{compare, Verdict};
 use crate::{Error, Result};
 
 /// What a sweep compares: the knob's values on one experiment point.
@@ -150,25 +150,10 @@ fn run(
     Ok(values
         .iter()
         .zip(m.arms)
-        .map(|(v, mut arm)| {
+        .map(|(v, arm)| {
             let mut params = point.0.clone();
             params.insert(knob.to_string(), ParamValue::Text(v.clone()));
-            let metrics = specs
-                .iter()
-                .filter_map(|m| {
-                    let s = arm.samples.remove(m.name)?;
-                    let mut summary = stats::summarize(&s);
-                    summary.stop_reason = arm.reason;
-                    Some(MetricResult {
-                        name: m.name.into(),
-                        unit: m.unit.into(),
-                        better: m.better,
-                        samples: s,
-                        warmup: arm.warmup.remove(m.name).unwrap_or_default(),
-                        summary,
-                    })
-                })
-                .collect();
+            let metrics = arm.metric_results(specs);
             PointResult {
                 experiment: exp.name().into(),
                 params,

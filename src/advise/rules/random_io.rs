@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{fact, finding, target, Evidence, Finding, Outcome, Severity, Workload};
+use super::{
+    fact, finding, on_loop_device, target, Evidence, Finding, Outcome, Severity, Workload,
+};
 use crate::experiments::io::random;
 use crate::model::run::PointResult;
 use crate::units::human;
@@ -134,12 +136,7 @@ pub(super) fn scheduler(ev: &Evidence, w: Workload) -> Outcome {
     ) else {
         return Outcome::Fine;
     };
-    if rot != 0
-        || ev
-            .facts
-            .get("block.kind")
-            .is_some_and(|k| k.starts_with("loop"))
-    {
+    if rot != 0 || on_loop_device(ev) {
         return Outcome::Fine;
     }
     let disk = ev.facts.get("block.disk").unwrap_or("DISK");

@@ -1,28 +1,36 @@
 //! One wait's stack read as a cause: its class ("storage", "lock", "pipe"…),
 //! the words for the cause, and the program's own function that made it.
 
+/// Scheduler and system-call entry frames every sleep passes through,
+/// however its stack is read (off-CPU samples, LatencyTOP, /proc stack):
+/// they name no cause.
+pub const SLEEP_FRAMES: [&str; 12] = [
+    "__schedule",
+    "schedule",
+    "schedule_timeout",
+    "schedule_hrtimeout_range",
+    "schedule_hrtimeout_range_clock",
+    "schedule_preempt_disabled",
+    "io_schedule",
+    "io_schedule_timeout",
+    "do_syscall_64",
+    "entry_SYSCALL_64_after_hwframe",
+    "ret_from_fork",
+    "ret_from_fork_asm",
+];
+
 /// Kernel frames every wait passes through: they name no cause.
 pub(super) fn generic(f: &str) -> bool {
-    matches!(
-        f,
-        "__schedule"
-            | "schedule"
-            | "schedule_timeout"
-            | "schedule_hrtimeout_range"
-            | "schedule_hrtimeout_range_clock"
-            | "schedule_preempt_disabled"
-            | "io_schedule"
-            | "io_schedule_timeout"
-            | "preempt_schedule_common"
-            | "do_syscall_64"
-            | "entry_SYSCALL_64_after_hwframe"
-            | "entry_SYSCALL_64"
-            | "x64_sys_call"
-            | "syscall_exit_to_user_mode"
-            | "exit_to_user_mode_loop"
-            | "ret_from_fork"
-            | "ret_from_fork_asm"
-    ) || f.starts_with("0x")
+    SLEEP_FRAMES.contains(&f)
+        || matches!(
+            f,
+            "preempt_schedule_common"
+                | "entry_SYSCALL_64"
+                | "x64_sys_call"
+                | "syscall_exit_to_user_mode"
+                | "exit_to_user_mode_loop"
+        )
+        || f.starts_with("0x")
 }
 
 /// User-space frames of the C library that wrap a wait: the caller of

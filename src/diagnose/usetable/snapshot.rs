@@ -133,14 +133,11 @@ fn link_speeds(root: &Path) -> BTreeMap<String, u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::test_support::fixture;
 
     #[test]
     fn net_dev_and_loadavg() {
-        let t = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/diagnose/proc/net/dev"
-        ))
-        .unwrap();
+        let t = fixture("proc/net/dev");
         let n = parse_net_dev(&t);
         assert_eq!(n.len(), 2);
         assert_eq!(n[1].name, "eth0");

@@ -161,6 +161,27 @@ pub struct ArmSamples {
 }
 
 impl ArmSamples {
+    /// The arm's metrics, in the order of `specs`, each summarised with the
+    /// arm's stop reason (a metric without values is left out).
+    pub fn metric_results(&self, specs: &[super::MetricSpec]) -> Vec<super::MetricResult> {
+        specs
+            .iter()
+            .filter_map(|spec| {
+                let s = self.samples.get(spec.name)?.clone();
+                let mut summary = stats::summarize(&s);
+                summary.stop_reason = self.reason;
+                Some(super::MetricResult {
+                    name: spec.name.to_string(),
+                    unit: spec.unit.to_string(),
+                    better: spec.better,
+                    samples: s,
+                    warmup: self.warmup.get(spec.name).cloned().unwrap_or_default(),
+                    summary,
+                })
+            })
+            .collect()
+    }
+
     /// Measured trials that count so far.
     pub fn counted(&self) -> usize {
         self.measured.saturating_sub(self.discarded)

@@ -16,9 +16,8 @@ use super::{
     Ctx, Experiment, Fitted, ParamSpec, ParamValue, Point, PointExtras, PointRun, PointTime,
     RunDefaults,
 };
-use crate::model::run::{MetricResult, PointResult};
+use crate::model::run::PointResult;
 use crate::observe::validity::{Guard, Roots, TrialCheck, Validity};
-use crate::stats;
 use crate::{Error, Result};
 
 pub use super::measure::{Plan, StopReason, AUTO_WARMUP_CAP, AUTO_WARMUP_MIN_REST};
@@ -299,24 +298,7 @@ impl PointTrials<'_> {
         fitted: Vec<Fitted>,
     ) -> PointResult {
         let plan = self.plan;
-        let metrics = self
-            .exp
-            .metrics()
-            .iter()
-            .filter_map(|spec| {
-                let s = a.samples.get(spec.name)?.clone();
-                let mut summary = stats::summarize(&s);
-                summary.stop_reason = a.reason;
-                Some(MetricResult {
-                    name: spec.name.to_string(),
-                    unit: spec.unit.to_string(),
-                    better: spec.better,
-                    samples: s,
-                    warmup: a.warmup.get(spec.name).cloned().unwrap_or_default(),
-                    summary,
-                })
-            })
-            .collect();
+        let metrics = a.metric_results(self.exp.metrics());
         // Warm-up stopped early by the budget is said in the point's notes.
         let warmup_note = (a.warmed < plan.warmup).then(|| {
             format!(

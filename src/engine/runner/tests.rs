@@ -70,7 +70,8 @@ impl super::super::PointRun for ScriptedRun {
     }
 }
 
-static SCRIPTED_SPEC: crate::engine::Spec = crate::engine::Spec {
+/// The test experiments' declaration: one time metric "t", no needs.
+const SCRIPTED_SPEC: crate::engine::Spec = crate::engine::Spec {
     name: "test.scripted",
     summary: "scripted values",
     method: "returns the values it was given",
@@ -89,6 +90,18 @@ impl Experiment for Scripted {
         Ok(Box::new(ScriptedRun {
             values: self.0.clone().into_iter(),
         }))
+    }
+}
+
+/// Exactly five measured trials after `warmup` warm-up trials.
+fn five_trials(warmup: usize) -> Plan {
+    Plan {
+        warmup,
+        min_trials: 5,
+        max_trials: 5,
+        precision: 1e-9,
+        budget: 60.0,
+        trial_time: crate::engine::DEFAULT_TRIAL_TIME,
     }
 }
 
@@ -117,15 +130,7 @@ fn a_cold_first_trial_is_discarded_and_replaced() {
     // Warm-up 1 (value 50), then a measured trial still cold (30), then
     // steady values around 10.
     let values = [50.0, 30.0, 10.0, 10.2, 9.9, 10.1, 9.8, 10.3, 10.0, 9.9];
-    let p = Plan {
-        warmup: 1,
-        min_trials: 5,
-        max_trials: 5,
-        precision: 1e-9,
-        budget: 60.0,
-        trial_time: crate::engine::DEFAULT_TRIAL_TIME,
-    };
-    let r = run_scripted(&values, &p, true);
+    let r = run_scripted(&values, &five_trials(1), true);
     let m = &r.metrics[0];
     // Five kept trials as asked, the cold one moved to the warm-up list.
     assert_eq!(m.samples, [10.0, 10.2, 9.9, 10.1, 9.8]);
@@ -151,15 +156,7 @@ fn a_cold_first_trial_is_discarded_and_replaced() {
 #[test]
 fn steady_trials_are_all_kept() {
     let values = [10.0, 10.1, 9.9, 10.2, 9.8, 10.0, 10.1];
-    let p = Plan {
-        warmup: 0,
-        min_trials: 5,
-        max_trials: 5,
-        precision: 1e-9,
-        budget: 60.0,
-        trial_time: crate::engine::DEFAULT_TRIAL_TIME,
-    };
-    let r = run_scripted(&values, &p, true);
+    let r = run_scripted(&values, &five_trials(0), true);
     assert_eq!(r.metrics[0].samples.len(), 5);
     assert_eq!(r.validity.warmup_discarded, 0);
     assert!(r.metrics[0].warmup.is_empty());
@@ -194,10 +191,7 @@ static FITTING_SPEC: crate::engine::Spec = crate::engine::Spec {
         "256M",
         "buffer size",
     )],
-    metrics: &[super::super::MetricSpec::lower("t", "s", "a time")],
-    needs: crate::engine::Needs::NOTHING,
-    defaults: crate::engine::RunDefaults::STANDARD,
-    hidden: false,
+    ..SCRIPTED_SPEC
 };
 
 impl Experiment for Fitting {

@@ -37,16 +37,12 @@ pub(super) fn render_bars(c: &BarChart) -> Result<String, String> {
         root.fill(&WHITE).map_err(fail)?;
         let (plot, legend) = root.split_vertically(PLOT_HEIGHT);
         let keys: Vec<f64> = (0..n).map(|i| i as f64).collect();
-        let mut chart = ChartBuilder::on(&plot)
-            .caption(&c.title, (FONT, caption_size(&c.title, WIDTH)))
-            .margin(12)
-            .x_label_area_size(52)
-            .y_label_area_size(84)
-            .build_cartesian_2d(
-                Ticked::new(-0.5, n as f64 - 0.5, &keys),
-                Ticked::new(y.lo, y.hi, &y.keys),
-            )
-            .map_err(fail)?;
+        let mut chart = chart_on(
+            &plot,
+            &c.title,
+            Ticked::new(-0.5, n as f64 - 0.5, &keys),
+            Ticked::new(y.lo, y.hi, &y.keys),
+        )?;
         let xf = |v: &f64| {
             let i = v.round();
             if (v - i).abs() < 1e-6

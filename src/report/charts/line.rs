@@ -61,16 +61,12 @@ pub(super) fn render_line(c: &LineChart) -> Result<String, String> {
             SVGBackend::with_string(&mut svg, (WIDTH, PLOT_HEIGHT + legend_h)).into_drawing_area();
         root.fill(&WHITE).map_err(fail)?;
         let (plot, legend) = root.split_vertically(PLOT_HEIGHT);
-        let mut chart = ChartBuilder::on(&plot)
-            .caption(&c.title, (FONT, caption_size(&c.title, WIDTH)))
-            .margin(12)
-            .x_label_area_size(52)
-            .y_label_area_size(84)
-            .build_cartesian_2d(
-                Ticked::new(x.lo, x.hi, &x.keys),
-                Ticked::new(y.lo, y.hi, &y.keys),
-            )
-            .map_err(fail)?;
+        let mut chart = chart_on(
+            &plot,
+            &c.title,
+            Ticked::new(x.lo, x.hi, &x.keys),
+            Ticked::new(y.lo, y.hi, &y.keys),
+        )?;
         let xf = |v: &f64| x.label(*v);
         let yf = |v: &f64| y.label(*v);
         {
@@ -144,37 +140,31 @@ pub(super) fn render_line(c: &LineChart) -> Result<String, String> {
             } else {
                 Mark::Points
             };
-            match mark {
+            // The radius of the dots on the points, if any.
+            let dots = match mark {
                 Mark::Dashed => {
                     chart
                         .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))
                         .map_err(fail)?;
+                    None
                 }
                 Mark::Line => {
                     chart
                         .draw_series(LineSeries::new(pts.clone(), style))
                         .map_err(fail)?;
-                    if pts.len() <= 60 {
-                        chart
-                            .draw_series(PointSeries::of_element(
-                                pts.clone(),
-                                3,
-                                col.filled(),
-                                &|c, s, st| Circle::new(c, s, st),
-                            ))
-                            .map_err(fail)?;
-                    }
+                    (pts.len() <= 60).then_some(3)
                 }
-                Mark::Points | Mark::Bar => {
-                    chart
-                        .draw_series(PointSeries::of_element(
-                            pts.clone(),
-                            5,
-                            col.filled(),
-                            &|c, s, st| Circle::new(c, s, st),
-                        ))
-                        .map_err(fail)?;
-                }
+                Mark::Points | Mark::Bar => Some(5),
+            };
+            if let Some(r) = dots {
+                chart
+                    .draw_series(PointSeries::of_element(
+                        pts.clone(),
+                        r,
+                        col.filled(),
+                        &|c, s, st| Circle::new(c, s, st),
+                    ))
+                    .map_err(fail)?;
             }
             for &i in idx {
                 let Some(&(lo, hi)) = l.ci.get(i) else {

@@ -333,6 +333,24 @@ fn text_width(s: &str, px: u32) -> u32 {
     (units * px as f64).ceil() as u32
 }
 
+/// The plot of a line or bar chart (full width, a legend below it):
+/// titled, with room for the tick labels on both axes.
+#[cfg(feature = "charts")]
+fn chart_on<'a, 'b>(
+    plot: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    x: Ticked,
+    y: Ticked,
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticked, Ticked>>, String> {
+    ChartBuilder::on(plot)
+        .caption(title, (FONT, caption_size(title, WIDTH)))
+        .margin(12)
+        .x_label_area_size(52)
+        .y_label_area_size(84)
+        .build_cartesian_2d(x, y)
+        .map_err(fail)
+}
+
 /// The title's font size: 20 px, smaller when the title would not fit.
 fn caption_size(title: &str, width: u32) -> u32 {
     let at20 = text_width(title, 20).max(1);

@@ -55,6 +55,21 @@ impl Part {
                 .push((header.iter().map(|s| s.to_string()).collect(), rows));
         }
     }
+
+    /// The first `ROWS` of `items` as a table, or `none` in the text when
+    /// there are none.
+    fn top_table<T>(
+        &mut self,
+        header: &[&str],
+        items: &[T],
+        none: &str,
+        row: impl Fn(&T) -> Vec<String>,
+    ) {
+        if items.is_empty() {
+            self.text.push(none.into());
+        }
+        self.table(header, items.iter().take(ROWS).map(row).collect());
+    }
 }
 
 /// A figure with its unit, for a person.

@@ -108,10 +108,7 @@ pub fn parts(d: &Diagnosis) -> Vec<Part> {
 
     let mut p = Part::new("diag-locks", "Lock contention (lock_stat)");
     if let Some(l) = present(&mut p, &d.locks) {
-        if l.locks.is_empty() {
-            p.text.push("no lock was contended".into());
-        }
-        p.table(
+        p.top_table(
             &[
                 "lock class",
                 "contentions",
@@ -121,26 +118,24 @@ pub fn parts(d: &Diagnosis) -> Vec<Part> {
                 "hold total",
                 "where it waited",
             ],
-            l.locks
-                .iter()
-                .take(ROWS)
-                .map(|r| {
-                    vec![
-                        r.class.clone(),
-                        r.contentions.to_string(),
-                        r.acquisitions.to_string(),
-                        seconds(r.wait_max_us * 1e-6),
-                        seconds(r.wait_total_us * 1e-6),
-                        seconds(r.hold_total_us * 1e-6),
-                        r.contention_points
-                            .iter()
-                            .take(2)
-                            .map(|(n, s)| format!("{s} ({n})"))
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    ]
-                })
-                .collect(),
+            &l.locks,
+            "no lock was contended",
+            |r| {
+                vec![
+                    r.class.clone(),
+                    r.contentions.to_string(),
+                    r.acquisitions.to_string(),
+                    seconds(r.wait_max_us * 1e-6),
+                    seconds(r.wait_total_us * 1e-6),
+                    seconds(r.hold_total_us * 1e-6),
+                    r.contention_points
+                        .iter()
+                        .take(2)
+                        .map(|(n, s)| format!("{s} ({n})"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ]
+            },
         );
         p.notes.push(format!("method: {}", l.method));
     }
@@ -148,24 +143,19 @@ pub fn parts(d: &Diagnosis) -> Vec<Part> {
 
     let mut p = Part::new("diag-blocking", "Why tasks block (off-CPU)");
     if let Some(b) = present(&mut p, &d.blocking) {
-        if b.causes.is_empty() {
-            p.text.push("no task was seen blocked".into());
-        }
-        p.table(
+        p.top_table(
             &["process", "cause", "times", "max", "total"],
-            b.causes
-                .iter()
-                .take(ROWS)
-                .map(|c| {
-                    vec![
-                        who(c.pid, &c.comm, c.processes),
-                        c.cause.clone(),
-                        c.count.to_string(),
-                        seconds(c.max_s),
-                        seconds(c.total_s),
-                    ]
-                })
-                .collect(),
+            &b.causes,
+            "no task was seen blocked",
+            |c| {
+                vec![
+                    who(c.pid, &c.comm, c.processes),
+                    c.cause.clone(),
+                    c.count.to_string(),
+                    seconds(c.max_s),
+                    seconds(c.total_s),
+                ]
+            },
         );
         p.table(
             &["process", "tasks", "on CPU", "waiting for a CPU"],
@@ -188,10 +178,7 @@ pub fn parts(d: &Diagnosis) -> Vec<Part> {
 
     let mut p = Part::new("diag-slab", "Slab churn");
     if let Some(s) = present(&mut p, &d.slab) {
-        if s.caches.is_empty() {
-            p.text.push("no slab cache changed".into());
-        }
-        p.table(
+        p.top_table(
             &[
                 "cache",
                 "obj size",
@@ -202,23 +189,21 @@ pub fn parts(d: &Diagnosis) -> Vec<Part> {
                 "%fast free",
                 "churn",
             ],
-            s.caches
-                .iter()
-                .take(ROWS)
-                .map(|c| {
-                    let f = |v: Option<f64>| v.map(|x| format!("{x:.0}")).unwrap_or("–".into());
-                    vec![
-                        c.name.clone(),
-                        c.obj_size.to_string(),
-                        c.active_objs.to_string(),
-                        c.allocs.to_string(),
-                        c.frees.to_string(),
-                        f(c.alloc_fast_pct),
-                        f(c.free_fast_pct),
-                        format!("{}/s", si(c.churn_per_s)),
-                    ]
-                })
-                .collect(),
+            &s.caches,
+            "no slab cache changed",
+            |c| {
+                let f = |v: Option<f64>| v.map(|x| format!("{x:.0}")).unwrap_or("–".into());
+                vec![
+                    c.name.clone(),
+                    c.obj_size.to_string(),
+                    c.active_objs.to_string(),
+                    c.allocs.to_string(),
+                    c.frees.to_string(),
+                    f(c.alloc_fast_pct),
+                    f(c.free_fast_pct),
+                    format!("{}/s", si(c.churn_per_s)),
+                ]
+            },
         );
         p.notes.push(format!("method: {}", s.method));
     }

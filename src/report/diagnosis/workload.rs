@@ -159,10 +159,7 @@ pub(super) fn offcpu_part(d: &Diagnosis) -> Part {
             seconds(o.runqueue_s),
             o.source
         ));
-        if o.causes.is_empty() {
-            p.text.push("no task of the workload blocked".into());
-        }
-        p.table(
+        p.top_table(
             &[
                 "process",
                 "cause",
@@ -173,22 +170,20 @@ pub(super) fn offcpu_part(d: &Diagnosis) -> Part {
                 "total",
                 "%",
             ],
-            o.causes
-                .iter()
-                .take(ROWS)
-                .map(|c| {
-                    vec![
-                        c.comm.clone(),
-                        c.cause.clone(),
-                        c.caller.clone(),
-                        c.waits.to_string(),
-                        seconds(c.total_s / c.waits.max(1) as f64),
-                        seconds(c.max_s),
-                        seconds(c.total_s),
-                        format!("{:.1}", c.total_s / o.blocked_s.max(1e-12) * 100.0),
-                    ]
-                })
-                .collect(),
+            &o.causes,
+            "no task of the workload blocked",
+            |c| {
+                vec![
+                    c.comm.clone(),
+                    c.cause.clone(),
+                    c.caller.clone(),
+                    c.waits.to_string(),
+                    seconds(c.total_s / c.waits.max(1) as f64),
+                    seconds(c.max_s),
+                    seconds(c.total_s),
+                    format!("{:.1}", c.total_s / o.blocked_s.max(1e-12) * 100.0),
+                ]
+            },
         );
         p.table(
             &["cause", "heaviest kernel path"],

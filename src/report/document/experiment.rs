@@ -6,7 +6,7 @@ use crate::model::run::PointResult;
 use crate::report::pick_charts::experiment_charts;
 use crate::stats::summary::relative_half_width;
 use crate::stats::HistogramData;
-use crate::units::{human, pct};
+use crate::units::{human, human_range, pct};
 
 pub(super) fn experiment_section(exp: &str, results: &[&PointResult]) -> Section {
     let mut t = Table::new(crate::report::runview::METRIC_COLUMNS);
@@ -17,12 +17,7 @@ pub(super) fn experiment_section(exp: &str, results: &[&PointResult]) -> Section
                 r.params_label().into(),
                 m.name.as_str().into(),
                 human(s.median, &m.unit).into(),
-                format!(
-                    "{} … {}",
-                    human(s.ci95_low, &m.unit),
-                    human(s.ci95_high, &m.unit)
-                )
-                .into(),
+                human_range(s.ci95_low, s.ci95_high, &m.unit).into(),
                 format!("±{}", pct(relative_half_width(s))).into(),
                 s.n.to_string().into(),
                 pct(s.cv).into(),

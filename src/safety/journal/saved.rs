@@ -113,11 +113,7 @@ impl Saved {
                 plain_absolute(mount_point)?;
                 plain_absolute(image)?;
                 let dir = image.parent().unwrap_or(Path::new("/"));
-                let dir_ok = dir
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| crate::safety::scratch_name::is_scratch_name(n, pid));
-                if !dir_ok {
+                if !named_scratch(dir, pid) {
                     return Err(format!(
                         "{} is not in a scratch directory of tunelab pid {pid}",
                         image.display()
@@ -150,11 +146,7 @@ impl Saved {
             }
             Saved::Scratch { path } => {
                 plain_absolute(path)?;
-                let ok = path
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| crate::safety::scratch_name::is_scratch_name(n, pid));
-                if !ok {
+                if !named_scratch(path, pid) {
                     return Err(format!(
                         "{} is not named as a scratch directory of tunelab pid {pid}",
                         path.display()
@@ -253,6 +245,13 @@ impl Saved {
                 .collect(),
         }
     }
+}
+
+/// `p`'s last component is a scratch directory name of tunelab pid `pid`.
+fn named_scratch(p: &Path, pid: u32) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| crate::safety::scratch_name::is_scratch_name(n, pid))
 }
 
 /// An absolute path without `.` or `..` components.

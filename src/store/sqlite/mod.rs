@@ -17,7 +17,7 @@ use crate::model::run::{MetricResult, PointResult, Run};
 use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
 
-use rows::{insert_run, json, json_col, json_text, run_head};
+use rows::{insert_run, json, json_col, json_text, metric_at, run_head};
 
 pub struct Sqlite {
     conn: Connection,
@@ -113,16 +113,7 @@ impl Sqlite {
             "SELECT name, unit, better, samples, warmup, summary FROM metrics
              WHERE run_id = ?1 AND result_idx = ?2 ORDER BY idx",
         )?;
-        let rows = stmt.query_map(params![id, result_idx], |row| {
-            Ok(MetricResult {
-                name: row.get(0)?,
-                unit: row.get(1)?,
-                better: json_col(row, 2)?,
-                samples: json_col(row, 3)?,
-                warmup: json_col(row, 4)?,
-                summary: json_col(row, 5)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![id, result_idx], |row| metric_at(row, 0))?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
@@ -461,14 +452,7 @@ impl Backend for Sqlite {
             Ok((
                 row.get::<_, String>(0)?,
                 row.get::<_, i64>(1)?,
-                MetricResult {
-                    name: row.get(2)?,
-                    unit: row.get(3)?,
-                    better: json_col(row, 4)?,
-                    samples: json_col(row, 5)?,
-                    warmup: json_col(row, 6)?,
-                    summary: json_col(row, 7)?,
-                },
+                metric_at(row, 2)?,
             ))
         })?;
         for row in rows {

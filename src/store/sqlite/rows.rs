@@ -4,7 +4,7 @@
 
 use rusqlite::params;
 
-use crate::model::run::{Run, RunStatus, RUN_SCHEMA};
+use crate::model::run::{MetricResult, Run, RunStatus, RUN_SCHEMA};
 
 /// A run's head from a `runs` row whose first columns are id, label,
 /// status, started, finished, tool_version, argv, environment, quietness,
@@ -122,6 +122,19 @@ pub(super) fn json<T: serde::Serialize>(v: &T) -> rusqlite::Result<String> {
 }
 
 /// Decode a JSON text column inside a row closure.
+/// A metric from a `metrics` row's name, unit, better, samples, warmup and
+/// summary columns, the first of them at `first`.
+pub(super) fn metric_at(row: &rusqlite::Row, first: usize) -> rusqlite::Result<MetricResult> {
+    Ok(MetricResult {
+        name: row.get(first)?,
+        unit: row.get(first + 1)?,
+        better: json_col(row, first + 2)?,
+        samples: json_col(row, first + 3)?,
+        warmup: json_col(row, first + 4)?,
+        summary: json_col(row, first + 5)?,
+    })
+}
+
 pub(super) fn json_col<T: serde::de::DeserializeOwned>(
     row: &rusqlite::Row,
     i: usize,

@@ -4,11 +4,7 @@ use super::*;
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
 
-fn put(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, text).unwrap();
-}
+use crate::system::test_support::put;
 
 /// A Rockchip-style big.LITTLE board (RK3399: 4× A53 + 2× A72), an eMMC,
 /// an SD card, Wi-Fi on SDIO, two thermal zones and two USB disks — one
@@ -40,50 +36,47 @@ fn board() -> (tempfile::TempDir, PathBuf) {
             ));
     }
     put(&r, "proc/cpuinfo", &info);
-    put(
-        &r,
-        "sys/devices/system/cpu/cpufreq/policy0/related_cpus",
-        "0 1 2 3\n",
-    );
-    put(
-        &r,
-        "sys/devices/system/cpu/cpufreq/policy0/cpuinfo_max_freq",
-        "1416000\n",
-    );
-    put(
-        &r,
-        "sys/devices/system/cpu/cpufreq/policy4/related_cpus",
-        "4 5\n",
-    );
-    put(
-        &r,
-        "sys/devices/system/cpu/cpufreq/policy4/cpuinfo_max_freq",
-        "1800000\n",
-    );
-    put(&r, "sys/class/thermal/thermal_zone0/type", "cpu-thermal\n");
-    put(&r, "sys/class/thermal/thermal_zone0/temp", "47222\n");
-    put(
-        &r,
-        "sys/class/thermal/thermal_zone0/trip_point_0_temp",
-        "70000\n",
-    );
-    put(
-        &r,
-        "sys/class/thermal/thermal_zone0/trip_point_0_type",
-        "passive\n",
-    );
-    put(
-        &r,
-        "sys/class/thermal/thermal_zone0/trip_point_1_temp",
-        "95000\n",
-    );
-    put(
-        &r,
-        "sys/class/thermal/thermal_zone0/trip_point_1_type",
-        "critical\n",
-    );
-    put(&r, "sys/class/thermal/thermal_zone1/type", "gpu-thermal\n");
-    put(&r, "sys/class/thermal/thermal_zone1/temp", "45000\n");
+    // Two clusters (policy0, policy4), two thermal zones with trip points.
+    for (rel, text) in [
+        (
+            "sys/devices/system/cpu/cpufreq/policy0/related_cpus",
+            "0 1 2 3\n",
+        ),
+        (
+            "sys/devices/system/cpu/cpufreq/policy0/cpuinfo_max_freq",
+            "1416000\n",
+        ),
+        (
+            "sys/devices/system/cpu/cpufreq/policy4/related_cpus",
+            "4 5\n",
+        ),
+        (
+            "sys/devices/system/cpu/cpufreq/policy4/cpuinfo_max_freq",
+            "1800000\n",
+        ),
+        ("sys/class/thermal/thermal_zone0/type", "cpu-thermal\n"),
+        ("sys/class/thermal/thermal_zone0/temp", "47222\n"),
+        (
+            "sys/class/thermal/thermal_zone0/trip_point_0_temp",
+            "70000\n",
+        ),
+        (
+            "sys/class/thermal/thermal_zone0/trip_point_0_type",
+            "passive\n",
+        ),
+        (
+            "sys/class/thermal/thermal_zone0/trip_point_1_temp",
+            "95000\n",
+        ),
+        (
+            "sys/class/thermal/thermal_zone0/trip_point_1_type",
+            "critical\n",
+        ),
+        ("sys/class/thermal/thermal_zone1/type", "gpu-thermal\n"),
+        ("sys/class/thermal/thermal_zone1/temp", "45000\n"),
+    ] {
+        put(&r, rel, text);
+    }
     // eMMC on mmc1 (with debugfs ios), SD card on mmc0 (no debugfs), SDIO Wi-Fi on mmc2.
     let emmc = "sys/bus/mmc/devices/mmc1:0001";
     put(&r, &format!("{emmc}/type"), "MMC\n");

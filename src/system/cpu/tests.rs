@@ -2,11 +2,7 @@
 
 use super::*;
 
-fn put(root: &Path, rel: &str, v: &str) {
-    let p = root.join(rel);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, v).unwrap();
-}
+use crate::system::test_support::{cgroup, put};
 
 #[test]
 fn big_little_clusters_from_policies_and_midr() {
@@ -77,10 +73,9 @@ fn opp_table_and_governor_are_facts() {
 fn quota_from_cgroup_v1_and_v2() {
     let t = tempfile::tempdir().unwrap();
     let r = t.path();
-    put(r, "proc/self/cgroup", "5:cpu,cpuacct:/lab\n0::/\n");
-    put(
+    cgroup(
         r,
-        "proc/self/mountinfo",
+        "5:cpu,cpuacct:/lab\n0::/\n",
         "30 20 0:26 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n",
     );
     let d = "sys/fs/cgroup/cpu,cpuacct/lab";
@@ -95,10 +90,9 @@ fn quota_from_cgroup_v1_and_v2() {
     assert_eq!(q.cpus(), Some(0.5));
     assert_eq!((q.nr_throttled, q.throttled_ns), (4, 12345));
 
-    put(r, "proc/self/cgroup", "0::/user.slice\n");
-    put(
+    cgroup(
         r,
-        "proc/self/mountinfo",
+        "0::/user.slice\n",
         "30 20 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
     );
     put(r, "sys/fs/cgroup/user.slice/cpu.max", "max 100000\n");

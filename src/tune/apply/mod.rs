@@ -429,26 +429,11 @@ pub fn apply(plan: Plan, store: &mut Store) -> Result<AppliedChange> {
     let me = std::process::id();
     match result {
         Ok(()) => {
-            journal::remove(&format!("{tag} files"), me)?;
-            journal::remove(&tag, me)?;
+            forget(&tag, me)?;
             Ok(change)
         }
         Err(e) => {
-            // Roll back what was done, through the journal's own restore.
-            let mut why = Vec::new();
-            for k in [format!("{tag} files"), tag.clone()] {
-                if let Some(en) = journal::load()?
-                    .into_iter()
-                    .find(|x| x.knob == k && x.pid == me)
-                {
-                    match journal::restore_entry(&en) {
-                        Ok(_) => {
-                            journal::remove(&k, me)?;
-                        }
-                        Err(err) => why.push(err.to_string()),
-                    }
-                }
-            }
+            let why = roll_back(&tag, me)?;
             if why.is_empty() {
                 Err(e)
             } else {
@@ -459,4 +444,30 @@ pub fn apply(plan: Plan, store: &mut Store) -> Result<AppliedChange> {
             }
         }
     }
+}
+
+/// A change is done: drop this process's journal entries of it (`tag` and
+/// `tag files`).
+pub(super) fn forget(tag: &str, me: u32) -> Result<()> {
+    journal::remove(&format!("{tag} files"), me)?;
+    journal::remove(tag, me)
+}
+
+/// A change failed: undo what was done through the journal's own restore.
+/// Returns the restores that failed; their entries stay for `tunelab
+/// restore`.
+pub(super) fn roll_back(tag: &str, me: u32) -> Result<Vec<String>> {
+    let mut why = Vec::new();
+    for k in [format!("{tag} files"), tag.to_string()] {
+        if let Some(en) = journal::load()?
+            .into_iter()
+            .find(|x| x.knob == k && x.pid == me)
+        {
+            match journal::restore_entry(&en) {
+                Ok(_) => journal::remove(&k, me)?,
+                Err(err) => why.push(err.to_string()),
+            }
+        }
+    }
+    Ok(why)
 }

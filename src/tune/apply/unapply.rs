@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::PathBuf;
 
-use super::{kill_point, live_entry, read_live};
+use super::{forget, kill_point, live_entry, read_live, roll_back};
 use crate::model::applied::AppliedChange;
 use crate::model::run::now_rfc3339;
 use crate::safety::journal::{self, Entry, PersistFile, Saved};
@@ -135,21 +135,12 @@ pub fn unapply(plan: UnapplyPlan, store: &mut Store) -> Result<AppliedChange> {
     let result = steps();
     match result {
         Ok(()) => {
-            journal::remove(&format!("{tag} files"), me)?;
-            journal::remove(&tag, me)?;
+            forget(&tag, me)?;
             Ok(c)
         }
         Err(e) => {
-            for k in [format!("{tag} files"), tag.clone()] {
-                if let Some(en) = journal::load()?
-                    .into_iter()
-                    .find(|x| x.knob == k && x.pid == me)
-                {
-                    if journal::restore_entry(&en).is_ok() {
-                        journal::remove(&k, me)?;
-                    }
-                }
-            }
+            // A failed restore keeps its entry for `tunelab restore`.
+            roll_back(&tag, me)?;
             Err(e)
         }
     }

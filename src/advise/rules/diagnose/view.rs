@@ -199,6 +199,18 @@ impl<'a> WorkView<'a> {
         best
     }
 
+    /// `class_share` and the causes behind it, in one reading.
+    pub(super) fn waits(&self, classes: &[&str]) -> Waits<'a> {
+        let (pct, comm, wait) = self.class_share(classes);
+        let rows = self.causes_of(classes, &comm);
+        Waits {
+            pct,
+            comm,
+            wait,
+            rows,
+        }
+    }
+
     pub(super) fn causes_of(&self, classes: &[&str], comm: &str) -> Vec<&'a OffCpuCause> {
         self.d
             .offcpu
@@ -252,6 +264,50 @@ pub(super) fn profile_share(d: &Diagnosis, pred: impl Fn(&str) -> bool) -> f64 {
     hit as f64 / total as f64 * 100.0
 }
 
+/// One class of waits of the process where it weighs most (`WorkView::waits`).
+pub(super) struct Waits<'a> {
+    /// Share of the process's active thread time, %.
+    pub(super) pct: f64,
+    /// The process's name ("" when the tracer did not split by process).
+    pub(super) comm: String,
+    /// Seconds waited.
+    pub(super) wait: f64,
+    pub(super) rows: Vec<&'a OffCpuCause>,
+}
+
+/// The lines a wait finding's evidence opens with: the workload's figures,
+/// its top waits, and the threshold that fired.
+pub(super) fn wait_evidence(
+    id: &str,
+    w: &WorkView,
+    rows: &[&OffCpuCause],
+    threshold: String,
+) -> Vec<String> {
+    vec![
+        format!("diagnosis {id}: {}", w.words()),
+        format!("off-CPU ({}): {}", w.off_source, wait_rows(rows)),
+        threshold,
+    ]
+}
+
+/// " from CALLER", or nothing when the caller is unknown.
+pub(super) fn from_caller(caller: &str) -> String {
+    if caller.is_empty() {
+        String::new()
+    } else {
+        format!(" from {caller}")
+    }
+}
+
+/// " (COMM)", or nothing when the waits are not split by process.
+pub(super) fn of_comm(comm: &str) -> String {
+    if comm.is_empty() {
+        String::new()
+    } else {
+        format!(" ({comm})")
+    }
+}
+
 pub(super) fn wait_rows(v: &[&OffCpuCause]) -> String {
     v.iter()
         .take(3)
@@ -259,11 +315,7 @@ pub(super) fn wait_rows(v: &[&OffCpuCause]) -> String {
             format!(
                 "{}{} in {}: {} over {} waits (mean {}, longest {})",
                 c.cause,
-                if c.caller.is_empty() {
-                    String::new()
-                } else {
-                    format!(" from {}", c.caller)
-                },
+                from_caller(&c.caller),
                 c.comm,
                 seconds(c.total_s),
                 c.waits,

@@ -2,19 +2,22 @@
 //! timer sleeps, memory pressure, and any other cause that dominates.
 
 use super::super::{finding, Evidence, Finding, Outcome, Severity, Workload};
-use super::view::{cmd, own, target_words, wait_rows};
+use super::view::{cmd, from_caller, of_comm, own, target_words, wait_evidence, Waits};
 use super::{
     DOMINANT_WAIT_PCT, LOCK_PCT, MAJOR_FAULTS_PER_S, MEMORY_WAIT_PCT, SLEEP_PCT, STORAGE_PCT,
 };
-use crate::model::diagnosis::OffCpuCause;
 use crate::units::{human, seconds, si, sig};
 
 pub(crate) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
     let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
-    let (process_pct, comm, wait) = w.class_share(&["lock"]);
-    let locks = w.causes_of(&["lock"], &comm);
+    let Waits {
+        pct: process_pct,
+        wait,
+        rows: locks,
+        ..
+    } = w.waits(&["lock"]);
     let Some(top) = locks.first().copied() else {
         return Outcome::Fine;
     };
@@ -37,11 +40,12 @@ pub(crate) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
             target_words(d),
             sig(pct),
             top.cause.split(" (").next().unwrap_or(&top.cause).trim_start_matches("futex: "),
-            if top.caller.is_empty() { String::new() } else { format!(" from {}", top.caller) }
+            from_caller(&top.caller)
         ),
-        evidence: vec![
-            format!("diagnosis {id}: {}", w.words()),
-            format!("off-CPU ({}): {}", w.off_source, wait_rows(&locks)),
+        evidence: wait_evidence(
+            id,
+            &w,
+            &locks,
             format!(
                 "{} waited by {} threads over their {} of lifetime (a wait runs from the switch out asleep to back on a CPU, wake-up delay in, preemptions out: perf sched timehist's wait after an S-state switch out); the process as a whole: {}% of its active thread time; threshold: ≥ {LOCK_PCT}%",
                 seconds(wait),
@@ -49,7 +53,7 @@ pub(crate) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
                 seconds(top.thread_time_s),
                 sig(process_pct)
             ),
-        ],
+        ),
         why: "Threads sleep in the kernel (futex) until the lock's holder releases it: while \
               they wait they do nothing, so adding threads adds waiting, not throughput."
             .into(),
@@ -68,20 +72,22 @@ pub(crate) fn storage_sync(ev: &Evidence, _: Workload) -> Outcome {
     let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
-    let (pct, comm, wait) = w.class_share(&["storage"]);
+    let Waits {
+        pct, wait, rows, ..
+    } = w.waits(&["storage"]);
     if pct < STORAGE_PCT {
         return Outcome::Fine;
     }
-    let rows = w.causes_of(&["storage"], &comm);
     let waits: u64 = rows.iter().map(|c| c.waits).sum();
-    let mut evidence = vec![
-        format!("diagnosis {id}: {}", w.words()),
-        format!("off-CPU ({}): {}", w.off_source, wait_rows(&rows)),
+    let mut evidence = wait_evidence(
+        id,
+        &w,
+        &rows,
         format!(
             "threshold: storage waits ≥ {STORAGE_PCT}% of the process's active thread time ({} waited)",
             seconds(wait)
         ),
-    ];
+    );
     // The disks are machine-wide: shown with the workload's own share.
     if let Some(u) = d.resources.data() {
         let disk_w: f64 = u
@@ -109,10 +115,7 @@ pub(crate) fn storage_sync(ev: &Evidence, _: Workload) -> Outcome {
             target_words(d),
             sig(pct),
             waits,
-            rows.first()
-                .filter(|c| !c.caller.is_empty())
-                .map(|c| format!(" from {}", c.caller))
-                .unwrap_or_default()
+            rows.first().map(|c| from_caller(&c.caller)).unwrap_or_default()
         ),
         evidence,
         why: if sync {
@@ -142,11 +145,15 @@ pub(crate) fn sleep_bound(ev: &Evidence, _: Workload) -> Outcome {
     let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
-    let (pct, comm, wait) = w.class_share(&["sleep"]);
+    let Waits {
+        pct,
+        comm,
+        wait,
+        rows,
+    } = w.waits(&["sleep"]);
     if pct < SLEEP_PCT {
         return Outcome::Fine;
     }
-    let rows = w.causes_of(&["sleep"], &comm);
     let n: u64 = rows.iter().map(|c| c.waits).sum();
     finding(Finding {
         id: "diagnose.sleep-bound",
@@ -154,20 +161,17 @@ pub(crate) fn sleep_bound(ev: &Evidence, _: Workload) -> Outcome {
         title: format!(
             "{}{} is paced by its own timer sleeps: {}% of its time, {} sleeps of {} on average",
             target_words(d),
-            if comm.is_empty() {
-                String::new()
-            } else {
-                format!(" ({comm})")
-            },
+            of_comm(&comm),
             sig(pct),
             n,
             seconds(wait / n.max(1) as f64)
         ),
-        evidence: vec![
-            format!("diagnosis {id}: {}", w.words()),
-            format!("off-CPU ({}): {}", w.off_source, wait_rows(&rows)),
+        evidence: wait_evidence(
+            id,
+            &w,
+            &rows,
             format!("threshold: sleeps ≥ {SLEEP_PCT}% of active thread time"),
-        ],
+        ),
         why: "The program is not waiting for a resource: it asked to sleep. Its speed is the \
               sleep length plus the timer's overshoot (timer slack, the wake-up latency), times \
               the number of sleeps."
@@ -189,8 +193,7 @@ pub(crate) fn memory_pressure(ev: &Evidence, _: Workload) -> Outcome {
     let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
-    let (pct, comm, _) = w.class_share(&["reclaim", "page-fault"]);
-    let rows = w.causes_of(&["reclaim", "page-fault"], &comm);
+    let Waits { pct, rows, .. } = w.waits(&["reclaim", "page-fault"]);
     let majors = w.per_s(w.majflt);
     if pct < MEMORY_WAIT_PCT || (majors < MAJOR_FAULTS_PER_S && w.causes("reclaim").is_empty()) {
         return Outcome::Fine;
@@ -204,13 +207,14 @@ pub(crate) fn memory_pressure(ev: &Evidence, _: Workload) -> Outcome {
             sig(pct),
             si(majors)
         ),
-        evidence: vec![
-            format!("diagnosis {id}: {}", w.words()),
-            format!("off-CPU ({}): {}", w.off_source, wait_rows(&rows)),
+        evidence: wait_evidence(
+            id,
+            &w,
+            &rows,
             format!(
                 "thresholds: memory waits ≥ {MEMORY_WAIT_PCT}% of active time, with ≥ {MAJOR_FAULTS_PER_S} major faults/s or direct reclaim"
             ),
-        ],
+        ),
         why: "The working set does not fit: pages are evicted and read back (major faults) or \
               allocations wait while the kernel reclaims."
             .into(),
@@ -238,11 +242,15 @@ pub(crate) fn blocking_cause(ev: &Evidence, _: Workload) -> Outcome {
     else {
         return Outcome::Fine;
     };
-    let (pct, comm, _) = w.class_share(&[top.class.as_str()]);
+    let Waits {
+        pct,
+        comm,
+        rows: same,
+        ..
+    } = w.waits(&[top.class.as_str()]);
     if pct < DOMINANT_WAIT_PCT {
         return Outcome::Fine;
     }
-    let same: Vec<&OffCpuCause> = w.causes_of(&[top.class.as_str()], &comm);
     let top = same.first().copied().unwrap_or(top);
     let (why, command) = match top.class.as_str() {
         "pipe" | "socket" => (
@@ -269,26 +277,19 @@ pub(crate) fn blocking_cause(ev: &Evidence, _: Workload) -> Outcome {
         title: format!(
             "{}{} is blocked {}% of its time in {}{}",
             target_words(d),
-            if comm.is_empty() {
-                String::new()
-            } else {
-                format!(" ({comm})")
-            },
+            of_comm(&comm),
             sig(pct),
             top.cause,
-            if top.caller.is_empty() {
-                String::new()
-            } else {
-                format!(" from {}", top.caller)
-            }
+            from_caller(&top.caller)
         ),
-        evidence: vec![
-            format!("diagnosis {id}: {}", w.words()),
-            format!("off-CPU ({}): {}", off.source, wait_rows(&same)),
+        evidence: wait_evidence(
+            id,
+            &w,
+            &same,
             format!(
                 "threshold: one cause ≥ {DOMINANT_WAIT_PCT}% of the process's active thread time"
             ),
-        ],
+        ),
         why: why.into(),
         command: command.into(),
         risk: "None (a reading).".into(),
@@ -300,7 +301,7 @@ pub(crate) fn blocking_cause(ev: &Evidence, _: Workload) -> Outcome {
 mod tests {
     use super::super::fixtures::{ev, get, ids, workload};
     use super::*;
-    use crate::model::diagnosis::{ProcessWaits, Section};
+    use crate::model::diagnosis::{OffCpuCause, ProcessWaits, Section};
 
     #[test]
     fn one_storage_cause_one_finding_and_lock_share_per_thread() {

@@ -55,6 +55,35 @@ struct Meta {
 }
 
 impl Meta {
+    /// The session's cost but its summary: `sampling_ms` taken when the
+    /// reader stopped, symbolising since `cpu0` (thread CPU ns). What
+    /// competes with the workload is the reader while sampling;
+    /// symbolising runs after the workload's interval.
+    fn overhead(
+        &self,
+        sampling_ms: f64,
+        cpu0: u64,
+        collected: &Collected,
+        distinct_stacks: u64,
+    ) -> ProfileOverhead {
+        let symbolise_cpu_ms = (common::thread_cpu_ns().saturating_sub(cpu0)) as f64 / 1e6;
+        let reader_cpu_ms = collected.reader_cpu_ns as f64 / 1e6;
+        let pct = if sampling_ms > 0.0 {
+            reader_cpu_ms * 100.0 / sampling_ms
+        } else {
+            0.0
+        };
+        ProfileOverhead {
+            summary: String::new(),
+            interval_ms: sampling_ms,
+            reader_cpu_ms,
+            symbolise_cpu_ms,
+            cpu_percent_of_one_cpu: pct,
+            ring_bytes: self.ring_bytes,
+            distinct_stacks,
+        }
+    }
+
     /// The profile of an on-CPU or off-CPU session: what was opened, what
     /// the reader collected, and its aggregation.
     fn profile(
@@ -222,24 +251,19 @@ impl Live {
             })
             .collect();
         let agg = aggregate::aggregate(&stacks, Limits::default());
-        let symbolise_cpu_ms = (common::thread_cpu_ns().saturating_sub(cpu0)) as f64 / 1e6;
-        let reader_cpu_ms = collected.reader_cpu_ns as f64 / 1e6;
-        let pct = if sampling_ms > 0.0 {
-            reader_cpu_ms * 100.0 / sampling_ms
-        } else {
-            0.0
-        };
-        let switches: u64 = collected.waits.values().map(|w| w.count).sum();
         let m = &self.meta;
-        let summary = format!(
-            "while tracing {:.0} ms, the reader used {:.1} ms CPU ({pct:.2}% of one CPU) for {} \
+        let mut overhead = m.overhead(sampling_ms, cpu0, &collected, collected.stacks.len() as u64);
+        let switches: u64 = collected.waits.values().map(|w| w.count).sum();
+        overhead.summary = format!(
+            "while tracing {:.0} ms, the reader used {:.1} ms CPU ({:.2}% of one CPU) for {} \
              blocking switches; symbolising {} distinct stacks took {:.1} ms CPU; {} KiB ring \
              buffers; {} records lost{}",
             sampling_ms,
-            reader_cpu_ms,
+            overhead.reader_cpu_ms,
+            overhead.cpu_percent_of_one_cpu,
             switches,
             collected.stacks.len(),
-            symbolise_cpu_ms,
+            overhead.symbolise_cpu_ms,
             m.ring_bytes / 1024,
             collected.lost,
             if collected.errors.is_empty() {
@@ -263,20 +287,7 @@ impl Live {
             })
             .collect();
         Ok(super::OffCpuTrace {
-            profile: m.profile(
-                0,
-                agg,
-                &collected,
-                ProfileOverhead {
-                    summary,
-                    interval_ms: sampling_ms,
-                    reader_cpu_ms,
-                    symbolise_cpu_ms,
-                    cpu_percent_of_one_cpu: pct,
-                    ring_bytes: m.ring_bytes,
-                    distinct_stacks: collected.stacks.len() as u64,
-                },
-            ),
+            profile: m.profile(0, agg, &collected, overhead),
             waits,
             runqueue,
             lifetimes: collected
@@ -320,26 +331,19 @@ impl Live {
         let distinct = collected.stacks.len() as u64;
         let stacks = symbols::resolve(&collected);
         let agg = aggregate::aggregate(&stacks, Limits::default());
-        let symbolise_cpu_ms = (common::thread_cpu_ns().saturating_sub(cpu0)) as f64 / 1e6;
-        let reader_cpu_ms = collected.reader_cpu_ns as f64 / 1e6;
-        // What competes with the workload is the reader while sampling;
-        // symbolising runs after the workload's interval.
-        let pct = if sampling_ms > 0.0 {
-            reader_cpu_ms * 100.0 / sampling_ms
-        } else {
-            0.0
-        };
         let m = &self.meta;
+        let mut overhead = m.overhead(sampling_ms, cpu0, &collected, distinct);
         let mut summary = format!(
-            "while sampling {:.0} ms, the reader used {:.1} ms CPU ({pct:.2}% of one CPU) for {} samples; \
+            "while sampling {:.0} ms, the reader used {:.1} ms CPU ({:.2}% of one CPU) for {} samples; \
              afterwards symbolising {} distinct stacks took {:.1} ms CPU; {} KiB ring buffers; \
              {} samples lost, {} throttled (kernel-side sampling cost is not included: \
              see bench/profile_vs_perf.sh)",
             sampling_ms,
-            reader_cpu_ms,
+            overhead.reader_cpu_ms,
+            overhead.cpu_percent_of_one_cpu,
             agg.samples,
             distinct,
-            symbolise_cpu_ms,
+            overhead.symbolise_cpu_ms,
             m.ring_bytes / 1024,
             collected.lost,
             collected.throttled
@@ -359,20 +363,8 @@ impl Live {
         if !collected.errors.is_empty() {
             summary.push_str(&format!("; {} unreadable records", collected.errors.len()));
         }
-        Ok(m.profile(
-            m.frequency_hz,
-            agg,
-            &collected,
-            ProfileOverhead {
-                summary,
-                interval_ms: sampling_ms,
-                reader_cpu_ms,
-                symbolise_cpu_ms,
-                cpu_percent_of_one_cpu: pct,
-                ring_bytes: m.ring_bytes,
-                distinct_stacks: distinct,
-            },
-        ))
+        overhead.summary = summary;
+        Ok(m.profile(m.frequency_hz, agg, &collected, overhead))
     }
 }
 

@@ -37,11 +37,8 @@ impl ViewState for DirtyView {
         let shown = text::dirty(&line, text::header_due(self.lines));
         self.lines += 1;
         Ok(Emitted {
-            table: shown.table,
-            metrics: shown.gauges,
             warnings: text::dirty_warning(&line).into_iter().collect(),
-            json: serde_json::to_value(&line)?,
-            ..Default::default()
+            ..Emitted::shown(shown, serde_json::to_value(&line)?)
         })
     }
 

@@ -17,11 +17,6 @@ impl ViewState for HogsView {
         let rows = hogs::delta(&self.prev, &cur, secs, self.ncpu, self.hz, self.filter);
         self.prev = cur;
         let shown = text::hogs(&rows, self.threads);
-        Ok(Emitted {
-            table: shown.table,
-            metrics: shown.gauges,
-            json: json!({ "tasks": rows }),
-            ..Default::default()
-        })
+        Ok(Emitted::shown(shown, json!({ "tasks": rows })))
     }
 }

@@ -53,11 +53,6 @@ impl ViewState for IostatView {
         }
         self.prev = cur;
         let shown = text::iostat(&rows);
-        Ok(Emitted {
-            table: shown.table,
-            metrics: shown.gauges,
-            json: json!({ "devices": rows }),
-            ..Default::default()
-        })
+        Ok(Emitted::shown(shown, json!({ "devices": rows })))
     }
 }

@@ -19,11 +19,6 @@ impl ViewState for IrqView {
         self.prev_hard = hard;
         self.prev_soft = soft;
         let shown = text::irq(&rows, self.top);
-        Ok(Emitted {
-            table: shown.table,
-            metrics: shown.gauges,
-            json: json!({ "sources": rows }),
-            ..Default::default()
-        })
+        Ok(Emitted::shown(shown, json!({ "sources": rows })))
     }
 }

@@ -14,21 +14,19 @@ use crate::observe::{dirty, hints, iostat, irq, pressure, vmstat};
 use crate::report::monitor as text;
 use crate::{Error, Result};
 
+mod delta_view;
 mod dirty_view;
 mod hogs_view;
 mod iostat_view;
 mod irq_view;
-mod power_view;
-mod psi_view;
 mod slab_view;
 mod vmstat_view;
 
+use delta_view::*;
 use dirty_view::*;
 use hogs_view::*;
 use iostat_view::*;
 use irq_view::*;
-use power_view::*;
-use psi_view::*;
 use slab_view::*;
 use vmstat_view::*;
 
@@ -43,6 +41,60 @@ pub enum Kind {
     Dirty,
     Psi,
     Power,
+}
+
+impl Kind {
+    /// Every view: its name (the CLI's word, the JSON's "view") and what it
+    /// shows (the CLI's help).
+    pub const ALL: [(Kind, &'static str, &'static str); 8] = [
+        (
+            Kind::Vmstat,
+            "vmstat",
+            "procs, memory, swap, io, system, cpu (like procps vmstat)",
+        ),
+        (
+            Kind::Iostat,
+            "iostat",
+            "per-device r/s, w/s, kB/s, await, aqu-sz, areq-sz, %util (like iostat -x)",
+        ),
+        (
+            Kind::Hogs,
+            "hogs",
+            "processes (or threads) using the most CPU (like QNX hogs)",
+        ),
+        (
+            Kind::Irq,
+            "irq",
+            "interrupt and softirq rates per source and CPU (like sar -I)",
+        ),
+        (
+            Kind::Slab,
+            "slab",
+            "slab caches with most objects and churn (like slabtop; needs root)",
+        ),
+        (
+            Kind::Dirty,
+            "dirty",
+            "Dirty + Writeback against the writer-throttling threshold",
+        ),
+        (
+            Kind::Psi,
+            "psi",
+            "pressure stall information: % of time stalled on cpu, memory, io",
+        ),
+        (
+            Kind::Power,
+            "power",
+            "cpufreq governor and frequency, cpuidle residency per CPU",
+        ),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(k, _, _)| *k == self)
+            .map_or("", |(_, name, _)| name)
+    }
 }
 
 /// The view and its options, as the CLI parsed them.
@@ -69,6 +121,18 @@ pub struct Emitted {
     pub warnings: Vec<String>,
     /// Printed on stderr as hints (suppressed by --quiet).
     pub hints: Vec<String>,
+}
+
+impl Emitted {
+    /// A view's rendered interval and its JSON object.
+    fn shown(shown: text::Shown, json: Value) -> Emitted {
+        Emitted {
+            table: shown.table,
+            metrics: shown.gauges,
+            json,
+            ..Default::default()
+        }
+    }
 }
 
 /// One view's state between samples: the counters read last.
@@ -158,12 +222,20 @@ pub fn make_view(a: &Options) -> Result<Box<dyn ViewState>> {
                 lines: 0,
             })
         }
-        Kind::Psi => Box::new(PsiView {
-            prev: pressure::read_psi().map_err(|e| env_err("pressure stall information", e))?,
-        }),
-        Kind::Power => Box::new(PowerView {
-            prev: pressure::read_power().map_err(|e| env_err("CPU power information", e))?,
-        }),
+        Kind::Psi => Box::new(DeltaView::start(
+            "pressure stall information",
+            pressure::read_psi,
+            pressure::psi_delta,
+            text::psi,
+            "resources",
+        )?),
+        Kind::Power => Box::new(DeltaView::start(
+            "CPU power information",
+            pressure::read_power,
+            pressure::power_delta,
+            text::power,
+            "cpus",
+        )?),
     })
 }
 

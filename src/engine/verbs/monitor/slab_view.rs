@@ -21,13 +21,10 @@ impl ViewState for SlabView {
                 shown.push(r);
             }
         }
-        let text = text::slab(&shown);
-        Ok(Emitted {
-            table: text.table,
-            metrics: text.gauges,
-            json: json!({ "caches": shown }),
-            ..Default::default()
-        })
+        Ok(Emitted::shown(
+            text::slab(&shown),
+            json!({ "caches": shown }),
+        ))
     }
 
     fn preface(&self) -> Vec<String> {

@@ -23,11 +23,8 @@ impl ViewState for VmstatView {
         let mut json = serde_json::to_value(&r)?;
         json["hints"] = json!(signs.iter().map(|s| &s.1).collect::<Vec<_>>());
         Ok(Emitted {
-            table: shown.table,
-            metrics: shown.gauges,
-            json,
             hints: signs.into_iter().map(|s| s.1).collect(),
-            ..Default::default()
+            ..Emitted::shown(shown, json)
         })
     }
 }
