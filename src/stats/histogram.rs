@@ -360,7 +360,7 @@ mod tests {
         }
         let d = r.to_data("frames");
         assert_eq!(d.buckets.len(), 11);
-        let counts: Vec<u64> = d.buckets.iter().map(|b| b.count).collect();
+        let counts = bucket_counts(&d);
         assert_eq!(counts, [1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
         assert_eq!((d.buckets[1].low, d.buckets[1].high), (0.01, Some(0.02)));
         assert_eq!((d.buckets[10].low, d.buckets[10].high), (0.1, None));
@@ -368,8 +368,13 @@ mod tests {
         let mut r = LatencyRecorder::with_buckets(10 * MS, 3);
         r.record_ns(10 * MS - 1);
         r.record_ns(10 * MS);
-        let counts: Vec<u64> = r.to_data("b").buckets.iter().map(|b| b.count).collect();
+        let counts = bucket_counts(&r.to_data("b"));
         assert_eq!(counts, [1, 1, 0]);
+    }
+
+    /// The count of each bucket, in order.
+    fn bucket_counts(d: &HistogramData) -> Vec<u64> {
+        d.buckets.iter().map(|b| b.count).collect()
     }
 
     #[test]
@@ -384,7 +389,7 @@ mod tests {
         assert_eq!(d.count, 3);
         assert_eq!((d.min, d.max), (0.005, 0.25));
         assert!(rel_close(d.mean, 0.09, 1e-12));
-        let counts: Vec<u64> = d.buckets.iter().map(|b| b.count).collect();
+        let counts = bucket_counts(&d);
         assert_eq!(counts, [1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
 
         // An empty recorder adopts the bucket layout of what it merges.
@@ -400,7 +405,7 @@ mod tests {
         b.record_ns(5 * MS);
         b.record_ns(250 * MS);
         a.merge(&b);
-        let counts: Vec<u64> = a.to_data("r").buckets.iter().map(|b| b.count).collect();
+        let counts = bucket_counts(&a.to_data("r"));
         assert_eq!(counts, [1, 1]);
     }
 
