@@ -10,7 +10,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::thread::JoinHandle;
@@ -59,16 +59,9 @@ impl Ended {
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two descriptors we then own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Error::environment(format!(
-            "cannot create a pipe: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    // SAFETY: fresh descriptors from pipe2.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| {
+        Error::environment(format!("cannot create a pipe: {}", std::io::Error::from(e)))
+    })
 }
 
 impl Stopped {

@@ -458,18 +458,9 @@ pub(crate) fn check_process_limit(exp: &str, need: u64) -> Result<()> {
                 .count() as u64
         })
         .unwrap_or(0);
-    // SAFETY: getrlimit fills the struct we pass; geteuid has no preconditions.
-    let (nproc, root) = unsafe {
-        let mut r: libc::rlimit = std::mem::zeroed();
-        let lim = if libc::getrlimit(libc::RLIMIT_NPROC, &mut r) == 0
-            && r.rlim_cur != libc::RLIM_INFINITY
-        {
-            Some(r.rlim_cur)
-        } else {
-            None
-        };
-        (lim, libc::geteuid() == 0)
-    };
+    // `current` is None when the limit is unlimited.
+    let nproc = rustix::process::getrlimit(rustix::process::Resource::Nproc).current;
+    let root = rustix::process::geteuid().is_root();
     process_limit_verdict(
         exp,
         need,

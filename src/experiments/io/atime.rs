@@ -6,7 +6,6 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -168,13 +167,8 @@ impl Experiment for Atime {
 }
 
 fn syncfs(d: &File) -> Result<()> {
-    // SAFETY: plain syscall on a valid descriptor.
-    if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
-        return Err(Error::measurement(format!(
-            "syncfs failed: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
+    rustix::fs::syncfs(d)
+        .map_err(|e| Error::measurement(format!("syncfs failed: {}", std::io::Error::from(e))))?;
     Ok(())
 }
 

@@ -2,7 +2,6 @@
 //! durability levels — the classic commit-level table.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -85,14 +84,7 @@ fn fsync_dir(d: &File, path: &Path) -> Result<()> {
 }
 
 fn syncfs(d: &File, path: &Path) -> Result<()> {
-    // SAFETY: plain syscall on a valid descriptor.
-    if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
-        return Err(Error::io(
-            "cannot syncfs",
-            path,
-            std::io::Error::last_os_error(),
-        ));
-    }
+    rustix::fs::syncfs(d).map_err(|e| Error::io("cannot syncfs", path, e.into()))?;
     Ok(())
 }
 
