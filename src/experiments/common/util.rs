@@ -239,6 +239,29 @@ pub fn sleep_until(t: Instant) {
     }
 }
 
+/// Waits for each frame's slot in turn and calls `frame(i, slot)` there,
+/// until every frame is done, `frame` answers false, `hard_stop` passes or
+/// a signal arrives; returns how many frames a stop abandoned.
+pub fn pace_frames<E>(
+    frames: u64,
+    t0: Instant,
+    fps: f64,
+    hard_stop: Instant,
+    mut frame: impl FnMut(u64, Instant) -> std::result::Result<bool, E>,
+) -> std::result::Result<u64, E> {
+    for i in 0..frames {
+        let slot = frame_slot(t0, fps, i);
+        sleep_until(slot);
+        if Instant::now() >= hard_stop || crate::safety::signals::caught().is_some() {
+            return Ok(frames - i);
+        }
+        if !frame(i, slot)? {
+            break;
+        }
+    }
+    Ok(0)
+}
+
 /// Read the first `size` bytes of `file` front to back in `buf`-sized
 /// `read_at` calls, handing each piece read to `each`; a file shorter than
 /// `size` is a measurement error.

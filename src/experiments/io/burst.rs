@@ -22,11 +22,9 @@ use crate::engine::{
     PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::experiments::common::uring_pacer;
-use crate::experiments::common::util::{
-    backing_note, fit_disk, frame_slot, sleep_until, Fit, Skipped,
-};
+use crate::experiments::common::util::{backing_note, fit_disk, pace_frames, Fit, Skipped};
 use crate::observe::dirty::{self, DirtyState};
-use crate::safety::{signals, AlignedBuf};
+use crate::safety::AlignedBuf;
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
 
@@ -289,29 +287,6 @@ fn fitted_frames(p: &Point, room: &Room) -> Result<(u64, Option<String>)> {
             )
         }),
     ))
-}
-
-/// Waits for each frame's slot in turn and calls `frame(i, slot)` there,
-/// until every frame is done, `frame` answers false, `hard_stop` passes or
-/// a signal arrives; returns how many frames a stop abandoned.
-fn pace_frames<E>(
-    frames: u64,
-    t0: Instant,
-    fps: f64,
-    hard_stop: Instant,
-    mut frame: impl FnMut(u64, Instant) -> std::result::Result<bool, E>,
-) -> std::result::Result<u64, E> {
-    for i in 0..frames {
-        let slot = frame_slot(t0, fps, i);
-        sleep_until(slot);
-        if Instant::now() >= hard_stop || signals::caught().is_some() {
-            return Ok(frames - i);
-        }
-        if !frame(i, slot)? {
-            break;
-        }
-    }
-    Ok(0)
 }
 
 struct BurstRun {
