@@ -635,6 +635,23 @@ fn files_form_no_cycle() {
     );
 }
 
+/// Small rooms (issue 30): a file over 600 lines is split by what it does
+/// (a helper to `common/`, tests to `tests.rs`) before it grows further.
+#[test]
+fn no_source_file_is_over_600_lines() {
+    let mut modules = Vec::new();
+    collect(&src_dir(), &mut modules);
+    let mut big: Vec<String> = modules
+        .iter()
+        .filter_map(|m| {
+            let n = fs::read_to_string(&m.file).unwrap().lines().count();
+            (n > 600).then(|| format!("{} ({n} lines)", m.file.display()))
+        })
+        .collect();
+    big.sort();
+    assert!(big.is_empty(), "over 600 lines: {}", big.join(", "));
+}
+
 #[test]
 fn the_parser_sees_what_it_must() {
     let t = strip("let s = \"crate::cli\"; // crate::cli\nuse crate::{a::{b, c}, d as e};\n");

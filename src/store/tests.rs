@@ -347,3 +347,21 @@ fn runs_about_reads_the_subjects_runs_and_results_only() {
         assert_eq!(store.load_id(&b.id).unwrap().label, "b");
     });
 }
+
+/// Runs keep their figures as JSON text in the store: a value must read back
+/// as the same f64 it was written as (serde_json's `float_roundtrip`), or an
+/// exported run no longer matches its stored self and `import` refuses it as
+/// a different run. 11680095458.287199 read back one ULP off without it.
+#[test]
+fn figures_read_back_from_json_text_bit_for_bit() {
+    for v in [
+        11680095458.287199_f64,
+        14962473308.463253,
+        16759389269.959417,
+        10714927058.656681,
+    ] {
+        let text = serde_json::to_string(&v).unwrap();
+        let back: f64 = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.to_bits(), v.to_bits(), "{text}");
+    }
+}
