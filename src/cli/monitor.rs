@@ -88,13 +88,8 @@ fn view_parser() -> impl clap::builder::TypedValueParser<Value = Kind> {
     let names = Kind::ALL
         .iter()
         .map(|(_, name, about)| clap::builder::PossibleValue::new(*name).help(*about));
-    // Only the listed names get past PossibleValuesParser.
-    clap::builder::PossibleValuesParser::new(names).map(|name| {
-        Kind::ALL
-            .iter()
-            .find(|(_, n, _)| *n == name)
-            .map_or(Kind::Vmstat, |(k, _, _)| *k)
-    })
+    clap::builder::PossibleValuesParser::new(names)
+        .try_map(|name| Kind::named(&name).ok_or_else(|| format!("'{name}' is not a view")))
 }
 
 /// OpenMetrics text: one family per metric name, gauges, ending in # EOF.

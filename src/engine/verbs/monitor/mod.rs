@@ -89,6 +89,14 @@ impl Kind {
         ),
     ];
 
+    /// The view called `name` in [`Kind::ALL`].
+    pub fn named(name: &str) -> Option<Kind> {
+        Self::ALL
+            .iter()
+            .find(|(_, n, _)| *n == name)
+            .map(|(k, _, _)| *k)
+    }
+
     pub fn name(self) -> &'static str {
         Self::ALL
             .iter()
