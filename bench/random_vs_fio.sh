@@ -29,15 +29,20 @@
 #   ram   (root) ext4 on a zram device (its own, removed at exit; else a loop device
 #         on an image in /dev/shm), no throttle, at RAM_QDS (default 1 32 128): the
 #         device answers in microseconds, so a quarter-million IOPS shows each tool's
-#         own cost per I/O (issue 31).
+#         own cost per I/O (issue 31); each depth also with RAM_JOBS workers
+#         (default 1 4: tunelab jobs=J, fio --numjobs=J --thread --group_reporting for
+#         io_uring and --numjobs=QD*J for psync; rows named …-J4).
 # Per round: ratio = tunelab / fio. Per case: median of the per-round ratios and its
-# range. PASS when the median IOPS ratio is within 5% of 1 (3% for the ram rows,
+# range, and a distribution-free confidence interval of that median (order statistics
+# of the per-round ratios; with 5 rounds it is their range, 94%): "agree" when it lies
+# inside the ±3% band, "tunelab ahead"/"fio ahead" when it lies outside, "undecided"
+# when the band is narrower than the machine's round-to-round spread. PASS when the median IOPS ratio is within 5% of 1 (3% for the ram rows,
 # issue 31) and the median p99 ratio within 10% of 1 (issue 17). On a machine other
 # processes load, judge the per-round ratios' spread, not one round.
 #
 # Usage: bench/random_vs_fio.sh [TARGET_DIR] [SIZE] [ROUNDS]   (defaults /var/tmp 512M 3)
 #   env: TUNELAB=path/to/tunelab  TRIALS=3  DUR=1 (seconds)  HOST=1|0  LAB=auto|0  LAB_IOPS=500
-#        LAB_SIZE=64M  RAM=auto|0  RAM_SIZE=256M  RAM_QDS="1 32 128"  FIO_BATCH=0|1|2 (1: fio at its lowest cost per I/O;
+#        LAB_SIZE=64M  RAM=auto|0  RAM_SIZE=256M  RAM_QDS="1 32 128"  RAM_JOBS="1 4"  FIO_BATCH=0|1|2 (1: fio at its lowest cost per I/O;
 #        2: that and --gtod_reduce=1, no latency kept: fio's floor)
 #        FLOOR=1 (also run bench/floor/randread.c on fio's file after both tools:
 #        the device with the least work per I/O; its column is tunelab/floor)
@@ -56,7 +61,11 @@ LAB_SIZE=${LAB_SIZE:-64M}
 RAM=${RAM:-auto}
 RAM_SIZE=${RAM_SIZE:-256M}
 RAM_QDS=${RAM_QDS:-1 32 128}
+RAM_JOBS=${RAM_JOBS:-1 4}
 QDS="1 32"
+# Workers per case (the ram part sweeps RAM_JOBS); J is the current one.
+JOBS_LIST=1
+J=1
 TL=${TUNELAB:-}
 if [ -z "$TL" ]; then
     for c in "${CARGO_TARGET_DIR:-target}/release/tunelab" target/release/tunelab \
@@ -97,7 +106,7 @@ in_cg() {
 # tl_case ENGINE QD DIR SIZE CGROUP -> "iops p99"
 tl_case() {
     in_cg "$5" "$TL" run io.random -p rw=randread -p bs=4k -p mode=direct -p depth="$2" -p engine="$1" \
-        -p size="$4" -p duration="$DUR" --warmup 1 --trials "$TRIALS" --quiet-check 0 \
+        -p jobs="$J" -p size="$4" -p duration="$DUR" --warmup 1 --trials "$TRIALS" --quiet-check 0 \
         --no-store --json --target "$3" >"$WORK/tl.json" 2>"$WORK/tl.err" \
         || { cat "$WORK/tl.err" >&2; exit 1; }
     python3 - "$WORK/tl.json" <<'PY'
@@ -119,8 +128,14 @@ PY
 # fio_case ENGINE QD DIR SIZE CGROUP -> "iops p99"
 fio_case() {
     grouped=0
-    if [ "$1" = psync ]; then par="--numjobs=$2 --thread --group_reporting"; else par="--iodepth=$2"; fi
-    [ "$1" = psync ] && [ "$2" != 1 ] && grouped=1
+    if [ "$1" = psync ]; then
+        par="--numjobs=$(($2 * J)) --thread --group_reporting"
+    else
+        par="--iodepth=$2"
+        if [ "$J" != 1 ]; then par="$par --numjobs=$J --thread --group_reporting"; fi
+    fi
+    # fio's user CPU share per I/O is read for one job only (see below).
+    if [ "$1" = psync ] && [ "$2" != 1 ] || [ "$J" != 1 ]; then grouped=1; fi
     # FIO_BATCH=1: fio at its own lowest cost per I/O, as tunelab runs: the
     # TSC clock (--clocksource=cpu; tunelab reads CLOCK_MONOTONIC through the
     # vDSO) and, for io_uring, submitting and reaping up to the queue depth
@@ -162,7 +177,7 @@ PY
 # (FLOOR=1; 0 otherwise): the device with the least work per I/O a program can do.
 floor_case() {
     if [ -z "$FLOOR_BIN" ]; then echo 0; return 0; fi
-    in_cg "$4" "$FLOOR_BIN" "$3/fio.dat" "$1" "$2" "$((TRIALS * DUR))" 2>>"$WORK/floor.err" || echo 0
+    in_cg "$4" "$FLOOR_BIN" "$3/fio.dat" "$1" "$2" "$((TRIALS * DUR))" "$J" 2>>"$WORK/floor.err" || echo 0
 }
 
 # compare KIND DIR SIZE CGROUP: ROUNDS rounds of the four cases, appending
@@ -175,22 +190,26 @@ compare() {
     while [ "$i" -le "$ROUNDS" ]; do
         for eng in psync io_uring; do
             for qd in $QDS; do
+              for J in $JOBS_LIST; do
+                name="$kind-$eng-QD$qd"
+                if [ "$J" != 1 ]; then name="$name-J$J"; fi
                 if [ $((i % 2)) -eq 1 ]; then
                     t=$(tl_case "$eng" "$qd" "$dir" "$size" "$cg"); f=$(fio_case "$eng" "$qd" "$dir" "$size" "$cg")
                 else
                     f=$(fio_case "$eng" "$qd" "$dir" "$size" "$cg"); t=$(tl_case "$eng" "$qd" "$dir" "$size" "$cg")
                 fi
-                case "$t $f" in *skip*) echo "$kind-$eng-QD$qd $i skipped (engine unavailable)"; continue ;; esac
+                case "$t $f" in *skip*) echo "$name $i skipped (engine unavailable)"; continue ;; esac
                 fl=$(floor_case "$eng" "$qd" "$dir" "$cg")
                 # shellcheck disable=SC2086
                 set -- $t $f
-                row="$kind-$eng-QD$qd $i $1 $2 $4 $5 $fl $3 $6"
+                row="$name $i $1 $2 $4 $5 $fl $3 $6"
                 echo "$row" >>"$ROWS"
                 echo "$row" | awk '{
                     printf "%-18s %5d %11.0f %11.0f %7.3f   %9.3fms %9.3fms %7.3f",
                         $1, $2, $3, $5, $3/$5, $4*1e3, $6*1e3, ($6 > 0 ? $4/$6 : 0)
                     if ($7 > 0) printf "   %11.0f %7.3f", $7, $3/$7
                     printf "\n" }'
+              done
             done
         done
         i=$((i + 1))
@@ -283,6 +302,7 @@ if [ -z "$ram_skip" ]; then
     mount "$RDEV" "$RMNT"
     echo "ram: ext4 on $what, no throttle, file $RAM_SIZE, QD $RAM_QDS"
     QDS=$RAM_QDS
+    JOBS_LIST=$RAM_JOBS
     compare ram "$RMNT" "$RAM_SIZE" ""
 else
     echo "ram: skipped ($ram_skip)"
@@ -290,9 +310,28 @@ fi
 
 echo
 python3 - "$ROWS" <<'PY'
-import statistics, sys
+import math, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 fail = False
+
+
+def median_ci(xs):
+    """Distribution-free CI of the median from order statistics: the widest
+    rank k with P(Binomial(n, 1/2) < k) <= 2.5% (n=5: the range, 94%)."""
+    x, n = sorted(xs), len(xs)
+    cdf = lambda k: sum(math.comb(n, i) for i in range(k)) / 2 ** n
+    k = max([j for j in range(1, n // 2 + 1) if cdf(j) <= 0.025] or [1])
+    return x[k - 1], x[n - k], 1 - 2 * cdf(k)
+
+
+def verdict(lo, hi, tol, other="fio"):
+    if 1 - tol <= lo and hi <= 1 + tol:
+        return "agree"
+    if lo > 1 + tol:
+        return "tunelab ahead"
+    if hi < 1 - tol:
+        return f"{other} ahead"
+    return "undecided"
 for case in dict.fromkeys(r[0] for r in rows):
     rs = [r for r in rows if r[0] == case]
     io = [float(r[2]) / float(r[4]) for r in rs]
@@ -308,12 +347,18 @@ for case in dict.fromkeys(r[0] for r in rows):
           f"(range {min(io):.3f}..{max(io):.3f}), tunelab {statistics.median(float(r[2]) for r in rs):.0f} "
           f"fio {statistics.median(float(r[4]) for r in rs):.0f}  |  p99 ratio median {ml:.3f} "
           f"(range {min(lat):.3f}..{max(lat):.3f})")
+    lo, hi, cover = median_ci(io)
+    print(f"     {case:<18} IOPS ratio median CI {lo:.3f}..{hi:.3f} ({cover:.0%}): "
+          f"{verdict(lo, hi, tol)} (band ±{tol:.0%})")
     fl = [float(r[2]) / float(r[6]) for r in rs if len(r) > 6 and float(r[6]) > 0]
     if fl:
         okf = abs(statistics.median(fl) - 1) <= 0.03
         print(f"{'PASS' if okf else 'FAIL'} {case:<18} tunelab/floor median {statistics.median(fl):.3f} "
               f"(range {min(fl):.3f}..{max(fl):.3f}), floor "
               f"{statistics.median(float(r[6]) for r in rs if len(r) > 6):.0f}")
+        lo, hi, cover = median_ci(fl)
+        print(f"     {case:<18} tunelab/floor median CI {lo:.3f}..{hi:.3f} ({cover:.0%}): "
+              f"{verdict(lo, hi, 0.03, 'floor')}")
     own = [float(r[7]) for r in rs if len(r) > 8 and float(r[7]) > 0]
     usr = [float(r[8]) for r in rs if len(r) > 8 and float(r[8]) > 0]
     if own or usr:
@@ -321,6 +366,8 @@ for case in dict.fromkeys(r[0] for r in rows):
               f"{statistics.median(own) if own else float('nan'):.0f} ns (its notes), fio "
               f"{statistics.median(usr) if usr else float('nan'):.0f} ns (user CPU per I/O, one job only)")
 print("criterion: |median IOPS ratio - 1| <= 5% (ram rows: 3%) and |median p99 ratio - 1| <= 10%;"
-      " with FLOOR=1 also |median tunelab/floor - 1| <= 3% (the exit status follows the fio rows only)")
+      " with FLOOR=1 also |median tunelab/floor - 1| <= 3% (the exit status follows the fio rows only)."
+      " The CI line says whether the rounds can tell: 'undecided' means the machine's spread"
+      " between rounds is wider than the band")
 sys.exit(1 if fail else 0)
 PY

@@ -277,38 +277,34 @@ fn bad_input_is_a_clear_error_and_leaves_nothing() {
     }
 }
 
-/// IOPS on a loop device limited by a blkio cgroup (`--throttle
-/// riops=…,wiops=…`) must match the limit within 5% for reads and writes,
-/// psync and io_uring, QD 1 and 8.
-#[test]
-fn iops_match_a_blkio_iops_limit() {
-    const LIMIT: f64 = 250.0;
+/// A target for a throttled loop device, or None (said) where there can be
+/// none: not root, no cgroup I/O throttling, no loop devices. The loop
+/// image goes in the target: on a tmpfs the device under the throttle is
+/// memory, so the limit and not a busy host disk sets the rate.
+fn throttle_target() -> Option<tempfile::TempDir> {
     if !rustix::process::geteuid().is_root() {
         eprintln!("SKIPPED: needs root (loop device + cgroup)");
-        return;
+        return None;
     }
     if tunelab::lab::throttle::detect().is_none() || !Path::new("/dev/loop-control").exists() {
         eprintln!("SKIPPED: no cgroup I/O throttling or no loop devices");
-        return;
+        return None;
     }
-    // The loop image goes in the target: on a tmpfs the device under the
-    // throttle is memory, so the limit and not a busy host disk sets the rate.
     let shm = Path::new("/dev/shm");
     let base = if shm.is_dir() {
         shm
     } else {
         Path::new("/var/tmp")
     };
-    let dir = tempfile::tempdir_in(base).unwrap();
-    let out = run(
-        dir.path(),
-        &[
-            "rw=randread,randwrite",
-            "depth=1,8",
-            "engine=psync,io_uring",
-            "size=32M",
-            "duration=2s",
-        ],
+    Some(tempfile::tempdir_in(base).unwrap())
+}
+
+/// io.random on a 128 MiB ext4 loop device under `--throttle LIMIT`, one
+/// warm-up and two trials a point.
+fn throttled(dir: &Path, params: &[&str], limit: &str) -> Value {
+    ok(&run(
+        dir,
+        params,
         &[
             "--trials",
             "2",
@@ -319,10 +315,31 @@ fn iops_match_a_blkio_iops_limit() {
             "--fs-size",
             "128M",
             "--throttle",
-            "riops=250,wiops=250",
+            limit,
         ],
+    ))
+}
+
+/// IOPS on a loop device limited by a blkio cgroup (`--throttle
+/// riops=…,wiops=…`) must match the limit within 5% for reads and writes,
+/// psync and io_uring, QD 1 and 8.
+#[test]
+fn iops_match_a_blkio_iops_limit() {
+    const LIMIT: f64 = 250.0;
+    let Some(dir) = throttle_target() else {
+        return;
+    };
+    let v = throttled(
+        dir.path(),
+        &[
+            "rw=randread,randwrite",
+            "depth=1,8",
+            "engine=psync,io_uring",
+            "size=32M",
+            "duration=2s",
+        ],
+        "riops=250,wiops=250",
     );
-    let v = ok(&out);
     let mut checked = 0;
     for r in v["results"].as_array().unwrap() {
         if uring_skipped(r) {
@@ -345,6 +362,97 @@ fn iops_match_a_blkio_iops_limit() {
     }
     assert!(checked >= 4, "only {checked} points measured");
     assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+}
+
+/// jobs=N workers share one limit: their IOPS add up to it (counted over
+/// all workers' time, not one worker's), for psync and io_uring.
+#[test]
+fn jobs_add_up_to_a_blkio_iops_limit() {
+    const LIMIT: f64 = 300.0;
+    let Some(dir) = throttle_target() else {
+        return;
+    };
+    let v = throttled(
+        dir.path(),
+        &[
+            "rw=randread",
+            "depth=2",
+            "jobs=3",
+            "engine=psync,io_uring",
+            "size=32M",
+            "duration=2s",
+        ],
+        "riops=300",
+    );
+    let mut checked = 0;
+    for r in v["results"].as_array().unwrap() {
+        if uring_skipped(r) {
+            continue;
+        }
+        assert_eq!(r["params"]["jobs"], 3, "{}", r["params"]);
+        let iops = median(r, "iops").unwrap();
+        eprintln!(
+            "{} jobs=3: {iops:.1} IOPS vs limit {LIMIT}",
+            r["params"]["engine"]
+        );
+        assert!(
+            (iops / LIMIT - 1.0).abs() <= 0.05,
+            "{}: {iops:.1} IOPS is not within 5% of the {LIMIT} IOPS limit",
+            r["params"]["engine"]
+        );
+        checked += 1;
+    }
+    assert!(checked >= 1, "no point measured");
+    assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+}
+
+/// jobs: a point at the default (1) stores no `jobs` parameter, so it is the
+/// same point as in runs stored before the parameter existed; jobs=2 stores
+/// it, says so in its notes and series, and its histogram counts every
+/// worker's operations.
+#[test]
+fn jobs_at_the_default_keep_the_stored_point_unchanged() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let v = ok(&run(
+        dir.path(),
+        &[
+            "rw=randread",
+            "depth=2",
+            "jobs=1,2",
+            "engine=psync,io_uring",
+            "size=16M",
+            "duration=200ms",
+        ],
+        TWO,
+    ));
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4);
+    for r in results {
+        let params = r["params"].as_object().unwrap();
+        let two = params.get("jobs").is_some();
+        if two {
+            assert_eq!(params["jobs"], 2);
+        }
+        if uring_skipped(r) {
+            continue;
+        }
+        let n = notes(r);
+        assert_eq!(
+            n.contains("2 jobs × 2 × 4 KiB operations in flight"),
+            two,
+            "{n}"
+        );
+        let series = r["series"][0]["name"].as_str().unwrap();
+        assert_eq!(series.ends_with(" jobs=2"), two, "{series}");
+        assert!(median(r, "iops").unwrap() > 0.0);
+        assert!(r["histograms"][0]["count"].as_u64().unwrap() > 0);
+    }
+    fails(
+        &["jobs=64", "depth=32", "engine=psync", "rw=randread"],
+        2,
+        "2048 threads",
+    );
+    fails(&["jobs=0"], 2, "jobs");
 }
 
 /// size=0 (auto) on a small file system: every point of a sweep must get

@@ -4,9 +4,11 @@
  * one counter per thread. psync: QD threads each pread() in a loop. io_uring:
  * one ring of QD entries, registered file and buffers, READ_FIXED, one
  * io_uring_enter per batch (submit what was reaped, wait for one).
+ * JOBS (default 1) runs that many workers: psync QD x JOBS threads, io_uring
+ * JOBS threads with a ring of QD each (fio numjobs).
  * Prints the IOPS over the timed seconds (after one warm-up second).
  * Build: cc -O2 -o randread randread.c -luring -lpthread
- * Usage: randread FILE psync|io_uring QD SECONDS */
+ * Usage: randread FILE psync|io_uring QD SECONDS [JOBS] */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <liburing.h>
@@ -95,18 +97,19 @@ static void *uring(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) { fprintf(stderr, "usage: randread FILE psync|io_uring QD SECONDS\n"); return 2; }
+    if (argc != 5 && argc != 6) { fprintf(stderr, "usage: randread FILE psync|io_uring QD SECONDS [JOBS]\n"); return 2; }
     int qd = atoi(argv[3]);
     double secs = atof(argv[4]);
+    int jobs = argc == 6 ? atoi(argv[5]) : 1;
     int ring = strcmp(argv[2], "io_uring") == 0;
-    if (qd < 1 || secs <= 0 || (!ring && strcmp(argv[2], "psync"))) { fprintf(stderr, "bad arguments\n"); return 2; }
+    if (qd < 1 || jobs < 1 || secs <= 0 || (!ring && strcmp(argv[2], "psync"))) { fprintf(stderr, "bad arguments\n"); return 2; }
     fd = open(argv[1], O_RDONLY | O_DIRECT);
     if (fd < 0) { perror(argv[1]); return 4; }
     struct stat st;
     fstat(fd, &st);
     blocks = (uint64_t)st.st_size / BS;
     if (!blocks) { fprintf(stderr, "%s: empty\n", argv[1]); return 2; }
-    int n = ring ? 1 : qd;
+    int n = ring ? jobs : qd * jobs;
     struct worker *w = calloc(n, sizeof *w);
     for (int i = 0; i < n; i++) {
         w[i].seed = 0x9E3779B97F4A7C15ULL * (i + 1) ^ (uint64_t)now();

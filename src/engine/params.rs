@@ -57,6 +57,11 @@ pub struct ParamSpec {
     pub min: Option<f64>,
     pub max: Option<f64>,
     pub help: &'static str,
+    /// Left out of a point's stored parameters and label when it has its
+    /// default value: for a parameter added after runs were stored, so the
+    /// points of older runs and of new runs at the default stay the same
+    /// (compare pairs them, `history` keeps one series).
+    pub omit_default: bool,
 }
 
 impl ParamSpec {
@@ -73,7 +78,19 @@ impl ParamSpec {
             min: None,
             max: None,
             help,
+            omit_default: false,
         }
+    }
+
+    /// See `omit_default`.
+    pub const fn omitted_at_default(mut self) -> Self {
+        self.omit_default = true;
+        self
+    }
+
+    /// Whether `v` is this parameter's default and is left out of the point.
+    fn omits(&self, v: &ParamValue) -> bool {
+        self.omit_default && self.parse_one(self.default).is_ok_and(|d| d == *v)
     }
 
     pub const fn range(mut self, min: f64, max: f64) -> Self {
@@ -234,9 +251,18 @@ impl Point {
         }
     }
 
-    /// `key=value` pairs for display, sizes shown in binary units.
+    /// The parameters a result stores: all but those declared
+    /// `omitted_at_default` that have their default value.
+    pub fn stored(&self, specs: &[ParamSpec]) -> BTreeMap<String, ParamValue> {
+        let mut params = self.0.clone();
+        params.retain(|k, v| !specs.iter().any(|s| s.name == k && s.omits(v)));
+        params
+    }
+
+    /// `key=value` pairs for display, sizes shown in binary units (the
+    /// stored parameters: see `stored`).
     pub fn label(&self, specs: &[ParamSpec]) -> String {
-        self.0
+        self.stored(specs)
             .iter()
             .map(|(k, v)| {
                 let is_size = specs
@@ -340,6 +366,23 @@ mod tests {
         assert_eq!(pts[0].u64("size").unwrap(), 4096);
         assert_eq!(pts[1].text("mode").unwrap(), "direct");
         assert_eq!(pts[3].u64("size").unwrap(), 65536);
+    }
+
+    #[test]
+    fn a_parameter_added_later_is_stored_only_away_from_its_default() {
+        let mut specs = specs();
+        specs.push(ParamSpec::new("jobs", ParamKind::Count, "1", "workers").omitted_at_default());
+        let o = vec![("jobs".to_string(), "1,4".to_string())];
+        let pts = expand_points(&specs, &o).unwrap();
+        // The experiment sees every parameter; the result stores jobs=1 as
+        // runs from before the parameter did: not at all.
+        assert_eq!(pts[0].u64("jobs").unwrap(), 1);
+        assert!(!pts[0].stored(&specs).contains_key("jobs"));
+        assert_eq!(pts[0].label(&specs), "mode=buffered size=1 MiB");
+        assert_eq!(pts[1].stored(&specs)["jobs"], ParamValue::Int(4));
+        assert_eq!(pts[1].label(&specs), "jobs=4 mode=buffered size=1 MiB");
+        // Parameters not so declared are stored at their default too.
+        assert!(pts[0].stored(&specs).contains_key("mode"));
     }
 
     #[test]

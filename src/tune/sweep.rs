@@ -151,7 +151,7 @@ fn run(
         .iter()
         .zip(m.arms)
         .map(|(v, arm)| {
-            let mut params = point.0.clone();
+            let mut params = point.stored(exp.params());
             params.insert(knob.to_string(), ParamValue::Text(v.clone()));
             let metrics = arm.metric_results(specs);
             PointResult {

@@ -324,7 +324,7 @@ impl PointTrials<'_> {
                 super::DEFAULT_TRIAL_TIME.as_millis()
             )
         });
-        let mut params = self.points[arm].0.clone();
+        let mut params = self.points[arm].stored(self.specs);
         let fit_notes = apply_fitted(&mut params, fitted, self.specs);
         PointResult {
             experiment: self.exp.name().to_string(),

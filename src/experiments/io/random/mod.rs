@@ -61,6 +61,10 @@ pub struct Random {
 /// Largest block and depth (fio users sweep 512 B … 1 MiB, QD 1 … 256).
 const MAX_BS: u64 = 1 << 20;
 const MAX_DEPTH: u64 = 256;
+/// Workers (fio numjobs), and the most psync threads they may add up to
+/// (jobs × depth): a thread each costs a stack, and a board has 64 MB.
+const MAX_JOBS: u64 = 64;
+const MAX_PSYNC_THREADS: usize = 1024;
 /// Automatic file size: twice the RAM (so buffered reads mostly miss the
 /// page cache) within these bounds, and at most half the free space.
 const AUTO_MIN: u64 = 32 << 20;
@@ -100,6 +104,8 @@ pub(crate) struct Tally {
     pub reads: u64,
     /// Seconds from the first operation's start to the last completion.
     pub elapsed: f64,
+    /// That first start and last completion (io_uring: to add up rings).
+    pub span: Option<(Instant, Instant)>,
     pub read: LatencyRecorder,
     pub write: LatencyRecorder,
     /// io_uring: whether the file and the buffers were registered.
@@ -115,6 +121,27 @@ impl Tally {
         a.merge(&self.write);
         a
     }
+}
+
+/// Each worker thread's result: what it returned, or why it did not run
+/// (it could not start: `fewer` says what to ask for instead) or ended
+/// (it panicked).
+fn join_all<T>(
+    handles: Vec<std::io::Result<std::thread::ScopedJoinHandle<'_, Result<T>>>>,
+    what: &str,
+    fewer: &str,
+) -> Vec<Result<T>> {
+    handles
+        .into_iter()
+        .map(|h| match h {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(Error::measurement(format!("io.random: {what} panicked")))),
+            Err(e) => Err(Error::environment(format!(
+                "io.random: cannot start {what} ({e}); use {fewer}"
+            ))),
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,7 +207,10 @@ pub static SPEC: Spec = Spec {
          threads each doing one pread()/pwrite() at a time (fio psync, numjobs=depth), \
          engine=io_uring keeps `depth` operations queued on one ring from one thread (fio \
          io_uring, iodepth=depth), with the file and buffers registered where the kernel \
-         allows (fio registerfiles, fixedbufs; the notes say which). Every block written has each 512-byte sector stamped with its \
+         allows (fio registerfiles, fixedbufs; the notes say which). jobs=N runs N such \
+         workers at once on the one file (fio numjobs=N): psync N × depth threads, io_uring N \
+         threads with a ring each; IOPS counts them all, their latencies share the \
+         histograms. Every block written has each 512-byte sector stamped with its \
          offset and a sequence number (like fio's scramble_buffers) so nothing can be \
          deduplicated. mode=direct opens the file with O_DIRECT (bs must be a multiple of the \
          device's logical block size); where the file system has no O_DIRECT (tmpfs, vfat, \
@@ -232,6 +262,15 @@ pub static SPEC: Spec = Spec {
                 "psync: one thread per operation in flight; io_uring: one ring (skipped where \
                  the kernel has none)",
             ),
+            ParamSpec::new(
+                "jobs",
+                ParamKind::Count,
+                "1",
+                "independent workers, each keeping `depth` operations in flight (fio numjobs): \
+                 psync runs jobs × depth threads, io_uring one ring and thread per job",
+            )
+            .range(1.0, MAX_JOBS as f64)
+            .omitted_at_default(),
             ParamSpec::new(
                 "mode",
                 ParamKind::Choice(&["direct", "buffered"]),
@@ -314,6 +353,15 @@ impl Experiment for Random {
                  rw=randwrite or rw=randrw",
             ));
         }
+        let (jobs, depth) = (p.usize("jobs")?, p.usize("depth")?);
+        if p.text("engine")? == "psync" && jobs * depth > MAX_PSYNC_THREADS {
+            return Err(Error::usage(format!(
+                "io.random: engine=psync with jobs={jobs} and depth={depth} needs {} threads, \
+                 more than {MAX_PSYNC_THREADS}; use fewer jobs or a smaller depth, or \
+                 engine=io_uring (one thread per job)",
+                jobs * depth
+            )));
+        }
         Ok(())
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
@@ -322,6 +370,7 @@ impl Experiment for Random {
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let bs = p.usize("bs")?;
         let depth = p.usize("depth")?;
+        let jobs = p.usize("jobs")?;
         let engine = match p.text("engine")? {
             "io_uring" => Engine::IoUring,
             _ => Engine::Psync,
@@ -338,11 +387,11 @@ impl Experiment for Random {
             }
         }
         let mem = crate::observe::procmem::read_system().unwrap_or_default();
-        let buffers = (depth * bs) as u64;
+        let buffers = (jobs * depth * bs) as u64;
         if mem.available > 0 && buffers > mem.available / MEM_SHARE {
             return Err(Error::environment(format!(
-                "io.random: depth × bs = {} of buffers is more than a quarter of the available \
-                 memory ({}); use a smaller depth or bs",
+                "io.random: jobs × depth × bs = {} of buffers is more than a quarter of the \
+                 available memory ({}); use fewer jobs, a smaller depth or bs",
                 format_size(buffers),
                 format_size(mem.available)
             )));
@@ -377,7 +426,7 @@ impl Experiment for Random {
         let path = self.shared.get(ctx, size)?;
         let (file, direct, open_notes) = open(&path, want_direct)?;
         let read_pct = read_pct(p.text("rw")?, p.f64("mix")?);
-        let bufs = (0..depth)
+        let bufs = (0..jobs * depth)
             .map(|k| AlignedBuf::random(bs, 0x5eed + k as u64))
             .collect::<Result<Vec<_>>>()?;
         let mut run = RandomRun {
@@ -386,6 +435,7 @@ impl Experiment for Random {
             size,
             bs,
             depth,
+            jobs,
             engine,
             direct,
             read_pct,
@@ -398,11 +448,16 @@ impl Experiment for Random {
             steady: None,
             steady_pending: false,
             label: format!(
-                "rw={} bs={} engine={} mode={}",
+                "rw={} bs={} engine={} mode={}{}",
                 p.text("rw")?,
                 format_size(bs as u64),
                 engine.name(),
-                if direct { "direct" } else { "buffered" }
+                if direct { "direct" } else { "buffered" },
+                if jobs > 1 {
+                    format!(" jobs={jobs}")
+                } else {
+                    String::new()
+                }
             ),
         };
         run.notes.extend(open_notes);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-use super::{Job, Tally};
+use super::{join_all, Job, Tally};
 use crate::experiments::common::util::stamp_sectors;
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
@@ -69,17 +69,7 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut [AlignedBuf], seed: u64) -> Resu
             .collect();
         let all = handles.iter().all(|h| h.is_ok());
         gate.store(if all { GO } else { ABORT }, Ordering::Release);
-        handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| {
-                    Err(Error::measurement("io.random: a psync thread panicked"))
-                }),
-                Err(e) => Err(Error::environment(format!(
-                    "io.random: cannot start an I/O thread ({e}); use a smaller depth"
-                ))),
-            })
-            .collect()
+        join_all(handles, "a psync thread", "a smaller depth")
     });
     let mut t = Tally::default();
     let (mut first, mut last): (Option<Instant>, Option<Instant>) = (None, None);

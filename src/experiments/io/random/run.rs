@@ -35,6 +35,8 @@ pub(super) struct RandomRun {
     pub(super) size: u64,
     pub(super) bs: usize,
     pub(super) depth: usize,
+    /// Workers, each with `depth` in flight: `bufs` holds jobs × depth.
+    pub(super) jobs: usize,
     pub(super) engine: Engine,
     pub(super) direct: bool,
     pub(super) read_pct: u32,
@@ -72,7 +74,7 @@ impl RandomRun {
         };
         let t = match self.engine {
             Engine::Psync => psync::run(&job, dur, &mut self.bufs, self.seed),
-            Engine::IoUring => uring::run(&job, dur, &mut self.bufs, self.seed),
+            Engine::IoUring => uring::run_jobs(&job, dur, &mut self.bufs, self.seed, self.jobs),
         }?;
         self.total.registered = t.registered.or(self.total.registered);
         ctx.check_cancel()?;
@@ -244,14 +246,15 @@ impl PointRun for RandomRun {
                 read_pct: self.read_pct,
             };
             let own = own_ns_per_op(&job, self.engine);
-            // Per thread (psync) or per ring: the time one operation slot has.
-            let per_op = 1e9 * self.depth as f64 / stats::summarize(&self.iops).median;
-            let share = match self.engine {
-                // One thread per operation: each pays its own bookkeeping.
-                Engine::Psync => own / per_op,
-                // One thread keeps the whole depth: it pays for every operation.
-                Engine::IoUring => own / (per_op / self.depth as f64),
+            // The threads sharing the work: psync one per operation in
+            // flight, io_uring one per ring. Each pays the bookkeeping of
+            // its own operations, so its time per operation is the budget.
+            let threads = match self.engine {
+                Engine::Psync => self.jobs * self.depth,
+                Engine::IoUring => self.jobs,
             };
+            let per_op = 1e9 * threads as f64 / stats::summarize(&self.iops).median;
+            let share = own / per_op;
             ex.notes.push(format!(
                 "tunelab's own work per operation (random offset, clock reads, latency \
                  recording), measured on this machine after the trials: {own:.0} ns, {:.1}% of \
@@ -264,24 +267,31 @@ impl PointRun for RandomRun {
             ));
         }
         ex.notes.push(format!(
-            "{} × {} operations in flight ({}), {}; latency = completion − start per operation, \
+            "{}{} × {} operations in flight ({}), {}; latency = completion − start per operation, \
              HDR histograms merged across {} and trials",
+            if self.jobs > 1 {
+                format!("{} jobs × ", self.jobs)
+            } else {
+                String::new()
+            },
             self.depth,
             format_size(self.bs as u64),
             match (self.engine, self.total.registered) {
-                (Engine::Psync, _) => "one pread/pwrite thread each",
-                (Engine::IoUring, Some((true, true))) => {
-                    "one io_uring with the file and buffers registered (fio registerfiles, \
-                     fixedbufs), latency from queuing to the ring"
-                }
-                (Engine::IoUring, Some((true, false))) => {
-                    "one io_uring with the file registered (the buffers were refused: \
-                     locked-memory limit?), latency from queuing to the ring"
-                }
-                (Engine::IoUring, _) => {
-                    "one io_uring (file and buffers not registered: the kernel refused), \
-                     latency from queuing to the ring"
-                }
+                (Engine::Psync, _) => "one pread/pwrite thread each".to_string(),
+                (Engine::IoUring, registered) => format!(
+                    "one io_uring{} {}, latency from queuing to the ring",
+                    if self.jobs > 1 { " per job" } else { "" },
+                    match registered {
+                        Some((true, true)) => {
+                            "with the file and buffers registered (fio registerfiles, fixedbufs)"
+                        }
+                        Some((true, false)) => {
+                            "with the file registered (the buffers were refused: locked-memory \
+                             limit?)"
+                        }
+                        _ => "(file and buffers not registered: the kernel refused)",
+                    }
+                ),
             },
             if self.direct {
                 "O_DIRECT: page cache bypassed"

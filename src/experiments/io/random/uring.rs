@@ -24,11 +24,14 @@ use io_uring::{opcode, types, IoUring};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-use super::{Job, Tally};
+use super::{join_all, Job, Tally};
 use crate::experiments::common::util::stamp_sectors;
 use crate::safety::{signals, AlignedBuf};
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
+
+/// Stack of a ring's thread when there are several (its state is on the heap).
+const STACK: usize = 256 << 10;
 
 /// Whether this kernel (and its seccomp/sysctl policy) lets us use io_uring.
 pub fn available() -> std::result::Result<(), String> {
@@ -227,7 +230,65 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut Vec<AlignedBuf>, seed: u64) -> R
         return Err(e);
     }
     t.elapsed = (last - start).as_secs_f64();
+    t.span = Some((start, last));
     t.registered = Some((fixed_file, fixed_bufs));
+    Ok(t)
+}
+
+/// `jobs` rings at once, each in its own thread with an equal share of
+/// `bufs` as its depth (fio numjobs with iodepth). IOPS count every ring's
+/// operations over the time from the first start to the last completion.
+/// A ring that fails with operations in flight leaks its share, so `bufs`
+/// comes back shorter and the point ends with the error.
+pub fn run_jobs(
+    job: &Job,
+    dur: Duration,
+    bufs: &mut Vec<AlignedBuf>,
+    seed: u64,
+    jobs: usize,
+) -> Result<Tally> {
+    if jobs <= 1 {
+        return run(job, dur, bufs, seed);
+    }
+    let depth = bufs.len() / jobs;
+    let mut shares: Vec<Vec<AlignedBuf>> =
+        (0..jobs).map(|_| bufs.drain(..depth).collect()).collect();
+    let outs: Vec<Result<Tally>> = std::thread::scope(|s| {
+        let handles: Vec<_> = shares
+            .iter_mut()
+            .enumerate()
+            .map(|(i, share)| {
+                std::thread::Builder::new()
+                    .name(format!("io.random-ring{i}"))
+                    .stack_size(STACK)
+                    .spawn_scoped(s, move || {
+                        run(job, dur, share, seed ^ ((i as u64 + 1) << 32))
+                    })
+            })
+            .collect();
+        join_all(handles, "an io_uring thread", "fewer jobs")
+    });
+    bufs.extend(shares.into_iter().flatten());
+    let mut t = Tally::default();
+    for o in outs {
+        let o = o?;
+        t.ops += o.ops;
+        t.reads += o.reads;
+        t.read.merge(&o.read);
+        t.write.merge(&o.write);
+        // Registered only where every ring registered.
+        t.registered = Some(match (t.registered, o.registered) {
+            (Some((f, b)), Some((g, c))) => (f && g, b && c),
+            (None, r) | (r, None) => r.unwrap_or((false, false)),
+        });
+        t.span = match (t.span, o.span) {
+            (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
+            (x, None) | (None, x) => x,
+        };
+    }
+    if let Some((a, b)) = t.span {
+        t.elapsed = (b - a).as_secs_f64();
+    }
     Ok(t)
 }
 
