@@ -188,6 +188,17 @@ pub struct Room {
 }
 
 impl Room {
+    /// A fixed room for tests: `memory` bytes of budget, `disk` free.
+    #[cfg(test)]
+    pub fn fixture(memory: u64, disk: Option<u64>) -> Room {
+        Room {
+            memory: Some(memory),
+            memory_why: "fixture".into(),
+            disk_free: disk,
+            ..Room::default()
+        }
+    }
+
     /// Read now, for `target` (None: memory only).
     pub fn read(target: Option<&Path>) -> Room {
         let limits = crate::system::limits::MemoryLimits::read();

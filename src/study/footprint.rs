@@ -119,13 +119,7 @@ mod tests {
     use super::*;
 
     fn room(memory: u64, disk: u64) -> Room {
-        Room {
-            memory: Some(memory),
-            memory_why: "fixture".into(),
-            disk_free: Some(disk),
-            max_file: None,
-            ram: None,
-        }
+        Room::fixture(memory, Some(disk))
     }
 
     /// `room` with the target on tmpfs.

@@ -23,6 +23,14 @@ pub struct Fit {
 }
 
 impl Fit {
+    /// The value asked for, unchanged: it fits.
+    pub fn asked(requested: u64) -> Fit {
+        Fit {
+            value: requested,
+            note: None,
+        }
+    }
+
     /// What the runner stores for a fitted parameter: the value used, so
     /// the point's params show what was measured (None: nothing changed).
     pub fn fitted(&self, param: &'static str, why: &str) -> Option<Fitted> {
@@ -46,10 +54,7 @@ pub fn fit_memory(
     room: &Room,
 ) -> Result<Fit> {
     let Some(budget) = room.memory else {
-        return Ok(Fit {
-            value: requested,
-            note: None,
-        });
+        return Ok(Fit::asked(requested));
     };
     fit(
         what,
@@ -74,10 +79,7 @@ pub fn fit_disk(
     room: &Room,
 ) -> Result<Fit> {
     let Some(free) = room.disk_free else {
-        return Ok(Fit {
-            value: requested,
-            note: None,
-        });
+        return Ok(Fit::asked(requested));
     };
     let why = format!("target has {} free; budget = half of it", format_size(free));
     let mut f = fit(
@@ -139,10 +141,7 @@ fn fit(
     let copies = copies.max(1);
     let align = align.max(1);
     if requested.saturating_mul(copies) <= budget {
-        return Ok(Fit {
-            value: requested,
-            note: None,
-        });
+        return Ok(Fit::asked(requested));
     }
     let value = budget / copies / align * align;
     if value < floor.max(1) {
@@ -451,13 +450,7 @@ mod tests {
     }
 
     fn room(memory: u64, disk: u64) -> Room {
-        Room {
-            memory: Some(memory),
-            memory_why: "fixture".into(),
-            disk_free: Some(disk),
-            max_file: None,
-            ram: None,
-        }
+        Room::fixture(memory, Some(disk))
     }
 
     #[test]

@@ -394,13 +394,7 @@ mod tests {
     use crate::engine::params::expand_points;
 
     fn room(memory: u64) -> Room {
-        Room {
-            memory: Some(memory),
-            memory_why: "test budget".into(),
-            disk_free: None,
-            max_file: None,
-            ram: None,
-        }
+        Room::fixture(memory, None)
     }
 
     /// A 64 MiB board has ~10 MiB for data: the 10-day listing (~10.5 MiB)

@@ -54,6 +54,17 @@ pub(super) struct RandomRun {
 }
 
 impl RandomRun {
+    /// What the engines run: the file, the block size, the share of reads.
+    fn job(&self) -> Job<'_> {
+        Job {
+            file: &self.file,
+            path: &self.path,
+            bs: self.bs,
+            blocks: self.size / self.bs as u64,
+            read_pct: self.read_pct,
+        }
+    }
+
     /// One timed run of the workload for `dur`.
     pub(super) fn measure(&mut self, ctx: &Ctx, dur: Duration) -> Result<Tally> {
         ctx.check_cancel()?;
@@ -65,17 +76,14 @@ impl RandomRun {
             fadvise_dontneed(&self.file, &self.path)?;
         }
         self.seed += 1;
-        let job = Job {
-            file: &self.file,
-            path: &self.path,
-            bs: self.bs,
-            blocks: self.size / self.bs as u64,
-            read_pct: self.read_pct,
-        };
+        // The buffers go to the engine while the job borrows the rest.
+        let mut bufs = std::mem::take(&mut self.bufs);
         let t = match self.engine {
-            Engine::Psync => psync::run(&job, dur, &mut self.bufs, self.seed),
-            Engine::IoUring => uring::run_jobs(&job, dur, &mut self.bufs, self.seed, self.jobs),
-        }?;
+            Engine::Psync => psync::run(&self.job(), dur, &mut bufs, self.seed),
+            Engine::IoUring => uring::run_jobs(&self.job(), dur, &mut bufs, self.seed, self.jobs),
+        };
+        self.bufs = bufs;
+        let t = t?;
         self.total.registered = t.registered.or(self.total.registered);
         ctx.check_cancel()?;
         if t.ops == 0 {
@@ -238,14 +246,7 @@ impl PointRun for RandomRun {
         }
         ex.notes.extend(self.notes.iter().cloned());
         if !self.iops.is_empty() {
-            let job = Job {
-                file: &self.file,
-                path: &self.path,
-                bs: self.bs,
-                blocks: self.size / self.bs as u64,
-                read_pct: self.read_pct,
-            };
-            let own = own_ns_per_op(&job, self.engine);
+            let own = own_ns_per_op(&self.job(), self.engine);
             // The threads sharing the work: psync one per operation in
             // flight, io_uring one per ring. Each pays the bookkeeping of
             // its own operations, so its time per operation is the budget.
