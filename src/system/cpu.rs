@@ -11,8 +11,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::facts::Facts;
-pub use super::sysfs::cpu_list;
 use super::sysfs::sorted_entries;
+pub use super::sysfs::{cpu_list, parse_cpu_list};
 
 fn read(root: &Path, rel: &str) -> Option<String> {
     let s = fs::read_to_string(root.join(rel)).ok()?;

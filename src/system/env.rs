@@ -270,30 +270,14 @@ pub fn shell_quote(s: &str) -> String {
 /// falling back to sysconf when sysfs is unavailable.
 fn online_cpus() -> Option<usize> {
     read_trimmed("/sys/devices/system/cpu/online")
-        .and_then(|s| count_cpu_list(&s))
+        .and_then(|s| super::sysfs::parse_cpu_list(&s))
+        .map(|cpus| cpus.len())
+        .filter(|&n| n > 0)
         .or_else(|| {
             // SAFETY: sysconf has no memory-safety preconditions.
             let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
             (n > 0).then_some(n as usize)
         })
-}
-
-/// Count the CPUs in a kernel cpu list such as "0-3,6,8-9".
-pub fn count_cpu_list(s: &str) -> Option<usize> {
-    let mut n = 0usize;
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-                n += b.checked_sub(a)? + 1;
-            }
-            None => {
-                part.parse::<usize>().ok()?;
-                n += 1;
-            }
-        }
-    }
-    (n > 0).then_some(n)
 }
 
 fn read_trimmed(path: &str) -> Option<String> {
@@ -433,16 +417,6 @@ mod tests {
         // Another installation gets another id.
         let other = tempfile::tempdir().unwrap();
         assert_ne!(generated_machine_id(other.path()).unwrap().0, a);
-    }
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(count_cpu_list("0-1\n"), Some(2));
-        assert_eq!(count_cpu_list("0"), Some(1));
-        assert_eq!(count_cpu_list("0-3,6,8-9"), Some(7));
-        assert_eq!(count_cpu_list(""), None);
-        assert_eq!(count_cpu_list("3-1"), None);
-        assert_eq!(count_cpu_list("x"), None);
     }
 
     #[test]

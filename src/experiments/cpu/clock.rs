@@ -240,7 +240,7 @@ fn selected(spec: &str) -> Result<Vec<usize>> {
     if spec.trim() == "all" {
         return Ok(usable);
     }
-    let v = crate::system::cpu::cpu_list(spec);
+    let v = crate::system::cpu::parse_cpu_list(spec).unwrap_or_default();
     if v.is_empty() {
         return Err(Error::usage(format!(
             "cpus={spec}: expected 'all' or a CPU list such as 0-3 or \"4 5\""
