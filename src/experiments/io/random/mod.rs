@@ -102,9 +102,7 @@ impl Job<'_> {
 pub(crate) struct Tally {
     pub ops: u64,
     pub reads: u64,
-    /// Seconds from the first operation's start to the last completion.
-    pub elapsed: f64,
-    /// That first start and last completion (io_uring: to add up rings).
+    /// The first operation's start and the last completion.
     pub span: Option<(Instant, Instant)>,
     pub read: LatencyRecorder,
     pub write: LatencyRecorder,
@@ -113,8 +111,34 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
+    /// Seconds from the first operation's start to the last completion.
+    fn elapsed(&self) -> f64 {
+        self.span.map_or(0.0, |(a, b)| (b - a).as_secs_f64())
+    }
     fn iops(&self) -> f64 {
-        self.ops as f64 / self.elapsed.max(1e-9)
+        self.ops as f64 / self.elapsed().max(1e-9)
+    }
+    /// Widen the span to take in a worker that ran from `start` to `end`.
+    fn cover(&mut self, start: Instant, end: Instant) {
+        self.span = Some(
+            self.span
+                .map_or((start, end), |(a, b)| (a.min(start), b.max(end))),
+        );
+    }
+    /// Add another worker's tally: its operations, latencies and time; the
+    /// file and buffers count as registered only where every ring did.
+    fn add(&mut self, o: &Tally) {
+        self.ops += o.ops;
+        self.reads += o.reads;
+        self.read.merge(&o.read);
+        self.write.merge(&o.write);
+        if let Some((start, end)) = o.span {
+            self.cover(start, end);
+        }
+        self.registered = match (self.registered, o.registered) {
+            (Some((f, b)), Some((g, c))) => Some((f && g, b && c)),
+            (mine, theirs) => mine.or(theirs),
+        };
     }
     fn all(&self) -> LatencyRecorder {
         let mut a = self.read.clone();

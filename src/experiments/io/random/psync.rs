@@ -72,16 +72,11 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut [AlignedBuf], seed: u64) -> Resu
         join_all(handles, "a psync thread", "a smaller depth")
     });
     let mut t = Tally::default();
-    let (mut first, mut last): (Option<Instant>, Option<Instant>) = (None, None);
     for o in outs {
         let o = o?;
         t.ops += o.ops;
         t.reads += o.reads;
-        first = Some(first.map_or(o.start, |f| f.min(o.start)));
-        last = Some(last.map_or(o.end, |l| l.max(o.end)));
-    }
-    if let (Some(a), Some(b)) = (first, last) {
-        t.elapsed = (b - a).as_secs_f64();
+        t.cover(o.start, o.end);
     }
     let sh = shared
         .into_inner()

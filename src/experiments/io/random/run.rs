@@ -84,7 +84,6 @@ impl RandomRun {
         };
         self.bufs = bufs;
         let t = t?;
-        self.total.registered = t.registered.or(self.total.registered);
         ctx.check_cancel()?;
         if t.ops == 0 {
             return Err(Error::measurement(
@@ -180,10 +179,7 @@ impl PointRun for RandomRun {
             }
         }
         self.iops.push(iops);
-        self.total.ops += t.ops;
-        self.total.reads += t.reads;
-        self.total.read.merge(&t.read);
-        self.total.write.merge(&t.write);
+        self.total.add(&t);
         Ok(v)
     }
 

@@ -229,7 +229,6 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut Vec<AlignedBuf>, seed: u64) -> R
     if let Some(e) = failed {
         return Err(e);
     }
-    t.elapsed = (last - start).as_secs_f64();
     t.span = Some((start, last));
     t.registered = Some((fixed_file, fixed_bufs));
     Ok(t)
@@ -271,23 +270,7 @@ pub fn run_jobs(
     bufs.extend(shares.into_iter().flatten());
     let mut t = Tally::default();
     for o in outs {
-        let o = o?;
-        t.ops += o.ops;
-        t.reads += o.reads;
-        t.read.merge(&o.read);
-        t.write.merge(&o.write);
-        // Registered only where every ring registered.
-        t.registered = Some(match (t.registered, o.registered) {
-            (Some((f, b)), Some((g, c))) => (f && g, b && c),
-            (None, r) | (r, None) => r.unwrap_or((false, false)),
-        });
-        t.span = match (t.span, o.span) {
-            (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
-            (x, None) | (None, x) => x,
-        };
-    }
-    if let Some((a, b)) = t.span {
-        t.elapsed = (b - a).as_secs_f64();
+        t.add(&o?);
     }
     Ok(t)
 }
