@@ -405,9 +405,18 @@ fn a_kill_during_apply_or_unapply_leaves_the_old_or_the_new_state() {
         assert_eq!(t.snapshot(), clean, "{step}: {}", text(&out));
         assert!(t.journal_empty(), "{step}");
     }
-    let out = t.run(&["apply", "last"]);
+    // Killed once the store has it: the next command keeps the change.
+    let out = t.run_env(
+        &["apply", "last"],
+        &[("TUNELAB_TEST_KILL_AT", "apply-stored")],
+    );
+    assert_eq!(out.status.code(), None, "not killed: {}", text(&out));
+    let out = t.run(&["verify"]);
     assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("kept apply"), "{}", text(&out));
+    assert!(t.journal_empty());
     let applied = t.snapshot();
+    assert_ne!(applied, clean);
     for step in ["unapply-journalled", "unapply-live", "unapply-files"] {
         let out = t.run_env(&["unapply", KNOB], &[("TUNELAB_TEST_KILL_AT", step)]);
         assert_eq!(
@@ -421,9 +430,100 @@ fn a_kill_during_apply_or_unapply_leaves_the_old_or_the_new_state() {
         assert!(out.status.success(), "{step}: {}", text(&out));
         assert_eq!(t.snapshot(), applied, "{step}");
     }
-    let out = t.run(&["unapply", KNOB]);
+    let out = t.run_env(
+        &["unapply", KNOB],
+        &[("TUNELAB_TEST_KILL_AT", "unapply-stored")],
+    );
+    assert_eq!(out.status.code(), None, "not killed: {}", text(&out));
+    let out = t.run(&["applied"]);
     assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("nothing applied"), "{}", text(&out));
     assert_eq!(t.snapshot(), clean);
+    assert!(t.journal_empty());
+}
+
+/// What the store says of KNOB and what the tree holds agree: applied with
+/// the drop-in and the applied live value, or neither.
+fn agree(t: &Tree, what: &str) -> bool {
+    let applied = Store::open(&t.env.db())
+        .unwrap()
+        .changes()
+        .unwrap()
+        .iter()
+        .any(|c| c.knob == KNOB && c.state == "applied");
+    let file = t.dropin().exists();
+    let live = t.live();
+    let ok = if applied {
+        file && live == "5"
+    } else {
+        !file && live == "10"
+    };
+    assert!(
+        ok,
+        "{what}: store applied={applied}, drop-in={file}, live={live}, journal {}",
+        fs::read_to_string(t.state.join("journal.json")).unwrap_or_default()
+    );
+    applied
+}
+
+/// SIGKILL (strace fault injection) at the Nth call of every write-like
+/// system call of `apply` and `unapply`, N = 1, 2, … until the verb runs
+/// through: after each kill, `restore` leaves store and system agreeing.
+#[test]
+fn a_kill_at_any_write_rename_or_unlink_is_settled_by_restore() {
+    let strace = std::process::Command::new("strace").arg("-V").output();
+    if !strace.is_ok_and(|o| o.status.success()) {
+        return common::skip("strace is not installed (apt-get install strace)");
+    }
+    let t = Tree::new();
+    t.store(&winning_run());
+    let bin = assert_cmd::cargo::cargo_bin("tunelab");
+    let mut kills = 0;
+    for (verb, args) in [("apply", ["apply", "last"]), ("unapply", ["unapply", KNOB])] {
+        for calls in ["write", "rename", "link", "unlink", "fsync,fdatasync"] {
+            for n in 1.. {
+                // Each round starts from the verb's own starting state.
+                let applied = agree(&t, "start");
+                if applied != (verb == "unapply") {
+                    let a = if applied {
+                        ["unapply", KNOB]
+                    } else {
+                        ["apply", "last"]
+                    };
+                    let out = t.run(&a);
+                    assert!(out.status.success(), "{}", text(&out));
+                }
+                let out = std::process::Command::new("strace")
+                    .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=none", "-e"])
+                    .arg(format!("inject={calls}:signal=SIGKILL:when={n}"))
+                    .arg(&bin)
+                    .args(args)
+                    .arg("--root")
+                    .arg(&t.root)
+                    .env("TUNELAB_DB", t.env.db())
+                    .env("TUNELAB_STATE_DIR", &t.state)
+                    .output()
+                    .unwrap();
+                if out.status.code().is_some() {
+                    assert!(out.status.success(), "{verb} {calls} #{n}: {}", text(&out));
+                    agree(&t, &format!("{verb} ran through"));
+                    break;
+                }
+                kills += 1;
+                let out = t
+                    .env
+                    .cmd()
+                    .env("TUNELAB_STATE_DIR", &t.state)
+                    .arg("restore")
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "{verb} {calls} #{n}: {}", text(&out));
+                agree(&t, &format!("{verb} killed at {calls} #{n}"));
+                assert!(t.journal_empty(), "{verb} {calls} #{n}");
+            }
+        }
+    }
+    assert!(kills > 10, "only {kills} kills");
 }
 
 #[test]
@@ -584,4 +684,92 @@ fn a_clamped_nr_requests_is_stored_as_what_the_kernel_set() {
         run["environment"]
     );
     assert_eq!(run["environment"]["tune.knob"], "nr_requests");
+}
+
+/// Save `edit` of the stored record of KNOB over it (as anyone with write
+/// access to the store could).
+fn edit_record(t: &Tree, edit: impl FnOnce(&mut tunelab::model::applied::AppliedChange)) {
+    let mut s = Store::open(&t.env.db()).unwrap();
+    let mut c = s
+        .changes()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.knob == KNOB)
+        .unwrap();
+    edit(&mut c);
+    s.save_change(&c).unwrap();
+}
+
+#[test]
+fn an_edited_applied_record_cannot_make_unapply_write_elsewhere() {
+    let t = Tree::new();
+    t.store(&winning_run());
+    let out = t.run(&["apply", "last"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let applied = t.snapshot();
+    let core = Path::new("/proc/sys/kernel/core_pattern");
+    let core_before = fs::read_to_string(core).unwrap_or_default();
+    // A file elsewhere that carries tunelab's header.
+    let victim = t.env.dir.path().join("victim.conf");
+    fs::write(&victim, format!("{}\nx\n", tunelab::tune::persist::HEADER)).unwrap();
+    type Edit = Box<dyn Fn(&mut tunelab::model::applied::AppliedChange)>;
+    let core_old = core_before.trim().to_string();
+    let victim_path = victim.display().to_string();
+    let edits: Vec<(Edit, &str)> = vec![
+        (
+            // Its own value as "old": even a failure cannot change it.
+            Box::new(move |c| {
+                c.live = vec!["/proc/sys/kernel/core_pattern".into()];
+                c.old = core_old.clone();
+            }),
+            "not a setting tunelab changes",
+        ),
+        (
+            Box::new(move |c| c.files[0].path = victim_path.clone()),
+            "not a file `tunelab apply` writes",
+        ),
+        (
+            Box::new(|c| c.old = "|/tmp/x.sh %p".into()),
+            "not a setting value",
+        ),
+    ];
+    let good = Store::open(&t.env.db()).unwrap().changes().unwrap();
+    for (edit, why) in edits {
+        edit_record(&t, |c| edit(c));
+        let out = t.run(&["unapply", KNOB]);
+        assert_ne!(out.status.code(), Some(0), "{why}: {}", text(&out));
+        assert!(text(&out).contains(why), "{why}: {}", text(&out));
+        assert_eq!(t.snapshot(), applied, "{why}");
+        assert!(victim.exists());
+        assert_eq!(fs::read_to_string(core).unwrap_or_default(), core_before);
+        Store::open(&t.env.db())
+            .unwrap()
+            .save_change(&good[0])
+            .unwrap();
+    }
+    let out = t.run(&["unapply", KNOB]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn a_record_of_another_machine_is_ignored() {
+    let t = Tree::new();
+    t.store(&winning_run());
+    let out = t.run(&["apply", "last"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let applied = t.snapshot();
+    edit_record(&t, |c| {
+        c.machine_id = "0123456789abcdef0123456789abcdef".into()
+    });
+    let out = t.run(&["applied"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("ignored the applied record")
+            && text(&out).contains("recorded on 0123456789abcdef"),
+        "{}",
+        text(&out)
+    );
+    let out = t.run(&["unapply", KNOB]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(t.snapshot(), applied);
 }

@@ -97,9 +97,15 @@ pub struct UnapplyArgs {
     pub root: RootArg,
 }
 
-fn active(store: &Store, root: &Root) -> Result<Vec<AppliedChange>> {
-    Ok(store
-        .changes()?
+/// This machine's applied records (others are ignored with a note).
+fn here(store: &Store, out: &Out) -> Result<Vec<AppliedChange>> {
+    let (ok, notes) = apply::changes_here(store)?;
+    notes.iter().for_each(|n| out.warn(n));
+    Ok(ok)
+}
+
+fn active(store: &Store, root: &Root, out: &Out) -> Result<Vec<AppliedChange>> {
+    Ok(here(store, out)?
         .into_iter()
         .filter(|c| c.state == "applied" && c.root == root.display())
         .collect())
@@ -195,8 +201,7 @@ pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32>
 
 pub fn exec_applied(args: &AppliedArgs, out: &Out, store: &Store) -> Result<i32> {
     let root = args.root.get()?;
-    let list: Vec<AppliedChange> = store
-        .changes()?
+    let list: Vec<AppliedChange> = here(store, out)?
         .into_iter()
         .filter(|c| c.root == root.display() && (args.all || c.state == "applied"))
         .collect();
@@ -237,7 +242,7 @@ pub fn exec_applied(args: &AppliedArgs, out: &Out, store: &Store) -> Result<i32>
 pub fn exec_verify(args: &VerifyArgs, out: &Out, store: &Store) -> Result<i32> {
     let root = args.root.get()?;
     need_root(&root, "verify")?;
-    let checks: Vec<Check> = active(store, &root)?
+    let checks: Vec<Check> = active(store, &root, out)?
         .iter()
         .map(|c| apply::verify(&root, c))
         .collect();
@@ -277,7 +282,7 @@ pub fn exec_unapply(args: &UnapplyArgs, out: &Out, store: &mut Store) -> Result<
     if !args.dry_run {
         need_root(&root, "unapply")?;
     }
-    let all = active(store, &root)?;
+    let all = active(store, &root, out)?;
     let chosen: Vec<&AppliedChange> = all
         .iter()
         .filter(|c| args.what == "all" || c.id == args.what || c.knob == args.what)

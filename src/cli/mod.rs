@@ -179,11 +179,11 @@ pub fn main(experiments: &Catalog) -> i32 {
     // An unreadable journal only blocks changing settings (tune, --fs);
     // `restore` explains what it holds.
     if !matches!(cli.command, Command::Restore(_)) {
-        match host::restore_left_settings(false) {
+        match host::restore_left_settings(false, cli.db.as_deref()) {
             Ok(msgs) => msgs.iter().for_each(|m| out.warn(m)),
-            Err(_) => out.warn(&format!(
-                "the knob journal {} is unreadable: settings it records may still be changed; \
-                 run 'tunelab restore' for what it holds and how to restore by hand",
+            Err(e) => out.warn(&format!(
+                "{e}\n(the knob journal {} is unreadable or refused: settings it records may still be changed; run \
+                 'tunelab restore' for what it holds)",
                 host::journal_path().display()
             )),
         }
@@ -227,7 +227,7 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String], experiments: &Catalog) -> Res
         Command::Advise(a) => advise::exec(a, out, cli),
         Command::Study(a) => study::exec(a, out, cli, argv),
         Command::Tune(a) => tune::exec(a, out, cli, argv, experiments),
-        Command::Restore(a) => restore::exec(a, out),
+        Command::Restore(a) => restore::exec(a, out, cli.db.as_deref()),
         Command::Completions(a) => completions::exec(a, out, experiments),
         Command::Monitor(a) => monitor::exec(a, out, cli.json),
         Command::Time(a) => time::exec(a, out, cli, argv),

@@ -14,8 +14,8 @@ pub struct Args {
 /// Exit 0 when everything is restored (or nothing was left); an unreadable
 /// journal is an error (4) that shows what it holds and how to restore by
 /// hand; entries that could not be restored exit 4 too.
-pub fn exec(args: &Args, out: &Out) -> Result<i32> {
-    let msgs = host::restore_left_settings(args.all)?;
+pub fn exec(args: &Args, out: &Out, db: Option<&std::path::Path>) -> Result<i32> {
+    let msgs = host::restore_left_settings(args.all, db)?;
     let failed = msgs.iter().filter(|m| m.starts_with("could not")).count();
     if out.json {
         out.json_data(&msgs)?;

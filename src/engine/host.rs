@@ -31,8 +31,21 @@ pub fn is_root() -> bool {
 
 /// Put back the settings that tunelab processes which are gone left
 /// changed (with `all`, those of live ones too); one message per setting.
-pub fn restore_left_settings(all: bool) -> Result<Vec<String>> {
-    journal::restore_stale(all)
+/// An apply or unapply cut short is settled against its store (`db`, the
+/// verb's `--db`, or the one the entry names when it is a file): kept when
+/// the store recorded it, undone otherwise.
+pub fn restore_left_settings(all: bool, db: Option<&Path>) -> Result<Vec<String>> {
+    let mine = db.map_or_else(crate::store::default_path, Path::to_path_buf);
+    let decide = |c: &journal::Commit| -> Option<bool> {
+        let open = |p: &Path| crate::store::Store::open_read(p).ok();
+        let store = open(&mine).filter(|s| s.location() == c.db).or_else(|| {
+            (!c.db.contains("://"))
+                .then(|| open(Path::new(&c.db)))
+                .flatten()
+        })?;
+        crate::tune::apply::committed(c, &store)
+    };
+    journal::restore_stale(all, &decide)
 }
 
 /// Settings the journal holds for tunelab processes still running.

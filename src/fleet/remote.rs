@@ -71,10 +71,82 @@ fn checksum(bytes: &[u8]) -> u64 {
     })
 }
 
+/// The `uname -m` answers a local path may be built from: anything else a
+/// host reports (`../../secret`) is refused before it becomes a path.
+pub const ARCHES: &[&str] = &[
+    "x86_64",
+    "i386",
+    "i486",
+    "i586",
+    "i686",
+    "aarch64",
+    "aarch64_be",
+    "arm64",
+    "armv5tel",
+    "armv6l",
+    "armv7l",
+    "armv8l",
+    "arm",
+    "riscv32",
+    "riscv64",
+    "mips",
+    "mipsel",
+    "mips64",
+    "mips64el",
+    "ppc",
+    "ppc64",
+    "ppc64le",
+    "s390x",
+    "loongarch64",
+];
+
+/// A host's `uname -m`, checked against [`ARCHES`].
+pub fn checked_arch(arch: &str) -> Result<&str> {
+    if ARCHES.contains(&arch) {
+        return Ok(arch);
+    }
+    let shown: String = arch
+        .chars()
+        .take(64)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    Err(Error::environment(format!(
+        "the host answered '{shown}' to uname -m, which is not a known architecture ({}): \
+         refused, no file is looked up or copied for it; check the host's shell profile \
+         prints nothing before the command",
+        ARCHES.join(", ")
+    )))
+}
+
+/// A host's $HOME: an absolute path without `..`, `.` or control characters
+/// (the remote cache directory is built from it).
+pub fn checked_home(home: &str) -> Result<&str> {
+    let p = Path::new(home);
+    let plain = p.is_absolute()
+        && home.len() <= 4096
+        && !home.chars().any(char::is_control)
+        && p.components().all(|c| {
+            !matches!(
+                c,
+                std::path::Component::ParentDir | std::path::Component::CurDir
+            )
+        });
+    if plain {
+        Ok(home)
+    } else {
+        Err(Error::environment(format!(
+            "the host reported HOME={:?}, not a plain absolute path: refused (give the host \
+             a dir= in the inventory to choose where tunelab is cached)",
+            home.chars().take(200).collect::<String>()
+        )))
+    }
+}
+
 /// The static binary for a host's `uname -m`. With a directory, the board
 /// build's layouts are tried; without one, this very binary serves hosts of
 /// its own architecture.
 pub fn binary_for(arch: &str, dir: Option<&Path>) -> Result<PathBuf> {
+    let arch = checked_arch(arch)?;
     let triple = format!("{arch}-unknown-linux-musl");
     if let Some(dir) = dir {
         if dir.is_file() {
@@ -285,6 +357,9 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
     let mut lines = text.lines();
     let arch = lines.next().unwrap_or("").trim().to_string();
     let home = lines.next().unwrap_or("/tmp").trim().to_string();
+    if let Err(e) = checked_arch(&arch) {
+        return fail(o, "error", e.to_string());
+    }
     o.arch = Some(arch.clone());
     // 2. The binary, cached by checksum.
     let local = match binary_for(&arch, plan.binaries.as_deref()) {
@@ -298,10 +373,13 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
     if let (false, Some(interp)) = (plan.allow_dynamic, super::elf::interpreter(&bytes)) {
         return fail(o, "error", super::elf::refusal(&local, &interp));
     }
-    let dir = host
-        .dir
-        .clone()
-        .unwrap_or_else(|| format!("{home}/.cache/tunelab"));
+    let dir = match &host.dir {
+        Some(d) => d.clone(),
+        None => match checked_home(&home) {
+            Ok(h) => format!("{h}/.cache/tunelab"),
+            Err(e) => return fail(o, "error", e.to_string()),
+        },
+    };
     let remote = format!("{dir}/tunelab-{:016x}", checksum(&bytes));
     let q = shell_quote(&remote);
     let mut c = ssh(plan, host);
@@ -437,6 +515,20 @@ pub fn run(plan: &Plan, hosts: &[Host], say: &(dyn Fn(&str, &str) + Sync)) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remote_answers_are_checked_before_they_become_paths() {
+        let d = tempfile::tempdir().unwrap();
+        let e = binary_for("../../secret", Some(d.path())).unwrap_err();
+        assert!(e.to_string().contains("not a known architecture"), "{e}");
+        assert_eq!(e.exit_code(), 4);
+        assert!(checked_arch("aarch64\n../x").is_err());
+        assert_eq!(checked_arch("armv7l").unwrap(), "armv7l");
+        assert!(checked_home("/home/pi").is_ok());
+        for bad in ["../../etc", "/home/../etc", "relative", "/a\nb"] {
+            assert!(checked_home(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn checksum_is_fnv1a() {

@@ -53,6 +53,10 @@ pub struct AppliedChange {
     /// Notes such as "the kernel set 4 instead of 0".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The machine it was applied on (/etc/machine-id or tunelab's own):
+    /// a record from another machine sharing the store is never acted on.
+    #[serde(default)]
+    pub machine_id: String,
     /// "applied" or "unapplied".
     pub state: String,
     pub applied_at: String,

@@ -4,6 +4,7 @@
 pub mod buffer;
 pub mod child;
 pub mod journal;
+pub mod nofollow;
 pub mod rlimits;
 pub mod scratch;
 pub mod scratch_name;

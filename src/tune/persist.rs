@@ -110,21 +110,17 @@ pub fn create_new(path: &Path, content: &str) -> Result<()> {
 }
 
 /// Remove a file tunelab wrote; anything else is refused.
+/// Never through a symbolic link (crate::safety::nofollow).
 pub fn remove_ours(path: &Path) -> Result<()> {
-    match fs::read_to_string(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+    use crate::safety::nofollow;
+    match nofollow::read(path) {
+        Ok(None) => Ok(()),
         Err(e) => Err(Error::io("cannot read", path, e)),
-        Ok(t) if !is_ours(&t) => Err(Error::environment(format!(
+        Ok(Some(t)) if !is_ours(&t) => Err(Error::environment(format!(
             "{} was not written by tunelab (no '{HEADER}' header): left alone",
             path.display()
         ))),
-        Ok(_) => {
-            fs::remove_file(path).map_err(|e| Error::io("cannot remove", path, e))?;
-            if let Some(d) = path.parent() {
-                let _ = fs::File::open(d).and_then(|d| d.sync_all());
-            }
-            Ok(())
-        }
+        Ok(Some(_)) => nofollow::remove(path).map_err(|e| Error::io("cannot remove", path, e)),
     }
 }
 

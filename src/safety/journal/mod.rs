@@ -16,6 +16,7 @@
 mod claims;
 mod restore;
 mod saved;
+mod trust;
 
 use std::fs;
 use std::io::Write;
@@ -27,9 +28,9 @@ use serde::{Deserialize, Serialize};
 use super::sysmount::MountMode;
 use crate::{Error, Result};
 use claims::{claim_system, clear_dead_claims, release_system};
-pub use restore::restore_entry;
 use restore::{is_alive, start_ticks};
-pub use saved::{FileState, PersistFile, Saved, FAKE_ROOT_MARKER};
+pub use restore::{restore_entry, write_setting};
+pub use saved::{knob_path_ok, persist_path_ok, FileState, PersistFile, Saved, FAKE_ROOT_MARKER};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
@@ -41,7 +42,29 @@ pub struct Entry {
     pub pid_start: Option<u64>,
     pub started: String,
     pub saved: Saved,
+    /// For a change that ends with a store write (apply, unapply): the
+    /// record that makes it final. After a kill, `restore` keeps the change
+    /// when the store holds that record and undoes it otherwise, so the
+    /// system and the store always agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<Commit>,
 }
+
+/// The store record that completes a journalled change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Commit {
+    /// The store's location as it names itself (a file, a URL without its
+    /// password).
+    pub db: String,
+    /// The record's id, the state it is written with and that state's time.
+    pub id: String,
+    pub state: String,
+    pub at: String,
+}
+
+/// Whether a [`Commit`] is in its store: Some(true) written, Some(false)
+/// not, None when the store cannot be asked (the entry is kept).
+pub type Decide<'a> = &'a dyn Fn(&Commit) -> Option<bool>;
 
 impl Entry {
     /// An entry of this process for `knob`.
@@ -53,6 +76,7 @@ impl Entry {
             pid_start: start_ticks(me),
             started: crate::units::now_rfc3339_nanos(),
             saved,
+            commit: None,
         }
     }
 }
@@ -72,13 +96,9 @@ struct Lock(#[allow(dead_code)] fs::File);
 
 fn lock(wait: bool) -> Result<Option<Lock>> {
     let d = dir();
-    fs::create_dir_all(&d).map_err(|e| Error::io("cannot create the journal directory", &d, e))?;
+    trust::ensure(&d)?;
     let p = d.join("journal.lock");
-    let f = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&p)
+    let f = trust::open_private(&p, false)
         .map_err(|e| Error::io("cannot open the journal lock", &p, e))?;
     let op = if wait {
         libc::LOCK_EX
@@ -95,6 +115,24 @@ fn lock(wait: bool) -> Result<Option<Lock>> {
             Some(libc::EINTR) => continue,
             Some(libc::EWOULDBLOCK) if !wait => return Ok(None),
             _ => return Err(Error::io("cannot lock", &p, e)),
+        }
+    }
+}
+
+/// Remove the temporary journals (`journal.json.PID`) that processes
+/// killed while writing the journal left: only those whose pid is gone.
+fn clear_dead_temps(d: &Path) {
+    let Ok(rd) = fs::read_dir(d) else { return };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("journal.json."))
+            .and_then(|n| n.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if pid != std::process::id() && start_ticks(pid).is_none() {
+                let _ = fs::remove_file(e.path());
+            }
         }
     }
 }
@@ -151,6 +189,10 @@ fn unreadable(p: &Path, bytes: &[u8], why: &str) -> Error {
 /// it holds (never "empty": its originals would be lost).
 pub fn load() -> Result<Vec<Entry>> {
     let p = path();
+    if !dir().exists() {
+        return Ok(Vec::new());
+    }
+    trust::check(&dir())?;
     let bytes = match fs::read(&p) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -172,11 +214,14 @@ fn store(entries: &[Entry]) -> Result<()> {
             _ => Ok(()),
         };
     }
-    fs::create_dir_all(&d).map_err(|e| Error::io("cannot create the journal directory", &d, e))?;
+    trust::ensure(&d)?;
     let tmp = d.join(format!("journal.json.{}", std::process::id()));
     let data = serde_json::to_vec_pretty(entries)?;
     let write = || -> std::io::Result<()> {
-        let mut f = fs::File::create(&tmp)?;
+        // Our own leftover (an earlier failed write) goes; a link planted
+        // in its place is never followed.
+        let _ = fs::remove_file(&tmp);
+        let mut f = trust::open_private(&tmp, true)?;
         f.write_all(&data)?;
         f.sync_all()?;
         fs::rename(&tmp, &p)?;
@@ -193,6 +238,10 @@ fn store(entries: &[Entry]) -> Result<()> {
 /// original is the true one, ours would be its applied value. Settings are
 /// claimed system-wide too, whatever state directory the other one uses.
 pub fn claim(entry: Entry) -> Result<()> {
+    // Never journal what `restore` would refuse: it could not be put back.
+    entry.saved.validate(entry.pid).map_err(|why| {
+        Error::environment(format!("tunelab does not change {}: {why}", entry.knob))
+    })?;
     let _l = lock(true)?;
     let mut all = load()?;
     let mine = entry.saved.targets();
@@ -253,7 +302,13 @@ pub fn remove(knob: &str, pid: u32) -> Result<()> {
 /// cut). With `all`, also those of live processes other than us. Returns one
 /// line per entry; entries that could not be restored stay in the journal.
 /// An unreadable journal is an error (it explains itself).
-pub fn restore_stale(all: bool) -> Result<Vec<String>> {
+pub fn restore_stale(all: bool, decide: Decide) -> Result<Vec<String>> {
+    let d = dir();
+    if !d.exists() {
+        return Ok(Vec::new());
+    }
+    trust::check(&d)?;
+    clear_dead_temps(&d);
     if !path().exists() {
         return Ok(Vec::new());
     }
@@ -271,6 +326,30 @@ pub fn restore_stale(all: bool) -> Result<Vec<String>> {
         if let Err(why) = e.saved.validate(e.pid) {
             msgs.push(refused(&e, &why));
             continue;
+        }
+        if let Some(c) = &e.commit {
+            match decide(c) {
+                Some(true) => {
+                    clear_dead_claims(&e.saved.targets());
+                    msgs.push(format!(
+                        "kept {}: {} recorded it as {} before tunelab pid {} stopped; \
+                         dropped its journal entry",
+                        e.knob, c.db, c.state, e.pid
+                    ));
+                    continue;
+                }
+                Some(false) => {}
+                None => {
+                    msgs.push(format!(
+                        "could not settle {}: whether it is final is recorded in {}, which \
+                         cannot be read now; run 'tunelab restore --db {}' (with its password \
+                         for a URL)",
+                        e.knob, c.db, c.db
+                    ));
+                    keep.push(e);
+                    continue;
+                }
+            }
         }
         match restore_entry(&e) {
             Ok(m) => {
@@ -326,7 +405,13 @@ pub fn restore_mine() {
     let Ok(entries) = load() else { return };
     let mut keep = Vec::new();
     for e in entries.into_iter().rev() {
-        if e.pid == me && e.saved.validate(me).is_ok() && restore_entry(&e).is_ok() {
+        // A change that ends in the store is settled by `restore`, which
+        // can ask the store whether it became final.
+        if e.pid == me
+            && e.commit.is_none()
+            && e.saved.validate(me).is_ok()
+            && restore_entry(&e).is_ok()
+        {
             continue;
         }
         keep.push(e);

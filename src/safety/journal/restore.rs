@@ -6,6 +6,7 @@ use std::fs;
 use std::path::Path;
 
 use super::{Entry, FileState, PersistFile, Saved};
+use crate::safety::nofollow;
 use crate::safety::sysmount::{self, MountMode};
 use crate::{Error, Result};
 
@@ -19,6 +20,13 @@ fn read_value(path: &std::path::Path) -> Option<String> {
 /// Current state of the files, as they would be compared with `applied`.
 fn current(files: &[FileState]) -> Vec<Option<String>> {
     files.iter().map(|f| read_value(&f.path)).collect()
+}
+
+/// Write a knob file's original back: a kernel setting on procfs/sysfs,
+/// or a plain file of a marked test tree (test builds) reached without links.
+pub fn write_setting(p: &Path, value: &str) -> Result<()> {
+    let test = super::saved::test_tree(p).is_some();
+    nofollow::write_setting(p, value, test).map_err(|err| Error::io("cannot restore", p, err))
 }
 
 /// Put one entry back. Returns a line for the user.
@@ -55,8 +63,7 @@ pub fn restore_entry(e: &Entry) -> Result<String> {
             // the non-zero originals unless all are zero.
             let all_zero = files.iter().all(|f| f.original == "0");
             for f in files.iter().filter(|f| all_zero || f.original != "0") {
-                fs::write(&f.path, &f.original)
-                    .map_err(|err| Error::io("cannot restore", &f.path, err))?;
+                write_setting(&f.path, &f.original)?;
             }
             Ok(format!(
                 "restored {} to {}",
@@ -204,7 +211,7 @@ pub fn restore_entry(e: &Entry) -> Result<String> {
 fn restore_persist(knob: &str, files: &[PersistFile]) -> Result<String> {
     let mut left = Vec::new();
     for f in files {
-        let now = fs::read_to_string(&f.path).ok();
+        let now = nofollow::read(&f.path).map_err(|e| Error::io("cannot read", &f.path, e))?;
         if now == f.before {
             continue;
         }
@@ -213,13 +220,11 @@ fn restore_persist(knob: &str, files: &[PersistFile]) -> Result<String> {
             continue;
         }
         match &f.before {
-            None => fs::remove_file(&f.path).map_err(|e| Error::io("cannot remove", &f.path, e))?,
-            Some(text) => {
-                let tmp = f.path.with_extension("tunelab-restore");
-                fs::write(&tmp, text)
-                    .and_then(|_| fs::rename(&tmp, &f.path))
-                    .map_err(|e| Error::io("cannot restore", &f.path, e))?
+            None => {
+                nofollow::remove(&f.path).map_err(|e| Error::io("cannot remove", &f.path, e))?
             }
+            Some(text) => nofollow::replace(&f.path, text)
+                .map_err(|e| Error::io("cannot restore", &f.path, e))?,
         }
     }
     Ok(if left.is_empty() {

@@ -4,7 +4,6 @@
 //! that say which entries tunelab can have written (so a journal edited by
 //! hand cannot make `restore` touch anything else).
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -101,8 +100,14 @@ impl Saved {
                 files.iter().try_for_each(|f| knob_path_ok(&f.path))
             }
             Saved::Mount { mount_point, .. } => {
-                // Restoring only sets mount flags on what is mounted there.
-                plain_absolute(mount_point)
+                // Restoring only sets atime/sync flags on what is mounted
+                // there; the root file system is never remounted from a file.
+                plain_absolute(mount_point)?;
+                no_link(mount_point)?;
+                if mount_point == Path::new("/") {
+                    return Err("the root file system is not remounted from the journal".into());
+                }
+                Ok(())
             }
             Saved::Lab {
                 mount_point,
@@ -112,6 +117,8 @@ impl Saved {
             } => {
                 plain_absolute(mount_point)?;
                 plain_absolute(image)?;
+                no_link(image)?;
+                no_link(mount_point)?;
                 let dir = image.parent().unwrap_or(Path::new("/"));
                 if !named_scratch(dir, pid) {
                     return Err(format!(
@@ -146,6 +153,7 @@ impl Saved {
             }
             Saved::Scratch { path } => {
                 plain_absolute(path)?;
+                no_link(path)?;
                 if !named_scratch(path, pid) {
                     return Err(format!(
                         "{} is not named as a scratch directory of tunelab pid {pid}",
@@ -171,30 +179,9 @@ impl Saved {
                 Ok(())
             }
             // `tunelab apply` owns only files it names itself: a
-            // 90-tunelab-* drop-in or rule, or a file in a tunelab* tuned
-            // profile directory (under a --root prefix in tests).
-            Saved::Persist { files } => files.iter().try_for_each(|f| {
-                plain_absolute(&f.path)?;
-                let name = |p: Option<&Path>| {
-                    p.and_then(|p| p.file_name())
-                        .and_then(|n| n.to_str())
-                        .unwrap_or("")
-                        .to_string()
-                };
-                let file = name(Some(&f.path));
-                let dir = name(f.path.parent());
-                let owned = (file.starts_with("90-tunelab-")
-                    && (dir == "sysctl.d" || dir == "rules.d"))
-                    || dir.starts_with("tunelab");
-                if owned {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "{} is not a file `tunelab apply` writes",
-                        f.path.display()
-                    ))
-                }
-            }),
+            // 90-tunelab-* sysctl.d drop-in or udev rule in /etc (below a
+            // marked test tree in test builds), reached without a link.
+            Saved::Persist { files } => files.iter().try_for_each(|f| persist_path_ok(&f.path)),
         }
     }
 
@@ -268,48 +255,112 @@ pub(super) fn plain_absolute(p: &Path) -> std::result::Result<(), String> {
 
 /// The file that marks a directory as a fake system root (`tunelab apply
 /// --root DIR`, for tests): settings below its proc/sys and sys are knobs.
+/// Only test builds (debug assertions) honour it: a release binary treats
+/// such a tree as any other directory.
 pub const FAKE_ROOT_MARKER: &str = ".tunelab-fake-root";
 
-/// `p` is `ROOT/proc/sys/…` or `ROOT/sys/…` of a directory marked as a fake
-/// root, also once symbolic links are resolved (they must stay inside it).
-pub(super) fn under_fake_root(p: &Path) -> bool {
+/// The marked test tree `p` is in (test builds only), reached without a
+/// symbolic link, with `p` relative to it.
+pub fn test_tree(p: &Path) -> Option<(&Path, &Path)> {
+    if !cfg!(debug_assertions) || crate::safety::nofollow::has_link(p) {
+        return None;
+    }
     let mut dir = p.parent();
     while let Some(d) = dir {
-        let rest = p.strip_prefix(d).unwrap_or(p);
-        if (rest.starts_with("proc/sys") || rest.starts_with("sys"))
-            && d.join(FAKE_ROOT_MARKER).is_file()
-        {
-            return match (fs::canonicalize(p), fs::canonicalize(d)) {
-                (Ok(c), Ok(root)) => c.starts_with(root),
-                (Err(_), _) => true,
-                _ => false,
-            };
+        if d.join(FAKE_ROOT_MARKER).is_file() {
+            return Some((d, p.strip_prefix(d).ok()?));
         }
         dir = d.parent();
     }
-    false
+    None
 }
 
-/// A knob file is under /proc/sys or /sys, also once symbolic links are
-/// resolved (sysfs is full of them, all within /sys).
-pub(super) fn knob_path_ok(p: &Path) -> std::result::Result<(), String> {
-    plain_absolute(p)?;
-    let under = |q: &Path| q.starts_with("/proc/sys/") || q.starts_with("/sys/");
-    let refused = || {
-        Err(format!(
-            "{} is not a setting under /proc/sys or /sys",
-            p.display()
-        ))
+/// The settings the knob table (tune's knobs, diagnose's switches, apply's
+/// sysctls) can name, as a path relative to the root: nothing else is ever
+/// written back from the journal or an applied record.
+pub fn is_knob_file(rel: &Path) -> bool {
+    let parts: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let disk = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with('.')
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'!')
     };
-    if !under(p) {
-        return if under_fake_root(p) {
-            Ok(())
-        } else {
-            refused()
+    match parts.as_slice() {
+        ["proc", "sys", "vm", k] => [
+            "dirty_ratio",
+            "dirty_bytes",
+            "dirty_background_ratio",
+            "dirty_background_bytes",
+            "dirty_expire_centisecs",
+        ]
+        .contains(k),
+        ["proc", "sys", "kernel", k] => {
+            ["sched_rt_runtime_us", "lock_stat", "latencytop"].contains(k)
+        }
+        ["proc", "irq", n, "smp_affinity_list"] => digits(n),
+        ["sys", "block", d, "queue", a] => {
+            disk(d) && ["read_ahead_kb", "nr_requests", "scheduler"].contains(a)
+        }
+        ["sys", "devices", "system", "cpu", c, "cpufreq", "scaling_governor"] => {
+            c.strip_prefix("cpu").is_some_and(digits)
+        }
+        _ => false,
+    }
+}
+
+/// A knob file is one the knob table names (below `/`, or below a marked
+/// test tree in test builds).
+pub fn knob_path_ok(p: &Path) -> std::result::Result<(), String> {
+    plain_absolute(p)?;
+    let rel = p.strip_prefix("/").unwrap_or(p);
+    if is_knob_file(rel) || test_tree(p).is_some_and(|(_, r)| is_knob_file(r)) {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is not a setting tunelab changes (its knob table names vm dirty limits, \
+         block queue attributes, governors, IRQ affinity, lock_stat/latencytop and \
+         sched_rt_runtime_us)",
+        p.display()
+    ))
+}
+
+/// A persistent file `tunelab apply` writes: /etc/sysctl.d/90-tunelab-*.conf
+/// or /etc/udev/rules.d/90-tunelab-*.rules (below a marked test tree in test
+/// builds), no component a symbolic link.
+pub fn persist_path_ok(p: &Path) -> std::result::Result<(), String> {
+    plain_absolute(p)?;
+    let ours = |rel: &Path| {
+        let parts: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
+        let named = |f: &str, ext: &str| {
+            f.strip_prefix("90-tunelab-")
+                .and_then(|r| r.strip_suffix(ext))
+                .is_some_and(|r| !r.is_empty() && !r.contains('/'))
         };
+        match parts.as_slice() {
+            ["etc", "sysctl.d", f] => named(f, ".conf"),
+            ["etc", "udev", "rules.d", f] => named(f, ".rules"),
+            _ => false,
+        }
+    };
+    let rel = p.strip_prefix("/").unwrap_or(p);
+    if !(ours(rel) || test_tree(p).is_some_and(|(_, r)| ours(r))) {
+        return Err(format!(
+            "{} is not a file `tunelab apply` writes",
+            p.display()
+        ));
     }
-    match fs::canonicalize(p) {
-        Ok(c) if !under(&c) => refused(),
-        _ => Ok(()),
+    no_link(p)
+}
+
+/// No component of `p` is a symbolic link.
+pub fn no_link(p: &Path) -> std::result::Result<(), String> {
+    if crate::safety::nofollow::has_link(p) {
+        return Err(format!(
+            "{} has a symbolic link in it: tunelab never follows one from its state",
+            p.display()
+        ));
     }
+    Ok(())
 }

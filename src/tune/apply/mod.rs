@@ -12,6 +12,7 @@
 //! `verdict` reads the tune run, `verify` and `unapply` are the other
 //! verbs.
 
+mod record;
 mod unapply;
 mod verdict;
 mod verify;
@@ -26,6 +27,7 @@ use crate::safety::journal::{self, Entry, FileState, PersistFile, Saved};
 use crate::store::Store;
 use crate::system::device::active_choice;
 use crate::{Error, Result};
+pub use record::{changes_here, committed, this_machine};
 pub use unapply::{plan_unapply, unapply, UnapplyPlan};
 pub use verdict::{
     verdict_of, TuneVerdict, ENV_DEVICE, ENV_KNOB, ENV_LAB, ENV_METRIC, ENV_NOISE, ENV_ORIGINAL,
@@ -110,8 +112,8 @@ pub fn plan_apply(root: &Root, v: &TuneVerdict, store: &Store) -> Result<Plan> {
         Place::Block { disk, .. } => (change_id(&v.knob, Some(disk)), disk.clone()),
         _ => (change_id(&v.knob, None), String::new()),
     };
-    if let Some(c) = store
-        .changes()?
+    if let Some(c) = changes_here(store)?
+        .0
         .into_iter()
         .find(|c| c.id == id && c.state == "applied" && c.root == root.display())
     {
@@ -260,6 +262,7 @@ pub fn plan_apply(root: &Root, v: &TuneVerdict, store: &Store) -> Result<Plan> {
         remeasure: v.remeasure.clone(),
         root: root.display(),
         notes,
+        machine_id: this_machine(),
         state: "applied".into(),
         applied_at: now_rfc3339(),
         unapplied_at: None,
@@ -323,8 +326,9 @@ fn with_mount_tokens(opts: &str, value: &str) -> String {
 
 /// Test hook: `TUNELAB_TEST_KILL_AT=<step>` SIGKILLs this process at that
 /// step of apply/unapply, so tests prove the journal rolls back a kill.
+/// Test builds only: a release binary ignores it.
 pub(super) fn kill_point(step: &str) {
-    if std::env::var("TUNELAB_TEST_KILL_AT").is_ok_and(|s| s == step) {
+    if cfg!(debug_assertions) && std::env::var("TUNELAB_TEST_KILL_AT").is_ok_and(|s| s == step) {
         // SAFETY: kill(2) on our own pid.
         unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
     }
@@ -376,10 +380,15 @@ pub(super) fn live_entry(
 }
 
 /// Carry out a plan: journal, live value (read back), files, store, commit.
+/// Every journal entry names the store record that makes the change final
+/// (`journal::Commit`): after a kill, `restore` keeps the change if the
+/// store has it and undoes it if not.
 pub fn apply(plan: Plan, store: &mut Store) -> Result<AppliedChange> {
     let mut change = plan.change;
     let tag = format!("apply {}", change.id);
-    let live = live_entry(&tag, &plan.live, &plan.partners, &change.new);
+    let commit = record::commit_of(store, &change);
+    let mut live = live_entry(&tag, &plan.live, &plan.partners, &change.new);
+    live.commit = Some(commit.clone());
     let has_live = !plan.live.is_empty();
     if has_live {
         journal::claim(live.clone())?;
@@ -403,7 +412,7 @@ pub fn apply(plan: Plan, store: &mut Store) -> Result<AppliedChange> {
             }
         }
         kill_point("apply-live");
-        let persist = Entry::new(
+        let mut persist = Entry::new(
             &format!("{tag} files"),
             Saved::Persist {
                 files: change
@@ -417,12 +426,14 @@ pub fn apply(plan: Plan, store: &mut Store) -> Result<AppliedChange> {
                     .collect(),
             },
         );
+        persist.commit = Some(commit.clone());
         journal::claim(persist)?;
         for f in &change.files {
             persist::create_new(&PathBuf::from(&f.path), &f.content)?;
         }
         kill_point("apply-files");
         store.save_change(&change)?;
+        kill_point("apply-stored");
         Ok(())
     };
     let result = steps();

@@ -29,6 +29,13 @@ pub struct UnapplyPlan {
 /// `force`), and tunelab's files removed (a file without tunelab's header
 /// is never touched).
 pub fn plan_unapply(c: &AppliedChange, force: bool) -> Result<UnapplyPlan> {
+    if let Some(why) = super::record::distrust(c, &super::this_machine()) {
+        return Err(Error::environment(format!(
+            "refused to unapply {}: {why}; tunelab acts only on its own records of this \
+             machine's files (inspect it with 'tunelab applied --all --json')",
+            c.id
+        )));
+    }
     let mut warnings = Vec::new();
     let mut restore = Vec::new();
     if let Some(p) = c.live.first().map(PathBuf::from) {
@@ -76,6 +83,9 @@ pub fn unapply(plan: UnapplyPlan, store: &mut Store) -> Result<AppliedChange> {
     let mut c = plan.change;
     let tag = format!("unapply {}", c.id);
     let me = std::process::id();
+    c.state = "unapplied".into();
+    c.unapplied_at = Some(now_rfc3339());
+    let commit = super::record::commit_of(store, &c);
     let own: Vec<(PathBuf, String)> = plan
         .restore
         .iter()
@@ -99,6 +109,7 @@ pub fn unapply(plan: UnapplyPlan, store: &mut Store) -> Result<AppliedChange> {
                 f.pending = Some(p.old.clone());
             }
         }
+        e.commit = Some(commit.clone());
         journal::claim(e)?;
     }
     let files: Vec<PersistFile> = plan
@@ -106,18 +117,20 @@ pub fn unapply(plan: UnapplyPlan, store: &mut Store) -> Result<AppliedChange> {
         .iter()
         .map(|p| PersistFile {
             path: p.clone(),
-            before: fs::read_to_string(p).ok(),
+            before: crate::safety::nofollow::read(p).ok().flatten(),
             after: None,
         })
         .collect();
     let mut steps = || -> Result<()> {
         if !files.is_empty() {
-            journal::claim(Entry::new(
+            let mut e = Entry::new(
                 &format!("{tag} files"),
                 Saved::Persist {
                     files: files.clone(),
                 },
-            ))?;
+            );
+            e.commit = Some(commit.clone());
+            journal::claim(e)?;
         }
         kill_point("unapply-journalled");
         if !plan.restore.is_empty() {
@@ -128,9 +141,9 @@ pub fn unapply(plan: UnapplyPlan, store: &mut Store) -> Result<AppliedChange> {
             persist::remove_ours(&f.path)?;
         }
         kill_point("unapply-files");
-        c.state = "unapplied".into();
-        c.unapplied_at = Some(now_rfc3339());
-        store.save_change(&c)
+        store.save_change(&c)?;
+        kill_point("unapply-stored");
+        Ok(())
     };
     let result = steps();
     match result {
@@ -163,7 +176,7 @@ fn restore_values(c: &AppliedChange) -> Result<()> {
     );
     let all_zero = all.iter().all(|(_, v)| *v == "0");
     for (p, to) in all.iter().filter(|(_, v)| all_zero || *v != "0") {
-        fs::write(p, to).map_err(|e| Error::io("cannot restore", p, e))?;
+        journal::write_setting(p, to)?;
         let back = read_live(p)?;
         if back != *to {
             return Err(Error::environment(format!(

@@ -1,0 +1,113 @@
+//! Applied records as tunelab trusts them: only this machine's, and only
+//! when every path names a file tunelab itself changes and every value is
+//! a plain setting value. A store is shared by a fleet (PostgreSQL) or
+//! writable by whoever owns the file: an edited record must never make
+//! `unapply` write a pipe into core_pattern or delete another file.
+
+use std::path::Path;
+
+use crate::model::applied::AppliedChange;
+use crate::safety::journal::{self, Commit};
+use crate::store::Store;
+use crate::Result;
+
+/// This machine's id (/etc/machine-id and the like, else the one tunelab
+/// generated once in its state directory), "" when none can be had.
+pub fn this_machine() -> String {
+    crate::system::env::machine_id(Path::new("/"))
+        .or_else(|| crate::system::env::generated_machine_id(&crate::system::state_dir()))
+        .map(|m| m.0)
+        .unwrap_or_default()
+}
+
+/// A value `unapply` may write back: short, one token of a setting's
+/// alphabet (numbers, scheduler and governor words, CPU lists).
+fn value_ok(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 64
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.,:+ ".contains(&b))
+}
+
+/// Why tunelab must not act on `c`, if it must not.
+pub fn distrust(c: &AppliedChange, here: &str) -> Option<String> {
+    if c.machine_id.is_empty() || c.machine_id != here {
+        return Some(format!(
+            "recorded on {} (this machine is {here})",
+            if c.machine_id.is_empty() {
+                "an unknown machine"
+            } else {
+                c.machine_id.as_str()
+            }
+        ));
+    }
+    let live = c
+        .live
+        .iter()
+        .chain(c.partners.iter().map(|p| &p.path))
+        .map(|p| journal::knob_path_ok(Path::new(p)));
+    let files = c
+        .files
+        .iter()
+        .map(|f| journal::persist_path_ok(Path::new(&f.path)));
+    if let Some(Err(why)) = live.chain(files).find(|r| r.is_err()) {
+        return Some(why);
+    }
+    let values = [&c.old, &c.new]
+        .into_iter()
+        .chain(c.partners.iter().map(|p| &p.old));
+    // A mount change records no live file and keeps no value.
+    if !c.live.is_empty() {
+        if let Some(v) = values.into_iter().find(|v| !value_ok(v)) {
+            return Some(format!("{v:?} is not a setting value tunelab writes"));
+        }
+    }
+    None
+}
+
+/// The store's applied records that tunelab may act on here, and a note
+/// for each one it ignores.
+pub fn changes_here(store: &Store) -> Result<(Vec<AppliedChange>, Vec<String>)> {
+    let here = this_machine();
+    let mut ok = Vec::new();
+    let mut notes = Vec::new();
+    for c in store.changes()? {
+        match distrust(&c, &here) {
+            None => ok.push(c),
+            Some(why) => notes.push(format!(
+                "ignored the applied record {} in {}: {why}",
+                c.id,
+                store.location()
+            )),
+        }
+    }
+    Ok((ok, notes))
+}
+
+/// The journal's note of the record that will make `c` final.
+pub(super) fn commit_of(store: &Store, c: &AppliedChange) -> Commit {
+    Commit {
+        db: store.location().to_string(),
+        id: c.id.clone(),
+        state: c.state.clone(),
+        at: if c.state == "unapplied" {
+            c.unapplied_at.clone().unwrap_or_default()
+        } else {
+            c.applied_at.clone()
+        },
+    }
+}
+
+/// Whether `store` holds the record `commit` names (None: unreadable).
+pub fn committed(commit: &Commit, store: &Store) -> Option<bool> {
+    let all = store.changes().ok()?;
+    Some(all.iter().any(|c| {
+        c.id == commit.id
+            && c.state == commit.state
+            && if c.state == "unapplied" {
+                c.unapplied_at.as_deref() == Some(commit.at.as_str())
+            } else {
+                c.applied_at == commit.at
+            }
+    }))
+}
