@@ -31,7 +31,7 @@ pub fn exec(args: &Args, out: &Out, store: &mut Store, experiments: &Catalog) ->
             .map(|d| {
                 vec![
                     d.id.clone(),
-                    super::runs::clean(&d.machine),
+                    super::runs::cell(&d.machine),
                     d.outcome.to_string(),
                 ]
             })

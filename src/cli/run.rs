@@ -25,6 +25,9 @@ pub struct Args {
     /// Directory to measure in; tunelab creates (and removes) a private scratch directory inside it.
     #[arg(long, value_name = "DIR")]
     pub target: Option<PathBuf>,
+    /// Print the plan (points, trials, the longest it can take) and exit without measuring.
+    #[arg(long)]
+    pub dry_run: bool,
     #[command(flatten)]
     pub measure: MeasureArgs,
     #[command(flatten)]
@@ -58,8 +61,8 @@ pub struct MeasureArgs {
     /// (e.g. 100ms for a quicker, noisier look) [default: 200ms].
     #[arg(long, value_name = "DURATION", value_parser = parse_secs)]
     pub trial_time: Option<f64>,
-    /// A label stored with the run (e.g. "before noatime").
-    #[arg(long, default_value = "")]
+    /// A label stored with the run (e.g. "before noatime"); at most 200 characters.
+    #[arg(long, default_value = "", value_parser = label_arg)]
     pub label: String,
     /// Do not store the run in the database.
     #[arg(long)]
@@ -98,11 +101,24 @@ impl MeasureArgs {
     }
 }
 
+/// A run's label: at most MAX_LABEL_CHARS characters, so every list of
+/// runs stays quick (control characters are escaped where it is printed).
+pub fn label_arg(s: &str) -> std::result::Result<String, String> {
+    let max = crate::engine::import::MAX_LABEL_CHARS;
+    let n = s.chars().count();
+    if n > max {
+        return Err(format!(
+            "a label is at most {max} characters (this one has {n}): shorten it"
+        ));
+    }
+    Ok(s.to_string())
+}
+
 /// What `time`, `boot` and `diagnose` store: a label, or nothing.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StoreArgs {
-    /// A label stored with the run.
-    #[arg(long, default_value = "")]
+    /// A label stored with the run; at most 200 characters.
+    #[arg(long, default_value = "", value_parser = label_arg)]
     pub label: String,
     /// Do not store the run.
     #[arg(long)]
@@ -193,6 +209,9 @@ pub fn exec(
         throttle: args.lab.throttle.as_deref(),
     };
     let planned = run::plan(&req, experiments)?;
+    if args.dry_run {
+        return dry_run(&planned, out);
+    }
     let (points, plan) = (&planned.points, &planned.plan);
     if m.trials.is_none() {
         // Said first, so a slow board's user knows how long to wait.
@@ -221,6 +240,61 @@ pub fn exec(
     match finished.error {
         Some(e) => Err(e),
         None => Ok(0),
+    }
+}
+
+/// `run --dry-run`: what would be measured and the longest it can take.
+fn dry_run(planned: &run::Planned, out: &Out) -> Result<i32> {
+    let (exp, plan) = (planned.exp.as_ref(), &planned.plan);
+    let points: Vec<String> = planned
+        .points
+        .iter()
+        .map(|p| p.label(exp.params()))
+        .collect();
+    let longest = planned.longest();
+    if out.json {
+        out.json_data(&serde_json::json!({
+            "schema": "tunelab.run-plan/1",
+            "experiment": exp.name(),
+            "points": points,
+            "targets": planned.targets(),
+            "warmup": plan.warmup,
+            "min_trials": plan.min_trials,
+            "max_trials": plan.max_trials,
+            "budget_s": (!planned.fixed).then_some(plan.budget),
+            "longest_s": longest,
+        }))?;
+        return Ok(0);
+    }
+    let mut text = format!(
+        "{}: {} point(s) on {} target(s), {}–{} trials each after {} warm-up\n",
+        exp.name(),
+        points.len(),
+        planned.targets(),
+        plan.min_trials,
+        plan.max_trials,
+        plan.warmup
+    );
+    for p in &points {
+        text.push_str(&format!("  {}\n", if p.is_empty() { "(defaults)" } else { p }));
+    }
+    text.push_str(&longest_line(longest, plan.max_trials));
+    out.data(&text)?;
+    Ok(0)
+}
+
+/// The dry run's last line: the longest a plan can take, or why there is
+/// no bound (shared by run and study).
+pub fn longest_line(longest: Option<f64>, trials: usize) -> String {
+    match longest {
+        Some(s) => format!(
+            "longest: {} (the time budget stops it; a trial under way finishes first)\n",
+            super::progress::clock(s)
+        ),
+        None => format!(
+            "longest: no time limit: {trials} trials per point take as long as they take \
+             (add --budget to bound it)\n"
+        ),
     }
 }
 
@@ -257,10 +331,15 @@ pub fn finish_with(run: Run, store: Option<&mut Store>, out: &Out, replace: bool
 fn print_run(run: &Run, out: &Out) -> Result<()> {
     if out.json {
         out.json_data(run)
-    } else if !run.results.is_empty() {
-        out.data(&runview::render(run))
-    } else {
+    } else if run.results.is_empty() {
         Ok(())
+    } else if run.label.chars().any(char::is_control) {
+        // The label as typed could act on the terminal: shown escaped.
+        let mut safe = run.clone();
+        safe.label = super::runs::clean(&run.label);
+        out.data(&runview::render(&safe))
+    } else {
+        out.data(&runview::render(run))
     }
 }
 

@@ -31,8 +31,8 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
                 vec![
                     r.id,
                     r.started,
-                    machine(&r.machine, &r.machine_id),
-                    clean(&r.label),
+                    cell(&machine(&r.machine, &r.machine_id)),
+                    cell(&r.label),
                     r.status,
                     r.experiments.join(" "),
                     r.results.to_string(),
@@ -72,6 +72,19 @@ pub fn machine(host: &str, id: &str) -> String {
     }
 }
 
+/// A text cell of the runs table: made safe by [`clean`], cut at the
+/// label limit (runs stored before it existed may be longer; a cell is no
+/// place for megabytes), and `|` escaped so the column stays one column
+/// in the Markdown-style table printed off a terminal.
+pub fn cell(s: &str) -> String {
+    let max = crate::engine::import::MAX_LABEL_CHARS;
+    let cut = match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    };
+    clean(&cut).replace('|', "\\|")
+}
+
 /// Text from a run (label, host name) made safe to print on a terminal:
 /// control characters — escape sequences, newlines, tabs — become visible
 /// `\u{…}` escapes instead of acting on the terminal or breaking the table.
@@ -99,6 +112,16 @@ mod tests {
         assert_eq!(machine("", "77aa01cc00112233"), "? #77aa01cc");
         assert_eq!(machine("stb-1", "3f9a2c1b00112233"), "stb-1");
         assert_eq!(machine("(none)", ""), "(none)");
+    }
+
+    #[test]
+    fn cells_are_cut_and_keep_their_column() {
+        use super::cell;
+        assert_eq!(cell("a|b"), "a\\|b");
+        let max = crate::engine::import::MAX_LABEL_CHARS;
+        let long = "x".repeat(max * 10);
+        assert_eq!(cell(&long).chars().count(), max + 1);
+        assert_eq!(cell(&"y".repeat(max)), "y".repeat(max));
     }
 
     #[test]

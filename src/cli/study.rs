@@ -33,30 +33,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     // The whole profile is validated before anything runs.
     let profile = study::load(&args.profile, &parse_sets(&args.set)?)?;
     if args.dry_run {
-        for i in &profile.issues {
-            let crit: Vec<String> = i
-                .criteria
-                .iter()
-                .map(|c| {
-                    // In the metric's unit, as the verdicts show it: not the
-                    // base-unit float (0.000049999999999999996).
-                    format!(
-                        "{} {} {}",
-                        c.metric,
-                        c.op.symbol(),
-                        crate::units::human(c.value, &c.unit)
-                    )
-                })
-                .collect();
-            out.data(&format!(
-                "{}: {} ({} points) {}\n",
-                i.name,
-                i.experiment.name(),
-                i.points.len(),
-                crit.join(", ")
-            ))?;
-        }
-        return Ok(0);
+        return dry_run(&profile, args, out);
     }
     let lab = args.lab.parse()?;
     // A target that cannot be used fails every key issue: say so up front.
@@ -106,4 +83,73 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         Some(e) => Err(e),
         None => Ok(0),
     }
+}
+
+/// `study --dry-run`: each key issue with its points, trials and criteria,
+/// and the longest the study can take (the sum of the issues' budgets on
+/// every target; no bound when an issue has a fixed count and no budget).
+fn dry_run(profile: &study::profile::Profile, args: &Args, out: &Out) -> Result<i32> {
+    let targets = args.lab.parse()?.fs.len().max(1) as f64;
+    let options = args.measure.options();
+    let mut issues = Vec::new();
+    let mut total = Some(0.0);
+    let mut most_trials = 0;
+    for i in &profile.issues {
+        let opts = study::run::issue_options(i, &options);
+        let plan = opts.plan(i.experiment.defaults())?;
+        let longest = crate::engine::runner::longest(&plan, opts.fixed()).map(|s| s * targets);
+        total = total.zip(longest).map(|(t, l)| t + l);
+        most_trials = most_trials.max(plan.max_trials);
+        let crit: Vec<String> = i
+            .criteria
+            .iter()
+            .map(|c| {
+                // In the metric's unit, as the verdicts show it: not the
+                // base-unit float (0.000049999999999999996).
+                format!(
+                    "{} {} {}",
+                    c.metric,
+                    c.op.symbol(),
+                    crate::units::human(c.value, &c.unit)
+                )
+            })
+            .collect();
+        issues.push((i, plan, longest, crit));
+    }
+    if out.json {
+        let docs: Vec<serde_json::Value> = issues
+            .iter()
+            .map(|(i, plan, longest, crit)| {
+                serde_json::json!({
+                    "name": i.name,
+                    "experiment": i.experiment.name(),
+                    "points": i.points.len(),
+                    "min_trials": plan.min_trials,
+                    "max_trials": plan.max_trials,
+                    "longest_s": longest,
+                    "criteria": crit,
+                })
+            })
+            .collect();
+        out.json_data(&serde_json::json!({
+            "schema": "tunelab.study-plan/1",
+            "profile": profile.name,
+            "issues": docs,
+            "longest_s": total,
+        }))?;
+        return Ok(0);
+    }
+    let mut text = String::new();
+    for (i, _, _, crit) in &issues {
+        text.push_str(&format!(
+            "{}: {} ({} points) {}\n",
+            i.name,
+            i.experiment.name(),
+            i.points.len(),
+            crit.join(", ")
+        ));
+    }
+    text.push_str(&super::run::longest_line(total, most_trials));
+    out.data(&text)?;
+    Ok(0)
 }

@@ -445,7 +445,13 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
             "starting, reading and symbolising, on tunelab's main thread",
         );
     }
-    outcome?;
+    // An interval cut short by a signal (--for, --pid) is still a diagnosis
+    // of the time it covered: kept (the caller marks its run interrupted).
+    // A command cut short is not: its start-up would be half measured.
+    match outcome {
+        Err(Error::Interrupted(_)) if !matches!(opts.what, What::Command(_)) => {}
+        other => other?,
+    }
     if let What::Command(_) = &opts.what {
         // Samples taken between the fork and the exec carry tunelab's name:
         // they are the command's start, under its name.

@@ -11,6 +11,7 @@ use crate::model::run::{Run, RUN_SCHEMA};
 use crate::safety::Scratch;
 use crate::store::{ImportCheck, Imported, Store};
 use crate::{Error, Result};
+use serde_json::value::RawValue;
 
 const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
 
@@ -89,39 +90,108 @@ pub fn read_runs(
             path.display()
         ))
     };
-    let reader = std::io::BufReader::new(std::io::Cursor::new(head).chain(f));
+    // The first byte that is not blank tells one run from an array of runs.
+    let mut first = None;
+    let mut byte = [0u8; 1];
+    while first.is_none() {
+        if let Some(&b) = head.iter().find(|b| !b.is_ascii_whitespace()) {
+            first = Some(b);
+        } else if f.read(&mut byte).map_err(open_err)? == 0 {
+            break;
+        } else {
+            head.push(byte[0]);
+        }
+    }
+    let used = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let reader = Capped {
+        inner: std::io::BufReader::new(std::io::Cursor::new(head).chain(f)),
+        used: used.clone(),
+    };
     let mut de = serde_json::Deserializer::from_reader(reader);
     let why = std::cell::RefCell::new(None);
     let failed = std::cell::RefCell::new(None);
-    let visitor = RunsVisitor {
+    let mut visitor = RunsVisitor {
         experiments,
         why: &why,
         failed: &failed,
         each,
+        used: used.clone(),
     };
-    let read = serde::Deserializer::deserialize_any(&mut de, visitor)
-        .and_then(|r| de.end().map(|_| r))
-        .map_err(|e| {
-            if let Some(e) = failed.take() {
-                return e;
-            }
-            bad(match why.take() {
-                Some(m) => m,
-                None if e.is_io() => format!("cannot be read ({e})"),
-                None => format!("not a tunelab run export (not JSON: {e})"),
+    let read = match first {
+        Some(b'[') => serde::Deserializer::deserialize_seq(&mut de, visitor),
+        Some(b'{') => {
+            serde::Deserialize::deserialize(&mut de).and_then(|raw: Box<RawValue>| {
+                visitor.take(0, &raw)?;
+                Ok(1)
             })
-        })?;
+        }
+        // Not a run: say whether it is JSON at all.
+        _ => serde::Deserialize::deserialize(&mut de)
+            .and_then(|_: serde::de::IgnoredAny| Err(visitor.fail(NOT_A_RUN.into()))),
+    }
+    .and_then(|r| de.end().map(|_| r))
+    .map_err(|e| {
+        if let Some(e) = failed.take() {
+            return e;
+        }
+        bad(match why.take() {
+            Some(m) => m,
+            None if used.get() > MAX_RUN_JSON_BYTES => format!(
+                "a run is larger than {} MiB of JSON, the most one imported run may be \
+                 (split it, or import the board's results.db)",
+                MAX_RUN_JSON_BYTES >> 20
+            ),
+            None if e.is_io() => format!("cannot be read ({e})"),
+            None => format!("not a tunelab run export (not JSON: {e})"),
+        })
+    })?;
     Ok(read)
 }
 
-/// One run (a JSON object) or an array of runs, each checked as it is read
-/// and handed to `each`; what is wrong with a run is kept aside (serde's
-/// error would append a position to it), and so is `each`'s error.
+/// Most bytes of JSON one imported run may take: far above a real run (a
+/// study of hundreds of points is a few MiB), low enough that reading one
+/// run stays a small multiple of this in memory.
+pub const MAX_RUN_JSON_BYTES: u64 = 32 << 20;
+
+/// Most results (points) one imported run may hold.
+pub const MAX_RESULTS_PER_RUN: usize = 20_000;
+
+/// Longest label (characters) a run may carry, here and on the command line.
+pub const MAX_LABEL_CHARS: usize = 200;
+
+/// Longest other text field (an environment value, a warning, a note).
+pub const MAX_TEXT_CHARS: usize = 4096;
+
+/// Most entries of a run's lists of text (argv, environment, warnings).
+const MAX_TEXT_ITEMS: usize = 10_000;
+
+/// The file, counting the bytes of the run being read: past
+/// MAX_RUN_JSON_BYTES it fails, so no run is ever held whole beyond it.
+struct Capped<R> {
+    inner: R,
+    used: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl<R: std::io::Read> std::io::Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.used.set(self.used.get() + n as u64);
+        if self.used.get() > MAX_RUN_JSON_BYTES {
+            return Err(std::io::Error::other("run too large"));
+        }
+        Ok(n)
+    }
+}
+
+/// An array of runs, each checked as it is read and handed to `each`;
+/// what is wrong with a run is kept aside (serde's error would append a
+/// position to it), and so is `each`'s error.
 struct RunsVisitor<'a, 'f> {
     experiments: &'a Catalog,
     why: &'a std::cell::RefCell<Option<String>>,
     failed: &'a std::cell::RefCell<Option<Error>>,
     each: &'a mut (dyn FnMut(Run) -> Result<()> + 'f),
+    used: std::rc::Rc<std::cell::Cell<u64>>,
 }
 
 impl RunsVisitor<'_, '_> {
@@ -130,12 +200,14 @@ impl RunsVisitor<'_, '_> {
         E::custom("bad run")
     }
 
-    fn take<E: serde::de::Error>(
-        &mut self,
-        i: usize,
-        item: serde_json::Value,
-    ) -> std::result::Result<(), E> {
-        let run = one_run(i, item, self.experiments).map_err(|m| self.fail(m))?;
+    fn take<E: serde::de::Error>(&mut self, i: usize, raw: &RawValue) -> std::result::Result<(), E> {
+        // The first signal stops the import (nothing is saved yet, or the
+        // transaction saving it is rolled back).
+        if let Err(e) = crate::safety::signals::check() {
+            *self.failed.borrow_mut() = Some(e);
+            return Err(E::custom("interrupted"));
+        }
+        let run = one_run(i, raw, self.experiments).map_err(|m| self.fail(m))?;
         (self.each)(run).map_err(|e| {
             *self.failed.borrow_mut() = Some(e);
             E::custom("import stopped")
@@ -144,11 +216,7 @@ impl RunsVisitor<'_, '_> {
 }
 
 /// Check one run's JSON and turn it into a run; `i` is its place (0: first).
-fn one_run(
-    i: usize,
-    item: serde_json::Value,
-    experiments: &Catalog,
-) -> std::result::Result<Run, String> {
+fn one_run(i: usize, raw: &RawValue, experiments: &Catalog) -> std::result::Result<Run, String> {
     let at = |m: String| {
         if i == 0 {
             m
@@ -156,12 +224,16 @@ fn one_run(
             format!("run #{}: {m}", i + 1)
         }
     };
-    if !item.is_object() {
-        return Err(at(NOT_A_RUN.into()));
+    // Its schema first (read alone: other fields are skipped, not built),
+    // so a foreign or newer file is named as such.
+    #[derive(serde::Deserialize)]
+    struct Head {
+        schema: Option<serde_json::Value>,
     }
-    check_schema(item.get("schema").and_then(|s| s.as_str())).map_err(at)?;
-    let run: Run =
-        serde_json::from_value(item).map_err(|e| at(format!("not a valid tunelab run ({e})")))?;
+    let head: Head = serde_json::from_str(raw.get()).map_err(|_| at(NOT_A_RUN.into()))?;
+    check_schema(head.schema.as_ref().and_then(|s| s.as_str())).map_err(at)?;
+    let run: Run = serde_json::from_str(raw.get())
+        .map_err(|e| at(format!("not a valid tunelab run ({e})")))?;
     check_run(&run, experiments).map_err(at)?;
     Ok(run)
 }
@@ -170,7 +242,7 @@ impl<'de> serde::de::Visitor<'de> for RunsVisitor<'_, '_> {
     type Value = usize;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a tunelab run or an array of runs")
+        f.write_str("an array of tunelab runs")
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(
@@ -178,49 +250,19 @@ impl<'de> serde::de::Visitor<'de> for RunsVisitor<'_, '_> {
         mut seq: A,
     ) -> std::result::Result<usize, A::Error> {
         let mut n = 0;
-        while let Some(item) = seq.next_element::<serde_json::Value>()? {
-            self.take(n, item)?;
+        loop {
+            // Each run is counted (and capped) on its own.
+            self.used.set(0);
+            let Some(raw) = seq.next_element::<Box<RawValue>>()? else {
+                break;
+            };
+            self.take(n, &raw)?;
             n += 1;
         }
         if n == 0 {
             return Err(self.fail("holds no runs".into()));
         }
         Ok(n)
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(
-        mut self,
-        map: A,
-    ) -> std::result::Result<usize, A::Error> {
-        let item: serde_json::Value =
-            serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-        self.take(0, item)?;
-        Ok(1)
-    }
-
-    // A JSON scalar (a string, a number…) is JSON, but not a run.
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> std::result::Result<usize, E> {
-        Err(self.fail(NOT_A_RUN.into()))
-    }
-
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> std::result::Result<usize, E> {
-        Err(self.fail(NOT_A_RUN.into()))
-    }
-
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> std::result::Result<usize, E> {
-        Err(self.fail(NOT_A_RUN.into()))
-    }
-
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> std::result::Result<usize, E> {
-        Err(self.fail(NOT_A_RUN.into()))
-    }
-
-    fn visit_str<E: serde::de::Error>(self, _: &str) -> std::result::Result<usize, E> {
-        Err(self.fail(NOT_A_RUN.into()))
-    }
-
-    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<usize, E> {
-        Err(self.fail(NOT_A_RUN.into()))
     }
 }
 
@@ -252,35 +294,187 @@ fn version_of(schema: &str) -> Option<u32> {
     schema.rsplit_once('/')?.1.parse().ok()
 }
 
-/// What the store keys on must be sane (an id to address it by), and the
-/// parameters must be values the experiment accepts: a hand-made
-/// `files=1e32` would otherwise be stored and shown as if measured.
+/// A run is checked like command-line input: what the store keys on must
+/// be sane (an id to address it by), names are names, times are RFC 3339,
+/// text is bounded, and the parameters must be values the experiment
+/// accepts (through its Spec when this build knows it): a hand-made
+/// `files=1e32` or `chunk: "../../etc"` would otherwise be stored and shown
+/// as if measured.
 fn check_run(run: &Run, experiments: &Catalog) -> std::result::Result<(), String> {
     let ok = |c: char| c.is_ascii_alphanumeric() || "-_.:".contains(c);
     if run.id.is_empty() || run.id.len() > 100 || !run.id.chars().all(ok) {
         return Err(format!("run id {:?} is not a tunelab run id", run.id));
     }
+    let id = &run.id;
+    if run.label.chars().count() > MAX_LABEL_CHARS {
+        return Err(format!(
+            "run {id}: its label is longer than {MAX_LABEL_CHARS} characters, the most a label may be"
+        ));
+    }
+    for (what, t) in [("started", &run.started), ("finished", &run.finished)] {
+        if !is_rfc3339(t) {
+            return Err(format!(
+                "run {id}: {what} {:?} is not an RFC 3339 time (such as 2026-11-25T15:28:47Z)",
+                clip(t)
+            ));
+        }
+    }
+    check_texts(run).map_err(|m| format!("run {id}: {m}"))?;
+    if run.results.len() > MAX_RESULTS_PER_RUN {
+        return Err(format!(
+            "run {id} holds {} results, more than the {MAX_RESULTS_PER_RUN} one imported run may hold",
+            run.results.len()
+        ));
+    }
     for p in &run.results {
+        if !is_name(&p.experiment) {
+            return Err(format!(
+                "run {id}: {:?} is not an experiment name (letters, digits, '.', '-', '_')",
+                clip(&p.experiment)
+            ));
+        }
+        if !p.elapsed_s.is_finite() || p.elapsed_s < 0.0 {
+            return Err(format!(
+                "run {id}: {} took {} s, not a time",
+                p.experiment, p.elapsed_s
+            ));
+        }
         let spec = experiments.find(&p.experiment).ok().map(|e| e.params());
         for (name, v) in &p.params {
-            let Some(x) = v.as_f64() else { continue };
-            let range = spec
-                .as_ref()
-                .and_then(|s| s.iter().find(|s| s.name == name))
-                .map(|s| (s.min, s.max));
-            let out_of_range = match range {
-                Some((min, max)) => min.is_some_and(|m| x < m) || max.is_some_and(|m| x > m),
-                None => false,
-            };
-            if !x.is_finite() || x.abs() > 1e18 || out_of_range {
+            if !is_name(name) {
                 return Err(format!(
-                    "run {}: {} parameter {name}={x} is not a value {} accepts",
-                    run.id, p.experiment, p.experiment
+                    "run {id}: {} has a parameter named {:?}, not a parameter name",
+                    p.experiment,
+                    clip(name)
                 ));
             }
+            let known = spec.as_ref().and_then(|s| s.iter().find(|s| s.name == name));
+            let verdict = match known {
+                Some(s) => s.accepts(v),
+                None => plain_value(v),
+            };
+            verdict.map_err(|why| {
+                format!(
+                    "run {id}: {} parameter {name}={} is not a value {} accepts ({why})",
+                    p.experiment,
+                    clip(&v.to_string()),
+                    p.experiment
+                )
+            })?;
         }
     }
     Ok(())
+}
+
+/// A parameter the experiment does not declare (an older or newer build's):
+/// a finite, bounded number or a short line of text.
+fn plain_value(v: &crate::model::ParamValue) -> std::result::Result<(), String> {
+    use crate::model::ParamValue;
+    match v {
+        ParamValue::Bool(_) | ParamValue::Int(_) => Ok(()),
+        ParamValue::Float(x) if x.is_finite() && x.abs() <= 1e18 => Ok(()),
+        ParamValue::Float(_) => Err("not a finite number".into()),
+        ParamValue::Text(t) if t.chars().count() <= 256 && !t.chars().any(char::is_control) => {
+            Ok(())
+        }
+        ParamValue::Text(_) => Err("not a short line of text".into()),
+    }
+}
+
+/// An experiment or parameter name: what `tunelab list` shows.
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+}
+
+/// The start of a text for a message (a bad field may be megabytes).
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(40) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// Free text of a run bounded in length and count, so that listing or
+/// showing it stays linear and small.
+fn check_texts(run: &Run) -> std::result::Result<(), String> {
+    let long = |what: &str, t: &str| {
+        (t.chars().count() > MAX_TEXT_CHARS).then(|| {
+            format!("{what} is longer than {MAX_TEXT_CHARS} characters, the most a text field may be")
+        })
+    };
+    let many = |what: &str, n: usize| {
+        (n > MAX_TEXT_ITEMS)
+            .then(|| format!("{what} has {n} entries, more than the {MAX_TEXT_ITEMS} allowed"))
+    };
+    let mut problems = [
+        many("argv", run.argv.len()),
+        many("environment", run.environment.len()),
+        many("warnings", run.warnings.len()),
+        long("tool_version", &run.tool_version),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(run.argv.iter().filter_map(|a| long("an argument", a)))
+    .chain(run.warnings.iter().filter_map(|w| long("a warning", w)))
+    .chain(
+        run.environment
+            .iter()
+            .filter_map(|(k, v)| long("an environment name", k).or_else(|| long(k, v))),
+    )
+    .chain(
+        run.results
+            .iter()
+            .flat_map(|p| &p.notes)
+            .filter_map(|n| long("a note", n)),
+    );
+    problems.next().map_or(Ok(()), Err)
+}
+
+/// `2026-11-25T15:28:47Z`, with optional fractions of a second and a
+/// numeric offset instead of Z, as RFC 3339 writes a time.
+fn is_rfc3339(t: &str) -> bool {
+    let b = t.as_bytes();
+    let num = |r: std::ops::Range<usize>, max: u32| -> bool {
+        b.get(r.clone()).is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+            && t[r].parse::<u32>().is_ok_and(|v| v <= max)
+    };
+    let at = |i: usize, c: u8| b.get(i) == Some(&c);
+    if !(num(0..4, 9999)
+        && at(4, b'-')
+        && num(5..7, 12)
+        && at(7, b'-')
+        && num(8..10, 31)
+        && (at(10, b'T') || at(10, b't') || at(10, b' '))
+        && num(11..13, 23)
+        && at(13, b':')
+        && num(14..16, 59)
+        && at(16, b':')
+        && num(17..19, 60)
+        && t[5..7] != *"00"
+        && t[8..10] != *"00")
+    {
+        return false;
+    }
+    let mut i = 19;
+    if at(i, b'.') {
+        let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 {
+            return false;
+        }
+        i += 1 + digits;
+    }
+    match b.get(i) {
+        Some(b'Z' | b'z') => i + 1 == b.len(),
+        Some(b'+' | b'-') => {
+            i + 6 == b.len() && num(i + 1..i + 3, 23) && at(i + 3, b':') && num(i + 4..i + 6, 59)
+        }
+        _ => false,
+    }
 }
 
 /// All runs of a copied tunelab SQLite database. The file is copied to a
@@ -321,6 +515,14 @@ fn read_database(
     // loaded at a time.
     let ids = db.list().map_err(cannot)?;
     for info in ids.iter().rev() {
+        // Counted before loading: a run past the cap is never built.
+        if info.results > MAX_RESULTS_PER_RUN {
+            return Err(bad(format!(
+                "run {} holds {} results, more than the {MAX_RESULTS_PER_RUN} one imported run may hold",
+                info.id, info.results
+            )));
+        }
+        crate::safety::signals::check()?;
         let run = db.load_id(&info.id).map_err(cannot)?;
         check_run(&run, experiments).map_err(bad)?;
         each(run)?;

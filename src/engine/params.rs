@@ -181,6 +181,31 @@ impl ParamSpec {
         Ok(value)
     }
 
+    /// Whether a stored value (an imported run's) is one this parameter
+    /// takes: of its kind, in its range, one of its choices.
+    pub fn accepts(&self, v: &ParamValue) -> std::result::Result<(), String> {
+        let kind_ok = match (&self.kind, v) {
+            (ParamKind::Size | ParamKind::Count, ParamValue::Int(_)) => true,
+            (ParamKind::Duration | ParamKind::Float, ParamValue::Int(_)) => true,
+            (ParamKind::Duration | ParamKind::Float, ParamValue::Float(x)) => x.is_finite(),
+            (ParamKind::Choice(choices), ParamValue::Text(t)) => choices.contains(&t.as_str()),
+            (ParamKind::Bool, ParamValue::Bool(_)) => true,
+            (ParamKind::Text, ParamValue::Text(t)) => {
+                !t.is_empty() && t.chars().count() <= 256 && !t.chars().any(char::is_control)
+            }
+            _ => false,
+        };
+        if !kind_ok {
+            return Err(format!("expected {}", self.unit_text()));
+        }
+        if let Some(x) = v.as_f64() {
+            if self.min.is_some_and(|lo| x < lo) || self.max.is_some_and(|hi| x > hi) {
+                return Err(format!("out of range: expected {}", self.unit_text()));
+            }
+        }
+        Ok(())
+    }
+
     /// Parse a comma list: each element is one value of a sweep.
     pub fn parse_list(&self, raw: &str) -> Result<Vec<ParamValue>> {
         let mut out = Vec::new();

@@ -134,9 +134,10 @@ pub fn status_of(error: Option<&Error>) -> RunStatus {
     }
 }
 
-/// Whether a finished run is worth storing: complete, or partial with data.
+/// Whether a finished run is worth storing: complete, or partial with data
+/// (points, or a diagnosis of the interval it covered).
 pub fn worth_storing(run: &Run) -> bool {
-    run.status == RunStatus::Complete || !run.results.is_empty()
+    run.status == RunStatus::Complete || !run.results.is_empty() || run.diagnosis.is_some()
 }
 
 /// Scratch space and context for an experiment on `target`: checks the

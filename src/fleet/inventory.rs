@@ -62,17 +62,29 @@ impl Host {
     }
 }
 
+/// A group's hosts in the order they were listed; the set makes "already
+/// listed?" a lookup, so an inventory of n hosts is read in n log n.
 #[derive(Debug, Default)]
 struct Group {
     hosts: Vec<String>,
+    listed: BTreeSet<String>,
     children: Vec<String>,
     vars: BTreeMap<String, String>,
+}
+
+impl Group {
+    fn add(&mut self, host: &str) {
+        if self.listed.insert(host.to_string()) {
+            self.hosts.push(host.to_string());
+        }
+    }
 }
 
 /// A parsed inventory.
 #[derive(Debug, Default)]
 pub struct Inventory {
     groups: BTreeMap<String, Group>,
+    /// Every host's own variables; its keys are the set of hosts.
     host_vars: BTreeMap<String, BTreeMap<String, String>>,
     /// Host names in the order they first appear.
     order: Vec<String>,
@@ -115,17 +127,19 @@ impl Inventory {
     /// host is listed again).
     #[cfg(feature = "fleet")]
     pub(super) fn add_host(&mut self, group: &str, name: &str, vars: Vec<(String, String)>) {
-        let g = self.groups.entry(group.to_string()).or_default();
-        if !g.hosts.iter().any(|h| h == name) {
-            g.hosts.push(name.to_string());
-        }
-        self.host_vars
-            .entry(name.to_string())
+        self.groups
+            .entry(group.to_string())
             .or_default()
-            .extend(vars);
-        if !self.order.iter().any(|h| h == name) {
+            .add(name);
+        self.note_host(name).extend(vars);
+    }
+
+    /// The host's variables, the host first recorded in `order` if new.
+    fn note_host(&mut self, name: &str) -> &mut BTreeMap<String, String> {
+        if !self.host_vars.contains_key(name) {
             self.order.push(name.to_string());
         }
+        self.host_vars.entry(name.to_string()).or_default()
     }
 
     #[cfg(feature = "fleet")]
@@ -149,21 +163,21 @@ impl Inventory {
     /// Ansible's implicit `ungrouped`: hosts that belong to no group but `all`.
     #[cfg(feature = "fleet")]
     pub(super) fn fill_ungrouped(&mut self) {
+        let grouped: BTreeSet<&String> = self
+            .groups
+            .iter()
+            .filter(|(g, _)| *g != "all" && *g != "ungrouped")
+            .flat_map(|(_, grp)| &grp.listed)
+            .collect();
         let lonely: Vec<String> = self
             .order
             .iter()
-            .filter(|h| {
-                self.groups
-                    .iter()
-                    .all(|(g, grp)| g == "all" || g == "ungrouped" || !grp.hosts.contains(h))
-            })
+            .filter(|h| !grouped.contains(h))
             .cloned()
             .collect();
+        let g = self.groups.entry("ungrouped".into()).or_default();
         for h in lonely {
-            let g = self.groups.entry("ungrouped".into()).or_default();
-            if !g.hosts.contains(&h) {
-                g.hosts.push(h);
-            }
+            g.add(&h);
         }
     }
 
@@ -212,13 +226,10 @@ impl Inventory {
                             "inventory line {n}: host ranges such as '{name}' are not supported; list the hosts"
                         )));
                     }
-                    group.hosts.push(name.clone());
-                    let hv = inv.host_vars.entry(name.clone()).or_default();
+                    group.add(&name);
+                    let hv = inv.note_host(&name);
                     for (k, v) in pairs(vars, n)? {
                         hv.insert(k, v);
-                    }
-                    if !inv.order.contains(&name) {
-                        inv.order.push(name);
                     }
                 }
             }
@@ -233,43 +244,64 @@ impl Inventory {
         Ok(inv)
     }
 
-    /// Every host of a group, its child groups included (cycles are cut).
-    fn members(&self, group: &str, seen: &mut BTreeSet<String>, out: &mut Vec<String>) {
+    /// Every host of a group, its child groups included (cycles are cut),
+    /// in listing order; `have` holds what `out` holds.
+    fn members<'a>(
+        &'a self,
+        group: &str,
+        seen: &mut BTreeSet<String>,
+        have: &mut BTreeSet<&'a str>,
+        out: &mut Vec<&'a str>,
+    ) {
         if !seen.insert(group.to_string()) {
             return;
         }
         if let Some(g) = self.groups.get(group) {
             for h in &g.hosts {
-                if !out.contains(h) {
-                    out.push(h.clone());
+                if have.insert(h) {
+                    out.push(h);
                 }
             }
             for c in &g.children {
-                self.members(c, seen, out);
+                self.members(c, seen, have, out);
             }
         }
     }
 
-    /// Groups that contain `host`, parents before children (so a child's
-    /// variables are applied after, and win over, its parent's).
-    fn groups_of(&self, host: &str) -> Vec<&str> {
-        let mut holding: Vec<(&str, usize)> = Vec::new();
+    fn all_members(&self, group: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        self.members(group, &mut BTreeSet::new(), &mut BTreeSet::new(), &mut out);
+        out
+    }
+
+    /// For each host, the groups that contain it, parents before children
+    /// (so a child's variables are applied after, and win over, its
+    /// parent's). Each group is expanded once, not once per host.
+    fn groups_by_host(&self) -> BTreeMap<&str, Vec<&str>> {
+        let mut holding: BTreeMap<&str, Vec<(&str, usize)>> = BTreeMap::new();
         for name in self.groups.keys() {
-            let mut members = Vec::new();
-            self.members(name, &mut BTreeSet::new(), &mut members);
-            if members.iter().any(|h| h == host) {
-                holding.push((name.as_str(), members.len()));
+            let members = self.all_members(name);
+            for h in &members {
+                holding
+                    .entry(h)
+                    .or_default()
+                    .push((name.as_str(), members.len()));
             }
         }
-        // A group holding more hosts is (at least as) high in the tree.
-        holding.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        holding.into_iter().map(|(g, _)| g).collect()
+        holding
+            .into_iter()
+            .map(|(h, mut gs)| {
+                // A group holding more hosts is (at least as) high in the tree.
+                gs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+                (h, gs.into_iter().map(|(g, _)| g).collect())
+            })
+            .collect()
     }
 
-    fn host(&self, name: &str) -> Result<Host> {
+    fn host(&self, name: &str, groups: &[&str]) -> Result<Host> {
         let mut vars: BTreeMap<String, String> = BTreeMap::new();
-        for g in self.groups_of(name) {
-            vars.extend(self.groups[g].vars.clone());
+        for g in groups {
+            vars.extend(self.groups[*g].vars.clone());
         }
         if let Some(all) = self.groups.get("all") {
             for (k, v) in &all.vars {
@@ -299,14 +331,14 @@ impl Inventory {
 
     /// The hosts a pattern names: `all`, a group, or a host; comma lists.
     pub fn select(&self, pattern: &str) -> Result<Vec<Host>> {
-        let mut names: Vec<String> = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
         for part in pattern.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             if part == "all" {
-                names.extend(self.order.iter().cloned());
+                names.extend(self.order.iter().map(String::as_str));
             } else if self.groups.contains_key(part) {
-                self.members(part, &mut BTreeSet::new(), &mut names);
-            } else if self.host_vars.contains_key(part) {
-                names.push(part.to_string());
+                names.extend(self.all_members(part));
+            } else if let Some((h, _)) = self.host_vars.get_key_value(part) {
+                names.push(h);
             } else {
                 return Err(Error::usage(format!(
                     "'{part}' is neither a group nor a host of the inventory (groups: {})",
@@ -315,8 +347,12 @@ impl Inventory {
             }
         }
         let mut seen = BTreeSet::new();
-        names.retain(|n| seen.insert(n.clone()));
-        names.iter().map(|n| self.host(n)).collect()
+        names.retain(|n| seen.insert(*n));
+        let groups = self.groups_by_host();
+        names
+            .iter()
+            .map(|n| self.host(n, groups.get(n).map_or(&[][..], Vec::as_slice)))
+            .collect()
     }
 }
 
@@ -388,6 +424,26 @@ ansible_port=22
             let r = r.and_then(|_| Inventory::parse(bad)?.select("g").map(|_| ()));
             assert!(r.is_err(), "{bad:?} was accepted");
         }
+    }
+
+    /// Issue 42: 10,000 hosts took minutes (each host's groups were found
+    /// by expanding every group, each expansion a linear search per host).
+    /// Now each group is expanded once; this checks the result at that
+    /// scale (its time is bench/inventory_scale.sh's to measure).
+    #[test]
+    fn ten_thousand_hosts_resolve_in_order_with_their_groups() {
+        let mut ini = String::from("[boards:vars]\nansible_user=root\n[boards]\n");
+        for i in 0..10_000 {
+            ini.push_str(&format!("b{i} ansible_host=127.0.0.1 ansible_port={}\n", 1 + i % 2));
+        }
+        ini.push_str("[lab:children]\nboards\n[lab:vars]\nansible_user=lab\ntunelab_dir=/d\n");
+        let inv = Inventory::parse(&ini).unwrap();
+        let hosts = inv.select("all").unwrap();
+        assert_eq!(hosts.len(), 10_000);
+        assert_eq!(hosts[9_999].name, "b9999");
+        assert!(hosts.iter().all(|h| h.user.as_deref() == Some("root")));
+        assert!(hosts.iter().all(|h| h.dir.as_deref() == Some("/d")));
+        assert_eq!(inv.select("lab,b5").unwrap().len(), 10_000);
     }
 
     #[test]

@@ -220,9 +220,18 @@ pub fn check_target(target: &Path) -> Result<()> {
 /// The name of the kernel pseudo file system `dir` is on (procfs, sysfs…),
 /// where no file can be created: refused up front with a clear message.
 fn pseudo_fs(dir: &Path) -> Option<&'static str> {
+    // The kernel's own trees, whatever is mounted there: a container mounts
+    // a tmpfs on /dev and on /sys/fs/cgroup (only /dev/shm is for files).
+    if let Ok(real) = fs::canonicalize(dir) {
+        let under = |top: &str| real.starts_with(top);
+        if (under("/proc") || under("/sys") || under("/dev")) && !under("/dev/shm") {
+            return Some("the kernel's /proc, /sys or /dev tree");
+        }
+    }
     let st = rustix::fs::statfs(dir).ok()?;
     Some(match st.f_type as u64 {
         0x9fa0 => "procfs",
+        0x1373 => "devtmpfs",
         0x6265_6572 => "sysfs",
         0x1cd1 => "devpts",
         0x0027_e0eb | 0x6367_7270 => "cgroupfs",

@@ -35,7 +35,7 @@ trait Backend {
     fn save_all(&mut self, feed: &mut Feed) -> Result<usize>;
     /// Save, replacing a run stored under the same id (one transaction).
     fn replace(&mut self, run: &Run) -> Result<()>;
-    /// Newest first; the same second: the later save first.
+    /// The latest saved first (not by the start a run claims).
     fn list(&self) -> Result<Vec<RunInfo>>;
     fn load(&self, id: &str) -> Result<Option<Run>>;
     fn recent_environments(&self, limit: usize) -> Result<Vec<(String, BTreeMap<String, String>)>>;

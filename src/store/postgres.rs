@@ -201,7 +201,7 @@ impl Backend for Postgres {
                         (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id),
                         COALESCE(r.environment->>'fleet.host', r.environment->>'host.name'),
                         r.environment->>'machine.id'
-                 FROM runs r ORDER BY r.started DESC, r.seq DESC",
+                 FROM runs r ORDER BY r.seq DESC",
                 &[],
             )
             .map_err(db_error)?;

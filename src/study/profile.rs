@@ -352,6 +352,11 @@ pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Prof
         if ri.trials == Some(0) {
             return Err(at(span, "trials must be at least 1".into()));
         }
+        crate::engine::runner::check_repetition(
+            &[("trials", ri.trials), ("warmup", ri.warmup)],
+            budget,
+        )
+        .map_err(|m| at(span.clone(), m))?;
         let criteria = ri
             .criteria
             .iter()

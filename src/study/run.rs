@@ -161,7 +161,7 @@ fn in_progress(run: &Run, profile: &Profile, verdicts: &[IssueVerdict]) -> Run {
 }
 
 /// A key issue's repetition settings: its own, else the command line's.
-fn issue_options(issue: &KeyIssue, base: &RunOptions) -> RunOptions {
+pub fn issue_options(issue: &KeyIssue, base: &RunOptions) -> RunOptions {
     RunOptions {
         trials: issue.trials.or(base.trials),
         warmup: issue.warmup.or(base.warmup),

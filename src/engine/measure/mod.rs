@@ -320,6 +320,13 @@ fn sequential(
             }
             Err(e) => {
                 arm.reason = Some(cut_short(&e));
+                // The trials an interrupt cut short are kept: the point's
+                // result holds them (its stop reason says "interrupted")
+                // and the run is stored marked interrupted. A failure to
+                // close the point is dropped: the interrupt is the error.
+                if matches!(e, Error::Interrupted(_)) && arm.counted() > 0 {
+                    let _ = trials.end(i, arm);
+                }
                 return Err(e);
             }
         }

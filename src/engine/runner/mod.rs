@@ -40,6 +40,44 @@ pub struct RunOptions {
     pub trial_time: Option<f64>,
 }
 
+/// Most trials (or warm-up trials) a point may be asked for: far above
+/// any real plan, low enough that a typo cannot ask for centuries.
+pub const MAX_TRIALS: usize = 1_000_000;
+
+/// Longest budget a run or a profile's issue may have: a week.
+pub const MAX_BUDGET_S: f64 = 7.0 * 86_400.0;
+
+/// Trial counts and a budget within the limits above, else what is wrong
+/// with the limit named (`run` flags and study profiles both use it, so a
+/// profile is refused when it is read).
+pub fn check_repetition(
+    counts: &[(&str, Option<usize>)],
+    budget: Option<f64>,
+) -> std::result::Result<(), String> {
+    for (what, n) in counts {
+        if let Some(n) = n.filter(|n| *n > MAX_TRIALS) {
+            return Err(format!(
+                "{what} {n} is more than {MAX_TRIALS}, the most tunelab runs: give fewer"
+            ));
+        }
+    }
+    match budget {
+        Some(b) if !b.is_finite() || b > MAX_BUDGET_S => Err(format!(
+            "a budget of {b} s is more than {} s (7 days), the longest tunelab runs: give less",
+            MAX_BUDGET_S
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The longest a plan's points can take on one target, in seconds: the
+/// budget, which stops the loop and bounds warm-up too (a trial under way
+/// still finishes). None for a fixed count without a budget: its trials
+/// take as long as they take.
+pub fn longest(plan: &Plan, fixed: bool) -> Option<f64> {
+    (!fixed).then_some(plan.budget)
+}
+
 impl RunOptions {
     /// A fixed count of trials (`--trials N`) that ignores the budget —
     /// unless a budget is given too, which then still stops it.
@@ -55,6 +93,16 @@ impl RunOptions {
                 )));
             }
         }
+        check_repetition(
+            &[
+                ("--trials", self.trials),
+                ("--min-trials", self.min_trials),
+                ("--max-trials", self.max_trials),
+                ("--warmup", self.warmup),
+            ],
+            self.budget,
+        )
+        .map_err(Error::usage)?;
         let (min, max) = match self.trials {
             Some(n) => (n, n),
             None => {
@@ -272,7 +320,12 @@ impl Trials for PointTrials<'_> {
             .state
             .take()
             .ok_or_else(|| Error::measurement("internal: point ended before prepare"))?;
-        let extras = state.finish(self.ctx)?;
+        // An interrupted point keeps its trials even when its extras
+        // cannot be collected any more (the signal stops that work too).
+        let extras = match state.finish(self.ctx) {
+            Err(_) if a.reason == Some(StopReason::Interrupted) => PointExtras::default(),
+            other => other?,
+        };
         let fitted = state.fitted();
         drop(state);
         let r = self.point_result(arm, a, extras, fitted);

@@ -8,7 +8,8 @@ use crate::engine::pipeline::{close, Finished};
 use crate::engine::session::Session;
 use crate::model::run::now_rfc3339;
 use crate::store::Store;
-use crate::Result;
+use crate::safety::signals;
+use crate::{Error, Result};
 
 // The CLI names what to diagnose; the type is the profiler's own.
 pub use crate::diagnose::What;
@@ -34,7 +35,10 @@ pub fn run(
     let mut session = Session::open(label, argv, None);
     session.run.started = started;
     session.run.diagnosis = Some(Box::new(d));
-    Ok(close(session, None, store, true, obs))
+    // A signal that cut the interval short: the diagnosis of the time
+    // covered is stored, marked interrupted, and the verb exits 130.
+    let interrupted = signals::caught().map(|s| Error::Interrupted(s.into()));
+    Ok(close(session, interrupted, store, true, obs))
 }
 
 /// The flame graph of folded stacks, as SVG (the report draws it through

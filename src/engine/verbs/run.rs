@@ -81,6 +81,18 @@ pub fn plan<'a>(req: &Request<'a>, experiments: &Catalog) -> Result<Planned<'a>>
 }
 
 impl Planned<'_> {
+    /// File systems the points are measured on, one after another: each
+    /// `--fs` of the lab, or the target alone.
+    pub fn targets(&self) -> usize {
+        self.lab.fs.len().max(1)
+    }
+
+    /// The longest the whole run can take (every target), in seconds; None
+    /// for a fixed count of trials without a budget.
+    pub fn longest(&self) -> Option<f64> {
+        crate::engine::runner::longest(&self.plan, self.fixed).map(|s| s * self.targets() as f64)
+    }
+
     /// Measure in one session (watched as `watch` says, labelled `label`),
     /// store the run unless `store` is None, and return it: the warnings
     /// found while measuring are said again through `obs` once it is over.

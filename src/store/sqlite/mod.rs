@@ -33,6 +33,17 @@ impl Sqlite {
                 path.join("results.db").display()
             )));
         }
+        // A device or a pipe (`--db /dev/null`) is no database: SQLite would
+        // only say "disk I/O error" when it first writes.
+        if let Ok(meta) = std::fs::metadata(path) {
+            if !meta.is_file() {
+                return Err(Error::usage(format!(
+                    "the result database {} is not a regular file (a device, a pipe or a \
+                     socket): give a file path, or --no-store to keep nothing",
+                    path.display()
+                )));
+            }
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Error::io("cannot create the database directory", dir, e))?;
@@ -47,6 +58,15 @@ impl Sqlite {
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         schema::migrate(&conn).map_err(|e| {
+            // SAFETY: as in write_failure: reads the last errno SQLite saw.
+            let errno = unsafe { rusqlite::ffi::sqlite3_system_errno(conn.handle()) };
+            let e = if errno == libc::EFBIG {
+                "the file size limit (ulimit -f, RLIMIT_FSIZE) is below what the database \
+                 needs: raise it (ulimit -f unlimited)"
+                    .to_string()
+            } else {
+                e
+            };
             Error::environment(format!(
                 "result database {} cannot be used: {e}{}",
                 path.display(),
@@ -140,7 +160,13 @@ fn access_hint(path: &Path) -> String {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    if path.exists() && !writable(path) {
+    if let Some(what) = immutable(path).or_else(|| immutable(dir)) {
+        format!(
+            " ({what} is marked immutable or append-only (chattr +i/+a), which even root \
+             cannot write through: lsattr shows it, chattr -i -a removes it; or choose \
+             another --db)"
+        )
+    } else if path.exists() && !writable(path) {
         format!(
             " (permission denied: {} is not writable by this user; fix its permissions or \
              choose another --db)",
@@ -157,6 +183,19 @@ fn access_hint(path: &Path) -> String {
     }
 }
 
+/// `path`, named for a message, when its inode flags forbid writing
+/// (FS_IMMUTABLE_FL, FS_APPEND_FL): permissions are not the cause then.
+fn immutable(path: &Path) -> Option<String> {
+    const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
+    const LOCKED: libc::c_long = 0x10 | 0x20;
+    let f = std::fs::File::open(path).ok()?;
+    let mut flags: libc::c_long = 0;
+    use std::os::fd::AsRawFd;
+    // SAFETY: FS_IOC_GETFLAGS writes one long into `flags`, which we own.
+    let ok = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_GETFLAGS, &mut flags) } == 0;
+    (ok && flags & LOCKED != 0).then(|| path.display().to_string())
+}
+
 /// Why SQLite could not write: the OS error behind it when there was one
 /// (sqlite3_system_errno), else what the SQLite code means.
 fn write_failure(conn: &Connection, path: &Path, e: &rusqlite::Error) -> String {
@@ -165,6 +204,9 @@ fn write_failure(conn: &Connection, path: &Path, e: &rusqlite::Error) -> String 
     let errno = unsafe { rusqlite::ffi::sqlite3_system_errno(conn.handle()) };
     let code = e.sqlite_error_code();
     let meaning = match (errno, code) {
+        (libc::EFBIG, _) => "the file size limit (ulimit -f, RLIMIT_FSIZE) is below the \
+             database's size: raise it (ulimit -f unlimited)"
+            .into(),
         (n, _) if n > 0 => format!("{} (errno {n})", std::io::Error::from_raw_os_error(n)),
         (_, Some(rusqlite::ErrorCode::ReadOnly)) => {
             let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
@@ -296,8 +338,8 @@ impl Backend for Sqlite {
         Sqlite::save(self, std::slice::from_ref(run), true)
     }
 
-    /// Runs, newest first. `started` has whole seconds, so runs started in
-    /// the same second are ordered by when they were saved (rowid).
+    /// Runs, the latest saved first (rowid): `last` is what was stored
+    /// last, never what a run (an imported one) claims as its start.
     fn list(&self) -> Result<Vec<RunInfo>> {
         let mut stmt = self.conn.prepare(
             "SELECT r.id, r.started, r.label, r.status, r.experiments,
@@ -305,7 +347,7 @@ impl Backend for Sqlite {
                     COALESCE(json_extract(r.environment, '$.\"fleet.host\"'),
                              json_extract(r.environment, '$.\"host.name\"')),
                     json_extract(r.environment, '$.\"machine.id\"')
-             FROM runs r ORDER BY r.started DESC, r.rowid DESC",
+             FROM runs r ORDER BY r.rowid DESC",
         )?;
         let rows = stmt.query_map([], |row| {
             let exps: String = row.get(4)?;

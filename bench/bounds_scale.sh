@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Issue 42's scale probes, measured in one run on this machine:
+#   - `remote --inventory` over N unreachable hosts (127.0.0.1 port 1, which
+#     refuses: nothing leaves the machine): wall time, and how long the first
+#     SIGTERM takes to end it;
+#   - `runs` with an imported run whose label is at the cap (200 characters);
+#   - importing one run at the result cap (20000 results): peak RSS (GNU
+#     time), then `show` of it; and one past the cap (refused);
+#   - the first SIGTERM during an import of many runs: time to exit, runs kept.
+#
+#   bench/bounds_scale.sh [TUNELAB]    (default target/release/tunelab)
+#   env: HOSTS=10000 PARALLEL=64 RUNS=5000
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$(realpath "${1:-target/release/tunelab}")
+hosts=${HOSTS:-10000}
+parallel=${PARALLEL:-64}
+nruns=${RUNS:-5000}
+[ -x /usr/bin/time ] || { echo "bounds_scale: needs /usr/bin/time (apt-get install time)" >&2; exit 4; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export TUNELAB_DB=$work/a.db
+now() { date +%s.%N; }
+since() { echo "$(now) - $1" | bc -l; }
+
+# Wait for pid $1 after SIGTERM, print the seconds it took.
+term_latency() {
+  local t0
+  kill -TERM "$1"
+  t0=$(now)
+  wait "$1" 2>/dev/null || true
+  printf '%.2f' "$(since "$t0")"
+}
+
+{ echo "[fleet]"; for i in $(seq 1 "$hosts"); do echo "h$i ansible_host=127.0.0.1 ansible_port=1"; done; } >"$work/inv.ini"
+t0=$(now)
+"$bin" remote --inventory "$work/inv.ini" --parallel "$parallel" --no-store -o "-oBatchMode=yes" \
+  -- run ipc.pipe >"$work/remote.out" 2>&1 || true
+printf 'remote --inventory, %d unreachable hosts (--parallel %d): %.1f s, %d rows\n' \
+  "$hosts" "$parallel" "$(since "$t0")" "$(grep -c ' unreachable ' "$work/remote.out" || true)"
+"$bin" remote --inventory "$work/inv.ini" --parallel "$parallel" --no-store -- run ipc.pipe >/dev/null 2>&1 &
+pid=$!
+sleep 2
+printf 'remote: first SIGTERM ended it in %s s\n' "$(term_latency $pid)"
+
+"$bin" run ipc.pipe --trials 2 --warmup 0 --quiet-check 0 --trial-time 1ms >/dev/null 2>&1
+"$bin" export last --format json >"$work/one.json"
+python3 - "$work" "$nruns" <<'PY'
+import json, sys
+work, n = sys.argv[1], int(sys.argv[2])
+run = json.load(open(f"{work}/one.json"))
+def with_id(i):
+    r = dict(run); r["id"] = "20260101-000000-%06x" % i; return r
+lab = with_id(1); lab["label"] = "l|" * 100
+json.dump(lab, open(f"{work}/label.json", "w"))
+big = with_id(2); big["results"] = [run["results"][0]] * 20000
+json.dump(big, open(f"{work}/cap.json", "w"))
+over = with_id(3); over["results"] = [run["results"][0]] * 20001
+json.dump(over, open(f"{work}/over.json", "w"))
+json.dump([with_id(10 + i) for i in range(n)], open(f"{work}/many.json", "w"))
+PY
+"$bin" import "$work/label.json" >/dev/null 2>&1
+t0=$(now); "$bin" runs >/dev/null; printf 'runs with a label at the cap (200 characters): %.2f s\n' "$(since "$t0")"
+
+rss() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
+printf 'import of one run at the result cap (%s MiB JSON): peak RSS %s MiB\n' \
+  "$(($(stat -c %s "$work/cap.json") >> 20))" "$(($(rss "$bin" import "$work/cap.json") / 1024))"
+printf 'show of it: peak RSS %s MiB\n' "$(($(rss "$bin" show last) / 1024))"
+if "$bin" import "$work/over.json" >/dev/null 2>"$work/over.err"; then echo "past the cap: IMPORTED (wrong)"; else
+  printf 'past the cap: refused (exit %s): %s\n' "$?" "$(tail -1 "$work/over.err" | cut -c1-160)"; fi
+
+before=$("$bin" runs --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+"$bin" import "$work/many.json" >/dev/null 2>&1 &
+pid=$!
+sleep 1
+printf 'import of %d runs: first SIGTERM ended it in %s s; ' "$nruns" "$(term_latency $pid)"
+after=$("$bin" runs --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+echo "runs stored before $before, after $after"
