@@ -30,35 +30,83 @@ pub struct Cache;
 
 const MIB: u64 = 1 << 20;
 
-/// (short, long) run sizes after resolving `0 = auto` against the current
-/// dirty thresholds.
-fn run_sizes(p: &Point) -> (u64, u64, String) {
+/// The short and long run sizes, each either asked for or chosen from the
+/// dirty thresholds (`0 = auto`), and the thresholds they were chosen from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Sizes {
+    short: u64,
+    long: u64,
+    short_auto: bool,
+    long_auto: bool,
+    background: u64,
+    hard: u64,
+}
+
+impl Sizes {
+    /// `short`/`long` as given (0 = auto) against the thresholds in bytes.
+    fn resolve(short: u64, long: u64, background: u64, hard: u64) -> Sizes {
+        let hard = hard.max(64 * MIB);
+        let background = background.max(32 * MIB);
+        Sizes {
+            short: match short {
+                0 => (background / 2).clamp(32 * MIB, 256 * MIB),
+                v => v,
+            },
+            long: match long {
+                0 => (hard + hard / 2).max(1 << 30),
+                v => v,
+            },
+            short_auto: short == 0,
+            long_auto: long == 0,
+            background,
+            hard,
+        }
+    }
+
+    /// The sizes in words, "auto" only for a size tunelab chose.
+    fn words(&self) -> String {
+        let how = |auto: bool, rule: &str| {
+            if auto {
+                format!("auto: {rule}")
+            } else {
+                "as given".to_string()
+            }
+        };
+        format!(
+            "dirty thresholds now: background {} / hard {}; short run {} ({}), long run {} ({})",
+            format_size(self.background),
+            format_size(self.hard),
+            format_size(self.short),
+            how(self.short_auto, "half the background threshold, 32-256 MiB"),
+            format_size(self.long),
+            how(self.long_auto, "1.5 x the hard threshold, at least 1 GiB"),
+        )
+    }
+
+    /// A long run that stays under the hard threshold is never throttled
+    /// to the device rate, so long_ratio measures the cache.
+    fn long_warning(&self, long: u64) -> Option<String> {
+        (long < self.hard).then(|| {
+            format!(
+                "warning: the long run ({}) is below the hard dirty threshold ({}): its writes                  never reach the limit, so long_throughput is the page cache's rate, not the                  device's, and long_ratio stays far above 1; use long=0 (auto) or at least {}",
+                format_size(long),
+                format_size(self.hard),
+                format_size(self.hard + self.hard / 2)
+            )
+        })
+    }
+}
+
+/// The run sizes of `p` against the current dirty thresholds.
+fn run_sizes(p: &Point) -> Sizes {
     let st = dirty::read().unwrap_or_default();
-    let hard = st
-        .kernel_threshold_bytes
-        .unwrap_or(st.threshold_bytes)
-        .max(64 * MIB);
-    let bg = st
-        .kernel_background_threshold_bytes
-        .unwrap_or(st.background_threshold_bytes)
-        .max(32 * MIB);
-    let short = match p.u64("short").unwrap_or(0) {
-        0 => (bg / 2).clamp(32 * MIB, 256 * MIB),
-        v => v,
-    };
-    let long = match p.u64("long").unwrap_or(0) {
-        0 => (hard + hard / 2).max(1 << 30),
-        v => v,
-    };
-    let why = format!(
-        "dirty thresholds now: background {} / hard {}; short run {} (auto: half the background \
-         threshold, 32-256 MiB), long run {} (auto: 1.5 x the hard threshold, at least 1 GiB)",
-        format_size(bg),
-        format_size(hard),
-        format_size(short),
-        format_size(long)
-    );
-    (short, long, why)
+    Sizes::resolve(
+        p.u64("short").unwrap_or(0),
+        p.u64("long").unwrap_or(0),
+        st.kernel_background_threshold_bytes
+            .unwrap_or(st.background_threshold_bytes),
+        st.kernel_threshold_bytes.unwrap_or(st.threshold_bytes),
+    )
 }
 
 pub static SPEC: Spec = Spec {
@@ -156,11 +204,10 @@ impl Experiment for Cache {
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         // The long run is shortened to the free space in prepare().
-        let (short, _, _) = run_sizes(p);
-        p.u64("direct_size").unwrap_or(0) + short
+        p.u64("direct_size").unwrap_or(0) + run_sizes(p).short
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
-        let (short, long, _) = run_sizes(p);
+        let Sizes { short, long, .. } = run_sizes(p);
         let direct = p.u64("direct_size").unwrap_or(0);
         let long = fit_disk("", long, 1, MIB, 1, room).map_or(long, |f| f.value);
         Footprint {
@@ -176,7 +223,8 @@ impl Experiment for Cache {
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let scratch = ctx.scratch()?;
-        let (short, long, mut why) = run_sizes(p);
+        let sizes = run_sizes(p);
+        let (short, long, mut why) = (sizes.short, sizes.long, sizes.words());
         let direct_size = p.u64("direct_size")?;
         // The long run must outgrow the dirty limits, but never fill a
         // board's flash: at most half the free space (the note says when it
@@ -193,6 +241,7 @@ impl Experiment for Cache {
         if let Some(n) = fit.note {
             why = format!("{why}; {n}: the long run may not reach the dirty limits");
         }
+        let warning = sizes.long_warning(long);
         why = format!("{why}; {}", backing_note(ctx));
         scratch.ensure_space(direct_size + short.max(long))?;
         let name = "cache-direct";
@@ -212,6 +261,7 @@ impl Experiment for Cache {
             short,
             long,
             why,
+            warning,
             buf: AlignedBuf::random(record.max(direct_record), 23)?,
             record,
             n: 0,
@@ -228,6 +278,8 @@ struct CacheRun {
     short: u64,
     long: u64,
     why: String,
+    /// Set when the long run is too short to reach the dirty limit.
+    warning: Option<String>,
     buf: AlignedBuf,
     record: usize,
     n: u64,
@@ -351,17 +403,61 @@ impl PointRun for CacheRun {
             mk("Dirty", "B", &|p| p.2),
             mk("Writeback", "B", &|p| p.3),
         ];
+        let mut notes: Vec<String> = self.warning.clone().into_iter().collect();
+        notes.push(self.why.clone());
         Ok(PointExtras {
             series,
-            notes: vec![
-                self.why.clone(),
+            notes: [
+                notes,
+                vec![
                 "short_throughput and long_throughput exclude the closing fsync: they show what a \
                  naive buffered benchmark reports; long_throughput_fsync includes it"
                     .into(),
                 "series from the last trial's long run; Dirty/Writeback read from /proc/meminfo every 64 MiB"
                     .into(),
-            ],
+                ],
+            ]
+            .concat(),
             ..Default::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn only_a_size_tunelab_chose_is_called_auto() {
+        let given = Sizes::resolve(16 * MIB, 64 * MIB, 100 * MIB, 400 * MIB);
+        assert_eq!((given.short, given.long), (16 * MIB, 64 * MIB));
+        let w = given.words();
+        assert!(!w.contains("auto"), "{w}");
+        assert_eq!(w.matches("as given").count(), 2, "{w}");
+        let auto = Sizes::resolve(0, 0, 100 * MIB, 400 * MIB);
+        assert_eq!((auto.short, auto.long), (50 * MIB, GIB));
+        assert_eq!(auto.words().matches("auto:").count(), 2);
+        let mixed = Sizes::resolve(16 * MIB, 0, 100 * MIB, 400 * MIB);
+        let w = mixed.words();
+        assert!(w.contains("short run 16 MiB (as given)"), "{w}");
+        assert!(w.contains("(auto: 1.5 x the hard threshold"), "{w}");
+    }
+
+    #[test]
+    fn a_long_run_under_the_hard_threshold_is_warned_about() {
+        let s = Sizes::resolve(16 * MIB, 64 * MIB, 100 * MIB, 400 * MIB);
+        let w = s
+            .long_warning(s.long)
+            .expect("64 MiB < 400 MiB hard threshold");
+        assert!(
+            w.contains("below the hard dirty threshold (400 MiB)"),
+            "{w}"
+        );
+        assert!(w.contains("at least 600 MiB"), "{w}");
+        assert_eq!(s.long_warning(400 * MIB), None);
+        let auto = Sizes::resolve(0, 0, 100 * MIB, 400 * MIB);
+        assert_eq!(auto.long_warning(auto.long), None);
     }
 }

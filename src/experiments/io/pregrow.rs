@@ -32,8 +32,10 @@ pub static SPEC: Spec = Spec {
     summary: "create a file of known size: extend / zero-fill / ftruncate / fallocate / keep-size",
     method:
         "Each trial creates a new file (O_CREAT|O_EXCL) in the scratch directory and times two \
-         phases with a monotonic clock, both ending with fsync() inside the timing. Creation: \
-         method=extend does nothing; zero-fill writes `size` zero bytes in `record` pieces; \
+         phases with a monotonic clock, both ending with fsync() inside the timing (the notes \
+         count the fsync calls of each phase). Creation: method=extend leaves the new file \
+         empty and only fsyncs it (committing the new inode; write() extends it in the write \
+         phase); zero-fill writes `size` zero bytes in `record` pieces; \
          ftruncate sets the length with ftruncate() (on Linux this makes a sparse file: no blocks \
          are allocated, the notes show the allocated bytes); fallocate allocates blocks with \
          fallocate(mode 0); keep-size uses fallocate(FALLOC_FL_KEEP_SIZE), which allocates \
@@ -116,6 +118,7 @@ impl Experiment for Pregrow {
             zeros: AlignedBuf::zeroed(p.usize("record")?)?,
             n: 0,
             allocated_after_create: None,
+            fsyncs: [0; 2],
         }))
     }
 }
@@ -166,6 +169,8 @@ struct PregrowRun {
     zeros: AlignedBuf,
     n: u64,
     allocated_after_create: Option<u64>,
+    /// fsync() calls made inside the timed creation and write phases.
+    fsyncs: [u64; 2],
 }
 
 fn write_all_at(f: &File, path: &Path, buf: &[u8], size: u64, record: usize) -> Result<()> {
@@ -221,7 +226,8 @@ impl PointRun for PregrowRun {
             .open(&path)
             .map_err(|e| Error::io("cannot create scratch file", &path, e))?;
         let _rm = Remove(&path);
-        let sync = |f: &File| {
+        let sync = |f: &File, count: &mut u64| {
+            *count += 1;
             f.sync_all()
                 .map_err(|e| Error::io("cannot fsync", &path, e))
         };
@@ -230,29 +236,22 @@ impl PointRun for PregrowRun {
             "extend" => {}
             "zero-fill" => {
                 write_all_at(&f, &path, self.zeros.as_slice(), self.size, self.record)?;
-                sync(&f)?;
             }
-            "ftruncate" => {
-                f.set_len(self.size)
-                    .map_err(|e| Error::io("cannot ftruncate", &path, e))?;
-                sync(&f)?;
-            }
-            "fallocate" => {
-                fallocate(&f, &path, 0, self.size)?;
-                sync(&f)?;
-            }
-            _ => {
-                fallocate(&f, &path, libc::FALLOC_FL_KEEP_SIZE, self.size)?;
-                sync(&f)?;
-            }
+            "ftruncate" => f
+                .set_len(self.size)
+                .map_err(|e| Error::io("cannot ftruncate", &path, e))?,
+            "fallocate" => fallocate(&f, &path, 0, self.size)?,
+            _ => fallocate(&f, &path, libc::FALLOC_FL_KEEP_SIZE, self.size)?,
         }
+        // Every method, extend included, ends its creation with an fsync.
+        sync(&f, &mut self.fsyncs[0])?;
         let create = t.elapsed().as_secs_f64();
         if self.allocated_after_create.is_none() {
             self.allocated_after_create = f.metadata().ok().map(|m| m.blocks() * 512);
         }
         let t = Instant::now();
         write_all_at(&f, &path, self.data.as_slice(), self.size, self.record)?;
-        sync(&f)?;
+        sync(&f, &mut self.fsyncs[1])?;
         let write = t.elapsed().as_secs_f64();
         drop(f);
         Ok(TrialValues::new()
@@ -264,8 +263,12 @@ impl PointRun for PregrowRun {
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
         let mut notes = std::mem::take(&mut self.notes);
         notes.push(format!(
-            "method={}: fsync inside both phases; {} written in {}-byte buffered pwrite() calls",
+            "method={}: fsync inside both phases ({} in creation, {} in write over {} trials); \
+             {} written in {}-byte buffered pwrite() calls",
             self.method,
+            self.fsyncs[0],
+            self.fsyncs[1],
+            self.n,
             crate::units::format_size(self.size),
             self.record
         ));
@@ -285,5 +288,39 @@ impl PointRun for PregrowRun {
             notes,
             ..Default::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::params::expand_points;
+
+    #[test]
+    fn extend_fsyncs_inside_its_creation_phase() {
+        let o = [
+            ("method".to_string(), "extend".to_string()),
+            ("size".to_string(), "64K".to_string()),
+            ("record".to_string(), "16K".to_string()),
+        ];
+        let p = &expand_points(SPEC.params, &o).unwrap()[0];
+        let dir = tempfile::tempdir().unwrap();
+        let scratch = crate::safety::Scratch::create(Some(dir.path())).unwrap();
+        let ctx = Ctx::new(
+            Some(std::sync::Arc::new(scratch)),
+            dir.path().to_path_buf(),
+            None,
+        );
+        let mut run = Pregrow.prepare(&ctx, p).unwrap();
+        for _ in 0..3 {
+            let v = run.trial(&ctx).unwrap();
+            let create = v.0.iter().find(|(n, _)| *n == "create_time").unwrap().1;
+            assert!(create > 0.0, "create_time {create}");
+        }
+        let notes = run.finish(&ctx).unwrap().notes.join("\n");
+        assert!(
+            notes.contains("(3 in creation, 3 in write over 3 trials)"),
+            "{notes}"
+        );
     }
 }
