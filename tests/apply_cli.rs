@@ -480,7 +480,13 @@ fn a_kill_at_any_write_rename_or_unlink_is_settled_by_restore() {
     let bin = assert_cmd::cargo::cargo_bin("tunelab");
     let mut kills = 0;
     for (verb, args) in [("apply", ["apply", "last"]), ("unapply", ["unapply", KNOB])] {
-        for calls in ["write", "rename", "link", "unlink", "fsync,fdatasync"] {
+        for calls in [
+            "write,pwrite64",
+            "rename,renameat,renameat2",
+            "link,linkat",
+            "unlink,unlinkat",
+            "fsync,fdatasync",
+        ] {
             for n in 1.. {
                 // Each round starts from the verb's own starting state.
                 let applied = agree(&t, "start");
@@ -494,7 +500,7 @@ fn a_kill_at_any_write_rename_or_unlink_is_settled_by_restore() {
                     assert!(out.status.success(), "{}", text(&out));
                 }
                 let out = std::process::Command::new("strace")
-                    .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=none", "-e"])
+                    .args(["-f", "-qq", "-o", "/dev/null", "-e"])
                     .arg(format!("inject={calls}:signal=SIGKILL:when={n}"))
                     .arg(&bin)
                     .args(args)

@@ -125,6 +125,7 @@ fn applied_changes_are_kept_in_postgres() {
         remeasure: "tunelab run io.record-size".into(),
         root: "/".into(),
         notes: vec!["the kernel set 4 instead of 0".into()],
+        machine_id: "0123456789abcdef0123456789abcdef".into(),
         state: "applied".into(),
         applied_at: at.into(),
         unapplied_at: None,

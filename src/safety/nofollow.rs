@@ -128,32 +128,20 @@ const SYSFS_MAGIC: i64 = 0x6265_6572;
 
 /// Write a kernel setting: the file opened (last component not followed)
 /// must be on procfs or sysfs, so whatever the path says, no ordinary file
-/// is written. `beneath_plain` (test trees only): a plain file reached by a
-/// walk without links is accepted too.
-pub fn write_setting(p: &Path, value: &str, beneath_plain: bool) -> std::io::Result<()> {
-    let fd = if beneath_plain {
-        let (dir, last) = parent(p)?;
-        rfs::openat(
-            &dir,
-            last.as_str(),
-            OFlags::WRONLY | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?
-    } else {
-        let fd = rfs::open(
-            p,
-            OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        let magic = rfs::fstatfs(&fd)?.f_type as i64;
-        if magic != PROC_MAGIC && magic != SYSFS_MAGIC {
-            return Err(std::io::Error::other(format!(
-                "{} is not a kernel setting (not on procfs or sysfs): not written",
-                p.display()
-            )));
-        }
-        fd
-    };
+/// is written.
+pub fn write_setting(p: &Path, value: &str) -> std::io::Result<()> {
+    let fd = rfs::open(
+        p,
+        OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let magic = rfs::fstatfs(&fd)?.f_type as i64;
+    if magic != PROC_MAGIC && magic != SYSFS_MAGIC {
+        return Err(std::io::Error::other(format!(
+            "{} is not a kernel setting (not on procfs or sysfs): not written",
+            p.display()
+        )));
+    }
     std::fs::File::from(fd).write_all(value.as_bytes())
 }
 
@@ -176,7 +164,7 @@ mod tests {
         assert_eq!(read(&real.join("f")).unwrap().as_deref(), Some("x"));
         std::os::unix::fs::symlink("/etc/hostname", real.join("g")).unwrap();
         assert!(read(&real.join("g")).is_err());
-        assert!(write_setting(&real.join("f"), "1", false).is_err());
+        assert!(write_setting(&real.join("f"), "1").is_err());
         remove(&real.join("f")).unwrap();
         assert!(!real.join("f").exists());
     }

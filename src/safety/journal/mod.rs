@@ -29,7 +29,7 @@ use super::sysmount::MountMode;
 use crate::{Error, Result};
 use claims::{claim_system, clear_dead_claims, release_system};
 use restore::{is_alive, start_ticks};
-pub use restore::{restore_entry, write_setting};
+pub use restore::{restore_entry, set_setting, write_setting};
 pub use saved::{knob_path_ok, persist_path_ok, FileState, PersistFile, Saved, FAKE_ROOT_MARKER};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

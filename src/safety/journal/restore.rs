@@ -25,8 +25,18 @@ fn current(files: &[FileState]) -> Vec<Option<String>> {
 /// Write a knob file's original back: a kernel setting on procfs/sysfs,
 /// or a plain file of a marked test tree (test builds) reached without links.
 pub fn write_setting(p: &Path, value: &str) -> Result<()> {
-    let test = super::saved::test_tree(p).is_some();
-    nofollow::write_setting(p, value, test).map_err(|err| Error::io("cannot restore", p, err))
+    set_setting(p, value).map_err(|err| Error::io("cannot restore", p, err))
+}
+
+/// Write a kernel setting (see [`nofollow::write_setting`]). In a test
+/// tree the plain file is replaced whole (temporary file, rename), as a
+/// sysctl write is all-or-nothing: a kill never leaves it truncated.
+pub fn set_setting(p: &Path, value: &str) -> std::io::Result<()> {
+    if super::saved::test_tree(p).is_some() {
+        nofollow::replace(p, value)
+    } else {
+        nofollow::write_setting(p, value)
+    }
 }
 
 /// Put one entry back. Returns a line for the user.

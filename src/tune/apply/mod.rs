@@ -339,7 +339,7 @@ pub(super) fn kill_point(step: &str) {
 pub(super) fn write_live(files: &[(PathBuf, String)], value: &str) -> Result<String> {
     let mut kept = String::new();
     for (i, (p, _)) in files.iter().enumerate() {
-        fs::write(p, value).map_err(|e| match e.raw_os_error() {
+        journal::set_setting(p, value).map_err(|e| match e.raw_os_error() {
             Some(libc::EINVAL) => {
                 Error::usage(format!("the kernel refused '{value}' for {}", p.display()))
             }

@@ -71,6 +71,14 @@ pub fn changes_here(store: &Store) -> Result<(Vec<AppliedChange>, Vec<String>)> 
     let here = this_machine();
     let mut ok = Vec::new();
     let mut notes = Vec::new();
+    if let Some(why) = file_distrust(store.location()) {
+        notes.push(format!(
+            "ignored the applied records of {}: it {why}, so anyone could have written them \
+             (chown/chmod go-w it, or use another --db)",
+            store.location()
+        ));
+        return Ok((ok, notes));
+    }
     for c in store.changes()? {
         match distrust(&c, &here) {
             None => ok.push(c),
@@ -82,6 +90,28 @@ pub fn changes_here(store: &Store) -> Result<(Vec<AppliedChange>, Vec<String>)> 
         }
     }
     Ok((ok, notes))
+}
+
+/// Why a SQLite store file cannot be trusted for applied records: owned by
+/// another user than the one running tunelab, or writable by group/others.
+/// A URL (a fleet database) is judged by its records alone.
+fn file_distrust(location: &str) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if location.contains("://") {
+        return None;
+    }
+    let m = std::fs::metadata(location).ok()?;
+    let me = rustix::process::geteuid().as_raw();
+    if m.uid() != me {
+        Some(format!("is owned by uid {}, not {me}", m.uid()))
+    } else if m.mode() & 0o022 != 0 {
+        Some(format!(
+            "is writable by others (mode {:o})",
+            m.mode() & 0o7777
+        ))
+    } else {
+        None
+    }
 }
 
 /// The journal's note of the record that will make `c` final.
