@@ -148,11 +148,13 @@ pub fn read_runs(
 
 /// Most bytes of JSON one imported run may take: far above a real run (a
 /// study of hundreds of points is a few MiB), low enough that reading one
-/// run stays a small multiple of this in memory.
-pub const MAX_RUN_JSON_BYTES: u64 = 32 << 20;
+/// run stays a small multiple of this in memory (bench/bounds_scale.sh:
+/// a run at the result cap, 19 MiB, imports in about 100 MiB RSS).
+pub const MAX_RUN_JSON_BYTES: u64 = 24 << 20;
 
-/// Most results (points) one imported run may hold.
-pub const MAX_RESULTS_PER_RUN: usize = 20_000;
+/// Most results (points) one imported run may hold: `show` of such a run
+/// stays under 200 MiB RSS.
+pub const MAX_RESULTS_PER_RUN: usize = 5_000;
 
 /// Longest label (characters) a run may carry, here and on the command line.
 pub const MAX_LABEL_CHARS: usize = 200;
