@@ -4,7 +4,7 @@
 #     refuses: nothing leaves the machine): wall time, and how long the first
 #     SIGTERM takes to end it;
 #   - `runs` with an imported run whose label is at the cap (200 characters);
-#   - importing one run at the result cap (20000 results): peak RSS (GNU
+#   - importing one run at the result cap (5000 results): peak RSS (GNU
 #     time), then `show` of it; and one past the cap (refused);
 #   - the first SIGTERM during an import of many runs: time to exit, runs kept.
 #
@@ -53,9 +53,9 @@ def with_id(i):
     r = dict(run); r["id"] = "20260101-000000-%06x" % i; return r
 lab = with_id(1); lab["label"] = "l|" * 100
 json.dump(lab, open(f"{work}/label.json", "w"))
-big = with_id(2); big["results"] = [run["results"][0]] * 20000
+big = with_id(2); big["results"] = [run["results"][0]] * 5000
 json.dump(big, open(f"{work}/cap.json", "w"))
-over = with_id(3); over["results"] = [run["results"][0]] * 20001
+over = with_id(3); over["results"] = [run["results"][0]] * 5001
 json.dump(over, open(f"{work}/over.json", "w"))
 json.dump([with_id(10 + i) for i in range(n)], open(f"{work}/many.json", "w"))
 PY

@@ -8,14 +8,14 @@
 #
 #   bench/import_memory.sh [TUNELAB]    (default target/release/tunelab)
 #
-# N (default 20000) and M (default 1500000, a run of ~25 MiB: under the
-# 32 MiB one imported run may be) override. Needs python3 and
+# N (default 20000) and M (default 1000000, a run of ~21 MiB: under the
+# 24 MiB one imported run may be) override. Needs python3 and
 # GNU time (/usr/bin/time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(realpath "${1:-target/release/tunelab}")
 n=${N:-20000}
-m=${M:-1500000}
+m=${M:-1000000}
 [ -x /usr/bin/time ] || { echo "import_memory: needs /usr/bin/time (apt-get install time)" >&2; exit 4; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -276,7 +276,10 @@ fn dry_run(planned: &run::Planned, out: &Out) -> Result<i32> {
         plan.warmup
     );
     for p in &points {
-        text.push_str(&format!("  {}\n", if p.is_empty() { "(defaults)" } else { p }));
+        text.push_str(&format!(
+            "  {}\n",
+            if p.is_empty() { "(defaults)" } else { p }
+        ));
     }
     text.push_str(&longest_line(longest, plan.max_trials));
     out.data(&text)?;

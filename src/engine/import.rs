@@ -119,12 +119,10 @@ pub fn read_runs(
     };
     let read = match first {
         Some(b'[') => serde::Deserializer::deserialize_seq(&mut de, visitor),
-        Some(b'{') => {
-            serde::Deserialize::deserialize(&mut de).and_then(|raw: Box<RawValue>| {
-                visitor.take(0, &raw)?;
-                Ok(1)
-            })
-        }
+        Some(b'{') => serde::Deserialize::deserialize(&mut de).and_then(|raw: Box<RawValue>| {
+            visitor.take(0, &raw)?;
+            Ok(1)
+        }),
         // Not a run: say whether it is JSON at all.
         _ => serde::Deserialize::deserialize(&mut de)
             .and_then(|_: serde::de::IgnoredAny| Err(visitor.fail(NOT_A_RUN.into()))),
@@ -150,11 +148,13 @@ pub fn read_runs(
 
 /// Most bytes of JSON one imported run may take: far above a real run (a
 /// study of hundreds of points is a few MiB), low enough that reading one
-/// run stays a small multiple of this in memory.
-pub const MAX_RUN_JSON_BYTES: u64 = 32 << 20;
+/// run stays a small multiple of this in memory (bench/bounds_scale.sh:
+/// a run at the result cap, 19 MiB, imports in about 100 MiB RSS).
+pub const MAX_RUN_JSON_BYTES: u64 = 24 << 20;
 
-/// Most results (points) one imported run may hold.
-pub const MAX_RESULTS_PER_RUN: usize = 20_000;
+/// Most results (points) one imported run may hold: `show` of such a run
+/// stays under 200 MiB RSS.
+pub const MAX_RESULTS_PER_RUN: usize = 5_000;
 
 /// Longest label (characters) a run may carry, here and on the command line.
 pub const MAX_LABEL_CHARS: usize = 200;
@@ -200,7 +200,11 @@ impl RunsVisitor<'_, '_> {
         E::custom("bad run")
     }
 
-    fn take<E: serde::de::Error>(&mut self, i: usize, raw: &RawValue) -> std::result::Result<(), E> {
+    fn take<E: serde::de::Error>(
+        &mut self,
+        i: usize,
+        raw: &RawValue,
+    ) -> std::result::Result<(), E> {
         // The first signal stops the import (nothing is saved yet, or the
         // transaction saving it is rolled back).
         if let Err(e) = crate::safety::signals::check() {
@@ -348,7 +352,9 @@ fn check_run(run: &Run, experiments: &Catalog) -> std::result::Result<(), String
                     clip(name)
                 ));
             }
-            let known = spec.as_ref().and_then(|s| s.iter().find(|s| s.name == name));
+            let known = spec
+                .as_ref()
+                .and_then(|s| s.iter().find(|s| s.name == name));
             let verdict = match known {
                 Some(s) => s.accepts(v),
                 None => plain_value(v),
@@ -386,8 +392,7 @@ fn is_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
 }
 
@@ -404,7 +409,9 @@ fn clip(s: &str) -> String {
 fn check_texts(run: &Run) -> std::result::Result<(), String> {
     let long = |what: &str, t: &str| {
         (t.chars().count() > MAX_TEXT_CHARS).then(|| {
-            format!("{what} is longer than {MAX_TEXT_CHARS} characters, the most a text field may be")
+            format!(
+                "{what} is longer than {MAX_TEXT_CHARS} characters, the most a text field may be"
+            )
         })
     };
     let many = |what: &str, n: usize| {
@@ -440,7 +447,8 @@ fn check_texts(run: &Run) -> std::result::Result<(), String> {
 fn is_rfc3339(t: &str) -> bool {
     let b = t.as_bytes();
     let num = |r: std::ops::Range<usize>, max: u32| -> bool {
-        b.get(r.clone()).is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+        b.get(r.clone())
+            .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
             && t[r].parse::<u32>().is_ok_and(|v| v <= max)
     };
     let at = |i: usize, c: u8| b.get(i) == Some(&c);

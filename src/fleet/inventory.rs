@@ -127,10 +127,7 @@ impl Inventory {
     /// host is listed again).
     #[cfg(feature = "fleet")]
     pub(super) fn add_host(&mut self, group: &str, name: &str, vars: Vec<(String, String)>) {
-        self.groups
-            .entry(group.to_string())
-            .or_default()
-            .add(name);
+        self.groups.entry(group.to_string()).or_default().add(name);
         self.note_host(name).extend(vars);
     }
 
@@ -434,7 +431,10 @@ ansible_port=22
     fn ten_thousand_hosts_resolve_in_order_with_their_groups() {
         let mut ini = String::from("[boards:vars]\nansible_user=root\n[boards]\n");
         for i in 0..10_000 {
-            ini.push_str(&format!("b{i} ansible_host=127.0.0.1 ansible_port={}\n", 1 + i % 2));
+            ini.push_str(&format!(
+                "b{i} ansible_host=127.0.0.1 ansible_port={}\n",
+                1 + i % 2
+            ));
         }
         ini.push_str("[lab:children]\nboards\n[lab:vars]\nansible_user=lab\ntunelab_dir=/d\n");
         let inv = Inventory::parse(&ini).unwrap();

@@ -497,6 +497,12 @@ pub fn run(plan: &Plan, hosts: &[Host], say: &(dyn Fn(&str, &str) + Sync)) -> Ve
     std::thread::scope(|s| {
         for _ in 0..plan.parallel.clamp(1, hosts.len().max(1)) {
             s.spawn(|| loop {
+                // After a signal no host is started: the first SIGTERM ends
+                // a fan-out over thousands of hosts at once (hosts never
+                // started are left out of the outcomes).
+                if signals::caught().is_some() {
+                    break;
+                }
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(host) = hosts.get(i) else { break };
                 let o = on_host(plan, host, &|l: &str| say(&host.name, l));

@@ -7,8 +7,8 @@ use crate::engine::observer::Observer;
 use crate::engine::pipeline::{close, Finished};
 use crate::engine::session::Session;
 use crate::model::run::now_rfc3339;
-use crate::store::Store;
 use crate::safety::signals;
+use crate::store::Store;
 use crate::{Error, Result};
 
 // The CLI names what to diagnose; the type is the profiler's own.

@@ -160,12 +160,8 @@ fn access_hint(path: &Path) -> String {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    if let Some(what) = immutable(path).or_else(|| immutable(dir)) {
-        format!(
-            " ({what} is marked immutable or append-only (chattr +i/+a), which even root \
-             cannot write through: lsattr shows it, chattr -i -a removes it; or choose \
-             another --db)"
-        )
+    if let Some(why) = locked(path) {
+        format!(" ({why})")
     } else if path.exists() && !writable(path) {
         format!(
             " (permission denied: {} is not writable by this user; fix its permissions or \
@@ -181,6 +177,20 @@ fn access_hint(path: &Path) -> String {
     } else {
         String::new()
     }
+}
+
+/// Why the database or its directory cannot be written whatever the
+/// permissions: an immutable or append-only flag.
+fn locked(path: &Path) -> Option<String> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let what = immutable(path).or_else(|| immutable(dir))?;
+    Some(format!(
+        "{what} is marked immutable or append-only (chattr +i/+a), which even root cannot \
+         write through: lsattr shows it, chattr -i -a removes it; or choose another --db"
+    ))
 }
 
 /// `path`, named for a message, when its inode flags forbid writing
@@ -208,6 +218,9 @@ fn write_failure(conn: &Connection, path: &Path, e: &rusqlite::Error) -> String 
              database's size: raise it (ulimit -f unlimited)"
             .into(),
         (n, _) if n > 0 => format!("{} (errno {n})", std::io::Error::from_raw_os_error(n)),
+        (_, Some(rusqlite::ErrorCode::ReadOnly)) if locked(path).is_some() => {
+            locked(path).unwrap_or_default()
+        }
         (_, Some(rusqlite::ErrorCode::ReadOnly)) => {
             let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
             let ro_fs = rustix::fs::statvfs(dir.unwrap_or(Path::new(".")))
