@@ -1,12 +1,17 @@
 //! `compare A B`: pair results by experiment and point, find what differs in
 //! the environment, then per metric the ratio of medians with a bootstrap
-//! 95% CI and a verdict. `report::compare` renders the result.
+//! 95% CI widened by the between-run noise learned from other stored runs
+//! (`stats::calibrate`), and a verdict marked suspect when the validity
+//! guard flagged trials of either side. `report::compare` renders the result.
 
 use serde::Serialize;
 
 use crate::model::run::{PointResult, Run};
 use crate::model::Better;
-use crate::stats::{compare, Comparison, Verdict};
+use crate::stats::calibrate::{
+    compare_runs as calibrated, Calibrated, NoiseFloor, MAX_HISTORY, MIN_TRIALS,
+};
+use crate::stats::Verdict;
 
 /// Facts that change from one minute to the next and say nothing about setup.
 pub const VOLATILE: &[&str] = &["mem.available_bytes"];
@@ -25,8 +30,28 @@ pub struct MetricComparison {
     pub better: Better,
     pub base_median: f64,
     pub new_median: f64,
+    /// The verdict and what it rests on; `ci95_low`/`ci95_high` are the
+    /// widened interval it was judged on, `run_ci95_*` the runs' own.
     #[serde(flatten)]
-    pub comparison: Comparison,
+    pub calibrated: Calibrated,
+    /// Either run's trials of this point were flagged by the validity guard.
+    pub suspect: bool,
+}
+
+impl MetricComparison {
+    pub fn comparison(&self) -> &crate::stats::Comparison {
+        &self.calibrated.comparison
+    }
+
+    /// "regressed", or "regressed (suspect)" on flagged trials.
+    pub fn verdict_label(&self) -> String {
+        let v = self.comparison().verdict.as_str();
+        if self.suspect {
+            format!("{v} (suspect)")
+        } else {
+            v.to_string()
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -35,6 +60,9 @@ pub struct PairComparison {
     pub base_params: String,
     pub new_params: String,
     pub metrics: Vec<MetricComparison>,
+    /// What the validity guard flagged on either side, in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspect: Vec<String>,
 }
 
 impl PairComparison {
@@ -59,7 +87,12 @@ pub struct RunComparison {
     pub pairs: Vec<PairComparison>,
     /// Results present in only one of the runs.
     pub unpaired: Vec<String>,
+    /// Regressed metrics whose trials no guard flagged.
     pub regressions: usize,
+    /// Regressed metrics resting on flagged trials (not counted above).
+    pub suspect_regressions: usize,
+    /// How verdicts are reached, in one sentence.
+    pub method: String,
 }
 
 /// Pair results: identical (experiment, params) first; what is left of the
@@ -127,49 +160,120 @@ pub fn env_diff(a: &Run, b: &Run) -> Vec<EnvDiff> {
         .collect()
 }
 
+/// Other runs of the same points: what the between-run noise is learned from.
+#[derive(Default)]
+pub struct History<'a> {
+    pub runs: &'a [Run],
+}
+
+/// The machine a run's noise belongs to: its machine id, else its name.
+fn machine_key(r: &Run) -> Option<&String> {
+    r.environment
+        .get("machine.id")
+        .or_else(|| super::devices::machine_of(r))
+}
+
+impl History<'_> {
+    /// Medians of `metric` at the point of `p` in every other run of the
+    /// machine of `judged` (the run being judged is left out).
+    fn floor(&self, judged: &Run, p: &PointResult, metric: &str) -> NoiseFloor {
+        let machine = machine_key(judged);
+        let mut seen: Vec<&str> = Vec::new();
+        let mut medians = Vec::new();
+        for r in self.runs {
+            if r.id == judged.id || machine_key(r) != machine || seen.contains(&r.id.as_str()) {
+                continue;
+            }
+            let hit = r
+                .results
+                .iter()
+                .filter(|x| x.experiment == p.experiment && x.params == p.params)
+                .find_map(|x| x.metric(metric))
+                .filter(|m| !m.samples.is_empty());
+            if let Some(m) = hit {
+                seen.push(r.id.as_str());
+                medians.push((r.started.as_str(), m.summary.median));
+            }
+        }
+        // The newest runs: an old change of the machine ages out.
+        medians.sort_by(|a, b| b.0.cmp(a.0));
+        medians.truncate(MAX_HISTORY);
+        let medians: Vec<f64> = medians.into_iter().map(|(_, m)| m).collect();
+        NoiseFloor::learn(&medians)
+    }
+}
+
+/// [`compare_runs_with`] without stored history: the default noise floor.
 pub fn compare_runs(a: &Run, b: &Run, noise: f64) -> RunComparison {
+    compare_runs_with(a, b, noise, &History::default())
+}
+
+/// Either side's validity summary of a pair, labelled by run.
+fn suspect_of(a: &Run, ra: &PointResult, b: &Run, rb: &PointResult) -> Vec<String> {
+    [(a, ra), (b, rb)]
+        .iter()
+        .filter_map(|(run, r)| r.suspect_summary().map(|s| format!("{}: {s}", run.id)))
+        .collect()
+}
+
+pub fn compare_runs_with(a: &Run, b: &Run, noise: f64, history: &History) -> RunComparison {
     let (pairs, unpaired) = pair(a, b);
     let pairs: Vec<PairComparison> = pairs
         .into_iter()
-        .map(|(ra, rb)| PairComparison {
-            experiment: ra.experiment.clone(),
-            base_params: ra.params_label(),
-            new_params: rb.params_label(),
-            metrics: ra
-                .metrics
-                .iter()
-                .filter_map(|ma| {
-                    let mb = rb.metric(&ma.name)?;
-                    Some(MetricComparison {
-                        name: ma.name.clone(),
-                        unit: ma.unit.clone(),
-                        better: ma.better,
-                        base_median: ma.summary.median,
-                        new_median: mb.summary.median,
-                        comparison: compare(
-                            &ma.samples,
-                            &mb.samples,
-                            ma.better == Better::Higher,
-                            noise,
-                        ),
+        .map(|(ra, rb)| {
+            let suspect = suspect_of(a, ra, b, rb);
+            PairComparison {
+                experiment: ra.experiment.clone(),
+                base_params: ra.params_label(),
+                new_params: rb.params_label(),
+                metrics: ra
+                    .metrics
+                    .iter()
+                    .filter_map(|ma| {
+                        let mb = rb.metric(&ma.name)?;
+                        Some(MetricComparison {
+                            name: ma.name.clone(),
+                            unit: ma.unit.clone(),
+                            better: ma.better,
+                            base_median: ma.summary.median,
+                            new_median: mb.summary.median,
+                            calibrated: calibrated(
+                                &ma.samples,
+                                &mb.samples,
+                                ma.better == Better::Higher,
+                                noise,
+                                history.floor(b, rb, &ma.name),
+                            ),
+                            suspect: !suspect.is_empty(),
+                        })
                     })
-                })
-                .collect(),
+                    .collect(),
+                suspect,
+            }
         })
         .collect();
-    let regressions = pairs
-        .iter()
-        .flat_map(|p| &p.metrics)
-        .filter(|m| m.comparison.verdict == Verdict::Regressed)
-        .count();
+    let regressed = |suspect: bool| {
+        pairs
+            .iter()
+            .flat_map(|p| &p.metrics)
+            .filter(|m| m.comparison().verdict == Verdict::Regressed && m.suspect == suspect)
+            .count()
+    };
     RunComparison {
         schema: "tunelab.compare/1",
         base: a.id.clone(),
         new: b.id.clone(),
         noise,
         environment_diff: env_diff(a, b),
+        regressions: regressed(false),
+        suspect_regressions: regressed(true),
         pairs,
         unpaired,
-        regressions,
+        method: format!(
+            "ratio of medians with a bootstrap 95% CI widened by the between-run noise of the \
+             point on this machine (learned from other stored runs, else assumed); no claim \
+             below {MIN_TRIALS} trials per run; verdicts on trials the validity guard flagged \
+             are marked suspect"
+        ),
     }
 }

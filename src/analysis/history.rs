@@ -39,6 +39,9 @@ pub struct Entry {
     pub median: f64,
     pub ci95_low: f64,
     pub ci95_high: f64,
+    /// The validity guard flagged trials of this run's point, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<String>,
 }
 
 /// A change between `entries[index - 1]` and `entries[index]`.
@@ -55,6 +58,16 @@ pub struct Change {
     /// Worse by the metric's direction.
     pub regression: bool,
     pub environment_diff: Vec<EnvDiff>,
+    /// Runs on either side of the change whose trials the validity guard
+    /// flagged: the change may be theirs, not the system's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspect_runs: Vec<String>,
+}
+
+impl Change {
+    pub fn suspect(&self) -> bool {
+        !self.suspect_runs.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -68,6 +81,13 @@ pub struct Series {
     pub changes: Vec<Change>,
     /// The newest run belongs to a segment worse than the one before it.
     pub newest_regressed: bool,
+}
+
+impl Series {
+    /// The change that makes the newest run regressed rests on suspect runs.
+    pub fn regression_suspect(&self) -> bool {
+        self.newest_regressed && self.changes.last().is_some_and(Change::suspect)
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -126,6 +146,7 @@ pub fn history(runs: &[Run], q: &Query) -> History {
                     median: m.summary.median,
                     ci95_low: m.summary.ci95_low,
                     ci95_high: m.summary.ci95_high,
+                    suspect: r.suspect_summary(),
                 };
                 let at = series.iter().position(|(s, _)| {
                     s.experiment == r.experiment && s.params == params && s.metric == m.name
@@ -171,6 +192,12 @@ pub fn history(runs: &[Run], q: &Query) -> History {
             for (k, cp) in cps.iter().enumerate() {
                 let before = median(&xs[bounds[k]..bounds[k + 1]]);
                 let after = median(&xs[bounds[k + 1]..bounds[k + 2]]);
+                // The runs nearest the change decide where it falls.
+                let suspect_runs = s.entries[cp.index - 1..=cp.index]
+                    .iter()
+                    .filter(|e| e.suspect.is_some())
+                    .map(|e| e.run.clone())
+                    .collect();
                 let worse = match s.better {
                     Better::Higher => after < before,
                     Better::Lower => after > before,
@@ -187,6 +214,7 @@ pub fn history(runs: &[Run], q: &Query) -> History {
                         chosen[run_idx[cp.index - 1]],
                         chosen[run_idx[cp.index]],
                     ),
+                    suspect_runs,
                 });
             }
             // Only a series the newest run is part of can gate a pipeline.
@@ -258,6 +286,41 @@ mod tests {
         assert!(c.environment_diff.iter().any(|d| d.key == "kernel.release"));
         assert!(s.newest_regressed);
         assert_eq!(h.regressions().len(), 1);
+    }
+
+    #[test]
+    fn a_change_next_to_flagged_runs_is_suspect() {
+        use crate::model::run::{Flag, TrialCheck, Validity};
+        let mut runs: Vec<Run> = (0..12).map(|i| run(i, 100e6 * wobble(i), "6.1")).collect();
+        runs.extend((12..20).map(|i| run(i, 80e6 * wobble(i), "6.6")));
+        let load = TrialCheck {
+            flags: vec![Flag {
+                kind: "load".into(),
+                detail: "other processes used 90% of a CPU".into(),
+            }],
+            ..Default::default()
+        };
+        runs[12].results[0].validity = Validity {
+            trials: vec![load; 3],
+            ..Default::default()
+        };
+        let q = Query {
+            subject: "io.fake".into(),
+            min_segment: 3,
+            ..Default::default()
+        };
+        let h = history(&runs, &q);
+        let s = &h.series[0];
+        assert_eq!(s.changes[0].suspect_runs, vec!["r012".to_string()]);
+        assert!(s.newest_regressed && s.regression_suspect());
+        assert!(s.entries[12].suspect.is_some() && s.entries[11].suspect.is_none());
+        // Flagged runs away from the change leave it trusted.
+        runs[12].results[0].validity = Validity::default();
+        runs[3].results[0].validity = Validity {
+            trials: vec![TrialCheck::default(); 3],
+            ..Default::default()
+        };
+        assert!(!history(&runs, &q).series[0].regression_suspect());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::export_flags::Texts;
 use super::Out;
-use crate::analysis::compare::compare_runs;
+use crate::analysis::compare::{compare_runs_with, History};
 use crate::analysis::devices::{compare_devices, machine_of};
 use crate::engine::Store;
 use crate::model::applied;
@@ -27,9 +27,19 @@ pub struct Args {
     /// With several devices: also write the comparison as a self-contained HTML file (new file).
     #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
-    /// Exit with code 5 when any metric regressed.
+    /// Exit with code 5 when any metric regressed (not on suspect verdicts:
+    /// see --trust-suspect).
     #[arg(long)]
     pub fail_on_regression: bool,
+    /// With --fail-on-regression, also fail on regressions that rest on
+    /// trials the validity guard flagged (by default they are reported as
+    /// "(suspect)" and do not change the exit code).
+    #[arg(long)]
+    pub trust_suspect: bool,
+    /// Judge on the two runs alone: do not learn the between-run noise from
+    /// other stored runs of the same points (the default floor applies).
+    #[arg(long)]
+    pub no_history: bool,
     #[command(flatten)]
     pub export: super::export_flags::ExportArgs,
 }
@@ -154,7 +164,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
         && args.sel.baseline.is_none()
         && args.html.is_none()
     {
-        let code = pair(&runs[0], &runs[1], args, out);
+        let code = pair(&runs[0], &runs[1], args, out, store);
         if !out.json {
             let changes = store.changes().unwrap_or_default();
             for line in applied::between(&changes, &runs[0].started, &runs[1].started) {
@@ -192,8 +202,25 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     Ok(0)
 }
 
-fn pair(a: &Run, b: &Run, args: &Args, out: &Out) -> Result<i32> {
-    let c = compare_runs(a, b, args.noise);
+/// Other stored runs of the experiments both runs measured: what the
+/// between-run noise floor is learned from.
+fn history_of(a: &Run, b: &Run, store: &Store) -> Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    for e in a.experiments() {
+        if b.results.iter().any(|r| r.experiment == e) {
+            runs.extend(store.runs_about(&e)?);
+        }
+    }
+    Ok(runs)
+}
+
+fn pair(a: &Run, b: &Run, args: &Args, out: &Out, store: &Store) -> Result<i32> {
+    let others = if args.no_history {
+        Vec::new()
+    } else {
+        history_of(a, b, store)?
+    };
+    let c = compare_runs_with(a, b, args.noise, &History { runs: &others });
     if out.json {
         out.json_data(&c)?;
     } else {
@@ -214,11 +241,25 @@ fn pair(a: &Run, b: &Run, args: &Args, out: &Out) -> Result<i32> {
         },
         out,
     )?;
-    if args.fail_on_regression && c.regressions > 0 {
+    let counted = c.regressions
+        + if args.trust_suspect {
+            c.suspect_regressions
+        } else {
+            0
+        };
+    if args.fail_on_regression && counted > 0 {
         return Err(Error::Regression(format!(
-            "{} metric(s) regressed from {} to {}",
-            c.regressions, a.id, b.id
+            "{counted} metric(s) regressed from {} to {}",
+            a.id, b.id
         )));
+    }
+    if args.fail_on_regression && c.suspect_regressions > 0 {
+        out.warn(&format!(
+            "not failing: the {} regression(s) rest on trials the validity guard flagged \
+             (other load during the run); rerun on a quiet machine, or pass --trust-suspect \
+             to fail on them",
+            c.suspect_regressions
+        ));
     }
     Ok(0)
 }

@@ -23,9 +23,14 @@ pub struct Args {
     /// Also write the history as a self-contained HTML report with trend charts (a new file).
     #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
-    /// Exit 5 when the newest run belongs to a segment worse than the one before it.
+    /// Exit 5 when the newest run belongs to a segment worse than the one
+    /// before it (not when the change rests on suspect runs: see --trust-suspect).
     #[arg(long)]
     pub fail_on_regression: bool,
+    /// With --fail-on-regression, also fail on a change that rests on runs
+    /// whose trials the validity guard flagged.
+    #[arg(long)]
+    pub trust_suspect: bool,
 }
 
 pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
@@ -66,7 +71,17 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
         super::output::write_new(path, &page)?;
         out.info(&format!("wrote {}", path.display()));
     }
-    let bad = h.regressions();
+    let (bad, suspect): (Vec<_>, Vec<_>) = h
+        .regressions()
+        .into_iter()
+        .partition(|s| args.trust_suspect || !s.regression_suspect());
+    if args.fail_on_regression && !suspect.is_empty() {
+        out.warn(&format!(
+            "not failing on {} regression(s) resting on runs the validity guard flagged; \
+             pass --trust-suspect to fail on them",
+            suspect.len()
+        ));
+    }
     if args.fail_on_regression && !bad.is_empty() {
         let names: Vec<String> = bad
             .iter()

@@ -7,10 +7,11 @@ use crate::units::{human, sig};
 
 pub fn render(c: &RunComparison) -> String {
     let mut s = format!(
-        "compare {} (base) → {} (new), noise threshold ±{}%\n",
+        "compare {} (base) → {} (new), noise threshold ±{}%\nmethod: {}\n",
         c.base,
         c.new,
-        sig(c.noise * 100.0)
+        sig(c.noise * 100.0),
+        c.method
     );
     if c.environment_diff.is_empty() {
         s.push_str("\nenvironment: identical\n");
@@ -30,10 +31,20 @@ pub fn render(c: &RunComparison) -> String {
         s.push_str(&table(&["fact", "base", "new"], rows));
     }
     let mut rows = Vec::new();
+    let mut bases: Vec<String> = Vec::new();
     for p in &c.pairs {
         let params = p.params();
         for m in &p.metrics {
-            let x = &m.comparison;
+            let x = m.comparison();
+            // Each distinct basis once, numbered, so rows stay one line.
+            let basis = &m.calibrated.basis;
+            let k = match bases.iter().position(|b| b == basis) {
+                Some(k) => k,
+                None => {
+                    bases.push(basis.clone());
+                    bases.len() - 1
+                }
+            };
             rows.push(vec![
                 format!("{} {params}", p.experiment),
                 m.name.clone(),
@@ -45,21 +56,40 @@ pub fn render(c: &RunComparison) -> String {
                 } else {
                     "–".to_string()
                 },
-                x.verdict.as_str().to_string(),
+                m.verdict_label(),
+                format!("[{}]", k + 1),
             ]);
         }
     }
     s.push('\n');
     s.push_str(&table(
         &[
-            "result", "metric", "base", "new", "new/base", "95% CI", "verdict",
+            "result", "metric", "base", "new", "new/base", "95% CI", "verdict", "rests on",
         ],
         rows,
     ));
+    for (k, b) in bases.iter().enumerate() {
+        s.push_str(&format!("[{}] {b}\n", k + 1));
+    }
+    for p in c.pairs.iter().filter(|p| !p.suspect.is_empty()) {
+        s.push_str(&format!(
+            "suspect: {} {}: {}\n",
+            p.experiment,
+            p.params(),
+            p.suspect.join("; ")
+        ));
+    }
     for u in &c.unpaired {
         s.push_str(&format!("{u}\n"));
     }
-    s.push_str(&format!("{} regression(s)\n", c.regressions));
+    s.push_str(&format!("{} regression(s)", c.regressions));
+    if c.suspect_regressions > 0 {
+        s.push_str(&format!(
+            ", and {} more on trials the validity guard flagged (suspect)",
+            c.suspect_regressions
+        ));
+    }
+    s.push('\n');
     s
 }
 

@@ -163,7 +163,7 @@ pub fn comparison_csv(c: &crate::analysis::compare::RunComparison) -> String {
     );
     for p in &c.pairs {
         for m in &p.metrics {
-            let x = &m.comparison;
+            let x = m.comparison();
             let fields = [
                 c.base.clone(),
                 c.new.clone(),
@@ -178,7 +178,7 @@ pub fn comparison_csv(c: &crate::analysis::compare::RunComparison) -> String {
                 x.ratio.to_string(),
                 x.ci95_low.to_string(),
                 x.ci95_high.to_string(),
-                x.verdict.as_str().to_string(),
+                m.verdict_label(),
             ];
             csv_row(&mut out, &fields);
         }

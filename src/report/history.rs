@@ -31,10 +31,11 @@ pub fn render(h: &History) -> String {
                     .map(|c| {
                         format!(
                             "{} {}× (p={})",
-                            if c.regression {
-                                "▼ regression"
-                            } else {
-                                "▲ change"
+                            match (c.regression, c.suspect()) {
+                                (true, false) => "▼ regression",
+                                (true, true) => "▼ regression (suspect)",
+                                (false, false) => "▲ change",
+                                (false, true) => "▲ change (suspect)",
                             },
                             sig(c.ratio),
                             sig(c.p_value)
@@ -65,6 +66,12 @@ pub fn render(h: &History) -> String {
                 sig(c.p_value),
                 if c.regression { ", a regression" } else { "" }
             ));
+            if c.suspect() {
+                s.push_str(&format!(
+                    "  suspect: the validity guard flagged trials of {}\n",
+                    c.suspect_runs.join(", ")
+                ));
+            }
             if c.environment_diff.is_empty() {
                 s.push_str("  environment: identical on both sides\n");
             }
@@ -136,9 +143,16 @@ pub fn document(h: &History) -> super::document::Document {
                     let change = se.changes.iter().find(|c| c.index == k);
                     let cell = Cell {
                         text: change
-                            .map(|c| format!("{}× (p={})", sig(c.ratio), sig(c.p_value)))
+                            .map(|c| {
+                                let mark = if c.suspect() { " (suspect)" } else { "" };
+                                format!("{}× (p={}){mark}", sig(c.ratio), sig(c.p_value))
+                            })
                             .unwrap_or_default(),
-                        class: change.map(|c| if c.regression { "fail" } else { "pass" }),
+                        class: change.map(|c| match (c.suspect(), c.regression) {
+                            (true, _) => "warn",
+                            (false, true) => "fail",
+                            (false, false) => "pass",
+                        }),
                     };
                     vec![
                         Cell::from((k + 1).to_string()),
@@ -175,8 +189,16 @@ pub fn document(h: &History) -> super::document::Document {
                             )
                         })
                         .collect();
+                    let suspect = if c.suspect() {
+                        format!(
+                            " (suspect: the validity guard flagged trials of {})",
+                            c.suspect_runs.join(", ")
+                        )
+                    } else {
+                        String::new()
+                    };
                     format!(
-                        "change at run {}: {} → {}; environment: {}",
+                        "change at run {}: {} → {}; environment: {}{suspect}",
                         c.run,
                         human(c.before, &se.unit),
                         human(c.after, &se.unit),

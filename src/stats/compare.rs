@@ -125,7 +125,13 @@ pub fn compare(base: &[f64], new: &[f64], higher_is_better: bool, noise: f64) ->
 }
 
 /// Apply rules 3–6 of [`compare`].
-fn judge(ratio: f64, lo: f64, hi: f64, higher_is_better: bool, noise: f64) -> (Verdict, String) {
+pub(super) fn judge(
+    ratio: f64,
+    lo: f64,
+    hi: f64,
+    higher_is_better: bool,
+    noise: f64,
+) -> (Verdict, String) {
     let band = format!("±{}%", fmt_pct(noise));
     if lo >= 1.0 - noise && hi <= 1.0 + noise {
         return (
@@ -203,7 +209,7 @@ fn inconclusive(ratio: f64, reason: String) -> Comparison {
 }
 
 /// A fraction as a short percentage: 0.02 → "2", 0.125 → "12.5".
-fn fmt_pct(frac: f64) -> String {
+pub(super) fn fmt_pct(frac: f64) -> String {
     let s = format!("{:.1}", frac * 100.0);
     s.strip_suffix(".0").map(str::to_owned).unwrap_or(s)
 }

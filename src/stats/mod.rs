@@ -1,5 +1,6 @@
 //! Statistics: summaries, bootstrap CIs, outliers, comparisons, histograms.
 
+pub mod calibrate;
 pub mod changepoint;
 pub mod compare;
 pub mod histogram;

@@ -384,8 +384,8 @@ impl Store {
     /// experiment `subject` or are a study of the profile `subject`, in
     /// `list` order (newest first), read in a few queries. Their results are only those of the
     /// experiment (all of them for a study of the profile), with metrics,
-    /// parameters and notes but without time series, histograms or validity
-    /// checks; no monitor samples or diagnosis.
+    /// parameters, notes and validity checks but without time series or
+    /// histograms; no monitor samples or diagnosis.
     pub fn runs_about(&self, subject: &str) -> Result<Vec<Run>> {
         self.backend.runs_about(subject)
     }

@@ -300,7 +300,7 @@ impl Backend for Postgres {
             .collect();
         let rows = client
             .query(
-                "SELECT run_id, (result - 'series' - 'histograms' - 'validity')::text
+                "SELECT run_id, (result - 'series' - 'histograms')::text
                  FROM results
                  WHERE experiment = $1
                     OR run_id IN (SELECT id FROM runs WHERE head->'study'->>'profile' = $1)

@@ -49,21 +49,21 @@ fn distinct_params(c: &RunComparison, experiment: &str, params: &str) -> String 
 
 pub(super) fn comparison_section(c: &RunComparison) -> Section {
     let mut blocks = vec![Block::Text(format!(
-        "new = {} (this run), base = {}; ratios are new/base with a bootstrap 95% CI; \
-         noise threshold ±{}%.",
+        "new = {} (this run), base = {}; noise threshold ±{}%. Method: {}.",
         c.new,
         c.base,
-        sig(c.noise * 100.0)
+        sig(c.noise * 100.0),
+        c.method
     ))];
     let mut rows = Vec::new();
     let mut t = Table::new(&[
-        "result", "metric", "better", "base", "new", "new/base", "95% CI", "verdict",
+        "result", "metric", "better", "base", "new", "new/base", "95% CI", "verdict", "rests on",
     ]);
     for p in &c.pairs {
         let distinct = distinct_params(c, &p.experiment, &p.new_params);
         let params = p.params();
         for m in &p.metrics {
-            let x = &m.comparison;
+            let x = m.comparison();
             rows.push(ForestRow {
                 label: if distinct.is_empty() {
                     format!("{} · {}", p.experiment, m.name)
@@ -89,9 +89,14 @@ pub(super) fn comparison_section(c: &RunComparison) -> Section {
                 format!("{}×", sig(x.ratio)).into(),
                 format!("{}× … {}×", sig(x.ci95_low), sig(x.ci95_high)).into(),
                 Cell {
-                    text: x.verdict.as_str().to_string(),
-                    class: verdict_class(x.verdict),
+                    text: m.verdict_label(),
+                    class: if m.suspect {
+                        Some("warn")
+                    } else {
+                        verdict_class(x.verdict)
+                    },
                 },
+                m.calibrated.basis.as_str().into(),
             ]);
         }
     }
@@ -115,6 +120,28 @@ pub(super) fn comparison_section(c: &RunComparison) -> Section {
         blocks.push(Block::Heading("Verdicts".into()));
         blocks.push(Block::Table(t));
         blocks.push(Block::Text(format!("{} regression(s).", c.regressions)));
+        let suspect: Vec<String> = c
+            .pairs
+            .iter()
+            .filter(|p| !p.suspect.is_empty())
+            .map(|p| {
+                format!(
+                    "Suspect: {} {}: {}",
+                    p.experiment,
+                    p.params(),
+                    p.suspect.join("; ")
+                )
+            })
+            .collect();
+        if c.suspect_regressions > 0 {
+            blocks.push(Block::Text(format!(
+                "{} more regression(s) rest on trials the validity guard flagged (suspect).",
+                c.suspect_regressions
+            )));
+        }
+        if !suspect.is_empty() {
+            blocks.push(Block::Notes(suspect));
+        }
     }
     blocks.push(Block::Heading("Environment differences".into()));
     if c.environment_diff.is_empty() {

@@ -468,7 +468,8 @@ impl Backend for Sqlite {
         const WHICH: &str = "(r.experiment = ?1 OR r.run_id IN
                  (SELECT id FROM runs WHERE json_extract(study, '$.profile') = ?1))";
         let mut results = self.conn.prepare(&format!(
-            "SELECT r.run_id, r.idx, r.experiment, r.params, r.notes, r.elapsed_s, r.param_kinds
+            "SELECT r.run_id, r.idx, r.experiment, r.params, r.notes, r.elapsed_s, r.param_kinds,
+                    r.validity
              FROM results r WHERE {WHICH} ORDER BY r.run_id, r.idx"
         ))?;
         let mut by_key: std::collections::HashMap<(String, i64), (usize, usize)> =
@@ -485,6 +486,11 @@ impl Backend for Sqlite {
                     elapsed_s: row.get(5)?,
                     param_kinds: match row.get::<_, Option<String>>(6)? {
                         Some(text) => json_text(&text, 6)?,
+                        None => Default::default(),
+                    },
+                    // History marks changes resting on flagged trials.
+                    validity: match row.get::<_, Option<String>>(7)? {
+                        Some(text) => json_text(&text, 7)?,
                         None => Default::default(),
                     },
                     ..Default::default()
