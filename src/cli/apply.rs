@@ -39,6 +39,12 @@ impl RootArg {
     }
 }
 
+/// What apply and unapply do is a few small writes and one store commit:
+/// no measurement. The bound is what a stalled disk may add to their fsyncs.
+const APPLY_TAKES: &str = "well under a second (a few small files written and fsynced, one store \
+                           commit; no measurement); at most about 10 s on a stalled disk";
+const APPLY_LONGEST_S: f64 = 10.0;
+
 fn need_root(root: &Root, verb: &str) -> Result<()> {
     if root.is_real() && !crate::engine::host::is_root() {
         return Err(Error::privilege(format!(
@@ -118,21 +124,22 @@ pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32>
     }
     let run = store.load(&args.run)?;
     let v = apply::verdict_of(&run)?;
-    if v.best.is_none() && !args.force {
-        return Err(Error::usage(format!(
-            "run {} shows no value significantly better: {}; {} vs {} is ×{:.3} (95% CI \
-             {:.3}–{:.3}). Nothing applied (--force applies {} anyway)",
-            v.run_id,
-            v.explanation,
-            v.candidate,
-            v.baseline,
-            v.ratio,
-            v.ci95_low,
-            v.ci95_high,
-            v.candidate
-        )));
+    if let Some(why) = v.refusal(args.force) {
+        return Err(Error::usage(why));
     }
     let plan = apply::plan_apply(&root, &v, store)?;
+    // The value apply replaces must be the one the sweep measured against.
+    if let Some((_, now)) = plan.live.first() {
+        if let Some(why) = v.live_changed(now) {
+            return Err(Error::usage(why));
+        }
+    }
+    if v.interrupted {
+        out.warn(&format!(
+            "run {} was interrupted: its verdict rests on the {} round(s) it finished",
+            v.run_id, v.rounds
+        ));
+    }
     for w in &plan.warnings {
         out.warn(w);
     }
@@ -166,9 +173,16 @@ pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32>
         "restore:  'tunelab unapply {}' removes the file(s) and writes {} back\n",
         c.knob, c.old
     ));
+    s.push_str(&format!("how long: {APPLY_TAKES}\n"));
     if args.dry_run {
         if out.json {
-            out.json_data(&plan)?;
+            out.json_data(&serde_json::json!({
+                "dry_run": true,
+                "verdict": &v,
+                "plan": &plan,
+                "longest_s": APPLY_LONGEST_S,
+                "how_long": APPLY_TAKES,
+            }))?;
         } else {
             out.data(&s)?;
             if let Some(f) = c.files.first() {
@@ -287,6 +301,15 @@ pub fn exec_unapply(args: &UnapplyArgs, out: &Out, store: &mut Store) -> Result<
         .iter()
         .filter(|c| args.what == "all" || c.id == args.what || c.knob == args.what)
         .collect();
+    if all.is_empty() && args.what == "all" && args.dry_run {
+        // A dry run answers the question: nothing would be taken back.
+        if out.json {
+            out.json_data(&Vec::<AppliedChange>::new())?;
+        } else {
+            out.data("unapply all — dry run: nothing applied by tunelab, nothing to take back\n")?;
+        }
+        return Ok(0);
+    }
     if chosen.is_empty() {
         return Err(Error::usage(format!(
             "nothing applied matches '{}' (applied: {})",

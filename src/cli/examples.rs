@@ -191,11 +191,11 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         "tune",
         &[
             (
-                "tune vm.dirty_ratio --values 5,10,20 -e io.burst",
+                "tune vm.dirty_ratio --values 5,10,20 -e io.burst -p mode=direct-write -p duration=2s --trials 12",
                 "sweep a sysctl against an experiment; always restored",
             ),
             (
-                "tune read_ahead_kb --device sda --values 128,1024 -e io.file-read",
+                "tune read_ahead_kb --device sda --values 128,1024 -e io.device-read",
                 "a block-queue knob of one disk",
             ),
         ],

@@ -23,6 +23,7 @@ pub const NAMES: &[&str] = &[
     "vm.dirty_bytes",
     "vm.dirty_background_bytes",
     "vm.dirty_expire_centisecs",
+    "vm.swappiness",
     "governor",
     "mount",
     "kernel.sched_rt_runtime_us",
@@ -135,10 +136,10 @@ impl Knob {
                     vec![vm("dirty_background_ratio"), vm("dirty_background_bytes")],
                 )
             }
-            "vm.dirty_expire_centisecs" => numeric(
-                vec![vm("dirty_expire_centisecs")],
-                vec![vm("dirty_expire_centisecs")],
-            ),
+            "vm.dirty_expire_centisecs" | "vm.swappiness" => {
+                let f = vm(name.trim_start_matches("vm."));
+                numeric(vec![f.clone()], vec![f])
+            }
             "read_ahead_kb" | "nr_requests" => {
                 let f = PathBuf::from(format!("/sys/block/{}/queue/{name}", disk()?));
                 numeric(vec![f.clone()], vec![f])
@@ -217,6 +218,11 @@ impl Knob {
             }
         }
         Ok(knob)
+    }
+
+    /// A knob of files (not a mount): its live value is one of its values.
+    pub fn is_file(&self) -> bool {
+        matches!(self.kind, Kind::Files { .. })
     }
 
     /// Where the knob lives (its first file, or the mount point).
@@ -375,15 +381,22 @@ fn read(p: &Path) -> Result<String> {
 pub fn apply_mount_tokens(original: &[String], value: &str) -> Vec<String> {
     let mut opts: Vec<String> = original.to_vec();
     for t in value.split('+') {
-        let group: &[&str] = match t {
-            "noatime" | "relatime" | "strictatime" => &["noatime", "relatime", "strictatime"],
-            "sync" | "async" => &["sync", "async"],
-            _ => &["lazytime", "nolazytime"],
-        };
+        let group = mount_group(t).0;
         opts.retain(|o| !group.contains(&o.as_str()));
         opts.push(t.to_string());
     }
     opts
+}
+
+/// The mount options a token replaces, and the kernel's default among them.
+fn mount_group(token: &str) -> (&'static [&'static str], &'static str) {
+    match token {
+        "noatime" | "relatime" | "strictatime" => {
+            (&["noatime", "relatime", "strictatime"], "relatime")
+        }
+        "sync" | "async" => (&["sync", "async"], "async"),
+        _ => (&["lazytime", "nolazytime"], "nolazytime"),
+    }
 }
 
 /// Holds a knob changed: journalled before the first change, restored on drop.
@@ -424,6 +437,53 @@ impl KnobGuard {
             }
             Saved::Mount { original, .. } => remount_options(original),
             _ => String::new(),
+        }
+    }
+
+    /// The live value as a value of this knob, to be measured as one arm
+    /// of the sweep: the original for a file knob; for a mount, the
+    /// original's option in each group the swept `values` touch (the
+    /// kernel's defaults where none is given: relatime, async, nolazytime).
+    /// Err says why it cannot be one (a dirty ratio whose bytes partner is
+    /// in use reads 0, and writing 0 would be another setting).
+    pub fn live_arm(&self, values: &[String]) -> std::result::Result<String, String> {
+        match &self.entry.saved {
+            Saved::Mount { original, .. } => {
+                let mut tokens: Vec<&str> = Vec::new();
+                for v in values.iter().flat_map(|v| v.split('+')) {
+                    let (group, default) = mount_group(v);
+                    let now = original
+                        .iter()
+                        .map(String::as_str)
+                        .find(|o| group.contains(o))
+                        .unwrap_or(default);
+                    if !tokens.contains(&now) {
+                        tokens.push(now);
+                    }
+                }
+                Ok(tokens.join("+"))
+            }
+            Saved::Files { files } => {
+                let own = self.original();
+                let partner = files
+                    .iter()
+                    .find(|f| !self.knob.files.contains(&f.path) && f.original != "0");
+                match partner {
+                    Some(p) if own == "0" => Err(format!(
+                        "{} reads 0 because {} is in use ({}): the live setting is not a value                          of {}; tune {} instead",
+                        self.knob.name,
+                        p.path.display(),
+                        p.original,
+                        self.knob.name,
+                        p.path
+                            .file_name()
+                            .map(|n| format!("vm.{}", n.to_string_lossy()))
+                            .unwrap_or_default()
+                    )),
+                    _ => Ok(own),
+                }
+            }
+            _ => Err(format!("{}: the live value cannot be read", self.knob.name)),
         }
     }
 

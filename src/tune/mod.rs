@@ -3,7 +3,9 @@
 //! in `crate::lab` (below the experiments, which use it).
 
 pub mod apply;
+pub mod decide;
 pub mod knobs;
 pub mod persist;
+pub mod relevance;
 pub mod run;
 pub mod sweep;

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::apply::{ENV_DEVICE, ENV_KNOB, ENV_LAB, ENV_METRIC, ENV_NOISE, ENV_ORIGINAL};
+use super::decide::ENV_LIVE;
 use super::knobs::{Knob, KnobGuard};
+use super::relevance::{self, ENV_RELEVANCE};
 use super::sweep::{sweep, Sweep};
 use crate::engine::observer::Observer;
 use crate::engine::pipeline::{for_each_target, Lab};
@@ -79,19 +81,32 @@ pub fn run(req: &Request, mut session: Session, obs: &dyn Observer) -> (Run, Opt
                     };
                 }
             };
+            let (swept, live, mut notes) = with_live_arm(&guard, req.knob, swept, notes);
+            let device = device_of(req.knob, ctx, req.device);
+            // Before measuring: does the workload exercise the knob at all?
+            let irrelevant =
+                relevance::check_at(req.knob, req.exp, &req.points[0], &ctx.target, req.device);
+            for w in &irrelevant {
+                notes.push(format!("{}: this sweep may measure nothing: {w}", req.knob));
+            }
             for n in &notes {
                 obs.warn(n);
             }
             obs.info(&format!(
-                "{}: original value {original}; sweeping {}",
+                "{}: original value {original}; sweeping {}{}",
                 req.knob,
-                swept.join(", ")
+                swept.join(", "),
+                live.as_ref()
+                    .map(|l| format!("; every value is judged against the live value ({l})"))
+                    .unwrap_or_default()
             ));
             used.push(Used {
-                device: device_of(req.knob, ctx, req.device),
+                device,
                 disk: ctx.device.as_ref().map(|d| d.disk.clone()),
                 lab: !req.lab.fs.is_empty(),
                 original,
+                live: live.clone(),
+                irrelevant,
                 target: ctx.target.clone(),
             });
             let sw = Sweep {
@@ -103,6 +118,12 @@ pub fn run(req: &Request, mut session: Session, obs: &dyn Observer) -> (Run, Opt
             let mut outcome = sweep(&mut guard, &sw, ctx, req.plan, obs);
             for r in &mut outcome.results {
                 let v = r.params.get(req.knob).map(|v| v.to_string());
+                if v.is_some() && v == live {
+                    r.notes.push(
+                        "the live value when the sweep began (the baseline of every verdict)"
+                            .into(),
+                    );
+                }
                 for n in &notes {
                     if v.as_ref()
                         .is_some_and(|v| n.ends_with(&format!("stored as {v}")))
@@ -138,7 +159,39 @@ struct Used {
     disk: Option<String>,
     lab: bool,
     original: String,
+    /// The live value as measured, when it could be one arm.
+    live: Option<String>,
+    /// Why the experiment may not exercise the knob.
+    irrelevant: Vec<String>,
     target: PathBuf,
+}
+
+/// Add the live value to the swept values when the user's lack it, so every
+/// value is measured against what is in use now, in the same rounds.
+fn with_live_arm(
+    guard: &KnobGuard,
+    knob: &str,
+    mut swept: Vec<String>,
+    mut notes: Vec<String>,
+) -> (Vec<String>, Option<String>, Vec<String>) {
+    match guard.live_arm(&swept) {
+        Ok(l) => {
+            if !swept.contains(&l) {
+                notes.push(format!(
+                    "{knob}: the live value {l} is not among --values: it is measured too, \
+                     interleaved with them, as the baseline (\"live\")"
+                ));
+                swept.push(l.clone());
+            }
+            (swept, Some(l), notes)
+        }
+        Err(why) => {
+            notes.push(format!(
+                "{why}; no value can be judged against the live setting (apply will refuse this run)"
+            ));
+            (swept, None, notes)
+        }
+    }
 }
 
 /// The disk a block knob acts on in this context (the lab's loop device
@@ -168,6 +221,18 @@ fn record_tune(env: &mut BTreeMap<String, String>, req: &Request, used: &[Used])
     }
     if let Some(o) = join(&|u| Some(u.original.clone())) {
         env.insert(ENV_ORIGINAL.into(), o);
+    }
+    // Every sweep's live arm, or none: a partial record would let apply
+    // judge one file system's values against another's live value.
+    if used.iter().all(|u| u.live.is_some()) {
+        if let Some(l) = join(&|u| u.live.clone()) {
+            env.insert(ENV_LIVE.into(), l);
+        }
+    }
+    let mut irrelevant: Vec<String> = used.iter().flat_map(|u| u.irrelevant.clone()).collect();
+    irrelevant.dedup();
+    if !irrelevant.is_empty() {
+        env.insert(ENV_RELEVANCE.into(), irrelevant.join("; "));
     }
     if used.iter().any(|u| u.lab) {
         env.insert(ENV_LAB.into(), "yes".into());

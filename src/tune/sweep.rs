@@ -4,16 +4,13 @@
 //! rounds, or the budget — the engine's measurement loop with a shuffled
 //! schedule. The knob guard restores the original at the end.
 
-use serde::Serialize;
-
 use super::knobs::KnobGuard;
 use crate::engine::measure::{measure, Clock, Loop, Monotonic, Schedule, Trials, Values};
 use crate::engine::observer::{Event, Observer};
 use crate::engine::params::ParamValue;
 use crate::engine::runner::{Outcome, Plan};
-use crate::engine::{Better, Ctx, Experiment, Point, PointRun};
-use crate::model::run::{MetricResult, PointResult};
-use crate::stats::{compare, Verdict};
+use crate::engine::{Ctx, Experiment, Point, PointRun};
+use crate::model::run::PointResult;
 use crate::{Error, Result};
 
 /// What a sweep compares: the knob's values on one experiment point.
@@ -73,7 +70,11 @@ pub fn sweep_with(
         error: None,
     };
     match run(set, sw, ctx, plan, seed, clock, obs) {
-        Ok(results) => out.results = results,
+        Ok(Partial::Complete(results)) => out.results = results,
+        Ok(Partial::Interrupted(results, e)) => {
+            out.results = results;
+            out.error = Some(e);
+        }
         Err(e) => out.error = Some(e),
     }
     out
@@ -110,7 +111,7 @@ fn run(
     seed: u64,
     clock: &mut dyn Clock,
     obs: &dyn Observer,
-) -> Result<Vec<PointResult>> {
+) -> Result<Partial> {
     let Sweep {
         knob,
         values,
@@ -137,19 +138,40 @@ fn run(
             obs,
         },
     );
-    if let Some(e) = m.error {
-        return Err(e);
-    }
-    let mut extras = state.finish(ctx)?;
+    let mut arms = m.arms;
+    let interrupted = match m.error {
+        // Ctrl-C: keep the rounds every value finished (pairs stay whole),
+        // drop the round in progress; the caller stores them, interrupted.
+        Some(Error::Interrupted(sig)) if arms.iter().all(|a| a.counted() > 0) => {
+            let rounds = arms.iter().map(|a| a.counted()).min().unwrap_or(0);
+            for a in &mut arms {
+                for v in a.samples.values_mut() {
+                    v.truncate(rounds);
+                }
+            }
+            Some((sig, rounds))
+        }
+        Some(e) => return Err(e),
+        None => None,
+    };
+    let mut extras = match interrupted {
+        Some(_) => Default::default(),
+        None => state.finish(ctx)?,
+    };
     drop(state);
     extras
         .notes
         .push(format!("rounds in shuffled order, seed {seed}"));
+    if let Some((sig, rounds)) = &interrupted {
+        extras.notes.push(format!(
+            "interrupted ({sig}) after {rounds} complete round(s); the unfinished round is not kept"
+        ));
+    }
     let elapsed = t0.elapsed().as_secs_f64() / values.len() as f64;
     let specs = exp.metrics();
-    Ok(values
+    let results = values
         .iter()
-        .zip(m.arms)
+        .zip(arms)
         .map(|(v, arm)| {
             let mut params = point.stored(exp.params());
             params.insert(knob.to_string(), ParamValue::Text(v.clone()));
@@ -165,7 +187,17 @@ fn run(
                 ..Default::default()
             }
         })
-        .collect())
+        .collect();
+    Ok(match interrupted {
+        Some((sig, _)) => Partial::Interrupted(results, Error::Interrupted(sig)),
+        None => Partial::Complete(results),
+    })
+}
+
+/// A sweep's results, and whether a signal cut it short.
+enum Partial {
+    Complete(Vec<PointResult>),
+    Interrupted(Vec<PointResult>, Error),
 }
 
 /// The metric that judges a knob when none is given: the read throughput
@@ -187,73 +219,6 @@ pub fn default_metric(knob: &str, metrics: &[(String, String)]) -> String {
         .or_else(|| metrics.iter().find(|m| m.0.contains(w)))
         .map(|m| m.0.clone())
         .unwrap_or(first)
-}
-
-/// The sweep's conclusion for one metric.
-#[derive(Debug, Serialize)]
-pub struct Verdicts {
-    pub metric: String,
-    /// The value better than every other one with 95% confidence, if any.
-    pub best: Option<String>,
-    pub explanation: String,
-}
-
-/// Name the best value only when it beats every other value significantly.
-pub fn best_value(
-    knob: &str,
-    results: &[PointResult],
-    metric: &str,
-    noise: f64,
-) -> Result<Verdicts> {
-    let rows: Vec<(String, &MetricResult)> = results
-        .iter()
-        .filter_map(|r| Some((r.params.get(knob)?.to_string(), r.metric(metric)?)))
-        .collect();
-    let first = rows
-        .first()
-        .ok_or_else(|| Error::measurement(format!("no results for metric {metric}")))?;
-    let higher = first.1.better == Better::Higher;
-    let best = rows
-        .iter()
-        .max_by(|a, b| {
-            let (x, y) = (a.1.summary.median, b.1.summary.median);
-            if higher {
-                x.total_cmp(&y)
-            } else {
-                y.total_cmp(&x)
-            }
-        })
-        .ok_or_else(|| Error::measurement("no values"))?;
-    let losers: Vec<String> = rows
-        .iter()
-        .filter(|r| r.0 != best.0)
-        .filter(|r| {
-            compare(&r.1.samples, &best.1.samples, higher, noise).verdict != Verdict::Improved
-        })
-        .map(|r| r.0.clone())
-        .collect();
-    Ok(if losers.is_empty() && rows.len() > 1 {
-        Verdicts {
-            metric: metric.into(),
-            best: Some(best.0.clone()),
-            explanation: format!(
-                "{knob}={} is significantly better than every other value for {metric}",
-                best.0
-            ),
-        }
-    } else {
-        Verdicts {
-            metric: metric.into(),
-            best: None,
-            explanation: format!(
-                "no value is significantly better for {metric}: {knob}={} has the best median but does not \
-                 beat {} beyond the ±{:.0}% noise with 95% confidence",
-                best.0,
-                losers.join(", "),
-                noise * 100.0
-            ),
-        }
-    })
 }
 
 #[cfg(test)]

@@ -1,12 +1,14 @@
 //! The tune run's verdict as apply reads it: the knob, metric, noise,
-//! device and original value a tune run records in its environment, the
-//! winning value against the original, and the command that measures it
-//! again.
+//! device and live value a tune run records in its environment, the
+//! winning value against the live value it was measured with, and the
+//! command that measures it again. A run that measured no live value, or
+//! whose live value is no longer the one in place, decides nothing about
+//! the value apply would replace: it is refused.
 
 use crate::model::run::Run;
-use crate::model::Better;
-use crate::stats::{compare, Comparison, Verdict};
-use crate::tune::sweep::{best_value, default_metric};
+use crate::tune::decide::{decide, ENV_LIVE};
+use crate::tune::relevance::ENV_RELEVANCE;
+use crate::tune::sweep::default_metric;
 use crate::{Error, Result};
 
 /// Environment keys a tune run records for apply (see cli/tune.rs).
@@ -28,30 +30,41 @@ pub struct TuneVerdict {
     pub device: Option<String>,
     /// The live value before the sweep, when the run recorded it.
     pub original: Option<String>,
-    /// The value better than every other with 95% confidence, if any.
+    /// The value better than the live one with 95% confidence, if any.
     pub best: Option<String>,
     /// The best median (the candidate when nothing won).
     pub candidate: String,
-    /// What the candidate is compared with: the original value when it was
-    /// swept, else the runner-up.
+    /// What the candidate is compared with: the live value, measured as one
+    /// arm of the sweep.
     pub baseline: String,
+    /// Median per-round ratio candidate / live, and its CI.
     pub ratio: f64,
     pub ci95_low: f64,
     pub ci95_high: f64,
+    /// Rounds the candidate did better, of those both arms finished.
+    pub wins: usize,
+    pub rounds: usize,
     pub explanation: String,
+    /// Why the workload may not exercise the knob (recorded by tune).
+    pub relevance: Option<String>,
+    /// The sweep was cut short by a signal (its finished rounds are kept).
+    pub interrupted: bool,
     /// The sweep ran on a loop device of the file-system lab.
     pub lab: bool,
     /// The directory the sweep measured in (for the fstab line).
     pub target: Option<String>,
     /// The command that measures the same workload at the applied value.
     pub remeasure: String,
+    /// The command that tunes the same knob on the same workload again.
+    pub retune: String,
 }
 
 impl TuneVerdict {
     /// One line for file headers and the store.
     pub fn summary(&self) -> String {
         format!(
-            "{}={} vs {}: {} ×{:.3} (95% CI {:.3}–{:.3}), {}",
+            "{}={} vs the live value ({}): {} ×{:.3} per round (95% CI {:.3}–{:.3}), better in {} \
+             of {} paired rounds, {}",
             self.knob,
             self.candidate,
             self.baseline,
@@ -59,15 +72,57 @@ impl TuneVerdict {
             self.ratio,
             self.ci95_low,
             self.ci95_high,
+            self.wins,
+            self.rounds,
             if self.best.is_some() {
                 format!(
-                    "better than every other value beyond ±{:.0}% noise",
+                    "significantly better beyond ±{:.0}% noise",
                     self.noise * 100.0
                 )
             } else {
                 "NOT significantly better (applied with --force)".to_string()
             }
         )
+    }
+
+    /// Why apply must not act on this verdict before looking at the system
+    /// (None: it may). `--force` overrides a missing win and a workload
+    /// that may not exercise the knob, never a verdict against another
+    /// baseline (that is [`TuneVerdict::live_changed`]).
+    pub fn refusal(&self, force: bool) -> Option<String> {
+        if force {
+            return None;
+        }
+        if let Some(why) = &self.relevance {
+            return Some(format!(
+                "run {} warned before measuring that its workload may not exercise {}: {why}. \
+                 A 'better' value there rests on noise or on another effect; tune with a \
+                 workload that exercises the knob. Nothing applied (--force applies {} anyway)",
+                self.run_id, self.knob, self.candidate
+            ));
+        }
+        if self.best.is_none() {
+            return Some(format!(
+                "run {} shows no value significantly better than the live value: {}. Nothing \
+                 applied (--force applies {} anyway)",
+                self.run_id, self.explanation, self.candidate
+            ));
+        }
+        None
+    }
+
+    /// Refuse when the value in place now is not the live value the sweep
+    /// measured: the verdict compares the candidate with a value that is no
+    /// longer the one apply would replace.
+    pub fn live_changed(&self, now: &str) -> Option<String> {
+        (now != self.baseline).then(|| {
+            format!(
+                "{} is {now} now, but run {} measured its values against {} (the live value \
+                 then): it says nothing about replacing {now}. Nothing applied; tune again \
+                 against the value in place: {}",
+                self.knob, self.run_id, self.baseline, self.retune
+            )
+        })
     }
 }
 
@@ -93,8 +148,9 @@ pub(super) fn knob_of(run: &Run) -> Option<String> {
     run.argv.get(i + 1).cloned()
 }
 
-/// Read a tune run's verdict back from its samples (the same rule `tune`
-/// printed: best only when it beats every other value with 95% confidence).
+/// Read a tune run's verdict back from its samples (the rule `tune`
+/// printed: a value wins only when it beats the live value, round by round,
+/// with 95% confidence and beyond the noise).
 pub fn verdict_of(run: &Run) -> Result<TuneVerdict> {
     let knob = knob_of(run).ok_or_else(|| {
         Error::usage(format!(
@@ -143,44 +199,12 @@ pub fn verdict_of(run: &Run) -> Result<TuneVerdict> {
             })
         })
         .unwrap_or(0.02);
-    let v = best_value(&knob, &run.results, &metric, noise)?;
-    let rows: Vec<(String, &crate::model::run::MetricResult)> = run
-        .results
-        .iter()
-        .filter_map(|r| Some((r.params.get(&knob)?.to_string(), r.metric(&metric)?)))
-        .collect();
-    let higher = rows[0].1.better == Better::Higher;
-    let by_median = |a: &f64, b: &f64| {
-        if higher {
-            a.total_cmp(b)
-        } else {
-            b.total_cmp(a)
-        }
-    };
-    let mut sorted = rows.clone();
-    sorted.sort_by(|a, b| by_median(&b.1.summary.median, &a.1.summary.median));
-    let candidate = v.best.clone().unwrap_or_else(|| sorted[0].0.clone());
-    let original = run.environment.get(ENV_ORIGINAL).cloned();
-    let baseline = original
-        .as_ref()
-        .filter(|o| **o != candidate && rows.iter().any(|r| &r.0 == *o))
+    let live = live_arm(run, &knob)?;
+    let d = decide(&knob, &run.results, &metric, noise, &live)?;
+    let c = d
+        .of(&d.candidate)
         .cloned()
-        .or_else(|| {
-            sorted
-                .iter()
-                .find(|r| r.0 != candidate)
-                .map(|r| r.0.clone())
-        })
-        .ok_or_else(|| Error::usage(format!("run {} measured only one value", run.id)))?;
-    let samples = |name: &str| -> Result<&[f64]> {
-        rows.iter()
-            .find(|r| r.0 == name)
-            .map(|r| r.1.samples.as_slice())
-            .ok_or_else(|| {
-                Error::measurement(format!("run {}: no samples for {knob}={name}", run.id))
-            })
-    };
-    let c: Comparison = compare(samples(&baseline)?, samples(&candidate)?, higher, noise);
+        .ok_or_else(|| Error::measurement(format!("run {}: no comparison", run.id)))?;
     let device =
         run.environment.get(ENV_DEVICE).cloned().or_else(|| {
             flag(&run.argv, "--device").map(|d| d.trim_start_matches("/dev/").to_string())
@@ -189,18 +213,23 @@ pub fn verdict_of(run: &Run) -> Result<TuneVerdict> {
     Ok(TuneVerdict {
         run_id: run.id.clone(),
         remeasure: remeasure(run, &knob),
+        retune: retune(run),
         knob,
         metric,
         noise,
         device,
-        original,
-        best: v.best.filter(|_| c.verdict == Verdict::Improved),
-        candidate,
-        baseline,
+        original: run.environment.get(ENV_ORIGINAL).cloned(),
+        best: d.best.clone(),
+        candidate: d.candidate.clone(),
+        baseline: live,
         ratio: c.ratio,
         ci95_low: c.ci95_low,
         ci95_high: c.ci95_high,
-        explanation: v.explanation,
+        wins: c.wins,
+        rounds: c.rounds,
+        explanation: d.explanation,
+        relevance: run.environment.get(ENV_RELEVANCE).cloned(),
+        interrupted: run.status == crate::model::run::RunStatus::Interrupted,
         lab,
         target: run
             .environment
@@ -208,6 +237,43 @@ pub fn verdict_of(run: &Run) -> Result<TuneVerdict> {
             .cloned()
             .or_else(|| flag(&run.argv, "--target").map(String::from)),
     })
+}
+
+/// The live arm of a tune run: recorded since tune measures it; in older
+/// runs, the recorded original value when the sweep happened to include
+/// it. Otherwise the run never measured the value apply would replace.
+fn live_arm(run: &Run, knob: &str) -> Result<String> {
+    if let Some(l) = run.environment.get(ENV_LIVE) {
+        return Ok(l.clone());
+    }
+    let swept: Vec<String> = run
+        .results
+        .iter()
+        .filter_map(|r| r.params.get(knob).map(|v| v.to_string()))
+        .collect();
+    let original = run.environment.get(ENV_ORIGINAL);
+    if let Some(o) = original.filter(|o| swept.contains(o)) {
+        return Ok(o.clone());
+    }
+    Err(Error::usage(format!(
+        "run {} did not measure the value that was live ({}): its sweep compared only {}, so \
+         no verdict says whether any of them beats the value apply would replace. Nothing \
+         applied; tune again (tune now always measures the live value): {}",
+        run.id,
+        original.map(String::as_str).unwrap_or("not recorded"),
+        swept.join(", "),
+        retune(run)
+    )))
+}
+
+/// `tunelab tune …` as the run was started (its own binary path left out).
+fn retune(run: &Run) -> String {
+    let mut cmd = String::from("tunelab");
+    for a in run.argv.iter().skip(1) {
+        cmd.push(' ');
+        cmd.push_str(a);
+    }
+    cmd
 }
 
 /// `tunelab run EXP -p … --target …`: the tune run's workload, measured

@@ -1,0 +1,341 @@
+//! The sweep's verdict: every swept value against the live value, round by
+//! round. A tune run measures the live value as one arm, interleaved with
+//! the others in shuffled rounds, so round k of a value and round k of the
+//! live arm ran side by side: their ratio cancels drift. Under "no effect"
+//! the random order within a round makes the two trials exchangeable, so
+//! the value wins a round with probability ½ — the sign test is exact
+//! without any assumption on the noise. Several values are several tests:
+//! Holm's step-down keeps the chance of any false "better" at 2.5% (the
+//! better side of a two-sided 95% claim), and a claim also needs the median
+//! per-round ratio beyond the noise threshold.
+
+use serde::Serialize;
+
+use crate::model::run::{MetricResult, PointResult};
+use crate::model::Better;
+use crate::{Error, Result};
+
+/// Environment key: the value that was live when the sweep began, measured
+/// as one of its arms (absent in runs made before tune measured it).
+pub const ENV_LIVE: &str = "tune.live";
+
+/// Two-sided family-wise error of a claim: "95%".
+const ALPHA: f64 = 0.05;
+
+/// One value against the live value.
+#[derive(Debug, Clone, Serialize)]
+pub struct Paired {
+    pub value: String,
+    /// Rounds both arms finished.
+    pub rounds: usize,
+    /// Rounds the value did better / worse than the live value (ties drop).
+    pub wins: usize,
+    pub losses: usize,
+    /// Median over rounds of value / live (the metric's own direction).
+    pub ratio: f64,
+    /// Order-statistic CI of that median at the level this value was tested.
+    pub ci95_low: f64,
+    pub ci95_high: f64,
+    /// One-sided sign-test p-value of "better", and the Holm level it faced.
+    pub p: f64,
+    pub level: f64,
+    /// Better than the live value: significant at its level and beyond noise.
+    pub better: bool,
+}
+
+/// The sweep's conclusion for one metric, against the live value.
+#[derive(Debug, Clone, Serialize)]
+pub struct Decision {
+    pub metric: String,
+    pub live: String,
+    /// The best value significantly better than the live one, if any.
+    pub best: Option<String>,
+    /// The value with the best median ratio (the candidate when none won).
+    pub candidate: String,
+    pub comparisons: Vec<Paired>,
+    /// Rounds a claim needs with this many values, when fewer were run.
+    pub too_few: Option<usize>,
+    pub explanation: String,
+}
+
+impl Decision {
+    /// The comparison of `value` with the live value.
+    pub fn of(&self, value: &str) -> Option<&Paired> {
+        self.comparisons.iter().find(|c| c.value == value)
+    }
+}
+
+/// The fewest paired rounds with which a value can be claimed better than
+/// the live one among `m` values, if it wins every round (0.5^n ≤ α/2/m).
+pub fn rounds_for_a_claim(m: usize) -> usize {
+    let level = ALPHA / 2.0 / m.max(1) as f64;
+    (1..).find(|&n| 0.5f64.powi(n as i32) <= level).unwrap_or(1)
+}
+
+/// Rounds a default sweep runs at least: enough that one round lost to
+/// noise still allows a claim (P(at least n-1 wins of n) ≤ α/2/m).
+pub fn rounds_to_plan(m: usize) -> usize {
+    let level = ALPHA / 2.0 / m.max(1) as f64;
+    (2..).find(|&n| upper_tail(n, n - 1) <= level).unwrap_or(2)
+}
+
+/// Decide `metric` of a sweep of `knob` against the arm whose value is `live`.
+pub fn decide(
+    knob: &str,
+    results: &[PointResult],
+    metric: &str,
+    noise: f64,
+    live: &str,
+) -> Result<Decision> {
+    let rows: Vec<(String, &MetricResult)> = results
+        .iter()
+        .filter_map(|r| Some((r.params.get(knob)?.to_string(), r.metric(metric)?)))
+        .collect();
+    let base = rows
+        .iter()
+        .find(|r| r.0 == live)
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "no {metric} results for the live value {knob}={live}: nothing was measured \
+                 against the value in use"
+            ))
+        })?
+        .1;
+    let higher = base.better == Better::Higher;
+    let others: Vec<&(String, &MetricResult)> = rows.iter().filter(|r| r.0 != live).collect();
+    if others.is_empty() {
+        return Err(Error::usage(format!(
+            "the sweep measured only the live value {knob}={live}: nothing to compare"
+        )));
+    }
+    let m = others.len();
+    let per_round: Vec<Vec<f64>> = others
+        .iter()
+        .map(|(_, r)| ratios(&base.samples, &r.samples))
+        .collect();
+    let mut comparisons: Vec<Paired> = others
+        .iter()
+        .zip(&per_round)
+        .map(|((v, _), r)| paired(v, r, higher))
+        .collect();
+    // Holm: the i-th smallest p faces α/2/(m-i); the first failure stops.
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|a, b| comparisons[*a].p.total_cmp(&comparisons[*b].p));
+    let mut open = true;
+    for (rank, &i) in order.iter().enumerate() {
+        let c = &mut comparisons[i];
+        c.level = ALPHA / 2.0 / (m - rank) as f64;
+        (c.ci95_low, c.ci95_high) = median_ci(&per_round[i], c.level);
+        let significant = open && c.p <= c.level;
+        open = significant;
+        let beyond = if higher {
+            c.ratio > 1.0 + noise
+        } else {
+            c.ratio < 1.0 - noise
+        };
+        c.better = significant && beyond;
+    }
+    let by_ratio = |a: &&Paired, b: &&Paired| {
+        if higher {
+            a.ratio.total_cmp(&b.ratio)
+        } else {
+            b.ratio.total_cmp(&a.ratio)
+        }
+    };
+    let top = comparisons
+        .iter()
+        .max_by(by_ratio)
+        .ok_or_else(|| Error::measurement("no values"))?;
+    let best = comparisons.iter().filter(|c| c.better).max_by(by_ratio);
+    let rounds = comparisons.iter().map(|c| c.rounds).min().unwrap_or(0);
+    let need = rounds_for_a_claim(m);
+    let too_few = (rounds < need).then_some(need);
+    let explanation = explain(
+        knob,
+        metric,
+        live,
+        noise,
+        m,
+        &comparisons,
+        best,
+        top,
+        too_few,
+    );
+    Ok(Decision {
+        metric: metric.into(),
+        live: live.into(),
+        best: best.map(|b| b.value.clone()),
+        candidate: best.unwrap_or(top).value.clone(),
+        comparisons: comparisons.clone(),
+        too_few,
+        explanation,
+    })
+}
+
+/// Per-round ratios value / live over the rounds both finished (a round
+/// with a non-finite or zero live value has no ratio).
+fn ratios(live: &[f64], value: &[f64]) -> Vec<f64> {
+    live.iter()
+        .zip(value)
+        .filter(|(l, v)| l.is_finite() && v.is_finite() && **l != 0.0)
+        .map(|(l, v)| v / l)
+        .collect()
+}
+
+fn paired(value: &str, r: &[f64], higher: bool) -> Paired {
+    let wins = r
+        .iter()
+        .filter(|x| if higher { **x > 1.0 } else { **x < 1.0 })
+        .count();
+    let losses = r
+        .iter()
+        .filter(|x| if higher { **x < 1.0 } else { **x > 1.0 })
+        .count();
+    Paired {
+        value: value.to_string(),
+        rounds: r.len(),
+        wins,
+        losses,
+        ratio: crate::stats::summary::median(r),
+        ci95_low: f64::NAN,
+        ci95_high: f64::NAN,
+        p: upper_tail(wins + losses, wins),
+        level: ALPHA / 2.0,
+        better: false,
+    }
+}
+
+/// P(X ≥ k) for X ~ Binomial(n, ½), summed in log space (no underflow).
+fn upper_tail(n: usize, k: usize) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if k > n {
+        return 0.0;
+    }
+    let ln2 = std::f64::consts::LN_2;
+    // ln C(n, k) built up from ln C(n, 0) = 0.
+    let mut ln_c = 0.0;
+    for j in 0..k {
+        ln_c += ((n - j) as f64).ln() - ((j + 1) as f64).ln();
+    }
+    let mut sum = 0.0;
+    for j in k..=n {
+        sum += (ln_c - n as f64 * ln2).exp();
+        if j < n {
+            ln_c += ((n - j) as f64).ln() - ((j + 1) as f64).ln();
+        }
+    }
+    sum.min(1.0)
+}
+
+/// The distribution-free CI of a median: sorted values k from each end,
+/// with k the largest such that P(X < k) ≤ `tail` for X ~ Bin(n, ½). With
+/// too few values for any such k, the whole range (no claim rests on it).
+fn median_ci(xs: &[f64], tail: f64) -> (f64, f64) {
+    let mut s: Vec<f64> = xs.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    // P(X ≤ j) = P(X ≥ n - j) by symmetry.
+    let mut k = 0;
+    while k < n / 2 && upper_tail(n, n - k) <= tail {
+        k += 1;
+    }
+    // k values lie below the lower bound s[k-1]… keep s[k-1] as the bound.
+    let lo = k.saturating_sub(1);
+    (s[lo], s[n - 1 - lo])
+}
+
+#[allow(clippy::too_many_arguments)]
+fn explain(
+    knob: &str,
+    metric: &str,
+    live: &str,
+    noise: f64,
+    m: usize,
+    all: &[Paired],
+    best: Option<&Paired>,
+    top: &Paired,
+    too_few: Option<usize>,
+) -> String {
+    let basis = format!(
+        "paired rounds, sign test{}",
+        if m > 1 {
+            format!(" with Holm's correction for {m} values")
+        } else {
+            String::new()
+        }
+    );
+    let figures = |c: &Paired| {
+        format!(
+            "×{:.3} per round (95% CI {:.3}–{:.3}), better in {} of {} rounds",
+            c.ratio, c.ci95_low, c.ci95_high, c.wins, c.rounds
+        )
+    };
+    if let Some(b) = best {
+        let also: Vec<&str> = all
+            .iter()
+            .filter(|c| c.better && c.value != b.value)
+            .map(|c| c.value.as_str())
+            .collect();
+        return format!(
+            "{knob}={} is significantly better than the live value ({live}) for {metric}: {} \
+             ({basis}; beyond the ±{:.0}% noise){}",
+            b.value,
+            figures(b),
+            noise * 100.0,
+            if also.is_empty() {
+                String::new()
+            } else {
+                format!("; also better than the live value: {}", also.join(", "))
+            }
+        );
+    }
+    let why = match too_few {
+        Some(need) => format!(
+            "{} paired rounds are too few for a 95% claim among {m} value(s) against the live one: \
+             at least {need} are needed even if every round agrees (--trials {need} or more)",
+            top.rounds
+        ),
+        None => format!(
+            "{knob}={} has the best median, {}: not beyond the ±{:.0}% noise with 95% confidence \
+             ({basis})",
+            top.value,
+            figures(top),
+            noise * 100.0
+        ),
+    };
+    format!("no value is significantly better than the live value ({live}) for {metric}: {why}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binomial_tail_is_exact_for_small_n() {
+        assert!((upper_tail(6, 6) - 1.0 / 64.0).abs() < 1e-12);
+        assert!((upper_tail(3, 2) - 0.5).abs() < 1e-12);
+        assert_eq!(upper_tail(5, 0), 1.0);
+        assert!(upper_tail(2000, 1900) < 1e-100);
+    }
+
+    #[test]
+    fn a_claim_needs_enough_rounds() {
+        assert_eq!(rounds_for_a_claim(1), 6);
+        assert_eq!(rounds_for_a_claim(2), 7);
+        assert_eq!(rounds_to_plan(1), 9);
+        assert!(rounds_to_plan(3) > rounds_to_plan(1));
+    }
+
+    #[test]
+    fn the_median_ci_widens_with_fewer_values() {
+        let xs: Vec<f64> = (1..=30).map(f64::from).collect();
+        let (lo, hi) = median_ci(&xs, 0.025);
+        assert!(lo > 5.0 && lo < 15.5 && hi > 15.5 && hi < 26.0, "{lo} {hi}");
+        assert_eq!(median_ci(&xs[..3], 0.025), (1.0, 3.0));
+    }
+}
