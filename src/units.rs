@@ -196,6 +196,63 @@ pub fn now_stamp() -> String {
     format!("{y:04}{mo:02}{d:02}-{h:02}{mi:02}{s:02}")
 }
 
+/// The ASCII spelling of `s`, for a terminal whose locale is not UTF-8
+/// (`report::table::plain`); a character without one becomes `?`.
+pub fn to_ascii(s: &str) -> String {
+    if s.is_ascii() {
+        return s.to_string();
+    }
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_ascii() {
+            o.push(c);
+            continue;
+        }
+        o.push_str(match c {
+            '─' | '━' | '═' | '┄' | '╌' | '‐' | '‑' | '–' | '−' | '·' | '•' => {
+                "-"
+            }
+            '—' => "--",
+            '│' | '┃' | '║' | '┆' | '▏' => "|",
+            '┼' | '├' | '┤' | '┬' | '┴' | '┌' | '┐' | '└' | '┘' | '╞' | '╡' | '╪' => {
+                "+"
+            }
+            'µ' | 'μ' => "u",
+            '…' => "...",
+            '→' | '⟶' => "->",
+            '←' => "<-",
+            '↑' => "^",
+            '↓' => "v",
+            '⇒' => "=>",
+            '≥' => ">=",
+            '≤' => "<=",
+            '≠' => "!=",
+            '≈' | '∼' => "~",
+            '±' => "+-",
+            '×' => "x",
+            '÷' => "/",
+            '°' => " deg",
+            '²' => "^2",
+            '³' => "^3",
+            '½' => "1/2",
+            '√' => "sqrt",
+            '∞' => "inf",
+            'Δ' | 'δ' => "d",
+            'σ' => "sd",
+            'λ' => "lambda",
+            '✓' | '✔' => "ok",
+            '✗' | '✘' => "x",
+            '█' | '▇' | '▆' | '▅' => "#",
+            '▄' | '▃' | '▂' | '▁' => "_",
+            '‘' | '’' | '′' => "'",
+            '“' | '”' | '″' => "\"",
+            '\u{a0}' | '\u{2009}' | '\u{202f}' => " ",
+            _ => "?",
+        });
+    }
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,5 +314,12 @@ mod tests {
         );
         assert_eq!(now_rfc3339_nanos().len(), 30);
         assert_eq!(now_stamp().len(), 15);
+    }
+
+    #[test]
+    fn ascii_spelling_of_every_glyph() {
+        let s = to_ascii("3.4 µs … a → b ≥ 2 ± 1 · ─│ 3×2 ≤");
+        assert!(s.is_ascii(), "{s}");
+        assert_eq!(s, "3.4 us ... a -> b >= 2 +- 1 - -| 3x2 <=");
     }
 }

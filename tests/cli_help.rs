@@ -76,7 +76,22 @@ fn one_man_page_per_subcommand_that_man_reads() {
     }
     let run = std::fs::read_to_string(dir.join("tunelab-run.1")).unwrap();
     assert!(run.contains(".TH tunelab-run"), "title");
-    assert!(run.contains("Examples"), "examples in the man page");
+    // The examples verbatim (no fill: clap_mangen's EXTRA reflowed and
+    // hyphenated them), and a SYNOPSIS with every option's argument.
+    assert!(
+        run.contains(".SH EXAMPLES\n.nf\n"),
+        "examples in the man page"
+    );
+    assert!(!run.contains(".SH EXTRA"), "examples under EXTRA");
+    assert!(
+        run.contains("tunelab run io.record\\-size \\-p record=4k,64k,1m"),
+        "an example verbatim"
+    );
+    let synopsis = &run[run.find(".SH SYNOPSIS").unwrap()..run.find(".SH DESCRIPTION").unwrap()];
+    assert!(
+        synopsis.contains("\\fB\\-\\-target\\fR\\ \\fIDIR\\fR"),
+        "option arguments in the synopsis: {synopsis}"
+    );
     // The experiments come from the registry main.rs hands the CLI.
     assert!(
         run.contains("io.record\\-size"),
@@ -103,7 +118,7 @@ fn one_man_page_per_subcommand_that_man_reads() {
         Ok(o) if o.status.success() => {
             let text = String::from_utf8_lossy(&o.stdout);
             assert!(text.contains("tunelab-run"), "{text}");
-            assert!(text.contains("Examples"), "{text}");
+            assert!(text.contains("EXAMPLES"), "{text}");
         }
         Ok(o) => common::skip(&format!(
             "man tunelab-run: {}",

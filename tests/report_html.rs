@@ -249,7 +249,8 @@ fn chromium(bin: &Path, profile: &Path, extra: &[String], html: &Path) -> std::p
 
 /// Checks a rendered report from inside the page: no text overflows its
 /// box, nothing sticks out of the page, every chart's axis titles are
-/// drawn and no chart text is clipped at the picture's edge, and where the
+/// drawn, no chart text is clipped at the picture's edge or overlaps
+/// another, and where the
 /// verdicts sit on a 1400×900 first screen. The result is written into the
 /// DOM as JSON for `--dump-dom` to carry out.
 const DOM_CHECK: &str = r#"<script>
@@ -284,6 +285,18 @@ const DOM_CHECK: &str = r#"<script>
       if (!want) { bad.push('chart without a ' + axis + ' axis title: ' + title); continue; }
       if (!texts.some((t) => t.textContent.trim() === want)) {
         bad.push('chart ' + title + ': ' + axis + ' axis title "' + want + '" not drawn');
+      }
+    }
+    // No two labels overlap (a tick under an axis title, a ratio's label
+    // over "better →"): every pair of text boxes, 1 px of tolerance.
+    const boxes = texts.filter((t) => t.textContent.trim()).map((t) => [t.textContent.trim(), t.getBoundingClientRect()]);
+    for (let i = 0; i < boxes.length; i++) {
+      for (let j = i + 1; j < boxes.length; j++) {
+        const [ta, a] = boxes[i];
+        const [tb, b] = boxes[j];
+        if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1) {
+          bad.push('chart ' + title + ': "' + ta.slice(0, 30) + '" overlaps "' + tb.slice(0, 30) + '"');
+        }
       }
     }
     for (const t of texts) {

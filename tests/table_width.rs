@@ -15,6 +15,11 @@ use common::{json, Env};
 /// Run tunelab with stdin and stdout on a new pty of `cols` columns
 /// (0: the size a serial console reports) and return what it printed.
 fn on_pty(env: &Env, cols: u16, args: &[&str]) -> String {
+    on_pty_with(env, cols, args, &[])
+}
+
+/// [`on_pty`] with stderr on the pty too and these environment variables.
+fn on_pty_with(env: &Env, cols: u16, args: &[&str], vars: &[(&str, &str)]) -> String {
     let mut master = -1;
     let mut slave = -1;
     let ws = libc::winsize {
@@ -35,17 +40,23 @@ fn on_pty(env: &Env, cols: u16, args: &[&str]) -> String {
     };
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("tunelab"))
-        .args(args)
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("tunelab"));
+    cmd.args(args)
         .env("TUNELAB_DB", env.db())
         .env_remove("COLUMNS")
         .env("NO_COLOR", "1")
+        .stdin(Stdio::from(slave.try_clone().unwrap()));
+    if vars.is_empty() {
         // Tables go to stdout; messages and progress (stderr) are not checked.
-        .stdin(Stdio::from(slave.try_clone().unwrap()))
-        .stdout(Stdio::from(slave))
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        cmd.stderr(Stdio::null());
+    } else {
+        cmd.env_remove("NO_COLOR")
+            .stderr(Stdio::from(slave.try_clone().unwrap()));
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+    }
+    let mut child = cmd.stdout(Stdio::from(slave)).spawn().unwrap();
     let mut text = Vec::new();
     let mut m = std::fs::File::from(master);
     let mut buf = [0u8; 8192];
@@ -164,5 +175,87 @@ fn tables_are_readable_at_0_40_and_80_columns() {
             &["inspect", "--target", target.to_str().unwrap()],
         );
         assert_fits(&inspect, cols, "inspect");
+    }
+}
+
+/// The monitor views (scrolling lines, not tables) fit 80 columns too, and
+/// short listings stay short on a console that reports no width.
+#[test]
+fn monitor_views_fit_80_columns_and_listings_stay_short() {
+    let env = Env::new();
+    for view in ["vmstat", "iostat", "irq", "dirty", "hogs", "psi", "power"] {
+        let text = on_pty(&env, 80, &["monitor", view, "-i", "200ms", "-c", "2"]);
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "monitor {view}: a line of {} columns:\n{line}\n---\n{text}",
+                line.chars().count()
+            );
+        }
+    }
+    let target = env.target();
+    let inspect = on_pty(&env, 0, &["inspect", "--target", target.to_str().unwrap()]);
+    assert!(
+        inspect.lines().count() < 80,
+        "inspect at width 0: {} lines\n{inspect}",
+        inspect.lines().count()
+    );
+    assert_fits(&inspect, 0, "inspect");
+    for _ in 0..4 {
+        let o = env.run(&["run", "ipc.pipe", "--trials", "2", "-q"]);
+        assert!(o.status.success(), "{o:?}");
+    }
+    let runs = on_pty(&env, 0, &["runs", "-n", "4"]);
+    assert!(
+        runs.lines().count() < 12,
+        "runs -n 4 at width 0: {} lines\n{runs}",
+        runs.lines().count()
+    );
+    assert_fits(&runs, 0, "runs");
+    // One rule, under the header.
+    let rules = runs
+        .lines()
+        .filter(|l| l.trim_start().starts_with('─'))
+        .count();
+    assert_eq!(rules, 1, "{runs}");
+}
+
+/// TERM=dumb: no escape sequence at all (no cursor movement, no colour, no
+/// progress bar); LANG=C: pure ASCII — over several verbs, stdout and stderr.
+#[test]
+fn dumb_terminals_get_no_escapes_and_c_locales_get_ascii() {
+    let env = Env::new();
+    let target = env.target();
+    let t = target.to_str().unwrap();
+    let verbs: [&[&str]; 6] = [
+        &["run", "ipc.pipe", "--trials", "2"],
+        &["runs"],
+        &["show", "last"],
+        &["inspect", "--target", t],
+        &["list"],
+        &["run", "--help"],
+    ];
+    for args in verbs {
+        let dumb = on_pty_with(&env, 80, args, &[("TERM", "dumb"), ("LANG", "C.UTF-8")]);
+        assert!(
+            !dumb.contains('\x1b'),
+            "TERM=dumb tunelab {args:?} sent an escape:\n{dumb:?}"
+        );
+        let c = on_pty_with(
+            &env,
+            80,
+            args,
+            &[
+                ("TERM", "xterm"),
+                ("LANG", "C"),
+                ("LC_ALL", ""),
+                ("LC_CTYPE", ""),
+            ],
+        );
+        let odd: String = c.chars().filter(|ch| !ch.is_ascii()).collect();
+        assert!(
+            odd.is_empty(),
+            "LANG=C tunelab {args:?} printed {odd:?}:\n{c}"
+        );
     }
 }

@@ -41,10 +41,16 @@ pub fn man_pages(experiments: &Catalog) -> Result<Vec<(String, String)>> {
     cmd.build();
     let mut pages = Vec::new();
     let top = clap_mangen::Man::new(cmd.clone());
-    pages.push((top.get_filename(), roff(&top)?));
+    pages.push((
+        top.get_filename(),
+        super::examples::man_page(&roff(&top)?, &cmd),
+    ));
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let man = clap_mangen::Man::new(sub.clone());
-        pages.push((man.get_filename(), roff(&man)?));
+        pages.push((
+            man.get_filename(),
+            super::examples::man_page(&roff(&man)?, sub),
+        ));
     }
     Ok(pages)
 }

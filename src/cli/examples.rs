@@ -246,8 +246,8 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "start-up to exit of one program, hyperfine-style",
             ),
             (
-                "time -c 'gzip -k f' -c 'zstd f' --shell",
-                "two commands compared",
+                "time -c 'gzip -kf f' -c 'zstd -qf f' --shell",
+                "two commands compared (-f: the warm-up runs leave f.gz, f.zst)",
             ),
             (
                 "time --ready 'listening' -- ./server",
@@ -315,8 +315,8 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "run a study on two hosts over ssh",
             ),
             (
-                "remote -i fleet/nightly.toml -- study set-top",
-                "every host of an inventory file",
+                "remote -i fleet/inventory.yml -- study fleet/nightly.toml",
+                "every host of an inventory file (fleet/ of the source tree)",
             ),
             (
                 "remote --bin target/x86_64-unknown-linux-musl/release stb-1 -- run io.api",
@@ -376,6 +376,111 @@ pub fn add(mut cmd: clap::Command) -> clap::Command {
     cmd
 }
 
+/// A man page as clap_mangen renders it, with two sections redone: the
+/// SYNOPSIS gives every option with its argument (`-o|--output FILE`, kept
+/// on one line), and the help's closing text (the examples, which clap_mangen
+/// filed under EXTRA and reflowed, hyphenating "di- rect") becomes EXAMPLES,
+/// verbatim (no fill), with minus signs that paste as typed.
+#[cfg(feature = "completions")]
+pub fn man_page(roff: &str, cmd: &clap::Command) -> String {
+    let mut out = replace_section(roff, "SYNOPSIS", &synopsis(cmd));
+    if let Some(text) = cmd.get_after_long_help().or(cmd.get_after_help()) {
+        let text = text.to_string();
+        if let Some(body) = text.strip_prefix("Examples:\n") {
+            let verbatim: String = body
+                .lines()
+                .map(|l| format!("{}\n", roff_line(l)))
+                .collect();
+            out = replace_section(
+                &out,
+                "EXTRA",
+                &format!(".SH EXAMPLES\n.nf\n{verbatim}.fi\n"),
+            );
+        }
+    }
+    out
+}
+
+/// `roff` with the section `name` (from its `.SH` line to the next) replaced.
+#[cfg(feature = "completions")]
+fn replace_section(roff: &str, name: &str, with: &str) -> String {
+    let head = format!(".SH {name}\n");
+    let Some(start) = roff.find(&head) else {
+        return roff.to_string();
+    };
+    let rest = &roff[start + head.len()..];
+    let end = rest
+        .find("\n.SH ")
+        .map_or(roff.len(), |i| start + head.len() + i + 1);
+    format!("{}{with}{}", &roff[..start], &roff[end..])
+}
+
+/// One line of text for roff: backslashes and minus signs escaped, a
+/// leading `.` or `'` made literal.
+#[cfg(feature = "completions")]
+fn roff_line(l: &str) -> String {
+    let t = l.replace('\\', "\\e").replace('-', "\\-");
+    if t.starts_with('.') || t.starts_with('\'') {
+        format!("\\&{t}")
+    } else {
+        t
+    }
+}
+
+/// `tunelab run [-p|--param KEY=V]... [--target DIR] … EXP`: every option
+/// with its argument, an option and its argument joined by a non-breaking
+/// space so the page never splits them.
+#[cfg(feature = "completions")]
+fn synopsis(cmd: &clap::Command) -> String {
+    use clap::ArgAction;
+    let name = cmd.get_bin_name().unwrap_or(cmd.get_name());
+    let mut parts = vec![format!("\\fB{}\\fR", roff_line(name))];
+    for a in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        let value = || {
+            a.get_value_names()
+                .map(|v| {
+                    v.iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_else(|| a.get_id().as_str().to_uppercase())
+        };
+        let many = matches!(a.get_action(), ArgAction::Append | ArgAction::Count);
+        let dots = if many { "..." } else { "" };
+        if a.is_positional() {
+            let v = roff_line(&value());
+            parts.push(if a.is_required_set() {
+                format!("\\fI{v}\\fR{dots}")
+            } else {
+                format!("[\\fI{v}\\fR]{dots}")
+            });
+            continue;
+        }
+        let flag = match (a.get_short(), a.get_long()) {
+            (Some(s), Some(l)) => format!("\\fB\\-{s}\\fR|\\fB\\-\\-{}\\fR", roff_line(l)),
+            (Some(s), None) => format!("\\fB\\-{s}\\fR"),
+            (None, Some(l)) => format!("\\fB\\-\\-{}\\fR", roff_line(l)),
+            (None, None) => continue,
+        };
+        let takes = matches!(a.get_action(), ArgAction::Set | ArgAction::Append);
+        let arg = if takes {
+            format!("{flag}\\ \\fI{}\\fR", roff_line(&value()))
+        } else {
+            flag
+        };
+        parts.push(if a.is_required_set() {
+            format!("{arg}{dots}")
+        } else {
+            format!("[{arg}]{dots}")
+        });
+    }
+    if cmd.has_subcommands() {
+        parts.push("\\fICOMMAND\\fR".to_string());
+    }
+    format!(".SH SYNOPSIS\n{}\n", parts.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,6 +514,30 @@ mod tests {
             out.push(cur);
         }
         out
+    }
+
+    #[cfg(feature = "completions")]
+    #[test]
+    fn man_pages_keep_examples_verbatim_and_option_arguments() {
+        let mut cmd = crate::cli::command();
+        cmd.build();
+        let time = cmd
+            .find_subcommand("time")
+            .cloned()
+            .unwrap_or_else(|| panic!("no time"));
+        let man = clap_mangen::Man::new(time.clone());
+        let mut buf = Vec::new();
+        man.render(&mut buf).unwrap();
+        let page = man_page(&String::from_utf8(buf).unwrap(), &time);
+        assert!(!page.contains(".SH EXTRA"), "{page}");
+        let ex = &page[page.find(".SH EXAMPLES").unwrap()..];
+        assert!(ex.starts_with(".SH EXAMPLES\n.nf\n"), "{ex}");
+        assert!(ex.contains("tunelab time \\-\\- ls /\n"), "{ex}");
+        let syn = &page[page.find(".SH SYNOPSIS").unwrap()..page.find(".SH DESCRIPTION").unwrap()];
+        assert!(
+            syn.contains("\\fB\\-\\-export\\-json\\fR\\ \\fIFILE\\fR"),
+            "{syn}"
+        );
     }
 
     #[test]

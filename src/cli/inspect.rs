@@ -27,7 +27,7 @@ pub fn exec(args: &Args, out: &Out) -> Result<i32> {
         out.json_data(&facts.0)?;
         return Ok(0);
     }
-    let rows = facts
+    let rows: Vec<Vec<String>> = facts
         .0
         .iter()
         .map(|f| {
@@ -39,10 +39,19 @@ pub fn exec(args: &Args, out: &Out) -> Result<i32> {
             ]
         })
         .collect();
-    out.data(&table::render(
-        &["section", "fact", "value", "source"],
-        rows,
-    ))?;
+    let header = ["section", "fact", "value", "source"];
+    if table::fits(&header, &rows) {
+        out.data(&table::render(&header, rows))?;
+        return Ok(0);
+    }
+    // A narrow screen (a serial console's 80 columns): the sources, mostly
+    // the path the fact names, would wrap every row onto three lines.
+    let rows = rows.into_iter().map(|mut r| {
+        r.truncate(3);
+        r
+    });
+    out.data(&table::render(&header[..3], rows.collect()))?;
+    out.info("(sources left out to fit: see tunelab inspect --json, or widen the screen)");
     Ok(0)
 }
 

@@ -63,7 +63,7 @@ pub const NOOP: &str = "__noop";
 pub const EXIT_CODES: &str =
     "Exit codes: 0 success · 1 measurement failed · 2 bad usage or input · \
 3 needs privileges · 4 environment problem (no space, read-only, missing device) · \
-5 regression found (--fail-on-regression) · 130 interrupted";
+5 regression found (--fail-on-regression) or drift (verify) · 130 interrupted";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -156,6 +156,8 @@ pub fn main(experiments: &Catalog) -> i32 {
     }
     host::start_process();
     crate::report::table::set_terminal(output_is_terminal());
+    let (ascii, escapes) = output::plain_terminal();
+    crate::report::table::set_plain(ascii, escapes);
     crate::model::run::set_legacy_kinds(experiments.param_kind);
     if let Some(code) = run::help_for_experiment(&args, experiments) {
         return code;
@@ -163,7 +165,7 @@ pub fn main(experiments: &Catalog) -> i32 {
     let matches = match command().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => {
-            let _ = e.print();
+            print_clap(&e);
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
@@ -212,6 +214,24 @@ pub fn main(experiments: &Catalog) -> i32 {
             e.exit_code()
         }
     }
+}
+
+/// Help and usage errors: clap's own colours on a terminal that takes them,
+/// else plain text (ASCII in a non-UTF-8 locale).
+fn print_clap(e: &clap::Error) {
+    use crate::report::table::{ascii, escapes, plain};
+    use std::io::Write;
+    if escapes() && !ascii() {
+        let _ = e.print();
+        return;
+    }
+    let text = e.render().to_string();
+    let text = plain(&text);
+    let _ = if e.use_stderr() {
+        std::io::stderr().write_all(text.as_bytes())
+    } else {
+        std::io::stdout().write_all(text.as_bytes())
+    };
 }
 
 fn dispatch(cli: &Cli, out: &Out, argv: &[String], experiments: &Catalog) -> Result<i32> {

@@ -149,14 +149,14 @@ pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         let text = match format {
-            Format::Table => e.table.clone(),
+            Format::Table => crate::report::table::plain(&e.table).into_owned(),
             Format::Json => {
                 let mut j = json!({ "view": name, "sample": n, "t": now.duration_since(start).as_secs_f64(),
                                     "unix": unix, "interval_s": secs });
                 if let (Value::Object(dst), Value::Object(src)) = (&mut j, e.json.clone()) {
                     dst.extend(src);
                 }
-                format!("{}\n", serde_json::to_string(&j)?)
+                format!("{}\n", super::output::json_text(serde_json::to_string(&j)?))
             }
             Format::Openmetrics => openmetrics(&e.metrics, (unix * 1000.0) as i64),
         };
@@ -177,14 +177,17 @@ pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
         if let Some((table, j)) = view.finish() {
             match format {
                 Format::Table => {
-                    emit(&table)?;
+                    emit(&crate::report::table::plain(&table))?;
                 }
                 Format::Json => {
                     let mut o = json!({ "view": name, "final": true, "samples": n });
                     if let (Value::Object(dst), Value::Object(src)) = (&mut o, j) {
                         dst.extend(src);
                     }
-                    emit(&format!("{}\n", serde_json::to_string(&o)?))?;
+                    emit(&format!(
+                        "{}\n",
+                        super::output::json_text(serde_json::to_string(&o)?)
+                    ))?;
                 }
                 // Metrics expositions carry no summary; say it on stderr.
                 Format::Openmetrics => out.info(table.trim_start()),

@@ -8,16 +8,20 @@ use serde::Serialize;
 
 use super::progress::Progress;
 use crate::engine::observer::{Event, Observer};
+use crate::report::table::{escapes, plain};
 
 use crate::{Error, Result};
 
 pub struct Out {
     pub json: bool,
     pub quiet: bool,
-    /// Progress bars only on an interactive stderr.
+    /// Progress bars only on an interactive stderr that takes cursor
+    /// movement (not TERM=dumb nor NO_COLOR).
     pub interactive: bool,
     /// The series of items in progress (a bar, or lines off a terminal).
     progress: Mutex<Option<Progress>>,
+    /// Messages go to a terminal: long lines are broken between words.
+    stderr_tty: bool,
 }
 
 impl Out {
@@ -25,21 +29,33 @@ impl Out {
         Out {
             json,
             quiet,
-            interactive: std::io::stderr().is_terminal() && !quiet,
+            interactive: std::io::stderr().is_terminal() && escapes() && !quiet,
             progress: Mutex::new(None),
+            stderr_tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    /// `msg` as the terminal shows it: ASCII in a non-UTF-8 locale, long
+    /// lines broken between words on a terminal.
+    fn shown(&self, msg: &str) -> String {
+        let msg = plain(msg);
+        if self.stderr_tty {
+            crate::report::table::wrap_lines(&msg, 2)
+        } else {
+            msg.into_owned()
         }
     }
 
     /// A message for the human (stderr), suppressed by --quiet.
     pub fn info(&self, msg: &str) {
         if !self.quiet {
-            eprintln!("{msg}");
+            eprintln!("{}", self.shown(msg));
         }
     }
 
     /// A warning (stderr), shown even with --quiet.
     pub fn warn(&self, msg: &str) {
-        eprintln!("tunelab: warning: {msg}");
+        eprintln!("{}", self.shown(&format!("tunelab: warning: {msg}")));
     }
 
     /// A warning that is also kept with the run, whose output (the run
@@ -52,11 +68,22 @@ impl Out {
     }
 
     pub fn error(&self, msg: &str) {
-        eprintln!("tunelab: error: {msg}");
+        eprintln!("{}", self.shown(&format!("tunelab: error: {msg}")));
     }
 
     /// Write data to stdout; a closed pipe (e.g. `| head`) is not an error.
     pub fn data(&self, text: &str) -> Result<()> {
+        self.raw(&plain(text))
+    }
+
+    pub fn json_data<T: Serialize>(&self, value: &T) -> Result<()> {
+        let mut s = serde_json::to_string_pretty(value)?;
+        s.push('\n');
+        self.raw(&json_text(s))
+    }
+
+    /// Write to stdout as is (JSON already made ASCII by [`json_text`]).
+    fn raw(&self, text: &str) -> Result<()> {
         let mut so = std::io::stdout().lock();
         match so.write_all(text.as_bytes()).and_then(|_| so.flush()) {
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
@@ -65,18 +92,53 @@ impl Out {
             _ => Ok(()),
         }
     }
-
-    pub fn json_data<T: Serialize>(&self, value: &T) -> Result<()> {
-        let mut s = serde_json::to_string_pretty(value)?;
-        s.push('\n');
-        self.data(&s)
-    }
 }
 
 /// Whether stdout is an interactive terminal (tables use box drawing then,
 /// Markdown-compatible ASCII otherwise).
 pub fn output_is_terminal() -> bool {
     std::io::stdout().is_terminal()
+}
+
+/// What the terminal takes, decided once at start-up from the environment:
+/// (ASCII only: the locale is set and not UTF-8 — C, POSIX, a Latin-1
+/// one; cursor movement and colour: stderr is a tty, TERM is not `dumb`
+/// and NO_COLOR is not set). An unset locale is taken as UTF-8, as on
+/// today's terminals; a serial console sets LANG=C to get ASCII.
+pub fn plain_terminal() -> (bool, bool) {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let locale = var("LC_ALL")
+        .or_else(|| var("LC_CTYPE"))
+        .or_else(|| var("LANG"));
+    let escapes = std::io::stderr().is_terminal()
+        && var("NO_COLOR").is_none()
+        && var("TERM").as_deref() != Some("dumb");
+    (locale.is_some_and(|l| !utf8_locale(&l)), escapes)
+}
+
+/// JSON for stdout: in a non-UTF-8 locale every non-ASCII character is
+/// written as a `\uXXXX` escape, so the data stays exact and the bytes ASCII.
+pub fn json_text(s: String) -> String {
+    if !crate::report::table::ascii() || s.is_ascii() {
+        return s;
+    }
+    let mut o = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if c.is_ascii() {
+            o.push(c);
+        } else {
+            let mut buf = [0u16; 2];
+            for u in c.encode_utf16(&mut buf) {
+                o.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+    o
+}
+
+fn utf8_locale(locale: &str) -> bool {
+    let l = locale.to_ascii_lowercase();
+    l.contains("utf-8") || l.contains("utf8")
 }
 
 /// The terminal's (and the JSON output's) observer: messages on stderr,
@@ -131,7 +193,7 @@ impl Observer for Out {
                 }
             }
             Event::Round(n) => {
-                if !self.quiet && self.interactive {
+                if self.interactive {
                     eprint!("\rround {n}");
                 }
             }
@@ -169,4 +231,17 @@ pub fn write_all(f: &mut std::fs::File, path: &Path, text: &str) -> Result<()> {
 /// Write `text` to a new file (a user's file is never overwritten).
 pub fn write_new(path: &Path, text: &str) -> Result<()> {
     write_all(&mut create_new(path)?, path, text)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utf8_locales_by_their_codeset() {
+        for l in ["C.UTF-8", "en_US.utf8", "de_DE.UTF-8@euro"] {
+            assert!(super::utf8_locale(l), "{l}");
+        }
+        for l in ["C", "POSIX", "en_US", "en_US.ISO-8859-1"] {
+            assert!(!super::utf8_locale(l), "{l}");
+        }
+    }
 }

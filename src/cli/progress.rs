@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::Out;
+use crate::report::table::{ascii, plain};
 
 /// Off a terminal, a line at most this often while one item runs.
 const LINE_EVERY: Duration = Duration::from_secs(30);
@@ -210,13 +211,17 @@ impl Progress {
         let total = weights.len();
         let bar = out.interactive.then(|| {
             let b = ProgressBar::new(total as u64);
-            b.set_style(
-                ProgressStyle::with_template(&format!(
-                    "{{spinner}} [{{bar:30}}] {{pos}}/{{len}} {what} · {{msg}}"
-                ))
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-            );
+            let style = ProgressStyle::with_template(&plain(&format!(
+                "{{spinner}} [{{bar:30}}] {{pos}}/{{len}} {what} · {{msg}}"
+            )))
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+            // The default spinner is Braille: a non-UTF-8 locale gets ASCII.
+            b.set_style(if ascii() {
+                style.tick_chars("|/-\\ ")
+            } else {
+                style
+            });
             b.enable_steady_tick(Duration::from_millis(200));
             b
         });
@@ -241,7 +246,13 @@ impl Progress {
 
     fn info(&self, msg: &str) {
         if !self.quiet {
-            eprintln!("{msg}");
+            // A dumb terminal gets lines, not a bar: they fit its width too.
+            let msg = plain(msg);
+            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                eprintln!("{}", crate::report::table::wrap_lines(&msg, 4));
+            } else {
+                eprintln!("{msg}");
+            }
         }
     }
 
@@ -259,7 +270,7 @@ impl Progress {
         self.item_start = Instant::now();
         let times = self.times();
         match &self.bar {
-            Some(b) => b.set_message(format!("{name} · {times}")),
+            Some(b) => b.set_message(plain(&format!("{name} · {times}")).into_owned()),
             None => {
                 self.info(&format!(
                     "[{}/{}] {name} · {times}",
@@ -276,7 +287,9 @@ impl Progress {
     pub fn tick(&mut self, detail: &str) {
         let times = self.times();
         match &self.bar {
-            Some(b) => b.set_message(format!("{} · {detail} · {times}", self.name)),
+            Some(b) => {
+                b.set_message(plain(&format!("{} · {detail} · {times}", self.name)).into_owned())
+            }
             None if self.last_line.elapsed() >= LINE_EVERY => {
                 self.info(&format!("    {} · {detail} · {times}", self.name));
                 self.last_line = Instant::now();

@@ -185,8 +185,9 @@ pub fn help_for_experiment(args: &[String], experiments: &Catalog) -> Option<i32
     }
     let name = rest.iter().find(|a| !a.starts_with('-'))?;
     let exp = experiments.find(name).ok()?;
-    print!("{}", super::list::experiment_help(exp.as_ref()));
-    println!("\nUsage: tunelab run {} [-p KEY=V[,V…]]… [--target DIR] [--trials N] [--budget DUR] [--label L]", exp.name());
+    use crate::report::table::plain;
+    print!("{}", plain(&super::list::experiment_help(exp.as_ref())));
+    println!("{}", plain(&format!("\nUsage: tunelab run {} [-p KEY=V[,V…]]… [--target DIR] [--trials N] [--budget DUR] [--label L]", exp.name())));
     println!("Common options: tunelab run --help");
     Some(0)
 }

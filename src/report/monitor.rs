@@ -37,19 +37,24 @@ pub fn header_due(line: usize) -> bool {
     line.is_multiple_of(HEADER_EVERY)
 }
 
+/// vmstat's two header lines, 80 columns like a row (swap in KiB/s).
+const VMSTAT_HEADER: &str = "\
+procs --------memory MiB-------- -swap-- -io KiB/s-- -system/s-- -----cpu %-----
+ r  b  swpd   free   buff  cache  si  so    bi    bo    in    cs us sy  id wa st
+";
+
 pub fn vmstat(r: &VmstatRow, header: bool) -> Shown {
     let mut e = Shown::default();
     if header {
-        e.table.push_str(
-            "procs -----------memory---------- ---swap-- -----io---- -system-- -------cpu-------\n \
-             r  b   swpd     free     buff    cache   si   so    bi    bo   in   cs us sy id wa st\n",
-        );
+        e.table.push_str(VMSTAT_HEADER);
     }
+    // Memory in MiB (vmstat -S M): KiB columns made the line 86 wide.
+    let mib = |kb: u64| (kb + 512) / 1024;
     let _ = writeln!(
         e.table,
-        "{:>2} {:>2} {:>6} {:>8} {:>8} {:>8} {:>4.0} {:>4.0} {:>5.0} {:>5.0} {:>4.0} {:>4.0} {:>2.0} {:>2.0} {:>2.0} {:>2.0} {:>2.0}",
-        r.r, r.b, r.swpd_kb, r.free_kb, r.buff_kb, r.cache_kb, r.si, r.so, r.bi, r.bo,
-        r.in_s, r.cs_s, r.us, r.sy, r.id, r.wa, r.st
+        "{:>2} {:>2} {:>5} {:>6} {:>6} {:>6} {:>3.0} {:>3.0} {:>5.0} {:>5.0} {:>5.0} {:>5.0} {:>2.0} {:>2.0} {:>3.0} {:>2.0} {:>2.0}",
+        r.r, r.b, mib(r.swpd_kb), mib(r.free_kb), mib(r.buff_kb), mib(r.cache_kb), r.si, r.so,
+        r.bi, r.bo, r.in_s, r.cs_s, r.us, r.sy, r.id, r.wa, r.st
     );
     for (name, v) in [
         ("procs_running", r.r as f64),
@@ -98,7 +103,7 @@ pub fn iostat_preface(non_rotational: &[&str]) -> Vec<String> {
 pub fn iostat(rows: &[IostatRow]) -> Shown {
     let mut e = Shown::default();
     e.table.push_str(&format!(
-        "{:<10} {:>8} {:>8} {:>10} {:>10} {:>8} {:>8} {:>7} {:>8} {:>6}\n",
+        "{:<9} {:>7} {:>7} {:>8} {:>8} {:>7} {:>7} {:>6} {:>7} {:>5}\n",
         "Device",
         "r/s",
         "w/s",
@@ -113,7 +118,7 @@ pub fn iostat(rows: &[IostatRow]) -> Shown {
     for r in rows {
         let _ = writeln!(
             e.table,
-            "{:<10} {:>8.2} {:>8.2} {:>10.2} {:>10.2} {:>8.2} {:>8.2} {:>7.2} {:>8.2} {:>6.1}",
+            "{:<9} {:>7.1} {:>7.1} {:>8.1} {:>8.1} {:>7.2} {:>7.2} {:>6.2} {:>7.1} {:>5.1}",
             r.device,
             r.r_s,
             r.w_s,
@@ -177,25 +182,45 @@ pub fn hogs(rows: &[HogRow], threads: bool) -> Shown {
     e
 }
 
-/// The `top` busiest sources in the table; every source as a gauge.
+/// The `top` busiest sources in the table; every source as a gauge. A
+/// column per CPU while they fit the width, else the busiest CPU of each
+/// source; the description is cut to the width (whole in the gauges' names
+/// and with --json).
 pub fn irq(rows: &[IrqRate], top: usize) -> Shown {
     let ncpu = rows.first().map_or(0, |r| r.per_cpu_per_s.len());
+    let width = crate::report::table::width();
+    // kind, source, total/s: 6 + 1 + 10 + 1 + 9; each CPU 1 + 8; a
+    // description gets at least 12.
+    let per_cpu = 27 + 9 * ncpu + 2 + 12 <= width;
     let mut e = Shown::default();
-    let _ = write!(e.table, "{:<8} {:<10} {:>10}", "kind", "source", "total/s");
-    for c in 0..ncpu {
-        let _ = write!(e.table, " {:>9}", format!("CPU{c}/s"));
-    }
-    e.table.push_str("  description\n");
-    for r in rows.iter().take(top) {
-        let _ = write!(
-            e.table,
-            "{:<8} {:<10} {:>10.1}",
-            r.kind, r.source, r.total_per_s
-        );
-        for v in &r.per_cpu_per_s {
-            let _ = write!(e.table, " {v:>9.1}");
+    let mut head = format!("{:<6} {:<10} {:>9}", "kind", "source", "total/s");
+    if per_cpu {
+        for c in 0..ncpu {
+            let _ = write!(head, " {:>8}", format!("CPU{c}/s"));
         }
-        let _ = writeln!(e.table, "  {}", r.desc);
+    } else {
+        let _ = write!(head, " {:>14}", "busiest CPU/s");
+    }
+    head.push_str("  description");
+    e.table.push_str(&cut(&head, width));
+    e.table.push('\n');
+    for r in rows.iter().take(top) {
+        let mut line = format!("{:<6} {:<10} {:>9.1}", r.kind, r.source, r.total_per_s);
+        if per_cpu {
+            for v in &r.per_cpu_per_s {
+                let _ = write!(line, " {v:>8.1}");
+            }
+        } else {
+            let (c, v) = r
+                .per_cpu_per_s
+                .iter()
+                .enumerate()
+                .fold((0, 0.0), |m, (c, &v)| if v > m.1 { (c, v) } else { m });
+            let _ = write!(line, " {:>14}", format!("CPU{c} {v:.1}"));
+        }
+        let _ = write!(line, "  {}", r.desc);
+        e.table.push_str(&cut(&line, width));
+        e.table.push('\n');
     }
     for r in rows {
         let what = if r.kind == "irq" {
@@ -213,6 +238,16 @@ pub fn irq(rows: &[IrqRate], top: usize) -> Shown {
     }
     e.table.push('\n');
     e
+}
+
+/// `line` cut to `width` columns, ending in "…" when cut.
+fn cut(line: &str, width: usize) -> String {
+    if line.chars().count() <= width {
+        return line.trim_end().to_string();
+    }
+    let mut s: String = line.chars().take(width.saturating_sub(1)).collect();
+    s.push('…');
+    s
 }
 
 pub const SLAB_PREFACE: &str = "note: churn is the net change of active objects per second (/proc/slabinfo has no allocation counter)";
@@ -285,20 +320,32 @@ pub fn power(rows: &[PowerRow]) -> Shown {
         let idle: Vec<String> = r
             .idle
             .iter()
-            .map(|(n, pct, rate)| format!("{n} {pct:.1}% ({rate:.0}/s)"))
+            .map(|(n, pct, rate)| format!("{n} {pct:.1}% ({rate:.0}/s),"))
             .collect();
-        let _ = writeln!(
-            e.table,
-            "cpu{:<3} governor {:<12} freq {:>8}  idle: {}",
+        let head = format!(
+            "cpu{:<3} governor {:<12} freq {:>8}  idle:",
             r.cpu,
             r.governor.as_deref().unwrap_or("-"),
             r.freq_mhz.map_or("-".into(), |f| format!("{f:.0} MHz")),
-            if idle.is_empty() {
-                "-".into()
-            } else {
-                idle.join(", ")
-            }
         );
+        let mut idle = idle;
+        if let Some(last) = idle.last_mut() {
+            last.pop();
+        }
+        let idle = if idle.is_empty() {
+            vec!["-".to_string()]
+        } else {
+            idle
+        };
+        // Idle states wrap under the line, whole, on a narrow screen (the
+        // aligned head is kept when the line fits).
+        let line = format!("{head} {}", idle.join(" "));
+        if line.chars().count() <= crate::report::table::width() {
+            let _ = writeln!(e.table, "{line}");
+        } else {
+            e.table
+                .push_str(&crate::report::table::run_on(&head, &idle, 8));
+        }
         if let Some(f) = r.freq_mhz {
             e.gauge("tunelab_cpu_frequency_mhz", format!("cpu=\"{}\"", r.cpu), f);
         }
@@ -336,13 +383,13 @@ pub fn dirty(line: &DirtyLine, header: bool) -> Shown {
     if header {
         let _ = writeln!(
             e.table,
-            "{:>12} {:>12} {:>12} {:>12} {:>12} {:>8}",
+            "{:>10} {:>10} {:>10} {:>10} {:>11} {:>7}",
             "dirty", "writeback", "available", "cache", "throttle at", "% of it"
         );
     }
     let _ = writeln!(
         e.table,
-        "{:>12} {:>12} {:>12} {:>12} {:>12} {:>7.0}%{}",
+        "{:>10} {:>10} {:>10} {:>10} {:>11} {:>6.0}%{}",
         human(line.dirty_bytes as f64, "B"),
         human(line.writeback_bytes as f64, "B"),
         human(line.available_bytes as f64, "B"),
@@ -402,4 +449,41 @@ pub fn dirty_summary(s: &DirtySummary) -> String {
         let _ = writeln!(t, "  {a}");
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vmstat_rows_line_up_under_their_header_in_80_columns() {
+        let r = VmstatRow {
+            r: 12,
+            b: 3,
+            swpd_kb: 2_000_000,
+            free_kb: 20_000_000,
+            buff_kb: 900_000,
+            cache_kb: 9_000_000,
+            si: 120.0,
+            so: 0.0,
+            bi: 51_200.0,
+            bo: 99_000.0,
+            in_s: 12_345.0,
+            cs_s: 54_321.0,
+            us: 55.0,
+            sy: 20.0,
+            id: 100.0,
+            wa: 5.0,
+            st: 0.0,
+        };
+        let t = vmstat(&r, true).table;
+        let widths: Vec<usize> = t.lines().map(|l| l.chars().count()).collect();
+        assert_eq!(widths, vec![80, 80, 80], "{t}");
+    }
+
+    #[test]
+    fn cut_marks_what_it_left_out() {
+        assert_eq!(cut("abcdef", 4), "abc…");
+        assert_eq!(cut("abc  ", 4), "abc");
+    }
 }

@@ -21,24 +21,32 @@ pub fn render_header(run: &Run) -> String {
         run.started,
         run.finished
     );
-    s.push_str(&format!(
-        "machine: {} · {} CPUs · {} · kernel {}\n",
-        get("cpu.model"),
-        get("cpu.count"),
-        env.get("mem.total_bytes")
-            .and_then(|v| v.parse::<f64>().ok())
-            .map(|b| human(b, "B"))
-            .unwrap_or_default(),
-        get("kernel.release")
+    s.push_str(&para(
+        "machine:",
+        &format!(
+            "{} · {} CPUs · {} · kernel {}",
+            get("cpu.model"),
+            get("cpu.count"),
+            env.get("mem.total_bytes")
+                .and_then(|v| v.parse::<f64>().ok())
+                .map(|b| human(b, "B"))
+                .unwrap_or_default(),
+            get("kernel.release")
+        ),
+        4,
     ));
     if let Some(t) = env.get("target.path") {
-        s.push_str(&format!(
-            "target: {t} · {} on {} ({}) · scheduler {} · read_ahead {} KiB\n",
-            get("target.fs"),
-            get("target.device"),
-            get("target.mount_options"),
-            get("block.scheduler"),
-            get("block.read_ahead_kb"),
+        s.push_str(&para(
+            "target:",
+            &format!(
+                "{t} · {} on {} ({}) · scheduler {} · read_ahead {} KiB",
+                get("target.fs"),
+                get("target.device"),
+                get("target.mount_options"),
+                get("block.scheduler"),
+                get("block.read_ahead_kb"),
+            ),
+            4,
         ));
     }
     s
@@ -90,8 +98,13 @@ pub fn render(run: &Run) -> String {
             run.results.iter().filter(|r| r.experiment == exp).collect();
         s.push_str(&format!("\n{exp}\n"));
         s.push_str(&table(METRIC_COLUMNS, metric_rows(&results)));
-        let mut notes: Vec<&String> = results.iter().flat_map(|r| &r.notes).collect();
-        notes.dedup();
+        // A note every point repeats is said once.
+        let mut notes: Vec<&String> = Vec::new();
+        for n in results.iter().flat_map(|r| &r.notes) {
+            if !notes.contains(&n) {
+                notes.push(n);
+            }
+        }
         for n in notes {
             s.push_str(&para("  note:", n, 8));
         }

@@ -1,14 +1,21 @@
-//! Plain terminal tables (comfy-table), no colour, UTF-8 borders only on a terminal.
+//! Plain terminal tables (comfy-table), no colour, one rule under the
+//! header only; UTF-8 only when the locale is.
 //!
 //! A cell is never squeezed below a readable width (docs/board.md, "Tables
 //! on a serial console"): a column is at least as wide as its longest word,
-//! so run ids and paths stay whole on one line. Off a terminal the table
+//! so run ids and names stay whole on one line. Off a terminal the table
 //! keeps its natural width (Markdown, for `grep` and files). On a terminal
 //! whose width is unknown — a serial console reports 0 columns — the width
-//! is taken as 80, like `less` and `vi` do. When the columns cannot fit the
-//! width even at their floors, each row is printed as a record, one
-//! `field  value` line per column, with long values wrapped between words.
+//! is taken as 80, like `less` and `vi` do. When the columns cannot fit,
+//! long words with natural break points (paths, comma lists) are split
+//! there; only when even that does not fit is each row printed as a record,
+//! one `field  value` line per column, wrapped between words.
+//!
+//! How the terminal shows text (its width, whether it takes UTF-8, cursor
+//! movement) is decided once by the CLI at start-up ([`set_terminal`],
+//! [`set_plain`]); a lower layer never reads the environment for it.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use comfy_table::{presets, ColumnConstraint, ContentArrangement, Table, Width};
@@ -18,18 +25,62 @@ use comfy_table::{presets, ColumnConstraint, ContentArrangement, Table, Width};
 static TERMINAL: AtomicBool = AtomicBool::new(false);
 /// The terminal's width in columns (0: unknown), set with [`set_terminal`].
 static WIDTH: AtomicUsize = AtomicUsize::new(0);
+/// The locale is not UTF-8: every glyph is replaced by ASCII ([`plain`]).
+static ASCII: AtomicBool = AtomicBool::new(false);
+/// Cursor movement and colour are allowed (a tty, TERM not dumb, no NO_COLOR).
+static ESCAPES: AtomicBool = AtomicBool::new(true);
 
 /// The width assumed on a terminal that does not say (serial consoles).
 pub const FALLBACK_WIDTH: usize = 80;
 /// A column holding text that can wrap is never narrower than this (or its
 /// widest word, or its natural width when that is smaller).
 const READABLE: usize = 12;
+/// A rule under the header and nothing else: a rule between every row
+/// doubled the height of tables on a 25-line console.
+const HEADER_RULE_UTF8: &str = "     ──            ";
+const HEADER_RULE_ASCII: &str = "     --            ";
 
 /// Set by the CLI from whether stdout is a terminal, and its width in
 /// columns (0 when the terminal does not report one).
 pub fn set_terminal(yes: bool) {
     TERMINAL.store(yes, Ordering::Relaxed);
     WIDTH.store(if yes { terminal_width() } else { 0 }, Ordering::Relaxed);
+}
+
+/// Set by the CLI at start-up: `ascii` when the locale is not UTF-8,
+/// `escapes` when cursor movement and colour may be sent.
+pub fn set_plain(ascii: bool, escapes: bool) {
+    ASCII.store(ascii, Ordering::Relaxed);
+    ESCAPES.store(escapes, Ordering::Relaxed);
+}
+
+/// Whether output must be ASCII (a locale that is not UTF-8).
+pub fn ascii() -> bool {
+    ASCII.load(Ordering::Relaxed)
+}
+
+/// Whether cursor movement and colour may be sent.
+pub fn escapes() -> bool {
+    ESCAPES.load(Ordering::Relaxed)
+}
+
+/// The columns a line may take: the terminal's width, 80 when it reports
+/// none or output is not a terminal (scrolling views such as `monitor`).
+pub fn width() -> usize {
+    match WIDTH.load(Ordering::Relaxed) {
+        0 => FALLBACK_WIDTH,
+        w => w,
+    }
+}
+
+/// `s` for the terminal: unchanged in a UTF-8 locale, else every non-ASCII
+/// character replaced by its ASCII spelling (µ → u, … → ..., → → ->).
+pub fn plain(s: &str) -> Cow<'_, str> {
+    if ascii() {
+        Cow::Owned(crate::units::to_ascii(s))
+    } else {
+        Cow::Borrowed(s)
+    }
 }
 
 /// Columns of the terminal on stdout: `COLUMNS` when set to a positive
@@ -53,23 +104,71 @@ fn terminal_width() -> usize {
 }
 
 pub fn render(header: &[&str], rows: Vec<Vec<String>>) -> String {
-    if TERMINAL.load(Ordering::Relaxed) {
-        let w = WIDTH.load(Ordering::Relaxed);
-        layout(header, rows, if w == 0 { FALLBACK_WIDTH } else { w })
+    let terminal = TERMINAL.load(Ordering::Relaxed);
+    // Markdown (off a terminal) keeps its backticks: they mark code there.
+    let cell = |s: &str| {
+        if terminal {
+            cell(s)
+        } else {
+            plain(s).into_owned()
+        }
+    };
+    let header: Vec<String> = header.iter().map(|h| cell(h)).collect();
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|r| r.iter().map(|c| cell(c)).collect())
+        .collect();
+    if terminal {
+        layout(&header, fold(rows), width())
     } else {
-        natural(header, rows, presets::ASCII_MARKDOWN)
+        natural(&header, rows, presets::ASCII_MARKDOWN, 1)
     }
 }
 
+/// Whether the table fits the terminal at its natural width (always off a
+/// terminal): a verb can then choose fewer columns for a narrow screen.
+pub fn fits(header: &[&str], rows: &[Vec<String>]) -> bool {
+    if !TERMINAL.load(Ordering::Relaxed) {
+        return true;
+    }
+    let rows = rows
+        .iter()
+        .map(|r| r.iter().map(|c| cell(c)).collect())
+        .collect();
+    widest_line(&natural(header, rows, HEADER_RULE_UTF8, 1)) <= width()
+}
+
+/// A cell as the terminal shows it: ASCII when the locale wants it, and
+/// without the backticks that mark commands in Markdown and HTML.
+fn cell(s: &str) -> String {
+    plain(s).replace('`', "")
+}
+
+/// Runs of identical leading cells shown once: a row's cell is blanked when
+/// it and every cell to its left equal the row above ("section filesystem"
+/// once, not on each of its facts).
+fn fold(rows: Vec<Vec<String>>) -> Vec<Vec<String>> {
+    let mut out = rows.clone();
+    for i in 1..rows.len() {
+        for c in 0..rows[i].len().saturating_sub(1) {
+            let same = rows[i - 1].get(..=c) == rows[i].get(..=c);
+            if !same {
+                break;
+            }
+            if !rows[i][c].is_empty() {
+                out[i][c] = String::new();
+            }
+        }
+    }
+    out
+}
 /// `head` then `items`, one line off a terminal; on a terminal the items
 /// are wrapped whole (an item is never split) onto lines indented by
 /// `indent` so that no line passes the width (80 when unknown).
 pub fn run_on(head: &str, items: &[String], indent: usize) -> String {
     let width = if TERMINAL.load(Ordering::Relaxed) {
-        match WIDTH.load(Ordering::Relaxed) {
-            0 => FALLBACK_WIDTH,
-            w => w,
-        }
+        width()
     } else {
         usize::MAX
     };
@@ -100,6 +199,23 @@ fn run_on_at(head: &str, items: &[String], indent: usize, width: usize) -> Strin
     s
 }
 
+/// Messages for a terminal: each line longer than the width (80 when
+/// unknown) broken between words, continued `indent` columns in.
+pub fn wrap_lines(text: &str, indent: usize) -> String {
+    let w = width();
+    let mut s = String::new();
+    for line in text.lines() {
+        if text_width(line) <= w {
+            s.push_str(line);
+            s.push('\n');
+        } else {
+            s.push_str(&run_on_at(line, &[], indent, w));
+        }
+    }
+    s.pop();
+    s
+}
+
 /// Free text after `head`, broken between words like [`run_on`]: notes,
 /// signs and warnings stay readable on a serial console.
 pub fn para(head: &str, text: &str, indent: usize) -> String {
@@ -107,53 +223,171 @@ pub fn para(head: &str, text: &str, indent: usize) -> String {
     run_on(head, &words, indent)
 }
 
-/// A terminal table for `width` columns (see the module comment).
+/// A terminal table for `width` columns (see the module comment). What
+/// is tried, in order, until the columns fit at their floors: columns with
+/// one value in every row move to a line above the table; the gap between
+/// columns goes from two spaces to one; long words are split at their
+/// break points, shorter and shorter. Records only when nothing fits.
 pub fn layout(header: &[&str], rows: Vec<Vec<String>>, width: usize) -> String {
-    let preset = presets::UTF8_HORIZONTAL_ONLY;
-    let full = natural(header, rows.clone(), preset);
+    let preset = if ascii() {
+        HEADER_RULE_ASCII
+    } else {
+        HEADER_RULE_UTF8
+    };
+    let full = natural(header, rows.clone(), preset, 1);
     if widest_line(&full) <= width {
         return full;
     }
-    let ncol = header
-        .len()
-        .max(rows.iter().map(Vec::len).max().unwrap_or(0));
-    let natural_w: Vec<usize> = (0..ncol)
-        .map(|c| column_width(header, &rows, c, text_width))
-        .collect();
-    let floors: Vec<usize> = (0..ncol)
-        .map(|c| {
-            let word = column_width(header, &rows, c, longest_word);
-            word.max(READABLE.min(natural_w[c]))
-        })
-        .collect();
-    // Borders and padding cost what the natural layout spends beyond its cells.
-    let overhead = widest_line(&full).saturating_sub(natural_w.iter().sum::<usize>());
-    if floors.iter().sum::<usize>() + overhead > width {
-        return records(header, &rows, width);
-    }
-    let mut t = Table::new();
-    t.load_preset(preset)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(width.min(u16::MAX as usize) as u16)
-        .set_header(header.to_vec());
-    for r in rows {
-        t.add_row(r);
-    }
-    compact(&mut t, preset);
-    for (c, f) in floors.iter().enumerate() {
-        if let Some(col) = t.column_mut(c) {
-            col.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(
-                (*f).min(u16::MAX as usize) as u16,
-            )));
+    let (header, rows, same) = constant_columns(header, rows);
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let ncol = header.len();
+    for piece in [usize::MAX, 32, 24, 18, READABLE] {
+        let rows: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| r.iter().map(|c| split_long(c, piece)).collect())
+            .collect();
+        let natural_w: Vec<usize> = (0..ncol)
+            .map(|c| column_width(&header, &rows, c, text_width))
+            .collect();
+        let floors: Vec<usize> = (0..ncol)
+            .map(|c| {
+                let word = column_width(&header, &rows, c, longest_word);
+                word.max(READABLE.min(natural_w[c]))
+            })
+            .collect();
+        for pad in [1, 0] {
+            // Gaps cost what the natural layout spends beyond its cells.
+            let tight = natural(&header, rows.clone(), preset, pad);
+            let overhead = widest_line(&tight).saturating_sub(natural_w.iter().sum::<usize>());
+            if floors.iter().sum::<usize>() + overhead > width {
+                continue;
+            }
+            if widest_line(&tight) <= width {
+                return same + &tight;
+            }
+            let mut t = Table::new();
+            t.load_preset(preset)
+                .set_content_arrangement(ContentArrangement::Dynamic)
+                .set_width(width.min(u16::MAX as usize) as u16)
+                .set_header(header.clone());
+            for r in rows {
+                t.add_row(r);
+            }
+            compact(&mut t, preset, pad);
+            for (c, f) in floors.iter().enumerate() {
+                if let Some(col) = t.column_mut(c) {
+                    col.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(
+                        // The boundary holds the padding too: without it a
+                        // column got one less than its longest word and
+                        // split it ("bandwidt h").
+                        (*f + pad as usize).min(u16::MAX as usize) as u16,
+                    )));
+                }
+            }
+            return format!("{same}{t}\n");
         }
     }
-    let mut s = t.to_string();
-    s.push('\n');
-    s
+    same + &records(&header, &rows, width)
+}
+
+/// Columns whose every row holds one value (two rows or more), taken out
+/// of the table and said once on a line: ("n 2 · stopped by fixed").
+fn constant_columns(
+    header: &[&str],
+    rows: Vec<Vec<String>>,
+) -> (Vec<String>, Vec<Vec<String>>, String) {
+    let ncol = header.len();
+    let constant = |c: usize| {
+        rows.len() >= 2
+            && rows
+                .iter()
+                .all(|r| r.len() == ncol && r[c] == rows[0][c] && !r[c].contains('\n'))
+    };
+    // The first column names the rows; it stays.
+    let out: Vec<usize> = (1..ncol).filter(|&c| constant(c)).collect();
+    if out.is_empty() || out.len() + 1 >= ncol {
+        return (
+            header.iter().map(|h| h.to_string()).collect(),
+            rows,
+            String::new(),
+        );
+    }
+    let items: Vec<String> = out
+        .iter()
+        .map(|&c| {
+            let v = &rows[0][c];
+            format!("{} {}", header[c], if v.is_empty() { "-" } else { v })
+        })
+        .collect();
+    let sep = if ascii() { ", " } else { " · " };
+    let same = para("in every row:", &items.join(sep), 2);
+    let keep = |c: &usize| !out.contains(c);
+    let header = (0..ncol)
+        .filter(keep)
+        .map(|c| header[c].to_string())
+        .collect();
+    let rows = rows
+        .into_iter()
+        .map(|r| {
+            r.into_iter()
+                .enumerate()
+                .filter(|(c, _)| keep(c))
+                .map(|(_, v)| v)
+                .collect()
+        })
+        .collect();
+    (header, rows, same)
+}
+
+/// `cell` with every word longer than `max` broken onto lines after one of
+/// its break characters (a path after `/`, a list after `,`), each piece
+/// at most `max` when the word allows; a word without one stays whole.
+fn split_long(cell: &str, max: usize) -> String {
+    let lines: Vec<String> = cell
+        .lines()
+        .map(|line| {
+            line.split(' ')
+                .map(|w| split_word(w, max).join("\n"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    lines.join("\n")
+}
+
+fn split_word(word: &str, max: usize) -> Vec<String> {
+    let chars: Vec<char> = word.chars().collect();
+    if chars.len() <= max {
+        return vec![word.to_string()];
+    }
+    let mut out = Vec::new();
+    let mut start = 0;
+    while chars.len() - start > max {
+        // The last break character that keeps the piece within `max`.
+        let cut = (start + 1..=start + max).rev().find(|&i| {
+            matches!(chars[i - 1], '/' | ',' | ':' | ';' | '=' | '&' | '|')
+                    // An ISO date and time: after the T that joins them.
+                    || (chars[i - 1] == 'T'
+                        && i >= 2
+                        && i < chars.len()
+                        && chars[i - 2].is_ascii_digit()
+                        && chars[i].is_ascii_digit()
+                        && chars[i..].contains(&':'))
+        });
+        match cut {
+            Some(i) if i < chars.len() => {
+                out.push(chars[start..i].iter().collect());
+                start = i;
+            }
+            _ => break,
+        }
+    }
+    out.push(chars[start..].iter().collect());
+    out
 }
 
 /// The table at its natural width: no column is wrapped or shrunk.
-fn natural(header: &[&str], rows: Vec<Vec<String>>, preset: &str) -> String {
+fn natural(header: &[&str], rows: Vec<Vec<String>>, preset: &str, pad: u16) -> String {
     let mut t = Table::new();
     t.load_preset(preset)
         .set_content_arrangement(ContentArrangement::Disabled)
@@ -161,7 +395,7 @@ fn natural(header: &[&str], rows: Vec<Vec<String>>, preset: &str) -> String {
     for r in rows {
         t.add_row(r);
     }
-    compact(&mut t, preset);
+    compact(&mut t, preset, pad);
     let mut s = t.to_string();
     s.push('\n');
     s
@@ -169,11 +403,12 @@ fn natural(header: &[&str], rows: Vec<Vec<String>>, preset: &str) -> String {
 
 /// On a terminal, columns are set apart by their blank separator and one
 /// space of padding on the right (two spaces in all) instead of a space on
-/// each side (three): 80 columns then hold a few more characters of data.
-fn compact(t: &mut Table, preset: &str) {
-    if preset == presets::UTF8_HORIZONTAL_ONLY {
+/// each side (three): 80 columns then hold a few more characters of data;
+/// `pad` 0 leaves the separator alone when even that does not fit.
+fn compact(t: &mut Table, preset: &str, pad: u16) {
+    if preset != presets::ASCII_MARKDOWN {
         for col in t.column_iter_mut() {
-            col.set_padding((0, 1));
+            col.set_padding((0, pad));
         }
     }
 }
@@ -287,7 +522,7 @@ mod tests {
     fn a_table_that_fits_keeps_its_natural_layout() {
         let (h, r) = sample();
         let s = layout(&h, r.clone(), 500);
-        assert_eq!(s, natural(&h, r, presets::UTF8_HORIZONTAL_ONLY));
+        assert_eq!(s, natural(&h, r, HEADER_RULE_UTF8, 1));
     }
 
     #[test]
@@ -340,5 +575,40 @@ mod tests {
         // Off a terminal: one line, exactly as before.
         let s = run_on_at("x:", &items, 4, usize::MAX);
         assert_eq!(s, "x: p50=6.28 µs p90=7.12 µs p99=9.40 µs\n");
+    }
+
+    #[test]
+    fn one_rule_under_the_header_and_nothing_else() {
+        let rows = vec![vec!["a".into(), "1".into()], vec!["b".into(), "2".into()]];
+        let s = layout(&["k", "v"], rows, 80);
+        let rules = s.lines().filter(|l| l.contains('─')).count();
+        assert_eq!(rules, 1, "{s}");
+        assert_eq!(s.lines().count(), 4, "header, rule, two rows:\n{s}");
+    }
+
+    #[test]
+    fn repeated_leading_cells_are_folded() {
+        let r = |a: &str, b: &str, c: &str| vec![a.to_string(), b.to_string(), c.to_string()];
+        let f = fold(vec![
+            r("fs", "type", "ext4"),
+            r("fs", "opts", "rw"),
+            r("cpu", "opts", "rw"),
+        ]);
+        assert_eq!(f[1], r("", "opts", "rw"));
+        // A cell is folded only with every cell to its left.
+        assert_eq!(f[2], r("cpu", "opts", "rw"));
+    }
+
+    #[test]
+    fn long_words_split_at_their_break_points_only() {
+        assert_eq!(
+            split_word("/sys/block/sda/queue/scheduler", 16),
+            vec!["/sys/block/sda/", "queue/scheduler"]
+        );
+        assert_eq!(
+            split_word("mem.bandwidth_huge", 8),
+            vec!["mem.bandwidth_huge"]
+        );
+        assert_eq!(split_long("rw,relatime,x y", 6), "rw,\nrelatime,\nx y");
     }
 }

@@ -72,6 +72,9 @@ pub(super) fn scale_for(unit: &str, max_abs: f64) -> Scale {
         "s" if max_abs < 1e-3 => s(1e6, "µs"),
         "s" if max_abs < 1.0 => s(1e3, "ms"),
         "s" => s(1.0, "s"),
+        // Clocks: the tables say MHz.
+        "Hz" if max_abs >= 1e6 => s(1e-6, "MHz"),
+        "Hz" if max_abs >= 1e3 => s(1e-3, "kHz"),
         "ratio" => s(1.0, "×"),
         "fraction" => s(100.0, "%"),
         "" | "count" if max_abs >= 1e6 => s(1e-6, "millions"),
@@ -212,13 +215,20 @@ pub(super) fn prepare(axis: &Axis, vals: &[f64], from_zero: bool) -> Prepared {
             lo -= pad;
         }
         hi += pad;
+        let mut keys = linear_keys(lo, hi, 7);
+        // Whole numbers (a CPU, a thread count) get whole ticks: CPUs 0
+        // and 1 had an axis of 0.2 … 0.8.
+        let whole = !vals.is_empty() && vals.iter().all(|v| (v * sc.factor).fract() == 0.0);
+        if whole && keys.iter().any(|k| k.fract() != 0.0) {
+            keys.retain(|k| k.fract() == 0.0);
+        }
         Prepared {
             log: false,
             factor: sc.factor,
             unit: axis.unit.clone(),
             lo,
             hi,
-            keys: linear_keys(lo, hi, 7),
+            keys,
             desc: desc(&axis.label, &sc.unit),
         }
     }

@@ -63,9 +63,11 @@ pub(super) fn render_forest(c: &ForestPlot) -> Result<String, String> {
         let mut chart = ChartBuilder::on(&root)
             .caption(&c.title, (FONT, caption_size(&c.title, width)))
             .margin(12)
+            // The per-row "better" tags go in a right margin: a right label
+            // area repeated the row labels there, under the tags and clipped.
+            .margin_right(12 + tag_w)
             .x_label_area_size(52)
             .y_label_area_size(label_w)
-            .right_y_label_area_size(tag_w)
             .build_cartesian_2d(
                 Ticked::new(x.lo, x.hi, &x.keys),
                 Ticked::new(-0.6, n as f64 - 0.4, &keys),

@@ -187,6 +187,46 @@ impl Chart {
         }
     }
 
+    /// Why the chart would say nothing its table does not: one point, or
+    /// every value the same (an axis of one value has no scale: all-zero
+    /// values drew ticks "1.00e-9, 0, 0"). None for a chart worth drawing.
+    pub fn degenerate(&self) -> Option<&'static str> {
+        let (points, ys): (usize, Vec<f64>) = match self {
+            Chart::Line(c) => {
+                let mut xs: Vec<f64> = c
+                    .lines
+                    .iter()
+                    .flat_map(|l| l.points.iter().map(|p| p.0))
+                    .collect();
+                xs.sort_by(f64::total_cmp);
+                xs.dedup();
+                let ys = c
+                    .lines
+                    .iter()
+                    .flat_map(|l| l.points.iter().map(|p| p.1))
+                    .collect();
+                (xs.len(), ys)
+            }
+            Chart::Bar(c) => {
+                let ys: Vec<f64> = c
+                    .groups
+                    .iter()
+                    .flat_map(|g| g.bars.iter().flatten().map(|b| b.value))
+                    .collect();
+                (ys.len(), ys)
+            }
+            Chart::Forest(c) => (c.rows.len(), Vec::new()),
+        };
+        if points < 2 {
+            return Some("one point");
+        }
+        let first = ys.first().copied();
+        if first.is_some_and(|f| ys.iter().all(|&y| y == f)) {
+            return Some("every value is the same");
+        }
+        None
+    }
+
     /// The chart as a standalone SVG document, or why it could not be drawn.
     #[cfg(feature = "charts")]
     pub fn render(&self) -> Result<String, String> {
@@ -341,14 +381,29 @@ fn chart_on<'a, 'b>(
     title: &str,
     x: Ticked,
     y: Ticked,
+    y_area: u32,
 ) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticked, Ticked>>, String> {
     ChartBuilder::on(plot)
         .caption(title, (FONT, caption_size(title, WIDTH)))
         .margin(12)
         .x_label_area_size(52)
-        .y_label_area_size(84)
+        .y_label_area_size(y_area)
         .build_cartesian_2d(x, y)
         .map_err(fail)
+}
+
+/// Room left of the plot for the widest y tick label, the tick and the
+/// rotated axis title beside it (a fixed 84 px put "3000000000" under the
+/// title).
+#[cfg(feature = "charts")]
+fn y_area(y: &Prepared) -> u32 {
+    let widest = y
+        .keys
+        .iter()
+        .map(|k| text_width(&y.label(*k), 15))
+        .max()
+        .unwrap_or(0);
+    (widest + 44).max(84)
 }
 
 /// The title's font size: 20 px, smaller when the title would not fit.

@@ -109,7 +109,15 @@ impl Document {
     }
 }
 
+/// A chart, or one line saying why there is none (one point, or one value
+/// throughout: the table shows it).
 fn figure(chart: Chart) -> Block {
+    if let Some(why) = chart.degenerate() {
+        return Block::Text(format!(
+            "No chart of {}: {why} (see the table).",
+            chart.title()
+        ));
+    }
     Block::Figure(Figure {
         title: chart.title().to_string(),
         svg: chart.render(),
