@@ -1,7 +1,6 @@
 //! `tunelab compare A B [--fail-on-regression]`, and with more runs or a
 //! selection (`--machine`, `--label`, `--since`) a table of devices.
 
-use super::export_flags::Texts;
 use super::Out;
 use crate::analysis::compare::{compare_runs_with, History};
 use crate::analysis::devices::{compare_devices, machine_of};
@@ -10,7 +9,7 @@ use crate::model::applied;
 use crate::model::run::Run;
 use crate::report::compare::render;
 use crate::report::devices;
-use crate::report::{export, md_report};
+use crate::report::export::Subject;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -180,14 +179,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     } else {
         out.data(&devices::render(&c))?;
     }
-    args.export.write(
-        &Texts {
-            json: &|| Ok(serde_json::to_string_pretty(&c)? + "\n"),
-            csv: &|| Ok(export::devices_csv(&c)),
-            markdown: &|| Ok(md_report::render_text(&devices::document(&c))),
-        },
-        out,
-    )?;
+    args.export.write(&Subject::Devices(&c), out)?;
     if let Some(path) = &args.html {
         let page = crate::report::html::render(&devices::document(&c));
         super::output::write_new(path, &page)?;
@@ -229,18 +221,7 @@ fn pair(a: &Run, b: &Run, args: &Args, out: &Out, store: &Store) -> Result<i32> 
     if c.pairs.is_empty() {
         out.warn("the two runs have no experiment in common: nothing was compared");
     }
-    args.export.write(
-        &Texts {
-            json: &|| Ok(serde_json::to_string_pretty(&c)? + "\n"),
-            csv: &|| Ok(export::comparison_csv(&c)),
-            markdown: &|| {
-                Ok(md_report::render_text(
-                    &crate::report::document::comparison_document(&c),
-                ))
-            },
-        },
-        out,
-    )?;
+    args.export.write(&Subject::Comparison(&c), out)?;
     let counted = c.regressions
         + if args.trust_suspect {
             c.suspect_regressions

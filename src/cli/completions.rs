@@ -1,6 +1,10 @@
 //! `tunelab completions SHELL|man`: generated from the same clap definitions.
 //! Feature "completions" (the board build leaves it out: the scripts and
 //! pages are the same for every build of a version, so a host makes them).
+//! The scripts offer the registry's experiment names and the knob table's
+//! names as value lists, and run references (`last`, stored ids) asked of
+//! the store when completing: bash and fish run `tunelab completions
+//! run-ids`, the other shells offer `last`.
 
 #[cfg(feature = "completions")]
 use std::path::Path;
@@ -16,7 +20,8 @@ use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// bash, zsh, fish, elvish, powershell — or `man` for the man page (roff).
+    /// bash, zsh, fish, elvish, powershell — or `man` for the man page
+    /// (roff); `run-ids` prints the stored runs' ids (what the scripts call).
     pub shell: String,
     /// man: write tunelab.1 and one page per subcommand (tunelab-run.1, …)
     /// into DIR (created if missing; existing pages are never overwritten)
@@ -80,7 +85,15 @@ fn write_pages(dir: &Path, experiments: &Catalog) -> Result<Vec<PathBuf>> {
 
 /// Without feature "completions": the verb is there, and says where to get them.
 #[cfg(not(feature = "completions"))]
-pub fn exec(args: &Args, _out: &super::Out, _experiments: &Catalog) -> Result<i32> {
+pub fn exec(
+    args: &Args,
+    out: &super::Out,
+    _experiments: &Catalog,
+    store: &dyn Fn() -> Result<crate::engine::Store>,
+) -> Result<i32> {
+    if args.shell == RUN_IDS {
+        return run_ids(out, store);
+    }
     let what = if args.shell == "man" {
         "man pages"
     } else {
@@ -94,8 +107,110 @@ pub fn exec(args: &Args, _out: &super::Out, _experiments: &Catalog) -> Result<i3
     )))
 }
 
+/// The `shell` word that prints run ids instead of a script.
+const RUN_IDS: &str = "run-ids";
+
+/// `last` and every stored run's id, one per line, for the scripts; nothing
+/// (and exit 0) when there is no store yet.
+fn run_ids(out: &super::Out, store: &dyn Fn() -> Result<crate::engine::Store>) -> Result<i32> {
+    let mut text = String::from("last\n");
+    if let Ok(runs) = store().and_then(|s| s.list()) {
+        for r in runs {
+            text.push_str(&r.id);
+            text.push('\n');
+        }
+    }
+    out.data(&text)?;
+    Ok(0)
+}
+
+/// Placeholder value of a run reference, replaced in the script by a call
+/// to `tunelab completions run-ids` (or by `last` where a shell cannot).
 #[cfg(feature = "completions")]
-pub fn exec(args: &Args, out: &super::Out, experiments: &Catalog) -> Result<i32> {
+const RUN_REF: &str = "@tunelab-run-ids@";
+
+/// The command with value lists on the arguments that take an experiment,
+/// a knob or a run reference — only for the scripts: parsing stays as is.
+#[cfg(feature = "completions")]
+pub fn completing(experiments: &Catalog) -> clap::Command {
+    use clap::builder::PossibleValue;
+    let exps: Vec<&'static str> = experiments
+        .all()
+        .iter()
+        .filter(|e| !e.spec().hidden)
+        .map(|e| e.spec().name)
+        .collect();
+    let knobs = crate::tune::knobs::NAMES;
+    let values = |arg: &clap::Arg| -> Option<Vec<&'static str>> {
+        let id = arg.get_id().as_str();
+        let names: Vec<String> = arg
+            .get_value_names()
+            .map(|v| v.iter().map(|s| s.to_string()).collect())
+            .unwrap_or_default();
+        let named = |n: &str| names.iter().any(|v| v == n);
+        if id == "experiment" || named("EXP") {
+            Some(exps.clone())
+        } else if id == "knob" {
+            Some(knobs.to_vec())
+        } else if named("KNOB|all") {
+            Some(knobs.iter().copied().chain(["all"]).collect())
+        } else if id == "run" || id == "runs" || named("RUN") {
+            Some(vec![RUN_REF])
+        } else {
+            None
+        }
+    };
+    let mut cmd = super::command();
+    let subs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    for sub in subs {
+        cmd = cmd.mut_subcommand(&sub, |mut sc| {
+            let ids: Vec<(String, Vec<&'static str>)> = sc
+                .get_arguments()
+                .filter_map(|a| values(a).map(|v| (a.get_id().to_string(), v)))
+                .collect();
+            for (id, vals) in ids {
+                sc = sc.mut_arg(&id, |a| {
+                    a.value_parser(clap::builder::PossibleValuesParser::new(
+                        vals.iter().map(|v| PossibleValue::new(*v)),
+                    ))
+                });
+            }
+            sc
+        });
+    }
+    cmd
+}
+
+/// A shell's script with the run-reference placeholder resolved.
+#[cfg(feature = "completions")]
+pub fn script(shell: Shell, experiments: &Catalog) -> Result<String> {
+    let mut cmd = completing(experiments);
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "tunelab", &mut buf);
+    let text = String::from_utf8(buf)
+        .map_err(|e| Error::environment(format!("completion script not UTF-8: {e}")))?;
+    let ids = match shell {
+        // Inside the script's double-quoted word list: run when completing.
+        Shell::Bash => "$(tunelab completions run-ids 2>/dev/null)",
+        Shell::Fish => "(tunelab completions run-ids 2>/dev/null)",
+        _ => "last",
+    };
+    Ok(text.replace(RUN_REF, ids))
+}
+
+#[cfg(feature = "completions")]
+pub fn exec(
+    args: &Args,
+    out: &super::Out,
+    experiments: &Catalog,
+    store: &dyn Fn() -> Result<crate::engine::Store>,
+) -> Result<i32> {
+    if args.shell == RUN_IDS {
+        return run_ids(out, store);
+    }
     if args.shell == "man" {
         match &args.dir {
             Some(dir) => {
@@ -119,14 +234,13 @@ pub fn exec(args: &Args, out: &super::Out, experiments: &Catalog) -> Result<i32>
             "--dir is for `completions man`: shell completions are printed on stdout",
         ));
     }
-    let mut cmd = super::command();
     let shell: Shell = args.shell.parse().map_err(|_| {
         Error::usage(format!(
             "unknown shell '{}' (bash, zsh, fish, elvish, powershell or man)",
             args.shell
         ))
     })?;
-    clap_complete::generate(shell, &mut cmd, "tunelab", &mut std::io::stdout());
+    out.data(&script(shell, experiments)?)?;
     Ok(0)
 }
 

@@ -27,6 +27,8 @@ pub struct Args {
     pub startup_runs: u32,
     #[command(flatten)]
     pub stored: super::run::StoreArgs,
+    #[command(flatten)]
+    pub export: super::export_flags::ProfileExportArgs,
     /// The command to diagnose, from exec to exit (after --).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -61,6 +63,7 @@ fn what(a: &Args, argv: &[String]) -> Result<What> {
 
 pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let what = what(a, argv)?;
+    a.export.check()?;
     let mut store = a.stored.store(cli)?;
     // A store that cannot be written must not lose the diagnosis: it is
     // printed first, the store's failure reported after it.
@@ -80,6 +83,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let findings = crate::study::advice::diagnosis_findings(&run.id, d);
     if out.json {
         out.json_data(&serde_json::json!({ "run": run, "findings": findings }))?;
+        a.export.write(run, out)?;
         finished.result(out)?;
         return Ok(0);
     }
@@ -106,6 +110,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         ));
     }
     out.data(&text)?;
+    a.export.write(run, out)?;
     finished.result(out)?;
     Ok(0)
 }

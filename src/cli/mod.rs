@@ -248,7 +248,7 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String], experiments: &Catalog) -> Res
         Command::Study(a) => study::exec(a, out, cli, argv),
         Command::Tune(a) => tune::exec(a, out, cli, argv, experiments),
         Command::Restore(a) => restore::exec(a, out, cli.db.as_deref()),
-        Command::Completions(a) => completions::exec(a, out, experiments),
+        Command::Completions(a) => completions::exec(a, out, experiments, &|| open_store(cli)),
         Command::Monitor(a) => monitor::exec(a, out, cli.json),
         Command::Time(a) => time::exec(a, out, cli, argv),
         Command::Memory(a) => memory::exec(a, out),
@@ -283,6 +283,7 @@ pub fn open_store(cli: &Cli) -> Result<Store> {
             | Command::Export(_)
             | Command::Report(_)
             | Command::History(_)
+            | Command::Completions(_)
     );
     crate::engine::pipeline::open_store(cli.db.clone(), reads)
 }

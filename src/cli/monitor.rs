@@ -14,7 +14,6 @@
 //! (`| head`) also ends it with 0. The views (reading and rates) are
 //! `engine::verbs::monitor`'s; this file parses, loops and prints.
 
-use std::fmt::Write as _;
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -92,27 +91,10 @@ fn view_parser() -> impl clap::builder::TypedValueParser<Value = Kind> {
         .try_map(|name| Kind::named(&name).ok_or_else(|| format!("'{name}' is not a view")))
 }
 
-/// OpenMetrics text: one family per metric name, gauges, ending in # EOF.
+/// OpenMetrics text: one family per metric name, gauges, ending in # EOF
+/// (the writer the run and comparison exports use).
 fn openmetrics(metrics: &[(String, String, f64)], unix_ms: i64) -> String {
-    let mut s = String::new();
-    let mut seen: Vec<&str> = Vec::new();
-    for (name, _, _) in metrics {
-        if seen.contains(&name.as_str()) {
-            continue;
-        }
-        seen.push(name);
-        let _ = writeln!(s, "# TYPE {name} gauge");
-        for (n, labels, v) in metrics.iter().filter(|m| &m.0 == name) {
-            let l = if labels.is_empty() {
-                String::new()
-            } else {
-                format!("{{{labels}}}")
-            };
-            let _ = writeln!(s, "{n}{l} {v} {:.3}", unix_ms as f64 / 1000.0);
-        }
-    }
-    s.push_str("# EOF\n");
-    s
+    crate::report::export::openmetrics::text(metrics, Some(unix_ms as f64 / 1000.0), &|_| None)
 }
 
 pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {

@@ -161,15 +161,9 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
         out.data(&render(run, &exits(&timed.commands), &timed.comparisons))?;
     }
     if !run.results.is_empty() {
-        use crate::report::export::{export, Format};
-        a.export.write(
-            &super::export_flags::Texts {
-                json: &|| timed.json(),
-                csv: &|| export(run, Format::Csv),
-                markdown: &|| export(run, Format::Md),
-            },
-            out,
-        )?;
+        let json = || timed.json();
+        a.export
+            .write(&crate::report::export::Subject::Timed(run, &json), out)?;
     }
     if let Some(Error::Interrupted(sig)) = &timed.finished.error {
         out.info(&format!(

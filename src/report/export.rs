@@ -1,24 +1,150 @@
-//! Exports of a run: the JSON document, CSV (one row per metric and point,
-//! raw samples included) and Markdown.
+//! Every file format a result can be written in, behind one `Exporter`
+//! trait and one table (`EXPORTERS`): `tunelab export --format NAME` and the
+//! `--export-NAME FILE` flags of run, study, time, compare and diagnose all
+//! look a format up there. The run's own formats (JSON, CSV with raw
+//! samples, Markdown) are here; the formats other tools read are in
+//! `export/`: JUnit XML and Bencher's BMF for CI gates, OpenMetrics for
+//! dashboards, LAVA test-case lines for device farms, and pprof, speedscope
+//! and folded stacks for profilers.
 
+pub mod bmf;
+pub mod cases;
+pub mod folded;
+pub mod junit;
+pub mod lava;
+pub mod openmetrics;
+pub mod pprof;
+pub mod speedscope;
+
+use crate::analysis::compare::RunComparison;
+use crate::analysis::devices::DeviceComparison;
 use crate::model::run::Run;
 use crate::stats::summary::relative_half_width;
 use crate::units::{human, pct};
-use crate::Result;
+use crate::{Error, Result};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Json,
-    Csv,
-    Md,
+/// What is being written.
+#[derive(Clone, Copy)]
+pub enum Subject<'a> {
+    Run(&'a Run),
+    /// `time`'s result: the run and its JSON document (with the trials).
+    Timed(&'a Run, &'a dyn Fn() -> Result<String>),
+    /// Two runs compared.
+    Comparison(&'a RunComparison),
+    /// Several devices compared.
+    Devices(&'a DeviceComparison),
 }
 
-pub fn export(run: &Run, format: Format) -> Result<String> {
-    Ok(match format {
-        Format::Json => serde_json::to_string_pretty(run)? + "\n",
-        Format::Csv => csv(run),
-        Format::Md => markdown(run),
-    })
+impl<'a> Subject<'a> {
+    pub fn run(&self) -> Option<&'a Run> {
+        match *self {
+            Subject::Run(r) | Subject::Timed(r, _) => Some(r),
+            _ => None,
+        }
+    }
+
+    fn words(&self) -> &'static str {
+        match self {
+            Subject::Run(_) | Subject::Timed(..) => "a run",
+            Subject::Comparison(_) => "a comparison of two runs",
+            Subject::Devices(_) => "a comparison of devices",
+        }
+    }
+}
+
+/// One file format. `export` returns bytes: pprof is binary.
+pub trait Exporter: Sync {
+    /// The format's name: `--export-NAME`, `tunelab export --format NAME`.
+    fn name(&self) -> &'static str;
+    /// One line for `--help`.
+    fn about(&self) -> &'static str;
+    fn export(&self, subject: &Subject) -> Result<Vec<u8>>;
+}
+
+/// Every format, registered once.
+pub static EXPORTERS: &[&dyn Exporter] = &[
+    &Json,
+    &Csv,
+    &Markdown,
+    &junit::JUnit,
+    &bmf::Bmf,
+    &openmetrics::OpenMetrics,
+    &lava::Lava,
+    &pprof::Pprof,
+    &speedscope::Speedscope,
+    &folded::Folded(folded::Which::Cpu),
+    &folded::Folded(folded::Which::OffCpu),
+];
+
+/// The exporter called `name` ("md" is Markdown's short name).
+pub fn find(name: &str) -> Option<&'static dyn Exporter> {
+    let name = if name == "md" { "markdown" } else { name };
+    EXPORTERS.iter().copied().find(|e| e.name() == name)
+}
+
+/// The error of a format asked for a subject it cannot express.
+pub fn not_for(format: &str, subject: &Subject, what: &str) -> Error {
+    Error::usage(format!(
+        "the {format} export is for {what}, and this is {}; drop that export flag here",
+        subject.words()
+    ))
+}
+
+struct Json;
+impl Exporter for Json {
+    fn name(&self) -> &'static str {
+        "json"
+    }
+    fn about(&self) -> &'static str {
+        "the whole result as JSON"
+    }
+    fn export(&self, s: &Subject) -> Result<Vec<u8>> {
+        let text = match *s {
+            Subject::Run(r) => serde_json::to_string_pretty(r)? + "\n",
+            Subject::Timed(_, json) => json()?,
+            Subject::Comparison(c) => serde_json::to_string_pretty(c)? + "\n",
+            Subject::Devices(c) => serde_json::to_string_pretty(c)? + "\n",
+        };
+        Ok(text.into_bytes())
+    }
+}
+
+struct Csv;
+impl Exporter for Csv {
+    fn name(&self) -> &'static str {
+        "csv"
+    }
+    fn about(&self) -> &'static str {
+        "one row per metric (a run's raw samples included)"
+    }
+    fn export(&self, s: &Subject) -> Result<Vec<u8>> {
+        let text = match *s {
+            Subject::Run(r) | Subject::Timed(r, _) => csv(r),
+            Subject::Comparison(c) => comparison_csv(c),
+            Subject::Devices(c) => devices_csv(c),
+        };
+        Ok(text.into_bytes())
+    }
+}
+
+struct Markdown;
+impl Exporter for Markdown {
+    fn name(&self) -> &'static str {
+        "markdown"
+    }
+    fn about(&self) -> &'static str {
+        "Markdown tables"
+    }
+    fn export(&self, s: &Subject) -> Result<Vec<u8>> {
+        let text = match *s {
+            Subject::Run(r) | Subject::Timed(r, _) => markdown(r),
+            Subject::Comparison(c) => {
+                super::md_report::render_text(&super::document::comparison_document(c))
+            }
+            Subject::Devices(c) => super::md_report::render_text(&super::devices::document(c)),
+        };
+        Ok(text.into_bytes())
+    }
 }
 
 fn csv_field(s: &str) -> String {
@@ -156,7 +282,7 @@ pub fn markdown(run: &Run) -> String {
 }
 
 /// A comparison of two runs as CSV: one row per metric of each paired point.
-pub fn comparison_csv(c: &crate::analysis::compare::RunComparison) -> String {
+pub fn comparison_csv(c: &RunComparison) -> String {
     let mut out = String::from(
         "base_run,new_run,experiment,base_params,new_params,metric,unit,better,base_median,\
          new_median,ratio,ci95_low,ci95_high,verdict\n",
@@ -188,7 +314,7 @@ pub fn comparison_csv(c: &crate::analysis::compare::RunComparison) -> String {
 
 /// Several devices compared as CSV: one row per device and metric, with
 /// the ratio to the baseline device (empty for the baseline itself).
-pub fn devices_csv(c: &crate::analysis::devices::DeviceComparison) -> String {
+pub fn devices_csv(c: &DeviceComparison) -> String {
     let mut out = String::from(
         "machine,run,baseline,experiment,params,metric,unit,better,median,ratio,ci95_low,\
          ci95_high,verdict\n",
