@@ -348,6 +348,17 @@ fi
 if mounted /mnt/flashvfat; then
   step flash-vfat-io.record-size tunelab run io.record-size --target /mnt/flashvfat -p record=64k,1m --quiet-check 0
 fi
+# ---- diagnose on the board's own programs (issue 39 item 6, issue 44
+# item 3): lab/diagnose-check.sh NAME EXPECTED FORBIDDEN SECONDS [ARGS].
+if [ -x /wl/check.sh ]; then
+  step diagnose-spin sh /wl/check.sh spin cpu-hotspot "cpu-starvation|kernel-bound" 10
+  step diagnose-spin-short sh /wl/check.sh spin cpu-hotspot "cpu-starvation|kernel-bound" 2
+  step diagnose-memcpy sh /wl/check.sh memcpy_loop cpu-hotspot "cpu-starvation" 4
+  step diagnose-fork sh /wl/check.sh fork_loop "" "cpu-starvation|cpu-hotspot" 4
+  step diagnose-mutex sh /wl/check.sh mutex user-lock "" 4
+  step diagnose-prodcons sh /wl/check.sh prodcons cpu-hotspot "cpu-starvation" 4
+  step diagnose-threads sh /wl/check.sh threads_cpu cpu-starvation "observer-cost" 4 4
+fi
 step runs tunelab runs
 # The serial console reports 0 columns: tables printed on it (the init's
 # stdout is /dev/console) must stay readable; the host checks the lines
@@ -367,6 +378,20 @@ tar cf $results_dev -C /results . && sync && echo "LAB-GUEST results written"
 poweroff -f
 INIT
 chmod +x "$root/init"
+# ---- diagnose's own workloads (issue 39 item 6, issue 44 item 3) ---------
+# Static aarch64 builds of tests/workloads/{spin,memcpy_loop,fork_loop,
+# mutex,prodcons,threads_cpu}.c in /wl, with check.sh: a finding expected,
+# findings forbidden, and the spinner's own share of a CPU (getrusage).
+if command -v aarch64-linux-gnu-gcc >/dev/null; then
+  mkdir -p "$root/wl"
+  for w in spin memcpy_loop fork_loop mutex prodcons threads_cpu; do
+    aarch64-linux-gnu-gcc -static -O2 -g -pthread -o "$root/wl/$w" "tests/workloads/$w.c" ||
+      die "cannot build tests/workloads/$w.c for aarch64"
+  done
+  cp lab/diagnose-check.sh "$root/wl/check.sh"
+else
+  note "aarch64-linux-gnu-gcc not found: the diagnose workload steps are skipped"
+fi
 mkcpio() { (cd "$1" && find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet | gzip -9) >"$2"; }
 mkcpio "$root" "$LAB_DIR/initramfs.cpio.gz"
 record initramfs ok $(($(date +%s) - t)) "$(stat -c %s "$LAB_DIR/initramfs.cpio.gz") B gzip, modules: ${order[*]}"

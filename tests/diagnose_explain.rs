@@ -29,6 +29,7 @@ const ALL: &[&str] = &[
     "diagnose.small-io",
     "diagnose.cpu-starvation",
     "diagnose.memory-pressure",
+    "diagnose.observer-cost",
 ];
 
 /// The programs run one at a time: they measure, and the machine has few CPUs.
@@ -55,6 +56,10 @@ fn built() -> Option<&'static Built> {
             "yield",
             "pipe",
             "noise",
+            "memcpy_loop",
+            "fork_loop",
+            "prodcons",
+            "threads_cpu",
         ] {
             let out = dir.path().join(format!("wl_{name}"));
             let ok = Command::new("cc")
@@ -325,6 +330,63 @@ fn a_reader_waits_for_its_slow_writer() {
     judge(&d, "diagnose.blocking", &["diagnose.sleep-bound"]);
     let t = d.title("diagnose.blocking");
     assert!(t.contains("pipe read"), "{t}");
+}
+
+#[test]
+fn a_c_library_hot_spot_names_the_programs_caller() {
+    let Some((d, _g)) = diagnose("memcpy_loop", &["2"]) else {
+        return;
+    };
+    judge(&d, "diagnose.cpu-hotspot", &[]);
+    let t = d.title("diagnose.cpu-hotspot");
+    // memcpy is the C library's; the program's function is its caller.
+    assert!(t.contains("called from copy_blocks"), "{t}");
+}
+
+#[test]
+fn a_busy_producer_beside_waiting_consumers_has_its_hot_spot() {
+    let Some((d, _g)) = diagnose("prodcons", &["2"]) else {
+        return;
+    };
+    // The consumers' condition-variable waits are true as well.
+    judge(
+        &d,
+        "diagnose.cpu-hotspot",
+        &["diagnose.blocking", "diagnose.user-lock"],
+    );
+    let t = d.title("diagnose.cpu-hotspot");
+    assert!(t.contains("produce"), "{t}");
+}
+
+#[test]
+fn a_fork_loop_is_not_a_hot_spot_nor_starved_by_tunelab() {
+    let Some((d, _g)) = diagnose("fork_loop", &["2"]) else {
+        return;
+    };
+    let ids = d.ids();
+    assert!(!ids.iter().any(|i| i == "diagnose.cpu-hotspot"), "{ids:?}");
+    if runnable_per_cpu(&d) < 1.0 {
+        assert!(!ids.iter().any(|i| i == "diagnose.cpu-starvation"), "{}", d.title("diagnose.cpu-starvation"));
+    }
+}
+
+#[test]
+fn more_threads_than_cpus_are_starved_by_their_own_threads() {
+    let n = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
+    let n = n.to_string();
+    let Some((d, _g)) = diagnose("threads_cpu", &["2", &n]) else {
+        return;
+    };
+    judge(&d, "diagnose.cpu-starvation", &["diagnose.cpu-hotspot"]);
+    let holders = &d.run["diagnosis"]["offcpu"]["data"]["holders"];
+    // Who held the CPUs is traced where CPU-wide switch records open (root).
+    if holders.as_array().is_some_and(|h| !h.is_empty()) {
+        let t = d.title("diagnose.cpu-starvation");
+        assert!(
+            t.contains("its own threads") || t.contains("behind"),
+            "{t}: {holders:#?}"
+        );
+    }
 }
 
 /// The HTML report of a diagnosis shows what the terminal shows: every

@@ -492,6 +492,24 @@ pub struct OffCpuReport {
     #[serde(default)]
     pub folded: Vec<super::profile::FoldedStack>,
     pub method: String,
+    /// Who held the CPU while the workload waited preempted (the task that
+    /// ran before each switch back in), most first; empty when not traced.
+    #[serde(default)]
+    pub holders: Vec<CpuHolder>,
+    /// Why holders are not known, when they are not ("" when traced).
+    #[serde(default)]
+    pub holders_missing: String,
+}
+
+/// A process that ran on a CPU while the workload's threads waited for it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuHolder {
+    pub comm: String,
+    pub pid: u32,
+    /// The workload's run-queue time that ended with this process switched out, s.
+    pub s: f64,
+    /// "tunelab" (the observer), "workload" (its own threads), "idle", "other".
+    pub role: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

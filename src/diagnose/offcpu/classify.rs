@@ -322,10 +322,12 @@ pub fn caller(user: &[(&str, &str)], program: &str) -> String {
         if sym.starts_with("0x") {
             continue;
         }
-        let lib = image.starts_with("libc")
-            || image.starts_with("ld-")
-            || image.starts_with("libpthread");
-        if lib && libc_wrapper(sym) && !in_program {
+        let lib = c_library_image(image);
+        // The C library's frames on top of the program's: by the mapping
+        // (a shared libc), or by name where libc is linked into the
+        // program itself (a static binary: `__lll_lock_wait ←
+        // ___pthread_mutex_lock` in the program's own file).
+        if !in_program && (lib || libc_wrapper(sym) || c_library_internal(sym)) {
             continue;
         }
         if matches!(
@@ -352,6 +354,38 @@ pub fn caller(user: &[(&str, &str)], program: &str) -> String {
         }
     }
     out.join(" ← ")
+}
+
+/// The C library's (or the dynamic loader's) own file, by the mapping's name.
+pub fn c_library_image(image: &str) -> bool {
+    let base = image.rsplit('/').next().unwrap_or(image);
+    base.starts_with("libc.")
+        || base.starts_with("libc-")
+        || base.starts_with("ld-")
+        || base.starts_with("libpthread")
+        || base.starts_with("libm.")
+        || base.starts_with("libm-")
+        || base.starts_with("ld-musl")
+        || base.starts_with("libc.musl")
+}
+
+/// glibc's internal names (its ifunc variants `__strcmp_evex`,
+/// `__memcpy_avx_unaligned_erms`, `__memcpy_aarch64_simd`, its lock paths
+/// `__lll_lock_wait`, `___pthread_mutex_lock`): a C library function even
+/// where the library is linked into the program (a static binary).
+pub fn c_library_internal(sym: &str) -> bool {
+    if !sym.starts_with("__") {
+        return false;
+    }
+    let f = sym.trim_start_matches('_');
+    [
+        "mem", "str", "wcs", "wmem", "stp", "lll_", "pthread_", "futex", "libc_", "GI_", "nptl_",
+        "IO_", "malloc", "libc_malloc", "int_malloc", "int_free", "free", "calloc", "realloc",
+        "syscall", "clock_", "nanosleep", "read", "write", "fsync", "fdatasync", "sem_",
+        "qsort", "tunable", "sched_",
+    ]
+    .iter()
+    .any(|p| f.starts_with(p))
 }
 
 /// What a synchronous storage wait says after its syscall: the syscalls
@@ -391,5 +425,33 @@ mod tests {
             ("ld-linux-x86-64.so.2", "_dl_map_object_from_fd"),
         ];
         assert_eq!(caller(&user, "stdio_log"), "main");
+    }
+
+    #[test]
+    fn a_static_programs_libc_lock_frames_are_not_its_caller() {
+        // aarch64, glibc linked in: every frame is in the program's file.
+        let user = [
+            ("mutex", "__lll_lock_wait"),
+            ("mutex", "___pthread_mutex_lock"),
+            ("mutex", "contended_update"),
+            ("mutex", "worker"),
+        ];
+        assert_eq!(caller(&user, "mutex"), "contended_update ← worker");
+        // A shared libc is judged by its mapping, whatever the name.
+        let user = [
+            ("/usr/lib/libc.so.6", "some_new_wait"),
+            ("prog", "update"),
+        ];
+        assert_eq!(caller(&user, "prog"), "update");
+    }
+
+    #[test]
+    fn libc_internal_names() {
+        for f in ["__strcmp_evex", "__memcpy_aarch64_simd", "__lll_lock_wait", "___pthread_mutex_lock"] {
+            assert!(c_library_internal(f), "{f}");
+        }
+        for f in ["main", "hot_loop", "__my_helper", "_start_worker"] {
+            assert!(!c_library_internal(f), "{f}");
+        }
     }
 }

@@ -17,7 +17,7 @@
 mod classify;
 mod rows;
 
-pub use classify::{caller, classify, SLEEP_FRAMES};
+pub use classify::{c_library_image, c_library_internal, caller, classify, SLEEP_FRAMES};
 pub use rows::{from_blocking, from_trace};
 
 /// Causes kept.

@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use super::super::profile::{OffCpuTrace, WaitStack};
 use super::classify::{caller, classify, generic, SYNC_WAIT};
 use super::TOP;
-use crate::model::diagnosis::{BlockingReport, OffCpuCause, OffCpuReport, ProcessWaits};
+use crate::model::diagnosis::{
+    BlockingReport, CpuHolder, OffCpuCause, OffCpuReport, ProcessWaits,
+};
 
 fn split(w: &WaitStack) -> (Vec<&str>, Vec<(&str, &str)>) {
     let mut k = Vec::new();
@@ -195,7 +197,10 @@ pub fn from_trace(t: &OffCpuTrace, program: &str, own_image: &str, method: Strin
         })
         .collect();
     procs.sort_by(|a, b| b.blocked_s.total_cmp(&a.blocked_s));
+    let (holders, holders_missing) = holders(t);
     OffCpuReport {
+        holders,
+        holders_missing,
         source: "sched switch events".into(),
         causes,
         blocked_s: blocked,
@@ -218,6 +223,42 @@ pub fn from_trace(t: &OffCpuTrace, program: &str, own_image: &str, method: Strin
             method
         },
     }
+}
+
+/// Who held the CPU while the workload waited preempted, summed per
+/// holder process: tunelab itself (the observer), the workload's own
+/// processes, the idle task, or another process.
+fn holders(t: &OffCpuTrace) -> (Vec<CpuHolder>, String) {
+    if let Err(why) = &t.holders_open {
+        return (Vec::new(), why.clone());
+    }
+    let own: std::collections::HashSet<u32> = t.tid_pid.values().copied().collect();
+    let mut by: HashMap<u32, CpuHolder> = HashMap::new();
+    for (waiter, h, comm, s) in &t.holders {
+        if !own.contains(waiter) {
+            continue;
+        }
+        let role = if *h == t.observer_pid && *h != 0 {
+            "tunelab"
+        } else if *h == 0 {
+            "idle"
+        } else if own.contains(h) {
+            "workload"
+        } else {
+            "other"
+        };
+        let e = by.entry(*h).or_insert_with(|| CpuHolder {
+            comm: comm.clone(),
+            pid: *h,
+            s: 0.0,
+            role: role.into(),
+        });
+        e.s += s;
+    }
+    let mut v: Vec<CpuHolder> = by.into_values().collect();
+    v.sort_by(|a, b| b.s.total_cmp(&a.s).then_with(|| a.pid.cmp(&b.pid)));
+    v.truncate(TOP);
+    (v, String::new())
 }
 
 /// The fallback: the sampled wchan/stack table, classified the same way
@@ -276,6 +317,8 @@ pub fn from_blocking(b: &BlockingReport) -> OffCpuReport {
              classified by their kernel function (no user-space callers; a sampled estimate). {}",
             b.method
         ),
+        holders: Vec::new(),
+        holders_missing: "sampled fallback: no switch records".into(),
     }
 }
 
@@ -510,5 +553,35 @@ mod tests {
         assert_eq!(class(timed), "sleep");
         assert_eq!(class(woken), "poll");
         assert_eq!(class(few), "poll");
+    }
+
+    #[test]
+    fn holders_are_summed_per_process_with_their_role() {
+        let mut t = OffCpuTrace {
+            holders_open: Ok(2),
+            observer_pid: 99,
+            holders: vec![
+                (5, 99, "tunelab".into(), 0.3),
+                (5, 6, "prog".into(), 0.1),
+                (6, 99, "tunelab".into(), 0.2),
+                (5, 42, "make".into(), 0.05),
+                // A process outside the workload: not its wait.
+                (7, 42, "make".into(), 9.0),
+            ],
+            ..Default::default()
+        };
+        t.tid_pid.insert(5, 5);
+        t.tid_pid.insert(60, 6);
+        let (h, missing) = holders(&t);
+        assert!(missing.is_empty());
+        let roles: Vec<(&str, u32, f64)> = h.iter().map(|x| (x.role.as_str(), x.pid, x.s)).collect();
+        assert_eq!(roles.len(), 3, "{roles:?}");
+        assert_eq!((roles[0].0, roles[0].1), ("tunelab", 99));
+        assert!((roles[0].2 - 0.5).abs() < 1e-9);
+        assert_eq!((roles[1].0, roles[1].1), ("workload", 6));
+        assert_eq!((roles[2].0, roles[2].1), ("other", 42));
+        assert!((roles[2].2 - 0.05).abs() < 1e-9);
+        t.holders_open = Err("denied".into());
+        assert_eq!(holders(&t), (Vec::new(), "denied".to_string()));
     }
 }

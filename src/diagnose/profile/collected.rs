@@ -20,7 +20,6 @@ pub(super) enum FrameKey {
 /// Distinct stacks: (comm index, frames leaf first) -> (samples, kernel samples).
 pub(super) type StackMap = HashMap<(u32, Vec<FrameKey>), (u64, u64)>;
 
-#[derive(Default)]
 pub(super) struct Collected {
     pub stacks: StackMap,
     pub comms: Vec<String>,
@@ -54,6 +53,42 @@ pub(super) struct Collected {
     pub tid_pid: HashMap<u32, u32>,
     /// Off-CPU tracing: each traced process's comm index.
     pub pid_comm: HashMap<u32, u32>,
+    /// Off-CPU tracing with CPU-wide switch records: ns a process (pid,
+    /// first) waited preempted, by the process that ran before it got the
+    /// CPU back (pid, second).
+    pub holders_ns: HashMap<(u32, u32), u64>,
+    /// Holders' comm indexes (any process, not only traced ones).
+    pub holder_comm: HashMap<u32, u32>,
+    /// CPUs with CPU-wide switch records, or why there are none.
+    pub holders_open: Result<usize, String>,
+}
+
+impl Default for Collected {
+    fn default() -> Self {
+        Collected {
+            stacks: StackMap::default(),
+            comms: Vec::new(),
+            files: Files::default(),
+            lost: 0,
+            throttled: 0,
+            reader_cpu_ns: 0,
+            own_samples: 0,
+            errors: Vec::new(),
+            truncated: 0,
+            waits: HashMap::new(),
+            runqueue_ns: HashMap::new(),
+            open_at_end: 0,
+            wait_tids: HashMap::new(),
+            lifetimes_ns: HashMap::new(),
+            wait_pid_ns: HashMap::new(),
+            runqueue_pid_ns: HashMap::new(),
+            tid_pid: HashMap::new(),
+            pid_comm: HashMap::new(),
+            holders_ns: HashMap::new(),
+            holder_comm: HashMap::new(),
+            holders_open: Err("not traced".into()),
+        }
+    }
 }
 
 /// The waits of one stack: how many, the longest, and the shortest that

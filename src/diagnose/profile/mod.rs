@@ -79,7 +79,7 @@ pub struct WaitStack {
 }
 
 /// What off-CPU tracing collected.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OffCpuTrace {
     /// Weighted in µs blocked (`samples` are µs): the flame graph's input.
     pub profile: Profile,
@@ -97,6 +97,32 @@ pub struct OffCpuTrace {
     /// Waits still open when tracing stopped.
     pub open_at_end: u64,
     pub lost: u64,
+    /// Preempted time by who ran before the switch back in: (waiting
+    /// process, holder process, holder's name, s); empty when CPU-wide
+    /// switch records could not be opened (`holders_open` says why).
+    pub holders: Vec<(u32, u32, String, f64)>,
+    pub holders_open: Result<usize, String>,
+    /// tunelab's own process id (its threads are the observer).
+    pub observer_pid: u32,
+}
+
+impl Default for OffCpuTrace {
+    fn default() -> Self {
+        OffCpuTrace {
+            profile: Profile::default(),
+            waits: Vec::new(),
+            runqueue: Vec::new(),
+            lifetimes: Default::default(),
+            runqueue_by_pid: Default::default(),
+            tid_pid: Default::default(),
+            pid_comm: Default::default(),
+            open_at_end: 0,
+            lost: 0,
+            holders: Vec::new(),
+            holders_open: Err("not traced".into()),
+            observer_pid: 0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

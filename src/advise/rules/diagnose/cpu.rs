@@ -5,6 +5,7 @@ use super::super::{finding, Evidence, Finding, Outcome, Severity, Workload};
 use super::kernel::yield_share;
 use super::view::{cmd, cpu_figures, own, target_words};
 use super::{CPU_BOUND_PCT, HOTSPOT_PCT, STARVED_ACTIVE_PCT, STARVED_PCT, USER_SHARE_PCT};
+use crate::diagnose::offcpu::{c_library_image, c_library_internal};
 use crate::model::diagnosis::Diagnosis;
 use crate::units::{seconds, sig};
 
@@ -46,6 +47,60 @@ fn call_path(d: &Diagnosis, symbol: &str) -> String {
         .unwrap_or_default()
 }
 
+/// A C library function (by its file, or by glibc's internal names where
+/// libc is linked into the program): not the program's own to optimise.
+fn in_c_library(p: &crate::model::profile::Profile, symbol: &str) -> bool {
+    p.symbols
+        .iter()
+        .find(|s| s.symbol == symbol)
+        .is_some_and(|s| c_library_image(&s.image))
+        || c_library_internal(symbol)
+}
+
+/// The program's own function that calls `symbol` most: the first frame
+/// outside the C library on the heaviest stacks ending in it.
+fn own_caller(p: &crate::model::profile::Profile, symbol: &str) -> Option<String> {
+    let mut by: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    for f in p.folded.iter().filter(|f| f.stack.rsplit(';').next() == Some(symbol)) {
+        if let Some(c) = f
+            .stack
+            .rsplit(';')
+            .skip(1)
+            .find(|fr| !fr.starts_with("0x") && !fr.contains("+0x") && !in_c_library(p, fr))
+        {
+            *by.entry(c).or_default() += f.samples;
+        }
+    }
+    by.into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|x| x.0.to_string())
+}
+
+/// A line when the top user frames are bare addresses: why there are no
+/// names, and how to get them.
+fn unsymbolised_note(p: &crate::model::profile::Profile) -> Option<String> {
+    let user: Vec<_> = p.symbols.iter().filter(|s| !s.image.starts_with('[')).collect();
+    let bare: f64 = user
+        .iter()
+        .filter(|s| s.symbol.starts_with("0x") || s.symbol.contains("+0x"))
+        .map(|s| s.percent)
+        .sum();
+    if bare < HOTSPOT_PCT {
+        return None;
+    }
+    let image = user
+        .iter()
+        .find(|s| s.symbol.starts_with("0x") || s.symbol.contains("+0x"))
+        .map_or("the program", |s| s.image.as_str());
+    Some(format!(
+        "{}% of the samples are bare addresses in {image}: it has no symbol table (stripped) and \
+         no debug file was found for it; for names, profile an unstripped build (cc -g, no \
+         strip/-s), or install its debug symbols (its -dbg/-debuginfo package, or \
+         /usr/lib/debug/.build-id/)",
+        sig(bare)
+    ))
+}
+
 pub(crate) fn cpu_hotspot(ev: &Evidence, _: Workload) -> Outcome {
     let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
@@ -54,8 +109,11 @@ pub(crate) fn cpu_hotspot(ev: &Evidence, _: Workload) -> Outcome {
         return Outcome::Fine;
     };
     // CPU-bound: on a CPU or waiting for one (a starved CPU-bound program
-    // is still CPU-bound).
+    // is still CPU-bound), as a whole or in one busy thread beside blocked
+    // ones (a producer feeding waiting consumers): half a CPU over the
+    // interval is a thread's worth of work, whatever the others do.
     let on_cpu = w.pct_of_active(w.cpu_s + w.runq_s);
+    let of_one_cpu = (w.cpu_s + w.runq_s) / d.interval_s.max(1e-9) * 100.0;
     let user = user_share(d);
     let Some(top) = p
         .symbols
@@ -64,10 +122,17 @@ pub(crate) fn cpu_hotspot(ev: &Evidence, _: Workload) -> Outcome {
     else {
         return Outcome::Fine;
     };
-    if on_cpu < CPU_BOUND_PCT || user < USER_SHARE_PCT || top.percent < HOTSPOT_PCT {
+    if (on_cpu < CPU_BOUND_PCT && of_one_cpu < CPU_BOUND_PCT)
+        || user < USER_SHARE_PCT
+        || top.percent < HOTSPOT_PCT
+    {
         return Outcome::Fine;
     }
     let path = call_path(d, &top.symbol);
+    // A C library function is not the program's to optimise: its caller is.
+    let caller = in_c_library(p, &top.symbol)
+        .then(|| own_caller(p, &top.symbol))
+        .flatten();
     let second = p
         .symbols
         .iter()
@@ -76,93 +141,392 @@ pub(crate) fn cpu_hotspot(ev: &Evidence, _: Workload) -> Outcome {
         .map(|s| format!("{} {}%", s.symbol, sig(s.percent)))
         .collect::<Vec<_>>()
         .join(", ");
+    let mut evidence = vec![
+        format!("diagnosis {id}: {}", w.words()),
+        format!(
+            "CPU profile ({} samples, {}% in user space): {} {}%{}{}",
+            p.samples,
+            sig(user),
+            top.symbol,
+            sig(top.percent),
+            if second.is_empty() { String::new() } else { format!("; next {second}") },
+            if path.is_empty() { String::new() } else { format!("; call path {path}") }
+        ),
+        format!(
+            "thresholds: on or waiting for a CPU ≥ {CPU_BOUND_PCT}% of active time ({}%) or of one CPU over the interval ({}%), user space ≥ {USER_SHARE_PCT}% of samples, one function ≥ {HOTSPOT_PCT}%",
+            sig(on_cpu),
+            sig(of_one_cpu)
+        ),
+    ];
+    evidence.extend(unsymbolised_note(p));
+    let (title_fn, command) = match &caller {
+        Some(c) => (
+            format!("{} ({}, a C library function) called from {c}", top.symbol, top.image),
+            format!(
+                "make {c} call {} less often or on less data (a C library function: its own \
+                 code is not yours to change); the flame graph in `tunelab report RUN -o diag.html` \
+                 shows the callers",
+                top.symbol
+            ),
+        ),
+        None => (
+            format!("{} ({})", top.symbol, top.image),
+            format!(
+                "optimise or call less often {}{}; the flame graph in `tunelab report RUN -o diag.html` shows its callers",
+                top.symbol,
+                if path.is_empty() { String::new() } else { format!(" (reached by {path})") }
+            ),
+        ),
+    };
     finding(Finding {
         id: "diagnose.cpu-hotspot",
         severity: Severity::Info,
         title: format!(
-            "{} spends {}% of its CPU samples in {} ({})",
+            "{} spends {}% of its CPU samples in {title_fn}",
             target_words(d),
             sig(top.percent),
-            top.symbol,
-            top.image
         ),
-        evidence: vec![
-            format!("diagnosis {id}: {}", w.words()),
-            format!(
-                "CPU profile ({} samples, {}% in user space): {} {}%{}{}",
-                p.samples,
-                sig(user),
-                top.symbol,
-                sig(top.percent),
-                if second.is_empty() { String::new() } else { format!("; next {second}") },
-                if path.is_empty() { String::new() } else { format!("; call path {path}") }
-            ),
-            format!(
-                "thresholds: on or waiting for a CPU ≥ {CPU_BOUND_PCT}% of active time ({}%), user space ≥ {USER_SHARE_PCT}% of samples, one function ≥ {HOTSPOT_PCT}%",
-                sig(on_cpu)
-            ),
-        ],
+        evidence,
         why: "The workload is CPU-bound and one function of its own holds a large share of the \
               CPU: speeding it up (or calling it less) shortens the run in proportion; elsewhere \
               gains are bounded by the rest (Amdahl)."
             .into(),
-        command: format!(
-            "optimise or call less often {}{}; the flame graph in `tunelab report RUN -o diag.html` shows its callers",
-            top.symbol,
-            if path.is_empty() { String::new() } else { format!(" (reached by {path})") }
-        ),
+        command,
         risk: "Changes the program; measure before and after.".into(),
         verify: format!("tunelab diagnose {} (the function's share and the run time fall)", cmd(d)),
     })
+}
+
+/// Who held the CPUs while the workload waited preempted, from the
+/// CPU-wide switch records: (observer s, own threads s, others named, the
+/// evidence line); None when they were not traced.
+struct Held {
+    observer_s: f64,
+    own_s: f64,
+    others_s: f64,
+    named: String,
+    line: String,
+}
+
+fn held(d: &Diagnosis, runq_s: f64) -> Option<Held> {
+    let o = d.offcpu.data()?;
+    let total: f64 = o.holders.iter().map(|h| h.s).sum();
+    if o.holders.is_empty() || total <= 0.0 {
+        return None;
+    }
+    // Attributed time is scaled to the run-queue figure (waits still open
+    // at the stop have no holder yet).
+    let scale = runq_s / total;
+    let sum = |role: &str| o.holders.iter().filter(|h| h.role == role).map(|h| h.s).sum::<f64>() * scale;
+    let words = |h: &crate::model::diagnosis::CpuHolder| match h.role.as_str() {
+        "tunelab" => format!("tunelab itself (pid {}, this diagnosis)", h.pid),
+        "workload" => format!("its own {} (pid {})", h.comm, h.pid),
+        "idle" => "no one (the CPU was idle: wake-up or migration delay)".to_string(),
+        _ => format!("{} (pid {})", h.comm, h.pid),
+    };
+    let top: Vec<String> = o
+        .holders
+        .iter()
+        .take(4)
+        .map(|h| format!("{} {}%", words(h), sig(h.s / total * 100.0)))
+        .collect();
+    let named = o
+        .holders
+        .iter()
+        .filter(|h| h.role == "other")
+        .take(3)
+        .map(|h| format!("{} (pid {})", h.comm, h.pid))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(Held {
+        observer_s: sum("tunelab"),
+        own_s: sum("workload"),
+        others_s: sum("other"),
+        named,
+        line: format!(
+            "who ran before each switch back in after a preemption (CPU-wide switch records, {} attributed): {}",
+            seconds(total),
+            top.join(", ")
+        ),
+    })
+}
+
+fn starved(w: &super::view::WorkView<'_>, runq_s: f64) -> (bool, f64) {
+    let of_runnable = runq_s / (w.cpu_s + runq_s).max(1e-9) * 100.0;
+    let of_active = w.pct_of_active(runq_s);
+    (of_runnable >= STARVED_PCT && of_active >= STARVED_ACTIVE_PCT, of_runnable)
 }
 
 pub(crate) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
     let Some((id, d, w)) = own(ev) else {
         return Outcome::Fine;
     };
-    let of_runnable = w.runq_s / (w.cpu_s + w.runq_s).max(1e-9) * 100.0;
-    let of_active = w.pct_of_active(w.runq_s);
     // A sched_yield loop's run-queue time is its own yielding.
-    if of_runnable < STARVED_PCT || of_active < STARVED_ACTIVE_PCT || yield_share(d) >= 10.0 {
+    let (any, _) = starved(&w, w.runq_s);
+    if !any || yield_share(d) >= 10.0 {
         return Outcome::Fine;
     }
     let machine = cpu_figures(d).map(|c| c.0).unwrap_or(0.0);
-    let others = (machine / 100.0 * d.cpus as f64 * d.interval_s - w.cpu_s).max(0.0);
-    let own_threads_exceed = w.threads > d.cpus;
+    let others_cpu = (machine / 100.0 * d.cpus as f64 * d.interval_s - w.cpu_s).max(0.0);
+    let tunelab_cpu = d.workload.data().map_or(0.0, |x| x.tunelab_cpu_s);
+    let held = held(d, w.runq_s);
+    // tunelab's share of the wait: traced, or (untraced) inferred when the
+    // workload has no more threads than CPUs and other processes used too
+    // little CPU to explain it.
+    let observer_s = match &held {
+        Some(h) => h.observer_s,
+        None if w.threads <= d.cpus && others_cpu < 0.5 * w.runq_s && tunelab_cpu >= 0.5 * w.runq_s => {
+            w.runq_s
+        }
+        None => 0.0,
+    };
+    let (still, of_runnable) = starved(&w, w.runq_s - observer_s);
+    let mut evidence = vec![
+        format!("diagnosis {id}: {}", w.words()),
+        format!(
+            "over the interval other processes used about {} of CPU time on {} CPUs (machine busy {}%, tunelab's own left out); tunelab's own threads used {}; the workload has {} threads",
+            seconds(others_cpu),
+            d.cpus,
+            sig(machine),
+            seconds(tunelab_cpu),
+            w.threads
+        ),
+    ];
+    match &held {
+        Some(h) => evidence.push(h.line.clone()),
+        None => evidence.push(format!(
+            "who held the CPUs is not traced ({}): judged from the CPU time of the others",
+            d.offcpu
+                .data()
+                .map(|o| o.holders_missing.as_str())
+                .filter(|m| !m.is_empty())
+                .unwrap_or("no switch records")
+        )),
+    }
+    evidence.push(format!(
+        "thresholds: run-queue wait ≥ {STARVED_PCT}% of on-CPU + run-queue time and ≥ {STARVED_ACTIVE_PCT}% of active time, tunelab's own share left out"
+    ));
+    if !still {
+        return finding(Finding {
+            id: "diagnose.observer-cost",
+            severity: Severity::Info,
+            title: format!(
+                "tunelab itself held the CPU for {} of the {} {} waited for one: an observer cost of this diagnosis, not a finding about the workload",
+                seconds(observer_s),
+                seconds(w.runq_s),
+                target_words(d)
+            ),
+            evidence,
+            why: "diagnose's samplers and tracer run on the same CPUs as the workload; on a \
+                  machine with few, slow CPUs following a busy workload costs CPU time the \
+                  workload then waits for. Left out, the workload's wait is below the threshold."
+                .into(),
+            command: "read the workload's CPU figures with this in mind; on a board, run the \
+                      workload on a CPU of its own (taskset -c 1 CMD) so diagnose's threads \
+                      run beside it"
+                .into(),
+            risk: "None: nothing is changed.".into(),
+            verify: format!("tunelab diagnose {} (tunelab's own CPU line in the workload section)", cmd(d)),
+        });
+    }
+    let runq = w.runq_s - observer_s;
+    let (own_s, others_s, named) = held
+        .as_ref()
+        .map_or((0.0, 0.0, String::new()), |h| (h.own_s, h.others_s, h.named.clone()));
+    let own_threads = if held.is_some() {
+        own_s >= others_s
+    } else {
+        w.threads > d.cpus
+    };
+    let by = if held.is_none() {
+        String::new()
+    } else if own_threads {
+        ", mostly behind its own threads".to_string()
+    } else if !named.is_empty() {
+        format!(", behind {named}")
+    } else {
+        String::new()
+    };
     finding(Finding {
         id: "diagnose.cpu-starvation",
         severity: Severity::Warning,
         title: format!(
-            "{} waits for a CPU {}% of the time it could run ({} in run queues)",
+            "{} waits for a CPU {}% of the time it could run ({} in run queues{}){}",
             target_words(d),
             sig(of_runnable),
-            seconds(w.runq_s)
+            seconds(runq),
+            if observer_s > 0.0 {
+                format!(", tunelab's own {} left out", seconds(observer_s))
+            } else {
+                String::new()
+            },
+            by
         ),
-        evidence: vec![
-            format!("diagnosis {id}: {}", w.words()),
+        evidence,
+        why: if own_threads {
             format!(
-                "over the interval other processes used about {} of CPU time on {} CPUs (machine busy {}%, tunelab's own left out); the workload has {} threads",
-                seconds(others),
-                d.cpus,
-                sig(machine),
-                w.threads
-            ),
-            format!(
-                "thresholds: run-queue wait ≥ {STARVED_PCT}% of on-CPU + run-queue time and ≥ {STARVED_ACTIVE_PCT}% of active time"
-            ),
-        ],
-        why: if own_threads_exceed {
-            "It is runnable but not running: it has more runnable threads than CPUs, and other \
-             processes compete too."
+                "It is runnable but not running: it has {} threads on {} CPUs and they take \
+                 turns; the CPUs are its own work.",
+                w.threads, d.cpus
+            )
+        } else if held.is_some() {
+            format!("It is runnable but not running: other processes hold the CPUs ({named}).")
+        } else {
+            "It is runnable but not running: other processes hold the CPUs.".into()
+        },
+        command: if own_threads {
+            "fewer runnable threads than CPUs (size the pool to the CPUs), or more CPUs; \
+             or give it priority over the rest (nice -n -5 CMD)"
                 .into()
         } else {
-            "It is runnable but not running: other processes hold the CPUs."
+            "give it priority (nice -n -5 CMD, or lower the others: renice +10 -p PID), \
+             a CPU of its own (taskset -c N CMD; cgroup cpuset), or fewer threads than CPUs"
                 .into()
         },
-        command: "give it priority (nice -n -5 CMD, or lower the others: renice +10 -p PID), \
-                  a CPU of its own (taskset -c N CMD; cgroup cpuset), or fewer threads than CPUs"
-            .into(),
         risk: "Priority for one process is latency for the others.".into(),
         verify: format!("tunelab diagnose {} (run-queue wait falls)", cmd(d)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{ev, get, workload};
+    use super::*;
+    use crate::model::diagnosis::{CpuHolder, Section};
+    use crate::model::profile::{FoldedStack, Profile, SymbolRow};
+
+    fn holder(comm: &str, pid: u32, s: f64, role: &str) -> CpuHolder {
+        CpuHolder {
+            comm: comm.into(),
+            pid,
+            s,
+            role: role.into(),
+        }
+    }
+
+    /// A single-threaded program on CPU 1.2 s, 0.6 s preempted, held by `holders`.
+    fn starved(threads: u32, holders: Vec<CpuHolder>) -> Diagnosis {
+        let mut d = workload(1.2, 0.0, &[]);
+        if let Section::Present { data, .. } = &mut d.workload {
+            data.total.threads = threads;
+            data.tunelab_cpu_s = 0.7;
+        }
+        if let Section::Present { data, .. } = &mut d.offcpu {
+            data.runqueue_s = 0.6;
+            data.holders = holders;
+        }
+        d
+    }
+
+    #[test]
+    fn tunelab_as_the_holder_is_an_observer_cost_not_starvation() {
+        let d = starved(1, vec![holder("tunelab", 99, 0.55, "tunelab"), holder("kworker/0:1", 12, 0.05, "other")]);
+        let f = get(cpu_starvation(&ev(d), Workload::General)).expect("a finding");
+        assert_eq!(f.id, "diagnose.observer-cost", "{}", f.title);
+        assert!(f.title.contains("tunelab itself"), "{}", f.title);
+    }
+
+    #[test]
+    fn another_process_as_the_holder_is_named() {
+        let d = starved(1, vec![holder("make", 4242, 0.5, "other"), holder("tunelab", 99, 0.1, "tunelab")]);
+        let f = get(cpu_starvation(&ev(d), Workload::General)).expect("a finding");
+        assert_eq!(f.id, "diagnose.cpu-starvation");
+        assert!(f.title.contains("make (pid 4242)"), "{}", f.title);
+        assert!(f.title.contains("tunelab's own"), "{}", f.title);
+        assert!(f.evidence.iter().any(|e| e.contains("make (pid 4242) 83.3%")), "{:?}", f.evidence);
+    }
+
+    #[test]
+    fn more_threads_than_cpus_is_still_starved_by_its_own_threads() {
+        let d = starved(4, vec![holder("prog", 50, 0.5, "workload"), holder("tunelab", 99, 0.1, "tunelab")]);
+        let f = get(cpu_starvation(&ev(d), Workload::General)).expect("a finding");
+        assert_eq!(f.id, "diagnose.cpu-starvation");
+        assert!(f.why.contains("4 threads on 2 CPUs"), "{}", f.why);
+        assert!(!f.why.contains("other processes"), "{}", f.why);
+    }
+
+    #[test]
+    fn untraced_holders_with_idle_others_are_the_observer() {
+        // No CPU-wide records: the machine was 35% busy of 2 CPUs over 2 s
+        // = 1.4 s, the workload's 1.2 s of it; tunelab used 0.7 s.
+        let mut d = starved(1, Vec::new());
+        if let Section::Present { data, .. } = &mut d.resources {
+            data.rows[0].utilisation[0].value = 35.0;
+        }
+        let f = get(cpu_starvation(&ev(d), Workload::General)).expect("a finding");
+        assert_eq!(f.id, "diagnose.observer-cost", "{}", f.title);
+    }
+
+    fn profiled(symbols: &[(&str, &str, f64)], folded: &[(&str, u64)]) -> Diagnosis {
+        let mut d = workload(0.9, 0.0, &[("condvar", "futex: pthread_cond_wait", "consumer", 3.0)]);
+        d.profile = Section::Present {
+            data: Profile {
+                samples: 1000,
+                user_samples: 980,
+                symbols: symbols
+                    .iter()
+                    .map(|(img, sym, pct)| SymbolRow {
+                        samples: (*pct * 10.0) as u64,
+                        percent: *pct,
+                        image: img.to_string(),
+                        symbol: sym.to_string(),
+                    })
+                    .collect(),
+                folded: folded
+                    .iter()
+                    .map(|(s, n)| FoldedStack {
+                        stack: s.to_string(),
+                        samples: *n,
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+            overhead: Default::default(),
+        };
+        d
+    }
+
+    #[test]
+    fn a_busy_thread_beside_blocked_ones_has_its_hot_spot() {
+        // 0.9 s of CPU over 2 s (45% of one CPU... of active time only 23%):
+        // the producer's thread is busy while three consumers wait.
+        let mut d = profiled(&[("prog", "produce", 97.0)], &[("prog;main;producer;produce", 970)]);
+        if let Section::Present { data, .. } = &mut d.workload {
+            data.total.user_s = 1.6;
+        }
+        let f = get(cpu_hotspot(&ev(d), Workload::General)).expect("a hot spot");
+        assert!(f.title.contains("produce"), "{}", f.title);
+    }
+
+    #[test]
+    fn a_c_library_hot_spot_names_the_programs_caller() {
+        let mut d = profiled(
+            &[("libc.so.6", "__strcmp_evex", 60.0), ("prog", "compare_keys", 20.0)],
+            &[("prog;main;sort_all;compare_keys;__strcmp_evex", 600), ("prog;main;sort_all;compare_keys", 200)],
+        );
+        if let Section::Present { data, .. } = &mut d.workload {
+            data.total.user_s = 1.9;
+        }
+        let f = get(cpu_hotspot(&ev(d), Workload::General)).expect("a hot spot");
+        assert!(f.title.contains("called from compare_keys"), "{}", f.title);
+        assert!(f.command.starts_with("make compare_keys call __strcmp_evex"), "{}", f.command);
+    }
+
+    #[test]
+    fn bare_addresses_get_a_note_on_why_and_how_to_get_names() {
+        let mut d = profiled(&[("prog", "0x4011a6", 80.0)], &[("prog;0x4011a6", 800)]);
+        if let Section::Present { data, .. } = &mut d.workload {
+            data.total.user_s = 1.9;
+        }
+        let f = get(cpu_hotspot(&ev(d), Workload::General)).expect("a hot spot");
+        assert!(f.evidence.iter().any(|e| e.contains("stripped") && e.contains("cc -g")), "{:?}", f.evidence);
+    }
+
+    #[test]
+    fn verify_commands_paste_back_into_a_shell() {
+        let mut d = starved(1, vec![holder("make", 4242, 0.6, "other")]);
+        d.target.command = vec!["sh".into(), "-c".into(), "grep -c x f | sort".into()];
+        let f = get(cpu_starvation(&ev(d), Workload::General)).expect("a finding");
+        assert!(f.verify.contains("-- sh -c 'grep -c x f | sort'"), "{}", f.verify);
+    }
 }

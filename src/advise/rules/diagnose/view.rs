@@ -242,7 +242,8 @@ pub(super) fn cmd(d: &Diagnosis) -> String {
             _ => "-- CMD".into(),
         }
     } else {
-        format!("-- {}", d.target.command.join(" "))
+        // Quoted so the line pastes back (`-- sh -c 'a | b'`).
+        format!("-- {}", crate::system::env::join_argv(&d.target.command))
     }
 }
 

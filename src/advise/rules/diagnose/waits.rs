@@ -61,7 +61,12 @@ pub(crate) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
             "hold the lock for less (move work out of the critical section in {}), split it \
              (one lock per shard or per object), or give each thread its own data and merge at \
              the end",
-            if top.caller.is_empty() { "the caller" } else { top.caller.split(" ← ").next().unwrap_or("the caller") }
+            // Never a C library function (a run stored before the caller
+            // skipped static glibc's lock frames).
+            top.caller
+                .split(" ← ")
+                .find(|f| !f.is_empty() && !crate::diagnose::offcpu::c_library_internal(f))
+                .unwrap_or("the caller")
         ),
         risk: "Finer locking changes the program's correctness argument; test under load.".into(),
         verify: format!("tunelab diagnose {} (the lock's share of thread time falls)", cmd(d)),

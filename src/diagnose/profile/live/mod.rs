@@ -311,6 +311,16 @@ impl Live {
                 .collect(),
             open_at_end: collected.open_at_end,
             lost: collected.lost,
+            holders: collected
+                .holders_ns
+                .iter()
+                .map(|((w, h), ns)| {
+                    let name = collected.holder_comm.get(h).and_then(|c| collected.comms.get(*c as usize));
+                    (*w, *h, name.cloned().unwrap_or_else(|| format!("[pid {h}]")), *ns as f64 * 1e-9)
+                })
+                .collect(),
+            holders_open: collected.holders_open.clone(),
+            observer_pid: std::process::id(),
         })
     }
 

@@ -40,6 +40,37 @@ pub(super) struct Opened {
     pub(super) samplers: Vec<Sampler>,
     /// Events of further threads whose records go to a sampler's buffer.
     pub(super) redirected: Vec<Counter>,
+    /// Off-CPU tracing of a process: one CPU-wide switch-record event per
+    /// CPU (its switch-in records name the task that ran before), or why
+    /// none could be opened.
+    pub(super) holders: Result<usize, String>,
+}
+
+/// Per CPU, an event that records nothing but the machine's context
+/// switches (PERF_RECORD_SWITCH_CPU_WIDE): a switch in names the previous
+/// task, who held that CPU while a preempted thread of the workload waited.
+fn open_holders(cpus: &[usize], data: usize, out: &mut Opened) -> Result<usize, String> {
+    let mut n = 0;
+    for &cpu in cpus {
+        let mut b = Builder::new(Software::DUMMY);
+        b.sample(SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU)
+            .context_switch(true)
+            .sample_id_all(true)
+            .clockid(perf_event::Clock::MONOTONIC)
+            .exclude_kernel(false)
+            .exclude_hv(true)
+            .any_pid()
+            .one_cpu(cpu)
+            .wakeup_watermark(data / 2)
+            .enabled(true);
+        let s = b
+            .build()
+            .and_then(|c| c.sampled(data))
+            .map_err(|e| format!("CPU-wide switch records not available ({e})"))?;
+        out.samplers.push(s);
+        n += 1;
+    }
+    Ok(n)
 }
 
 fn builder(
@@ -100,6 +131,7 @@ pub(super) fn open_all(
     let mut out = Opened {
         samplers: Vec::new(),
         redirected: Vec::new(),
+        holders: Err("not asked".into()),
     };
     let tids = match req.scope {
         Scope::Process { pid } => {
@@ -145,6 +177,14 @@ pub(super) fn open_all(
                 }
                 out.samplers.extend(leader);
             }
+        }
+    }
+    if kind == Kind::OffCpu && matches!(req.scope, Scope::Process { .. }) {
+        let before = out.samplers.len();
+        out.holders = open_holders(&cpus, data, &mut out);
+        if out.holders.is_err() {
+            // All CPUs or none: a partial set would name holders of some CPUs only.
+            out.samplers.truncate(before);
         }
     }
     Ok(out)

@@ -41,6 +41,7 @@ struct Reader {
 }
 
 const PERF_RECORD_SWITCH: u32 = 14;
+const PERF_RECORD_SWITCH_CPU_WIDE: u32 = 15;
 const MISC_SWITCH_OUT: u16 = 1 << 13;
 const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 /// Events are paired in time order; the ring buffers of different CPUs are
@@ -125,6 +126,28 @@ impl Reader {
                     tid,
                     kind,
                 });
+            }
+            return;
+        }
+        if rec.ty() == PERF_RECORD_SWITCH_CPU_WIDE {
+            // next_prev_pid, next_prev_tid, then the sample_id trailer; a
+            // switch in of a workload thread names who ran before it.
+            let body = rec.to_contiguous();
+            let prev = body
+                .get(0..4)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_ne_bytes);
+            if let (Some(off), Some(prev), Some((pid, tid, time))) =
+                (self.off.as_mut(), prev, body.get(8..).and_then(switch_ids))
+            {
+                if misc & MISC_SWITCH_OUT == 0 && off.follows(pid) {
+                    off.push(OffEvent {
+                        time,
+                        pid,
+                        tid,
+                        kind: OffKind::InAfter(prev),
+                    });
+                }
             }
             return;
         }
@@ -358,7 +381,10 @@ pub(super) fn read_loop(
     off: bool,
 ) -> Collected {
     let mut reader = Reader {
-        out: Collected::default(),
+        out: Collected {
+            holders_open: opened.holders.clone(),
+            ..Collected::default()
+        },
         spaces: HashMap::new(),
         comm_of_pid: HashMap::new(),
         comm_index: HashMap::new(),

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Guest side of the board lab's diagnose steps (copied to /wl/check.sh):
+#   check.sh NAME EXPECTED FORBIDDEN SECONDS [ARGS...]
+# runs `tunelab diagnose -- /wl/NAME SECONDS ARGS`, prints the findings and
+# tunelab's own CPU line, and fails when the EXPECTED finding id (an ERE of
+# ids without the "diagnose." prefix, "" for none) is missing, a FORBIDDEN
+# one is there, or the user-lock finding names a C library function.
+# The spinner prints its own share of a CPU (cpu_pct=, getrusage).
+n=$1 want=$2 not=$3 secs=$4
+shift 4
+out=/tmp/dx-$n.txt
+tunelab diagnose --no-store --startup-runs 0 -- /wl/$n "$secs" "$@" >$out 2>&1
+s=$?
+grep -E "^\\[|tunelab's own CPU|cpu_pct=|held|who ran|caller|from " $out | head -n 20
+ok=1
+[ $s = 0 ] || { echo "diagnose exit $s"; ok=0; }
+if [ -n "$want" ] && ! grep -qE "\\(diagnose\\.($want)\\)" $out; then echo "missing: $want"; ok=0; fi
+if [ -n "$not" ] && grep -qE "\\(diagnose\\.($not)\\)" $out; then echo "false finding: $not"; ok=0; fi
+if grep -E "\\(diagnose\\.user-lock\\)" $out | grep -qE "critical section in _|from __lll|from ___pthread"; then
+  echo "user-lock names a C library function"; ok=0
+fi
+[ $ok = 1 ] || tail -n 40 $out
+rm -f $out
+[ $ok = 1 ]
