@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::experiments::cpu::clock as cpu_clock;
+use crate::experiments::flash::{au_size, open_units, steady_state};
 use crate::experiments::io::{api, cache, pregrow, random, record_size};
 use crate::experiments::sched::latency;
 use crate::model::run::PointResult;
@@ -25,6 +26,11 @@ pub const READS: &[(&str, &str)] = &[
     (latency::NAME, latency::METRIC_MAX),
     (cpu_clock::NAME, cpu_clock::METRIC_VS_MAX),
     (cpu_clock::NAME, cpu_clock::METRIC_CLOCK_MIN),
+    (au_size::NAME, au_size::METRIC_MISALIGNED),
+    (au_size::NAME, au_size::METRIC_UNIT),
+    (open_units::NAME, open_units::METRIC_OPEN),
+    (steady_state::NAME, steady_state::METRIC_CACHE),
+    (steady_state::NAME, steady_state::METRIC_STEADY),
 ];
 
 /// The experiments of `READS`, each once.
@@ -53,6 +59,8 @@ pub struct Evidence {
     pub pregrow: Vec<PointResult>,
     /// io.random results, newest run only.
     pub random_io: Vec<PointResult>,
+    /// flash.* results (au-size, open-units, steady-state), newest run only.
+    pub flash: Vec<PointResult>,
     /// Runs whose monitor saw Dirty+Writeback above the throttle point:
     /// (run id, peak dirty+writeback bytes, throttle point bytes).
     pub throttled: Vec<(String, u64, u64)>,
@@ -113,7 +121,8 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
         let wanted = ev.write_throughput.is_none()
             || ev.api.is_empty()
             || ev.pregrow.is_empty()
-            || ev.random_io.is_empty();
+            || ev.random_io.is_empty()
+            || ev.flash.is_empty();
         if same_disk && wanted {
             let results: Vec<PointResult> = store
                 .results_in(id, &experiments_read())
@@ -139,6 +148,13 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
             }
             if ev.random_io.is_empty() {
                 ev.random_io = of(random::NAME);
+            }
+            if ev.flash.is_empty() {
+                ev.flash = results
+                    .iter()
+                    .filter(|r| r.experiment.starts_with("flash."))
+                    .cloned()
+                    .collect();
             }
         }
         if ev.latency.is_none() {

@@ -43,6 +43,9 @@ pub const ALL: &[Rule] = &[
     diagnose::small_io_rule,
     diagnose::cpu_starvation,
     diagnose::memory_pressure,
+    flash::misaligned,
+    flash::streams_vs_open_units,
+    flash::dirty_vs_card_cache,
 ];
 
 /// Seconds of device writes the dirty limit may hold before it is a stall risk.
@@ -499,6 +502,7 @@ fn pregrow(ev: &Evidence, _: Workload) -> Outcome {
 
 mod cpu;
 mod diagnose;
+mod flash;
 mod latency;
 mod random_io;
 

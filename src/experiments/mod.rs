@@ -3,6 +3,7 @@
 pub mod app;
 pub mod common;
 pub mod cpu;
+pub mod flash;
 pub mod io;
 pub mod ipc;
 pub mod mem;
@@ -17,6 +18,7 @@ use crate::engine::Experiment;
 pub fn all() -> Vec<Box<dyn Experiment>> {
     let mut v: Vec<Box<dyn Experiment>> = Vec::new();
     v.extend(io::all());
+    v.extend(flash::all());
     v.extend(mem::all());
     v.extend(ipc::all());
     v.extend(sched::all());

@@ -128,6 +128,9 @@ pub fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
             for (key, file) in QUEUE_FILES {
                 put(&format!("block.{key}"), queue_setting(&dev.disk, file));
             }
+            for (key, value, _) in super::flash::facts(Path::new("/"), &dev.disk) {
+                put(&key, Some(value));
+            }
             put("target.device", Some(dev.name));
             put("target.disk", Some(dev.disk));
         }

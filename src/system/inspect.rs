@@ -17,6 +17,7 @@ pub fn inspect(target: Option<&Path>) -> Facts {
         filesystem(&mut f, t);
         if let Some(dev) = device_for_path(t) {
             block_chain(&mut f, &dev);
+            super::flash::inspect(&mut f, Path::new("/"), &dev.disk);
         } else {
             f.add(
                 "block",

@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod device;
 pub mod env;
 pub mod facts;
+pub mod flash;
 pub mod mounts;
 pub mod quiet;
 mod sysfs;

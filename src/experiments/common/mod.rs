@@ -9,6 +9,7 @@ pub mod background_load;
 pub mod cache_control;
 pub(crate) mod child;
 pub mod data;
+pub mod flash;
 pub mod kernels;
 pub mod latency_cause;
 pub mod latency_curve;

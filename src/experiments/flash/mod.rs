@@ -1,0 +1,17 @@
+//! Flash: what a card, eMMC or stick does with reads and writes — its
+//! allocation unit and page, how many units it keeps open, its write cache
+//! and steady state (docs/flash.md).
+
+pub mod au_size;
+pub mod open_units;
+pub mod steady_state;
+
+use crate::engine::Experiment;
+
+pub fn all() -> Vec<Box<dyn Experiment>> {
+    vec![
+        Box::new(au_size::AuSize),
+        Box::new(open_units::OpenUnits),
+        Box::new(steady_state::SteadyState),
+    ]
+}
