@@ -68,7 +68,7 @@ pub fn document(s: &Subject) -> Value {
         Subject::Comparison(c) => {
             for p in &c.pairs {
                 for m in &p.metrics {
-                    let x = &m.comparison;
+                    let x = m.comparison();
                     let b = bench(&[&p.experiment, &p.params(), &m.name]);
                     add(
                         &mut doc,

@@ -113,7 +113,7 @@ fn comparison_cases(c: &RunComparison) -> Vec<Case> {
     let mut out = Vec::new();
     for p in &c.pairs {
         for m in &p.metrics {
-            let x = &m.comparison;
+            let x = m.comparison();
             out.push(Case {
                 suite: p.experiment.clone(),
                 name: join(&[&p.params(), &m.name]),

@@ -172,7 +172,7 @@ fn gauges(s: &Subject) -> (Vec<Gauge>, Help) {
             for p in &c.pairs {
                 let params = p.params();
                 for m in &p.metrics {
-                    let x = &m.comparison;
+                    let x = m.comparison();
                     let l = labels(&[
                         ("base", &c.base),
                         ("new", &c.new),
