@@ -741,7 +741,7 @@ fn an_edited_applied_record_cannot_make_unapply_write_elsewhere() {
     ];
     let good = Store::open(&t.env.db()).unwrap().changes().unwrap();
     for (edit, why) in edits {
-        edit_record(&t, |c| edit(c));
+        edit_record(&t, &*edit);
         let out = t.run(&["unapply", KNOB]);
         assert_ne!(out.status.code(), Some(0), "{why}: {}", text(&out));
         assert!(text(&out).contains(why), "{why}: {}", text(&out));

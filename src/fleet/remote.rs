@@ -122,15 +122,8 @@ pub fn checked_arch(arch: &str) -> Result<&str> {
 /// (the remote cache directory is built from it).
 pub fn checked_home(home: &str) -> Result<&str> {
     let p = Path::new(home);
-    let plain = p.is_absolute()
-        && home.len() <= 4096
-        && !home.chars().any(char::is_control)
-        && p.components().all(|c| {
-            !matches!(
-                c,
-                std::path::Component::ParentDir | std::path::Component::CurDir
-            )
-        });
+    let dots = home.split('/').any(|c| c == ".." || c == ".");
+    let plain = p.is_absolute() && home.len() <= 4096 && !dots && !home.contains(char::is_control);
     if plain {
         Ok(home)
     } else {
@@ -528,9 +521,7 @@ mod tests {
         let e = binary_for("../../secret", Some(d.path())).unwrap_err();
         assert!(e.to_string().contains("not a known architecture"), "{e}");
         assert_eq!(e.exit_code(), 4);
-        assert!(checked_arch("aarch64\n../x").is_err());
-        assert_eq!(checked_arch("armv7l").unwrap(), "armv7l");
-        assert!(checked_home("/home/pi").is_ok());
+        assert!(checked_arch("aarch64\n../x").is_err() && checked_home("/home/pi").is_ok());
         for bad in ["../../etc", "/home/../etc", "relative", "/a\nb"] {
             assert!(checked_home(bad).is_err(), "{bad}");
         }

@@ -135,6 +135,8 @@ pub fn write_setting(p: &Path, value: &str) -> std::io::Result<()> {
         OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
+    // f_type is i32 on 32-bit boards, i64 elsewhere.
+    #[allow(clippy::unnecessary_cast)]
     let magic = rfs::fstatfs(&fd)?.f_type as i64;
     if magic != PROC_MAGIC && magic != SYSFS_MAGIC {
         return Err(std::io::Error::other(format!(

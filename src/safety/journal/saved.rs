@@ -103,11 +103,10 @@ impl Saved {
                 // Restoring only sets atime/sync flags on what is mounted
                 // there; the root file system is never remounted from a file.
                 plain_absolute(mount_point)?;
-                no_link(mount_point)?;
                 if mount_point == Path::new("/") {
                     return Err("the root file system is not remounted from the journal".into());
                 }
-                Ok(())
+                no_link(mount_point)
             }
             Saved::Lab {
                 mount_point,
@@ -344,6 +343,7 @@ pub fn persist_path_ok(p: &Path) -> std::result::Result<(), String> {
             _ => false,
         }
     };
+    no_link(p)?;
     let rel = p.strip_prefix("/").unwrap_or(p);
     if !(ours(rel) || test_tree(p).is_some_and(|(_, r)| ours(r))) {
         return Err(format!(
@@ -351,7 +351,7 @@ pub fn persist_path_ok(p: &Path) -> std::result::Result<(), String> {
             p.display()
         ));
     }
-    no_link(p)
+    Ok(())
 }
 
 /// No component of `p` is a symbolic link.

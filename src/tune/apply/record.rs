@@ -53,12 +53,12 @@ pub fn distrust(c: &AppliedChange, here: &str) -> Option<String> {
     if let Some(Err(why)) = live.chain(files).find(|r| r.is_err()) {
         return Some(why);
     }
-    let values = [&c.old, &c.new]
+    let mut values = [&c.old, &c.new]
         .into_iter()
         .chain(c.partners.iter().map(|p| &p.old));
     // A mount change records no live file and keeps no value.
     if !c.live.is_empty() {
-        if let Some(v) = values.into_iter().find(|v| !value_ok(v)) {
+        if let Some(v) = values.find(|v| !value_ok(v)) {
             return Some(format!("{v:?} is not a setting value tunelab writes"));
         }
     }
