@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::{json, stderr, Env};
@@ -151,56 +149,6 @@ fn a_run_past_the_result_cap_is_refused_and_nothing_is_kept() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("5000"), "{}", stderr(&out));
     assert_eq!(listed(&env).len(), before);
-}
-
-#[test]
-fn the_first_sigint_stops_an_import_and_nothing_is_kept() {
-    let env = Env::new();
-    let base = exported(&env);
-    let before = listed(&env).len();
-    let fifo = env.dir.path().join("runs.fifo");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let mut child = env
-        .background()
-        .arg("import")
-        .arg(&fifo)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Opening the pipe waits for the importer: it is running (its signal
-    // handlers are in place) once this returns.
-    let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
-    w.write_all(b"[").unwrap();
-    for i in 0..3 {
-        let sep = if i == 0 { "" } else { "," };
-        write!(w, "{sep}{}", with_id(&base, 100 + i)).unwrap();
-    }
-    w.flush().unwrap();
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    // One more run for the importer to reach its next check; the pipe is
-    // left open, so it can only end because of the signal.
-    write!(w, ",{}", with_id(&base, 200)).unwrap();
-    w.flush().unwrap();
-    let t = std::time::Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "import ignored SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    drop(w);
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(130), "{err}");
-    assert_eq!(listed(&env).len(), before, "{err}");
 }
 
 fn interrupt_after(env: &Env, args: &[&str], after: Duration) -> (Option<i32>, serde_json::Value) {
