@@ -61,7 +61,8 @@ sweep() { # label, extra flags…
     "$BIN" --db "$work/aa.db" tune "$KNOB" --values "$values" -e "$EXP" $PARAMS \
       --target "$work/target" --quiet-check 0 "$@" >"$out" 2>"$work/$label-$i.err" ||
       { echo "$label sweep $i failed (exit $?):"; tail -5 "$work/$label-$i.err"; exit 1; }
-    if grep -q "is significantly better than the live value" "$out"; then
+    # The winner line starts "KNOB=V is …"; "no value is …" is no winner.
+    if grep -q "^$KNOB=.* is significantly better than the live value" "$out"; then
       found=$((found + 1))
     fi
     rounds+=("$("$BIN" --db "$work/aa.db" --json show last | python3 -c \

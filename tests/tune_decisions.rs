@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::{json, stderr, Env};
@@ -590,7 +590,6 @@ fn ctrl_c_during_a_sweep_keeps_the_finished_rounds() {
         ])
         .args(["--quiet-check", "0", "--target"])
         .arg(env.target())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     // Wait for a few rounds: the knob changes at the probe, rounds follow.
