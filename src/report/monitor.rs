@@ -242,6 +242,7 @@ pub fn irq(rows: &[IrqRate], top: usize) -> Shown {
 
 /// `line` cut to `width` columns, ending in "…" when cut.
 fn cut(line: &str, width: usize) -> String {
+    let line = line.trim_end();
     if line.chars().count() <= width {
         return line.trim_end().to_string();
     }
