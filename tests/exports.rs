@@ -99,11 +99,24 @@ fn lava_lines_parse(text: &str, expect_fail: usize) {
         .filter(|l| l.starts_with("lava-test-case "))
         .collect();
     assert!(!lines.is_empty(), "no lava-test-case line in:\n{text}");
-    let script = format!(
-        "lava-test-case() {{ printf '%s|' \"$#\" \"$@\"; echo; }}\n{}\n",
-        lines.join("\n")
+    // A stand-in lava-test-case on PATH (a shell function may not have a
+    // '-' in its name in POSIX sh) that prints its argc and argv.
+    let bin = tempfile::tempdir().unwrap();
+    let stub = bin.path().join("lava-test-case");
+    std::fs::write(&stub, "#!/bin/sh\nprintf '%s|' \"$#\" \"$@\"; echo\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new("sh").arg("-c").arg(&script).output().unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(lines.join("\n"))
+        .env("PATH", path)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let mut fails = 0;
     for argv in String::from_utf8_lossy(&out.stdout).lines() {
@@ -155,10 +168,10 @@ fn a_runs_exports_are_read_by_their_consumers() {
     let env = Env::new();
     let d = env.dir.path();
     let (junit, bmf, om) = (d.join("r.xml"), d.join("r.bmf.json"), d.join("r.om"));
-    let p = format!("values=2:2.2:1.8:2.1:1.9");
+    let p = "values=2:2.2:1.8:2.1:1.9";
     let out = env
         .cmd()
-        .args(["run", "test.scripted", "-p", &p])
+        .args(["run", "test.scripted", "-p", p])
         .args(FAST)
         .arg("--export-junit")
         .arg(&junit)
