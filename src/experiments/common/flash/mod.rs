@@ -16,6 +16,9 @@ use crate::Result;
 pub trait FlashIo {
     /// Bytes addressable from offset 0.
     fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<()>;
     fn write_at(&mut self, buf: &[u8], offset: u64) -> Result<()>;
     /// Wait until the device holds what was written (fdatasync).
