@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the tools tests/exports.rs reads tunelab's exports back with:
 # promtool (OpenMetrics), go tool pprof (pprof), xmllint with the JUnit schema
-# of Jenkins' xunit plugin (MIT), and python jsonschema with speedscope's
+# of Jenkins' xunit plugin (MIT, copied from tests/fixtures/exports), and python jsonschema with speedscope's
 # published file-format schema (MIT, shipped in its npm package). The schemas
 # go to $TUNELAB_CONSUMERS (default /opt/tunelab-consumers), where the tests
 # look. Without root or apt-get the tests print why they skip.
@@ -23,10 +23,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 fi
 
 mkdir -p "$dir"
-xsd=https://raw.githubusercontent.com/jenkinsci/xunit-plugin/master/src/main/resources/org/jenkinsci/plugins/xunit/types/model/xsd/junit-10.xsd
-if [ ! -s "$dir/junit-10.xsd" ] && command -v curl >/dev/null; then
-  curl -fsSL -o "$dir/junit-10.xsd" "$xsd" || echo "could not download the JUnit schema"
-fi
+# The JUnit schema (MIT, jenkinsci/xunit-plugin) is kept in the tree.
+cp "$(dirname "$0")/../tests/fixtures/exports/junit-10.xsd" "$dir/junit-10.xsd"
 if [ ! -s "$dir/speedscope-schema.json" ] && command -v npm >/dev/null; then
   tmp=$(mktemp -d)
   if (cd "$tmp" && npm pack --silent speedscope@1.25.0 >/dev/null && tar xzf speedscope-1.25.0.tgz); then
