@@ -295,7 +295,9 @@ pub(crate) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
     // workload has no more threads than CPUs and other processes used too
     // little CPU to explain it.
     let observer_s = match &held {
-        Some(h) => h.observer_s,
+        // tunelab cannot have held a CPU longer than the CPU time it used
+        // (lost switch records stretch the segment before them).
+        Some(h) => h.observer_s.min(tunelab_cpu),
         None if w.threads <= d.cpus
             && others_cpu < 0.5 * w.runq_s
             && tunelab_cpu >= 0.5 * w.runq_s =>
