@@ -366,7 +366,11 @@ fn a_fork_loop_is_not_a_hot_spot_nor_starved_by_tunelab() {
     let ids = d.ids();
     assert!(!ids.iter().any(|i| i == "diagnose.cpu-hotspot"), "{ids:?}");
     if runnable_per_cpu(&d) < 1.0 {
-        assert!(!ids.iter().any(|i| i == "diagnose.cpu-starvation"), "{}", d.title("diagnose.cpu-starvation"));
+        assert!(
+            !ids.iter().any(|i| i == "diagnose.cpu-starvation"),
+            "{}",
+            d.title("diagnose.cpu-starvation")
+        );
     }
 }
 

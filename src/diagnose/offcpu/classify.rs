@@ -379,10 +379,36 @@ pub fn c_library_internal(sym: &str) -> bool {
     }
     let f = sym.trim_start_matches('_');
     [
-        "mem", "str", "wcs", "wmem", "stp", "lll_", "pthread_", "futex", "libc_", "GI_", "nptl_",
-        "IO_", "malloc", "libc_malloc", "int_malloc", "int_free", "free", "calloc", "realloc",
-        "syscall", "clock_", "nanosleep", "read", "write", "fsync", "fdatasync", "sem_",
-        "qsort", "tunable", "sched_",
+        "mem",
+        "str",
+        "wcs",
+        "wmem",
+        "stp",
+        "lll_",
+        "pthread_",
+        "futex",
+        "libc_",
+        "GI_",
+        "nptl_",
+        "IO_",
+        "malloc",
+        "libc_malloc",
+        "int_malloc",
+        "int_free",
+        "free",
+        "calloc",
+        "realloc",
+        "syscall",
+        "clock_",
+        "nanosleep",
+        "read",
+        "write",
+        "fsync",
+        "fdatasync",
+        "sem_",
+        "qsort",
+        "tunable",
+        "sched_",
     ]
     .iter()
     .any(|p| f.starts_with(p))
@@ -438,16 +464,18 @@ mod tests {
         ];
         assert_eq!(caller(&user, "mutex"), "contended_update ← worker");
         // A shared libc is judged by its mapping, whatever the name.
-        let user = [
-            ("/usr/lib/libc.so.6", "some_new_wait"),
-            ("prog", "update"),
-        ];
+        let user = [("/usr/lib/libc.so.6", "some_new_wait"), ("prog", "update")];
         assert_eq!(caller(&user, "prog"), "update");
     }
 
     #[test]
     fn libc_internal_names() {
-        for f in ["__strcmp_evex", "__memcpy_aarch64_simd", "__lll_lock_wait", "___pthread_mutex_lock"] {
+        for f in [
+            "__strcmp_evex",
+            "__memcpy_aarch64_simd",
+            "__lll_lock_wait",
+            "___pthread_mutex_lock",
+        ] {
             assert!(c_library_internal(f), "{f}");
         }
         for f in ["main", "hot_loop", "__my_helper", "_start_worker"] {

@@ -7,9 +7,7 @@ use std::collections::HashMap;
 use super::super::profile::{OffCpuTrace, WaitStack};
 use super::classify::{caller, classify, generic, SYNC_WAIT};
 use super::TOP;
-use crate::model::diagnosis::{
-    BlockingReport, CpuHolder, OffCpuCause, OffCpuReport, ProcessWaits,
-};
+use crate::model::diagnosis::{BlockingReport, CpuHolder, OffCpuCause, OffCpuReport, ProcessWaits};
 
 fn split(w: &WaitStack) -> (Vec<&str>, Vec<(&str, &str)>) {
     let mut k = Vec::new();
@@ -574,7 +572,8 @@ mod tests {
         t.tid_pid.insert(60, 6);
         let (h, missing) = holders(&t);
         assert!(missing.is_empty());
-        let roles: Vec<(&str, u32, f64)> = h.iter().map(|x| (x.role.as_str(), x.pid, x.s)).collect();
+        let roles: Vec<(&str, u32, f64)> =
+            h.iter().map(|x| (x.role.as_str(), x.pid, x.s)).collect();
         assert_eq!(roles.len(), 3, "{roles:?}");
         assert_eq!((roles[0].0, roles[0].1), ("tunelab", 99));
         assert!((roles[0].2 - 0.5).abs() < 1e-9);

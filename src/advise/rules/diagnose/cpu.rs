@@ -61,7 +61,11 @@ fn in_c_library(p: &crate::model::profile::Profile, symbol: &str) -> bool {
 /// outside the C library on the heaviest stacks ending in it.
 fn own_caller(p: &crate::model::profile::Profile, symbol: &str) -> Option<String> {
     let mut by: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
-    for f in p.folded.iter().filter(|f| f.stack.rsplit(';').next() == Some(symbol)) {
+    for f in p
+        .folded
+        .iter()
+        .filter(|f| f.stack.rsplit(';').next() == Some(symbol))
+    {
         if let Some(c) = f
             .stack
             .rsplit(';')
@@ -79,7 +83,11 @@ fn own_caller(p: &crate::model::profile::Profile, symbol: &str) -> Option<String
 /// A line when the top user frames are bare addresses: why there are no
 /// names, and how to get them.
 fn unsymbolised_note(p: &crate::model::profile::Profile) -> Option<String> {
-    let user: Vec<_> = p.symbols.iter().filter(|s| !s.image.starts_with('[')).collect();
+    let user: Vec<_> = p
+        .symbols
+        .iter()
+        .filter(|s| !s.image.starts_with('['))
+        .collect();
     let bare: f64 = user
         .iter()
         .filter(|s| s.symbol.starts_with("0x") || s.symbol.contains("+0x"))
@@ -193,7 +201,10 @@ pub(crate) fn cpu_hotspot(ev: &Evidence, _: Workload) -> Outcome {
             .into(),
         command,
         risk: "Changes the program; measure before and after.".into(),
-        verify: format!("tunelab diagnose {} (the function's share and the run time fall)", cmd(d)),
+        verify: format!(
+            "tunelab diagnose {} (the function's share and the run time fall)",
+            cmd(d)
+        ),
     })
 }
 
@@ -217,7 +228,14 @@ fn held(d: &Diagnosis, runq_s: f64) -> Option<Held> {
     // Attributed time is scaled to the run-queue figure (waits still open
     // at the stop have no holder yet).
     let scale = runq_s / total;
-    let sum = |role: &str| o.holders.iter().filter(|h| h.role == role).map(|h| h.s).sum::<f64>() * scale;
+    let sum = |role: &str| {
+        o.holders
+            .iter()
+            .filter(|h| h.role == role)
+            .map(|h| h.s)
+            .sum::<f64>()
+            * scale
+    };
     let words = |h: &crate::model::diagnosis::CpuHolder| match h.role.as_str() {
         "tunelab" => format!("tunelab itself (pid {}, this diagnosis)", h.pid),
         "workload" => format!("its own {} (pid {})", h.comm, h.pid),
@@ -254,7 +272,10 @@ fn held(d: &Diagnosis, runq_s: f64) -> Option<Held> {
 fn starved(w: &super::view::WorkView<'_>, runq_s: f64) -> (bool, f64) {
     let of_runnable = runq_s / (w.cpu_s + runq_s).max(1e-9) * 100.0;
     let of_active = w.pct_of_active(runq_s);
-    (of_runnable >= STARVED_PCT && of_active >= STARVED_ACTIVE_PCT, of_runnable)
+    (
+        of_runnable >= STARVED_PCT && of_active >= STARVED_ACTIVE_PCT,
+        of_runnable,
+    )
 }
 
 pub(crate) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
@@ -274,8 +295,13 @@ pub(crate) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
     // workload has no more threads than CPUs and other processes used too
     // little CPU to explain it.
     let observer_s = match &held {
-        Some(h) => h.observer_s,
-        None if w.threads <= d.cpus && others_cpu < 0.5 * w.runq_s && tunelab_cpu >= 0.5 * w.runq_s => {
+        // tunelab cannot have held a CPU longer than the CPU time it used
+        // (lost switch records stretch the segment before them).
+        Some(h) => h.observer_s.min(tunelab_cpu),
+        None if w.threads <= d.cpus
+            && others_cpu < 0.5 * w.runq_s
+            && tunelab_cpu >= 0.5 * w.runq_s =>
+        {
             w.runq_s
         }
         None => 0.0,
@@ -330,9 +356,9 @@ pub(crate) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
         });
     }
     let runq = w.runq_s - observer_s;
-    let (own_s, others_s, named) = held
-        .as_ref()
-        .map_or((0.0, 0.0, String::new()), |h| (h.own_s, h.others_s, h.named.clone()));
+    let (own_s, others_s, named) = held.as_ref().map_or((0.0, 0.0, String::new()), |h| {
+        (h.own_s, h.others_s, h.named.clone())
+    });
     let own_threads = if held.is_some() {
         own_s >= others_s
     } else {
@@ -420,7 +446,13 @@ mod tests {
 
     #[test]
     fn tunelab_as_the_holder_is_an_observer_cost_not_starvation() {
-        let d = starved(1, vec![holder("tunelab", 99, 0.55, "tunelab"), holder("kworker/0:1", 12, 0.05, "other")]);
+        let d = starved(
+            1,
+            vec![
+                holder("tunelab", 99, 0.55, "tunelab"),
+                holder("kworker/0:1", 12, 0.05, "other"),
+            ],
+        );
         let f = get(cpu_starvation(&ev(d), Workload::General)).expect("a finding");
         assert_eq!(f.id, "diagnose.observer-cost", "{}", f.title);
         assert!(f.title.contains("tunelab itself"), "{}", f.title);
@@ -428,17 +460,35 @@ mod tests {
 
     #[test]
     fn another_process_as_the_holder_is_named() {
-        let d = starved(1, vec![holder("make", 4242, 0.5, "other"), holder("tunelab", 99, 0.1, "tunelab")]);
+        let d = starved(
+            1,
+            vec![
+                holder("make", 4242, 0.5, "other"),
+                holder("tunelab", 99, 0.1, "tunelab"),
+            ],
+        );
         let f = get(cpu_starvation(&ev(d), Workload::General)).expect("a finding");
         assert_eq!(f.id, "diagnose.cpu-starvation");
         assert!(f.title.contains("make (pid 4242)"), "{}", f.title);
         assert!(f.title.contains("tunelab's own"), "{}", f.title);
-        assert!(f.evidence.iter().any(|e| e.contains("make (pid 4242) 83.3%")), "{:?}", f.evidence);
+        assert!(
+            f.evidence
+                .iter()
+                .any(|e| e.contains("make (pid 4242) 83.3%")),
+            "{:?}",
+            f.evidence
+        );
     }
 
     #[test]
     fn more_threads_than_cpus_is_still_starved_by_its_own_threads() {
-        let d = starved(4, vec![holder("prog", 50, 0.5, "workload"), holder("tunelab", 99, 0.1, "tunelab")]);
+        let d = starved(
+            4,
+            vec![
+                holder("prog", 50, 0.5, "workload"),
+                holder("tunelab", 99, 0.1, "tunelab"),
+            ],
+        );
         let f = get(cpu_starvation(&ev(d), Workload::General)).expect("a finding");
         assert_eq!(f.id, "diagnose.cpu-starvation");
         assert!(f.why.contains("4 threads on 2 CPUs"), "{}", f.why);
@@ -458,7 +508,11 @@ mod tests {
     }
 
     fn profiled(symbols: &[(&str, &str, f64)], folded: &[(&str, u64)]) -> Diagnosis {
-        let mut d = workload(0.9, 0.0, &[("condvar", "futex: pthread_cond_wait", "consumer", 3.0)]);
+        let mut d = workload(
+            0.9,
+            0.0,
+            &[("condvar", "futex: pthread_cond_wait", "consumer", 3.0)],
+        );
         d.profile = Section::Present {
             data: Profile {
                 samples: 1000,
@@ -490,7 +544,10 @@ mod tests {
     fn a_busy_thread_beside_blocked_ones_has_its_hot_spot() {
         // 0.9 s of CPU over 2 s (45% of one CPU... of active time only 23%):
         // the producer's thread is busy while three consumers wait.
-        let mut d = profiled(&[("prog", "produce", 97.0)], &[("prog;main;producer;produce", 970)]);
+        let mut d = profiled(
+            &[("prog", "produce", 97.0)],
+            &[("prog;main;producer;produce", 970)],
+        );
         if let Section::Present { data, .. } = &mut d.workload {
             data.total.user_s = 1.6;
         }
@@ -501,15 +558,26 @@ mod tests {
     #[test]
     fn a_c_library_hot_spot_names_the_programs_caller() {
         let mut d = profiled(
-            &[("libc.so.6", "__strcmp_evex", 60.0), ("prog", "compare_keys", 20.0)],
-            &[("prog;main;sort_all;compare_keys;__strcmp_evex", 600), ("prog;main;sort_all;compare_keys", 200)],
+            &[
+                ("libc.so.6", "__strcmp_evex", 60.0),
+                ("prog", "compare_keys", 20.0),
+            ],
+            &[
+                ("prog;main;sort_all;compare_keys;__strcmp_evex", 600),
+                ("prog;main;sort_all;compare_keys", 200),
+            ],
         );
         if let Section::Present { data, .. } = &mut d.workload {
             data.total.user_s = 1.9;
         }
         let f = get(cpu_hotspot(&ev(d), Workload::General)).expect("a hot spot");
         assert!(f.title.contains("called from compare_keys"), "{}", f.title);
-        assert!(f.command.starts_with("make compare_keys call __strcmp_evex"), "{}", f.command);
+        assert!(
+            f.command
+                .starts_with("make compare_keys call __strcmp_evex"),
+            "{}",
+            f.command
+        );
     }
 
     #[test]
@@ -519,7 +587,13 @@ mod tests {
             data.total.user_s = 1.9;
         }
         let f = get(cpu_hotspot(&ev(d), Workload::General)).expect("a hot spot");
-        assert!(f.evidence.iter().any(|e| e.contains("stripped") && e.contains("cc -g")), "{:?}", f.evidence);
+        assert!(
+            f.evidence
+                .iter()
+                .any(|e| e.contains("stripped") && e.contains("cc -g")),
+            "{:?}",
+            f.evidence
+        );
     }
 
     #[test]
@@ -527,6 +601,10 @@ mod tests {
         let mut d = starved(1, vec![holder("make", 4242, 0.6, "other")]);
         d.target.command = vec!["sh".into(), "-c".into(), "grep -c x f | sort".into()];
         let f = get(cpu_starvation(&ev(d), Workload::General)).expect("a finding");
-        assert!(f.verify.contains("-- sh -c 'grep -c x f | sort'"), "{}", f.verify);
+        assert!(
+            f.verify.contains("-- sh -c 'grep -c x f | sort'"),
+            "{}",
+            f.verify
+        );
     }
 }

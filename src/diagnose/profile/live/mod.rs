@@ -3,6 +3,7 @@
 //! that drains them and keeps only distinct stacks with counts, and
 //! `finish`, which stops, symbolises and aggregates.
 
+mod holders;
 mod open;
 mod pairing;
 mod reader;
@@ -315,8 +316,16 @@ impl Live {
                 .holders_ns
                 .iter()
                 .map(|((w, h), ns)| {
-                    let name = collected.holder_comm.get(h).and_then(|c| collected.comms.get(*c as usize));
-                    (*w, *h, name.cloned().unwrap_or_else(|| format!("[pid {h}]")), *ns as f64 * 1e-9)
+                    let name = collected
+                        .holder_comm
+                        .get(h)
+                        .and_then(|c| collected.comms.get(*c as usize));
+                    (
+                        *w,
+                        *h,
+                        name.cloned().unwrap_or_else(|| format!("[pid {h}]")),
+                        *ns as f64 * 1e-9,
+                    )
                 })
                 .collect(),
             holders_open: collected.holders_open.clone(),

@@ -16,9 +16,6 @@ pub(super) enum OffKind {
     },
     /// Back on a CPU.
     In,
-    /// The same switch in as seen CPU-wide: the process (pid) that ran on
-    /// that CPU before it. Ordered before `In` of the same instant.
-    InAfter(u32),
     Exit,
 }
 
@@ -39,8 +36,6 @@ struct TidState {
     stack: Vec<FrameKey>,
     /// Switched out at, and whether preempted.
     out: Option<(u64, bool)>,
-    /// The process that ran before this thread's pending switch in.
-    holder: Option<u32>,
 }
 
 #[derive(Default)]
@@ -55,9 +50,7 @@ pub(super) struct OffState {
 impl OffState {
     pub(super) fn push(&mut self, e: OffEvent) {
         self.newest = self.newest.max(e.time);
-        if !matches!(e.kind, OffKind::InAfter(_)) {
-            self.pids.insert(e.pid);
-        }
+        self.pids.insert(e.pid);
         self.queue.push(e);
     }
 
@@ -76,20 +69,10 @@ impl OffState {
         out: &mut Collected,
         comm: &mut dyn FnMut(u32) -> u32,
     ) {
-        self.queue
-            .sort_by_key(|e| (e.time, !matches!(e.kind, OffKind::InAfter(_))));
+        self.queue.sort_by_key(|e| e.time);
         let n = self.queue.partition_point(|e| e.time < upto);
         let ready: Vec<OffEvent> = self.queue.drain(..n).collect();
         for e in ready {
-            if let OffKind::InAfter(prev) = e.kind {
-                // Only a thread traced and waiting preempted has a holder.
-                if let Some(t) = self.tids.get_mut(&e.tid) {
-                    if matches!(t.out, Some((_, true))) {
-                        t.holder = Some(prev);
-                    }
-                }
-                continue;
-            }
             let t = self.tids.entry(e.tid).or_default();
             t.pid = e.pid;
             out.tid_pid.insert(e.tid, e.pid);
@@ -100,7 +83,6 @@ impl OffState {
             t.last = t.last.max(e.time);
             match e.kind {
                 OffKind::Stack(_, frames) => t.stack = frames,
-                OffKind::InAfter(_) => {}
                 OffKind::Out { preempt } => t.out = Some((e.time, preempt)),
                 OffKind::Exit => {
                     if let Some(t) = self.tids.remove(&e.tid) {
@@ -118,16 +100,8 @@ impl OffState {
                     if preempt {
                         *out.runqueue_ns.entry(c).or_default() += ns;
                         *out.runqueue_pid_ns.entry(e.pid).or_default() += ns;
-                        if let Some(h) = t.holder.take() {
-                            *out.holders_ns.entry((e.pid, h)).or_default() += ns;
-                            if !out.holder_comm.contains_key(&h) {
-                                let hc = comm(h);
-                                out.holder_comm.insert(h, hc);
-                            }
-                        }
                         continue;
                     }
-                    t.holder = None;
                     charge(
                         out,
                         c,
@@ -199,50 +173,4 @@ fn charge(
     let e = out.stacks.entry(key).or_default();
     e.0 += us;
     e.1 += us;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ev(time: u64, tid: u32, kind: OffKind) -> OffEvent {
-        OffEvent {
-            time,
-            pid: 5,
-            tid,
-            kind,
-        }
-    }
-
-    #[test]
-    fn a_preempted_wait_is_charged_to_the_task_that_ran_before_the_switch_in() {
-        let mut s = OffState::default();
-        let mut out = Collected::default();
-        // The CPU-wide record of the switch in may be queued after the
-        // per-task one of the same instant: it is still read first.
-        for e in [
-            ev(100, 5, OffKind::Out { preempt: true }),
-            ev(350, 5, OffKind::In),
-            ev(350, 5, OffKind::InAfter(77)),
-            ev(400, 6, OffKind::Out { preempt: false }),
-            ev(500, 6, OffKind::InAfter(78)),
-            ev(500, 6, OffKind::In),
-            // A process the workload never ran in: dropped, no state.
-            OffEvent {
-                time: 600,
-                pid: 9,
-                tid: 9,
-                kind: OffKind::InAfter(5),
-            },
-        ] {
-            s.push(e);
-        }
-        assert!(s.follows(5) && !s.follows(9));
-        s.pair(u64::MAX, &mut out, &mut |p| p);
-        assert_eq!(out.holders_ns.get(&(5, 77)), Some(&250));
-        // A blocked (not preempted) wait has no holder.
-        assert_eq!(out.holders_ns.len(), 1, "{:?}", out.holders_ns);
-        assert_eq!(out.runqueue_pid_ns.get(&5), Some(&250));
-        assert!(!s.tids.contains_key(&9));
-    }
 }

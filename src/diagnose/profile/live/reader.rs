@@ -14,6 +14,7 @@ use super::super::collected::{Collected, FrameKey};
 use super::super::common;
 use super::super::maps::{self, AddressSpace, Mapping};
 use super::super::Scope;
+use super::holders::Holders;
 use super::open::Opened;
 use super::pairing::{OffEvent, OffKind, OffState};
 
@@ -38,6 +39,8 @@ struct Reader {
     comm_index: HashMap<String, u32>,
     /// Off-CPU tracing: switch events waiting to be paired.
     off: Option<OffState>,
+    /// Off-CPU tracing: each CPU's recent switch-ins (CPU-wide records).
+    holders: Holders,
 }
 
 const PERF_RECORD_SWITCH: u32 = 14;
@@ -130,23 +133,33 @@ impl Reader {
             return;
         }
         if rec.ty() == PERF_RECORD_SWITCH_CPU_WIDE {
-            // next_prev_pid, next_prev_tid, then the sample_id trailer; a
-            // switch in of a workload thread names who ran before it.
+            // next_prev_pid, next_prev_tid, then the sample_id trailer
+            // (pid, tid, time, cpu): who ran on each CPU, and for a
+            // workload thread back from a preemption, over its wait.
             let body = rec.to_contiguous();
-            let prev = body
-                .get(0..4)
+            let ids = body.get(8..).and_then(switch_ids);
+            let cpu = body
+                .get(24..28)
                 .and_then(|b| b.try_into().ok())
                 .map(u32::from_ne_bytes);
-            if let (Some(off), Some(prev), Some((pid, tid, time))) =
-                (self.off.as_mut(), prev, body.get(8..).and_then(switch_ids))
-            {
-                if misc & MISC_SWITCH_OUT == 0 && off.follows(pid) {
-                    off.push(OffEvent {
-                        time,
-                        pid,
-                        tid,
-                        kind: OffKind::InAfter(prev),
-                    });
+            let (Some(off), Some((pid, tid, time)), Some(cpu)) = (self.off.as_ref(), ids, cpu)
+            else {
+                return;
+            };
+            let follow = off.follows(pid);
+            if misc & MISC_SWITCH_OUT != 0 {
+                if follow && misc & MISC_SWITCH_OUT_PREEMPT != 0 {
+                    self.holders.preempted(tid, time);
+                } else if follow {
+                    self.holders.blocked(tid);
+                }
+                return;
+            }
+            for (h, ns) in self.holders.switched_in(cpu, pid, tid, time, follow) {
+                *self.out.holders_ns.entry((pid, h)).or_default() += ns;
+                if !self.out.holder_comm.contains_key(&h) {
+                    let c = self.pid_comm(h);
+                    self.out.holder_comm.insert(h, c);
                 }
             }
             return;
@@ -389,6 +402,7 @@ pub(super) fn read_loop(
         comm_of_pid: HashMap::new(),
         comm_index: HashMap::new(),
         off: off.then(OffState::default),
+        holders: Holders::default(),
     };
     if let Scope::Process { pid } = scope {
         // The target's current mappings and name, while it surely exists.
