@@ -79,7 +79,14 @@ pub fn changes_here(store: &Store) -> Result<(Vec<AppliedChange>, Vec<String>)> 
         ));
         return Ok((ok, notes));
     }
-    for c in store.changes()? {
+    let local = !store.location().contains("://");
+    for mut c in store.changes()? {
+        // Records written before they carried a machine id: a private local
+        // file (checked above) holds only this machine's own records, so
+        // they are adopted; a fleet database's never are.
+        if c.machine_id.is_empty() && local && !here.is_empty() {
+            c.machine_id = here.clone();
+        }
         match distrust(&c, &here) {
             None => ok.push(c),
             Some(why) => notes.push(format!(
