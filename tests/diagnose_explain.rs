@@ -207,6 +207,14 @@ fn judge(d: &Diagnosed, expected: &str, allowed: &[&str]) {
         allowed.push("diagnose.cpu-starvation");
     }
     let ids = d.ids();
+    // The test's own noise generator (a nice-19 spinner) named as the
+    // holder of the CPU is a true finding, not a false one.
+    if ids.iter().any(|i| i == "diagnose.cpu-starvation")
+        && d.title("diagnose.cpu-starvation").contains("wl_noise")
+    {
+        eprintln!("the noise generator held the CPU: CPU starvation is true here");
+        allowed.push("diagnose.cpu-starvation");
+    }
     assert!(
         ids.iter().any(|i| i == expected),
         "expected {expected}, got {ids:?}: {:#?}",

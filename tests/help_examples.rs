@@ -36,8 +36,8 @@ fn plan(example: &str) -> Plan {
         "apply last --dry-run" => Skip("needs a stored tune run (tune changes a kernel setting)"),
         "apply last" | "apply last --force" => Skip(SYSTEM),
         "unapply vm.dirty_background_ratio" => Skip(SYSTEM),
-        "tune vm.dirty_ratio --values 5,10,20 -e io.burst"
-        | "tune read_ahead_kb --device sda --values 128,1024 -e io.file-read" => Skip(SYSTEM),
+        "tune vm.dirty_ratio --values 5,10,20 -e io.burst -p mode=direct-write -p duration=2s --trials 12"
+        | "tune read_ahead_kb --device sda --values 128,1024 -e io.device-read" => Skip(SYSTEM),
         "run io.record-size -p record=4k,64k,1m -p mode=buffered,direct --target /mnt/data"
         | "inspect --target /mnt/data"
         | "advise --workload media --target /mnt/data"
@@ -98,6 +98,9 @@ fn examples() -> Vec<(String, String)> {
         let ex: Vec<String> = help
             .lines()
             .skip_while(|l| !l.starts_with("Examples:"))
+            .skip(1)
+            // The block ends at the first blank line (prose may follow).
+            .take_while(|l| !l.trim().is_empty())
             .filter_map(|l| l.trim().strip_prefix("tunelab ").map(String::from))
             .collect();
         assert!(

@@ -170,7 +170,7 @@ pub struct History<'a> {
 fn machine_key(r: &Run) -> Option<&String> {
     r.environment
         .get("machine.id")
-        .or_else(|| super::devices::machine_of(r))
+        .or_else(|| super::machine::machine_of(r))
 }
 
 impl History<'_> {

@@ -8,6 +8,7 @@
 use serde::Serialize;
 
 use super::compare::VOLATILE;
+pub use super::machine::{machine_of, FLEET_HOST};
 use crate::model::run::Run;
 use crate::model::Better;
 use crate::stats::{compare, Comparison, Verdict};
@@ -61,17 +62,6 @@ pub struct DeviceComparison {
     pub environment_diff: Vec<FactRow>,
     /// Metrics a device is worse on than the baseline (verdict regressed).
     pub regressions: usize,
-}
-
-/// Environment key of the inventory name a run came from (`remote`).
-pub const FLEET_HOST: &str = "fleet.host";
-
-/// The machine a run is from: its inventory name when `remote` brought it
-/// back, else its host name.
-pub fn machine_of(r: &Run) -> Option<&String> {
-    r.environment
-        .get(FLEET_HOST)
-        .or_else(|| r.environment.get("host.name"))
 }
 
 fn device(r: &Run) -> Device {

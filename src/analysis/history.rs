@@ -107,7 +107,7 @@ impl History {
 
 /// The inventory name of a `remote` run, else its host name (as devices).
 fn machine_of(run: &Run) -> String {
-    super::devices::machine_of(run)
+    super::machine::machine_of(run)
         .cloned()
         .unwrap_or_else(|| "?".into())
 }

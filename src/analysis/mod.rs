@@ -7,6 +7,7 @@
 pub mod compare;
 pub mod devices;
 pub mod history;
+pub mod machine;
 
 /// A stored run with one point of `io.fake` (its write throughput samples),
 /// for the tests of analysis and of the renderers of its results.

@@ -114,8 +114,12 @@ fn select(a: &Selection, store: &Store) -> Result<Vec<Run>> {
         }
     });
     let mut picked: Vec<Run> = Vec::new();
-    // Newest first, so the first run seen of a machine is its newest.
-    for info in store.list()? {
+    // Newest start first, so the first run seen of a machine is its newest
+    // (the store lists by the order runs were stored, which an import of
+    // an older run does not follow).
+    let mut listed = store.list()?;
+    listed.sort_by(|x, y| y.started.cmp(&x.started));
+    for info in listed {
         if a.label.as_ref().is_some_and(|l| &info.label != l)
             || since
                 .as_ref()

@@ -267,7 +267,7 @@ mod tests {
                 .find(|(n, _)| *n == name)
                 .unwrap_or_else(|| panic!("no {name} in {names:?}"));
             assert!(text.contains(".TH tunelab-"), "{name} title");
-            assert!(text.contains("Examples"), "{name} has no examples");
+            assert!(text.contains(".SH EXAMPLES"), "{name} has no examples");
         }
         // Every page the top page points to exists.
         let top = &pages[0].1;

@@ -280,7 +280,7 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "one self-contained HTML page with charts",
             ),
             (
-                "report last --vs last~1 -o cmp.html",
+                "report last --vs last~1 -o before-after.html",
                 "with a comparison first",
             ),
             (

@@ -43,9 +43,23 @@ pub fn restore_left_settings(all: bool, db: Option<&Path>) -> Result<Vec<String>
                 .then(|| open(Path::new(&c.db)))
                 .flatten()
         })?;
-        crate::tune::apply::committed(c, &store)
+        committed(c, &store)
     };
     journal::restore_stale(all, &decide)
+}
+
+/// Whether `store` holds the record `commit` names (None: unreadable).
+fn committed(commit: &journal::Commit, store: &crate::store::Store) -> Option<bool> {
+    let all = store.changes().ok()?;
+    Some(all.iter().any(|c| {
+        c.id == commit.id
+            && c.state == commit.state
+            && if c.state == "unapplied" {
+                c.unapplied_at.as_deref() == Some(commit.at.as_str())
+            } else {
+                c.applied_at == commit.at
+            }
+    }))
 }
 
 /// Settings the journal holds for tunelab processes still running.

@@ -285,14 +285,57 @@ impl Inventory {
                     .push((name.as_str(), members.len()));
             }
         }
+        let depth = self.depths();
         holding
             .into_iter()
             .map(|(h, mut gs)| {
-                // A group holding more hosts is (at least as) high in the tree.
-                gs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+                // Parents before children (deeper groups win, as in
+                // Ansible), then the group holding more hosts, then by name.
+                gs.sort_by(|a, b| {
+                    let (da, db) = (depth.get(a.0), depth.get(b.0));
+                    da.cmp(&db).then(b.1.cmp(&a.1)).then(a.0.cmp(b.0))
+                });
                 (h, gs.into_iter().map(|(g, _)| g).collect())
             })
             .collect()
+    }
+
+    /// Each group's depth in the tree: 0 without a parent, else one more
+    /// than its deepest parent (a cycle is cut where it closes).
+    fn depths(&self) -> BTreeMap<&str, usize> {
+        let mut parents: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (name, g) in &self.groups {
+            for c in &g.children {
+                parents.entry(c.as_str()).or_default().push(name.as_str());
+            }
+        }
+        fn depth<'a>(
+            g: &'a str,
+            parents: &BTreeMap<&'a str, Vec<&'a str>>,
+            done: &mut BTreeMap<&'a str, usize>,
+            open: &mut BTreeSet<&'a str>,
+        ) -> usize {
+            if let Some(d) = done.get(g) {
+                return *d;
+            }
+            if !open.insert(g) {
+                return 0;
+            }
+            let d = parents.get(g).map_or(0, |ps| {
+                ps.iter()
+                    .map(|p| depth(p, parents, done, open) + 1)
+                    .max()
+                    .unwrap_or(0)
+            });
+            open.remove(g);
+            done.insert(g, d);
+            d
+        }
+        let mut done = BTreeMap::new();
+        for name in self.groups.keys() {
+            depth(name, &parents, &mut done, &mut BTreeSet::new());
+        }
+        done
     }
 
     fn host(&self, name: &str, groups: &[&str]) -> Result<Host> {

@@ -136,9 +136,12 @@ pub fn compare_runs(
         c.verdict = Verdict::Inconclusive;
         c.reason = basis.clone();
     } else if run_lo.is_finite() && run_hi.is_finite() {
-        // Independent spreads add in quadrature on each side of the ratio.
-        let lo = c.ratio - (c.ratio - run_lo).hypot(floor.band);
-        let hi = c.ratio + (run_hi - c.ratio).hypot(floor.band);
+        // The spreads add linearly on each side of the ratio, not in
+        // quadrature: a floor learned from a few runs is itself uncertain,
+        // and on the A/A drift of tests/aa_calibration.rs quadrature still
+        // called ±4% drift a change (a wrong verdict is worse than none).
+        let lo = c.ratio - ((c.ratio - run_lo) + floor.band);
+        let hi = c.ratio + ((run_hi - c.ratio) + floor.band);
         let (verdict, why) = judge(c.ratio, lo, hi, higher_is_better, noise);
         basis = format!(
             "the run CI {}…{}× widened by the {}",

@@ -196,14 +196,12 @@ fn locked(path: &Path) -> Option<String> {
 /// `path`, named for a message, when its inode flags forbid writing
 /// (FS_IMMUTABLE_FL, FS_APPEND_FL): permissions are not the cause then.
 fn immutable(path: &Path) -> Option<String> {
-    const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
-    const LOCKED: libc::c_long = 0x10 | 0x20;
+    use rustix::fs::IFlags;
     let f = std::fs::File::open(path).ok()?;
-    let mut flags: libc::c_long = 0;
-    use std::os::fd::AsRawFd;
-    // SAFETY: FS_IOC_GETFLAGS writes one long into `flags`, which we own.
-    let ok = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_GETFLAGS, &mut flags) } == 0;
-    (ok && flags & LOCKED != 0).then(|| path.display().to_string())
+    let flags = rustix::fs::ioctl_getflags(&f).ok()?;
+    flags
+        .intersects(IFlags::IMMUTABLE | IFlags::APPEND)
+        .then(|| path.display().to_string())
 }
 
 /// Why SQLite could not write: the OS error behind it when there was one

@@ -27,7 +27,7 @@ use crate::safety::journal::{self, Entry, FileState, PersistFile, Saved};
 use crate::store::Store;
 use crate::system::device::active_choice;
 use crate::{Error, Result};
-pub use record::{changes_here, committed, this_machine};
+pub use record::{changes_here, this_machine};
 pub use unapply::{plan_unapply, unapply, UnapplyPlan};
 pub use verdict::{
     verdict_of, TuneVerdict, ENV_DEVICE, ENV_KNOB, ENV_LAB, ENV_METRIC, ENV_NOISE, ENV_ORIGINAL,

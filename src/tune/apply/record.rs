@@ -134,17 +134,3 @@ pub(super) fn commit_of(store: &Store, c: &AppliedChange) -> Commit {
         },
     }
 }
-
-/// Whether `store` holds the record `commit` names (None: unreadable).
-pub fn committed(commit: &Commit, store: &Store) -> Option<bool> {
-    let all = store.changes().ok()?;
-    Some(all.iter().any(|c| {
-        c.id == commit.id
-            && c.state == commit.state
-            && if c.state == "unapplied" {
-                c.unapplied_at.as_deref() == Some(commit.at.as_str())
-            } else {
-                c.applied_at == commit.at
-            }
-    }))
-}
