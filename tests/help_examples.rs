@@ -251,7 +251,7 @@ fn files_the_examples_name_are_in_the_tree() {
         for w in command_line(&ex).split_whitespace() {
             if w.starts_with("fleet/") {
                 assert!(
-                    root.join(&w).is_file(),
+                    root.join(w).is_file(),
                     "`tunelab {ex}` names {w}, which is not in the tree"
                 );
             }

@@ -18,9 +18,9 @@ fn scripted(env: &Env, values: &str, extra: &[&str]) -> std::process::Output {
 #[test]
 fn a_planted_regression_is_regressed_and_exits_5_on_request() {
     let env = Env::new();
-    let base = scripted(&env, "1:1.01:0.99:1.02:0.98", &[]);
+    let base = scripted(&env, "1:1.01:0.99:1.02:0.98:1", &["--trials", "6"]);
     assert!(base.status.success(), "{}", stderr(&base));
-    let slow = scripted(&env, "2:2.02:1.98:2.01:1.99", &[]);
+    let slow = scripted(&env, "2:2.02:1.98:2.01:1.99:2", &["--trials", "6"]);
     assert!(slow.status.success(), "{}", stderr(&slow));
 
     let out = env.run(&["compare", "last~1", "last", "--json"]);
@@ -32,7 +32,14 @@ fn a_planted_regression_is_regressed_and_exits_5_on_request() {
     assert_eq!(m["base_median"].as_f64(), Some(1.0), "{m}");
     assert_eq!(m["new_median"].as_f64(), Some(2.0), "{m}");
 
-    let out = env.run(&["compare", "last~1", "last", "--fail-on-regression"]);
+    // --trust-suspect: a busy machine's flagged trials must not hide the exit.
+    let out = env.run(&[
+        "compare",
+        "last~1",
+        "last",
+        "--fail-on-regression",
+        "--trust-suspect",
+    ]);
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
     // The other way round it is an improvement: no regression, exit 0.
     let out = env.run(&["compare", "last", "last~1", "--fail-on-regression"]);

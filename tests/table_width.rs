@@ -39,6 +39,12 @@ fn on_pty_with(env: &Env, cols: u16, args: &[&str], vars: &[(&str, &str)]) -> St
         )
     };
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // Close-on-exec, so programs other tests start meanwhile do not keep
+    // this pty open.
+    for fd in [master, slave] {
+        // SAFETY: fd is one of the two descriptors openpty just returned.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("tunelab"));
     cmd.args(args)
@@ -57,6 +63,9 @@ fn on_pty_with(env: &Env, cols: u16, args: &[&str], vars: &[(&str, &str)]) -> St
         }
     }
     let mut child = cmd.stdout(Stdio::from(slave)).spawn().unwrap();
+    // The command holds the parent's copies of the slave: close them, or
+    // the master never reads EOF and this waits for ever.
+    drop(cmd);
     let mut text = Vec::new();
     let mut m = std::fs::File::from(master);
     let mut buf = [0u8; 8192];

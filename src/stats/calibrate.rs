@@ -67,13 +67,17 @@ impl NoiseFloor {
         if xs.len() < MIN_HISTORY || mid.is_nan() || mid <= 0.0 {
             return NoiseFloor::default();
         }
-        // The standard deviation, not a robust spread: A/A runs showed
-        // drift with heavy tails (one run in six far off) that a MAD of a
-        // few medians misses. The difference of two runs has σ√2; Student's
-        // t for k − 1 degrees of freedom covers the estimate.
+        // σ from successive differences of the medians in time order (von
+        // Neumann's mean square successive difference), not a robust
+        // spread: A/A runs showed drift with heavy tails (one run in six far
+        // off) that a MAD of a few medians misses, while a real change in
+        // the history is one step, one large difference, instead of
+        // inflating every deviation from the mean. The difference of two
+        // runs has σ√2; Student's t for k − 1 degrees of freedom covers
+        // the estimate.
         let rel: Vec<f64> = xs.iter().map(|x| x / mid).collect();
-        let mean = rel.iter().sum::<f64>() / rel.len() as f64;
-        let var = rel.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (rel.len() - 1) as f64;
+        let var = rel.windows(2).map(|w| (w[1] - w[0]).powi(2)).sum::<f64>()
+            / (2 * (rel.len() - 1)) as f64;
         NoiseFloor {
             band: t975(xs.len() - 1) * std::f64::consts::SQRT_2 * var.sqrt(),
             runs: xs.len(),

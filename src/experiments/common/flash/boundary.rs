@@ -163,13 +163,16 @@ pub struct Alignment {
 
 impl Alignment {
     pub fn aligned(&self) -> bool {
-        self.start % self.unit == 0 && self.data.is_none_or(|d| (self.start + d) % self.unit == 0)
+        self.start.is_multiple_of(self.unit)
+            && self
+                .data
+                .is_none_or(|d| (self.start + d).is_multiple_of(self.unit))
     }
 
     /// What is off and the command that fixes it.
     pub fn verdict(&self) -> String {
         let unit_s = self.unit / 512;
-        if self.start % self.unit != 0 {
+        if !self.start.is_multiple_of(self.unit) {
             let next = self.start.div_ceil(self.unit) * self.unit / 512;
             return format!(
                 "{} starts at byte {} ({} KiB into a {} KiB unit): misaligned; recreate it \
