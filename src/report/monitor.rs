@@ -445,9 +445,25 @@ pub fn dirty_summary(s: &DirtySummary) -> String {
         "  largest Dirty+Writeback: {}",
         human(s.max_dirty_writeback_bytes as f64, "B")
     );
-    let _ = writeln!(t, "  must hold: {}", s.inequality);
+    // One clause a line, so it fits 80 columns: "A ≥ B = value (now …)".
+    let pad = "\n             ";
+    let folded = s
+        .inequality
+        .replacen(" ≥ ", &format!("{pad}≥ "), 1)
+        .replacen(") = ", &format!("){pad}= "), 1);
+    let _ = writeln!(t, "  must hold: {folded}");
+    // Advice wrapped at word boundaries to fit 80 columns.
     for a in &s.advice {
-        let _ = writeln!(t, "  {a}");
+        let mut line = String::from(" ");
+        for w in a.split(' ') {
+            if line.chars().count() + 1 + w.chars().count() > 78 && !line.trim().is_empty() {
+                let _ = writeln!(t, "{line}");
+                line = String::from("   ");
+            }
+            line.push(' ');
+            line.push_str(w);
+        }
+        let _ = writeln!(t, "{line}");
     }
     t
 }
