@@ -15,7 +15,7 @@ use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};
 
-use super::steady_state::{rule, RANGE, SLOPE, WINDOW, WINDOWS};
+use super::steady_state::{rule, CHUNK, RANGE, SLOPE, WINDOW, WINDOWS};
 
 pub const NAME: &str = "flash.open-units";
 pub const METRIC_OPEN: &str = "open_units";
@@ -49,8 +49,7 @@ pub static SPEC: Spec = Spec {
             "bytes between streams (≥ the allocation unit)",
         )
         .range(1048576.0, (1u64 << 34) as f64),
-        ParamSpec::new("chunk", ParamKind::Size, "64K", "bytes per write")
-            .range(4096.0, 16777216.0),
+        CHUNK,
         WINDOW,
         WINDOWS,
         RANGE,

@@ -20,6 +20,10 @@ pub const METRIC_CACHE: &str = "cache_bytes";
 pub const METRIC_BURST: &str = "burst_rate";
 pub const METRIC_WA: &str = "write_amplification";
 
+/// The write size, shared with flash.open-units.
+pub const CHUNK: ParamSpec =
+    ParamSpec::new("chunk", ParamKind::Size, "64K", "bytes per write").range(4096.0, 16777216.0);
+
 /// The rule's parameters, shared with flash.open-units.
 pub const WINDOW: ParamSpec = ParamSpec::new(
     "window",
@@ -78,8 +82,7 @@ pub static SPEC: Spec = Spec {
             "bytes of the file or device written (wrapping)",
         )
         .range(1048576.0, (1u64 << 44) as f64),
-        ParamSpec::new("chunk", ParamKind::Size, "64K", "bytes per write")
-            .range(4096.0, 16777216.0),
+        CHUNK,
         WINDOW,
         WINDOWS,
         RANGE,
