@@ -19,6 +19,8 @@ use crate::report::table::{ascii, plain};
 
 /// Off a terminal, a line at most this often while one item runs.
 const LINE_EVERY: Duration = Duration::from_secs(30);
+/// Cells of the progress bar: with its counts and a message it fits 80 columns.
+const BAR: usize = 20;
 
 /// The estimate of what is left, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -184,7 +186,7 @@ pub fn clock(seconds: f64) -> String {
 impl Left {
     pub fn describe(self) -> String {
         match self {
-            Left::Unknown => "time left unknown until the first step ends".into(),
+            Left::Unknown => "time left known after the first step".into(),
             Left::AtMost(s) => format!("at most {} left (budget)", clock(s)),
             Left::About(s) => format!("about {} left", clock(s)),
         }
@@ -212,7 +214,7 @@ impl Progress {
         let bar = out.interactive.then(|| {
             let b = ProgressBar::new(total as u64);
             let style = ProgressStyle::with_template(&plain(&format!(
-                "{{spinner}} [{{bar:30}}] {{pos}}/{{len}} {what} · {{msg}}"
+                "{{spinner}} [{{bar:{BAR}}}] {{pos}}/{{len}} {what} · {{msg}}"
             )))
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");
@@ -256,6 +258,23 @@ impl Progress {
         }
     }
 
+    /// The bar's message cut to what is left of the terminal's width: a
+    /// bar line that wrapped scrolled a serial console on every redraw.
+    fn set_message(&self, msg: String) {
+        if let Some(b) = &self.bar {
+            let total = self.est.total().to_string().len();
+            let fixed = 2 + BAR + 3 + 2 * total + 1 + self.what.chars().count() + 3;
+            let room = crate::report::table::width().saturating_sub(fixed + 1);
+            let msg = plain(&msg).into_owned();
+            b.set_message(if msg.chars().count() > room {
+                let cut: String = msg.chars().take(room.saturating_sub(3)).collect();
+                format!("{}{}", cut.trim_end(), plain("…"))
+            } else {
+                msg
+            });
+        }
+    }
+
     fn times(&self) -> String {
         let elapsed = self.start.elapsed().as_secs_f64();
         let left = self
@@ -270,7 +289,8 @@ impl Progress {
         self.item_start = Instant::now();
         let times = self.times();
         match &self.bar {
-            Some(b) => b.set_message(plain(&format!("{name} · {times}")).into_owned()),
+            // The times first: they are what a cut message must keep.
+            Some(_) => self.set_message(format!("{times} · {name}")),
             None => {
                 self.info(&format!(
                     "[{}/{}] {name} · {times}",
@@ -287,9 +307,7 @@ impl Progress {
     pub fn tick(&mut self, detail: &str) {
         let times = self.times();
         match &self.bar {
-            Some(b) => {
-                b.set_message(plain(&format!("{} · {detail} · {times}", self.name)).into_owned())
-            }
+            Some(_) => self.set_message(format!("{times} · {} · {detail}", self.name)),
             None if self.last_line.elapsed() >= LINE_EVERY => {
                 self.info(&format!("    {} · {detail} · {times}", self.name));
                 self.last_line = Instant::now();

@@ -1,18 +1,24 @@
 //! Two runs compared (`analysis::compare`) as terminal text: the
 //! environment differences first, then per metric the ratio with its CI.
 
-use super::table::render as table;
+use super::table::{para, render as table};
 use crate::analysis::compare::RunComparison;
 use crate::units::{human, sig};
 
 pub fn render(c: &RunComparison) -> String {
-    let mut s = format!(
-        "compare {} (base) → {} (new), noise threshold ±{}%\nmethod: {}\n",
-        c.base,
-        c.new,
-        sig(c.noise * 100.0),
-        c.method
+    // Free text is broken between words on a terminal (80 columns on a
+    // serial console); tables lay themselves out.
+    let mut s = para(
+        "compare",
+        &format!(
+            "{} (base) → {} (new), noise threshold ±{}%",
+            c.base,
+            c.new,
+            sig(c.noise * 100.0)
+        ),
+        2,
     );
+    s.push_str(&para("method:", &c.method, 2));
     if c.environment_diff.is_empty() {
         s.push_str("\nenvironment: identical\n");
     } else {
@@ -52,7 +58,8 @@ pub fn render(c: &RunComparison) -> String {
                 human(m.new_median, &m.unit),
                 times(x.ratio),
                 if x.ci95_low.is_finite() && x.ci95_high.is_finite() {
-                    format!("{} … {}", times(x.ci95_low), times(x.ci95_high))
+                    // The unit once, as in every range: "0.799 … 1.04×".
+                    format!("{} … {}", sig(x.ci95_low), times(x.ci95_high))
                 } else {
                     "–".to_string()
                 },
@@ -69,27 +76,26 @@ pub fn render(c: &RunComparison) -> String {
         rows,
     ));
     for (k, b) in bases.iter().enumerate() {
-        s.push_str(&format!("[{}] {b}\n", k + 1));
+        s.push_str(&para(&format!("[{}]", k + 1), b, 4));
     }
     for p in c.pairs.iter().filter(|p| !p.suspect.is_empty()) {
-        s.push_str(&format!(
-            "suspect: {} {}: {}\n",
-            p.experiment,
-            p.params(),
-            p.suspect.join("; ")
+        s.push_str(&para(
+            &format!("suspect: {} {}:", p.experiment, p.params()),
+            &p.suspect.join("; "),
+            4,
         ));
     }
     for u in &c.unpaired {
-        s.push_str(&format!("{u}\n"));
+        s.push_str(&para("", u, 2));
     }
-    s.push_str(&format!("{} regression(s)", c.regressions));
+    let mut last = format!("{} regression(s)", c.regressions);
     if c.suspect_regressions > 0 {
-        s.push_str(&format!(
+        last.push_str(&format!(
             ", and {} more on trials the validity guard flagged (suspect)",
             c.suspect_regressions
         ));
     }
-    s.push('\n');
+    s.push_str(&para("", &last, 2));
     s
 }
 

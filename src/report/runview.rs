@@ -9,17 +9,21 @@ use crate::units::{human, human_range, pct};
 pub fn render_header(run: &Run) -> String {
     let env = &run.environment;
     let get = |k: &str| env.get(k).map(String::as_str).unwrap_or("?");
-    let mut s = format!(
-        "run {}{}  ({}, {} → {})\n",
-        run.id,
-        if run.label.is_empty() {
-            String::new()
-        } else {
-            format!(" \"{}\"", run.label)
-        },
-        run.status.as_str(),
-        run.started,
-        run.finished
+    let mut s = para(
+        "run",
+        &format!(
+            "{}{}  ({}, {} → {})",
+            run.id,
+            if run.label.is_empty() {
+                String::new()
+            } else {
+                format!(" \"{}\"", run.label)
+            },
+            run.status.as_str(),
+            run.started,
+            run.finished
+        ),
+        4,
     );
     s.push_str(&para(
         "machine:",

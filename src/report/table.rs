@@ -8,7 +8,8 @@
 //! whose width is unknown — a serial console reports 0 columns — the width
 //! is taken as 80, like `less` and `vi` do. When the columns cannot fit,
 //! long words with natural break points (paths, comma lists) are split
-//! there; only when even that does not fit is each row printed as a record,
+//! there; a first column that names groups of rows goes on a line above
+//! its group ([`grouped`]); only when even that does not fit is each row printed as a record,
 //! one `field  value` line per column, wrapped between words.
 //!
 //! How the terminal shows text (its width, whether it takes UTF-8, cursor
@@ -225,7 +226,8 @@ pub fn para(head: &str, text: &str, indent: usize) -> String {
 
 /// A terminal table for `width` columns (see the module comment). What
 /// is tried, in order, until the columns fit at their floors: columns with
-/// one value in every row move to a line above the table; the gap between
+/// one value in every row move to a line above the table; a first column
+/// naming groups of rows moves onto a line above each group; the gap between
 /// columns goes from two spaces to one; long words are split at their
 /// break points, shorter and shorter. Records only when nothing fits.
 pub fn layout(header: &[&str], rows: Vec<Vec<String>>, width: usize) -> String {
@@ -240,6 +242,9 @@ pub fn layout(header: &[&str], rows: Vec<Vec<String>>, width: usize) -> String {
     }
     let (header, rows, same) = constant_columns(header, rows);
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    if let Some(t) = grouped::grouped(&header, &rows, width, preset) {
+        return same + &t;
+    }
     let ncol = header.len();
     for piece in [usize::MAX, 32, 24, 18, READABLE] {
         let rows: Vec<Vec<String>> = rows
@@ -493,5 +498,6 @@ fn widest_line(s: &str) -> usize {
     s.lines().map(|l| l.chars().count()).max().unwrap_or(0)
 }
 
+mod grouped;
 #[cfg(test)]
 mod tests;

@@ -121,3 +121,74 @@ fn long_words_split_at_their_break_points_only() {
     // No break within 6 of "relatime,x": that piece stays whole.
     assert_eq!(split_long("rw,relatime,x y", 6), "rw,\nrelatime,x y");
 }
+
+#[test]
+fn a_first_column_naming_groups_goes_above_its_rows() {
+    let r = |a: &str, b: &str, c: &str| vec![a.to_string(), b.to_string(), c.to_string()];
+    let params = "mode=direct record=128 KiB size=32 MiB queue=deep";
+    let rows = fold(vec![
+        r(params, "write_throughput_nofsync", "1270 MiB/s"),
+        r(params, "read_throughput", "736 MiB/s"),
+        r(
+            "mode=cached record=4 KiB",
+            "read_throughput",
+            "2.1 GiB/s\n(cached)",
+        ),
+    ]);
+    let s = layout(&["params", "metric", "median"], rows, 50);
+    assert!(widest(&s) <= 50, "{s}");
+    let lines: Vec<&str> = s.lines().collect();
+    // Header, rule, then each group's name above its rows, one line a row.
+    assert_eq!(lines.len(), 2 + 1 + 2 + 1 + 2, "{s}");
+    assert!(
+        lines[0].contains("metric") && !lines[0].contains("params"),
+        "{s}"
+    );
+    assert_eq!(lines[2], params, "{s}");
+    assert!(
+        lines[3].contains("write_throughput_nofsync") && lines[3].contains("1270"),
+        "{s}"
+    );
+    assert!(
+        lines[4].contains("read_throughput") && lines[4].contains("736"),
+        "{s}"
+    );
+    assert_eq!(lines[5], "mode=cached record=4 KiB", "{s}");
+    assert!(
+        lines[6].contains("2.1 GiB/s") && lines[7].contains("(cached)"),
+        "{s}"
+    );
+    // Rows whose first cells are all distinct are not groups: no change.
+    let (h, rows) = sample();
+    assert!(grouped::grouped(&h, &rows, 50, HEADER_RULE_UTF8).is_none());
+}
+
+#[test]
+fn grouped_rows_wrap_under_their_header_when_they_must() {
+    let r = |a: &str, b: &str, c: &str, d: &str| {
+        vec![a.to_string(), b.to_string(), c.to_string(), d.to_string()]
+    };
+    let rows = fold(vec![
+        r(
+            "io.record-size record=4 KiB",
+            "write_throughput",
+            "0.799× … 1.04×",
+            "inconclusive (suspect)",
+        ),
+        r(
+            "io.record-size record=4 KiB",
+            "read_throughput",
+            "0.847× … 1.03×",
+            "improved",
+        ),
+    ]);
+    let s = layout(&["result", "metric", "95% CI", "verdict"], rows, 40);
+    assert!(widest(&s) <= 40, "{s}");
+    let lines: Vec<&str> = s.lines().collect();
+    assert!(lines[0].starts_with("metric"), "{s}");
+    assert_eq!(lines[2], "io.record-size record=4 KiB", "{s}");
+    // Each row's verdict starts in the header's verdict column.
+    let at = |l: &str, w: &str| l.find(w).map(|b| l[..b].chars().count());
+    assert_eq!(at(lines[3], "inconclusive"), at(lines[0], "verdict"), "{s}");
+    assert!(s.contains("(suspect)"), "{s}");
+}
