@@ -77,7 +77,11 @@ fn on_pty_with(env: &Env, cols: u16, args: &[&str], vars: &[(&str, &str)]) -> St
         }
     }
     let status = child.wait().unwrap();
-    let text = String::from_utf8_lossy(&text).replace('\r', "");
+    // A progress bar redraws its line after a lone carriage return: each
+    // drawing is a line of its own here, so its width is checked too.
+    let text = String::from_utf8_lossy(&text)
+        .replace("\r\n", "\n")
+        .replace('\r', "\n");
     assert!(
         status.success(),
         "tunelab {args:?} at {cols} columns: {status}\n{text}"
@@ -266,5 +270,90 @@ fn dumb_terminals_get_no_escapes_and_c_locales_get_ascii() {
             odd.is_empty(),
             "LANG=C tunelab {args:?} printed {odd:?}:\n{c}"
         );
+    }
+}
+
+/// Every line within `w` columns once escape sequences are taken out: no
+/// exemption, free text included.
+fn assert_within(text: &str, w: usize, what: &str) {
+    for line in text.lines() {
+        let mut shown = String::new();
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                // CSI: ESC [ parameters final-byte
+                if chars.peek() == Some(&'[') {
+                    chars.next();
+                    for d in chars.by_ref() {
+                        if d.is_ascii_alphabetic() {
+                            break;
+                        }
+                    }
+                }
+                continue;
+            }
+            shown.push(c);
+        }
+        let width = shown.chars().count();
+        assert!(
+            width <= w,
+            "{what}: a line of {width} > {w} columns:\n{shown}\n---\n{text}"
+        );
+    }
+}
+
+/// The run, its view and a comparison — a 9-metric sweep with long
+/// parameter labels, the tables that fell back to records before — fit 80
+/// columns line for line, the live progress bar included.
+#[test]
+fn a_sweep_its_view_and_a_comparison_fit_80_columns() {
+    let env = Env::new();
+    let target = env.target();
+    let t = target.to_str().unwrap();
+    let tty = [("TERM", "xterm"), ("LANG", "C.UTF-8")];
+    for _ in 0..2 {
+        let run = on_pty_with(
+            &env,
+            80,
+            &[
+                "run",
+                "io.record-size",
+                "--target",
+                t,
+                "-p",
+                "size=1M",
+                "-p",
+                "record=4k,16k,64k",
+                "--trials",
+                "2",
+            ],
+            &tty,
+        );
+        assert_within(&run, 80, "run io.record-size");
+    }
+    let show = on_pty_with(&env, 80, &["show", "last"], &tty);
+    assert_within(&show, 80, "show");
+    // One line a metric row under its point's parameters, not a record.
+    assert!(
+        show.contains("mode=direct record=16 KiB size=1 MiB\n"),
+        "{show}"
+    );
+    assert!(
+        show.lines()
+            .any(|l| l.trim_start().starts_with("read_throughput") && l.contains("MiB/s")),
+        "{show}"
+    );
+    let compare = on_pty_with(&env, 80, &["compare", "last~1", "last"], &tty);
+    assert_within(&compare, 80, "compare");
+    assert!(
+        compare
+            .lines()
+            .any(|l| l.trim_start().starts_with("write_throughput") && l.contains('×')),
+        "{compare}"
+    );
+    for cols in [0u16, 80] {
+        let compare = on_pty(&env, cols, &["compare", "last~1", "last"]);
+        assert_within(&compare, 80, "compare");
+        assert!(compare.lines().count() < 60, "{compare}");
     }
 }

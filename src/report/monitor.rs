@@ -43,6 +43,23 @@ procs --------memory MiB-------- -swap-- -io KiB/s-- -system/s-- -----cpu %-----
  r  b  swpd   free   buff  cache  si  so    bi    bo    in    cs us sy  id wa st
 ";
 
+/// `v` rounded, in at most `w` characters: past that with a k, M or G
+/// suffix (102511 KiB/s in a 5-wide column is "103k"), so a busy machine's
+/// row stays 80 columns and under its header.
+fn narrow(v: f64, w: usize) -> String {
+    let plain = format!("{v:.0}");
+    if plain.len() <= w {
+        return plain;
+    }
+    for (div, suffix) in [(1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T")] {
+        let s = format!("{:.0}{suffix}", v / div);
+        if s.len() <= w {
+            return s;
+        }
+    }
+    plain
+}
+
 pub fn vmstat(r: &VmstatRow, header: bool) -> Shown {
     let mut e = Shown::default();
     if header {
@@ -50,11 +67,14 @@ pub fn vmstat(r: &VmstatRow, header: bool) -> Shown {
     }
     // Memory in MiB (vmstat -S M): KiB columns made the line 86 wide.
     let mib = |kb: u64| (kb + 512) / 1024;
+    let n = |v: f64, w: usize| narrow(v, w);
+    let m = |kb: u64, w: usize| narrow(mib(kb) as f64, w);
     let _ = writeln!(
         e.table,
-        "{:>2} {:>2} {:>5} {:>6} {:>6} {:>6} {:>3.0} {:>3.0} {:>5.0} {:>5.0} {:>5.0} {:>5.0} {:>2.0} {:>2.0} {:>3.0} {:>2.0} {:>2.0}",
-        r.r, r.b, mib(r.swpd_kb), mib(r.free_kb), mib(r.buff_kb), mib(r.cache_kb), r.si, r.so,
-        r.bi, r.bo, r.in_s, r.cs_s, r.us, r.sy, r.id, r.wa, r.st
+        "{:>2} {:>2} {:>5} {:>6} {:>6} {:>6} {:>3} {:>3} {:>5} {:>5} {:>5} {:>5} {:>2} {:>2} {:>3} {:>2} {:>2}",
+        n(r.r as f64, 2), n(r.b as f64, 2), m(r.swpd_kb, 5), m(r.free_kb, 6), m(r.buff_kb, 6),
+        m(r.cache_kb, 6), n(r.si, 3), n(r.so, 3), n(r.bi, 5), n(r.bo, 5), n(r.in_s, 5),
+        n(r.cs_s, 5), n(r.us, 2), n(r.sy, 2), n(r.id, 3), n(r.wa, 2), n(r.st, 2)
     );
     for (name, v) in [
         ("procs_running", r.r as f64),
@@ -496,6 +516,21 @@ mod tests {
         let t = vmstat(&r, true).table;
         let widths: Vec<usize> = t.lines().map(|l| l.chars().count()).collect();
         assert_eq!(widths, vec![80, 80, 80], "{t}");
+        // A busy machine's six-digit rates take a suffix, not a column more.
+        let busy = VmstatRow {
+            bi: 102_511.0,
+            bo: 1_066_608.0,
+            in_s: 203_650.0,
+            cs_s: 99_999.0,
+            ..r
+        };
+        let t = vmstat(&busy, false).table;
+        assert_eq!(t.trim_end().chars().count(), 80, "{t}");
+        assert!(
+            t.contains(" 103k ") && t.contains(" 1067k ") && t.contains(" 204k "),
+            "{t}"
+        );
+        assert!(t.contains(" 99999 "), "{t}");
     }
 
     #[test]
