@@ -357,9 +357,9 @@ fi
 if [ -x /wl/check.sh ]; then
   step diagnose-spin sh /wl/check.sh spin cpu-hotspot "cpu-starvation|kernel-bound" 10
   step diagnose-spin-short sh /wl/check.sh spin cpu-hotspot "cpu-starvation|kernel-bound" 2
-  step diagnose-memcpy sh /wl/check.sh memcpy_loop cpu-hotspot "cpu-starvation" 4
+  step diagnose-memcpy sh /wl/check.sh memcpy_loop cpu-hotspot=copy_blocks "cpu-starvation" 4
   step diagnose-fork sh /wl/check.sh fork_loop "" "cpu-starvation|cpu-hotspot" 4
-  step diagnose-mutex sh /wl/check.sh mutex user-lock "" 4
+  step diagnose-mutex sh /wl/check.sh mutex user-lock=contended_update "" 4
   step diagnose-prodcons sh /wl/check.sh prodcons cpu-hotspot "cpu-starvation" 4
   step diagnose-threads sh /wl/check.sh threads_cpu cpu-starvation "observer-cost" 4 4
 fi
