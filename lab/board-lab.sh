@@ -29,7 +29,9 @@
 #   LAB_DIAGNOSE   1: the guests also diagnose the workloads of
 #                  tests/workloads (spin, memcpy, fork, mutex, producer/consumer,
 #                  more threads than CPUs) and check their findings; off by
-#                  default until those steps have passed under TCG
+#                  default: they pass with LAB_SMP=2, but on one emulated CPU
+#                  tunelab's tracing takes most of it and the producer/consumer
+#                  program's hot spot is lost in kernel time
 #   LAB_SSH        1 (default): the remote-guest step; 0 skips it
 #   TUNELAB_AARCH64, TUNELAB_HOST   prebuilt binaries (default: scripts/build-static.sh)
 #

@@ -9,8 +9,7 @@ mod tree;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 
 use common::{json, stderr, Env};
 use tree::{read, text, Tree};

@@ -11,8 +11,8 @@ mod tree;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{json, stderr, Env};
@@ -23,7 +23,6 @@ use tunelab::engine::params::ParamValue;
 use tunelab::engine::Better;
 use tunelab::model::run::{Flag, MetricResult, PointResult, Run, RunStatus, TrialCheck, Validity};
 use tunelab::stats::summarize;
-use tunelab::store::Store;
 use tunelab::tune::decide::{decide, rounds_for_a_claim};
 use tunelab::tune::relevance::{check, Setting};
 
