@@ -282,7 +282,8 @@ fn keep_callers(named: Vec<(Frame, Option<bool>)>) -> Vec<Frame> {
         .map(|(i, (f, call))| match call {
             None => true,
             Some(ok) => {
-                *ok && !f.symbol.starts_with("0x") && !(i > 0 && same(i - 1, f)) && !same(i + 1, f)
+                let twin = same(i + 1, f) || (i > 0 && same(i - 1, f));
+                *ok && !f.symbol.starts_with("0x") && !twin
             }
         })
         .collect();
