@@ -5,6 +5,8 @@
 # tunelab's own CPU line, and fails when the EXPECTED finding id (an ERE of
 # ids without the "diagnose." prefix, "" for none) is missing, a FORBIDDEN
 # one is there, or the user-lock finding names a C library function.
+# EXPECTED as ID=WORD also wants WORD on that finding's line (the
+# program's own function a finding must name).
 # The spinner prints its own share of a CPU (cpu_pct=, getrusage).
 n=$1 want=$2 not=$3 secs=$4
 shift 4
@@ -14,7 +16,12 @@ s=$?
 grep -E "^\\[|tunelab's own CPU|cpu_pct=|held|who ran|caller|from " $out | head -n 20
 ok=1
 [ $s = 0 ] || { echo "diagnose exit $s"; ok=0; }
+word=
+case $want in *=*) word=${want#*=} want=${want%%=*} ;; esac
 if [ -n "$want" ] && ! grep -qE "\\(diagnose\\.($want)\\)" $out; then echo "missing: $want"; ok=0; fi
+if [ -n "$word" ] && ! grep -E "\\(diagnose\\.($want)\\)" $out | grep -qF "$word"; then
+  echo "$want does not name $word"; ok=0
+fi
 if [ -n "$not" ] && grep -qE "\\(diagnose\\.($not)\\)" $out; then echo "false finding: $not"; ok=0; fi
 if grep -E "\\(diagnose\\.user-lock\\)" $out | grep -qE "critical section in _|from __lll|from ___pthread"; then
   echo "user-lock names a C library function"; ok=0

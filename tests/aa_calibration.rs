@@ -8,17 +8,19 @@
 //! told to.
 
 mod common;
+#[path = "common/store.rs"]
+mod store;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{json, Env};
 use serde::Deserialize;
+use store::store;
 use tunelab::engine::Better;
 use tunelab::model::run::{Flag, MetricResult, PointResult, Run, RunStatus, TrialCheck, Validity};
 use tunelab::model::ParamValue;
 use tunelab::stats::summarize;
-use tunelab::store::Store;
 
 #[derive(Deserialize)]
 struct FixtureMetric {
@@ -86,13 +88,6 @@ fn run(f: &Fixture, i: usize, scale: f64) -> Run {
         warnings: vec![],
         study: None,
         diagnosis: None,
-    }
-}
-
-fn store(env: &Env, runs: &[Run]) {
-    let mut s = Store::open(&env.db()).unwrap();
-    for r in runs {
-        s.save(r).unwrap();
     }
 }
 

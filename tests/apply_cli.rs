@@ -4,13 +4,15 @@
 //! and a loop device.
 
 mod common;
+#[path = "common/tree.rs"]
+mod tree;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 
 use common::{json, stderr, Env};
+use tree::{read, text, Tree};
 use tunelab::engine::params::ParamValue;
 use tunelab::engine::Better;
 use tunelab::model::run::{MetricResult, PointResult, Run, RunStatus};
@@ -86,100 +88,6 @@ fn tune_run(id: &str, original: &str, points: &[(&str, f64)]) -> Run {
         study: None,
         diagnosis: None,
     }
-}
-
-/// A fake root: /proc/sys/vm with the dirty pair, /etc/sysctl.d with a
-/// user's unrelated file.
-struct Tree {
-    env: Env,
-    root: PathBuf,
-    state: PathBuf,
-}
-
-impl Tree {
-    fn new() -> Tree {
-        let env = Env::new();
-        let root = env.dir.path().join("root");
-        let state = env.dir.path().join("state");
-        let vm = root.join("proc/sys/vm");
-        fs::create_dir_all(&vm).unwrap();
-        // A fake root says so, or the journal refuses to restore below it.
-        fs::write(root.join(".tunelab-fake-root"), "test tree\n").unwrap();
-        // Values as tunelab writes them (no newline): snapshots compare bytes.
-        fs::write(vm.join("dirty_background_ratio"), "10").unwrap();
-        fs::write(vm.join("dirty_background_bytes"), "0").unwrap();
-        fs::write(vm.join("swappiness"), "60").unwrap();
-        fs::create_dir_all(root.join("etc/sysctl.d")).unwrap();
-        fs::write(
-            root.join("etc/sysctl.d/10-user.conf"),
-            "vm.swappiness = 10\n",
-        )
-        .unwrap();
-        Tree { env, root, state }
-    }
-
-    fn store(&self, run: &Run) {
-        Store::open(&self.env.db()).unwrap().save(run).unwrap();
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.run_env(args, &[])
-    }
-
-    fn run_env(&self, args: &[&str], extra: &[(&str, &str)]) -> Output {
-        let mut c = self.env.cmd();
-        c.env("TUNELAB_STATE_DIR", &self.state);
-        for (k, v) in extra {
-            c.env(k, v);
-        }
-        c.args(args).arg("--root").arg(&self.root).output().unwrap()
-    }
-
-    fn live(&self) -> String {
-        read(&self.root.join("proc/sys/vm/dirty_background_ratio"))
-    }
-
-    fn set_live(&self, v: &str) {
-        fs::write(self.root.join("proc/sys/vm/dirty_background_ratio"), v).unwrap();
-    }
-
-    fn dropin(&self) -> PathBuf {
-        self.root
-            .join("etc/sysctl.d/90-tunelab-vm.dirty_background_ratio.conf")
-    }
-
-    /// Every file of the tree with its content.
-    fn snapshot(&self) -> BTreeMap<PathBuf, String> {
-        fn walk(d: &Path, out: &mut BTreeMap<PathBuf, String>) {
-            for e in fs::read_dir(d).unwrap().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    walk(&p, out);
-                } else {
-                    out.insert(p.clone(), fs::read_to_string(&p).unwrap_or_default());
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(&self.root, &mut out);
-        out
-    }
-
-    fn journal_empty(&self) -> bool {
-        !self.state.join("journal.json").exists()
-    }
-}
-
-fn read(p: &Path) -> String {
-    fs::read_to_string(p).unwrap().trim().to_string()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// 5 beats 10 (the original) and 20 by ~20%: a real verdict.

@@ -341,8 +341,6 @@ fn a_reader_waits_for_its_slow_writer() {
 }
 
 #[test]
-#[ignore = "the frame-pointer walk skips the caller of a C library leaf that sets up no frame \
-            (memcpy's return address is at the stack pointer): issue 39 item 6, not done"]
 fn a_c_library_hot_spot_names_the_programs_caller() {
     let Some((d, _g)) = diagnose("memcpy_loop", &["2"]) else {
         return;

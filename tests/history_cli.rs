@@ -3,14 +3,16 @@
 //! of several devices selected from the same store.
 
 mod common;
+#[path = "common/store.rs"]
+mod store;
 
 use std::collections::BTreeMap;
 
 use common::{json, Env};
+use store::store;
 use tunelab::engine::Better;
 use tunelab::model::run::{MetricResult, PointResult, Run, RunStatus};
 use tunelab::stats::summarize;
-use tunelab::store::Store;
 
 fn run(i: usize, value: f64, kernel: &str) -> Run {
     run_on("board1", i, value, kernel)
@@ -59,13 +61,6 @@ fn run_on(host: &str, i: usize, value: f64, kernel: &str) -> Run {
         warnings: vec![],
         study: None,
         diagnosis: None,
-    }
-}
-
-fn store(env: &Env, runs: &[Run]) {
-    let mut s = Store::open(&env.db()).unwrap();
-    for r in runs {
-        s.save(r).unwrap();
     }
 }
 

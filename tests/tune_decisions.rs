@@ -6,21 +6,23 @@
 //! root tree and, as root, on a loop device.
 
 mod common;
+#[path = "common/tree.rs"]
+mod tree;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{json, stderr, Env};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use tree::{text, Tree};
 use tunelab::engine::params::ParamValue;
 use tunelab::engine::Better;
-use tunelab::model::run::{MetricResult, PointResult, Run, RunStatus};
+use tunelab::model::run::{Flag, MetricResult, PointResult, Run, RunStatus, TrialCheck, Validity};
 use tunelab::stats::summarize;
-use tunelab::store::Store;
 use tunelab::tune::decide::{decide, rounds_for_a_claim};
 use tunelab::tune::relevance::{check, Setting};
 
@@ -291,54 +293,6 @@ fn tune_run(id: &str, env_extra: &[(&str, &str)], points: &[(&str, f64)]) -> Run
     }
 }
 
-/// A fake root tree (the hidden --root) with the dirty pair at 10 / 0.
-struct Tree {
-    env: Env,
-    root: PathBuf,
-}
-
-impl Tree {
-    fn new() -> Tree {
-        let env = Env::new();
-        let root = env.dir.path().join("root");
-        let vm = root.join("proc/sys/vm");
-        fs::create_dir_all(&vm).unwrap();
-        fs::write(root.join(".tunelab-fake-root"), "test tree\n").unwrap();
-        fs::write(vm.join("dirty_background_ratio"), "10").unwrap();
-        fs::write(vm.join("dirty_background_bytes"), "0").unwrap();
-        fs::create_dir_all(root.join("etc/sysctl.d")).unwrap();
-        Tree { env, root }
-    }
-
-    fn store(&self, run: &Run) {
-        Store::open(&self.env.db()).unwrap().save(run).unwrap();
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.env
-            .cmd()
-            .env("TUNELAB_STATE_DIR", self.env.dir.path().join("state"))
-            .args(args)
-            .arg("--root")
-            .arg(&self.root)
-            .output()
-            .unwrap()
-    }
-
-    fn dropin(&self) -> PathBuf {
-        self.root
-            .join("etc/sysctl.d/90-tunelab-vm.dirty_background_ratio.conf")
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 #[test]
 fn apply_refuses_a_run_that_never_measured_the_live_value() {
     let t = Tree::new();
@@ -427,6 +381,86 @@ fn apply_refuses_a_sweep_that_warned_the_knob_was_not_exercised() {
     assert!(!t.dropin().exists());
     let out = t.run(&["apply", "last", "--force"]);
     assert!(out.status.success(), "{}", text(&out));
+}
+
+/// Flag every trial of the point of `value` as run under other load.
+fn flag_trials(run: &mut Run, value: &str) {
+    for p in run
+        .results
+        .iter_mut()
+        .filter(|p| p.params.get(KNOB).map(|v| v.to_string()).as_deref() == Some(value))
+    {
+        let check = TrialCheck {
+            flags: vec![Flag {
+                kind: "load".into(),
+                detail: "other processes used up to 90% of a CPU".into(),
+            }],
+            ..Default::default()
+        };
+        p.validity = Validity {
+            trials: vec![check; p.metrics[0].samples.len()],
+            ..Default::default()
+        };
+    }
+}
+
+#[test]
+fn a_verdict_on_flagged_trials_is_suspect_and_apply_needs_trust_suspect() {
+    let mut run = tune_run(
+        "20261126-130000-busy",
+        &[("tune.original", "10"), ("tune.live", "10")],
+        &[("5", 120e6), ("10", 100e6)],
+    );
+    let clean = decide(KNOB, &run.results, "write_throughput", 0.02, "10").unwrap();
+    assert_eq!(clean.best.as_deref(), Some("5"), "{}", clean.explanation);
+    assert!(clean.suspect.is_none() && !clean.explanation.contains("suspect"));
+    // Only the live arm was disturbed: the comparison rests on it too.
+    flag_trials(&mut run, "10");
+    let d = decide(KNOB, &run.results, "write_throughput", 0.02, "10").unwrap();
+    assert_eq!(d.best.as_deref(), Some("5"), "{}", d.explanation);
+    let why = d.suspect.as_deref().expect("suspect");
+    assert!(
+        why.contains(&format!("{KNOB}=10: 7 of 7 trials flagged")),
+        "{why}"
+    );
+    assert!(
+        d.explanation.contains("(suspect: ") && d.explanation.contains("--trust-suspect"),
+        "{}",
+        d.explanation
+    );
+
+    let t = Tree::new();
+    t.store(&run);
+    // Refused, also with --force (a missing win is not the question here).
+    for extra in [&[][..], &["--force"][..]] {
+        let out = t.run(&[&["apply", "last"][..], extra].concat());
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let e = stderr(&out);
+        assert!(
+            e.contains("rests on trials the validity guard flagged")
+                && e.contains("--trust-suspect")
+                && e.contains("tunelab tune vm.dirty_background_ratio"),
+            "{e}"
+        );
+        assert!(!t.dropin().exists());
+    }
+    let out = t.run(&["--json", "apply", "last", "--trust-suspect", "--dry-run"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let j = json(&out);
+    assert!(j["verdict"]["suspect"]
+        .as_str()
+        .unwrap()
+        .contains("flagged"));
+    assert!(
+        j["plan"]["change"]["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("(suspect: "),
+        "{j}"
+    );
+    let out = t.run(&["apply", "last", "--trust-suspect"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(fs::read_to_string(t.dropin()).unwrap().ends_with("= 5\n"));
 }
 
 #[test]

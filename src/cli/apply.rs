@@ -63,6 +63,10 @@ pub struct ApplyArgs {
     /// Apply the best median even when the run shows no significant improvement.
     #[arg(long)]
     pub force: bool,
+    /// Also act on a verdict that rests on trials the validity guard
+    /// flagged (other load during the sweep; refused by default).
+    #[arg(long)]
+    pub trust_suspect: bool,
     /// Print what would be written and set; change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -124,7 +128,7 @@ pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32>
     }
     let run = store.load(&args.run)?;
     let v = apply::verdict_of(&run)?;
-    if let Some(why) = v.refusal(args.force) {
+    if let Some(why) = v.refusal(args.force, args.trust_suspect) {
         return Err(Error::usage(why));
     }
     let plan = apply::plan_apply(&root, &v, store)?;

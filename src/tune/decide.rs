@@ -41,6 +41,10 @@ pub struct Paired {
     pub level: f64,
     /// Better than the live value: significant at its level and beyond noise.
     pub better: bool,
+    /// The trials of either arm the validity guard flagged (other load
+    /// during the sweep): a verdict on them is suspect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<String>,
 }
 
 /// The sweep's conclusion for one metric, against the live value.
@@ -55,6 +59,9 @@ pub struct Decision {
     pub comparisons: Vec<Paired>,
     /// Rounds a claim needs with this many values, when fewer were run.
     pub too_few: Option<usize>,
+    /// The candidate's comparison rests on flagged trials (what they were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<String>,
     pub explanation: String,
 }
 
@@ -87,22 +94,22 @@ pub fn decide(
     noise: f64,
     live: &str,
 ) -> Result<Decision> {
-    let rows: Vec<(String, &MetricResult)> = results
+    let rows: Vec<(String, &MetricResult, Option<String>)> = results
         .iter()
-        .filter_map(|r| Some((r.params.get(knob)?.to_string(), r.metric(metric)?)))
+        .filter_map(|r| {
+            let v = r.params.get(knob)?.to_string();
+            Some((v, r.metric(metric)?, r.suspect_summary()))
+        })
         .collect();
-    let base = rows
-        .iter()
-        .find(|r| r.0 == live)
-        .ok_or_else(|| {
-            Error::usage(format!(
-                "no {metric} results for the live value {knob}={live}: nothing was measured \
+    let base = rows.iter().find(|r| r.0 == live).ok_or_else(|| {
+        Error::usage(format!(
+            "no {metric} results for the live value {knob}={live}: nothing was measured \
                  against the value in use"
-            ))
-        })?
-        .1;
+        ))
+    })?;
+    let (base, base_suspect) = (base.1, &base.2);
     let higher = base.better == Better::Higher;
-    let others: Vec<&(String, &MetricResult)> = rows.iter().filter(|r| r.0 != live).collect();
+    let others: Vec<_> = rows.iter().filter(|r| r.0 != live).collect();
     if others.is_empty() {
         return Err(Error::usage(format!(
             "the sweep measured only the live value {knob}={live}: nothing to compare"
@@ -111,12 +118,16 @@ pub fn decide(
     let m = others.len();
     let per_round: Vec<Vec<f64>> = others
         .iter()
-        .map(|(_, r)| ratios(&base.samples, &r.samples))
+        .map(|(_, r, _)| ratios(&base.samples, &r.samples))
         .collect();
     let mut comparisons: Vec<Paired> = others
         .iter()
         .zip(&per_round)
-        .map(|((v, _), r)| paired(v, r, higher))
+        .map(|((v, _, sus), r)| {
+            let mut p = paired(v, r, higher);
+            p.suspect = flagged(knob, &[(live, base_suspect), (v.as_str(), sus)]);
+            p
+        })
         .collect();
     // Holm: the i-th smallest p faces α/2/(m-i); the first failure stops.
     let mut order: Vec<usize> = (0..m).collect();
@@ -150,7 +161,7 @@ pub fn decide(
     let rounds = comparisons.iter().map(|c| c.rounds).min().unwrap_or(0);
     let need = rounds_for_a_claim(m);
     let too_few = (rounds < need).then_some(need);
-    let explanation = explain(
+    let mut explanation = explain(
         knob,
         metric,
         live,
@@ -161,6 +172,13 @@ pub fn decide(
         top,
         too_few,
     );
+    let suspect = best.unwrap_or(top).suspect.clone();
+    if let Some(s) = &suspect {
+        explanation.push_str(&format!(
+            " (suspect: it rests on trials the validity guard flagged, {s}; tune again on a \
+             quiet machine: apply refuses this verdict without --trust-suspect)"
+        ));
+    }
     Ok(Decision {
         metric: metric.into(),
         live: live.into(),
@@ -168,8 +186,18 @@ pub fn decide(
         candidate: best.unwrap_or(top).value.clone(),
         comparisons: comparisons.clone(),
         too_few,
+        suspect,
         explanation,
     })
+}
+
+/// "KNOB=V: 2 of 9 trials flagged: …" for each arm with flagged trials.
+fn flagged(knob: &str, arms: &[(&str, &Option<String>)]) -> Option<String> {
+    let parts: Vec<String> = arms
+        .iter()
+        .filter_map(|(v, s)| Some(format!("{knob}={v}: {}", s.as_ref()?)))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// Per-round ratios value / live over the rounds both finished (a round
@@ -202,6 +230,7 @@ fn paired(value: &str, r: &[f64], higher: bool) -> Paired {
         p: upper_tail(wins + losses, wins),
         level: ALPHA / 2.0,
         better: false,
+        suspect: None,
     }
 }
 

@@ -15,6 +15,12 @@ pub(super) enum FrameKey {
     /// (JIT code, or its MMAP2 record sits in another CPU's ring buffer not
     /// drained yet: `resolve_late` retries these at the end).
     Unmapped(u32, u64),
+    /// The leaf's caller read from the sampled link register (aarch64) or
+    /// the word at the stack pointer (x86-64), as file and offset: the
+    /// frame-pointer chain skips it when the leaf sets up no frame
+    /// (memcpy). Kept by the symboliser only when it follows a call
+    /// instruction and names a function other than its neighbours'.
+    Caller(u32, u64),
 }
 
 /// Distinct stacks: (comm index, frames leaf first) -> (samples, kernel samples).

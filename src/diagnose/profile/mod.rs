@@ -16,6 +16,8 @@ pub mod aggregate;
 pub mod maps;
 
 #[cfg(feature = "profile")]
+mod callsite;
+#[cfg(feature = "profile")]
 mod collected;
 #[cfg(feature = "profile")]
 mod common;

@@ -194,6 +194,7 @@ pub(super) fn resolve(c: &Collected) -> Vec<Stack> {
         .build();
     let mut kernel: HashSet<u64> = HashSet::new();
     let mut per_file: HashMap<u32, HashSet<u64>> = HashMap::new();
+    let mut callers: HashMap<u32, Vec<u64>> = HashMap::new();
     for (_, frames) in c.stacks.keys() {
         for f in frames {
             match *f {
@@ -203,9 +204,24 @@ pub(super) fn resolve(c: &Collected) -> Vec<Stack> {
                 FrameKey::User(file, off) => {
                     per_file.entry(file).or_default().insert(off);
                 }
+                FrameKey::Caller(file, off) => {
+                    per_file.entry(file).or_default().insert(off);
+                    callers.entry(file).or_default().push(off);
+                }
                 FrameKey::Unmapped(..) => {}
             }
         }
+    }
+    let mut calls: HashSet<(u32, u64)> = HashSet::new();
+    for (file, mut offs) in callers {
+        offs.sort_unstable();
+        offs.dedup();
+        let path = &c.files.names[file as usize];
+        calls.extend(
+            super::callsite::follow_calls(path, &offs)
+                .into_iter()
+                .map(|o| (file, o)),
+        );
     }
     let mut kaddrs: Vec<u64> = kernel.into_iter().collect();
     kaddrs.sort_unstable();
@@ -221,28 +237,60 @@ pub(super) fn resolve(c: &Collected) -> Vec<Stack> {
         let path = &c.files.names[file as usize];
         umap.insert(file, user_frames(&sym, path, &offs));
     }
+    let user = |file: u32, off: u64| {
+        umap.get(&file)
+            .and_then(|m| m.get(&off))
+            .cloned()
+            .unwrap_or_else(|| Frame::new("[unknown]", &hex(off)))
+    };
     c.stacks
         .iter()
         .map(|((comm, keys), (samples, ksamples))| Stack {
             comm: c.comms.get(*comm as usize).cloned().unwrap_or_default(),
-            frames: keys
-                .iter()
-                .map(|k| match *k {
-                    FrameKey::Kernel(a) => kmap
-                        .get(&a)
-                        .cloned()
-                        .unwrap_or_else(|| Frame::new("[kernel]", &hex(a))),
-                    FrameKey::User(file, off) => umap
-                        .get(&file)
-                        .and_then(|m| m.get(&off))
-                        .cloned()
-                        .unwrap_or_else(|| Frame::new("[unknown]", &hex(off))),
-                    FrameKey::Unmapped(_, a) => Frame::new("[unknown]", &hex(a)),
-                })
-                .collect(),
+            frames: keep_callers(
+                keys.iter()
+                    .map(|k| match *k {
+                        FrameKey::Kernel(a) => (
+                            kmap.get(&a)
+                                .cloned()
+                                .unwrap_or_else(|| Frame::new("[kernel]", &hex(a))),
+                            None,
+                        ),
+                        FrameKey::User(file, off) => (user(file, off), None),
+                        FrameKey::Caller(file, off) => {
+                            (user(file, off), Some(calls.contains(&(file, off))))
+                        }
+                        FrameKey::Unmapped(_, a) => (Frame::new("[unknown]", &hex(a)), None),
+                    })
+                    .collect(),
+            ),
             kernel_samples: *ksamples,
             samples: *samples,
         })
+        .collect()
+}
+
+/// Frames named; a leaf's caller candidate (`FrameKey::Caller`) comes with
+/// whether it follows a call instruction, and stands only then, with a
+/// name, and when it is not its neighbour's function again (a leaf with a
+/// frame of its own, or a stale link register pointing back into the leaf).
+fn keep_callers(named: Vec<(Frame, Option<bool>)>) -> Vec<Frame> {
+    let same = |i: usize, f: &Frame| named.get(i).is_some_and(|(g, _)| g == f);
+    let keep: Vec<bool> = named
+        .iter()
+        .enumerate()
+        .map(|(i, (f, call))| match call {
+            None => true,
+            Some(ok) => {
+                let twin = same(i + 1, f) || (i > 0 && same(i - 1, f));
+                *ok && !f.symbol.starts_with("0x") && !twin
+            }
+        })
+        .collect();
+    named
+        .into_iter()
+        .zip(keep)
+        .filter_map(|((f, _), k)| k.then_some(f))
         .collect()
 }
 
@@ -324,6 +372,37 @@ mod tests {
         let off = hidden - (join_addr - join_off);
         let m = user_frames(&Symbolizer::new(), &path, &[off + 4]);
         assert_eq!(m[&(off + 4)].symbol, "__pthread_clockjoin_ex", "in {path}");
+    }
+
+    #[test]
+    fn a_leaf_caller_stands_after_a_call_and_between_other_functions() {
+        let f = |s: &str| Frame::new("prog", s);
+        let names = |v: Vec<Frame>| v.into_iter().map(|f| f.symbol).collect::<Vec<_>>();
+        // memcpy's caller, skipped by the frame-pointer chain, comes back.
+        let got = keep_callers(vec![
+            (f("memcpy"), None),
+            (f("copy_blocks"), Some(true)),
+            (f("main"), None),
+        ]);
+        assert_eq!(names(got), ["memcpy", "copy_blocks", "main"]);
+        // Not after a call, a stale link register into the leaf, the
+        // chain's own next frame again, or no name: dropped.
+        for (cand, call) in [
+            ("main_loop", false),
+            ("memcpy", true),
+            ("main", true),
+            ("0x4011", true),
+        ] {
+            let got = keep_callers(vec![
+                (f("memcpy"), None),
+                (f(cand), Some(call)),
+                (f("main"), None),
+            ]);
+            assert_eq!(names(got), ["memcpy", "main"], "{cand}");
+        }
+        // Recursion in the chain itself stays.
+        let got = keep_callers(vec![(f("walk"), None), (f("walk"), None)]);
+        assert_eq!(names(got), ["walk", "walk"]);
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub struct TuneVerdict {
     pub relevance: Option<String>,
     /// The sweep was cut short by a signal (its finished rounds are kept).
     pub interrupted: bool,
+    /// The verdict's two arms (candidate, live) hold trials the validity
+    /// guard flagged: what they were.
+    pub suspect: Option<String>,
     /// The sweep ran on a loop device of the file-system lab.
     pub lab: bool,
     /// The directory the sweep measured in (for the fstab line).
@@ -82,14 +85,28 @@ impl TuneVerdict {
             } else {
                 "NOT significantly better (applied with --force)".to_string()
             }
-        )
+        ) + &self
+            .suspect
+            .as_ref()
+            .map(|s| format!(" (suspect: {s})"))
+            .unwrap_or_default()
     }
 
     /// Why apply must not act on this verdict before looking at the system
     /// (None: it may). `--force` overrides a missing win and a workload
     /// that may not exercise the knob, never a verdict against another
-    /// baseline (that is [`TuneVerdict::live_changed`]).
-    pub fn refusal(&self, force: bool) -> Option<String> {
+    /// baseline (that is [`TuneVerdict::live_changed`]); `trust_suspect`
+    /// (--trust-suspect) alone lets flagged trials decide.
+    pub fn refusal(&self, force: bool, trust_suspect: bool) -> Option<String> {
+        if let Some(s) = self.suspect.as_ref().filter(|_| !trust_suspect) {
+            return Some(format!(
+                "run {}'s verdict for {}={} rests on trials the validity guard flagged (other \
+                 load during the sweep: {s}); the difference may be that load's, not the \
+                 knob's. Nothing applied; tune again on a quiet machine: {} (--trust-suspect \
+                 applies it anyway)",
+                self.run_id, self.knob, self.candidate, self.retune
+            ));
+        }
         if force {
             return None;
         }
@@ -228,6 +245,7 @@ pub fn verdict_of(run: &Run) -> Result<TuneVerdict> {
         wins: c.wins,
         rounds: c.rounds,
         explanation: d.explanation,
+        suspect: d.suspect,
         relevance: run.environment.get(ENV_RELEVANCE).cloned(),
         interrupted: run.status == crate::model::run::RunStatus::Interrupted,
         lab,

@@ -291,13 +291,24 @@ pub(crate) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
     let others_cpu = (machine / 100.0 * d.cpus as f64 * d.interval_s - w.cpu_s).max(0.0);
     let tunelab_cpu = d.workload.data().map_or(0.0, |x| x.tunelab_cpu_s);
     let held = held(d, w.runq_s);
+    // Other processes cannot have held a CPU longer than the CPU time they
+    // used (measured machine-wide): beyond it, a lost switch record
+    // stretched the segment before it (a kernel thread's few µs) over a
+    // stretch tunelab ran.
+    let others_held = held.as_ref().map_or(0.0, |h| {
+        if cpu_figures(d).is_some() {
+            h.others_s.min(others_cpu)
+        } else {
+            h.others_s
+        }
+    });
     // tunelab's share of the wait: traced, or (untraced) inferred when the
     // workload has no more threads than CPUs and other processes used too
     // little CPU to explain it.
     let observer_s = match &held {
         // tunelab cannot have held a CPU longer than the CPU time it used
         // (lost switch records stretch the segment before them).
-        Some(h) => h.observer_s.min(tunelab_cpu),
+        Some(h) => (h.observer_s + h.others_s - others_held).min(tunelab_cpu),
         None if w.threads <= d.cpus
             && others_cpu < 0.5 * w.runq_s
             && tunelab_cpu >= 0.5 * w.runq_s =>
@@ -357,7 +368,7 @@ pub(crate) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
     }
     let runq = w.runq_s - observer_s;
     let (own_s, others_s, named) = held.as_ref().map_or((0.0, 0.0, String::new()), |h| {
-        (h.own_s, h.others_s, h.named.clone())
+        (h.own_s, others_held, h.named.clone())
     });
     let own_threads = if held.is_some() {
         own_s >= others_s
@@ -368,7 +379,7 @@ pub(crate) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
         String::new()
     } else if own_threads {
         ", mostly behind its own threads".to_string()
-    } else if !named.is_empty() {
+    } else if !named.is_empty() && others_s > 0.0 {
         format!(", behind {named}")
     } else {
         String::new()

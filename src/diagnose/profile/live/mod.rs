@@ -4,6 +4,7 @@
 //! `finish`, which stops, symbolises and aggregates.
 
 mod holders;
+mod leaf;
 mod open;
 mod pairing;
 mod reader;

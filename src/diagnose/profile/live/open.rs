@@ -104,6 +104,9 @@ fn builder(
             .context_switch(true)
             .clockid(perf_event::Clock::MONOTONIC);
     } else {
+        if req.call_graph {
+            super::leaf::ask(&mut b, flags);
+        }
         b.sample_frequency(freq);
     }
     b.exclude_kernel(!include_kernel)

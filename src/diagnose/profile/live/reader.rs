@@ -15,6 +15,7 @@ use super::super::common;
 use super::super::maps::{self, AddressSpace, Mapping};
 use super::super::Scope;
 use super::holders::Holders;
+use super::leaf;
 use super::open::Opened;
 use super::pairing::{OffEvent, OffKind, OffState};
 
@@ -282,11 +283,15 @@ impl Reader {
                 frames.push(key);
             }
         }
-        if self.off.is_some() {
-            if let Some(stack) = s.stack_user() {
-                let found = self.scan_stack(pid, stack, &frames);
-                splice_scanned(&mut frames, found);
+        if self.off.is_none() {
+            if let Some(ra) = leaf::return_address(s).filter(|&a| a >= 4096) {
+                if let Some((file, off)) = self.space(pid).lookup(ra - 1) {
+                    leaf::splice(&mut frames, FrameKey::Caller(file, off));
+                }
             }
+        } else if let Some(stack) = s.stack_user() {
+            let found = self.scan_stack(pid, stack, &frames);
+            splice_scanned(&mut frames, found);
         }
         if let Some(off) = self.off.as_mut() {
             off.push(OffEvent {

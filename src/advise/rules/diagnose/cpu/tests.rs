@@ -63,6 +63,27 @@ fn another_process_as_the_holder_is_named() {
 }
 
 #[test]
+fn a_lost_record_never_blames_processes_that_used_no_cpu() {
+    // Switch records were lost: 0.5 s of the wait landed on the kernel
+    // thread switched in before tunelab's lost switch-in, but other
+    // processes used no CPU (the machine's busy time is the workload's
+    // 1.2 s of 2 CPUs × 2 s = 30%); tunelab used 0.7 s.
+    let mut d = starved(
+        1,
+        vec![
+            holder("rcu_sched", 14, 0.5, "other"),
+            holder("tunelab", 99, 0.1, "tunelab"),
+        ],
+    );
+    if let Section::Present { data, .. } = &mut d.resources {
+        data.rows[0].utilisation[0].value = 30.0;
+    }
+    let f = get(cpu_starvation(&ev(d), Workload::General)).expect("a finding");
+    assert_eq!(f.id, "diagnose.observer-cost", "{}", f.title);
+    assert!(!f.title.contains("rcu_sched"), "{}", f.title);
+}
+
+#[test]
 fn more_threads_than_cpus_is_still_starved_by_its_own_threads() {
     let d = starved(
         4,
