@@ -626,14 +626,21 @@ fn ctrl_c_during_a_sweep_keeps_the_finished_rounds() {
         .arg(env.target())
         .spawn()
         .unwrap();
-    // Wait for a few rounds: the knob changes at the probe, rounds follow.
+    // Wait for a few whole rounds, seen as the knob moving between the
+    // arms' values (each holds it for a 20 ms trial at least): a fixed sleep
+    // ended the sweep before its first round on a loaded machine.
     let t0 = Instant::now();
-    while fs::read_to_string(knob).unwrap().trim() == original
-        && t0.elapsed() < Duration::from_secs(30)
-    {
-        std::thread::sleep(Duration::from_millis(20));
+    let mut last = original.clone();
+    let mut moves = 0;
+    while moves < 12 && t0.elapsed() < Duration::from_secs(90) {
+        let now = fs::read_to_string(knob).unwrap().trim().to_string();
+        if now != last {
+            moves += 1;
+            last = now;
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
-    std::thread::sleep(Duration::from_secs(3));
+    assert!(moves >= 12, "the sweep moved the knob {moves} times in 90 s");
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
