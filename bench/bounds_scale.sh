@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 42's scale probes, measured in one run on this machine:
 #   - `remote --inventory` over N unreachable hosts (half refusing on
-#     loopback, half TEST-NET addresses that never answer): wall time, the
+#     loopback, half on a loopback port that never answers): wall time, the
 #     causes in the error column, and how long the first SIGTERM takes to end
 #     it (during the probe, and with ssh connections open);
 #   - `diagnose --for 20s`: how long the first SIGINT takes to end it;
@@ -34,18 +34,36 @@ term_latency() {
   printf '%.2f' "$(since "$t0")"
 }
 
-# Half the hosts refuse (127.0.0.x port 1), half never answer (TEST-NET
-# addresses, RFC 5737: routed nowhere); -F /dev/null: no ssh configuration
-# redirects them, so the in-process probe decides.
+# Half the hosts refuse (127.0.0.x port 1), half never answer: a loopback
+# listener whose accept queue is full (never accepted) drops their SYNs, as
+# a firewall does (TEST-NET addresses are refused at once by some sandboxed
+# networks, so they would not test the wait). -F /dev/null: no ssh
+# configuration redirects the hosts, so the in-process probe decides.
+python3 - >"$work/hole.port" <<'PY' &
+import socket, sys, time
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(0)
+fill = []
+for _ in range(3):
+    c = socket.socket(); c.setblocking(False)
+    try: c.connect(l.getsockname())
+    except BlockingIOError: pass
+    fill.append(c)
+print(l.getsockname()[1], flush=True)
+time.sleep(3600)
+PY
+hole=$!
+trap 'kill $hole 2>/dev/null; rm -rf "$work"' EXIT
+while [ ! -s "$work/hole.port" ]; do sleep 0.1; done
+hport=$(cat "$work/hole.port")
 { echo "[fleet]"
   for i in $(seq 1 "$hosts"); do
     if [ $((i % 2)) = 0 ]; then echo "h$i ansible_host=127.0.$((i / 250 % 250)).$((1 + i % 250)) ansible_port=1"
-    else n=$((i / 2)); echo "h$i ansible_host=192.0.2.$((1 + n % 254)) ansible_port=$((22 + n / 254))"; fi
+    else echo "h$i ansible_host=127.0.0.1 ansible_port=$hport"; fi
   done; } >"$work/inv.ini"
 t0=$(now)
 "$bin" --json remote --inventory "$work/inv.ini" --parallel "$parallel" --no-store --allow-dynamic \
   -o "-F /dev/null" -- run ipc.pipe >"$work/remote.json" 2>"$work/remote.err" || true
-printf 'remote --inventory, %d unreachable hosts (half refusing, half TEST-NET; --parallel %d): %.1f s\n' \
+printf 'remote --inventory, %d unreachable hosts (half refusing, half never answering; --parallel %d): %.1f s\n' \
   "$hosts" "$parallel" "$(since "$t0")"
 python3 - "$work/remote.json" <<'PY'
 import json, sys, collections
