@@ -291,7 +291,10 @@ fn unreachable_inventory_hosts_are_each_named_with_their_cause() {
     let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let at = hole.local_addr().unwrap();
     // SAFETY: re-listening on our own socket with a backlog of 0.
-    assert_eq!(unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&hole), 0) }, 0);
+    assert_eq!(
+        unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&hole), 0) },
+        0
+    );
     let _fill: Vec<_> = (0..3)
         .filter_map(|_| std::net::TcpStream::connect_timeout(&at, Duration::from_millis(300)).ok())
         .collect();
@@ -333,7 +336,10 @@ fn unreachable_inventory_hosts_are_each_named_with_their_cause() {
             // The probe's words (ssh's would be "connect to host … port 1").
             "r" => assert!(err.starts_with("connection refused on 127.0."), "{h}"),
             // No answer in the wait, or a network that says it has no route.
-            "b" => assert!(err.starts_with(&format!("no answer from {at} within")), "{h}"),
+            "b" => assert!(
+                err.starts_with(&format!("no answer from {at} within")),
+                "{h}"
+            ),
             _ => assert!(err.contains("resolve"), "{h}"),
         }
     }

@@ -1500,8 +1500,18 @@ fn tiny_descriptor_and_process_limits_are_environment_errors() {
     assert!(stderr(&out).contains("ulimit -u"), "{}", stderr(&out));
 }
 
-/// Signal `child` once it has `file` open (the verb has started on it).
-fn signal_once_open(child: &std::process::Child, file: &Path, sig: i32) {
+/// Send `sig` to `child` and wait for it (30 s at most): its exit code and
+/// the time it took to end.
+fn end_with(child: &mut std::process::Child, sig: i32, what: &str) -> (Option<i32>, Duration) {
+    let t0 = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let st = wait_exit(child, 30).unwrap_or_else(|| panic!("{what} ignored signal {sig}"));
+    (st.code(), t0.elapsed())
+}
+
+/// Wait until `child` has `file` open (the verb has started on it).
+fn wait_open(child: &std::process::Child, file: &Path) {
     let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
     let opened = || {
         std::fs::read_dir(&fds)
@@ -1516,8 +1526,6 @@ fn signal_once_open(child: &std::process::Child, file: &Path, sig: i32) {
         "{} was never opened",
         file.display()
     );
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, sig) };
 }
 
 fn stored_runs(env: &Env) -> usize {
@@ -1551,10 +1559,10 @@ fn sigint_during_a_large_import_exits_130_and_imports_nothing() {
     std::fs::write(&file, serde_json::to_vec(&many).unwrap()).unwrap();
     let before = stored_runs(&env);
     let mut child = env.background().arg("import").arg(&file).spawn().unwrap();
-    signal_once_open(&child, &file, libc::SIGINT);
-    let st = wait_exit(&mut child, 60).expect("import ignored SIGINT");
+    wait_open(&child, &file);
+    let (code, _) = end_with(&mut child, libc::SIGINT, "import");
     assert_eq!(
-        st.code(),
+        code,
         Some(130),
         "the import was not interrupted (finished first? make the file larger)"
     );
@@ -1585,13 +1593,10 @@ fn one_signal_ends_a_remote_fan_out_and_its_connections() {
         .spawn()
         .unwrap();
     assert!(wait_until(30, || pids_running(&["sleep", &secs]).len() >= 8));
-    let t0 = Instant::now();
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let st = wait_exit(&mut child, 30).expect("remote ignored SIGTERM");
+    let (code, took) = end_with(&mut child, libc::SIGTERM, "remote");
     // Generous: correctness, not speed (bench/bounds_scale.sh times it).
-    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
-    assert_eq!(st.code(), Some(130));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(code, Some(130));
     let mut table = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut table).unwrap();
     assert!(table.contains("interrupted"), "{table}");
@@ -1622,12 +1627,9 @@ fn sigint_ends_a_timed_diagnosis_and_keeps_it() {
         line.clear();
     }
     assert!(line.contains("diagnosing"), "{line}");
-    let t0 = Instant::now();
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let st = wait_exit(&mut child, 30).expect("diagnose ignored SIGINT");
-    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
-    assert_eq!(st.code(), Some(130));
+    let (code, took) = end_with(&mut child, libc::SIGINT, "diagnose");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(code, Some(130));
     let runs = json(&env.run(&["--json", "runs"]));
     assert_eq!(runs[0]["status"], "interrupted", "{runs}");
 }

@@ -252,7 +252,12 @@ fn stale_temporary_journals_of_dead_runs_are_removed() {
 /// changes nothing.
 #[test]
 fn verify_as_a_user_says_it_only_reads_roots_records() {
-    if !common::is_root() || std::process::Command::new("setpriv").arg("--help").output().is_err() {
+    if !common::is_root()
+        || std::process::Command::new("setpriv")
+            .arg("--help")
+            .output()
+            .is_err()
+    {
         return common::skip("needs root and setpriv to run as another user");
     }
     let dir = tempfile::tempdir().unwrap();
