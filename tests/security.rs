@@ -277,7 +277,8 @@ fn verify_as_a_user_says_it_only_reads_roots_records() {
     }
     assert_eq!(out.status.code(), Some(3), "{t}");
     assert!(
-        t.contains("verify changes nothing") && t.contains("reads what apply recorded"),
+        t.contains("verify changes nothing")
+            && t.contains("needs root to read what apply recorded"),
         "{t}"
     );
     assert!(!t.contains("changes system configuration"), "{t}");

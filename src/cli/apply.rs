@@ -49,9 +49,9 @@ fn need_root(root: &Root, verb: &str) -> Result<()> {
     if root.is_real() && !crate::engine::host::is_root() {
         // verify writes nothing: say what it reads that is root's.
         return Err(Error::privilege(if verb == "verify" {
-            "verify changes nothing, but it reads what apply recorded, which is in root's \
-             store and state directory (and is trusted only when root owns it): run it as \
-             root (sudo tunelab verify)"
+            "verify changes nothing, but it needs root to read what apply recorded: root's \
+             store and state directory (trusted only when root owns them); run it as root \
+             (sudo tunelab verify)"
                 .to_string()
         } else {
             format!(
