@@ -269,3 +269,78 @@ fn dry_runs_honour_json_and_say_the_longest() {
     let out = env.run(&["study", "quick", "--dry-run"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("longest: "));
 }
+
+/// `remote --inventory` over hosts that cannot be reached: each is reported
+/// unreachable with the cause named (refused, no answer, no such name) by
+/// the in-process probe, without an ssh per host. (bench/bounds_scale.sh
+/// times 10,000 of them; no time is asserted here.)
+#[test]
+fn unreachable_inventory_hosts_are_each_named_with_their_cause() {
+    let env = Env::new();
+    let inv = env.dir.path().join("dead.ini");
+    let mut text = String::from("[refuse]\n");
+    for i in 0..300 {
+        text += &format!(
+            "r{i} ansible_host=127.0.{}.{} ansible_port=1\n",
+            i / 250,
+            1 + i % 250
+        );
+    }
+    // A port that never answers: a listener whose accept queue is full
+    // (never accepted) drops further SYNs, as a host behind a firewall.
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = hole.local_addr().unwrap();
+    // SAFETY: re-listening on our own socket with a backlog of 0.
+    assert_eq!(
+        unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&hole), 0) },
+        0
+    );
+    let _fill: Vec<_> = (0..3)
+        .filter_map(|_| std::net::TcpStream::connect_timeout(&at, Duration::from_millis(300)).ok())
+        .collect();
+    text += "[blackhole]\n";
+    for i in 1..=40 {
+        text += &format!("b{i} ansible_host=127.0.0.1 ansible_port={}\n", at.port());
+    }
+    text += "[noname]\nn1 ansible_host=no-such-host.invalid\n";
+    std::fs::write(&inv, text).unwrap();
+    let out = env.run(&[
+        "--json",
+        "remote",
+        "--allow-dynamic",
+        "--no-store",
+        "--parallel",
+        "16",
+        "--inventory",
+        inv.to_str().unwrap(),
+        // No user or system ssh configuration: nothing redirects the hosts.
+        "-o",
+        "-F /dev/null",
+        "--",
+        "inspect",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("341 of 341 host(s) did not complete"),
+        "{}",
+        stderr(&out)
+    );
+    let doc = json(&out);
+    let hosts = doc["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 341);
+    for h in hosts {
+        assert_eq!(h["status"], "unreachable", "{h}");
+        let name = h["host"].as_str().unwrap();
+        let err = h["error"].as_str().unwrap_or_default();
+        match &name[..1] {
+            // The probe's words (ssh's would be "connect to host … port 1").
+            "r" => assert!(err.starts_with("connection refused on 127.0."), "{h}"),
+            // No answer in the wait, or a network that says it has no route.
+            "b" => assert!(
+                err.starts_with(&format!("no answer from {at} within")),
+                "{h}"
+            ),
+            _ => assert!(err.contains("resolve"), "{h}"),
+        }
+    }
+}

@@ -1499,3 +1499,213 @@ fn tiny_descriptor_and_process_limits_are_environment_errors() {
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(stderr(&out).contains("ulimit -u"), "{}", stderr(&out));
 }
+
+/// Send `sig` to `child` and wait for it (30 s at most): its exit code and
+/// the time it took to end.
+fn end_with(child: &mut std::process::Child, sig: i32, what: &str) -> (Option<i32>, Duration) {
+    let t0 = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let st = wait_exit(child, 30).unwrap_or_else(|| panic!("{what} ignored signal {sig}"));
+    (st.code(), t0.elapsed())
+}
+
+/// Wait until `child` has `file` open (the verb has started on it).
+fn wait_open(child: &std::process::Child, file: &Path) {
+    let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
+    let opened = || {
+        std::fs::read_dir(&fds)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == file))
+            })
+            .unwrap_or(false)
+    };
+    assert!(
+        wait_until(60, opened),
+        "{} was never opened",
+        file.display()
+    );
+}
+
+fn stored_runs(env: &Env) -> usize {
+    json(&env.run(&["--json", "runs"]))
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+/// SIGINT during `import` of a large file: exit 130 and nothing from the
+/// file is stored (the one transaction is rolled back).
+#[test]
+fn sigint_during_a_large_import_exits_130_and_imports_nothing() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .args(["run", "ipc.pipe", "--trials", "2", "--trial-time", "1ms"])
+        .args(FAST)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = json(&env.run(&["export", "last", "--format", "json"]));
+    let many: Vec<serde_json::Value> = (0..5_000)
+        .map(|i| {
+            let mut r = run.clone();
+            r["id"] = format!("20250101-000000-{i:05x}").into();
+            r
+        })
+        .collect();
+    let file = env.dir.path().join("many.json");
+    std::fs::write(&file, serde_json::to_vec(&many).unwrap()).unwrap();
+    let before = stored_runs(&env);
+    let mut child = env.background().arg("import").arg(&file).spawn().unwrap();
+    wait_open(&child, &file);
+    let (code, _) = end_with(&mut child, libc::SIGINT, "import");
+    assert_eq!(
+        code,
+        Some(130),
+        "the import was not interrupted (finished first? make the file larger)"
+    );
+    assert_eq!(
+        stored_runs(&env),
+        before,
+        "runs from the interrupted file were kept"
+    );
+}
+
+/// The first SIGTERM ends `remote` over many hosts: every ssh running is
+/// killed (here a stand-in that sleeps), the outcomes are reported, exit 130.
+#[test]
+fn one_signal_ends_a_remote_fan_out_and_its_connections() {
+    let env = Env::new();
+    let secs = unique_sleep(41);
+    let ssh = env.dir.path().join("slow-ssh");
+    std::fs::write(&ssh, format!("#!/bin/sh\nsleep {secs}\n")).unwrap();
+    std::fs::set_permissions(&ssh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let hosts: Vec<String> = (0..200).map(|i| format!("h{i}")).collect();
+    let mut child = env
+        .background()
+        .env("TUNELAB_SSH", &ssh)
+        .args(["remote", "--allow-dynamic", "--no-store", "--parallel", "8"])
+        .args(&hosts)
+        .args(["--", "inspect"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(30, || pids_running(&["sleep", &secs]).len() >= 8));
+    let (code, took) = end_with(&mut child, libc::SIGTERM, "remote");
+    // Generous: correctness, not speed (bench/bounds_scale.sh times it).
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(code, Some(130));
+    let mut table = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut table).unwrap();
+    assert!(table.contains("interrupted"), "{table}");
+    assert!(
+        wait_until(5, || pids_running(&["sleep", &secs]).is_empty()),
+        "ssh stand-ins outlived remote"
+    );
+}
+
+/// SIGINT during `diagnose --for 20s`: exit 130 and the interval covered is
+/// stored, marked interrupted.
+#[test]
+fn sigint_ends_a_timed_diagnosis_and_keeps_it() {
+    let env = Env::new();
+    let mut child = env
+        .background()
+        .env("TUNELAB_STATE_DIR", env.dir.path().join("state"))
+        .args(["diagnose", "--for", "20s"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    // Started: it says what it diagnoses once the samplers run.
+    while std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0
+        && !line.contains("diagnosing")
+    {
+        line.clear();
+    }
+    assert!(line.contains("diagnosing"), "{line}");
+    let (code, took) = end_with(&mut child, libc::SIGINT, "diagnose");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(code, Some(130));
+    let runs = json(&env.run(&["--json", "runs"]));
+    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
+}
+
+/// A kernel thread's pid (kthreadd, pid 2) is named as one, not as "no
+/// process": it has no user memory and no user stack.
+#[test]
+fn a_kernel_threads_pid_is_named_as_one() {
+    let stat = std::fs::read_to_string("/proc/2/stat").unwrap_or_default();
+    if !stat.contains("(kthreadd)") {
+        return common::skip("pid 2 is not kthreadd here (a pid namespace)");
+    }
+    let env = Env::new();
+    for args in [
+        &["memory", "--pid", "2"][..],
+        &["diagnose", "--pid", "2", "--for", "1s", "--no-store"][..],
+    ] {
+        let out = env.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("pid 2 (kthreadd) is a kernel thread") && !err.contains("no process"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Restoring an exclusive pair (vm.dirty_bytes/vm.dirty_ratio) says which
+/// file was written and that the kernel zeroes the other, not "to 20/0".
+/// The originals are today's values, so nothing changes.
+#[test]
+fn restoring_a_pair_of_knobs_says_what_was_written() {
+    if !common::is_root() {
+        return common::skip("needs root to write vm.dirty_*");
+    }
+    let read = |k: &str| {
+        std::fs::read_to_string(format!("/proc/sys/vm/{k}"))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let (bytes, ratio) = (read("dirty_bytes"), read("dirty_ratio"));
+    let (set, zero) = if bytes == "0" {
+        ("dirty_ratio", "dirty_bytes")
+    } else {
+        ("dirty_bytes", "dirty_ratio")
+    };
+    let env = Env::new();
+    let state = env.dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let mut entry = journal_entry(
+        DEAD_PID,
+        serde_json::json!({"kind": "files", "files": [
+            {"path": "/proc/sys/vm/dirty_bytes", "original": bytes, "applied": null},
+            {"path": "/proc/sys/vm/dirty_ratio", "original": ratio, "applied": null}]}),
+    );
+    entry["knob"] = "vm.dirty_bytes".into();
+    std::fs::write(
+        state.join("journal.json"),
+        serde_json::json!([entry]).to_string(),
+    )
+    .unwrap();
+    let out = env
+        .cmd()
+        .env("TUNELAB_STATE_DIR", &state)
+        .arg("restore")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &stderr(&out);
+    assert!(out.status.success(), "{text}");
+    let value = read(set);
+    assert!(
+        text.contains(&format!("wrote vm.{set}={value}"))
+            && text.contains(&format!("the kernel sets vm.{zero} to 0")),
+        "{text}"
+    );
+    assert!(!text.contains(&format!("to {bytes}/{ratio}")), "{text}");
+    assert_eq!((read("dirty_bytes"), read("dirty_ratio")), (bytes, ratio));
+}

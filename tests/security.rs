@@ -246,3 +246,40 @@ fn stale_temporary_journals_of_dead_runs_are_removed() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(!dead.exists());
 }
+
+/// `verify` run by another user says what it needs root for (reading
+/// root's records), not that it "changes system configuration": it
+/// changes nothing.
+#[test]
+fn verify_as_a_user_says_it_only_reads_roots_records() {
+    if !common::is_root()
+        || std::process::Command::new("setpriv")
+            .arg("--help")
+            .output()
+            .is_err()
+    {
+        return common::skip("needs root and setpriv to run as another user");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(assert_cmd::cargo::cargo_bin("tunelab"))
+        .arg("verify")
+        .env("HOME", dir.path())
+        .env("TUNELAB_DB", dir.path().join("none.db"))
+        .env_remove("TUNELAB_STATE_DIR")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    if t.contains("Permission denied") && t.contains("tunelab") && out.status.code() != Some(3) {
+        return common::skip("the test binary is not readable by nobody here");
+    }
+    assert_eq!(out.status.code(), Some(3), "{t}");
+    assert!(
+        t.contains("verify changes nothing")
+            && t.contains("needs root to read what apply recorded"),
+        "{t}"
+    );
+    assert!(!t.contains("changes system configuration"), "{t}");
+}

@@ -47,10 +47,18 @@ const APPLY_LONGEST_S: f64 = 10.0;
 
 fn need_root(root: &Root, verb: &str) -> Result<()> {
     if root.is_real() && !crate::engine::host::is_root() {
-        return Err(Error::privilege(format!(
-            "{verb} changes system configuration (/etc, /proc/sys, /sys) and needs root \
-             (run with sudo)"
-        )));
+        // verify writes nothing: say what it reads that is root's.
+        return Err(Error::privilege(if verb == "verify" {
+            "verify changes nothing, but it needs root to read what apply recorded: root's \
+             store and state directory (trusted only when root owns them); run it as root \
+             (sudo tunelab verify)"
+                .to_string()
+        } else {
+            format!(
+                "{verb} changes system configuration (/etc, /proc/sys, /sys) and needs root \
+                 (run with sudo)"
+            )
+        }));
     }
     Ok(())
 }

@@ -134,6 +134,14 @@ pub fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
             ));
         }
     }
+    // Interrupted: the table shows what finished (hosts never started are
+    // left out); the exit code says the fan-out was cut short.
+    if let Some(sig) = crate::engine::host::interrupted() {
+        return Err(Error::Interrupted(format!(
+            "{sig}: the ssh connections were killed; the table lists the {} host(s) with an outcome",
+            outcomes.len()
+        )));
+    }
     if failed.is_empty() {
         Ok(0)
     } else {

@@ -202,6 +202,27 @@ pub fn comm(root: &Path, pid: i32) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// Whether `pid` is a kernel thread (PF_KTHREAD in /proc/PID/stat's flags,
+/// the ninth field): it has no user memory and no user stack.
+pub fn kernel_thread(root: &Path, pid: i32) -> bool {
+    read(root, &format!("proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let (_, rest) = s.rsplit_once(')')?;
+            rest.split_whitespace().nth(6)?.parse::<u64>().ok()
+        })
+        .is_some_and(|flags| flags & 0x0020_0000 != 0)
+}
+
+/// The refusal for a kernel thread's pid, naming it.
+pub fn kernel_thread_refusal(pid: i32, name: &str, what: &str) -> Error {
+    Error::usage(format!(
+        "pid {pid} ({name}) is a kernel thread: it has no user memory and no user stack, \
+         so there is no {what} of it; give the pid of a user process, or diagnose the \
+         whole system (kernel time shows there)"
+    ))
+}
+
 /// Run the diagnosis. `say` gets progress lines for the user.
 pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let root = opts.root.as_path();
@@ -217,6 +238,9 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
                     "no process with pid {pid} (nothing in /proc/{pid}); give the pid of a running process"
                 ))
             })?;
+            if kernel_thread(root, *pid) {
+                return Err(kernel_thread_refusal(*pid, &name, "diagnosis"));
+            }
             target.kind = "pid".into();
             target.pid = Some(*pid);
             target.name = name;

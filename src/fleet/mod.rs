@@ -5,7 +5,9 @@ pub mod elf;
 pub mod inventory;
 #[cfg(feature = "fleet")]
 mod inventory_yaml;
+pub mod reach;
 pub mod remote;
+mod ssh_config;
 
 use crate::Result;
 use inventory::Inventory;

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::inventory::Host;
+use super::reach::{self, Verdict};
 use crate::safety::signals;
 use crate::system::env::shell_quote;
 use crate::{Error, Result};
@@ -279,17 +280,23 @@ fn call(
             if let Ok(Some(st)) = child.try_wait() {
                 break Ok(st);
             }
-            if signals::caught().is_some() {
-                let _ = child.kill();
-                let _ = child.wait();
-                break Err("interrupted");
+            let why = if signals::caught().is_some() {
+                "interrupted"
+            } else if Instant::now() >= deadline {
+                "timeout"
+            } else {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            // The whole group (`contain` made ssh lead one): a ProxyCommand
+            // or a wrapper's children would hold the pipes open otherwise.
+            if let Ok(pid) = i32::try_from(child.id()) {
+                // SAFETY: kill has no preconditions; -pid is ssh's own group.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
             }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break Err("timeout");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            let _ = child.kill();
+            let _ = child.wait();
+            break Err(why);
         };
         let stdout = so.join().unwrap_or_default();
         let stderr = se.join().unwrap_or_default();
@@ -313,6 +320,17 @@ fn last_line(s: &str) -> String {
         .unwrap_or("")
         .trim()
         .to_string()
+}
+
+/// ssh's last words on a failed connection, or what is known without them.
+fn ssh_said(d: &Done) -> String {
+    match last_line(&d.stderr) {
+        l if l.is_empty() => format!(
+            "ssh exited {} without a message (run ssh -v to the host to see why)",
+            d.code.map_or("by a signal".into(), |c| c.to_string())
+        ),
+        l => l,
+    }
 }
 
 fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome {
@@ -344,7 +362,7 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
         Err(why) => return fail(o, why, format!("{why} while connecting")),
     };
     if unreachable(&d) || d.code != Some(0) {
-        return fail(o, "unreachable", last_line(&d.stderr));
+        return fail(o, "unreachable", ssh_said(&d));
     }
     let text = String::from_utf8_lossy(&d.stdout);
     let mut lines = text.lines();
@@ -378,7 +396,7 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
     let mut c = ssh(plan, host);
     c.arg(format!("test -x {q} && echo cached"));
     match call(c, Input::Nothing, deadline, &quiet) {
-        Ok(d) if unreachable(&d) => return fail(o, "unreachable", last_line(&d.stderr)),
+        Ok(d) if unreachable(&d) => return fail(o, "unreachable", ssh_said(&d)),
         Ok(d) if String::from_utf8_lossy(&d.stdout).trim() == "cached" => o.cached = true,
         Ok(_) => {
             say(&format!(
@@ -482,11 +500,63 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
     o
 }
 
+/// How long the TCP probe waits for a host's port (one SYN retransmit fits).
+pub const PROBE_WAIT: Duration = Duration::from_secs(3);
+
+/// Probe every host's ssh port at once before any ssh starts: a host that
+/// does not answer is unreachable with the cause (no ssh spawned for it).
+/// Skipped when ssh may connect elsewhere (a wrapper in TUNELAB_SSH, a jump
+/// host, `HostName`, `Port` … in its configuration): ssh decides alone.
+fn pre_check(plan: &Plan, hosts: &[Host], say: &(dyn Fn(&str, &str) + Sync)) -> Vec<Verdict> {
+    let unknown = || vec![Verdict::Unknown; hosts.len()];
+    if plan.ssh != "ssh" {
+        return unknown();
+    }
+    if let Some(why) =
+        super::ssh_config::redirection(&plan.ssh_options, &super::ssh_config::homes())
+    {
+        if hosts.len() > 1 {
+            say(
+                "*",
+                &format!("no direct reachability check ({why}): ssh tries every host"),
+            );
+        }
+        return unknown();
+    }
+    let targets: Vec<(String, u16)> = hosts
+        .iter()
+        .map(|h| (h.address.clone(), h.port.unwrap_or(22)))
+        .collect();
+    reach::probe(&targets, PROBE_WAIT.min(plan.timeout))
+}
+
 /// Run the plan on every host, at most `parallel` at once; `say(host, line)`
 /// reports progress. Outcomes come back in the hosts' order.
 pub fn run(plan: &Plan, hosts: &[Host], say: &(dyn Fn(&str, &str) + Sync)) -> Vec<HostOutcome> {
+    let t0 = Instant::now();
+    let verdicts = pre_check(plan, hosts, say);
+    let probed = t0.elapsed().as_secs_f64();
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<HostOutcome>>> = Mutex::new(vec![None; hosts.len()]);
+    let results: Mutex<Vec<Option<HostOutcome>>> = Mutex::new(
+        hosts
+            .iter()
+            .zip(&verdicts)
+            .map(|(h, v)| match v {
+                Verdict::Unreachable(why) => Some(HostOutcome {
+                    host: h.name.clone(),
+                    arch: None,
+                    status: "unreachable".into(),
+                    exit_code: None,
+                    seconds: probed,
+                    copied: false,
+                    cached: false,
+                    error: Some(why.clone()),
+                    output: None,
+                }),
+                _ => None,
+            })
+            .collect(),
+    );
     std::thread::scope(|s| {
         for _ in 0..plan.parallel.clamp(1, hosts.len().max(1)) {
             s.spawn(|| loop {
@@ -498,6 +568,9 @@ pub fn run(plan: &Plan, hosts: &[Host], say: &(dyn Fn(&str, &str) + Sync)) -> Ve
                 }
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(host) = hosts.get(i) else { break };
+                if matches!(verdicts[i], Verdict::Unreachable(_)) {
+                    continue;
+                }
                 let o = on_host(plan, host, &|l: &str| say(&host.name, l));
                 results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(o);
             });

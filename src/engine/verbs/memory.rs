@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::diagnose;
 use crate::engine::process::{argv_for, ready_regex, run_shell, start, Quit, ReadyOutcome};
 use crate::observe::procmem::{self};
 use crate::safety::signals;
@@ -54,8 +55,16 @@ pub fn measure(a: &Request) -> Result<Memory> {
     let mut notes = Vec::new();
 
     if let Some(pid) = a.pid {
+        let root = std::path::Path::new("/");
         let m = procmem::read_proc(pid).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Error::usage(format!("no process with pid {pid}")),
+            _ if i32::try_from(pid).is_ok_and(|p| diagnose::kernel_thread(root, p)) => {
+                let p = pid as i32;
+                let name = diagnose::comm(root, p).unwrap_or_default();
+                diagnose::kernel_thread_refusal(p, &name, "memory use")
+            }
+            std::io::ErrorKind::NotFound => Error::usage(format!(
+                "no process with pid {pid} (nothing in /proc/{pid}); give the pid of a running process"
+            )),
             std::io::ErrorKind::PermissionDenied => {
                 Error::privilege(format!("cannot read the memory of pid {pid}: {e}"))
             }

@@ -39,6 +39,17 @@ pub fn set_setting(p: &Path, value: &str) -> std::io::Result<()> {
     }
 }
 
+/// A knob file as sysctl names it (vm.dirty_ratio), else its file name.
+fn setting_name(p: &Path) -> String {
+    let s = p.to_string_lossy();
+    match s.split_once("proc/sys/") {
+        Some((_, rest)) => rest.replace('/', "."),
+        None => p
+            .file_name()
+            .map_or_else(|| s.to_string(), |n| n.to_string_lossy().into_owned()),
+    }
+}
+
 /// Put one entry back. Returns a line for the user.
 pub fn restore_entry(e: &Entry) -> Result<String> {
     match &e.saved {
@@ -72,18 +83,32 @@ pub fn restore_entry(e: &Entry) -> Result<String> {
             // Pairs like dirty_ratio/dirty_bytes zero each other: write only
             // the non-zero originals unless all are zero.
             let all_zero = files.iter().all(|f| f.original == "0");
-            for f in files.iter().filter(|f| all_zero || f.original != "0") {
+            let (written, left): (Vec<&FileState>, Vec<&FileState>) =
+                files.iter().partition(|f| all_zero || f.original != "0");
+            for f in &written {
                 write_setting(&f.path, &f.original)?;
             }
-            Ok(format!(
-                "restored {} to {}",
-                e.knob,
-                files
-                    .iter()
-                    .map(|f| f.original.as_str())
-                    .collect::<Vec<_>>()
-                    .join("/")
-            ))
+            if files.len() == 1 {
+                return Ok(format!("restored {} to {}", e.knob, files[0].original));
+            }
+            // A pair: say which file was written; the other follows.
+            let wrote: Vec<String> = written
+                .iter()
+                .map(|f| format!("{}={}", setting_name(&f.path), f.original))
+                .collect();
+            let follows: Vec<String> = left.iter().map(|f| setting_name(&f.path)).collect();
+            // "restored vm.dirty_bytes to 20/0" named one knob and two
+            // values: say what was written and what the kernel did with it.
+            Ok(if follows.is_empty() {
+                format!("restored {}: wrote {}", e.knob, wrote.join(", "))
+            } else {
+                format!(
+                    "restored {}: wrote {} (the kernel sets {} to 0 with it, as it was)",
+                    e.knob,
+                    wrote.join(", "),
+                    follows.join(", ")
+                )
+            })
         }
         Saved::Mount {
             mount_point,
