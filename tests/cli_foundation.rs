@@ -128,6 +128,14 @@ fn a_slowed_variant_is_a_regression_and_fails_on_request() {
     // Text view names the verdict too.
     let text = env.run(&["compare", "last~1", "last"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("regressed"));
+    // A gate that compared nothing does not pass: runs of other experiments.
+    let o = env.run(&["run", "ipc.pipe", "--trials", "2", "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = env.run(&["compare", "last~1", "last", "--fail-on-regression"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing was compared"), "{}", stderr(&out));
+    let out = env.run(&["compare", "last~1", "last"]);
+    assert_eq!(out.status.code(), Some(0), "without the gate, a warning only");
 }
 
 #[test]

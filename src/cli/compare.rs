@@ -222,10 +222,17 @@ fn pair(a: &Run, b: &Run, args: &Args, out: &Out, store: &Store) -> Result<i32> 
     } else {
         out.data(&render(&c))?;
     }
+    args.export.write(&Subject::Comparison(&c), out)?;
     if c.pairs.is_empty() {
+        // A gate that compared nothing must not pass as if nothing regressed.
+        if args.fail_on_regression {
+            return Err(Error::usage(format!(
+                "--fail-on-regression: {} and {} have no experiment with the same                  parameters in common, so nothing was compared; compare runs of the                  same experiments (see `tunelab runs`)",
+                a.id, b.id
+            )));
+        }
         out.warn("the two runs have no experiment in common: nothing was compared");
     }
-    args.export.write(&Subject::Comparison(&c), out)?;
     let counted = c.regressions
         + if args.trust_suspect {
             c.suspect_regressions
