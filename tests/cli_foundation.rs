@@ -133,9 +133,17 @@ fn a_slowed_variant_is_a_regression_and_fails_on_request() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = env.run(&["compare", "last~1", "last", "--fail-on-regression"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("nothing was compared"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("nothing was compared"),
+        "{}",
+        stderr(&out)
+    );
     let out = env.run(&["compare", "last~1", "last"]);
-    assert_eq!(out.status.code(), Some(0), "without the gate, a warning only");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "without the gate, a warning only"
+    );
 }
 
 #[test]

@@ -597,16 +597,46 @@ fn history_fleet_and_diagnosis_reports_pass_the_dom_check() {
     if !have_diagnosis {
         skip(&format!("diagnose --for 1s failed: {}", stderr(&diag)));
     }
+    // A clock chart is in the table's unit (MHz) with whole CPU numbers on
+    // its axis, not raw Hz over 0.2 … 0.8.
+    let out = env.run(&["run", "cpu.clock", "--trials", "3", "-q"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let clock = dir.join("clock.html");
+    let out = env.run(&["report", "last", "-o", clock.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = std::fs::read_to_string(&clock).unwrap();
+    let charts = svgs(&doc);
+    // Two cores at one clock make an all-equal chart: a line says so instead.
+    assert!(
+        !charts.is_empty() || doc.contains("No chart of clock"),
+        "a clock chart or the line saying why there is none"
+    );
+    for svg in &charts {
+        let texts: Vec<String> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| t.split_once('>').and_then(|(_, r)| r.split_once("</text>")))
+            .map(|(t, _)| t.trim().to_string())
+            .collect();
+        assert!(texts.iter().any(|t| t.contains("(MHz)")), "{texts:?}");
+        for t in &texts {
+            if let Ok(v) = t.parse::<f64>() {
+                assert!(v < 1e6, "a tick in raw Hz: {t} in {texts:?}");
+                assert_eq!(v.fract(), 0.0, "CPU and MHz ticks are whole: {texts:?}");
+            }
+        }
+    }
     for (kind, page) in [
         ("history", &history),
         ("fleet", &fleet),
         ("diagnosis", &diagnosis),
+        ("clock", &clock),
     ] {
         if kind == "diagnosis" && !have_diagnosis {
             continue;
         }
         if let Some(r) = visual_check(page, kind) {
-            if kind != "diagnosis" {
+            if kind == "history" || kind == "fleet" {
                 assert!(r["charts"].as_u64() >= Some(1), "{kind}: {r}");
             }
         }

@@ -640,7 +640,10 @@ fn ctrl_c_during_a_sweep_keeps_the_finished_rounds() {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    assert!(moves >= 12, "the sweep moved the knob {moves} times in 90 s");
+    assert!(
+        moves >= 12,
+        "the sweep moved the knob {moves} times in 90 s"
+    );
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
