@@ -2,9 +2,9 @@
 //! (tests/common/flashsim.rs) with a virtual clock, at three geometries.
 //! Deterministic: nothing here depends on the speed of the machine.
 
+mod common;
 #[path = "common/flashsim.rs"]
 mod flashsim;
-mod common;
 
 use flashsim::{Card, Geometry};
 use tunelab::experiments::common::flash::{boundary, steady, streams, FlashIo};
@@ -184,7 +184,9 @@ impl KernelCard {
 impl Drop for KernelCard {
     fn drop(&mut self) {
         let sh = |args: &[&str]| {
-            let _ = std::process::Command::new(args[0]).args(&args[1..]).output();
+            let _ = std::process::Command::new(args[0])
+                .args(&args[1..])
+                .output();
         };
         if self.mounted {
             sh(&["umount", self.mnt().to_str().unwrap()]);
@@ -257,14 +259,24 @@ fn kernel_card(stated: &str, real: Option<&str>) -> KernelCard {
         .unwrap()
         .port();
     let mut sim = std::process::Command::new(format!("{root}/lab/flashsim/target/debug/flashsim"));
-    sim.args(["--port", &port.to_string(), "--size", stated, "--cache", "0", "--file"])
-        .arg(card.dir.path().join("back.img"))
-        .stderr(std::process::Stdio::null());
+    sim.args([
+        "--port",
+        &port.to_string(),
+        "--size",
+        stated,
+        "--cache",
+        "0",
+        "--file",
+    ])
+    .arg(card.dir.path().join("back.img"))
+    .stderr(std::process::Stdio::null());
     if let Some(r) = real {
         sim.args(["--real", r]);
     }
     card.procs.push(sim.spawn().unwrap());
-    wait_for("flashsim", || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    wait_for("flashsim", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
     let img = card.dir.path().join("card.img");
     std::fs::write(&img, b"").unwrap();
     let qsd = std::process::Command::new("qemu-storage-daemon")
@@ -297,7 +309,11 @@ fn kernel_card(stated: &str, real: Option<&str>) -> KernelCard {
         .args(["-q", "-F", "-b", "4096", "-E", "nodiscard", &dev])
         .output()
         .unwrap();
-    assert!(mkfs.status.success(), "mkfs.ext2: {}", common::stderr(&mkfs));
+    assert!(
+        mkfs.status.success(),
+        "mkfs.ext2: {}",
+        common::stderr(&mkfs)
+    );
     std::fs::create_dir(card.mnt()).unwrap();
     let mount = std::process::Command::new("mount")
         .args(["-o", "noatime", &dev, card.mnt().to_str().unwrap()])
@@ -326,7 +342,11 @@ fn capacity_on(card: &KernelCard, size: &str) -> (f64, Vec<String>) {
         card.mnt().to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", common::stderr(&out));
-    let run = common::json(&out);
+    capacity_result(&common::json(&out))
+}
+
+/// real_capacity and the notes of a flash.capacity run.
+fn capacity_result(run: &serde_json::Value) -> (f64, Vec<String>) {
     let r = &run["results"][0];
     let real = r["metrics"]
         .as_array()
@@ -373,4 +393,43 @@ fn an_honest_card_reports_ok() {
     let (real, notes) = capacity_on(&card, "96M");
     assert!(notes.iter().any(|n| n.starts_with("OK")), "{notes:?}");
     assert_eq!(real, (96u64 << 20) as f64);
+}
+
+/// On this machine's own file system (honest): OK, every byte back; and
+/// without `size` the check refuses to fill anything.
+#[test]
+fn the_capacity_check_is_opt_in_and_an_honest_file_system_is_ok() {
+    let env = common::Env::new();
+    let t = env.target();
+    let refused = env.run(&["run", "flash.capacity", "--target", t.to_str().unwrap()]);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "{}",
+        common::stderr(&refused)
+    );
+    assert!(
+        common::stderr(&refused).contains("size="),
+        "{}",
+        common::stderr(&refused)
+    );
+    let out = env.run(&[
+        "run",
+        "flash.capacity",
+        "-p",
+        "size=8M",
+        "-p",
+        "file_size=2M",
+        "--quiet-check",
+        "0",
+        "--no-store",
+        "--json",
+        "--target",
+        t.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let (real, notes) = capacity_result(&common::json(&out));
+    assert_eq!(real, (8u64 << 20) as f64, "{notes:?}");
+    assert!(notes.iter().any(|n| n.starts_with("OK")), "{notes:?}");
+    assert!(env.leftovers().is_empty(), "{:?}", env.leftovers());
 }

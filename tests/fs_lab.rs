@@ -211,29 +211,63 @@ fn lab_missing(fs: &str) -> Option<String> {
     None
 }
 
+/// A loop file system this test makes itself (losetup, mkfs, mount):
+/// torn down on drop.
+struct TestLoop {
+    dir: tempfile::TempDir,
+    dev: String,
+    name: String,
+}
+
+fn sh(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap();
+    assert!(out.status.success(), "{cmd} {args:?}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl TestLoop {
+    fn new(fs: &str) -> TestLoop {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("fs.img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(256 << 20)
+            .unwrap();
+        let dev = sh("losetup", &["-f", "--show", img.to_str().unwrap()]);
+        let name = dev.trim_start_matches("/dev/").to_string();
+        let t = TestLoop { dir, dev, name };
+        let args = tunelab::lab::loopfs::mkfs_args(fs, &[], &t.dev);
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        sh(&format!("mkfs.{fs}"), &a);
+        std::fs::create_dir(t.mnt()).unwrap();
+        sh(
+            "mount",
+            &["-o", "noatime", &t.dev, t.mnt().to_str().unwrap()],
+        );
+        t
+    }
+    fn mnt(&self) -> std::path::PathBuf {
+        self.dir.path().join("mnt")
+    }
+}
+
+impl Drop for TestLoop {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.mnt()).output();
+        let _ = Command::new("losetup").args(["-d", &self.dev]).output();
+    }
+}
+
 /// The recorder on a loop file system this test made: the device bytes the
 /// run's note reports equal the loop device's diskstats count around it.
 fn recorder_wa_matches_the_block_layer(fs: &str) {
     if let Some(why) = lab_missing(fs) {
         return common::skip(&why);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let opts = tunelab::lab::LoopFsOptions {
-        size: 256 << 20,
-        fs_type: fs.into(),
-        mount_options: "noatime".into(),
-        ..Default::default()
-    };
-    let lab = match tunelab::lab::LoopFs::create(dir.path(), "wa", &opts) {
-        Ok(l) => l,
-        Err(e) if e.to_string().contains("support") => {
-            return common::skip(&format!("this kernel cannot mount {fs}: {e}"))
-        }
-        Err(e) => panic!("{fs}: {e}"),
-    };
-    let name = lab.kernel_name().expect("loop device name");
+    let lab = TestLoop::new(fs);
+    let name = lab.name.clone();
     let env = Env::new();
-    let mnt = lab.mount_point().to_str().unwrap().to_string();
+    let mnt = lab.mnt().to_str().unwrap().to_string();
     let before = diskstats_written(&name);
     let out = env.run(&[
         "run",
