@@ -373,7 +373,7 @@ fn a_fake_card_is_found_with_its_real_capacity() {
         return common::skip(&why);
     }
     let card = kernel_card("128M", Some("64M"));
-    let (real, notes) = capacity_on(&card, "96M");
+    let (real, notes) = capacity_on(&card, "88M");
     println!("fake 128 MiB card keeping 64 MiB: real_capacity {real} B; {notes:?}");
     assert!(notes.iter().any(|n| n.starts_with("FAKE")), "{notes:?}");
     // The file system's own metadata shares the 64 MiB that survive, and
@@ -390,9 +390,9 @@ fn an_honest_card_reports_ok() {
         return common::skip(&why);
     }
     let card = kernel_card("128M", None);
-    let (real, notes) = capacity_on(&card, "96M");
+    let (real, notes) = capacity_on(&card, "88M");
     assert!(notes.iter().any(|n| n.starts_with("OK")), "{notes:?}");
-    assert_eq!(real, (96u64 << 20) as f64);
+    assert_eq!(real, (88u64 << 20) as f64);
 }
 
 /// On this machine's own file system (honest): OK, every byte back; and

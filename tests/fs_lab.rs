@@ -64,16 +64,8 @@ fn kernel_may_mount(fs: &str) -> bool {
 /// `tunelab run io.stream --fs FS`: formats, mounts, measures, tags the
 /// result `fs=FS`, and leaves no mount, loop device or scratch behind.
 fn io_stream_on_a_lab_filesystem(fs: &str) {
-    if !common::is_root() || !Path::new("/dev/loop-control").exists() {
-        return common::skip("needs root and loop devices");
-    }
-    if !has_mkfs(fs) {
-        return common::skip(&format!("mkfs.{fs} is not installed"));
-    }
-    if !kernel_may_mount(fs) {
-        return common::skip(&format!(
-            "this kernel has no {fs} (not in /proc/filesystems, no module support)"
-        ));
+    if let Some(why) = lab_missing(fs) {
+        return common::skip(&why);
     }
     let env = Env::new();
     let t = env.target();

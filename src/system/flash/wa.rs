@@ -3,8 +3,10 @@
 //! the block layer's own count) over the
 //! bytes this process handed to write calls (/proc/self/io `wchar`), from
 //! before the point's preparation to after its last trial (pre-filled files
-//! are bytes the device took for the point). The runner reads both and
-//! turns the differences into one note on the point.
+//! are bytes the device took for the point) to after its last trial and a
+//! syncfs of the scratch file system (what the point left in the page cache
+//! is its writes too). The runner reads both and turns the differences into
+//! one note on the point.
 //!
 //! Neither eMMC nor SD exposes a bytes-written counter in sysfs, and NVMe's
 //! is in the SMART log, not sysfs: the block layer's count is the device
@@ -27,6 +29,8 @@ struct Reading {
 pub struct WriteCount {
     /// Kernel name of the device counted (the partition or loop device).
     device: String,
+    /// The scratch directory, synced before the last reading.
+    dir: std::path::PathBuf,
     before: Option<Reading>,
     app: u64,
     device_bytes: u64,
@@ -59,6 +63,7 @@ impl WriteCount {
         let dev = crate::system::device_for_path(dir)?;
         let c = WriteCount {
             device: dev.name,
+            dir: dir.to_path_buf(),
             before: None,
             app: 0,
             device_bytes: 0,
@@ -80,8 +85,12 @@ impl WriteCount {
         self.before = self.read();
     }
 
-    /// After it: add what it wrote (nothing if a reading failed).
+    /// After it: sync the file system, then add what it wrote (nothing if
+    /// a reading failed).
     pub fn stop(&mut self) {
+        if let Ok(d) = fs::File::open(&self.dir) {
+            let _ = rustix::fs::syncfs(&d);
+        }
         if let (Some(a), Some(b)) = (self.before.take(), self.read()) {
             self.app += b.app.saturating_sub(a.app);
             self.device_bytes += b.device_sectors.saturating_sub(a.device_sectors) * 512;
@@ -110,8 +119,8 @@ fn note_text(device: &str, app: u64, device_bytes: u64) -> String {
         "{NOTE_PREFIX} {wa}: app_bytes={app} ({}) written by tunelab's write calls \
          (/proc/self/io wchar), device_bytes={device_bytes} ({}) written to {device} \
          (the block layer's count in /sys/class/block; the device's own counter is not \
-         readable in sysfs), from before the point's preparation to after its last trial; \
-         writeback still pending then is not counted",
+         readable in sysfs), from before the point's preparation to after its last trial \
+         and a syncfs of the scratch file system",
         format_size(app),
         format_size(device_bytes)
     )
