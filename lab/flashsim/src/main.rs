@@ -8,7 +8,12 @@
 //! (flash.capacity's ground truth on the board lab).
 //!
 //! flashsim --port P --file PATH [--size BYTES] [--unit BYTES] [--open N]
-//!          [--cache BYTES] [--real BYTES] [--once]
+//!          [--cache BYTES] [--real BYTES] [--program BYTES/s] [--bus BYTES/s]
+//!          [--unit-step SECONDS] [--page-step SECONDS] [--once]
+//!
+//! `--program` and `--bus` slow the card below what an emulated guest can
+//! push (TCG), so its cache and steady state show through. The model's
+//! steady rate and stall p99 for 64 KiB writes are printed at start.
 
 #[path = "../../../tests/common/flashsim.rs"]
 mod model;
@@ -111,6 +116,12 @@ fn args() -> Result<Args, String> {
             "--unit" => a.geometry.unit = size()?,
             "--cache" => a.geometry.cache = size()?,
             "--real" => a.real = Some(size()?).filter(|r| *r > 0),
+            "--program" => a.geometry.program_rate = size()? as f64,
+            "--bus" => a.geometry.bus_rate = size()? as f64,
+            // Seconds a read pays per unit / page boundary it crosses: an
+            // emulated guest's read noise hides the default 150/30 µs.
+            "--unit-step" => a.geometry.unit_step = v.parse().map_err(|_| format!("{k}: '{v}'"))?,
+            "--page-step" => a.geometry.page_step = v.parse().map_err(|_| format!("{k}: '{v}'"))?,
             "--open" => a.geometry.open_units = v.parse().map_err(|_| format!("--open: '{v}'"))?,
             _ => return Err(format!("unknown option {k}")),
         }
@@ -145,6 +156,11 @@ fn serve(a: &Args) -> io::Result<()> {
     file.set_len(a.real.unwrap_or(a.geometry.size).min(a.geometry.size))?;
     let listener = TcpListener::bind(("127.0.0.1", a.port))?;
     eprintln!("flashsim: serving {:?} on 127.0.0.1:{}", a.geometry, a.port);
+    eprintln!(
+        "flashsim: model steady_rate {:.0} B/s, stall_p99 {:.4} s for 65536-byte writes",
+        a.geometry.steady_rate(65536),
+        a.geometry.p99_latency(65536)
+    );
     for conn in listener.incoming() {
         let mut s = conn?;
         s.set_nodelay(true)?;

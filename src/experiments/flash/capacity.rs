@@ -156,7 +156,7 @@ impl PointRun for Run {
         let direct = files.direct;
         files.remove()?;
         let v = v?;
-        self.notes.extend(describe(&v, direct));
+        self.notes.extend(describe(&v, direct, self.size));
         self.series = vec![
             rates("fill rate", v.write_rates.clone()),
             rates("verify rate", v.read_rates.clone()),
@@ -190,12 +190,19 @@ fn rates(name: &str, points: Vec<(f64, f64)>) -> Series {
 }
 
 /// The verdict in words, as f3read says it.
-pub fn describe(v: &Verdict, direct: bool) -> Vec<String> {
+pub fn describe(v: &Verdict, direct: bool, asked: u64) -> Vec<String> {
     let mut n = vec![if direct {
         "written and read with O_DIRECT".to_string()
     } else {
         "no O_DIRECT here: fdatasync and posix_fadvise(DONTNEED) before the reads".to_string()
     }];
+    if v.written < asked {
+        n.push(format!(
+            "the file system reported full after {} of the {} asked for: only that was verified",
+            format_size(v.written),
+            format_size(asked)
+        ));
+    }
     if !v.is_fake() {
         n.push(format!(
             "OK: all {} read back as written",
@@ -229,6 +236,8 @@ struct Files {
     open: Vec<(File, PathBuf)>,
     direct: bool,
     origin: Instant,
+    /// Where the file system said it was full.
+    full: Option<u64>,
 }
 
 impl Files {
@@ -240,6 +249,7 @@ impl Files {
             open: Vec::new(),
             direct: true,
             origin: Instant::now(),
+            full: None,
         }
     }
 
@@ -281,7 +291,7 @@ impl Files {
 
 impl FlashIo for Files {
     fn len(&self) -> u64 {
-        self.len
+        self.full.unwrap_or(self.len)
     }
     fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<()> {
         let (f, p, at) = self.file(offset)?;
@@ -290,8 +300,16 @@ impl FlashIo for Files {
     }
     fn write_at(&mut self, buf: &[u8], offset: u64) -> Result<()> {
         let (f, p, at) = self.file(offset)?;
-        f.write_all_at(buf, at)
-            .map_err(|e| Error::io("writing", p, e))
+        match f.write_all_at(buf, at) {
+            // Full: the fill ends here (len shrinks), as f3write's does; a
+            // fake card whose wrapped writes broke the allocation table
+            // reports full early, and that is part of the verdict.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)) => {
+                self.full = Some(offset);
+                Ok(())
+            }
+            other => other.map_err(|e| Error::io("writing", p, e)),
+        }
     }
     fn flush(&mut self) -> Result<()> {
         for (f, p) in &self.open {

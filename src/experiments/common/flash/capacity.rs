@@ -73,25 +73,33 @@ pub fn fill_and_verify(
     cancel: Cancel,
 ) -> Result<Verdict> {
     let block = scratch.len() as u64;
-    let blocks = size / block;
+    let mut blocks = size / block;
     let step = (blocks / 64).max(1);
-    let mut v = Verdict {
-        written: blocks * block,
-        ..Verdict::default()
-    };
+    let mut v = Verdict::default();
     let t0 = io.now();
     let mut last = (t0, 0u64);
     for i in 0..blocks {
         cancel()?;
+        // `len` shrinks when the file system says it is full (f3write
+        // stops there too): what was written is still verified.
+        if (i + 1) * block > io.len() {
+            blocks = i;
+            break;
+        }
         pattern(scratch, i * block, seed);
         io.write_at(scratch, i * block)?;
+        if (i + 1) * block > io.len() {
+            blocks = i;
+            break;
+        }
         if (i + 1) % step == 0 || i + 1 == blocks {
             let (now, done) = (io.now(), (i + 1) * block);
             rate_point(&mut v.write_rates, last, (now, done));
             last = (now, done);
-            progress("write", done, v.written);
+            progress("write", done, blocks * block);
         }
     }
+    v.written = blocks * block;
     io.flush()?;
     let t1 = io.now();
     v.write_seconds = t1 - t0;
@@ -218,6 +226,47 @@ mod tests {
         assert_eq!(v.wrap, Some(768 << 10));
         assert_eq!(v.overwritten, (2 << 20) - (768 << 10));
         assert_eq!(v.first_bad, Some(0));
+    }
+
+    #[test]
+    fn a_fill_that_finds_the_file_system_full_verifies_what_it_wrote() {
+        struct Full(Fake, u64);
+        impl FlashIo for Full {
+            fn len(&self) -> u64 {
+                self.1
+            }
+            fn read_at(&mut self, b: &mut [u8], o: u64) -> Result<()> {
+                self.0.read_at(b, o)
+            }
+            fn write_at(&mut self, b: &[u8], o: u64) -> Result<()> {
+                self.0.write_at(b, o)
+            }
+            fn flush(&mut self) -> Result<()> {
+                Ok(())
+            }
+            fn now(&self) -> f64 {
+                0.0
+            }
+        }
+        let fake = Fake {
+            data: vec![0; 1 << 20],
+            stated: 1 << 20,
+            wraps: true,
+        };
+        let mut f = Full(fake, 512 << 10);
+        let (mut a, mut b) = (vec![0u8; 4096], vec![0u8; 4096]);
+        let v = fill_and_verify(
+            &mut f,
+            1 << 20,
+            &mut a,
+            &mut b,
+            7,
+            &mut |_, _, _| {},
+            &|| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(v.written, 512 << 10);
+        assert!(!v.is_fake());
     }
 
     #[test]
