@@ -31,9 +31,9 @@
 #                  more threads than CPUs) and check their findings; off by
 #                  default until those steps have passed under TCG
 #   LAB_SSH        1 (default): the remote-guest step; 0 skips it
-#   LAB_FLASHSIM   1: the last guest also gets lab/flashsim's simulated card over
-#                  NBD (card: 256 MiB, 4 MiB units, 2 open, 16 MiB cache) and a
-#                  fake one (fakecard: states 192 MiB, keeps 64 MiB, vfat), runs
+#   LAB_FLASHSIM   1: the last guest also gets lab/flashsim's simulated cards over
+#                  NBD (card: 4 MiB units, 2 open; slowcard: 4 MiB cache at
+#                  256 KiB/s; fakecard: states 192 MiB, keeps 64 MiB, vfat), runs
 #                  flash.au-size, flash.open-units, flash.steady-state and
 #                  flash.capacity on them and checks the figures against the
 #                  model (lab/flash-lab.sh runs only these steps)

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The flash lab: the emulated aarch64 board (lab/board-lab.sh) with
-# lab/flashsim's simulated card served over NBD as its disk, and a fake card
-# that states 192 MiB but keeps 64 MiB. One guest of 64 MiB runs
-# flash.au-size, flash.open-units and flash.steady-state raw on the card and
-# flash.capacity on the fake card's vfat; the host checks each figure
-# against the model (unit 4 MiB, 2 open units, 16 MiB cache, 64 MiB kept)
-# and prints "LAB flashsim …" lines. Exit status as lab/board-lab.sh's.
+# lab/flashsim's simulated cards served over NBD as its disks. One guest of
+# 64 MiB runs flash.au-size and flash.open-units raw on `card` (4 MiB units,
+# 2 open), flash.steady-state raw on `slowcard` (4 MiB cache, 256 KiB/s:
+# slower than the emulated guest writes), and flash.capacity on the vfat of
+# `fakecard` (states 192 MiB, keeps 64 MiB); the host checks each figure
+# against the model (unit exact, open units exact, cache ±10%, steady rate
+# ±5%, stall p99 ±20%, real capacity at most 64 MiB) and prints
+# "LAB flashsim …" lines. Exit status as lab/board-lab.sh's.
 #
 #   lab/flash-lab.sh                 (LAB_* variables as in lab/board-lab.sh)
 set -euo pipefail
