@@ -428,7 +428,18 @@ mod tests {
         assert_eq!(a("vfat"), ["-L", "x", "/dev/loop7"]);
         assert_eq!(a("exfat"), ["-L", "x", "/dev/loop7"]);
         assert_eq!(a("ext2"), ["-q", "-F", "-L", "x", "/dev/loop7"]);
-        assert_eq!(a("ext4"), ["-q", "-F", "-L", "x", "/dev/loop7"]);
+        assert_eq!(
+            a("ext4"),
+            [
+                "-q",
+                "-F",
+                "-E",
+                "lazy_itable_init=0,lazy_journal_init=0",
+                "-L",
+                "x",
+                "/dev/loop7"
+            ]
+        );
         assert_eq!(a("f2fs"), ["-q", "-f", "-L", "x", "/dev/loop7"]);
         assert_eq!(a("xfs"), ["-q", "-f", "-L", "x", "/dev/loop7"]);
         assert_eq!(a("nilfs2"), ["-L", "x", "/dev/loop7"]);
