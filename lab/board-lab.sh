@@ -33,6 +33,12 @@
 #                  tunelab's tracing takes most of it and the producer/consumer
 #                  program's hot spot is lost in kernel time
 #   LAB_SSH        1 (default): the remote-guest step; 0 skips it
+#   LAB_FLASHSIM   1: the last guest also gets lab/flashsim's simulated cards over
+#                  NBD (card: 4 MiB units, 2 open; slowcard: 4 MiB cache at
+#                  256 KiB/s; fakecard: states 192 MiB, keeps 64 MiB, vfat), runs
+#                  flash.au-size, flash.open-units, flash.steady-state and
+#                  flash.capacity on them and checks the figures against the
+#                  model (lab/flash-lab.sh runs only these steps)
 #   TUNELAB_AARCH64, TUNELAB_HOST   prebuilt binaries (default: scripts/build-static.sh)
 #
 # Needs on the host (Debian): qemu-system-arm, dpkg with the arm64 architecture
@@ -365,6 +371,24 @@ if [ -x /wl/check.sh ]; then
   step diagnose-prodcons sh /wl/check.sh prodcons cpu-hotspot "cpu-starvation" 4
   step diagnose-threads sh /wl/check.sh threads_cpu cpu-starvation "observer-cost" 4 4
 fi
+# ---- lab/flashsim's cards (LAB_FLASHSIM): raw on the honest one, handed
+# over with overwrite=yes; file level on the fake one's vfat.
+if [ -n "${card_dev:-}" ]; then
+  q="--trials 1 --warmup 0 --quiet-check 0"
+  # Emulated reads are noisy: more repeats and positions than on a board.
+  step flashsim-au-size tunelab run flash.au-size -p device=$card_dev -p repeats=8 -p positions=8 $q
+  step flashsim-open-units tunelab run flash.open-units -p device=$card_dev -p overwrite=yes -p streams=4 -p spacing=8M -p min_written=32M -p max_time=120s $q
+fi
+if [ -n "${slowcard_dev:-}" ]; then
+  step flashsim-steady-state tunelab run flash.steady-state -p device=$slowcard_dev -p overwrite=yes -p size=64M -p window=4s -p min_written=8M -p max_time=300s --trials 1 --warmup 0 --quiet-check 0
+fi
+if [ -n "${fakecard_dev:-}" ]; then
+  mkdir -p /mnt/fakecard
+  step mount-fakecard mnt vfat $fakecard_dev /mnt/fakecard
+  mounted /mnt/fakecard &&
+    step flashsim-capacity tunelab run flash.capacity --target /mnt/fakecard -p size=160M -p file_size=16M --trials 1 --warmup 0 --quiet-check 0
+  umount /mnt/fakecard 2>/dev/null
+fi
 step runs tunelab runs
 # The serial console reports 0 columns: tables printed on it (the init's
 # stdout is /dev/console) must stay readable; the host checks the lines
@@ -408,6 +432,56 @@ fi
 qemu_base() { # MEM [INITRD] → the qemu command line (without disks)
   echo qemu-system-aarch64 -M virt -cpu cortex-a53 -smp "$LAB_SMP" -m "$1" -nographic -no-reboot \
     -kernel "$vmlinuz" -initrd "${2:-$LAB_DIR/initramfs.cpio.gz}"
+}
+
+# ---- the simulated cards of LAB_FLASHSIM (lab/flashsim over NBD) ----------
+sim_pids=()
+trap '[ ${#sim_pids[@]} -gt 0 ] && kill "${sim_pids[@]}" 2>/dev/null' EXIT
+flashsim_start() { # DIR → card_port, fake_port set; the servers run until the lab ends
+  local dir=$1 sim=lab/flashsim/target/debug/flashsim
+  cargo build -q --manifest-path lab/flashsim/Cargo.toml ||
+    { record flashsim FAIL 0 "cannot build lab/flashsim"; return 1; }
+  card_port=$((20000 + RANDOM % 20000)) fake_port=$((card_port + 1)) slow_port=0
+  # Read steps of 10 ms a unit and 2 ms a page: above an emulated guest's
+  # read noise (the default 150/30 µs steps drown in it under TCG).
+  "$sim" --port "$card_port" --file "$dir/card-back.img" --size 256M --unit 4M --open 2 \
+    --cache 16M --unit-step 0.01 --page-step 0.002 >"$dir/card-sim.log" 2>&1 &
+  sim_pids+=($!)
+  # Slowed below what the TCG guest pushes (~1 MB/s), so the cache fills
+  # and the steady state is the card's: 4 MiB cache, 256 KiB/s programming.
+  slow_port=$((card_port + 2))
+  "$sim" --port "$slow_port" --file "$dir/slow-back.img" --size 224M --unit 4M --open 2 \
+    --cache 4M --program 256K --bus 4M >"$dir/slow-sim.log" 2>&1 &
+  sim_pids+=($!)
+  # The fake card's vfat is made on the host for its stated size; only its
+  # first 64 MiB (boot sector, FATs, the start of the data area) are kept.
+  truncate -s 192M "$dir/fake-full.img" && mkfs.vfat -n LABFAKE "$dir/fake-full.img" >/dev/null &&
+    head -c 64M "$dir/fake-full.img" >"$dir/fake-back.img" && rm -f "$dir/fake-full.img"
+  "$sim" --port "$fake_port" --file "$dir/fake-back.img" --size 192M --real 64M --cache 0 \
+    >"$dir/fake-sim.log" 2>&1 &
+  sim_pids+=($!)
+  sleep 1
+}
+# flashsim_check DIR: the guest's figures against the model's geometry.
+flashsim_check() {
+  local dir=$1 f v
+  metric() { jq -r --arg m "$2" '[.results[0].metrics[] | select(.name == $m) | .summary.median][0]' "$1"; }
+  check() { # NAME RUN-GLOB METRIC AWK-CONDITION(v) WHAT
+    f=$(ls "$dir"/results/run-*-"$2".json 2>/dev/null | head -1)
+    if [ -z "$f" ]; then record "  flashsim $1" FAIL 0 "no stored run of $2"; return; fi
+    v=$(metric "$f" "$3")
+    if awk -v v="$v" "BEGIN{exit !($4)}"; then record "  flashsim $1" ok 0 "$3 $v ($5)"
+    else record "  flashsim $1" FAIL 0 "$3 $v, want $5"; fi
+  }
+  check unit flashsim-au-size unit_bytes 'v == 4194304' "the model's 4 MiB unit"
+  check open flashsim-open-units open_units 'v == 2' "the model's 2 open units"
+  local rate p99
+  rate=$(sed -n 's/.*model steady_rate \([0-9]*\) B.*/\1/p' "$dir/slow-sim.log")
+  check cache flashsim-steady-state cache_bytes 'v >= 0.9 * 4194304 && v <= 1.1 * 4194304' "4 MiB ± 10%"
+  check steady flashsim-steady-state steady_rate "v >= 0.95 * $rate && v <= 1.05 * $rate" "the model's $rate B/s ± 5%"
+  p99=$(sed -n 's/.*stall_p99 \([0-9.]*\) s.*/\1/p' "$dir/slow-sim.log")
+  check stall-p99 flashsim-steady-state stall_p99 "v >= 0.8 * $p99 && v <= 1.2 * $p99" "the model's $p99 s ± 20%"
+  check capacity flashsim-capacity real_capacity 'v <= 67108864 && v >= 0.5 * 67108864' "the fake card's 64 MiB at most"
 }
 
 # ---- 4. boot time, measured from outside (tunelab boot) --------------------
@@ -465,6 +539,10 @@ for mem in $LAB_MEMS; do
     truncate -s 24M "$d/flashvfat.img" && mkfs.vfat -n LABFLASHV "$d/flashvfat.img" >/dev/null
     truncate -s 96M "$d/flashext4.img" && mkfs.ext4 -q -F -L labflash "$d/flashext4.img" >/dev/null
   fi
+  sim=0
+  if [ "${LAB_FLASHSIM:-0}" = 1 ] && [ "$mem" = "${LAB_MEMS##* }" ]; then
+    flashsim_start "$d" && sim=1
+  fi
   roles=()
   [ $flash = 1 ] && roles+=(flashvfat)
   roles+=(results)
@@ -473,12 +551,20 @@ for mem in $LAB_MEMS; do
   [ $flash = 1 ] && roles+=(flashext4)
   [[ $extra == *" f2fs "* ]] && roles+=(f2fs)
   roles+=(ext4)
+  # The largest: fakecard 192M < slowcard 224M < card 256M.
+  [ $sim = 1 ] && roles+=(fakecard slowcard card)
   disks=()
   i=0
   for img in "${roles[@]}"; do
     throttle=
     case $img in flash*) throttle=",throttling.bps-total=20000000" ;; esac
-    disks+=(-drive "file=$d/$img.img,format=raw,if=none,id=d$i$throttle" -device "virtio-blk-device,drive=d$i")
+    file=$d/$img.img
+    case $img in
+      card) file=nbd://127.0.0.1:$card_port ;;
+      slowcard) file=nbd://127.0.0.1:$slow_port ;;
+      fakecard) file=nbd://127.0.0.1:$fake_port ;;
+    esac
+    disks+=(-drive "file=$file,format=raw,if=none,id=d$i$throttle" -device "virtio-blk-device,drive=d$i")
     i=$((i + 1))
   done
   # shellcheck disable=SC2046
@@ -497,6 +583,8 @@ for mem in $LAB_MEMS; do
     s=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.0f", b-a}')
     if [ "$rc" = 0 ]; then
       record "  ${mem}M $name" ok "$s" "${stored/no/}"
+    elif [ "$rc" = skipped ]; then
+      record "  ${mem}M $name" skip 0 "LAB_ONLY"
     else
       record "  ${mem}M $name" FAIL "$s" "exit $rc${stored:+, stored $stored}"
       echo "----- output of $name in the ${mem} MiB guest -----"
@@ -516,6 +604,7 @@ for mem in $LAB_MEMS; do
       record "  ${mem}M cpu.clock cluster" FAIL 0 "no Cortex-A53 cluster in the cpu.clock notes"
     fi
   fi
+  [ $sim = 1 ] && flashsim_check "$d"
   if [ $flash = 1 ]; then
     # Width 0: no column squeezed to a letter a line, the names whole.
     w0=$(sed -n '/LAB-GUEST width0-begin/,/LAB-GUEST width0-end/p' "$d/console.log" | tr -d '\r')

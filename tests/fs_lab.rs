@@ -9,6 +9,10 @@
 //! and the kernel's support for FS are there; otherwise the test says
 //! which of them is missing. The emulated board lab (lab/board-lab.sh) runs
 //! the same file systems on Debian's arm64 kernel, which has them all.
+//! (3) Write amplification of the recorder (`io.stream`) on ext4, f2fs and
+//! vfat: the device bytes in each point's note equal the loop device's own
+//! count in /proc/diskstats, read by this test around the run, within 2%;
+//! and `--fs` prints the note per file system and mount option.
 
 mod common;
 
@@ -60,16 +64,8 @@ fn kernel_may_mount(fs: &str) -> bool {
 /// `tunelab run io.stream --fs FS`: formats, mounts, measures, tags the
 /// result `fs=FS`, and leaves no mount, loop device or scratch behind.
 fn io_stream_on_a_lab_filesystem(fs: &str) {
-    if !common::is_root() || !Path::new("/dev/loop-control").exists() {
-        return common::skip("needs root and loop devices");
-    }
-    if !has_mkfs(fs) {
-        return common::skip(&format!("mkfs.{fs} is not installed"));
-    }
-    if !kernel_may_mount(fs) {
-        return common::skip(&format!(
-            "this kernel has no {fs} (not in /proc/filesystems, no module support)"
-        ));
+    if let Some(why) = lab_missing(fs) {
+        return common::skip(&why);
     }
     let env = Env::new();
     let t = env.target();
@@ -150,4 +146,219 @@ fn io_stream_on_f2fs() {
 #[test]
 fn io_stream_on_ext2() {
     io_stream_on_a_lab_filesystem("ext2");
+}
+
+/// Sectors written of `name` in /proc/diskstats (field 10), in bytes.
+fn diskstats_written(name: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/diskstats").unwrap();
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.get(2) == Some(&name))
+        .map(|f| f[9].parse::<u64>().unwrap() * 512)
+        .unwrap_or_else(|| panic!("{name} not in /proc/diskstats"))
+}
+
+/// `app_bytes=` and `device_bytes=` of a write-amplification note.
+fn parse_wa(note: &str) -> Option<(u64, u64)> {
+    let field = |key: &str| -> Option<u64> {
+        let rest = &note[note.find(key)? + key.len()..];
+        let end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        rest[..end].parse().ok()
+    };
+    if !note.starts_with("write amplification") {
+        return None;
+    }
+    Some((field("app_bytes=")?, field("device_bytes=")?))
+}
+
+/// (file system label, app bytes, device bytes) of each note.
+fn wa_notes(run: &serde_json::Value) -> Vec<(String, u64, u64)> {
+    let mut v = Vec::new();
+    for r in run["results"].as_array().unwrap() {
+        let label = r["params"]["fs"].as_str().unwrap_or("target").to_string();
+        for n in r["notes"].as_array().into_iter().flatten() {
+            if let Some((a, d)) = parse_wa(n.as_str().unwrap()) {
+                v.push((label.clone(), a, d));
+            }
+        }
+    }
+    v
+}
+
+/// Why `fs` cannot be mounted here, if it cannot.
+fn lab_missing(fs: &str) -> Option<String> {
+    if !common::is_root() || !Path::new("/dev/loop-control").exists() {
+        return Some("needs root and loop devices".into());
+    }
+    if !has_mkfs(fs) {
+        return Some(format!("mkfs.{fs} is not installed"));
+    }
+    if !kernel_may_mount(fs) {
+        return Some(format!(
+            "this kernel has no {fs} (not in /proc/filesystems, no module support)"
+        ));
+    }
+    None
+}
+
+/// A loop file system this test makes itself (losetup, mkfs, mount):
+/// torn down on drop.
+struct TestLoop {
+    dir: tempfile::TempDir,
+    dev: String,
+    name: String,
+}
+
+fn sh(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap();
+    assert!(out.status.success(), "{cmd} {args:?}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl TestLoop {
+    fn new(fs: &str) -> TestLoop {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("fs.img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(256 << 20)
+            .unwrap();
+        let dev = sh("losetup", &["-f", "--show", img.to_str().unwrap()]);
+        let name = dev.trim_start_matches("/dev/").to_string();
+        let t = TestLoop { dir, dev, name };
+        let args = tunelab::lab::loopfs::mkfs_args(fs, &[], &t.dev);
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        sh(&format!("mkfs.{fs}"), &a);
+        std::fs::create_dir(t.mnt()).unwrap();
+        sh(
+            "mount",
+            &["-o", "noatime", &t.dev, t.mnt().to_str().unwrap()],
+        );
+        t
+    }
+    fn mnt(&self) -> std::path::PathBuf {
+        self.dir.path().join("mnt")
+    }
+}
+
+impl Drop for TestLoop {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.mnt()).output();
+        let _ = Command::new("losetup").args(["-d", &self.dev]).output();
+    }
+}
+
+/// The recorder on a loop file system this test made: the device bytes the
+/// run's note reports equal the loop device's diskstats count around it.
+fn recorder_wa_matches_the_block_layer(fs: &str) {
+    if let Some(why) = lab_missing(fs) {
+        return common::skip(&why);
+    }
+    let lab = TestLoop::new(fs);
+    let name = lab.name.clone();
+    let env = Env::new();
+    let mnt = lab.mnt().to_str().unwrap().to_string();
+    let before = diskstats_written(&name);
+    let out = env.run(&[
+        "run",
+        "io.stream",
+        "-p",
+        "bitrate=40M",
+        "-p",
+        "duration=3s",
+        "--trials",
+        "1",
+        "--warmup",
+        "0",
+        "--quiet-check",
+        "0",
+        "--no-store",
+        "--json",
+        "--target",
+        &mnt,
+    ]);
+    let after = diskstats_written(&name);
+    assert!(out.status.success(), "{fs}: {}", stderr(&out));
+    let notes = wa_notes(&json(&out));
+    assert_eq!(notes.len(), 1, "{fs}: one point, one note: {notes:?}");
+    let (_, app, device) = notes[0].clone();
+    let block_layer = after - before;
+    let wa = device as f64 / app as f64;
+    println!(
+        "{fs}: recorder WA {wa:.3} (app {app} B, device {device} B; /proc/diskstats of {name} \
+         around the run: {block_layer} B, ratio {:.4})",
+        device as f64 / block_layer as f64
+    );
+    assert!(app >= 15_000_000, "{fs}: 3 s at 40 Mb/s is 15 MB: {app}");
+    let off = (device as f64 - block_layer as f64).abs() / block_layer as f64;
+    assert!(
+        off <= 0.02,
+        "{fs}: the note's device bytes {device} vs the block layer's {block_layer}: {:.1}% apart",
+        off * 100.0
+    );
+}
+
+#[test]
+fn recorder_wa_on_ext4_matches_the_block_layer() {
+    recorder_wa_matches_the_block_layer("ext4");
+}
+
+#[test]
+fn recorder_wa_on_f2fs_matches_the_block_layer() {
+    recorder_wa_matches_the_block_layer("f2fs");
+}
+
+#[test]
+fn recorder_wa_on_vfat_matches_the_block_layer() {
+    recorder_wa_matches_the_block_layer("vfat");
+}
+
+/// `--fs` prints the write amplification of each file system and option.
+#[test]
+fn the_fs_lab_prints_write_amplification_per_file_system_and_option() {
+    let labs: Vec<&str> = ["ext4", "ext4:sync", "f2fs", "vfat"]
+        .into_iter()
+        .filter(|l| lab_missing(l.split(':').next().unwrap()).is_none())
+        .collect();
+    if labs.is_empty() {
+        return common::skip("no lab file system can be mounted here");
+    }
+    let env = Env::new();
+    let t = env.target();
+    let list = labs.join(",");
+    let out = env.run(&[
+        "run",
+        "io.stream",
+        "--fs",
+        &list,
+        "--fs-size",
+        "128M",
+        "-p",
+        "duration=1s",
+        "--trials",
+        "1",
+        "--warmup",
+        "0",
+        "--quiet-check",
+        "0",
+        "--no-store",
+        "--json",
+        "--target",
+        t.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "--fs {list}: {}", stderr(&out));
+    let notes = wa_notes(&json(&out));
+    for l in &labs {
+        let (_, app, device) = notes
+            .iter()
+            .find(|(label, _, _)| label == l)
+            .unwrap_or_else(|| panic!("no write amplification for {l}: {notes:?}"));
+        println!(
+            "{l}: WA {:.3} ({app} B app, {device} B device)",
+            *device as f64 / *app as f64
+        );
+        assert!(*app > 0 && *device > 0, "{l}: {app} {device}");
+    }
 }

@@ -31,7 +31,12 @@ pub const READS: &[(&str, &str)] = &[
     (open_units::NAME, open_units::METRIC_OPEN),
     (steady_state::NAME, steady_state::METRIC_CACHE),
     (steady_state::NAME, steady_state::METRIC_STEADY),
+    (steady_state::NAME, steady_state::METRIC_BURST),
+    (RECORDER, "record_fps"),
 ];
+
+/// The recorder experiment whose `bitrate` the flash cache rule compares.
+pub const RECORDER: &str = "io.stream";
 
 /// The experiments of `READS`, each once.
 fn experiments_read() -> Vec<&'static str> {
@@ -61,6 +66,8 @@ pub struct Evidence {
     pub random_io: Vec<PointResult>,
     /// flash.* results (au-size, open-units, steady-state), newest run only.
     pub flash: Vec<PointResult>,
+    /// io.stream results (the recorder's bit rate), newest run only.
+    pub recorder: Vec<PointResult>,
     /// Runs whose monitor saw Dirty+Writeback above the throttle point:
     /// (run id, peak dirty+writeback bytes, throttle point bytes).
     pub throttled: Vec<(String, u64, u64)>,
@@ -122,7 +129,8 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
             || ev.api.is_empty()
             || ev.pregrow.is_empty()
             || ev.random_io.is_empty()
-            || ev.flash.is_empty();
+            || ev.flash.is_empty()
+            || ev.recorder.is_empty();
         if same_disk && wanted {
             let results: Vec<PointResult> = store
                 .results_in(id, &experiments_read())
@@ -148,6 +156,9 @@ fn collect_measurements(ev: &mut Evidence, store: &Store, disk: Option<&str>) {
             }
             if ev.random_io.is_empty() {
                 ev.random_io = of(random::NAME);
+            }
+            if ev.recorder.is_empty() {
+                ev.recorder = of(RECORDER);
             }
             if ev.flash.is_empty() {
                 ev.flash = results

@@ -46,6 +46,7 @@ pub const ALL: &[Rule] = &[
     flash::misaligned,
     flash::streams_vs_open_units,
     flash::dirty_vs_card_cache,
+    flash::recorder_above_steady,
 ];
 
 /// Seconds of device writes the dirty limit may hold before it is a stall risk.

@@ -57,6 +57,7 @@ pub fn run(
     let mut stop = None;
     let mut progress_error: Option<Error> = None;
     let total = profile.issues.len();
+    let wear_before = wear(&session.run);
     obs.progress(Event::Begin {
         what: "key issues",
         weights: &weights(req),
@@ -131,9 +132,22 @@ pub fn run(
         }
     }
     obs.progress(Event::End);
+    // The wear the study cost, where the device reports it (shown with the
+    // run's environment in its report).
+    let wear_after = wear(&session.run);
+    let cost = crate::system::flash::wear_cost(&wear_before, &wear_after);
+    session.run.environment.extend(cost);
     session.run.study = Some(summary(profile, verdicts));
     let run = session.finish(stop.as_ref());
     (run, stop)
+}
+
+/// The wear figures of the run's target disk, now.
+fn wear(run: &Run) -> Vec<(String, String)> {
+    run.environment
+        .get("target.disk")
+        .map(|d| crate::system::flash::wear(Path::new("/"), d))
+        .unwrap_or_default()
 }
 
 fn summary(profile: &Profile, issues: Vec<IssueVerdict>) -> StudySummary {

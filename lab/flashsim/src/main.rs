@@ -3,10 +3,17 @@
 //! NBD_OPT_EXPORT_NAME; READ, WRITE, FLUSH, DISC), so qemu can use it as a
 //! drive (`-drive file=nbd:127.0.0.1:PORT,format=raw,if=virtio`) without the
 //! host kernel's nbd. The model's costs are real sleeps here; the data
-//! lives in a sparse backing file.
+//! lives in a sparse backing file. `--real BYTES` makes a fake card: it
+//! states `--size` but keeps only `--real`, its addresses wrapping past it
+//! (flash.capacity's ground truth on the board lab).
 //!
 //! flashsim --port P --file PATH [--size BYTES] [--unit BYTES] [--open N]
-//!          [--cache BYTES] [--once]
+//!          [--cache BYTES] [--real BYTES] [--program BYTES/s] [--bus BYTES/s]
+//!          [--unit-step SECONDS] [--page-step SECONDS] [--once]
+//!
+//! `--program` and `--bus` slow the card below what an emulated guest can
+//! push (TCG), so its cache and steady state show through. The model's
+//! steady rate and stall p99 for 64 KiB writes are printed at start.
 
 #[path = "../../../tests/common/flashsim.rs"]
 mod model;
@@ -46,7 +53,28 @@ struct Args {
     port: u16,
     file: String,
     geometry: Geometry,
+    /// Bytes really kept (a fake card wraps addresses past them).
+    real: Option<u64>,
     once: bool,
+}
+
+/// Read or write `buf` at `off` of a card that keeps `real` bytes: the
+/// address wraps, and a request across the wrap is split.
+fn wrapped(file: &File, buf: &mut [u8], off: u64, real: Option<u64>, write: bool) -> io::Result<()> {
+    let real = real.unwrap_or(u64::MAX);
+    let mut done = 0usize;
+    while done < buf.len() {
+        let at = (off + done as u64) % real;
+        let n = (buf.len() - done).min((real - at).min(usize::MAX as u64) as usize);
+        let part = &mut buf[done..done + n];
+        if write {
+            file.write_all_at(part, at)?;
+        } else {
+            file.read_exact_at(part, at)?;
+        }
+        done += n;
+    }
+    Ok(())
 }
 
 fn parse_size(s: &str) -> Option<u64> {
@@ -70,6 +98,7 @@ fn args() -> Result<Args, String> {
         port: 10809,
         file: String::new(),
         geometry: Geometry::card(4 << 20, 2, 8 << 20),
+        real: None,
         once: false,
     };
     let mut it = std::env::args().skip(1);
@@ -86,6 +115,13 @@ fn args() -> Result<Args, String> {
             "--size" => a.geometry.size = size()?,
             "--unit" => a.geometry.unit = size()?,
             "--cache" => a.geometry.cache = size()?,
+            "--real" => a.real = Some(size()?).filter(|r| *r > 0),
+            "--program" => a.geometry.program_rate = size()? as f64,
+            "--bus" => a.geometry.bus_rate = size()? as f64,
+            // Seconds a read pays per unit / page boundary it crosses: an
+            // emulated guest's read noise hides the default 150/30 µs.
+            "--unit-step" => a.geometry.unit_step = v.parse().map_err(|_| format!("{k}: '{v}'"))?,
+            "--page-step" => a.geometry.page_step = v.parse().map_err(|_| format!("{k}: '{v}'"))?,
             "--open" => a.geometry.open_units = v.parse().map_err(|_| format!("--open: '{v}'"))?,
             _ => return Err(format!("unknown option {k}")),
         }
@@ -117,14 +153,19 @@ fn serve(a: &Args) -> io::Result<()> {
         .create(true)
         .truncate(false)
         .open(&a.file)?;
-    file.set_len(a.geometry.size)?;
+    file.set_len(a.real.unwrap_or(a.geometry.size).min(a.geometry.size))?;
     let listener = TcpListener::bind(("127.0.0.1", a.port))?;
     eprintln!("flashsim: serving {:?} on 127.0.0.1:{}", a.geometry, a.port);
+    eprintln!(
+        "flashsim: model steady_rate {:.0} B/s, stall_p99 {:.4} s for 65536-byte writes",
+        a.geometry.steady_rate(65536),
+        a.geometry.p99_latency(65536)
+    );
     for conn in listener.incoming() {
         let mut s = conn?;
         s.set_nodelay(true)?;
         let mut card = Card::new(a.geometry.clone());
-        match session(&mut s, &file, &mut card) {
+        match session(&mut s, &file, &mut card, a.real) {
             Ok(()) => eprintln!("flashsim: client left"),
             Err(e) => eprintln!("flashsim: connection ended: {e}"),
         }
@@ -158,7 +199,7 @@ fn reply(s: &mut TcpStream, opt: u32, kind: u32, data: &[u8]) -> io::Result<()> 
 }
 
 /// Handshake, then requests until DISC.
-fn session(s: &mut TcpStream, file: &File, card: &mut Card) -> io::Result<()> {
+fn session(s: &mut TcpStream, file: &File, card: &mut Card, real: Option<u64>) -> io::Result<()> {
     let size = card.g.size;
     let mut hello = Vec::new();
     hello.extend_from_slice(&NBDMAGIC.to_be_bytes());
@@ -207,10 +248,10 @@ fn session(s: &mut TcpStream, file: &File, card: &mut Card) -> io::Result<()> {
             _ => reply(s, opt, REP_ERR_UNSUP, &[])?,
         }
     }
-    transmission(s, file, card)
+    transmission(s, file, card, real)
 }
 
-fn transmission(s: &mut TcpStream, file: &File, card: &mut Card) -> io::Result<()> {
+fn transmission(s: &mut TcpStream, file: &File, card: &mut Card, real: Option<u64>) -> io::Result<()> {
     let origin = Instant::now();
     let mut buf = Vec::new();
     loop {
@@ -232,7 +273,7 @@ fn transmission(s: &mut TcpStream, file: &File, card: &mut Card) -> io::Result<(
         buf.resize(len.min(MAX_REQUEST) as usize, 0);
         match kind {
             CMD_READ if !bad => {
-                file.read_exact_at(&mut buf, off)?;
+                wrapped(file, &mut buf, off, real, false)?;
                 card.read(off, u64::from(len));
             }
             CMD_WRITE => {
@@ -240,7 +281,7 @@ fn transmission(s: &mut TcpStream, file: &File, card: &mut Card) -> io::Result<(
                 if bad {
                     error = EINVAL;
                 } else {
-                    file.write_all_at(&buf, off)?;
+                    wrapped(file, &mut buf, off, real, true)?;
                     card.write(off, u64::from(len));
                 }
             }

@@ -1,7 +1,9 @@
 //! Rules on what the flash experiments found on the target's device: a
 //! partition or FAT data area off the allocation unit, a media recorder's
 //! streams beyond the units the card keeps open, and a dirty limit that
-//! holds more than the card's write cache takes at its burst rate.
+//! holds more than the card's write cache takes at its burst rate, and a
+//! recorder whose bit rate is above the card's steady rate (the cache runs
+//! out after a time the rule computes).
 
 use super::{dirty_limit, finding, target, Evidence, Finding, Outcome, Severity, Workload};
 use crate::experiments::flash::{au_size, open_units, steady_state};
@@ -135,6 +137,110 @@ pub(super) fn dirty_vs_card_cache(ev: &Evidence, _: Workload) -> Outcome {
     })
 }
 
+/// When a stream of `rate` B/s fills a cache of `cache` bytes that drains
+/// at `steady` B/s while the card takes writes at up to `burst` B/s: the
+/// cache grows by rate − steady each second, so it is full after
+/// cache / (rate − steady) s; above the burst rate the card falls behind at
+/// once. None: the card keeps up for ever (rate ≤ steady).
+pub fn cache_runs_out_after(rate: f64, cache: f64, burst: f64, steady: f64) -> Option<f64> {
+    if rate <= steady {
+        return None;
+    }
+    if rate >= burst || cache <= 0.0 {
+        return Some(0.0);
+    }
+    Some(cache / (rate - steady))
+}
+
+/// The recorder's bit rate (io.stream `bitrate`, bits/s) in bytes/s.
+fn recorder_rate(ev: &Evidence) -> Option<(f64, String)> {
+    let r = ev.recorder.last()?;
+    let raw = match r.params.get("bitrate")? {
+        crate::model::ParamValue::Text(t) => t.clone(),
+        other => other.to_string(),
+    };
+    let bps = crate::experiments::io::stream::parse_bitrate(&raw)?;
+    Some((bps / 8.0, raw))
+}
+
+/// A recorder writing faster than the card's steady rate: fine while the
+/// write cache absorbs the difference, then frames back up. Says when.
+pub(super) fn recorder_above_steady(ev: &Evidence, w: Workload) -> Outcome {
+    let Some(r) = newest(ev, steady_state::NAME) else {
+        return Outcome::Fine;
+    };
+    let (Some(cache), Some(burst), Some(steady)) = (
+        median(r, steady_state::METRIC_CACHE),
+        median(r, steady_state::METRIC_BURST),
+        median(r, steady_state::METRIC_STEADY),
+    ) else {
+        return Outcome::Fine;
+    };
+    let Some((rate, raw)) = recorder_rate(ev) else {
+        return if w == Workload::Media {
+            Outcome::Gap(format!(
+                "the recorder's bit rate is unknown: run `tunelab run io.stream -p bitrate=RATE \
+                 --target {}` with the recorder's rate",
+                target(ev)
+            ))
+        } else {
+            Outcome::Fine
+        };
+    };
+    let Some(after) = cache_runs_out_after(rate, cache.max(0.0), burst, steady) else {
+        return Outcome::Fine;
+    };
+    let when = if after > 0.0 {
+        format!("the card's write cache runs out after {after:.0} s of recording")
+    } else {
+        "the card cannot keep up from the first second".into()
+    };
+    finding(Finding {
+        id: "flash.recorder-above-steady",
+        severity: if after < 3600.0 {
+            Severity::Warning
+        } else {
+            Severity::Info
+        },
+        title: format!(
+            "the recorder writes {} ({raw} b/s), above the card's steady rate {}: {when}",
+            human(rate, "B/s"),
+            human(steady, "B/s")
+        ),
+        evidence: vec![
+            format!("io.stream bitrate={raw}: {}", human(rate, "B/s")),
+            format!(
+                "{}: cache {}, burst rate {}, steady rate {}",
+                steady_state::NAME,
+                format_size(cache.max(0.0) as u64),
+                human(burst, "B/s"),
+                human(steady, "B/s")
+            ),
+        ],
+        why: format!(
+            "The card takes the stream into its write cache, which fills by {} each second \
+             (bit rate minus steady rate): {} last {:.0} s. After that every write waits for \
+             garbage collection and frames are dropped or queued without end.",
+            human(rate - steady, "B/s"),
+            format_size(cache.max(0.0) as u64),
+            after
+        ),
+        command: format!(
+            "record at no more than {:.1} Mb/s (the steady rate with a 10% margin), or use a \
+             card whose steady rate is above {} (tunelab run {} on it)",
+            steady * 8.0 * 0.9 / 1e6,
+            human(rate, "B/s"),
+            steady_state::NAME
+        ),
+        risk: "A lower bit rate lowers the picture quality.".into(),
+        verify: format!(
+            "tunelab run io.stream -p bitrate={raw} -p duration={:.0}s --target {}",
+            (after * 1.5).clamp(60.0, 3600.0),
+            target(ev)
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +329,49 @@ mod tests {
             streams_vs_open_units(&ev(vec![]), Workload::Media),
             Outcome::Gap(_)
         ));
+    }
+
+    #[test]
+    fn a_recorder_above_the_steady_rate_is_told_when_the_cache_runs_out() {
+        // 64 MiB cache, 20 MB/s burst, 4 MB/s steady, a 40 Mb/s (5 MB/s)
+        // recorder: the cache grows by 1 MB/s and is full after 67.1 s.
+        assert_eq!(cache_runs_out_after(5e6, 64e6, 20e6, 4e6), Some(64.0));
+        assert_eq!(cache_runs_out_after(3e6, 64e6, 20e6, 4e6), None);
+        assert_eq!(cache_runs_out_after(25e6, 64e6, 20e6, 4e6), Some(0.0));
+        let card = result(
+            steady_state::NAME,
+            &[
+                (steady_state::METRIC_CACHE, 67108864.0),
+                (steady_state::METRIC_BURST, 20e6),
+                (steady_state::METRIC_STEADY, 4e6),
+            ],
+            &[],
+        );
+        let mut rec = result("io.stream", &[("record_fps", 30.0)], &[]);
+        rec.params.insert(
+            "bitrate".into(),
+            crate::model::ParamValue::Text("40M".into()),
+        );
+        let mut e = ev(vec![card.clone()]);
+        e.recorder = vec![rec];
+        let Outcome::Finding(f) = recorder_above_steady(&e, Workload::Media) else {
+            panic!("no finding")
+        };
+        assert!(f.title.contains("runs out after 67 s"), "{}", f.title);
+        assert!(
+            matches!(
+                recorder_above_steady(&ev(vec![card]), Workload::Media),
+                Outcome::Gap(_)
+            ),
+            "no recorder: a gap that says what to run"
+        );
+        let mut slow = result("io.stream", &[], &[]);
+        slow.params.insert(
+            "bitrate".into(),
+            crate::model::ParamValue::Text("6M".into()),
+        );
+        e.recorder = vec![slow];
+        assert_eq!(id(recorder_above_steady(&e, Workload::Media)), None);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use super::{
 };
 use crate::model::run::PointResult;
 use crate::observe::validity::{Guard, Roots, TrialCheck, Validity};
+use crate::system::flash::wa::WriteCount;
 use crate::{Error, Result};
 
 pub use super::measure::{Plan, StopReason, AUTO_WARMUP_CAP, AUTO_WARMUP_MIN_REST};
@@ -217,6 +218,7 @@ pub fn run_points_with(
         start: Instant::now(),
         fixed: fixed_trials,
         results: Vec::new(),
+        writes: None,
     };
     let m = measure(points.len(), &how, clock, &mut pr);
     let results = std::mem::take(&mut pr.results);
@@ -247,6 +249,8 @@ struct PointTrials<'a> {
     start: Instant,
     fixed: bool,
     results: Vec<PointResult>,
+    /// Write amplification of the point's trials (None: no block device).
+    writes: Option<WriteCount>,
 }
 
 impl Trials for PointTrials<'_> {
@@ -275,6 +279,12 @@ impl Trials for PointTrials<'_> {
             seconds: left / (self.points.len() - arm) as f64,
             trials: self.plan.warmup + self.plan.max_trials,
         }));
+        // Write amplification counts the point's preparation too (a
+        // pre-filled file is bytes the device took for this point).
+        self.writes = self.ctx.scratch_dir().ok().and_then(WriteCount::for_dir);
+        if let Some(w) = self.writes.as_mut() {
+            w.start();
+        }
         let state = self.exp.prepare(self.ctx, &self.points[arm]);
         self.ctx.set_point_time(None);
         self.state = Some(state?);
@@ -328,6 +338,9 @@ impl Trials for PointTrials<'_> {
         };
         let fitted = state.fitted();
         drop(state);
+        if let Some(w) = self.writes.as_mut() {
+            w.stop();
+        }
         let r = self.point_result(arm, a, extras, fitted);
         self.obs.progress(Event::Done {
             index: arm,
@@ -391,6 +404,7 @@ impl PointTrials<'_> {
                 .chain(trial_note)
                 .chain(fit_notes)
                 .chain(extras.notes)
+                .chain(self.writes.take().and_then(|w| w.note()))
                 .collect(),
             elapsed_s: self.t0.elapsed().as_secs_f64(),
             validity: Validity {

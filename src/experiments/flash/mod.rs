@@ -1,8 +1,9 @@
 //! Flash: what a card, eMMC or stick does with reads and writes — its
 //! allocation unit and page, how many units it keeps open, its write cache
-//! and steady state (docs/flash.md).
+//! and steady state, and whether it holds what it claims (docs/flash.md).
 
 pub mod au_size;
+pub mod capacity;
 pub mod open_units;
 pub mod steady_state;
 
@@ -13,5 +14,6 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(au_size::AuSize),
         Box::new(open_units::OpenUnits),
         Box::new(steady_state::SteadyState),
+        Box::new(capacity::Capacity),
     ]
 }

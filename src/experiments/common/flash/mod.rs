@@ -2,9 +2,11 @@
 //! writes through (`FlashIo`, so a simulated card with a virtual clock can
 //! stand in for a file or a block device in tests), the read-timing search
 //! for unit boundaries (`boundary`) and the sustained writer with its
-//! steady-state rule (`steady`) and the open-unit count (`streams`).
+//! steady-state rule (`steady`) and the open-unit count (`streams`), and the fake-capacity fill and verify
+//! (`capacity`).
 
 pub mod boundary;
+pub mod capacity;
 pub mod device;
 pub mod steady;
 pub mod streams;

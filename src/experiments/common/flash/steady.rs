@@ -191,18 +191,28 @@ pub fn run(
     Ok(out)
 }
 
-/// The windows' mean rate when they pass the rule.
-pub fn steady(w: &[Window], rule: &Rule) -> Option<f64> {
-    let n = w.len() as f64;
-    let mean = w.iter().map(|w| w.rate).sum::<f64>() / n;
-    let (lo, hi) = w.iter().fold((f64::MAX, f64::MIN), |(lo, hi), w| {
-        (lo.min(w.rate), hi.max(w.rate))
-    });
-    // Least-squares slope per window index.
+/// A window of values fitted once: what both steady-state rules (this
+/// one, fio's; and io.random's, SNIA's) test.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fit {
+    pub mean: f64,
+    pub lo: f64,
+    pub hi: f64,
+    /// |change| of the least-squares line from the first value to the last.
+    pub change: f64,
+}
+
+/// Mean, extremes and the fitted line's change across `ys` (x = 0..n-1).
+pub fn fit(ys: &[f64]) -> Fit {
+    let n = ys.len() as f64;
+    let mean = ys.iter().sum::<f64>() / n;
+    let (lo, hi) = ys
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &y| (lo.min(y), hi.max(y)));
     let xm = (n - 1.0) / 2.0;
     let (mut sxy, mut sxx) = (0.0, 0.0);
-    for (i, w) in w.iter().enumerate() {
-        sxy += (i as f64 - xm) * (w.rate - mean);
+    for (i, y) in ys.iter().enumerate() {
+        sxy += (i as f64 - xm) * (y - mean);
         sxx += (i as f64 - xm).powi(2);
     }
     let change = if sxx > 0.0 {
@@ -210,7 +220,20 @@ pub fn steady(w: &[Window], rule: &Rule) -> Option<f64> {
     } else {
         0.0
     };
-    (mean > 0.0 && hi - lo <= rule.range * mean && change <= rule.slope * mean).then_some(mean)
+    Fit {
+        mean,
+        lo,
+        hi,
+        change,
+    }
+}
+
+/// The windows' mean rate when they pass the rule.
+pub fn steady(w: &[Window], rule: &Rule) -> Option<f64> {
+    let rates: Vec<f64> = w.iter().map(|w| w.rate).collect();
+    let f = fit(&rates);
+    (f.mean > 0.0 && f.hi - f.lo <= rule.range * f.mean && f.change <= rule.slope * f.mean)
+        .then_some(f.mean)
 }
 
 #[cfg(test)]

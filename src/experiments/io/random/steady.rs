@@ -37,8 +37,9 @@ pub fn window(rounds: &[f64]) -> Option<Window> {
         return None;
     }
     let w = &rounds[rounds.len() - WINDOW..];
-    let n = WINDOW as f64;
-    let mean = w.iter().sum::<f64>() / n;
+    // One fit shared with flash.steady-state's rule (fio's range and slope).
+    let f = crate::experiments::common::flash::steady::fit(w);
+    let mean = f.mean;
     if mean <= 0.0 || !mean.is_finite() {
         return Some(Window {
             mean,
@@ -46,16 +47,8 @@ pub fn window(rounds: &[f64]) -> Option<Window> {
             slope: f64::INFINITY,
         });
     }
-    let data = w.iter().map(|y| (y - mean).abs()).fold(0.0, f64::max) / mean;
-    // Least squares over x = 0..n-1.
-    let xm = (n - 1.0) / 2.0;
-    let (mut sxy, mut sxx) = (0.0, 0.0);
-    for (i, y) in w.iter().enumerate() {
-        let dx = i as f64 - xm;
-        sxy += dx * (y - mean);
-        sxx += dx * dx;
-    }
-    let slope = (sxy / sxx).abs() * (n - 1.0) / mean;
+    let data = (f.hi - mean).max(mean - f.lo) / mean;
+    let slope = f.change / mean;
     Some(Window { mean, data, slope })
 }
 

@@ -2,7 +2,10 @@
 //! exposes under /sys/block/<disk>/device (manufacturer, name, date, the
 //! erase size the card prefers), eMMC 5.0 health (`life_time`,
 //! `pre_eol_info`), and what an NVMe controller shows. `root` is "/" on a
-//! machine, a fixture tree in tests. Read-only.
+//! machine, a fixture tree in tests. Read-only. `wa` counts the write
+//! amplification of a storage point for the runner.
+
+pub mod wa;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -68,6 +71,51 @@ pub fn facts(root: &Path, disk: &str) -> Vec<FlashFact> {
             "not reported (no MMC/SD/NVMe identity in sysfs for this device)".into(),
             &dev,
         );
+    }
+    out
+}
+
+/// The facts that change as a device wears (what a study may cost).
+const WEAR_KEYS: &[&str] = &[
+    "flash.life_time",
+    "flash.pre_eol",
+    "flash.percentage_used",
+    "flash.wear",
+];
+
+/// The wear figures `disk` reports (or its "not reported" fact): key, value.
+pub fn wear(root: &Path, disk: &str) -> Vec<(String, String)> {
+    facts(root, disk)
+        .into_iter()
+        .filter(|(k, _, _)| WEAR_KEYS.contains(&k.as_str()))
+        .map(|(k, v, _)| (k, v))
+        .collect()
+}
+
+/// What a study cost in wear, as environment entries `study.wear.<figure>`:
+/// the figure before and after, or "not reported". eMMC reports life in
+/// 10% steps, so "unchanged" means less than a step (the note says so).
+pub fn wear_cost(before: &[(String, String)], after: &[(String, String)]) -> Vec<(String, String)> {
+    let reported = |v: &str| !v.starts_with("not reported");
+    let mut out = Vec::new();
+    for (key, was) in before {
+        let name = key.trim_start_matches("flash.");
+        let now = after
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str());
+        let value = match now {
+            Some(now) if reported(was) && reported(now) && now == was => {
+                format!("{was} before and after: no step (the device counts in steps of its own, 10% of life for eMMC)")
+            }
+            Some(now) if reported(was) && reported(now) => format!("{was} before, {now} after"),
+            _ if !reported(was) => format!("not reported ({was})"),
+            _ => format!("{was} before; not reported after"),
+        };
+        out.push((format!("study.wear.{name}"), value));
+    }
+    if out.is_empty() {
+        out.push(("study.wear".into(), "not reported (no target disk)".into()));
     }
     out
 }
@@ -218,6 +266,36 @@ mod tests {
             .0
             .iter()
             .any(|x| x.key == "flash.name" && x.value == "8GTF4R"));
+    }
+
+    #[test]
+    fn the_wear_a_study_cost_is_read_before_and_after() {
+        let before = wear(&fixture("emmc"), "mmcblk0");
+        let after = wear(&fixture("emmc-after"), "mmcblk0");
+        let cost = wear_cost(&before, &after);
+        let get = |k: &str| {
+            cost.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+        };
+        let life = get("study.wear.life_time").unwrap();
+        assert!(
+            life.contains("0x02 0x01") && life.contains("before") && life.contains("0x03 0x01"),
+            "{life}"
+        );
+        assert!(
+            life.contains("10-20% used after") || life.contains("20-30% used"),
+            "{life}"
+        );
+        let eol = get("study.wear.pre_eol").unwrap();
+        assert!(eol.contains("no step"), "{eol}");
+        // A device without wear figures says so, before and after.
+        let plain = wear(&fixture("sd"), "sda");
+        let cost = wear_cost(&plain, &plain);
+        assert!(
+            cost.iter().all(|(_, v)| v.starts_with("not reported")),
+            "{cost:?}"
+        );
     }
 
     #[test]
