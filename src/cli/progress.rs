@@ -186,7 +186,7 @@ pub fn clock(seconds: f64) -> String {
 impl Left {
     pub fn describe(self) -> String {
         match self {
-            Left::Unknown => "time left known after the first step".into(),
+            Left::Unknown => "time left unknown until a step ends".into(),
             Left::AtMost(s) => format!("at most {} left (budget)", clock(s)),
             Left::About(s) => format!("about {} left", clock(s)),
         }

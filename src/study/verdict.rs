@@ -407,7 +407,7 @@ mod tests {
         // The old rule judged the median alone: 47.9 µs passed although
         // its interval reaches 52 µs.
         let j = judge_criterion(&c, &[point("latency", 47.9e-6, 45e-6, 52e-6)]);
-        assert!(j.text.contains("95% CI 45.0 … 52.0 µs"), "{}", j.text);
+        assert!(j.text.contains("95% CI 45.0 µs … 52.0 µs"), "{}", j.text);
     }
 
     #[test]
