@@ -368,7 +368,6 @@ fn capacity_result(run: &serde_json::Value) -> (f64, Vec<String>) {
 /// A fake card (states 128 MiB, keeps 64 MiB) behind the kernel's block
 /// layer: flash.capacity reports about its real size, not what it states.
 #[test]
-#[ignore = "last run failed removing a file the fake card lost (ENOENT); the fix is not yet re-run"]
 fn a_fake_card_is_found_with_its_real_capacity() {
     if let Some(why) = kernel_card_missing() {
         return common::skip(&why);
