@@ -306,7 +306,14 @@ if [ "$fsmatrix" = 1 ]; then
     step $fs-io.pregrow tunelab run io.pregrow --target /mnt/$fs -p size=4M -p record=1m $q
     step $fs-io.atime tunelab run io.atime --target /mnt/$fs -p atime=current -p files=200 $q
     step $fs-io.random tunelab run io.random --target /mnt/$fs -p size=8M -p duration=1s -p depth=1,4 $q
+    # Write amplification against the block layer's own count, read here
+    # around the whole step (sectors written, field 7 of the disk's stat):
+    # the host compares it with the run's note (issue 40).
+    eval "dev=\${${fs}_dev:-}"
+    sync; wr0=$(awk '{print $7}' /sys/block/${dev#/dev/}/stat)
     step $fs-io.stream tunelab run io.stream --target /mnt/$fs -p duration=2s --trials 1 --warmup 0 --quiet-check 0
+    sync; wr1=$(awk '{print $7}' /sys/block/${dev#/dev/}/stat)
+    echo $(((wr1 - wr0) * 512)) >/results/$fs-io.stream.blockbytes
   done
   # The filesystem lab on a board: a loop device through /dev/loop-control,
   # formatted by busybox's mkdosfs (no -q), mounted and torn down by tunelab.
@@ -605,6 +612,24 @@ for mem in $LAB_MEMS; do
     fi
   fi
   [ $sim = 1 ] && flashsim_check "$d"
+  # The recorder's write amplification note against the guest's own
+  # reading of the block layer around the step: within 2% (issue 40).
+  for fs in vfat exfat f2fs; do
+    bb=$d/results/$fs-io.stream.blockbytes
+    f=$(ls "$d"/results/run-*-"$fs"-io.stream.json 2>/dev/null | head -1)
+    [ -f "$bb" ] && [ -n "$f" ] || continue
+    want=$(cat "$bb")
+    got=$(jq -r '[.results[].notes[] | select(startswith("write amplification"))][0] // ""' "$f" |
+      sed -n 's/.*device_bytes=\([0-9]*\).*/\1/p')
+    wa=$(jq -r '[.results[].notes[] | select(startswith("write amplification"))][0] // ""' "$f" |
+      sed -n 's/^write amplification \([0-9.]*\):.*/\1/p')
+    if [ -n "$got" ] && [ "$want" -gt 0 ] &&
+      awk -v g="$got" -v w="$want" 'BEGIN{d=(g-w)/w; if (d<0) d=-d; exit !(d <= 0.02)}'; then
+      record "  ${mem}M $fs WA" ok 0 "write amplification $wa: device_bytes $got, block layer $want"
+    else
+      record "  ${mem}M $fs WA" FAIL 0 "device_bytes '${got}' vs the block layer's $want (want within 2%)"
+    fi
+  done
   if [ $flash = 1 ]; then
     # Width 0: no column squeezed to a letter a line, the names whole.
     w0=$(sed -n '/LAB-GUEST width0-begin/,/LAB-GUEST width0-end/p' "$d/console.log" | tr -d '\r')
