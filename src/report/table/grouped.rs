@@ -1,9 +1,10 @@
 //! A table whose first column names groups of rows (a point's parameters
 //! over its metrics, a comparison's result over its rows): when the whole
 //! table is too wide, the group name goes on a line of its own above its
-//! rows and the other columns keep their natural width. On an 80-column
-//! console that reads like the wide table — one line per row — where the
-//! record layout took eight.
+//! rows and the other columns keep their natural width, or, when even they
+//! do not fit, wrap where that costs the fewest lines ([`wrapped`]). On an
+//! 80-column console that reads like the wide table — one or two lines a
+//! row — where the record layout took eight.
 
 use comfy_table::{ColumnConstraint, ContentArrangement, Table, Width};
 
@@ -13,8 +14,8 @@ use super::{
 
 /// The grouped layout of `header`/`rows` (already folded: a blank first
 /// cell continues the group above) within `width`, or `None` when the first
-/// column names no group of two rows or more, or the other columns do not
-/// fit at their natural width.
+/// column names no group of two rows or more, or the other columns cannot
+/// fit even wrapped down to their longest words.
 pub(super) fn grouped(
     header: &[&str],
     rows: &[Vec<String>],

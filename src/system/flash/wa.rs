@@ -2,11 +2,11 @@
 //! under the scratch directory counted written (/sys/class/block/NAME/stat,
 //! the block layer's own count) over the
 //! bytes this process handed to write calls (/proc/self/io `wchar`), from
-//! before the point's preparation to after its last trial (pre-filled files
-//! are bytes the device took for the point) to after its last trial and a
-//! syncfs of the scratch file system (what the point left in the page cache
-//! is its writes too). The runner reads both and turns the differences into
-//! one note on the point.
+//! before the point's preparation (pre-filled files are bytes the device
+//! took for the point) to after its last trial and a syncfs of the scratch
+//! file system (what the point left in the page cache is its writes too).
+//! The runner reads both once a point, outside the trials, and turns the
+//! differences into one note on the point.
 //!
 //! Neither eMMC nor SD exposes a bytes-written counter in sysfs, and NVMe's
 //! is in the SMART log, not sysfs: the block layer's count is the device
@@ -17,7 +17,7 @@ use std::path::Path;
 
 use crate::units::format_size;
 
-/// Cumulative counters read before or after one trial.
+/// Cumulative counters, read at the start and the end of a counted span.
 #[derive(Debug, Clone, Copy)]
 struct Reading {
     app: u64,
