@@ -38,6 +38,7 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$work/target"
 live=$(cat /proc/sys/vm/dirty_expire_centisecs)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 # Two values beside the live one (tune adds the live value as an arm).
 values="$((live / 2)),$((live * 2))"
 [ "$KNOB" = vm.dirty_expire_centisecs ] || values=${VALUES:?set VALUES for another knob}
@@ -92,6 +93,8 @@ PY
   echo "|---|---|---|---|---|"
   sweep "default trials"
   sweep "--trials 3" --trials 3
+  echo
+  echo "load average (1, 5, 15 min): $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after"
 } | tee "$work/report.txt"
 
 if [ -n "${DOC:-}" ]; then
