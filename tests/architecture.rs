@@ -41,10 +41,11 @@ const LAYERS: &[(&str, u8)] = &[
 const ALLOWED: &[(&str, &str, &str)] = &[];
 
 /// What `src/cli/` may import: it parses, calls the engine (or the study,
-/// the sweep, the analysis of stored runs) and prints (docs/architecture.md,
+/// the sweep, the analysis of stored runs, the store it opens and the
+/// store's selections) and prints (docs/architecture.md,
 /// "The CLI").
 const CLI_IMPORTS: &[&str] = &[
-    "cli", "engine", "study", "tune", "analysis", "report", "model", "units", "error",
+    "cli", "engine", "study", "tune", "analysis", "report", "store", "model", "units", "error",
 ];
 
 /// CLI imports beyond that list that are known, each with why and who

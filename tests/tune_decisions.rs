@@ -670,3 +670,62 @@ fn ctrl_c_during_a_sweep_keeps_the_finished_rounds() {
         res[0]["notes"]
     );
 }
+
+/// `tune --json` prints the run as `run --json` does, plus its decisions:
+/// one per lab file system, each against the live value it measured. Three
+/// rounds are too few for a claim among two values, so none is named.
+#[test]
+fn tune_json_carries_its_decision_against_the_live_value() {
+    if !common::is_root() {
+        return common::skip("needs root to change sysctls");
+    }
+    let env = Env::new();
+    let knob = "/proc/sys/vm/dirty_expire_centisecs";
+    let original = fs::read_to_string(knob).unwrap().trim().to_string();
+    let n: u64 = original.parse().unwrap();
+    let values = format!("{},{}", n + 7, n + 11);
+    let out = env
+        .cmd()
+        .env("TUNELAB_STATE_DIR", env.dir.path().join("state"))
+        .args([
+            "--json",
+            "tune",
+            "vm.dirty_expire_centisecs",
+            "--values",
+            &values,
+        ])
+        .args([
+            "-e",
+            "io.file-read",
+            "-p",
+            "size=1M",
+            "--trial-time",
+            "20ms",
+        ])
+        .args(["--trials", "3", "--quiet-check", "0", "--target"])
+        .arg(env.target())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(knob).unwrap().trim(), original);
+    let j = json(&out);
+    assert!(j["id"].is_string() && j["results"].is_array(), "{j}");
+    let ds = j["decisions"].as_array().expect("a decisions array");
+    assert_eq!(ds.len(), 1, "{j}");
+    assert!(ds[0]["fs"].is_null(), "{}", ds[0]);
+    let d = &ds[0]["decision"];
+    assert_eq!(d["live"], original.as_str(), "{d}");
+    assert!(d["best"].is_null(), "3 rounds cannot carry a claim: {d}");
+    assert!(d["too_few"].as_u64().is_some_and(|r| r > 3), "{d}");
+    let compared: Vec<&str> = d["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(compared.len(), 2, "{d}");
+    assert!(
+        d["explanation"].as_str().unwrap().contains("live value"),
+        "{d}"
+    );
+}

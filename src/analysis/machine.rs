@@ -3,13 +3,10 @@
 
 use crate::model::run::Run;
 
-/// Environment key of the inventory name a run came from (`remote`).
-pub const FLEET_HOST: &str = "fleet.host";
+pub use crate::model::run::FLEET_HOST;
 
 /// The machine a run is from: its inventory name when `remote` brought it
 /// back, else its host name.
 pub fn machine_of(r: &Run) -> Option<&String> {
-    r.environment
-        .get(FLEET_HOST)
-        .or_else(|| r.environment.get("host.name"))
+    r.machine()
 }

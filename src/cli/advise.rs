@@ -24,7 +24,7 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli) -> Result<i32> {
             target.display()
         )));
     }
-    let store = match super::open_store(cli) {
+    let store = match super::open_store(cli, crate::store::Access::Read) {
         Ok(s) => Some(s),
         Err(e) => {
             out.warn(&format!("{e}: advising from configuration facts only"));

@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 
 use super::Out;
-use crate::engine::Store;
 use crate::model::applied::AppliedChange;
 use crate::report::table;
+use crate::store::Store;
 use crate::tune::apply::{self, Check};
 use crate::tune::persist::Root;
 use crate::{Error, Result};

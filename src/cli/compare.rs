@@ -4,12 +4,13 @@
 use super::Out;
 use crate::analysis::compare::{compare_runs_with, History};
 use crate::analysis::devices::{compare_devices, machine_of};
-use crate::engine::Store;
 use crate::model::applied;
 use crate::model::run::Run;
 use crate::report::compare::render;
 use crate::report::devices;
 use crate::report::export::Subject;
+use crate::store::select;
+use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -75,17 +76,22 @@ pub fn parse_noise(s: &str) -> std::result::Result<f64, String> {
 }
 
 impl Selection {
+    /// The selection as the store reads it.
+    pub(super) fn query(&self) -> select::Selection<'_> {
+        select::Selection {
+            machine: &self.machine,
+            label: self.label.as_deref(),
+            since: self.since.as_deref(),
+        }
+    }
+
     pub(super) fn selecting(&self) -> bool {
-        !self.machine.is_empty() || self.label.is_some() || self.since.is_some()
+        self.query().selecting()
     }
 
     /// The named runs, then those the selection adds.
     pub(super) fn gather(&self, named: &[String], store: &Store) -> Result<Vec<Run>> {
-        let mut runs: Vec<Run> = named.iter().map(|r| store.load(r)).collect::<Result<_>>()?;
-        if self.selecting() {
-            runs.extend(select(self, store)?);
-        }
-        Ok(runs)
+        select::gather(store, named, &self.query())
     }
 
     /// Index of --baseline among `runs` (default: the first).
@@ -102,55 +108,6 @@ impl Selection {
                 }),
         }
     }
-}
-
-/// The runs a selection names: the newest matching run of each machine.
-fn select(a: &Selection, store: &Store) -> Result<Vec<Run>> {
-    let since = a.since.as_deref().map(|s| {
-        if s.len() == 10 {
-            format!("{s}T00:00:00Z")
-        } else {
-            s.to_string()
-        }
-    });
-    let mut picked: Vec<Run> = Vec::new();
-    // Newest start first, so the first run seen of a machine is its newest
-    // (the store lists by the order runs were stored, which an import of
-    // an older run does not follow).
-    let mut listed = store.list()?;
-    listed.sort_by(|x, y| y.started.cmp(&x.started));
-    for info in listed {
-        if a.label.as_ref().is_some_and(|l| &info.label != l)
-            || since
-                .as_ref()
-                .is_some_and(|s| info.started.as_str() < s.as_str())
-        {
-            continue;
-        }
-        // By exact id: resolving a reference lists every run again.
-        let run = store.load_id(&info.id)?;
-        let machine = machine_of(&run).cloned().unwrap_or_default();
-        if !a.machine.is_empty() && !a.machine.contains(&machine) {
-            continue;
-        }
-        if picked.iter().all(|p| machine_of(p) != Some(&machine)) {
-            picked.push(run);
-        }
-        // Every named machine has its newest run: older runs cannot change it.
-        if !a.machine.is_empty()
-            && a.machine
-                .iter()
-                .all(|m| picked.iter().any(|p| machine_of(p) == Some(m)))
-        {
-            break;
-        }
-    }
-    // Keep the machines in the order the user named them.
-    picked.sort_by_key(|r| {
-        let m = machine_of(r).cloned().unwrap_or_default();
-        a.machine.iter().position(|x| x == &m).unwrap_or(usize::MAX)
-    });
-    Ok(picked)
 }
 
 pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
@@ -198,23 +155,11 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     Ok(0)
 }
 
-/// Other stored runs of the experiments both runs measured: what the
-/// between-run noise floor is learned from.
-fn history_of(a: &Run, b: &Run, store: &Store) -> Result<Vec<Run>> {
-    let mut runs = Vec::new();
-    for e in a.experiments() {
-        if b.results.iter().any(|r| r.experiment == e) {
-            runs.extend(store.runs_about(&e)?);
-        }
-    }
-    Ok(runs)
-}
-
 fn pair(a: &Run, b: &Run, args: &Args, out: &Out, store: &Store) -> Result<i32> {
     let others = if args.no_history {
         Vec::new()
     } else {
-        history_of(a, b, store)?
+        select::history_of(store, a, b)?
     };
     let c = compare_runs_with(a, b, args.noise, &History { runs: &others });
     if out.json {

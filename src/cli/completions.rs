@@ -89,7 +89,7 @@ pub fn exec(
     args: &Args,
     out: &super::Out,
     _experiments: &Catalog,
-    store: &dyn Fn() -> Result<crate::engine::Store>,
+    store: &dyn Fn() -> Result<crate::store::Store>,
 ) -> Result<i32> {
     if args.shell == RUN_IDS {
         return run_ids(out, store);
@@ -112,7 +112,7 @@ const RUN_IDS: &str = "run-ids";
 
 /// `last` and every stored run's id, one per line, for the scripts; nothing
 /// (and exit 0) when there is no store yet.
-fn run_ids(out: &super::Out, store: &dyn Fn() -> Result<crate::engine::Store>) -> Result<i32> {
+fn run_ids(out: &super::Out, store: &dyn Fn() -> Result<crate::store::Store>) -> Result<i32> {
     let mut text = String::from("last\n");
     if let Ok(runs) = store().and_then(|s| s.list()) {
         for r in runs {
@@ -206,7 +206,7 @@ pub fn exec(
     args: &Args,
     out: &super::Out,
     experiments: &Catalog,
-    store: &dyn Fn() -> Result<crate::engine::Store>,
+    store: &dyn Fn() -> Result<crate::store::Store>,
 ) -> Result<i32> {
     if args.shell == RUN_IDS {
         return run_ids(out, store);

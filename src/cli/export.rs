@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use super::Out;
-use crate::engine::Store;
 use crate::report::export::{find, Subject, EXPORTERS};
+use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]

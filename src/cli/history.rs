@@ -3,8 +3,8 @@
 
 use super::Out;
 use crate::analysis::history::{history, Query};
-use crate::engine::Store;
 use crate::report::history::render;
+use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use super::Out;
 use crate::engine::catalog::Catalog;
-use crate::engine::Store;
 use crate::report::table;
+use crate::store::Store;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]

@@ -37,7 +37,8 @@ pub use output::{output_is_terminal, Out};
 
 use crate::engine::catalog::Catalog;
 use crate::engine::host;
-use crate::engine::Store;
+use crate::store::Access::{Read, Write};
+use crate::store::{Access, Store};
 use crate::Result;
 
 /// Measure, explain and tune the performance of Linux systems.
@@ -238,52 +239,45 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String], experiments: &Catalog) -> Res
     match &cli.command {
         Command::List(a) => list::exec(a, out, experiments),
         Command::Run(a) => run::exec(a, out, cli, argv, experiments),
-        Command::Runs(a) => runs::exec(a, out, &open_store(cli)?),
-        Command::Show(a) => show::exec(a, out, &open_store(cli)?),
-        Command::Compare(a) => compare::exec(a, out, &open_store(cli)?),
-        Command::Export(a) => export::exec(a, out, &open_store(cli)?),
-        Command::Import(a) => import::exec(a, out, &mut open_store(cli)?, experiments),
+        Command::Runs(a) => runs::exec(a, out, &open_store(cli, Read)?),
+        Command::Show(a) => show::exec(a, out, &open_store(cli, Read)?),
+        Command::Compare(a) => compare::exec(a, out, &open_store(cli, Read)?),
+        Command::Export(a) => export::exec(a, out, &open_store(cli, Read)?),
+        Command::Import(a) => import::exec(a, out, &mut open_store(cli, Write)?, experiments),
         Command::Inspect(a) => inspect::exec(a, out),
         Command::Advise(a) => advise::exec(a, out, cli),
         Command::Study(a) => study::exec(a, out, cli, argv),
         Command::Tune(a) => tune::exec(a, out, cli, argv, experiments),
         Command::Restore(a) => restore::exec(a, out, cli.db.as_deref()),
-        Command::Completions(a) => completions::exec(a, out, experiments, &|| open_store(cli)),
+        Command::Completions(a) => {
+            completions::exec(a, out, experiments, &|| open_store(cli, Read))
+        }
         Command::Monitor(a) => monitor::exec(a, out, cli.json),
         Command::Time(a) => time::exec(a, out, cli, argv),
         Command::Memory(a) => memory::exec(a, out),
-        Command::Report(a) => report::exec(a, out, &open_store(cli)?),
-        Command::History(a) => history::exec(a, out, &open_store(cli)?),
+        Command::Report(a) => report::exec(a, out, &open_store(cli, Read)?),
+        Command::History(a) => history::exec(a, out, &open_store(cli, Read)?),
         Command::Remote(a) => remote::exec(
             a,
             out,
             if a.no_store {
                 None
             } else {
-                Some(open_store(cli)?)
+                Some(open_store(cli, Write)?)
             },
         ),
 
         Command::Boot(a) => boot::exec(a, out, cli, argv),
         Command::Diagnose(a) => diagnose::exec(a, out, cli, argv),
-        Command::Apply(a) => apply::exec_apply(a, out, &mut open_store(cli)?),
-        Command::Applied(a) => apply::exec_applied(a, out, &open_store(cli)?),
-        Command::Verify(a) => apply::exec_verify(a, out, &open_store(cli)?),
-        Command::Unapply(a) => apply::exec_unapply(a, out, &mut open_store(cli)?),
+        Command::Apply(a) => apply::exec_apply(a, out, &mut open_store(cli, Write)?),
+        Command::Applied(a) => apply::exec_applied(a, out, &open_store(cli, Write)?),
+        Command::Verify(a) => apply::exec_verify(a, out, &open_store(cli, Write)?),
+        Command::Unapply(a) => apply::exec_unapply(a, out, &mut open_store(cli, Write)?),
     }
 }
 
-pub fn open_store(cli: &Cli) -> Result<Store> {
-    // Commands that only read never create a database (nor its directory).
-    let reads = matches!(
-        cli.command,
-        Command::Runs(_)
-            | Command::Show(_)
-            | Command::Compare(_)
-            | Command::Export(_)
-            | Command::Report(_)
-            | Command::History(_)
-            | Command::Completions(_)
-    );
-    crate::engine::pipeline::open_store(cli.db.clone(), reads)
+/// The results database for a verb that reads it (never created) or
+/// writes it: the verb says which where it is dispatched.
+pub fn open_store(cli: &Cli, access: Access) -> Result<Store> {
+    crate::store::open(cli.db.as_deref(), access)
 }

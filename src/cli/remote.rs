@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use super::Out;
 use crate::engine::verbs::remote::{self, Fanned, Request};
-use crate::engine::Store;
 use crate::report::table;
+use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use super::output::{create_new, write_all};
 use super::Out;
 use crate::analysis::devices::compare_devices;
-use crate::engine::Store;
 use crate::report::{devices, document, html, md_report};
+use crate::store::Store;
 use crate::{Error, Result};
 
 pub const AFTER_HELP: &str = "\

@@ -9,9 +9,9 @@ use crate::engine::pipeline::{self, Lab};
 use crate::engine::runner::RunOptions;
 use crate::engine::session::{Session, Watch};
 use crate::engine::verbs::run;
-use crate::engine::Store;
 use crate::model::run::Run;
 use crate::report::runview;
+use crate::store::Store;
 use crate::units::parse_duration;
 use crate::Result;
 
@@ -136,7 +136,7 @@ fn store_unless(no_store: bool, cli: &Cli) -> Result<Option<Store>> {
     Ok(if no_store {
         None
     } else {
-        Some(super::open_store(cli)?)
+        Some(super::open_store(cli, crate::store::Access::Write)?)
     })
 }
 
@@ -312,16 +312,11 @@ pub fn begin_session(
     pipeline::begin_session(&m.watch(), &m.label, target, argv, out)
 }
 
-/// Store (unless --no-store) and print a finished run. When the store
-/// cannot be written the results are printed (and emitted as JSON) first,
-/// then the store failure is returned (exit 4): a measurement is never
-/// thrown away silently.
-pub fn finish(run: Run, store: Option<&mut Store>, out: &Out) -> Result<Run> {
-    finish_with(run, store, out, false)
-}
-
-/// `finish`, replacing a copy stored earlier under the run's id (a study
-/// stores its growing run after each key issue).
+/// Store (unless --no-store) and print a finished run; with `replace`,
+/// over a copy stored earlier under the run's id (a study stores its
+/// growing run after each key issue). When the store cannot be written the
+/// results are printed (and emitted as JSON) first, then the store failure
+/// is returned (exit 4): a measurement is never thrown away silently.
 pub fn finish_with(run: Run, store: Option<&mut Store>, out: &Out, replace: bool) -> Result<Run> {
     let store_error = pipeline::store_run(&run, store, replace, out);
     print_run(&run, out)?;

@@ -1,8 +1,8 @@
 //! `tunelab runs`: stored runs, newest first, with the machine each ran on.
 
 use super::Out;
-use crate::engine::Store;
 use crate::report::table;
+use crate::store::Store;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]

@@ -2,9 +2,9 @@
 
 use super::runs::clean;
 use super::Out;
-use crate::engine::Store;
 use crate::model::run::Run;
 use crate::report::runview;
+use crate::store::Store;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]

@@ -23,9 +23,6 @@ pub use crate::model::run::{MetricResult, PointResult, Run, Series};
 pub use crate::model::Better;
 pub use params::{ParamKind, ParamSpec, ParamValue, Point};
 pub use spec::{MetricSpec, Needs, RunDefaults, Spec};
-// The CLI names the store it opened (`pipeline::open_store`) and hands to
-// the verbs; every read and write goes through the store's own methods.
-pub use crate::store::Store;
 
 use crate::safety::{signals, Scratch};
 use crate::stats::HistogramData;

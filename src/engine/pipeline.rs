@@ -3,7 +3,7 @@
 //! target or on each lab file system in turn, and store the finished run.
 //! Printing is the caller's: everything said goes to an [`Observer`].
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::observer::Observer;
 use super::session::{self, prepare_ctx, tag, worth_storing, Session, Watch};
@@ -82,18 +82,6 @@ pub fn begin_session(
         ));
     }
     Session::begin(target, label, argv, watch, &|w| obs.run_warning(w))
-}
-
-/// The results database at `path` (None: the default one, under
-/// `$XDG_DATA_HOME`); with `read_only`, a missing database (or directory)
-/// is an error, never created.
-pub fn open_store(path: Option<PathBuf>, read_only: bool) -> Result<Store> {
-    let path = path.unwrap_or_else(crate::store::default_path);
-    if read_only {
-        Store::open_read(&path)
-    } else {
-        Store::open(&path)
-    }
 }
 
 /// Store a finished run (when it has anything worth storing); with

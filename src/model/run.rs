@@ -237,7 +237,18 @@ pub struct StudySummary {
     pub issues: Vec<IssueVerdict>,
 }
 
+/// Environment key of the inventory name a run came from (`remote`).
+pub const FLEET_HOST: &str = "fleet.host";
+
 impl Run {
+    /// The machine the run is from: its inventory name when `remote`
+    /// brought it back, else its host name.
+    pub fn machine(&self) -> Option<&String> {
+        self.environment
+            .get(FLEET_HOST)
+            .or_else(|| self.environment.get("host.name"))
+    }
+
     /// Distinct experiment names, in order of first appearance.
     pub fn experiments(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();

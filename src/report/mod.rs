@@ -17,3 +17,4 @@ mod pick_charts;
 pub mod runview;
 pub mod table;
 pub mod time;
+pub mod tuneview;

@@ -6,6 +6,7 @@
 #[cfg(feature = "fleet")]
 mod postgres;
 mod schema;
+pub mod select;
 mod sqlite;
 
 use std::collections::BTreeMap;
@@ -165,12 +166,34 @@ pub fn default_path() -> PathBuf {
     base.join("tunelab").join("results.db")
 }
 
+/// How a verb uses the results database, said by the verb when it asks
+/// for it: one that only reads never creates a database (nor its directory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// Whether `--db` names a PostgreSQL server rather than a SQLite file.
+fn is_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// The results database at `path` (None: [`default_path`]) for `access`.
+pub fn open(path: Option<&Path>, access: Access) -> Result<Store> {
+    let path = path.map_or_else(default_path, Path::to_path_buf);
+    match access {
+        Access::Read => Store::open_read(&path),
+        Access::Write => Store::open(&path),
+    }
+}
+
 impl Store {
     /// Open (creating or migrating as needed) the store at `path`: a SQLite
     /// file, or a `postgres://` / `postgresql://` URL.
     pub fn open(path: &Path) -> Result<Store> {
         let s = path.to_string_lossy();
-        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+        if is_url(&s) {
             #[cfg(feature = "fleet")]
             return Ok(Store {
                 backend: Box::new(postgres::Postgres::open(&s)?),
@@ -191,9 +214,7 @@ impl Store {
     /// For commands that only read: a SQLite file that does not exist is
     /// not created (nor its directories); it reads as an empty database.
     pub fn open_read(path: &Path) -> Result<Store> {
-        let s = path.to_string_lossy();
-        let url = s.starts_with("postgres://") || s.starts_with("postgresql://");
-        if url || path.exists() {
+        if is_url(&path.to_string_lossy()) || path.exists() {
             return Store::open(path);
         }
         Ok(Store {

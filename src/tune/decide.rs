@@ -86,6 +86,43 @@ pub fn rounds_to_plan(m: usize) -> usize {
     (2..).find(|&n| upper_tail(n, n - 1) <= level).unwrap_or(2)
 }
 
+/// The verdict of each lab file system's sweep (one, without --fs), each
+/// against its own live value (`live` lists them as the run stored them,
+/// ", "-separated); a sweep whose live value was not measured is an error
+/// saying so, as apply will refuse it.
+pub fn per_group(
+    knob: &str,
+    results: &[PointResult],
+    metric: &str,
+    noise: f64,
+    live: Option<&str>,
+) -> Vec<(Option<String>, Result<Decision>)> {
+    let fs_of = |r: &PointResult| r.params.get("fs").map(|f| f.to_string());
+    let mut groups: Vec<Option<String>> = Vec::new();
+    for r in results {
+        let fs = fs_of(r);
+        if !groups.contains(&fs) {
+            groups.push(fs);
+        }
+    }
+    let lives: Vec<&str> = live.map(|l| l.split(", ").collect()).unwrap_or_default();
+    groups
+        .into_iter()
+        .enumerate()
+        .map(|(i, fs)| {
+            let mine: Vec<_> = results.iter().filter(|r| fs_of(r) == fs).cloned().collect();
+            let d = match lives.get(i).or(lives.first()) {
+                Some(l) => decide(knob, &mine, metric, noise, l),
+                None => Err(Error::usage(format!(
+                    "the live value of {knob} was not measured: no value is judged (apply will \
+                     refuse this run)"
+                ))),
+            };
+            (fs, d)
+        })
+        .collect()
+}
+
 /// Decide `metric` of a sweep of `knob` against the arm whose value is `live`.
 pub fn decide(
     knob: &str,

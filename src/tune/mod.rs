@@ -4,8 +4,10 @@
 
 pub mod apply;
 pub mod decide;
+pub mod dry_run;
 pub mod knobs;
 pub mod persist;
+pub mod plan;
 pub mod relevance;
 pub mod run;
 pub mod sweep;

@@ -14,7 +14,8 @@ use crate::engine::params::{expand_points, split_assignment};
 use crate::engine::pipeline::{self, for_each_target, Finished, Lab};
 use crate::engine::runner::{run_points, Plan, RunOptions};
 use crate::engine::session::Watch;
-use crate::engine::{Experiment, Point, Store};
+use crate::engine::{Experiment, Point};
+use crate::store::Store;
 use crate::{Error, Result};
 
 /// What `run` was asked for, as parsed.
