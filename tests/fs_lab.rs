@@ -291,7 +291,10 @@ fn recorder_wa_matches_the_block_layer(fs: &str) {
          around the run: {block_layer} B, ratio {:.4})",
         device as f64 / block_layer as f64
     );
-    assert!(app >= 15_000_000, "{fs}: 3 s at 40 Mb/s is 15 MB: {app}");
+    // 3 s at 40 Mb/s is 15 MB when the recorder keeps its pace; a loaded
+    // machine may fall behind it. A few MB is what the 2% check needs to
+    // mean more than a few blocks.
+    assert!(app >= 4_000_000, "{fs}: the recorder wrote only {app} B");
     let off = (device as f64 - block_layer as f64).abs() / block_layer as f64;
     assert!(
         off <= 0.02,

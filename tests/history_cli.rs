@@ -117,6 +117,25 @@ fn a_step_in_the_newest_runs_fails_the_pipeline_and_names_the_kernel_change() {
     );
 }
 
+/// A gate over a series too short for any change point cannot fail, so it
+/// must not pass as if nothing regressed: exit 2 with the reason.
+#[test]
+fn a_gate_over_too_few_runs_says_nothing_was_judged() {
+    let env = Env::new();
+    let runs: Vec<Run> = (0..3).map(|i| run(i, 50e6, "6.1.0")).collect();
+    store(&env, &runs);
+    let out = env.run(&["history", "io.record-size", "--fail-on-regression"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the longest has 3") && err.contains("nothing was judged"),
+        "{err}"
+    );
+    // Without the gate the same history is shown and exits 0.
+    let out = env.run(&["history", "io.record-size"]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
 #[test]
 fn noise_and_improvements_pass() {
     let env = Env::new();

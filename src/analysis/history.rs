@@ -103,6 +103,15 @@ impl History {
     pub fn regressions(&self) -> Vec<&Series> {
         self.series.iter().filter(|s| s.newest_regressed).collect()
     }
+
+    /// The runs a change point needs with segments of at least
+    /// `min_segment` runs (the detector's floor is 2), and whether any
+    /// series has that many: with none, no regression can be found at all.
+    pub fn can_detect(&self, min_segment: usize) -> (usize, bool) {
+        let needed = 2 * min_segment.max(2);
+        let judged = self.series.iter().any(|s| s.entries.len() >= needed);
+        (needed, judged)
+    }
 }
 
 /// The inventory name of a `remote` run, else its host name (as devices).

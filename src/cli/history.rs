@@ -71,6 +71,17 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
         super::output::write_new(path, &page)?;
         out.info(&format!("wrote {}", path.display()));
     }
+    let (needed, judged) = h.can_detect(args.min_segment as usize);
+    if args.fail_on_regression && !judged {
+        // A gate that can find nothing must not pass as if nothing regressed.
+        return Err(Error::usage(format!(
+            "--fail-on-regression: no series of '{}' has the {needed} runs a change point \
+             needs (segments of --min-segment runs on each side; the longest has {}), so \
+             nothing was judged; store more runs, or lower --min-segment",
+            args.subject,
+            h.series.iter().map(|s| s.entries.len()).max().unwrap_or(0)
+        )));
+    }
     let (bad, suspect): (Vec<_>, Vec<_>) = h
         .regressions()
         .into_iter()
