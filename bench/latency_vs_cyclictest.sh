@@ -83,7 +83,7 @@ for r in $(seq 1 "$ROUNDS"); do
     esac
     echo "round $r done" >&2
 done
-META="$(date -u '+%Y-%m-%d %H:%M UTC'), $("$TL" --version 2>/dev/null || echo tunelab), $(cyclictest --help 2>&1 | head -1 | tr -d '\n' | cut -c1-40), kernel $(uname -r), $(nproc) CPUs, load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after; $ROUNDS rounds of ${DUR} s per run"
+META="$(date -u '+%Y-%m-%d %H:%M UTC'), $("$TL" --version 2>/dev/null || echo tunelab) ($(basename "$(dirname "$TL")") build), $(cyclictest --help 2>&1 | head -1 | tr -d '\n' | cut -c1-40), kernel $(uname -r), $(nproc) CPUs, load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after; $ROUNDS rounds of ${DUR} s per run"
 
 python3 - "$OUT" "$ROUNDS" "${DOC:-}" "$META" <<'PY'
 import json, statistics, sys

@@ -337,7 +337,7 @@ else
 fi
 
 echo
-META="$(date -u '+%Y-%m-%d %H:%M UTC'), $("$TL" --version 2>/dev/null || echo tunelab), $(fio --version), kernel $(uname -r), $(nproc) CPUs, load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after; $ROUNDS rounds x (1 warm-up + $TRIALS x ${DUR}s) per tool and case"
+META="$(date -u '+%Y-%m-%d %H:%M UTC'), $("$TL" --version 2>/dev/null || echo tunelab) ($(basename "$(dirname "$TL")") build), $(fio --version), kernel $(uname -r), $(nproc) CPUs, load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after; $ROUNDS rounds x (1 warm-up + $TRIALS x ${DUR}s) per tool and case"
 python3 - "$ROWS" "${DOC:-}" "$META" <<'PY'
 import math, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
