@@ -26,8 +26,9 @@
 #         /dev/shm when that is a tmpfs (else in TARGET), so the device under the throttle
 #         is memory and even QD 1 is held to the limit: this is the low-noise check that
 #         both tools count and time the same thing.
-#   ram   (root) ext4 on a zram device (its own, removed at exit; else a loop device
-#         on an image in /dev/shm), no throttle, at RAM_QDS (default 1 32 128): the
+#   ram   (root) ext4 on RAM-backed devices (RAM_DEVS): `zram` (its own device,
+#         removed at exit) and `loop` (a direct-io loop device on an image in
+#         /dev/shm, served by the loop's kworker), no throttle, at RAM_QDS (default 1 32 128): the
 #         device answers in microseconds, so a quarter-million IOPS shows each tool's
 #         own cost per I/O (issue 31); each depth also with RAM_JOBS workers
 #         (default 1 4: tunelab jobs=J, fio --numjobs=J --thread --group_reporting for
@@ -42,8 +43,10 @@
 #
 # Usage: bench/random_vs_fio.sh [TARGET_DIR] [SIZE] [ROUNDS]   (defaults /var/tmp 512M 3)
 #   env: TUNELAB=path/to/tunelab  TRIALS=3  DUR=1 (seconds)  HOST=1|0  LAB=auto|0  LAB_IOPS=500
-#        LAB_SIZE=64M  RAM=auto|0  RAM_SIZE=256M  RAM_QDS="1 32 128"  RAM_JOBS="1 4"  FIO_BATCH=0|1|2 (1: fio at its lowest cost per I/O;
+#        LAB_SIZE=64M  RAM=auto|0  RAM_DEVS="zram loop"  RAM_SIZE=256M  RAM_QDS="1 32 128"  RAM_JOBS="1 4"  FIO_BATCH=0|1|2 (1: fio at its lowest cost per I/O;
 #        2: that and --gtod_reduce=1, no latency kept: fio's floor)
+#        DOC=docs/performance.md (also write the summary table, with the date and
+#        load, between that page's random_vs_fio:begin/end markers)
 #        FLOOR=1 (also run bench/floor/randread.c on fio's file after both tools:
 #        the device with the least work per I/O; its column is tunelab/floor)
 # Needs fio (with io_uring for those cases) and python3 to read JSON; the lab part needs
@@ -62,6 +65,7 @@ RAM=${RAM:-auto}
 RAM_SIZE=${RAM_SIZE:-256M}
 RAM_QDS=${RAM_QDS:-1 32 128}
 RAM_JOBS=${RAM_JOBS:-1 4}
+RAM_DEVS=${RAM_DEVS:-zram loop}
 QDS="1 32"
 # Workers per case (the ram part sweeps RAM_JOBS); J is the current one.
 JOBS_LIST=1
@@ -117,25 +121,20 @@ if "iops" not in m:
     print("skip skip 0"); sys.exit()
 h = [h for h in r["histograms"] if h["name"] == "completion latency"][0]
 p99 = [p["value"] for p in h["percentiles"] if abs(p["p"] - 99) < 1e-9][0]
-# tunelab's own work per operation, as its notes state it (measured by it).
-import re
-own = [re.search(r"own work per operation.*?: ([0-9.]+) ns", n) for n in r["notes"]]
-own = [float(o.group(1)) for o in own if o]
-print(m["iops"], p99, own[0] if own else 0)
+# tunelab's CPU (user + system) per I/O: its process's getrusage over each
+# trial over the trial's operations (metric cpu_per_op), median of the trials.
+print(m["iops"], p99, m.get("cpu_per_op", 0) * 1e9)
 PY
 }
 
 # fio_case ENGINE QD DIR SIZE CGROUP -> "iops p99"
 fio_case() {
-    grouped=0
     if [ "$1" = psync ]; then
         par="--numjobs=$(($2 * J)) --thread --group_reporting"
     else
         par="--iodepth=$2"
         if [ "$J" != 1 ]; then par="$par --numjobs=$J --thread --group_reporting"; fi
     fi
-    # fio's user CPU share per I/O is read for one job only (see below).
-    if [ "$1" = psync ] && [ "$2" != 1 ] || [ "$J" != 1 ]; then grouped=1; fi
     # FIO_BATCH=1: fio at its own lowest cost per I/O, as tunelab runs: the
     # TSC clock (--clocksource=cpu; tunelab reads CLOCK_MONOTONIC through the
     # vDSO) and, for io_uring, submitting and reaping up to the queue depth
@@ -160,16 +159,17 @@ fio_case() {
         --ramp_time="$DUR" --runtime=$((TRIALS * DUR)) $lp \
         --output-format=json --output="$WORK/fio.json" >/dev/null 2>"$WORK/fio.err" \
         || { echo "skip skip 0"; return 0; }
-    python3 - "$WORK/fio.json" "$grouped" <<'PY'
+    python3 - "$WORK/fio.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
 r = j["read"]
 p = r.get("lat_ns", {}).get("percentile", {}).get("99.000000")
-# fio's user CPU time per I/O (its own work; the kernel's is system time), for one
-# job only: with --group_reporting the CPU shares of 32 jobs do not add up to it.
-one = j.get("job_runtime", 0) > 0 and j["jobname"] == "cmp" and sys.argv[2] == "0"
-usr = j["usr_cpu"] / 100 * j["job_runtime"] * 1e6 / r["total_ios"] if one and r["total_ios"] else 0
-print(r["iops"], p / 1e9 if p else 0, usr)
+# fio's CPU (user + system) per I/O, from its own getrusage over the measured
+# time (after the ramp): usr_cpu and sys_cpu are shares of job_runtime, and
+# with --group_reporting both are summed over the jobs (fio adds usr_time,
+# sys_time and total_run_time of each job), so the product is every job's CPU.
+cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] * 1e6
+print(r["iops"], p / 1e9 if p else 0, cpu / r["total_ios"] if r["total_ios"] else 0)
 PY
 }
 
@@ -205,8 +205,8 @@ compare() {
                 row="$name $i $1 $2 $4 $5 $fl $3 $6"
                 echo "$row" >>"$ROWS"
                 echo "$row" | awk '{
-                    printf "%-18s %5d %11.0f %11.0f %7.3f   %9.3fms %9.3fms %7.3f",
-                        $1, $2, $3, $5, $3/$5, $4*1e3, $6*1e3, ($6 > 0 ? $4/$6 : 0)
+                    printf "%-26s %5d %11.0f %11.0f %7.3f   %9.3fms %9.3fms %7.3f   %7.0fns %7.0fns",
+                        $1, $2, $3, $5, $3/$5, $4*1e3, $6*1e3, ($6 > 0 ? $4/$6 : 0), $8, $9
                     if ($7 > 0) printf "   %11.0f %7.3f", $7, $3/$7
                     printf "\n" }'
               done
@@ -223,10 +223,11 @@ if [ "${FLOOR:-0}" = 1 ]; then
     cc -O2 -o "$FLOOR_BIN" "$(dirname "$0")/floor/randread.c" -luring -lpthread ||
         { echo "FLOOR=1 needs cc and liburing (apt-get install -y gcc liburing-dev)" >&2; exit 4; }
 fi
-echo "tunelab: $TL ($("$TL" --version 2>/dev/null || echo '?')); $(fio --version); kernel $(uname -r); $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "tunelab: $TL ($("$TL" --version 2>/dev/null || echo '?')); $(fio --version); kernel $(uname -r); $(nproc) CPUs, load $LOAD_BEFORE"
 echo "4 KiB randread, O_DIRECT; $ROUNDS rounds x (1 warm-up + $TRIALS x ${DUR}s) per tool and case"
-printf "%-18s %5s %11s %11s %7s   %11s %11s %7s" case round "tl IOPS" "fio IOPS" ratio \
-    "tl p99" "fio p99" ratio
+printf "%-26s %5s %11s %11s %7s   %11s %11s %7s   %9s %9s" case round "tl IOPS" "fio IOPS" ratio \
+    "tl p99" "fio p99" ratio "tl CPU/IO" "fio CPU/IO"
 [ -n "$FLOOR_BIN" ] && printf "   %11s %7s" "floor IOPS" "tl/flr"
 echo
 if [ "$HOST" = 1 ]; then
@@ -275,44 +276,73 @@ elif [ "$(id -u)" != 0 ]; then
     ram_skip="needs root"
 elif ! command -v mkfs.ext4 >/dev/null; then
     ram_skip="mkfs.ext4 missing"
-elif [ ! -w /sys/class/zram-control/hot_add ] && { [ ! -d /dev/shm ] || ! command -v losetup >/dev/null; }; then
-    ram_skip="no zram, and /dev/shm or losetup missing"
 fi
-if [ -z "$ram_skip" ]; then
-    RMNT="$WORK/ram"
-    mkdir "$RMNT"
-    if [ -w /sys/class/zram-control/hot_add ] &&
-        ZID=$(cat /sys/class/zram-control/hot_add 2>/dev/null) &&
-        echo 1G >"/sys/block/zram$ZID/disksize" 2>/dev/null; then
-        n=0
-        while [ ! -b "/dev/zram$ZID" ] && [ "$n" -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
-        RDEV=/dev/zram$ZID
-        what="zram$ZID (RAM, synchronous; its own device, removed at exit)"
-    else
+# ram_dev zram|loop: set RDEV (and what) to a fresh RAM-backed device, or
+# return 1 with why in $what.
+ram_dev() {
+    if [ "$1" = zram ]; then
+        if [ -w /sys/class/zram-control/hot_add ] &&
+            ZID=$(cat /sys/class/zram-control/hot_add 2>/dev/null) &&
+            echo 1G >"/sys/block/zram$ZID/disksize" 2>/dev/null; then
+            n=0
+            while [ ! -b "/dev/zram$ZID" ] && [ "$n" -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
+            RDEV=/dev/zram$ZID
+            what="zram$ZID (RAM, synchronous; its own device, removed at exit)"
+            return 0
+        fi
         # A device added whose size could not be set is removed again.
         [ -n "$ZID" ] && echo "$ZID" >/sys/class/zram-control/hot_remove 2>/dev/null
         ZID=""
-        RIMG=$(mktemp /dev/shm/random-vs-fio.XXXXXX)
-        truncate -s 1G "$RIMG"
-        RLOOP=$(losetup --find --show "$RIMG")
-        RDEV=$RLOOP
-        what="$RLOOP (image in /dev/shm, through the loop's kworker)"
+        what="no zram (zram-control missing or refused)"
+        return 1
     fi
-    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$RDEV"
-    mount "$RDEV" "$RMNT"
-    echo "ram: ext4 on $what, no throttle, file $RAM_SIZE, QD $RAM_QDS"
+    if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" != tmpfs ] || ! command -v losetup >/dev/null; then
+        what="no tmpfs /dev/shm or no losetup"
+        return 1
+    fi
+    RIMG=$(mktemp /dev/shm/random-vs-fio.XXXXXX)
+    truncate -s 1G "$RIMG"
+    # --direct-io=on: the loop worker reads the image with O_DIRECT (tmpfs
+    # takes it from Linux 6.6), no second page cache under the file system.
+    RLOOP=$(losetup --direct-io=on --find --show "$RIMG")
+    RDEV=$RLOOP
+    what="$RLOOP (direct-io loop, image in /dev/shm; dio=$(cat "/sys/block/$(basename "$RLOOP")/loop/dio" 2>/dev/null || echo ?))"
+}
+# ram_free: unmount and remove the device ram_dev made.
+ram_free() {
+    mountpoint -q "$RMNT" && umount "$RMNT"
+    [ -n "$RLOOP" ] && losetup -d "$RLOOP" 2>/dev/null
+    [ -n "$ZID" ] && echo "$ZID" >/sys/class/zram-control/hot_remove 2>/dev/null
+    [ -n "$RIMG" ] && rm -f "$RIMG"
+    RLOOP="" ZID="" RIMG=""
+}
+if [ -z "$ram_skip" ]; then
+    RMNT="$WORK/ram"
+    mkdir "$RMNT"
     QDS=$RAM_QDS
     JOBS_LIST=$RAM_JOBS
-    compare ram "$RMNT" "$RAM_SIZE" ""
+    for dev in $RAM_DEVS; do
+        if ! ram_dev "$dev"; then
+            echo "ram-$dev: skipped ($what)"
+            continue
+        fi
+        mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$RDEV"
+        mount "$RDEV" "$RMNT"
+        echo "ram-$dev: ext4 on $what, no throttle, file $RAM_SIZE, QD $RAM_QDS, jobs $RAM_JOBS; load $(cut -d' ' -f1-3 /proc/loadavg)"
+        compare "ram-$dev" "$RMNT" "$RAM_SIZE" ""
+        ram_free
+    done
 else
     echo "ram: skipped ($ram_skip)"
 fi
 
 echo
-python3 - "$ROWS" <<'PY'
+META="$(date -u '+%Y-%m-%d %H:%M UTC'), $("$TL" --version 2>/dev/null || echo tunelab) ($(basename "$(dirname "$TL")") build), $(fio --version), kernel $(uname -r), $(nproc) CPUs, load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after; $ROUNDS rounds x (1 warm-up + $TRIALS x ${DUR}s) per tool and case"
+python3 - "$ROWS" "${DOC:-}" "$META" <<'PY'
 import math, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 fail = False
+table = []
 
 
 def median_ci(xs):
@@ -343,39 +373,61 @@ for case in dict.fromkeys(r[0] for r in rows):
     tol = 0.03 if case.startswith("ram-") else 0.05
     ok = abs(mi - 1) <= tol and abs(ml - 1) <= 0.10
     fail |= not ok
-    print(f"{'PASS' if ok else 'FAIL'} {case:<18} n={len(rs)}  IOPS ratio median {mi:.3f} "
+    print(f"{'PASS' if ok else 'FAIL'} {case:<26} n={len(rs)}  IOPS ratio median {mi:.3f} "
           f"(range {min(io):.3f}..{max(io):.3f}), tunelab {statistics.median(float(r[2]) for r in rs):.0f} "
           f"fio {statistics.median(float(r[4]) for r in rs):.0f}  |  p99 ratio median {ml:.3f} "
           f"(range {min(lat):.3f}..{max(lat):.3f})")
     lo, hi, cover = median_ci(io)
-    print(f"     {case:<18} IOPS ratio median CI {lo:.3f}..{hi:.3f} ({cover:.0%}): "
+    print(f"     {case:<26} IOPS ratio median CI {lo:.3f}..{hi:.3f} ({cover:.0%}): "
           f"{verdict(lo, hi, tol)} (band ±{tol:.0%})")
     fl = [float(r[2]) / float(r[6]) for r in rs if len(r) > 6 and float(r[6]) > 0]
     if fl:
         okf = abs(statistics.median(fl) - 1) <= 0.03
-        print(f"{'PASS' if okf else 'FAIL'} {case:<18} tunelab/floor median {statistics.median(fl):.3f} "
+        print(f"{'PASS' if okf else 'FAIL'} {case:<26} tunelab/floor median {statistics.median(fl):.3f} "
               f"(range {min(fl):.3f}..{max(fl):.3f}), floor "
               f"{statistics.median(float(r[6]) for r in rs if len(r) > 6):.0f}")
         lo, hi, cover = median_ci(fl)
-        print(f"     {case:<18} tunelab/floor median CI {lo:.3f}..{hi:.3f} ({cover:.0%}): "
+        print(f"     {case:<26} tunelab/floor median CI {lo:.3f}..{hi:.3f} ({cover:.0%}): "
               f"{verdict(lo, hi, 0.03, 'floor')}")
         # A figure above the minimal reader's is not the device: fio with
         # --ramp_time and hundreds of threads on 2 CPUs reported 2x what
         # vmstat showed the device deliver (docs/performance.md).
         over = statistics.median(float(r[4]) / float(r[6]) for r in rs if len(r) > 6 and float(r[6]) > 0)
         if over > 1.10:
-            print(f"WARN {case:<18} fio reports {over:.2f} x the minimal reader's IOPS: more than "
+            print(f"WARN {case:<26} fio reports {over:.2f} x the minimal reader's IOPS: more than "
                   "the device can have delivered, so this row's fio figure is not trusted")
-    own = [float(r[7]) for r in rs if len(r) > 8 and float(r[7]) > 0]
-    usr = [float(r[8]) for r in rs if len(r) > 8 and float(r[8]) > 0]
-    if own or usr:
-        fio_own = f"{statistics.median(usr):.0f} ns" if usr else "- (several jobs: not read)"
-        print(f"     {case:<18} own work per I/O, median: tunelab "
-              f"{statistics.median(own) if own else float('nan'):.0f} ns (its notes), fio "
-              f"{fio_own} (user CPU per I/O, one job only)")
+    tc = [float(r[7]) for r in rs if len(r) > 8 and float(r[7]) > 0]
+    fc = [float(r[8]) for r in rs if len(r) > 8 and float(r[8]) > 0]
+    if tc and fc:
+        # Per round: which tool spent less CPU on one I/O (each from its own
+        # getrusage over its measured time).
+        lower = sum(float(r[7]) <= float(r[8]) for r in rs if len(r) > 8 and float(r[8]) > 0)
+        print(f"     {case:<26} CPU per I/O (user + system), median: tunelab "
+              f"{statistics.median(tc):.0f} ns (range {min(tc):.0f}..{max(tc):.0f}), fio "
+              f"{statistics.median(fc):.0f} ns (range {min(fc):.0f}..{max(fc):.0f}); tunelab "
+              f"lower in {lower} of {len(fc)} rounds")
+    cpu = (f"{statistics.median(tc):.0f} | {statistics.median(fc):.0f} | {lower} of {len(fc)}"
+           if tc and fc else "- | - | -")
+    table.append(f"| {case} | {statistics.median(float(r[2]) for r in rs):.0f} | "
+                 f"{statistics.median(float(r[4]) for r in rs):.0f} | {mi:.3f} ({lo:.3f}–{hi:.3f}) "
+                 f"{verdict(lo, hi, tol)} | {ml:.3f} | {cpu} |")
 print("criterion: |median IOPS ratio - 1| <= 5% (ram rows: 3%) and |median p99 ratio - 1| <= 10%;"
       " with FLOOR=1 also |median tunelab/floor - 1| <= 3% (the exit status follows the fio rows only)."
       " The CI line says whether the rounds can tell: 'undecided' means the machine's spread"
       " between rounds is wider than the band")
+if sys.argv[2]:
+    # DOC=page: the table replaces what stands between the page's markers.
+    b, e = "<!-- random_vs_fio:begin -->", "<!-- random_vs_fio:end -->"
+    text = open(sys.argv[2]).read()
+    if b not in text or e not in text:
+        sys.exit(f"{sys.argv[2]} has no {b} … {e} block")
+    head, rest = text.split(b, 1)
+    tail = rest.split(e, 1)[1]
+    block = (f"Generated by bench/random_vs_fio.sh: {sys.argv[3]}.\n\n"
+             "| row | tunelab IOPS | fio IOPS | IOPS ratio median (CI), verdict | p99 ratio | "
+             "tunelab CPU/I/O ns | fio CPU/I/O ns | tunelab lower |\n|---|---|---|---|---|---|---|---|\n"
+             + "\n".join(table) + "\n")
+    open(sys.argv[2], "w").write(f"{head}{b}\n{block}{e}{tail}")
+    print(f"wrote the table in {sys.argv[2]}")
 sys.exit(1 if fail else 0)
 PY

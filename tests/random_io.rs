@@ -104,6 +104,14 @@ fn mixed_random_io_reports_percentiles_histograms_and_curves() {
         assert!(ps[0] > 0.0 && ps.windows(2).all(|w| w[0] <= w[1]), "{ps:?}");
         assert!(median(r, "read_p99").unwrap() > 0.0);
         assert!(median(r, "write_p99").unwrap() > 0.0);
+        // CPU per operation from the process's own accounting: some, and
+        // never more CPU time per second than the machine has CPUs.
+        let cpu = median(r, "cpu_per_op").unwrap();
+        let cpus = std::thread::available_parallelism().unwrap().get() as f64;
+        assert!(
+            cpu > 0.0 && cpu * iops <= cpus * 1.05,
+            "{cpu} s/op at {iops} IOPS"
+        );
         let hists: Vec<&str> = r["histograms"]
             .as_array()
             .unwrap()

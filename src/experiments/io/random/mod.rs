@@ -50,6 +50,7 @@ pub const NAME: &str = "io.random";
 pub const METRIC_IOPS: &str = "iops";
 pub const METRIC_LAT_P99: &str = "lat_p99";
 pub const METRIC_READ_P99: &str = "read_p99";
+pub const METRIC_CPU_PER_OP: &str = "cpu_per_op";
 
 /// io.random; one value per run (the registry makes one per lookup), so
 /// the file its points share is run-level state, not a global.
@@ -108,6 +109,8 @@ pub(crate) struct Tally {
     pub write: LatencyRecorder,
     /// io_uring: whether the file and the buffers were registered.
     pub registered: Option<(bool, bool)>,
+    /// The process's user + system CPU over the trial (getrusage), ns.
+    pub cpu_ns: u64,
 }
 
 impl Tally {
@@ -117,6 +120,10 @@ impl Tally {
     }
     fn iops(&self) -> f64 {
         self.ops as f64 / self.elapsed().max(1e-9)
+    }
+    /// Seconds of the process's CPU (user + system) per completed operation.
+    fn cpu_per_op(&self) -> f64 {
+        self.cpu_ns as f64 * 1e-9 / self.ops.max(1) as f64
     }
     /// Widen the span to take in a worker that ran from `start` to `end`.
     fn cover(&mut self, start: Instant, end: Instant) {
@@ -129,6 +136,7 @@ impl Tally {
     /// file and buffers count as registered only where every ring did.
     fn add(&mut self, o: &Tally) {
         self.ops += o.ops;
+        self.cpu_ns += o.cpu_ns;
         self.reads += o.reads;
         self.read.merge(&o.read);
         self.write.merge(&o.write);
@@ -339,6 +347,11 @@ pub static SPEC: Spec = Spec {
             MetricSpec::lower(METRIC_LAT_P99, "s", "99th percentile completion latency"),
             MetricSpec::lower("lat_p999", "s", "99.9th percentile completion latency"),
             MetricSpec::lower("lat_max", "s", "worst completion latency"),
+            MetricSpec::lower(
+                METRIC_CPU_PER_OP,
+                "s",
+                "tunelab's CPU time (user + system, getrusage) per completed operation",
+            ),
             MetricSpec::lower(METRIC_READ_P99, "s", "randrw: 99th percentile read latency"),
             MetricSpec::lower("write_p99", "s", "randrw: 99th percentile write latency"),
             MetricSpec::lower(

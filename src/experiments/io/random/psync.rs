@@ -7,8 +7,8 @@
 //! histogram spanning 1 ns–100 s is ~230 KiB).
 
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
@@ -24,6 +24,37 @@ const BATCH: usize = 128;
 const WAIT: u8 = 0;
 const GO: u8 = 1;
 const ABORT: u8 = 2;
+
+/// Start gate: threads begin together once all exist (a barrier would hang
+/// if one could not be created). They block on a condition variable, not
+/// a sleep loop: 128 threads polling every 100 µs while the rest are
+/// created cost a measurable share of the trial's CPU per I/O.
+struct Gate {
+    state: Mutex<u8>,
+    cv: Condvar,
+}
+
+impl Gate {
+    fn open(&self, to: u8) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = to;
+        }
+        self.cv.notify_all();
+    }
+    /// GO or ABORT (a poisoned lock counts as ABORT).
+    fn wait(&self) -> u8 {
+        let Ok(mut s) = self.state.lock() else {
+            return ABORT;
+        };
+        while *s == WAIT {
+            s = match self.cv.wait(s) {
+                Ok(s) => s,
+                Err(_) => return ABORT,
+            };
+        }
+        *s
+    }
+}
 /// Small stacks: 256 threads must fit a 64 MB board.
 const STACK: usize = 128 << 10;
 
@@ -46,9 +77,10 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut [AlignedBuf], seed: u64) -> Resu
         write: LatencyRecorder::new(),
     });
     let stop = AtomicBool::new(false);
-    // Start gate: threads begin together once all exist (a barrier would
-    // hang if one could not be created).
-    let gate = AtomicU8::new(WAIT);
+    let gate = Gate {
+        state: Mutex::new(WAIT),
+        cv: Condvar::new(),
+    };
     let outs: Vec<std::result::Result<ThreadOut, Error>> = std::thread::scope(|s| {
         let handles: Vec<_> = bufs
             .iter_mut()
@@ -68,7 +100,7 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut [AlignedBuf], seed: u64) -> Resu
             })
             .collect();
         let all = handles.iter().all(|h| h.is_ok());
-        gate.store(if all { GO } else { ABORT }, Ordering::Release);
+        gate.open(if all { GO } else { ABORT });
         join_all(handles, "a psync thread", "a smaller depth")
     });
     let mut t = Tally::default();
@@ -93,7 +125,7 @@ fn worker(
     seed: u64,
     shared: &Mutex<Shared>,
     stop: &AtomicBool,
-    gate: &AtomicU8,
+    gate: &Gate,
 ) -> Result<ThreadOut> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut lat_r: Vec<u64> = Vec::with_capacity(BATCH);
@@ -105,20 +137,14 @@ fn worker(
         }
     };
     let bs = job.bs;
-    loop {
-        match gate.load(Ordering::Acquire) {
-            WAIT => std::thread::sleep(Duration::from_micros(100)),
-            GO => break,
-            _ => {
-                let now = Instant::now();
-                return Ok(ThreadOut {
-                    ops: 0,
-                    reads: 0,
-                    start: now,
-                    end: now,
-                });
-            }
-        }
+    if gate.wait() != GO {
+        let now = Instant::now();
+        return Ok(ThreadOut {
+            ops: 0,
+            reads: 0,
+            start: now,
+            end: now,
+        });
     }
     let start = Instant::now();
     let deadline = start + dur;

@@ -78,12 +78,14 @@ impl RandomRun {
         self.seed += 1;
         // The buffers go to the engine while the job borrows the rest.
         let mut bufs = std::mem::take(&mut self.bufs);
+        let cpu0 = process_cpu_ns();
         let t = match self.engine {
             Engine::Psync => psync::run(&self.job(), dur, &mut bufs, self.seed),
             Engine::IoUring => uring::run_jobs(&self.job(), dur, &mut bufs, self.seed, self.jobs),
         };
         self.bufs = bufs;
-        let t = t?;
+        let mut t = t?;
+        t.cpu_ns = process_cpu_ns().saturating_sub(cpu0);
         ctx.check_cancel()?;
         if t.ops == 0 {
             return Err(Error::measurement(
@@ -140,6 +142,18 @@ impl RandomRun {
     }
 }
 
+/// User + system CPU time of this whole process so far (every thread: the
+/// engine's workers and the idle main thread), from the kernel's own
+/// accounting (getrusage RUSAGE_SELF), in nanoseconds.
+fn process_cpu_ns() -> u64 {
+    // SAFETY: rusage is plain data, filled by the call.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer cannot fail.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1_000;
+    ns(ru.ru_utime) + ns(ru.ru_stime)
+}
+
 pub(super) fn p(d: &HistogramData, q: f64) -> f64 {
     d.percentile(q).unwrap_or(0.0)
 }
@@ -162,7 +176,8 @@ impl PointRun for RandomRun {
             .with("lat_p90", p(&all, 90.0))
             .with("lat_p99", p(&all, 99.0))
             .with("lat_p999", p(&all, 99.9))
-            .with("lat_max", all.max);
+            .with("lat_max", all.max)
+            .with(METRIC_CPU_PER_OP, t.cpu_per_op());
         if self.read_pct != 0 && self.read_pct != 100 {
             v.set("read_p99", p(&t.read.to_data(""), 99.0));
             v.set("write_p99", p(&t.write.to_data(""), 99.0));

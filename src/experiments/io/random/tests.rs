@@ -98,3 +98,22 @@ fn a_skipped_point_has_no_metrics_and_says_why() {
     let ex = s.finish(&ctx).unwrap();
     assert!(ex.notes[0].contains("io_uring is not available"));
 }
+
+#[test]
+fn cpu_per_op_divides_the_trial_cpu_by_its_operations_and_adds_up() {
+    let mut a = Tally {
+        ops: 4,
+        cpu_ns: 2_000,
+        ..Default::default()
+    };
+    assert!((a.cpu_per_op() - 500e-9).abs() < 1e-15);
+    a.add(&Tally {
+        ops: 6,
+        cpu_ns: 1_000,
+        ..Default::default()
+    });
+    assert_eq!((a.ops, a.cpu_ns), (10, 3_000));
+    assert!((a.cpu_per_op() - 300e-9).abs() < 1e-15);
+    // No operation: no division by zero.
+    assert_eq!(Tally::default().cpu_per_op(), 0.0);
+}
