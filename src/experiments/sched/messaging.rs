@@ -6,9 +6,10 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
-    Room, RunDefaults, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, ParamValue, Point,
+    PointExtras, PointRun, Room, RunDefaults, TrialValues,
 };
+use crate::experiments::common::speed;
 use crate::engine::{Needs, Spec};
 use crate::experiments::common::child::{self, check_open_files, check_process_limit, Children};
 use crate::experiments::common::pingpong::pipe;
@@ -122,6 +123,13 @@ pub static SPEC: Spec = Spec {
                 "socket",
                 "AF_UNIX stream socket pairs (perf default) or pipes (perf -p)",
             ),
+            ParamSpec::new(
+                "work",
+                ParamKind::Choice(&["fixed", "sized"]),
+                "fixed",
+                "fixed: `loops` as given (perf's workload); sized: fewer loops when a one-group \
+                 probe says a trial would outlast the trial time (a slow board)",
+            ),
         ],
     metrics: &[
             MetricSpec::lower(
@@ -167,22 +175,33 @@ impl Experiment for Messaging {
             ..Footprint::default()
         }
     }
-    fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         // The workers follow the memory really available (cgroup included).
         let (groups, pairs, fit_note) = fitted_shape(p, &Room::read(None))?;
-        Ok(Box::new(MessagingRun {
+        let mut run = MessagingRun {
             fit_note,
+            speed_note: None,
             groups,
             pairs: pairs as usize,
             loops: p.u64("loops")?,
             size: p.usize("size")?,
             sockets: p.text("ipc")? == "socket",
-        }))
+        };
+        if p.text("work")? == "sized" {
+            run.size_to_speed(ctx)?;
+        }
+        Ok(Box::new(run))
     }
 }
 
+/// Fewest loops a sized trial keeps: each sender still sends every
+/// receiver of its group a burst, not a single message.
+const MIN_LOOPS: u64 = 10;
+
 struct MessagingRun {
     fit_note: Option<String>,
+    /// Loops cut to the machine's speed (work=sized), and why.
+    speed_note: Option<String>,
     groups: u64,
     pairs: usize,
     loops: u64,
@@ -231,6 +250,40 @@ fn ready(ready_w: RawFd, wake_r: RawFd) -> bool {
 impl MessagingRun {
     fn procs(&self) -> u64 {
         2 * self.groups * self.pairs as u64
+    }
+
+    /// work=sized: one group with a tenth of the loops, untimed for the
+    /// result, then as many loops as a trial of the trial time holds (the
+    /// groups share the CPUs, so a trial's time grows with them). Under
+    /// emulation 5 groups of the default loops took 5 s a trial.
+    fn size_to_speed(&mut self, ctx: &Ctx) -> Result<()> {
+        let asked = self.loops;
+        if asked <= MIN_LOOPS {
+            return Ok(());
+        }
+        let probe = MessagingRun {
+            fit_note: None,
+            speed_note: None,
+            groups: 1,
+            loops: (asked / 10).max(1),
+            ..*self
+        };
+        let secs = probe.once(ctx)?;
+        let target = ctx.trial_time().as_secs_f64();
+        let per_trial = secs * self.groups as f64;
+        let n = speed::ops_for(asked, MIN_LOOPS, 1, probe.loops, per_trial, target);
+        if n < asked {
+            let rate = (self.pairs * self.pairs) as f64 * probe.loops as f64 / secs;
+            self.speed_note = Some(speed::note(
+                "loops",
+                n,
+                asked,
+                &crate::units::human(rate, "messages/s"),
+                target,
+            ));
+            self.loops = n;
+        }
+        Ok(())
     }
 
     /// Fork all groups, start them together, wait for all: seconds.
@@ -333,8 +386,20 @@ impl PointRun for MessagingRun {
             )]
             .into_iter()
             .chain(self.fit_note.clone())
+            .chain(self.speed_note.clone())
             .collect(),
             ..Default::default()
         })
+    }
+    fn fitted(&self) -> Vec<Fitted> {
+        self.speed_note
+            .as_ref()
+            .map(|_| Fitted {
+                param: "loops",
+                used: ParamValue::Int(self.loops),
+                why: "machine speed".into(),
+            })
+            .into_iter()
+            .collect()
     }
 }
