@@ -63,6 +63,13 @@ fn merge(a: Need, b: Need) -> Need {
     }
 }
 
+/// How far a point may pass the budget and still start: experiments fit
+/// their main data to the budget and keep small buffers beside it (a
+/// 64 KiB read chunk, a 1 MiB record), and the budget itself leaves a
+/// quarter of the memory available and 8 MiB for tunelab. Without it the
+/// 64 MiB board skipped "Cached file reads" for 6.3 MiB against 6.3 MiB.
+pub const SLACK: u64 = 1 << 20;
+
 /// Why an issue needing `need` cannot start in `room` (None: it fits).
 pub fn skip_reason(need: &Need, room: &Room) -> Option<String> {
     if need.cannot_size {
@@ -74,7 +81,10 @@ pub fn skip_reason(need: &Need, room: &Room) -> Option<String> {
             room.memory_why
         ));
     }
-    if let Some(budget) = room.memory.filter(|b| need.memory > *b) {
+    if let Some(budget) = room
+        .memory
+        .filter(|b| need.memory > b.saturating_add(SLACK))
+    {
         return Some(format!(
             "skipped: it needs {} of memory at its peak{} but the budget is {} ({}); started, \
              it would meet the out-of-memory killer — free memory or use a disk-backed --target",
@@ -118,6 +128,12 @@ mod tests {
         };
         assert_eq!(skip_reason(&n, &room(8 << 20, 16 << 20, false)), None);
         assert_eq!(skip_reason(&n, &Room::default()), None, "unknown room");
+        // A buffer beside data fitted to the budget is not a reason.
+        let n = Need {
+            memory: (8 << 20) + (64 << 10),
+            ..n
+        };
+        assert_eq!(skip_reason(&n, &room(8 << 20, 16 << 20, false)), None);
     }
 
     #[test]
@@ -137,7 +153,10 @@ mod tests {
             cannot_size: false,
         };
         let why = skip_reason(&n, &room(1 << 30, 5 << 20, false)).unwrap();
-        assert!(why.contains("keeps 20 MiB") && why.contains("5 MiB is free"), "{why}");
+        assert!(
+            why.contains("keeps 20 MiB") && why.contains("5 MiB is free"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -161,7 +180,7 @@ mod tests {
         for issue in &p.issues {
             let n = need(issue, &small);
             match skip_reason(&n, &small) {
-                None => assert!(n.memory <= 1 << 20, "{}: {n:?}", issue.name),
+                None => assert!(n.memory <= (1 << 20) + SLACK, "{}: {n:?}", issue.name),
                 Some(why) => assert!(why.starts_with("skipped: "), "{why}"),
             }
         }

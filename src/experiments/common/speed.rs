@@ -19,7 +19,7 @@ pub fn ops_for(
 ) -> u64 {
     let step = step.max(1);
     let floor = floor.min(asked).max(1);
-    if probe_ops == 0 || !(probe_secs > 0.0) {
+    if probe_ops == 0 || probe_secs.is_nan() || probe_secs <= 0.0 {
         return asked;
     }
     let rate = probe_ops as f64 / probe_secs;

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use crate::engine::Spec;
 use crate::engine::{
-    Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, ParamValue,
-    Point, PointExtras, PointRun, Room, RunDefaults, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, ParamValue, Point,
+    PointExtras, PointRun, Room, RunDefaults, TrialValues,
 };
 use crate::experiments::common::speed;
 use crate::units::format_size;
@@ -256,9 +256,7 @@ impl MetadataRun {
         // Make the empty directory durable before timing anything.
         fsync_dir(&d, &sub)?;
         let level = self.level.as_str();
-        let names: Vec<PathBuf> = (0..files)
-            .map(|i| sub.join(format!("f{i:07}")))
-            .collect();
+        let names: Vec<PathBuf> = (0..files).map(|i| sub.join(format!("f{i:07}"))).collect();
         let flags = if level == "osync" { libc::O_SYNC } else { 0 };
 
         let t = Instant::now();
@@ -329,7 +327,10 @@ mod tests {
         let (n, note) = fitted_files(&point("2000"), &ram).unwrap();
         assert_eq!(n, (1 << 20) / (FILE_BYTES + NAME_BYTES));
         let note = note.unwrap();
-        assert!(note.contains("instead of 2000") && note.contains("RAM-backed"), "{note}");
+        assert!(
+            note.contains("instead of 2000") && note.contains("RAM-backed"),
+            "{note}"
+        );
         let f = Metadata.footprint(&point("2000"), &ram);
         assert!(f.peak_memory + f.stored <= 1 << 20, "{f:?}");
         // Not even the least files: a clear error, not an OOM kill.
@@ -338,6 +339,9 @@ mod tests {
             ..Room::fixture(64 << 10, Some(1 << 20))
         };
         let e = fitted_files(&point("2000"), &tiny).unwrap_err().to_string();
-        assert!(e.contains("needs") && e.contains("disk-backed --target"), "{e}");
+        assert!(
+            e.contains("needs") && e.contains("disk-backed --target"),
+            "{e}"
+        );
     }
 }

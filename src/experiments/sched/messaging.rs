@@ -9,10 +9,10 @@ use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, ParamValue, Point,
     PointExtras, PointRun, Room, RunDefaults, TrialValues,
 };
-use crate::experiments::common::speed;
 use crate::engine::{Needs, Spec};
 use crate::experiments::common::child::{self, check_open_files, check_process_limit, Children};
 use crate::experiments::common::pingpong::pipe;
+use crate::experiments::common::speed;
 use crate::{Error, Result};
 
 pub struct Messaging;
@@ -181,6 +181,7 @@ impl Experiment for Messaging {
         let mut run = MessagingRun {
             fit_note,
             speed_note: None,
+            asked: (groups, p.u64("loops")?),
             groups,
             pairs: pairs as usize,
             loops: p.u64("loops")?,
@@ -200,8 +201,10 @@ const MIN_LOOPS: u64 = 10;
 
 struct MessagingRun {
     fit_note: Option<String>,
-    /// Loops cut to the machine's speed (work=sized), and why.
+    /// Groups and loops cut to the machine's speed (work=sized), and why.
     speed_note: Option<String>,
+    /// (groups, loops) before work=sized cut them.
+    asked: (u64, u64),
     groups: u64,
     pairs: usize,
     loops: u64,
@@ -253,36 +256,61 @@ impl MessagingRun {
     }
 
     /// work=sized: one group with a tenth of the loops, untimed for the
-    /// result, then as many loops as a trial of the trial time holds (the
-    /// groups share the CPUs, so a trial's time grows with them). Under
-    /// emulation 5 groups of the default loops took 5 s a trial.
+    /// result, then as many groups as the trial time has room to fork
+    /// (forking is outside the timing but not outside the study: under
+    /// emulation 4 groups took 5 s a trial to fork) and as many loops as a
+    /// trial of the trial time holds (the groups share the CPUs).
     fn size_to_speed(&mut self, ctx: &Ctx) -> Result<()> {
-        let asked = self.loops;
-        if asked <= MIN_LOOPS {
-            return Ok(());
-        }
+        let asked = (self.groups, self.loops);
         let probe = MessagingRun {
             fit_note: None,
             speed_note: None,
             groups: 1,
-            loops: (asked / 10).max(1),
+            loops: (asked.1 / 10).max(1),
             ..*self
         };
+        let began = Instant::now();
         let secs = probe.once(ctx)?;
+        let setup = (began.elapsed().as_secs_f64() - secs).max(0.0);
         let target = ctx.trial_time().as_secs_f64();
-        let per_trial = secs * self.groups as f64;
-        let n = speed::ops_for(asked, MIN_LOOPS, 1, probe.loops, per_trial, target);
-        if n < asked {
+        let groups = speed::ops_for(asked.0, 1, 1, 1, setup, target);
+        let loops = if asked.1 > MIN_LOOPS {
+            speed::ops_for(
+                asked.1,
+                MIN_LOOPS,
+                1,
+                probe.loops,
+                secs * groups as f64,
+                target,
+            )
+        } else {
+            asked.1
+        };
+        let mut notes = Vec::new();
+        if groups < asked.0 {
+            notes.push(speed::note(
+                "groups",
+                groups,
+                asked.0,
+                &format!("{:.0} ms to fork one group", setup * 1e3),
+                target,
+            ));
+        }
+        if loops < asked.1 {
             let rate = (self.pairs * self.pairs) as f64 * probe.loops as f64 / secs;
-            self.speed_note = Some(speed::note(
+            notes.push(speed::note(
                 "loops",
-                n,
-                asked,
+                loops,
+                asked.1,
                 &crate::units::human(rate, "messages/s"),
                 target,
             ));
-            self.loops = n;
         }
+        if !notes.is_empty() {
+            self.speed_note = Some(notes.join("; "));
+        }
+        (self.groups, self.loops) = (groups, loops);
+        self.asked = asked;
         Ok(())
     }
 
@@ -392,14 +420,16 @@ impl PointRun for MessagingRun {
         })
     }
     fn fitted(&self) -> Vec<Fitted> {
-        self.speed_note
-            .as_ref()
-            .map(|_| Fitted {
-                param: "loops",
-                used: ParamValue::Int(self.loops),
+        let fit = |param, used, asked| {
+            (used < asked).then(|| Fitted {
+                param,
+                used: ParamValue::Int(used),
                 why: "machine speed".into(),
             })
+        };
+        fit("groups", self.groups, self.asked.0)
             .into_iter()
+            .chain(fit("loops", self.loops, self.asked.1))
             .collect()
     }
 }
