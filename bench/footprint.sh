@@ -39,7 +39,8 @@ if [ "${1:-}" = --verbs ]; then
     # stay in the private database, the timing run itself is not stored).
     measure() {
         name=$1; shift
-        "$TL" time --runs 1 --warmup 0 --no-store --ignore-failure -- "$TL" "$@" >"$D/out" 2>&1
+        # A study takes minutes on a board: past `time`'s default 60 s budget.
+        "$TL" time --runs 1 --warmup 0 --no-store --ignore-failure --budget 900s -- "$TL" "$@" >"$D/out" 2>&1
         rss=$(awk -F'|' '$3 ~ /peak_rss/ {print $5; exit}' "$D/out")
         wall=$(awk -F'|' '$3 ~ /wall_time/ {gsub(/^ +| +$/, "", $5); print $5; exit}' "$D/out")
         rc=$(sed -n 's/.*: exit \([0-9]*\)$/\1/p; s/.*: signal \([0-9]*\)$/sig\1/p' "$D/out" | tail -n 1)
