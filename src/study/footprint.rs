@@ -31,6 +31,9 @@ pub struct StudyFootprint {
     /// The target keeps its files in RAM (tmpfs, ramfs, zram): what backs
     /// it. `peak_memory` then includes the files a point keeps there.
     pub ram: Option<String>,
+    /// Key issues that do not fit the room now, with the reason: the
+    /// study skips them (checked again when each is about to start).
+    pub skips: Vec<(String, String)>,
 }
 
 /// Sum the footprints of every key issue's points: writes are the setup
@@ -53,6 +56,10 @@ pub fn estimate_in(profile: &Profile, room: &Room, trials: Option<usize>) -> Stu
         ..Default::default()
     };
     for issue in &profile.issues {
+        if let Some(why) = super::fit::skip_reason(&super::fit::need(issue, room), room) {
+            out.skips.push((issue.name.clone(), why));
+            continue;
+        }
         let exp = issue.experiment.as_ref();
         let d = exp.defaults();
         let n = issue.trials.or(trials).unwrap_or(d.max_trials) + d.warmup;
@@ -79,9 +86,15 @@ pub fn estimate_in(profile: &Profile, room: &Room, trials: Option<usize>) -> Stu
 }
 
 impl StudyFootprint {
-    /// One paragraph for the start of a study.
+    /// One paragraph for the start of a study, and a line per key issue
+    /// that will be skipped.
     pub fn describe(&self) -> String {
-        format!(
+        let skips: String = self
+            .skips
+            .iter()
+            .map(|(name, why)| format!("\n{name}: {why}"))
+            .collect();
+        let head = format!(
             "footprint: writes at least {} to the target{}{}; needs {} of memory for data at \
              its peak{}{}{} (memory: {})",
             format_size(self.written),
@@ -110,7 +123,8 @@ impl StudyFootprint {
                 None => String::new(),
             },
             self.memory_why
-        )
+        );
+        format!("{head}{skips}")
     }
 }
 
@@ -152,6 +166,26 @@ mod tests {
             "{d}"
         );
         assert!(d.contains("fixture"), "{d}");
+    }
+
+    #[test]
+    fn issues_that_cannot_fit_are_named_before_the_study_starts() {
+        let p = crate::study::load("quick", &[]).unwrap();
+        // 1 MiB of memory on a 1 MiB tmpfs: whatever cannot be sized down
+        // that far is said up front, with its reason, and not counted.
+        let f = estimate_in(&p, &tmpfs_room(1 << 20, 1 << 20), None);
+        assert!(!f.skips.is_empty(), "{f:?}");
+        let d = f.describe();
+        for (name, why) in &f.skips {
+            assert!(d.contains(&format!("\n{name}: skipped: ")), "{d}");
+            assert!(why.starts_with("skipped: "), "{why}");
+        }
+        assert!(
+            f.peak_memory <= (1 << 20) + super::super::fit::SLACK,
+            "{f:?}"
+        );
+        let big = estimate_in(&p, &room(16 << 30, 100 << 30), None);
+        assert!(big.skips.is_empty(), "{big:?}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! criteria) run in one go, with a verdict per key issue.
 
 pub mod advice;
+pub mod fit;
 pub mod footprint;
 pub mod profile;
 pub mod run;

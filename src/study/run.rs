@@ -76,6 +76,8 @@ pub fn run(
         let began = std::time::Instant::now();
         let error = if exp.needs().root && !is_root() {
             Some(Error::privilege(format!("{} needs root", exp.name())))
+        } else if let Some(why) = does_not_fit(req, issue) {
+            Some(Error::environment(why))
         } else {
             let opts = issue_options(issue, req.options);
             match opts.plan(exp.defaults()) {
@@ -140,6 +142,18 @@ pub fn run(
     session.run.study = Some(summary(profile, verdicts));
     let run = session.finish(stop.as_ref());
     (run, stop)
+}
+
+/// Why `issue` cannot start now (None: it fits, sized to the room there is).
+/// Read afresh before each issue: the memory left changes as a study goes.
+/// A file-system lab measures elsewhere (its own image), so it is not judged here.
+fn does_not_fit(req: &Request, issue: &KeyIssue) -> Option<String> {
+    if !req.lab.fs.is_empty() {
+        return None;
+    }
+    let dir = crate::safety::scratch::target_or_temp(req.target);
+    let room = crate::engine::Room::read(Some(&dir));
+    super::fit::skip_reason(&super::fit::need(issue, &room), &room)
 }
 
 /// The wear figures of the run's target disk, now.

@@ -15,5 +15,6 @@ pub mod latency_cause;
 pub mod latency_curve;
 pub mod latency_load;
 pub(crate) mod pingpong;
+pub mod speed;
 pub mod uring_pacer;
 pub mod util;

@@ -6,12 +6,13 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
-    Room, RunDefaults, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, ParamValue, Point,
+    PointExtras, PointRun, Room, RunDefaults, TrialValues,
 };
 use crate::engine::{Needs, Spec};
 use crate::experiments::common::child::{self, check_open_files, check_process_limit, Children};
 use crate::experiments::common::pingpong::pipe;
+use crate::experiments::common::speed;
 use crate::{Error, Result};
 
 pub struct Messaging;
@@ -122,6 +123,13 @@ pub static SPEC: Spec = Spec {
                 "socket",
                 "AF_UNIX stream socket pairs (perf default) or pipes (perf -p)",
             ),
+            ParamSpec::new(
+                "work",
+                ParamKind::Choice(&["fixed", "sized"]),
+                "fixed",
+                "fixed: `loops` as given (perf's workload); sized: fewer loops when a one-group \
+                 probe says a trial would outlast the trial time (a slow board)",
+            ),
         ],
     metrics: &[
             MetricSpec::lower(
@@ -167,22 +175,36 @@ impl Experiment for Messaging {
             ..Footprint::default()
         }
     }
-    fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+    fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         // The workers follow the memory really available (cgroup included).
         let (groups, pairs, fit_note) = fitted_shape(p, &Room::read(None))?;
-        Ok(Box::new(MessagingRun {
+        let mut run = MessagingRun {
             fit_note,
+            speed_note: None,
+            asked: (groups, p.u64("loops")?),
             groups,
             pairs: pairs as usize,
             loops: p.u64("loops")?,
             size: p.usize("size")?,
             sockets: p.text("ipc")? == "socket",
-        }))
+        };
+        if p.text("work")? == "sized" {
+            run.size_to_speed(ctx)?;
+        }
+        Ok(Box::new(run))
     }
 }
 
+/// Fewest loops a sized trial keeps: each sender still sends every
+/// receiver of its group a burst, not a single message.
+const MIN_LOOPS: u64 = 10;
+
 struct MessagingRun {
     fit_note: Option<String>,
+    /// Groups and loops cut to the machine's speed (work=sized), and why.
+    speed_note: Option<String>,
+    /// (groups, loops) before work=sized cut them.
+    asked: (u64, u64),
     groups: u64,
     pairs: usize,
     loops: u64,
@@ -231,6 +253,65 @@ fn ready(ready_w: RawFd, wake_r: RawFd) -> bool {
 impl MessagingRun {
     fn procs(&self) -> u64 {
         2 * self.groups * self.pairs as u64
+    }
+
+    /// work=sized: one group with a tenth of the loops, untimed for the
+    /// result, then as many groups as the trial time has room to fork
+    /// (forking is outside the timing but not outside the study: under
+    /// emulation 4 groups took 5 s a trial to fork) and as many loops as a
+    /// trial of the trial time holds (the groups share the CPUs).
+    fn size_to_speed(&mut self, ctx: &Ctx) -> Result<()> {
+        let asked = (self.groups, self.loops);
+        let probe = MessagingRun {
+            fit_note: None,
+            speed_note: None,
+            groups: 1,
+            loops: (asked.1 / 10).max(1),
+            ..*self
+        };
+        let began = Instant::now();
+        let secs = probe.once(ctx)?;
+        let setup = (began.elapsed().as_secs_f64() - secs).max(0.0);
+        let target = ctx.trial_time().as_secs_f64();
+        let groups = speed::ops_for(asked.0, 1, 1, 1, setup, target);
+        let loops = if asked.1 > MIN_LOOPS {
+            speed::ops_for(
+                asked.1,
+                MIN_LOOPS,
+                1,
+                probe.loops,
+                secs * groups as f64,
+                target,
+            )
+        } else {
+            asked.1
+        };
+        let mut notes = Vec::new();
+        if groups < asked.0 {
+            notes.push(speed::note(
+                "groups",
+                groups,
+                asked.0,
+                &format!("{:.0} ms to fork one group", setup * 1e3),
+                target,
+            ));
+        }
+        if loops < asked.1 {
+            let rate = (self.pairs * self.pairs) as f64 * probe.loops as f64 / secs;
+            notes.push(speed::note(
+                "loops",
+                loops,
+                asked.1,
+                &crate::units::human(rate, "messages/s"),
+                target,
+            ));
+        }
+        if !notes.is_empty() {
+            self.speed_note = Some(notes.join("; "));
+        }
+        (self.groups, self.loops) = (groups, loops);
+        self.asked = asked;
+        Ok(())
     }
 
     /// Fork all groups, start them together, wait for all: seconds.
@@ -333,8 +414,22 @@ impl PointRun for MessagingRun {
             )]
             .into_iter()
             .chain(self.fit_note.clone())
+            .chain(self.speed_note.clone())
             .collect(),
             ..Default::default()
         })
+    }
+    fn fitted(&self) -> Vec<Fitted> {
+        let fit = |param, used, asked| {
+            (used < asked).then(|| Fitted {
+                param,
+                used: ParamValue::Int(used),
+                why: "machine speed".into(),
+            })
+        };
+        fit("groups", self.groups, self.asked.0)
+            .into_iter()
+            .chain(fit("loops", self.loops, self.asked.1))
+            .collect()
     }
 }

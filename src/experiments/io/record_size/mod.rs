@@ -78,6 +78,13 @@ pub static SPEC: Spec = Spec {
                 "direct",
                 "buffered (page cache), direct (O_DIRECT) or sync (O_SYNC writes)",
             ),
+            ParamSpec::new(
+                "work",
+                ParamKind::Choice(&["fixed", "sized"]),
+                "fixed",
+                "fixed: the whole `size` with a fixed trial count; sized: the file cut by a \
+                 probe to what a phase of the trial time writes (a slow board)",
+            ),
         ],
     metrics: &[
             MetricSpec::higher(

@@ -42,7 +42,16 @@ pub(super) fn prepare(ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
     // A budgeted point first probes the device on a prefix of the file
     // (a 20 MB/s flash takes seconds per pass of the whole file), then
     // lays out only what its share of the budget has time for.
-    let time = ctx.point_time();
+    // work=sized with a fixed trial count (a study): sized as if a trial's
+    // share were a write and a read phase of the trial time, so one pass
+    // of the file takes about a phase and passes repeat to fill it.
+    let by_trial_time = ctx.point_time().is_none() && p.text("work")? == "sized";
+    let time = ctx.point_time().or_else(|| {
+        by_trial_time.then(|| crate::engine::PointTime {
+            seconds: 4.0 * ctx.trial_time().as_secs_f64() / TIME_MARGIN,
+            trials: 1,
+        })
+    });
     let rec = record as u64;
     let mut probe = match time {
         Some(_) => (PROBE_START / rec * rec).clamp(rec, size),
@@ -109,9 +118,18 @@ pub(super) fn prepare(ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
             run.fitted = Some(Fitted {
                 param: "size",
                 used: crate::engine::ParamValue::Int(size),
-                why: "device speed and time budget".into(),
+                why: if by_trial_time {
+                    "device speed and trial time"
+                } else {
+                    "device speed and time budget"
+                }
+                .into(),
             });
-            run.notes.push(fit.note);
+            run.notes.push(if by_trial_time {
+                trial_time_note(size, fit.size_asked, probe, w, r, record as u64, ctx)
+            } else {
+                fit.note
+            });
         }
     }
     if size > probe {
@@ -182,7 +200,31 @@ const TIME_MARGIN: f64 = 0.7;
 /// None when the whole size fits (a fast device keeps its size).
 struct TimeFit {
     size: u64,
+    size_asked: u64,
     note: String,
+}
+
+/// The note of a file cut to the trial time (work=sized, fixed trials).
+fn trial_time_note(
+    size: u64,
+    asked: u64,
+    probe: u64,
+    w: f64,
+    r: f64,
+    record: u64,
+    ctx: &Ctx,
+) -> String {
+    format!(
+        "sized to the device's speed: size {} instead of {} — the probe wrote at {} and read \
+         at {} with {} records, so a pass of the whole file would outlast a phase of the \
+         trial time ({}); passes repeat until it is reached (work=fixed keeps the size)",
+        format_size(size),
+        format_size(asked),
+        crate::units::human(probe as f64 / w.max(1e-9), "B/s"),
+        crate::units::human(probe as f64 / r.max(1e-9), "B/s"),
+        format_size(record),
+        crate::units::human(ctx.trial_time().as_secs_f64(), "s")
+    )
 }
 
 fn fit_to_time(
@@ -212,6 +254,7 @@ fn fit_to_time(
     }
     Some(TimeFit {
         size: fitted,
+        size_asked: size,
         note: format!(
             "fitted to the device's speed: size {} instead of {} — the probe wrote at {} and \
              read at {} with {} records, so {} trials of the whole file would not fit in this \
