@@ -10,6 +10,7 @@
 //! journalled knobs), as `system::board` does.
 
 pub mod blocking;
+pub mod budget;
 mod child;
 pub mod knob;
 pub mod locks;
@@ -135,7 +136,20 @@ pub struct Ticker<S> {
 impl<S: Sampled> Ticker<S> {
     /// Sample `state` every `period` until `stop()`; the first sample is
     /// taken at once.
-    pub fn start(name: &str, mut state: S, period: Duration) -> Ticker<S> {
+    pub fn start(name: &str, state: S, period: Duration) -> Ticker<S> {
+        Ticker::adaptive(name, state, period, period, 0.0)
+    }
+
+    /// Sample every `base`, stretched up to `max` so the thread's own CPU
+    /// time per reading stays within `share` of one CPU (the diagnosis
+    /// budget: a slow board reads less often; see `budget`).
+    pub fn adaptive(
+        name: &str,
+        mut state: S,
+        base: Duration,
+        max: Duration,
+        share: f64,
+    ) -> Ticker<S> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
@@ -143,14 +157,17 @@ impl<S: Sampled> Ticker<S> {
             .spawn(move || {
                 let cpu0 = thread_cpu_s();
                 let mut n = 0u64;
+                let mut cost = budget::Cost::default();
                 let mut next = Instant::now();
                 loop {
+                    let c0 = thread_cpu_s();
                     state.sample();
+                    cost.add(thread_cpu_s() - c0);
                     n += 1;
                     if flag.load(Ordering::Relaxed) {
                         break;
                     }
-                    next += period;
+                    next += budget::period_for(cost.mean(), share, base, max);
                     let now = Instant::now();
                     if next <= now {
                         // Fell behind (loaded machine): do not burst to catch up.
@@ -181,6 +198,17 @@ impl<S: Sampled> Ticker<S> {
             Err(p) => std::panic::resume_unwind(p),
         }
     }
+}
+
+/// The mean period of an adaptive reader in words: "every 120 ms on
+/// average (adaptive, within 0.1% of one CPU)".
+pub fn every(interval_s: f64, readings: u64, share: f64) -> String {
+    let ms = interval_s * 1e3 / readings.max(1) as f64;
+    format!(
+        "every {} ms on average (the period stretches to keep the reader within {}% of one CPU)",
+        sig(ms),
+        sig(share * 100.0)
+    )
 }
 
 /// Number of CPUs online.
@@ -282,11 +310,15 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let latency_session = blocking::LatencySession::begin(root, &scope);
 
     let cpu0 = thread_cpu_s();
+    // The rate starts lower on one CPU (the reader shares it with the
+    // workload) and each reader then fits its share of the budget.
+    let profile_hz = budget::initial_rate(opts.profile_hz, cpus());
     let prof = profile::start(&profile::Request {
         scope: pscope(),
         event: profile::Event::Auto,
-        frequency_hz: opts.profile_hz,
+        frequency_hz: profile_hz,
         call_graph: true,
+        budget_share: budget::PROFILE_SHARE,
     });
     // Where cache misses come from needs fewer samples than where time
     // goes: a quarter of the rate halves what the two samplers cost a
@@ -294,8 +326,9 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let cache = profile::start(&profile::Request {
         scope: pscope(),
         event: profile::Event::CacheMisses,
-        frequency_hz: (opts.profile_hz / 4).max(1),
+        frequency_hz: (profile_hz / 4).max(budget::MIN_PROFILE_HZ),
         call_graph: true,
+        budget_share: budget::CACHE_SHARE,
     });
     let counters = profile::start_counters(&pscope());
     // Off-CPU time by call chain: scheduler switch events of the tree.
@@ -304,6 +337,7 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         event: profile::Event::OffCpu,
         frequency_hz: 0,
         call_graph: true,
+        budget_share: 0.0,
     });
     let profile_start_cpu = thread_cpu_s() - cpu0;
     // Set once a command exec'd: samplers leave out tunelab's pre-exec
@@ -328,7 +362,16 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let block_t = latency_session
         .is_err()
         .then(|| blocking::Sampler::new(root, scope.clone(), hz).gated(exec_done.clone()))
-        .map(|s| Ticker::start("blocking", s, Duration::from_secs_f64(1.0 / hz as f64)));
+        .map(|s| {
+            let base = Duration::from_secs_f64(1.0 / hz as f64);
+            Ticker::adaptive(
+                "blocking",
+                s,
+                base,
+                Duration::from_secs(1),
+                budget::READER_SHARE,
+            )
+        });
     let slab_t = slab::Collector::start(root);
     let wake_t = wakeups::Collector::start(root, scope.clone());
     let work_t =
@@ -370,6 +413,15 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         }
     }
     let interval = t0.elapsed().as_secs_f64();
+    // The samplers stop first (nothing more to sample); their kernel
+    // addresses are named from one read of /proc/kallsyms, after the
+    // interval, for all three.
+    let cpu_stop = thread_cpu_s();
+    let (mut prof, mut cache, mut off) = (prof, cache, off);
+    for r in [&mut prof, &mut cache, &mut off].into_iter().flatten() {
+        let _ = r.stop();
+    }
+    let stop_cpu = thread_cpu_s() - cpu_stop;
 
     // Stop everything before any error is returned: knobs restored first.
     let locks = match lock_session {
@@ -398,8 +450,9 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         ),
     };
     let cpu1 = thread_cpu_s();
+    let names = profile::kernel_names([&prof, &cache, &off].into_iter().flatten());
     let profile_section = |r: std::result::Result<profile::Running, String>| match r {
-        Ok(run) => match run.finish() {
+        Ok(run) => match run.finish_named(Some(&names)) {
             Ok(p) => Section::Present {
                 data: p,
                 overhead: Overhead::default(),
@@ -412,7 +465,7 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let mut cache_profile = profile_section(cache);
     let program = program_name(&opts.what, &target);
     let offcpu = match off {
-        Ok(run) => match run.finish_offcpu() {
+        Ok(run) => match run.finish_offcpu_named(Some(&names)) {
             Ok(t) => {
                 let own_image = match &opts.what {
                     What::Command(_) => std::env::current_exe()
@@ -461,7 +514,7 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     // The profiler's start and finish (reading, symbolising) ran on this
     // thread; shared evenly between the sections it served (the present
     // ones: a skipped cache-miss profile cost nothing to read).
-    let prof_cpu = profile_start_cpu + thread_cpu_s() - cpu1;
+    let prof_cpu = profile_start_cpu + stop_cpu + thread_cpu_s() - cpu1;
     let served: Vec<&mut Overhead> = [
         section_overhead(&mut profile),
         section_overhead(&mut cache_profile),

@@ -105,12 +105,22 @@ fn minus(a: &TaskFigures, b: &TaskFigures) -> TaskFigures {
     }
 }
 
-/// tunelab's own CPU time so far (all threads), s.
+/// tunelab's own CPU time so far (all threads, to the ns: clock ticks
+/// of /proc/self/stat are too coarse for a budget of 1%), s.
 pub fn own_cpu_s() -> f64 {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|t| parse_stat_figures(&t))
-        .map_or(0.0, |(_, _, u, s)| (u + s) as f64 / ticks())
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|t| parse_stat_figures(&t))
+            .map_or(0.0, |(_, _, u, s)| (u + s) as f64 / ticks());
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 pub struct Tracker {
@@ -231,10 +241,12 @@ impl Collector {
     ) -> Collector {
         Collector {
             own0: own_cpu_s(),
-            ticker: Ticker::start(
+            ticker: Ticker::adaptive(
                 "workload",
                 Tracker::new(root, scope, gate),
                 Duration::from_millis(100),
+                Duration::from_secs(1),
+                super::budget::READER_SHARE,
             ),
         }
     }
@@ -289,11 +301,12 @@ impl Collector {
             total.add(r);
         }
         let mut method = format!(
-            "each process of the workload read every 100 ms ({n} readings): user/system time and \
+            "each process of the workload read {} ({n} readings): user/system time and \
              faults from /proc/PID/stat, context switches from /proc/PID/status, I/O calls and \
              bytes from /proc/PID/io (these include the process's exited threads), run-queue \
              wait summed over threads from /proc/PID/task/TID/schedstat (threads that lived \
-             less than 100 ms are missed); tunelab's own threads are not part of it"
+             less than one period are missed); tunelab's own threads are not part of it",
+            super::every(interval, n, super::budget::READER_SHARE)
         );
         if let Some(u) = usage {
             // The kernel's account at exit covers what sampling missed
@@ -314,6 +327,7 @@ impl Collector {
                 rows,
                 total,
                 tunelab_cpu_s: own,
+                tunelab_budget_pct: super::budget::BUDGET_PERCENT,
                 method,
             },
             overhead: overhead(

@@ -42,6 +42,8 @@ struct Reader {
     off: Option<OffState>,
     /// Off-CPU tracing: each CPU's recent switch-ins (CPU-wide records).
     holders: Holders,
+    /// tunelab's own pid, read once (getpid is a system call per sample).
+    me: u32,
 }
 
 const PERF_RECORD_SWITCH: u32 = 14;
@@ -52,6 +54,8 @@ const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 /// drained one after the other, so events younger than this stay queued
 /// until the next pass.
 const HOLD_BACK_NS: u64 = 300_000_000;
+/// Longest wait for a buffer to reach its watermark, ms.
+const POLL_MS: i32 = 250;
 
 /// The sample_id trailer of a SWITCH record (TID, TIME, CPU asked):
 /// pid, tid, time.
@@ -240,7 +244,7 @@ impl Reader {
         let pid = s.pid().unwrap_or(0);
         // tunelab's own threads are not the machine's load (and a stripped
         // board binary's frames would be bare addresses): counted, left out.
-        if pid == std::process::id() {
+        if pid == self.me {
             self.out.own_samples += 1;
             return;
         }
@@ -386,9 +390,86 @@ fn add_stack(out: &mut Collected, comm: u32, mut frames: Vec<FrameKey>, kernel: 
     }
 }
 
-fn drain(sampler: &mut Sampler, reader: &mut Reader) {
+fn drain(sampler: &mut Sampler, reader: &mut Reader) -> u64 {
+    let mut n = 0;
     while let Some(rec) = sampler.next_record() {
         reader.record(&rec);
+        n += 1;
+    }
+    n
+}
+
+/// The sampling rate fitted to a share of one CPU while sampling.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Adapt {
+    /// Fraction of one CPU the reader may use.
+    pub share: f64,
+    /// The rate now, Hz.
+    pub hz: u64,
+    /// The rate asked (never exceeded).
+    pub max_hz: u64,
+}
+
+// _IOW('$', 4, u64): a new sample period, or frequency for a freq event;
+// threads created later inherit it.
+const PERF_EVENT_IOC_PERIOD: libc::c_ulong = 0x4008_2404;
+
+/// Set every event's sampling frequency to `hz`; false when the kernel
+/// refused (the rate then stays).
+fn set_rate(opened: &Opened, hz: u64) -> bool {
+    let fds = opened
+        .samplers
+        .iter()
+        .map(|s| s.as_raw_fd())
+        .chain(opened.redirected.iter().map(|c| c.as_raw_fd()));
+    let mut ok = true;
+    for fd in fds {
+        let v: u64 = hz;
+        // SAFETY: fd is an open perf event owned here; the kernel reads one u64.
+        let rc = unsafe { libc::ioctl(fd, PERF_EVENT_IOC_PERIOD as _, &v as *const u64) };
+        ok &= rc == 0;
+    }
+    ok
+}
+
+/// Once a second: the reader's CPU per record since the last check sets
+/// the rate that fits its share (records, not only samples: the mmap and
+/// task records cost the reader too).
+struct Fitter {
+    adapt: Adapt,
+    cost: crate::diagnose::budget::Cost,
+    since: std::time::Instant,
+    cpu0: u64,
+    records: u64,
+}
+
+impl Fitter {
+    fn new(adapt: Adapt) -> Fitter {
+        Fitter {
+            adapt,
+            cost: Default::default(),
+            since: std::time::Instant::now(),
+            cpu0: common::thread_cpu_ns(),
+            records: 0,
+        }
+    }
+
+    fn after_pass(&mut self, records: u64, opened: &Opened, out: &mut Collected) {
+        use crate::diagnose::budget::{rate_for, MIN_PROFILE_HZ};
+        self.records += records;
+        if self.since.elapsed() < Duration::from_secs(1) || self.records == 0 {
+            return;
+        }
+        let cpu = common::thread_cpu_ns().saturating_sub(self.cpu0) as f64 * 1e-9;
+        let per = self.cost.add(cpu / self.records as f64);
+        let hz = rate_for(per, self.adapt.share, MIN_PROFILE_HZ, self.adapt.max_hz);
+        if hz != self.adapt.hz && set_rate(opened, hz) {
+            self.adapt.hz = hz;
+            out.rates.push(hz);
+        }
+        self.since = std::time::Instant::now();
+        self.cpu0 = common::thread_cpu_ns();
+        self.records = 0;
     }
 }
 
@@ -397,10 +478,13 @@ pub(super) fn read_loop(
     stop: &AtomicBool,
     scope: Scope,
     off: bool,
+    adapt: Option<Adapt>,
 ) -> Collected {
+    let mut fitter = adapt.map(Fitter::new);
     let mut reader = Reader {
         out: Collected {
             holders_open: opened.holders.clone(),
+            rates: adapt.map(|a| vec![a.hz]).unwrap_or_default(),
             ..Collected::default()
         },
         spaces: HashMap::new(),
@@ -408,6 +492,7 @@ pub(super) fn read_loop(
         comm_index: HashMap::new(),
         off: off.then(OffState::default),
         holders: Holders::default(),
+        me: std::process::id(),
     };
     if let Scope::Process { pid } = scope {
         // The target's current mappings and name, while it surely exists.
@@ -431,16 +516,23 @@ pub(super) fn read_loop(
                 revents: 0,
             })
             .collect();
+        // The kernel wakes the reader when a buffer is half full (the
+        // watermark), not per sample; the timeout bounds how late the
+        // stop flag and the off-CPU pairing are seen.
         // SAFETY: fds is a valid array of fds.len() pollfd structs.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_MS) };
         if n < 0 {
             continue; // EINTR
         }
+        let mut records = 0;
         for (k, &i) in idx.iter().enumerate() {
             if fds[k].revents & libc::POLLHUP != 0 {
                 live[i] = false;
             }
-            drain(&mut opened.samplers[i], &mut reader);
+            records += drain(&mut opened.samplers[i], &mut reader);
+        }
+        if let Some(f) = fitter.as_mut() {
+            f.after_pass(records, &opened, &mut reader.out);
         }
         if let Some(o) = &reader.off {
             let upto = o.newest.saturating_sub(HOLD_BACK_NS);
