@@ -21,15 +21,17 @@ pub mod slab;
 pub mod startup;
 #[cfg(test)]
 mod test_support;
+mod ticker;
 pub mod usetable;
 pub mod wakeups;
 pub mod workload;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+pub use ticker::{every, Sampled, Ticker};
 
 use crate::model::diagnosis::{Diagnosis, Overhead, Section, Target};
 use crate::safety::signals;
@@ -120,95 +122,6 @@ pub fn overhead(cpu_s: f64, interval_s: f64, readings: u64, what: &str) -> Overh
         }
     );
     o
-}
-
-/// A section's state sampled periodically on its own thread, which also
-/// measures its own CPU time (the section's overhead).
-pub trait Sampled: Send + 'static {
-    fn sample(&mut self);
-}
-
-pub struct Ticker<S> {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<(S, f64, u64)>,
-}
-
-impl<S: Sampled> Ticker<S> {
-    /// Sample `state` every `period` until `stop()`; the first sample is
-    /// taken at once.
-    pub fn start(name: &str, state: S, period: Duration) -> Ticker<S> {
-        Ticker::adaptive(name, state, period, period, 0.0)
-    }
-
-    /// Sample every `base`, stretched up to `max` so the thread's own CPU
-    /// time per reading stays within `share` of one CPU (the diagnosis
-    /// budget: a slow board reads less often; see `budget`).
-    pub fn adaptive(
-        name: &str,
-        mut state: S,
-        base: Duration,
-        max: Duration,
-        share: f64,
-    ) -> Ticker<S> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name(format!("diag-{name}"))
-            .spawn(move || {
-                let cpu0 = thread_cpu_s();
-                let mut n = 0u64;
-                let mut cost = budget::Cost::default();
-                let mut next = Instant::now();
-                loop {
-                    let c0 = thread_cpu_s();
-                    state.sample();
-                    cost.add(thread_cpu_s() - c0);
-                    n += 1;
-                    if flag.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    next += budget::period_for(cost.mean(), share, base, max);
-                    let now = Instant::now();
-                    if next <= now {
-                        // Fell behind (loaded machine): do not burst to catch up.
-                        next = now;
-                    }
-                    // Parked, not slept: `stop` unparks it, so stopping never
-                    // waits out a period (an hour-long one hung a test).
-                    loop {
-                        let now = Instant::now();
-                        if flag.load(Ordering::Relaxed) || next <= now {
-                            break;
-                        }
-                        std::thread::park_timeout(next - now);
-                    }
-                }
-                (state, thread_cpu_s() - cpu0, n)
-            })
-            .expect("spawning a sampling thread");
-        Ticker { stop, handle }
-    }
-
-    /// Stop after one last sample; the state, its CPU time (s) and readings.
-    pub fn stop(self) -> (S, f64, u64) {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle.thread().unpark();
-        match self.handle.join() {
-            Ok(r) => r,
-            Err(p) => std::panic::resume_unwind(p),
-        }
-    }
-}
-
-/// The mean period of an adaptive reader in words: "every 120 ms on
-/// average (adaptive, within 0.1% of one CPU)".
-pub fn every(interval_s: f64, readings: u64, share: f64) -> String {
-    let ms = interval_s * 1e3 / readings.max(1) as f64;
-    format!(
-        "every {} ms on average (the period stretches to keep the reader within {}% of one CPU)",
-        sig(ms),
-        sig(share * 100.0)
-    )
 }
 
 /// Number of CPUs online.
@@ -368,7 +281,8 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
                 "blocking",
                 s,
                 base,
-                Duration::from_secs(1),
+                // A cross-check of the switch events: up to 5 s apart.
+                Duration::from_secs(5),
                 budget::READER_SHARE,
             )
         });
@@ -413,6 +327,7 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         }
     }
     let interval = t0.elapsed().as_secs_f64();
+    let own_end = workload::own_cpu_s();
     // The samplers stop first (nothing more to sample); their kernel
     // addresses are named from one read of /proc/kallsyms, after the
     // interval, for all three.
@@ -444,7 +359,7 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let slab = slab_t.finish(interval);
     let wakeups = wake_t.finish(interval);
     let workload = match work_t {
-        Some(w) => w.finish(interval, usage),
+        Some(w) => w.finish(interval, usage, own_end),
         None => Section::skipped(
             "the whole machine was diagnosed: there is no one workload (give --pid or -- CMD)",
         ),
@@ -531,6 +446,23 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
             0,
             "starting, reading and symbolising, on tunelab's main thread",
         );
+    }
+    // Each sampler's reader thread ran while the workload did: its own.
+    for p in [&mut profile, &mut cache_profile] {
+        if let Section::Present { data, overhead: o } = p {
+            let reader_s = data.overhead.reader_cpu_ms * 1e-3;
+            *o = self::overhead(
+                o.cpu_s + reader_s,
+                interval,
+                0,
+                &format!(
+                    "its reader thread {} while sampling (last rate {} Hz), and a share of \
+                     starting, reading and symbolising on tunelab's main thread",
+                    seconds(reader_s),
+                    data.frequency_hz
+                ),
+            );
+        }
     }
     // An interval cut short by a signal (--for, --pid) is still a diagnosis
     // of the time it covered: kept (the caller marks its run interrupted).

@@ -96,17 +96,19 @@ fn tree_by_children(root: &Path, top: i32) -> Option<BTreeMap<i32, String>> {
         if out.insert(pid, comm).is_some() {
             continue;
         }
+        let mut files = 0;
         for tid in tasks(root, pid) {
-            match super::read(root, &format!("proc/{pid}/task/{tid}/children")) {
-                Ok(text) => todo.extend(
+            if let Ok(text) = super::read(root, &format!("proc/{pid}/task/{tid}/children")) {
+                files += 1;
+                todo.extend(
                     text.split_whitespace()
                         .filter_map(|w| w.parse::<i32>().ok()),
-                ),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && pid == top && tid == top => {
-                    return None;
-                }
-                Err(_) => {}
+                );
             }
+        }
+        // The top, alive, with no children file to read: no such files here.
+        if pid == top && files == 0 {
+            return None;
         }
     }
     Some(out)
@@ -168,7 +170,9 @@ mod tests {
         assert_eq!(t[&12], "w12");
         // Without the files (CONFIG_PROC_CHILDREN off): the scan.
         assert!(tree_by_children(d.path(), 20).is_some());
-        std::fs::remove_file(d.path().join("proc/10/task/10/children")).unwrap();
+        for tid in [10, 13] {
+            std::fs::remove_file(d.path().join(format!("proc/10/task/{tid}/children"))).unwrap();
+        }
         assert!(tree_by_children(d.path(), 10).is_none());
         assert_eq!(processes(d.path(), &Scope::Tree(10)).len(), 3);
     }

@@ -242,7 +242,7 @@ impl Collector {
                 "wakeups",
                 Sampler::new(root, scope),
                 Duration::from_millis(PERIOD_MS),
-                Duration::from_secs(2),
+                Duration::from_secs(10),
                 super::budget::READER_SHARE,
             ),
         }

@@ -245,17 +245,26 @@ impl Collector {
                 "workload",
                 Tracker::new(root, scope, gate),
                 Duration::from_millis(100),
-                Duration::from_secs(1),
+                Duration::from_secs(2),
                 super::budget::READER_SHARE,
             ),
         }
     }
 
     /// The report; `usage` is a reaped command's rusage.
-    pub fn finish(self, interval: f64, usage: Option<Usage>) -> Section<WorkloadReport> {
+    /// The report; `usage` is a reaped command's rusage, `own_end` tunelab's
+    /// CPU time (`own_cpu_s`) when the interval ended: what stopping and
+    /// reading the sections costs after it does not compete with the
+    /// workload and is not in the figure.
+    pub fn finish(
+        self,
+        interval: f64,
+        usage: Option<Usage>,
+        own_end: f64,
+    ) -> Section<WorkloadReport> {
         let (t, cpu, n) = self.ticker.stop();
         let cpu0 = thread_cpu_s();
-        let own = (own_cpu_s() - self.own0).max(0.0);
+        let own = (own_end - self.own0).max(0.0);
         let mut by: HashMap<String, (TaskFigures, HashSet<i32>)> = HashMap::new();
         for (pid, last) in &t.last {
             let first = t.first.get(pid).cloned().unwrap_or_default();
@@ -384,7 +393,7 @@ mod tests {
             ticker: Ticker::start("t", t, Duration::from_secs(3600)),
             own0: 0.0,
         };
-        let r = c.finish(1.0, None);
+        let r = c.finish(1.0, None, 0.0);
         let w = r.data().unwrap();
         assert_eq!(w.rows.len(), 1);
         let f = &w.total;

@@ -86,7 +86,7 @@ impl Collector {
                     max: 0,
                 },
                 Duration::from_millis(100),
-                Duration::from_secs(1),
+                Duration::from_secs(5),
                 super::budget::READER_SHARE,
             ),
         }

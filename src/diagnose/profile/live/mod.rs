@@ -3,6 +3,7 @@
 //! that drains them and keeps only distinct stacks with counts, and
 //! `finish`, which stops, symbolises and aggregates.
 
+mod fitter;
 mod holders;
 mod leaf;
 mod open;
@@ -14,8 +15,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use self::fitter::Adapt;
 use self::open::{max_sample_rate, open_all, ring_data_bytes};
-use self::reader::{read_loop, Adapt, MAX_STACKS};
+use self::reader::{read_loop, MAX_STACKS};
 use super::aggregate::{self, Limits};
 use super::collected::Collected;
 use super::common::{self, explain};
