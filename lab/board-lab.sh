@@ -28,10 +28,14 @@
 #                  (default "vfat exfat f2fs"; each needs its mkfs on the host)
 #   LAB_DIAGNOSE   1: the guests also diagnose the workloads of
 #                  tests/workloads (spin, memcpy, fork, mutex, producer/consumer,
-#                  more threads than CPUs) and check their findings; off by
-#                  default: they pass with LAB_SMP=2, but on one emulated CPU
-#                  tunelab's tracing takes most of it and the producer/consumer
-#                  program's hot spot is lost in kernel time
+#                  more threads than CPUs), check their findings and diagnose's
+#                  cost (bench/diagnose_cost.sh: the spinner keeps >= 95% of the
+#                  CPU, tunelab <= 5%); ~104 s of steps at 64 MiB. Off by
+#                  default: on one emulated CPU at 64 MiB prodcons, mutex,
+#                  memcpy and threads pass, but tunelab still took 33-90% of
+#                  the CPU from the spinner (every /proc read costs
+#                  milliseconds under TCG) and fork_loop's few samples
+#                  (19 Hz) showed tunelab's pre-exec fork as a hot spot
 #   LAB_SSH        1 (default): the remote-guest step; 0 skips it
 #   LAB_FLASHSIM   1: the last guest also gets lab/flashsim's simulated cards over
 #                  NBD (card: 4 MiB units, 2 open; slowcard: 4 MiB cache at

@@ -31,7 +31,7 @@ pub const MIN_PROFILE_HZ: u64 = 19;
 /// for), never longer than `max` (its figures would lose their meaning).
 pub fn period_for(cost_s: f64, share: f64, base: Duration, max: Duration) -> Duration {
     let max = max.max(base);
-    if !(cost_s > 0.0) || !(share > 0.0) {
+    if cost_s.is_nan() || cost_s <= 0.0 || share.is_nan() || share <= 0.0 {
         return base;
     }
     let want = cost_s / share;
@@ -47,7 +47,7 @@ pub fn period_for(cost_s: f64, share: f64, base: Duration, max: Duration) -> Dur
 /// so the samples do not beat with the timer tick, as perf's defaults do.
 pub fn rate_for(cost_per_sample_s: f64, share: f64, min_hz: u64, max_hz: u64) -> u64 {
     let max_hz = max_hz.max(min_hz).max(1);
-    if !(cost_per_sample_s > 0.0) || !(share > 0.0) {
+    if cost_per_sample_s.is_nan() || cost_per_sample_s <= 0.0 || share.is_nan() || share <= 0.0 {
         return max_hz;
     }
     let fit = share / cost_per_sample_s;
@@ -93,7 +93,7 @@ pub struct Cost {
 
 impl Cost {
     pub fn add(&mut self, cost_s: f64) -> f64 {
-        if !(cost_s >= 0.0) {
+        if cost_s.is_nan() || cost_s < 0.0 {
             return self.mean;
         }
         self.n += 1;
