@@ -10,6 +10,7 @@ mod open;
 mod pairing;
 mod reader;
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -252,13 +253,22 @@ impl Live {
             .unwrap_or_default()
     }
 
-    /// What the reader collected (stopping it first if need be) and the
-    /// sampling time, ms.
-    fn take(&mut self) -> Result<(Collected, f64), String> {
+    /// What the reader collected (stopping it first if need be), the
+    /// sampling time, ms, and the kernel names given or read for it alone.
+    fn take<'n>(
+        &mut self,
+        names: Option<&'n Names>,
+    ) -> Result<(Collected, f64, Cow<'n, Names>), String> {
         self.stop()?;
-        self.stopped
+        let (c, ms) = self
+            .stopped
             .take()
-            .ok_or_else(|| "the profile was already finished".to_string())
+            .ok_or_else(|| "the profile was already finished".to_string())?;
+        let names = match names {
+            Some(n) => Cow::Borrowed(n),
+            None => Cow::Owned(own_names(&c)),
+        };
+        Ok((c, ms, names))
     }
 
     /// Off-CPU tracing: the µs-weighted profile (for the flame graph and
@@ -266,16 +276,8 @@ impl Live {
     /// count and longest wait.
     pub fn finish_offcpu(mut self, names: Option<&Names>) -> Result<super::OffCpuTrace, String> {
         let cpu0 = common::thread_cpu_ns();
-        let (collected, sampling_ms) = self.take()?;
-        let own;
-        let names = match names {
-            Some(n) => n,
-            None => {
-                own = own_names(&collected);
-                &own
-            }
-        };
-        let stacks = symbols::resolve(&collected, names);
+        let (collected, sampling_ms, names) = self.take(names)?;
+        let stacks = symbols::resolve(&collected, &names);
         // resolve keeps the map's iteration order.
         let waits: Vec<super::WaitStack> = collected
             .stacks
@@ -397,17 +399,9 @@ impl Live {
 
     pub fn finish(mut self, names: Option<&Names>) -> Result<Profile, String> {
         let cpu0 = common::thread_cpu_ns();
-        let (collected, sampling_ms) = self.take()?;
-        let own;
-        let names = match names {
-            Some(n) => n,
-            None => {
-                own = own_names(&collected);
-                &own
-            }
-        };
+        let (collected, sampling_ms, names) = self.take(names)?;
         let distinct = collected.stacks.len() as u64;
-        let stacks = symbols::resolve(&collected, names);
+        let stacks = symbols::resolve(&collected, &names);
         let agg = aggregate::aggregate(&stacks, Limits::default());
         let m = &self.meta;
         let mut overhead = m.overhead(sampling_ms, cpu0, &collected, distinct);
