@@ -7,7 +7,10 @@
 # one is there, or the user-lock finding names a C library function.
 # EXPECTED as ID=WORD also wants WORD on that finding's line (the
 # program's own function a finding must name).
-# The spinner prints its own share of a CPU (cpu_pct=, getrusage).
+# The spinner prints its own share of a CPU (cpu_pct=, getrusage): with
+# MIN_CPU set it must keep at least that %, and with MAX_OWN set tunelab's
+# own CPU over the interval (its report line) must stay at most that % of
+# one CPU.
 n=$1 want=$2 not=$3 secs=$4
 shift 4
 out=/tmp/dx-$n.txt
@@ -25,6 +28,16 @@ fi
 if [ -n "$not" ] && grep -qE "\\(diagnose\\.($not)\\)" $out; then echo "false finding: $not"; ok=0; fi
 if grep -E "\\(diagnose\\.user-lock\\)" $out | grep -qE "critical section in _|from __lll|from ___pthread"; then
   echo "user-lock names a C library function"; ok=0
+fi
+if [ -n "${MIN_CPU:-}" ]; then
+  got=$(sed -n 's/.*cpu_pct=\([0-9.]*\).*/\1/p' $out | head -n 1)
+  awk -v g="${got:-0}" -v m="$MIN_CPU" 'BEGIN { exit !(g >= m) }' ||
+    { echo "the program got ${got:-?}% of a CPU under diagnose (want >= $MIN_CPU%)"; ok=0; }
+fi
+if [ -n "${MAX_OWN:-}" ]; then
+  own=$(grep "tunelab's own CPU time over the interval" $out | sed -n 's/.*(\([0-9.]*\)% of one CPU).*/\1/p' | head -n 1)
+  awk -v o="${own:-999}" -v m="$MAX_OWN" 'BEGIN { exit !(o <= m) }' ||
+    { echo "tunelab used ${own:-?}% of one CPU (want <= $MAX_OWN%)"; ok=0; }
 fi
 [ $ok = 1 ] || tail -n 40 $out
 rm -f $out

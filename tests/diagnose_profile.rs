@@ -106,6 +106,7 @@ fn req(scope: Scope) -> Request {
         event: Event::Auto,
         frequency_hz: 999,
         call_graph: true,
+        budget_share: 0.0,
     }
 }
 

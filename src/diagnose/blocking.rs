@@ -99,10 +99,12 @@ impl LatencySession {
         };
         Ok(LatencySession {
             knob,
-            ticker: Some(Ticker::start(
+            ticker: Some(Ticker::adaptive(
                 "latencytop",
                 reader,
                 std::time::Duration::from_millis(500),
+                std::time::Duration::from_secs(2),
+                super::budget::READER_SHARE,
             )),
             cpu_s: thread_cpu_s() - cpu0,
         })

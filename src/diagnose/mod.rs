@@ -10,6 +10,7 @@
 //! journalled knobs), as `system::board` does.
 
 pub mod blocking;
+pub mod budget;
 mod child;
 pub mod knob;
 pub mod locks;
@@ -20,15 +21,17 @@ pub mod slab;
 pub mod startup;
 #[cfg(test)]
 mod test_support;
+mod ticker;
 pub mod usetable;
 pub mod wakeups;
 pub mod workload;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+pub use ticker::{every, Sampled, Ticker};
 
 use crate::model::diagnosis::{Diagnosis, Overhead, Section, Target};
 use crate::safety::signals;
@@ -119,68 +122,6 @@ pub fn overhead(cpu_s: f64, interval_s: f64, readings: u64, what: &str) -> Overh
         }
     );
     o
-}
-
-/// A section's state sampled periodically on its own thread, which also
-/// measures its own CPU time (the section's overhead).
-pub trait Sampled: Send + 'static {
-    fn sample(&mut self);
-}
-
-pub struct Ticker<S> {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<(S, f64, u64)>,
-}
-
-impl<S: Sampled> Ticker<S> {
-    /// Sample `state` every `period` until `stop()`; the first sample is
-    /// taken at once.
-    pub fn start(name: &str, mut state: S, period: Duration) -> Ticker<S> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name(format!("diag-{name}"))
-            .spawn(move || {
-                let cpu0 = thread_cpu_s();
-                let mut n = 0u64;
-                let mut next = Instant::now();
-                loop {
-                    state.sample();
-                    n += 1;
-                    if flag.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    next += period;
-                    let now = Instant::now();
-                    if next <= now {
-                        // Fell behind (loaded machine): do not burst to catch up.
-                        next = now;
-                    }
-                    // Parked, not slept: `stop` unparks it, so stopping never
-                    // waits out a period (an hour-long one hung a test).
-                    loop {
-                        let now = Instant::now();
-                        if flag.load(Ordering::Relaxed) || next <= now {
-                            break;
-                        }
-                        std::thread::park_timeout(next - now);
-                    }
-                }
-                (state, thread_cpu_s() - cpu0, n)
-            })
-            .expect("spawning a sampling thread");
-        Ticker { stop, handle }
-    }
-
-    /// Stop after one last sample; the state, its CPU time (s) and readings.
-    pub fn stop(self) -> (S, f64, u64) {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle.thread().unpark();
-        match self.handle.join() {
-            Ok(r) => r,
-            Err(p) => std::panic::resume_unwind(p),
-        }
-    }
 }
 
 /// Number of CPUs online.
@@ -282,11 +223,15 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let latency_session = blocking::LatencySession::begin(root, &scope);
 
     let cpu0 = thread_cpu_s();
+    // The rate starts lower on one CPU (the reader shares it with the
+    // workload) and each reader then fits its share of the budget.
+    let profile_hz = budget::initial_rate(opts.profile_hz, cpus());
     let prof = profile::start(&profile::Request {
         scope: pscope(),
         event: profile::Event::Auto,
-        frequency_hz: opts.profile_hz,
+        frequency_hz: profile_hz,
         call_graph: true,
+        budget_share: budget::PROFILE_SHARE,
     });
     // Where cache misses come from needs fewer samples than where time
     // goes: a quarter of the rate halves what the two samplers cost a
@@ -294,8 +239,9 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let cache = profile::start(&profile::Request {
         scope: pscope(),
         event: profile::Event::CacheMisses,
-        frequency_hz: (opts.profile_hz / 4).max(1),
+        frequency_hz: (profile_hz / 4).max(budget::MIN_PROFILE_HZ),
         call_graph: true,
+        budget_share: budget::CACHE_SHARE,
     });
     let counters = profile::start_counters(&pscope());
     // Off-CPU time by call chain: scheduler switch events of the tree.
@@ -304,6 +250,7 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         event: profile::Event::OffCpu,
         frequency_hz: 0,
         call_graph: true,
+        budget_share: 0.0,
     });
     let profile_start_cpu = thread_cpu_s() - cpu0;
     // Set once a command exec'd: samplers leave out tunelab's pre-exec
@@ -328,7 +275,17 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let block_t = latency_session
         .is_err()
         .then(|| blocking::Sampler::new(root, scope.clone(), hz).gated(exec_done.clone()))
-        .map(|s| Ticker::start("blocking", s, Duration::from_secs_f64(1.0 / hz as f64)));
+        .map(|s| {
+            let base = Duration::from_secs_f64(1.0 / hz as f64);
+            Ticker::adaptive(
+                "blocking",
+                s,
+                base,
+                // A cross-check of the switch events: up to 5 s apart.
+                Duration::from_secs(5),
+                budget::READER_SHARE,
+            )
+        });
     let slab_t = slab::Collector::start(root);
     let wake_t = wakeups::Collector::start(root, scope.clone());
     let work_t =
@@ -370,6 +327,16 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         }
     }
     let interval = t0.elapsed().as_secs_f64();
+    let own_end = workload::own_cpu_s();
+    // The samplers stop first (nothing more to sample); their kernel
+    // addresses are named from one read of /proc/kallsyms, after the
+    // interval, for all three.
+    let cpu_stop = thread_cpu_s();
+    let (mut prof, mut cache, mut off) = (prof, cache, off);
+    for r in [&mut prof, &mut cache, &mut off].into_iter().flatten() {
+        let _ = r.stop();
+    }
+    let stop_cpu = thread_cpu_s() - cpu_stop;
 
     // Stop everything before any error is returned: knobs restored first.
     let locks = match lock_session {
@@ -392,14 +359,15 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let slab = slab_t.finish(interval);
     let wakeups = wake_t.finish(interval);
     let workload = match work_t {
-        Some(w) => w.finish(interval, usage),
+        Some(w) => w.finish(interval, usage, own_end),
         None => Section::skipped(
             "the whole machine was diagnosed: there is no one workload (give --pid or -- CMD)",
         ),
     };
     let cpu1 = thread_cpu_s();
+    let names = profile::kernel_names([&prof, &cache, &off].into_iter().flatten());
     let profile_section = |r: std::result::Result<profile::Running, String>| match r {
-        Ok(run) => match run.finish() {
+        Ok(run) => match run.finish_named(Some(&names)) {
             Ok(p) => Section::Present {
                 data: p,
                 overhead: Overhead::default(),
@@ -412,7 +380,7 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let mut cache_profile = profile_section(cache);
     let program = program_name(&opts.what, &target);
     let offcpu = match off {
-        Ok(run) => match run.finish_offcpu() {
+        Ok(run) => match run.finish_offcpu_named(Some(&names)) {
             Ok(t) => {
                 let own_image = match &opts.what {
                     What::Command(_) => std::env::current_exe()
@@ -461,7 +429,7 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     // The profiler's start and finish (reading, symbolising) ran on this
     // thread; shared evenly between the sections it served (the present
     // ones: a skipped cache-miss profile cost nothing to read).
-    let prof_cpu = profile_start_cpu + thread_cpu_s() - cpu1;
+    let prof_cpu = profile_start_cpu + stop_cpu + thread_cpu_s() - cpu1;
     let served: Vec<&mut Overhead> = [
         section_overhead(&mut profile),
         section_overhead(&mut cache_profile),
@@ -478,6 +446,23 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
             0,
             "starting, reading and symbolising, on tunelab's main thread",
         );
+    }
+    // Each sampler's reader thread ran while the workload did: its own.
+    for p in [&mut profile, &mut cache_profile] {
+        if let Section::Present { data, overhead: o } = p {
+            let reader_s = data.overhead.reader_cpu_ms * 1e-3;
+            *o = self::overhead(
+                o.cpu_s + reader_s,
+                interval,
+                0,
+                &format!(
+                    "its reader thread {} while sampling (last rate {} Hz), and a share of \
+                     starting, reading and symbolising on tunelab's main thread",
+                    seconds(reader_s),
+                    data.frequency_hz
+                ),
+            );
+        }
     }
     // An interval cut short by a signal (--for, --pid) is still a diagnosis
     // of the time it covered: kept (the caller marks its run interrupted).

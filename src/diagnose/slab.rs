@@ -223,10 +223,15 @@ impl Collector {
                 cpu_s: thread_cpu_s() - cpu0,
             };
         }
-        Collector::Slabinfo(Ticker::start(
+        Collector::Slabinfo(Ticker::adaptive(
             "slab",
             SlabinfoSampler::new(root),
             Duration::from_millis(PERIOD_MS),
+            // No cap that matters: a slow board spent 300 ms per read of
+            // /proc/slabinfo, so there it is read at the ends only (net
+            // change: the lower bound the method states anyway).
+            Duration::from_secs(3600),
+            super::budget::READER_SHARE,
         ))
     }
 
@@ -270,10 +275,10 @@ impl Collector {
                         source: "slabinfo".into(),
                         caches: s.rows(interval),
                         method: format!(
-                            "no CONFIG_SLUB_STATS here: /proc/slabinfo sampled every {PERIOD_MS} ms \
-                             and the rises (counted as allocations) and falls (frees) of each \
+                            "no CONFIG_SLUB_STATS here: /proc/slabinfo sampled {} and the rises (counted as allocations) and falls (frees) of each \
                              cache's active objects summed — net changes between samples, so a \
-                             lower bound of the real churn, with no fast/slow-path split"
+                             lower bound of the real churn, with no fast/slow-path split",
+                            super::every(interval, n, super::budget::READER_SHARE)
                         ),
                     },
                     overhead: overhead(cpu, interval, n, "the sampling thread"),

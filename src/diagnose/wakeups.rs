@@ -238,10 +238,12 @@ impl Collector {
             root: root.to_path_buf(),
             cstates,
             cpu_s: thread_cpu_s() - cpu0,
-            ticker: Ticker::start(
+            ticker: Ticker::adaptive(
                 "wakeups",
                 Sampler::new(root, scope),
                 Duration::from_millis(PERIOD_MS),
+                Duration::from_secs(10),
+                super::budget::READER_SHARE,
             ),
         }
     }
@@ -263,10 +265,11 @@ impl Collector {
                     String::new()
                 },
                 method: format!(
-                    "every task in scope read every {PERIOD_MS} ms; wake-ups = {} (tasks born \
+                    "every task in scope read {}; wake-ups = {} (tasks born \
                      during the interval count from zero; a task that lived less than one \
                      period is missed); C-state residency = growth of cpuidle state*/time over \
                      all CPUs' time",
+                    super::every(interval, n, super::budget::READER_SHARE),
                     if source == "nr_wakeups" {
                         "growth of schedstats nr_wakeups"
                     } else {

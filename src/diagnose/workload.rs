@@ -105,12 +105,22 @@ fn minus(a: &TaskFigures, b: &TaskFigures) -> TaskFigures {
     }
 }
 
-/// tunelab's own CPU time so far (all threads), s.
+/// tunelab's own CPU time so far (all threads, to the ns: clock ticks
+/// of /proc/self/stat are too coarse for a budget of 1%), s.
 pub fn own_cpu_s() -> f64 {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|t| parse_stat_figures(&t))
-        .map_or(0.0, |(_, _, u, s)| (u + s) as f64 / ticks())
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|t| parse_stat_figures(&t))
+            .map_or(0.0, |(_, _, u, s)| (u + s) as f64 / ticks());
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 pub struct Tracker {
@@ -231,19 +241,30 @@ impl Collector {
     ) -> Collector {
         Collector {
             own0: own_cpu_s(),
-            ticker: Ticker::start(
+            ticker: Ticker::adaptive(
                 "workload",
                 Tracker::new(root, scope, gate),
                 Duration::from_millis(100),
+                Duration::from_secs(2),
+                super::budget::READER_SHARE,
             ),
         }
     }
 
     /// The report; `usage` is a reaped command's rusage.
-    pub fn finish(self, interval: f64, usage: Option<Usage>) -> Section<WorkloadReport> {
+    /// The report; `usage` is a reaped command's rusage, `own_end` tunelab's
+    /// CPU time (`own_cpu_s`) when the interval ended: what stopping and
+    /// reading the sections costs after it does not compete with the
+    /// workload and is not in the figure.
+    pub fn finish(
+        self,
+        interval: f64,
+        usage: Option<Usage>,
+        own_end: f64,
+    ) -> Section<WorkloadReport> {
         let (t, cpu, n) = self.ticker.stop();
         let cpu0 = thread_cpu_s();
-        let own = (own_cpu_s() - self.own0).max(0.0);
+        let own = (own_end - self.own0).max(0.0);
         let mut by: HashMap<String, (TaskFigures, HashSet<i32>)> = HashMap::new();
         for (pid, last) in &t.last {
             let first = t.first.get(pid).cloned().unwrap_or_default();
@@ -289,11 +310,12 @@ impl Collector {
             total.add(r);
         }
         let mut method = format!(
-            "each process of the workload read every 100 ms ({n} readings): user/system time and \
+            "each process of the workload read {} ({n} readings): user/system time and \
              faults from /proc/PID/stat, context switches from /proc/PID/status, I/O calls and \
              bytes from /proc/PID/io (these include the process's exited threads), run-queue \
              wait summed over threads from /proc/PID/task/TID/schedstat (threads that lived \
-             less than 100 ms are missed); tunelab's own threads are not part of it"
+             less than one period are missed); tunelab's own threads are not part of it",
+            super::every(interval, n, super::budget::READER_SHARE)
         );
         if let Some(u) = usage {
             // The kernel's account at exit covers what sampling missed
@@ -314,6 +336,7 @@ impl Collector {
                 rows,
                 total,
                 tunelab_cpu_s: own,
+                tunelab_budget_pct: super::budget::BUDGET_PERCENT,
                 method,
             },
             overhead: overhead(
@@ -370,7 +393,7 @@ mod tests {
             ticker: Ticker::start("t", t, Duration::from_secs(3600)),
             own0: 0.0,
         };
-        let r = c.finish(1.0, None);
+        let r = c.finish(1.0, None, 0.0);
         let w = r.data().unwrap();
         assert_eq!(w.rows.len(), 1);
         let f = &w.total;

@@ -441,6 +441,10 @@ pub struct WorkloadReport {
     /// tunelab's own CPU time over the interval (all its threads:
     /// samplers, profiler reader), s; never part of the figures above.
     pub tunelab_cpu_s: f64,
+    /// The budget that CPU time was held to, % of one CPU (0: a run made
+    /// before there was one).
+    #[serde(default)]
+    pub tunelab_budget_pct: f64,
     pub method: String,
 }
 

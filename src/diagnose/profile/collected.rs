@@ -67,6 +67,9 @@ pub(super) struct Collected {
     pub holder_comm: HashMap<u32, u32>,
     /// CPUs with CPU-wide switch records, or why there are none.
     pub holders_open: Result<usize, String>,
+    /// The sampling rates used, in order (the first is the starting rate;
+    /// more when the reader fitted its budget), Hz; empty: fixed.
+    pub rates: Vec<u64>,
 }
 
 impl Default for Collected {
@@ -93,6 +96,7 @@ impl Default for Collected {
             holders_ns: HashMap::new(),
             holder_comm: HashMap::new(),
             holders_open: Err("not traced".into()),
+            rates: Vec::new(),
         }
     }
 }

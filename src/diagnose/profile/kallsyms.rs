@@ -1,13 +1,16 @@
-//! Kernel addresses to names from /proc/kallsyms in two streaming passes,
+//! Kernel addresses to names from /proc/kallsyms in one streaming pass,
 //! keeping only what the sampled addresses need. A kernel has 100–200 k
 //! symbols (5 MB of text): loading them all as a table (what blazesym's
 //! kernel source does, ~10 MB at its peak) is more than a 64 MiB board has
-//! free after a profile, and the OOM killer ended `diagnose` there. Pass 1
-//! finds, for each sampled address, the line of its symbol (memory in
-//! proportion to the samples); pass 2 reads the names on those lines.
+//! free after a profile, and the OOM killer ended `diagnose` there. Each
+//! sampled address keeps the closest symbol seen so far (memory in
+//! proportion to the samples); the kernel generates the file's text on
+//! every read, so it is read once per diagnosis, for all its profiles
+//! together (a slow board spent seconds reading it six times).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
+use std::rc::Rc;
 
 /// What an address resolved to: the function and, for a module's code,
 /// the module's name.
@@ -36,85 +39,78 @@ fn fields(line: &str) -> Option<(u64, &str, &str, Option<&str>)> {
     Some((addr, kind, name, module))
 }
 
-/// Resolves `addrs` against the kallsyms text that `open` yields (called
-/// twice: once per pass). An address resolves to the text symbol at or
-/// below it; addresses below the first symbol, or with every symbol
-/// reading 0 (kptr_restrict), resolve to nothing.
+/// Resolves `addrs` against the kallsyms text that `open` yields, read
+/// once. An address resolves to the text symbol at or below it; addresses
+/// below the first symbol, or with every symbol reading 0 (kptr_restrict),
+/// resolve to nothing.
 pub(super) fn resolve_with<R: Read>(
-    mut open: impl FnMut() -> std::io::Result<R>,
+    open: impl FnOnce() -> std::io::Result<R>,
     addrs: &[u64],
 ) -> HashMap<u64, KernelSym> {
     let mut out = HashMap::new();
     if addrs.is_empty() {
         return out;
     }
-    // Pass 1: for each sampled address, the line of the closest text
-    // symbol at or below it, in memory proportional to the samples, not to
-    // the kernel. kallsyms is ascending in runs (the kernel image, then each
-    // module): inside a run a symbol covers up to the next one; the last of
-    // a run covers everything above it, until a closer symbol claims it.
+    // kallsyms is ascending in runs (the kernel image, then each module):
+    // inside a run a symbol covers up to the next one; the last of a run
+    // covers everything above it, until a closer symbol claims it. A
+    // symbol's name is made only when it claims an address.
     let mut addrs: Vec<u64> = addrs.to_vec();
     addrs.sort_unstable();
     addrs.dedup();
-    // (symbol address, line) per address; line u32::MAX = none yet.
-    let mut best: Vec<(u64, u32)> = vec![(0, u32::MAX); addrs.len()];
-    let mut claim = |lo: u64, hi: Option<u64>, cand: (u64, u32)| {
+    let mut best: Vec<Option<(u64, Rc<KernelSym>)>> = vec![None; addrs.len()];
+    let mut claim = |lo: u64, hi: Option<u64>, line: &str| {
         let from = addrs.partition_point(|&a| a < lo);
         let to = hi.map_or(addrs.len(), |h| addrs.partition_point(|&a| a < h));
+        let mut sym: Option<Rc<KernelSym>> = None;
         for b in &mut best[from..to.max(from)] {
-            if b.1 == u32::MAX || cand.0 > b.0 {
-                *b = cand;
+            if b.as_ref().is_some_and(|(at, _)| *at >= lo) {
+                continue;
             }
+            let Some(s) = sym.clone().or_else(|| {
+                let (_, _, name, module) = fields(line)?;
+                Some(Rc::new(KernelSym {
+                    name: name.to_string(),
+                    module: module.map(str::to_string),
+                }))
+            }) else {
+                return;
+            };
+            sym = Some(s.clone());
+            *b = Some((lo, s));
         }
     };
     let Ok(r) = open() else { return out };
-    let mut prev: Option<(u64, u32)> = None;
-    for (i, line) in BufReader::with_capacity(16 << 10, r).lines().enumerate() {
-        let Ok(line) = line else { break };
+    let mut r = BufReader::with_capacity(16 << 10, r);
+    // The previous text symbol's line and address, and the line being read.
+    let (mut prev, mut line) = (String::new(), String::new());
+    let mut prev_at: Option<u64> = None;
+    loop {
+        line.clear();
+        match r.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
         let Some((a, kind, _, _)) = fields(&line) else {
             continue;
         };
         if a == 0 || !is_text(kind) {
             continue;
         }
-        match prev {
-            Some(p) if a >= p.0 => claim(p.0, Some(a), p),
-            Some(p) => claim(p.0, None, p),
+        match prev_at {
+            Some(p) if a >= p => claim(p, Some(a), &prev),
+            Some(p) => claim(p, None, &prev),
             None => {}
         }
-        prev = Some((a, i as u32));
+        prev_at = Some(a);
+        std::mem::swap(&mut prev, &mut line);
     }
-    if let Some(p) = prev {
-        claim(p.0, None, p);
+    if let Some(p) = prev_at {
+        claim(p, None, &prev);
     }
-    // The line each address falls into.
-    let mut wanted: HashMap<u32, Vec<u64>> = HashMap::new();
-    for (a, b) in addrs.iter().zip(&best) {
-        if b.1 != u32::MAX {
-            wanted.entry(b.1).or_default().push(*a);
-        }
-    }
-    if wanted.is_empty() {
-        return out;
-    }
-    // Pass 2: the names on those lines.
-    let Ok(r) = open() else { return out };
-    for (i, line) in BufReader::with_capacity(16 << 10, r).lines().enumerate() {
-        let Ok(line) = line else { break };
-        let Some(these) = wanted.remove(&(i as u32)) else {
-            continue;
-        };
-        if let Some((_, _, name, module)) = fields(&line) {
-            let sym = KernelSym {
-                name: name.to_string(),
-                module: module.map(str::to_string),
-            };
-            for a in these {
-                out.insert(a, sym.clone());
-            }
-        }
-        if wanted.is_empty() {
-            break;
+    for (a, b) in addrs.iter().zip(best) {
+        if let Some((_, s)) = b {
+            out.insert(*a, Rc::unwrap_or_clone(s));
         }
     }
     out
@@ -177,6 +173,20 @@ ffffffff81000180 W weak_fn
         let hidden = "0000000000000000 T _stext\n0000000000000000 T schedule\n";
         let m = resolve_with(|| Ok(hidden.as_bytes()), &[0xffffffff81000300]);
         assert!(m.is_empty());
+    }
+
+    #[test]
+    fn the_file_is_opened_once() {
+        let mut opened = 0;
+        let m = resolve_with(
+            || {
+                opened += 1;
+                Ok(TEXT.as_bytes())
+            },
+            &[0xffffffff81000150, 0xffffffffc0001010],
+        );
+        assert_eq!(opened, 1);
+        assert_eq!(m.len(), 2);
     }
 
     #[test]

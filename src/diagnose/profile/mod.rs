@@ -127,7 +127,7 @@ impl Default for OffCpuTrace {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Request {
     pub scope: Scope,
     pub event: Event,
@@ -136,12 +136,46 @@ pub struct Request {
     pub frequency_hz: u64,
     /// Sample call chains (frame-pointer based, as `perf record -g`).
     pub call_graph: bool,
+    /// Share of one CPU the reader may use (a fraction; 0: the rate stays
+    /// as asked): it measures its own CPU time per sample and lowers the
+    /// rate until it fits (`diagnose::budget::rate_for`).
+    pub budget_share: f64,
 }
 
 /// A profile being sampled; `finish` stops it.
 pub struct Running {
     #[cfg(feature = "profile")]
     inner: live::Live,
+}
+
+/// Kernel names for the addresses of several profiles, from one read of
+/// /proc/kallsyms (`kernel_names`).
+#[derive(Default)]
+pub struct KernelNames {
+    #[cfg(feature = "profile")]
+    names: live::Names,
+}
+
+/// Read /proc/kallsyms once for the kernel addresses of all these
+/// (stopped) profiles.
+pub fn kernel_names<'a>(runs: impl IntoIterator<Item = &'a Running>) -> KernelNames {
+    #[cfg(feature = "profile")]
+    {
+        let mut addrs: Vec<u64> = runs
+            .into_iter()
+            .flat_map(|r| r.inner.kernel_addrs())
+            .collect();
+        addrs.sort_unstable();
+        addrs.dedup();
+        KernelNames {
+            names: kallsyms::resolve(&addrs),
+        }
+    }
+    #[cfg(not(feature = "profile"))]
+    {
+        let _ = runs.into_iter().count();
+        KernelNames::default()
+    }
 }
 
 /// Counters being counted; `finish` stops them.
@@ -169,11 +203,12 @@ pub fn start(req: &Request) -> Result<Running, String> {
 }
 
 impl Running {
-    /// Stop off-CPU tracing (a `Request` with `Event::OffCpu`).
-    pub fn finish_offcpu(self) -> Result<OffCpuTrace, String> {
+    /// Stop sampling: the reader drains its buffers and exits. Naming and
+    /// aggregating come after (`finish…`), once for every profile.
+    pub fn stop(&mut self) -> Result<(), String> {
         #[cfg(feature = "profile")]
         {
-            self.inner.finish_offcpu()
+            self.inner.stop()
         }
         #[cfg(not(feature = "profile"))]
         {
@@ -181,14 +216,38 @@ impl Running {
         }
     }
 
-    /// Stop sampling, drain the ring buffers, symbolise and aggregate.
-    pub fn finish(self) -> Result<Profile, String> {
+    /// Stop off-CPU tracing (a `Request` with `Event::OffCpu`).
+    pub fn finish_offcpu(self) -> Result<OffCpuTrace, String> {
+        self.finish_offcpu_named(None)
+    }
+
+    /// `finish_offcpu` with kernel names read for several profiles.
+    pub fn finish_offcpu_named(self, names: Option<&KernelNames>) -> Result<OffCpuTrace, String> {
         #[cfg(feature = "profile")]
         {
-            self.inner.finish()
+            self.inner.finish_offcpu(names.map(|k| &k.names))
         }
         #[cfg(not(feature = "profile"))]
         {
+            let _ = names;
+            Err(NO_FEATURE.to_string())
+        }
+    }
+
+    /// Stop sampling, drain the ring buffers, symbolise and aggregate.
+    pub fn finish(self) -> Result<Profile, String> {
+        self.finish_named(None)
+    }
+
+    /// `finish` with kernel names read for several profiles.
+    pub fn finish_named(self, names: Option<&KernelNames>) -> Result<Profile, String> {
+        #[cfg(feature = "profile")]
+        {
+            self.inner.finish(names.map(|k| &k.names))
+        }
+        #[cfg(not(feature = "profile"))]
+        {
+            let _ = names;
             Err(NO_FEATURE.to_string())
         }
     }
@@ -254,6 +313,7 @@ mod tests {
             event: Event::Auto,
             frequency_hz: 99,
             call_graph: true,
+            budget_share: 0.0,
         };
         assert_eq!(start(&r).err().unwrap(), NO_FEATURE);
         assert_eq!(start_counters(&Scope::System).err().unwrap(), NO_FEATURE);

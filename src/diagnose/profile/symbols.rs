@@ -25,8 +25,7 @@ fn hex(addr: u64) -> String {
 }
 
 /// Kernel symbols: "[kernel]", or "[kernel.module]" with the module named.
-fn kernel_frames(addrs: &[u64]) -> HashMap<u64, Frame> {
-    let names = super::kallsyms::resolve(addrs);
+fn kernel_frames(addrs: &[u64], names: &HashMap<u64, KernelSym>) -> HashMap<u64, Frame> {
     addrs
         .iter()
         .map(|&a| {
@@ -185,8 +184,19 @@ fn user_frames(sym: &Symbolizer, path: &str, offsets: &[u64]) -> HashMap<u64, Fr
         .collect()
 }
 
-/// The collected stacks with names, for aggregation.
-pub(super) fn resolve(c: &Collected) -> Vec<Stack> {
+/// The kernel addresses of the collected stacks.
+pub(super) fn kernel_addrs(c: &Collected) -> impl Iterator<Item = u64> + '_ {
+    c.stacks.keys().flat_map(|(_, frames)| {
+        frames.iter().filter_map(|f| match f {
+            FrameKey::Kernel(a) => Some(*a),
+            _ => None,
+        })
+    })
+}
+
+/// The collected stacks with names, for aggregation; kernel addresses from
+/// `names` (read for all profiles at once, `kallsyms::resolve`).
+pub(super) fn resolve(c: &Collected, names: &HashMap<u64, KernelSym>) -> Vec<Stack> {
     let sym = Symbolizer::builder()
         .enable_code_info(false)
         .enable_inlined_fns(false)
@@ -225,11 +235,7 @@ pub(super) fn resolve(c: &Collected) -> Vec<Stack> {
     }
     let mut kaddrs: Vec<u64> = kernel.into_iter().collect();
     kaddrs.sort_unstable();
-    let kmap = if kaddrs.is_empty() {
-        HashMap::new()
-    } else {
-        kernel_frames(&kaddrs)
-    };
+    let kmap = kernel_frames(&kaddrs, names);
     let mut umap: HashMap<u32, HashMap<u64, Frame>> = HashMap::new();
     for (file, offs) in per_file {
         let mut offs: Vec<u64> = offs.into_iter().collect();
@@ -429,7 +435,8 @@ mod tests {
             eprintln!("skipped: /proc/kallsyms has no readable address for `schedule`");
             return;
         };
-        let m = kernel_frames(&[addr + 1]);
+        let names = super::super::kallsyms::resolve(&[addr + 1]);
+        let m = kernel_frames(&[addr + 1], &names);
         assert_eq!(m[&(addr + 1)], Frame::new("[kernel]", "schedule"));
     }
 }

@@ -48,8 +48,10 @@ impl Sampled for RunQueue {
 /// runnable now (state R in `proc/self/task/*/stat` under `root`; 0 when it
 /// cannot be read, as under a test's fake root).
 fn own_running_threads(root: &Path) -> u64 {
-    // SAFETY: gettid has no preconditions.
-    let me = unsafe { libc::gettid() }.to_string();
+    // A raw syscall: a static musl build links gettid() as a weak symbol
+    // that can be null (the x86_64 board binary crashed here).
+    // SAFETY: SYS_gettid takes no arguments and cannot fail.
+    let me = unsafe { libc::syscall(libc::SYS_gettid) }.to_string();
     let Ok(dir) = std::fs::read_dir(root.join("proc/self/task")) else {
         return 0;
     };
@@ -75,7 +77,7 @@ impl Collector {
             root: root.to_path_buf(),
             before,
             cpu_s: thread_cpu_s() - cpu0,
-            ticker: Ticker::start(
+            ticker: Ticker::adaptive(
                 "runqueue",
                 RunQueue {
                     root: root.to_path_buf(),
@@ -84,6 +86,8 @@ impl Collector {
                     max: 0,
                 },
                 Duration::from_millis(100),
+                Duration::from_secs(5),
+                super::budget::READER_SHARE,
             ),
         }
     }
@@ -94,7 +98,7 @@ impl Collector {
         let after = Snapshot::read(&self.root);
         let rq_mean = (rq.n > 0).then(|| rq.sum as f64 / rq.n as f64);
         let whole_disks = whole_disks(&self.root);
-        let table = build(
+        let mut table = build(
             &self.before,
             &after,
             interval,
@@ -102,13 +106,18 @@ impl Collector {
             rq_mean.map(|m| (m, rq.max)),
             &whole_disks,
         );
+        table.method = format!(
+            "{} {}",
+            table.method,
+            super::every(interval, n, super::budget::READER_SHARE)
+        );
         Section::Present {
             data: table,
             overhead: overhead(
                 cpu + self.cpu_s + thread_cpu_s() - cpu0,
                 interval,
                 n + 2,
-                "two readings of the counters, run queue every 100 ms",
+                "two readings of the counters, the run queue periodically",
             ),
         }
     }

@@ -244,7 +244,7 @@ pub fn build(
             "CPU and memory from /proc/stat, /proc/vmstat and /proc/meminfo (as vmstat), disks \
                  from /proc/diskstats (as iostat -x), interfaces from /proc/net/dev, pressure from \
                  /proc/pressure, each read before and after the interval; the run queue \
-                 (/proc/loadavg running tasks, minus the reader) every 100 ms"
+                 (/proc/loadavg running tasks, minus the reader)"
                 .into(),
     }
 }

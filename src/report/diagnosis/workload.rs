@@ -139,14 +139,29 @@ pub(super) fn workload_part(d: &Diagnosis) -> Part {
             ],
             rows,
         );
+        let own_pct = w.tunelab_cpu_s / i * 100.0;
         p.text.push(format!(
-            "tunelab's own CPU time over the interval (samplers, profiler, tracer; not in any figure): {} ({}% of one CPU)",
+            "tunelab's own CPU time over the interval (samplers, profiler, tracer; not in any figure): {} ({}% of one CPU){}",
             seconds(w.tunelab_cpu_s),
-            sig(w.tunelab_cpu_s / i * 100.0)
+            sig(own_pct),
+            budget_words(own_pct, w.tunelab_budget_pct)
         ));
         p.notes.push(format!("method: {}", w.method));
     }
     p
+}
+
+/// The budget beside what tunelab used ("" for a run made before budgets).
+fn budget_words(used_pct: f64, budget_pct: f64) -> String {
+    if budget_pct <= 0.0 {
+        return String::new();
+    }
+    let verdict = if used_pct <= budget_pct {
+        "within it".to_string()
+    } else {
+        format!("over it by {}×", sig(used_pct / budget_pct))
+    };
+    format!("; budget {}% of one CPU, {verdict}", sig(budget_pct))
 }
 
 /// Time blocked by cause, with the off-CPU flame graph.

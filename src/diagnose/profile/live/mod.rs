@@ -3,17 +3,20 @@
 //! that drains them and keeps only distinct stacks with counts, and
 //! `finish`, which stops, symbolises and aggregates.
 
+mod fitter;
 mod holders;
 mod leaf;
 mod open;
 mod pairing;
 mod reader;
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use self::fitter::Adapt;
 use self::open::{max_sample_rate, open_all, ring_data_bytes};
 use self::reader::{read_loop, MAX_STACKS};
 use super::aggregate::{self, Limits};
@@ -120,7 +123,12 @@ pub struct Live {
     reader: Option<JoinHandle<Collected>>,
     started: Instant,
     meta: Meta,
+    /// Set by `stop`: what the reader collected, and the sampling time, ms.
+    stopped: Option<(Collected, f64)>,
 }
+
+/// Kernel names of sampled addresses (see `kallsyms`).
+pub type Names = std::collections::HashMap<u64, super::kallsyms::KernelSym>;
 
 impl Live {
     pub fn start(req: &Request) -> Result<Live, String> {
@@ -205,26 +213,71 @@ impl Live {
         let stop2 = stop.clone();
         let scope = req.scope;
         let off = kind == Kind::OffCpu;
+        let adapt = (!off && req.budget_share > 0.0).then_some(Adapt {
+            share: req.budget_share,
+            hz: freq,
+            max_hz: freq,
+        });
         let reader = std::thread::Builder::new()
             .name("tunelab-profile".into())
-            .spawn(move || read_loop(opened, &stop2, scope, off))
+            .spawn(move || read_loop(opened, &stop2, scope, off, adapt))
             .map_err(|e| format!("cannot start the profile reader thread: {e}"))?;
         Ok(Live {
             stop,
             reader: Some(reader),
             started,
             meta,
+            stopped: None,
         })
+    }
+
+    /// Stop sampling (the reader drains and exits); naming comes later.
+    pub fn stop(&mut self) -> Result<(), String> {
+        if self.stopped.is_none() {
+            let what = if self.meta.kind == Kind::OffCpu {
+                "off-CPU"
+            } else {
+                "profile"
+            };
+            let c = self.stop_reader(what)?;
+            self.stopped = Some((c, self.started.elapsed().as_secs_f64() * 1e3));
+        }
+        Ok(())
+    }
+
+    /// The kernel addresses sampled (after `stop`).
+    pub fn kernel_addrs(&self) -> Vec<u64> {
+        self.stopped
+            .as_ref()
+            .map(|(c, _)| symbols::kernel_addrs(c).collect())
+            .unwrap_or_default()
+    }
+
+    /// What the reader collected (stopping it first if need be), the
+    /// sampling time, ms, and the kernel names given or read for it alone.
+    fn take<'n>(
+        &mut self,
+        names: Option<&'n Names>,
+    ) -> Result<(Collected, f64, Cow<'n, Names>), String> {
+        self.stop()?;
+        let (c, ms) = self
+            .stopped
+            .take()
+            .ok_or_else(|| "the profile was already finished".to_string())?;
+        let names = match names {
+            Some(n) => Cow::Borrowed(n),
+            None => Cow::Owned(own_names(&c)),
+        };
+        Ok((c, ms, names))
     }
 
     /// Off-CPU tracing: the µs-weighted profile (for the flame graph and
     /// the blocked-time tables) and every distinct wait stack with its
     /// count and longest wait.
-    pub fn finish_offcpu(mut self) -> Result<super::OffCpuTrace, String> {
-        let collected = self.stop_reader("off-CPU")?;
-        let sampling_ms = self.started.elapsed().as_secs_f64() * 1e3;
+    pub fn finish_offcpu(mut self, names: Option<&Names>) -> Result<super::OffCpuTrace, String> {
         let cpu0 = common::thread_cpu_ns();
-        let stacks = symbols::resolve(&collected);
+        let (collected, sampling_ms, names) = self.take(names)?;
+        let stacks = symbols::resolve(&collected, &names);
         // resolve keeps the map's iteration order.
         let waits: Vec<super::WaitStack> = collected
             .stacks
@@ -344,12 +397,11 @@ impl Live {
             .map_err(|_| format!("the {what} reader thread panicked"))
     }
 
-    pub fn finish(mut self) -> Result<Profile, String> {
-        let collected = self.stop_reader("profile")?;
-        let sampling_ms = self.started.elapsed().as_secs_f64() * 1e3;
+    pub fn finish(mut self, names: Option<&Names>) -> Result<Profile, String> {
         let cpu0 = common::thread_cpu_ns();
+        let (collected, sampling_ms, names) = self.take(names)?;
         let distinct = collected.stacks.len() as u64;
-        let stacks = symbols::resolve(&collected);
+        let stacks = symbols::resolve(&collected, &names);
         let agg = aggregate::aggregate(&stacks, Limits::default());
         let m = &self.meta;
         let mut overhead = m.overhead(sampling_ms, cpu0, &collected, distinct);
@@ -368,6 +420,15 @@ impl Live {
             collected.lost,
             collected.throttled
         );
+        if let (Some(first), Some(last)) = (collected.rates.first(), collected.rates.last()) {
+            if collected.rates.len() > 1 {
+                let low = collected.rates.iter().min().unwrap_or(last);
+                summary.push_str(&format!(
+                    "; the rate fitted the reader's CPU budget: {first} Hz at the start, {low} Hz \
+                     at the lowest, {last} Hz at the end"
+                ));
+            }
+        }
         if collected.truncated > 0 {
             summary.push_str(&format!(
                 "; {} samples kept only their leaf frame (over {MAX_STACKS} distinct stacks)",
@@ -384,8 +445,15 @@ impl Live {
             summary.push_str(&format!("; {} unreadable records", collected.errors.len()));
         }
         overhead.summary = summary;
-        Ok(m.profile(m.frequency_hz, agg, &collected, overhead))
+        let hz = collected.rates.last().copied().unwrap_or(m.frequency_hz);
+        Ok(m.profile(hz, agg, &collected, overhead))
     }
+}
+
+/// A lone profile's kernel names, read for it alone.
+fn own_names(c: &Collected) -> Names {
+    let addrs: Vec<u64> = symbols::kernel_addrs(c).collect();
+    super::kallsyms::resolve(&addrs)
 }
 
 impl Drop for Live {

@@ -143,7 +143,8 @@ pub(super) fn open_all(
         Scope::System => Vec::new(),
     };
     for &cpu in &cpus {
-        let mut b = builder(kind, req, freq, include_kernel, data / 4);
+        // Woken when half full: a few wake-ups a second, not one per sample.
+        let mut b = builder(kind, req, freq, include_kernel, data / 2);
         b.one_cpu(cpu);
         match req.scope {
             Scope::System => {

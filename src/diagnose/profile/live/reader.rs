@@ -14,6 +14,7 @@ use super::super::collected::{Collected, FrameKey};
 use super::super::common;
 use super::super::maps::{self, AddressSpace, Mapping};
 use super::super::Scope;
+use super::fitter::{Adapt, Fitter};
 use super::holders::Holders;
 use super::leaf;
 use super::open::Opened;
@@ -42,6 +43,8 @@ struct Reader {
     off: Option<OffState>,
     /// Off-CPU tracing: each CPU's recent switch-ins (CPU-wide records).
     holders: Holders,
+    /// tunelab's own pid, read once (getpid is a system call per sample).
+    me: u32,
 }
 
 const PERF_RECORD_SWITCH: u32 = 14;
@@ -52,6 +55,8 @@ const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 /// drained one after the other, so events younger than this stay queued
 /// until the next pass.
 const HOLD_BACK_NS: u64 = 300_000_000;
+/// Longest wait for a buffer to reach its watermark, ms.
+const POLL_MS: i32 = 250;
 
 /// The sample_id trailer of a SWITCH record (TID, TIME, CPU asked):
 /// pid, tid, time.
@@ -240,7 +245,7 @@ impl Reader {
         let pid = s.pid().unwrap_or(0);
         // tunelab's own threads are not the machine's load (and a stripped
         // board binary's frames would be bare addresses): counted, left out.
-        if pid == std::process::id() {
+        if pid == self.me {
             self.out.own_samples += 1;
             return;
         }
@@ -386,10 +391,13 @@ fn add_stack(out: &mut Collected, comm: u32, mut frames: Vec<FrameKey>, kernel: 
     }
 }
 
-fn drain(sampler: &mut Sampler, reader: &mut Reader) {
+fn drain(sampler: &mut Sampler, reader: &mut Reader) -> u64 {
+    let mut n = 0;
     while let Some(rec) = sampler.next_record() {
         reader.record(&rec);
+        n += 1;
     }
+    n
 }
 
 pub(super) fn read_loop(
@@ -397,10 +405,13 @@ pub(super) fn read_loop(
     stop: &AtomicBool,
     scope: Scope,
     off: bool,
+    adapt: Option<Adapt>,
 ) -> Collected {
+    let mut fitter = adapt.map(Fitter::new);
     let mut reader = Reader {
         out: Collected {
             holders_open: opened.holders.clone(),
+            rates: adapt.map(|a| vec![a.hz]).unwrap_or_default(),
             ..Collected::default()
         },
         spaces: HashMap::new(),
@@ -408,6 +419,7 @@ pub(super) fn read_loop(
         comm_index: HashMap::new(),
         off: off.then(OffState::default),
         holders: Holders::default(),
+        me: std::process::id(),
     };
     if let Scope::Process { pid } = scope {
         // The target's current mappings and name, while it surely exists.
@@ -431,16 +443,23 @@ pub(super) fn read_loop(
                 revents: 0,
             })
             .collect();
+        // The kernel wakes the reader when a buffer is half full (the
+        // watermark), not per sample; the timeout bounds how late the
+        // stop flag and the off-CPU pairing are seen.
         // SAFETY: fds is a valid array of fds.len() pollfd structs.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_MS) };
         if n < 0 {
             continue; // EINTR
         }
+        let mut records = 0;
         for (k, &i) in idx.iter().enumerate() {
             if fds[k].revents & libc::POLLHUP != 0 {
                 live[i] = false;
             }
-            drain(&mut opened.samplers[i], &mut reader);
+            records += drain(&mut opened.samplers[i], &mut reader);
+        }
+        if let Some(f) = fitter.as_mut() {
+            f.after_pass(records, &opened, &mut reader.out);
         }
         if let Some(o) = &reader.off {
             let upto = o.newest.saturating_sub(HOLD_BACK_NS);

@@ -1,0 +1,197 @@
+//! What diagnose may cost while it follows a workload: a CPU budget (a
+//! share of one CPU) split between its readers, and the rates that keep
+//! each within its share. Every reader measures its own CPU time per
+//! reading and stretches its period (the /proc readers) or lowers its
+//! sampling frequency (the profiler) until it fits, between a floor that
+//! keeps its figures meaningful and the rate asked. A slow or one-CPU board
+//! so samples less and reads less often than a fast machine; the report
+//! states the budget beside what tunelab used.
+
+use std::time::Duration;
+
+/// The whole budget, % of one CPU, while the workload runs (symbolising
+/// and the report come after the interval and are not in it).
+pub const BUDGET_PERCENT: f64 = 1.0;
+
+/// Shares of the budget, fractions of one CPU. The profiler gets most: its
+/// samples are what the hot-spot findings rest on.
+pub const PROFILE_SHARE: f64 = 0.004;
+/// The cache-miss sampler: a quarter of the profiler's.
+pub const CACHE_SHARE: f64 = 0.001;
+/// Each periodic /proc reader (workload, run queue, slab, wake-ups,
+/// blocking): five of them.
+pub const READER_SHARE: f64 = 0.001;
+
+/// Lowest sampling rate the profiler goes down to, Hz: a 2 s program still
+/// gets ~40 samples (a hot spot holding most of them stands out).
+pub const MIN_PROFILE_HZ: u64 = 19;
+
+/// The period that keeps a reader costing `cost_s` CPU per reading within
+/// `share` of one CPU: never shorter than `base` (the rate it was designed
+/// for), never longer than `max` (its figures would lose their meaning).
+pub fn period_for(cost_s: f64, share: f64, base: Duration, max: Duration) -> Duration {
+    let max = max.max(base);
+    if cost_s.is_nan() || cost_s <= 0.0 || share.is_nan() || share <= 0.0 {
+        return base;
+    }
+    let want = cost_s / share;
+    if !want.is_finite() || want >= max.as_secs_f64() {
+        return max;
+    }
+    Duration::from_secs_f64(want).clamp(base, max)
+}
+
+/// The sampling rate that keeps a sampler costing `cost_per_sample_s` of
+/// CPU (its reader's time per sample) within `share` of one CPU, between
+/// `min_hz` and `max_hz`; rounded down to a rate ending in 9 (…99, 49, 19)
+/// so the samples do not beat with the timer tick, as perf's defaults do.
+pub fn rate_for(cost_per_sample_s: f64, share: f64, min_hz: u64, max_hz: u64) -> u64 {
+    let max_hz = max_hz.max(min_hz).max(1);
+    if cost_per_sample_s.is_nan() || cost_per_sample_s <= 0.0 || share.is_nan() || share <= 0.0 {
+        return max_hz;
+    }
+    let fit = share / cost_per_sample_s;
+    if !fit.is_finite() || fit >= max_hz as f64 {
+        return max_hz;
+    }
+    tick_safe(fit.floor() as u64).clamp(min_hz, max_hz)
+}
+
+/// `hz` rounded down to a rate ending in 9 (…99, 49, 19).
+fn tick_safe(hz: u64) -> u64 {
+    if hz >= 100 {
+        if (hz + 1).is_multiple_of(100) {
+            hz
+        } else {
+            hz / 100 * 100 - 1
+        }
+    } else if hz >= 50 {
+        49
+    } else if hz >= 20 {
+        19
+    } else {
+        hz
+    }
+}
+
+/// The profiler's starting rate: the rate asked, divided by the CPUs the
+/// workload would share with the reader below two (a one-CPU machine
+/// samples at a quarter of it until the reader's measured cost says more
+/// fits). The reader then adapts it (`rate_for`).
+pub fn initial_rate(asked_hz: u64, cpus: u32) -> u64 {
+    let hz = if cpus <= 1 { asked_hz / 4 } else { asked_hz };
+    tick_safe(hz).max(MIN_PROFILE_HZ)
+}
+
+/// A running mean of a reader's cost per reading, s: the first reading
+/// (which opens files and fills caches) does not decide alone.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cost {
+    mean: f64,
+    n: u64,
+}
+
+impl Cost {
+    pub fn add(&mut self, cost_s: f64) -> f64 {
+        if cost_s.is_nan() || cost_s < 0.0 {
+            return self.mean;
+        }
+        self.n += 1;
+        // Equal weights for the first few, then an exponential mean that
+        // follows the workload (a fork burst makes the tree larger).
+        let w = (1.0 / self.n as f64).max(0.25);
+        self.mean += (cost_s - self.mean) * w;
+        self.mean
+    }
+
+    pub fn mean(&self) -> f64 {
+        self.mean
+    }
+}
+
+/// The budget in words, for the report's line on tunelab's own CPU.
+pub fn words() -> String {
+    format!(
+        "budget {}% of one CPU while the workload runs (profiler {}%, cache-miss sampler {}%, \
+         each /proc reader {}%; each reader measures its own cost and slows down to fit, down \
+         to its floor: profiler {MIN_PROFILE_HZ} Hz, readers once a second or so)",
+        BUDGET_PERCENT,
+        PROFILE_SHARE * 100.0,
+        CACHE_SHARE * 100.0,
+        READER_SHARE * 100.0
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn a_cheap_reader_keeps_its_base_period() {
+        // 5 µs a reading at 0.1%: 5 ms would fit; the base 100 ms stays.
+        assert_eq!(period_for(5e-6, 0.001, MS(100), MS(2000)), MS(100));
+    }
+
+    #[test]
+    fn a_costly_reader_stretches_to_fit_its_share_up_to_the_cap() {
+        // 400 µs a reading at 0.1% of a CPU: one reading per 400 ms.
+        assert_eq!(period_for(400e-6, 0.001, MS(100), MS(2000)), MS(400));
+        // 5 ms a reading would want 5 s: capped.
+        assert_eq!(period_for(5e-3, 0.001, MS(100), MS(2000)), MS(2000));
+        // Nothing measured yet, or a broken figure: the base.
+        assert_eq!(period_for(0.0, 0.001, MS(100), MS(2000)), MS(100));
+        assert_eq!(period_for(f64::NAN, 0.001, MS(100), MS(2000)), MS(100));
+        assert_eq!(period_for(1e-3, 0.0, MS(100), MS(2000)), MS(100));
+        // A cap below the base is the base.
+        assert_eq!(period_for(1.0, 0.001, MS(500), MS(100)), MS(500));
+    }
+
+    #[test]
+    fn the_rate_fits_the_share_and_avoids_the_tick() {
+        // 2 µs of reader per sample at 0.4%: 2000 Hz would fit; 999 asked.
+        assert_eq!(rate_for(2e-6, 0.004, 19, 999), 999);
+        // 10 µs: 400 Hz fits → 399.
+        assert_eq!(rate_for(10e-6, 0.004, 19, 999), 399);
+        // 50 µs: 80 Hz → 49; 150 µs: 26 Hz → 19.
+        assert_eq!(rate_for(50e-6, 0.004, 19, 999), 49);
+        assert_eq!(rate_for(150e-6, 0.004, 19, 999), 19);
+        // 1 ms a sample: 4 Hz would fit, but never below the floor.
+        assert_eq!(rate_for(1e-3, 0.004, 19, 999), 19);
+        // Unknown cost: the rate asked.
+        assert_eq!(rate_for(0.0, 0.004, 19, 999), 999);
+        assert_eq!(rate_for(f64::INFINITY, 0.004, 19, 999), 19);
+        // A ceiling below the floor is the floor.
+        assert_eq!(rate_for(1e-6, 0.004, 19, 10), 19);
+    }
+
+    #[test]
+    fn one_cpu_starts_at_a_quarter_of_the_rate() {
+        assert_eq!(initial_rate(999, 2), 999);
+        assert_eq!(initial_rate(999, 1), 199);
+        assert_eq!(initial_rate(49, 1), 19);
+        assert_eq!(initial_rate(10, 4), 19);
+    }
+
+    #[test]
+    fn the_mean_cost_follows_but_does_not_jump() {
+        let mut c = Cost::default();
+        assert_eq!(c.add(4.0), 4.0);
+        assert_eq!(c.add(2.0), 3.0);
+        c.add(f64::NAN);
+        assert_eq!(c.mean(), 3.0);
+        for _ in 0..50 {
+            c.add(1.0);
+        }
+        assert!((c.mean() - 1.0).abs() < 1e-3, "{}", c.mean());
+        // One costly reading moves the mean a quarter of the way.
+        assert!((c.add(5.0) - 2.0).abs() < 1e-2);
+    }
+
+    #[test]
+    fn the_shares_add_up_to_the_budget() {
+        let sum = PROFILE_SHARE + CACHE_SHARE + 5.0 * READER_SHARE;
+        assert!((sum * 100.0 - BUDGET_PERCENT).abs() < 1e-9, "{sum}");
+    }
+}

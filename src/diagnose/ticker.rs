@@ -1,0 +1,100 @@
+//! A section's periodic reader: its own thread, its own CPU time measured
+//! per reading, and a period that stretches to fit its share of the
+//! diagnosis budget (`budget`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::{budget, thread_cpu_s};
+use crate::units::sig;
+
+/// A section's state sampled periodically on its own thread, which also
+/// measures its own CPU time (the section's overhead).
+pub trait Sampled: Send + 'static {
+    fn sample(&mut self);
+}
+
+pub struct Ticker<S> {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<(S, f64, u64)>,
+}
+
+impl<S: Sampled> Ticker<S> {
+    /// Sample `state` every `period` until `stop()`; the first sample is
+    /// taken at once.
+    pub fn start(name: &str, state: S, period: Duration) -> Ticker<S> {
+        Ticker::adaptive(name, state, period, period, 0.0)
+    }
+
+    /// Sample every `base`, stretched up to `max` so the thread's own CPU
+    /// time per reading stays within `share` of one CPU (the diagnosis
+    /// budget: a slow board reads less often; see `budget`).
+    pub fn adaptive(
+        name: &str,
+        mut state: S,
+        base: Duration,
+        max: Duration,
+        share: f64,
+    ) -> Ticker<S> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("diag-{name}"))
+            .spawn(move || {
+                let cpu0 = thread_cpu_s();
+                let mut n = 0u64;
+                let mut cost = budget::Cost::default();
+                let mut next = Instant::now();
+                loop {
+                    let c0 = thread_cpu_s();
+                    state.sample();
+                    cost.add(thread_cpu_s() - c0);
+                    n += 1;
+                    if flag.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    next += budget::period_for(cost.mean(), share, base, max);
+                    let now = Instant::now();
+                    if next <= now {
+                        // Fell behind (loaded machine): do not burst to catch up.
+                        next = now;
+                    }
+                    // Parked, not slept: `stop` unparks it, so stopping never
+                    // waits out a period (an hour-long one hung a test).
+                    loop {
+                        let now = Instant::now();
+                        if flag.load(Ordering::Relaxed) || next <= now {
+                            break;
+                        }
+                        std::thread::park_timeout(next - now);
+                    }
+                }
+                (state, thread_cpu_s() - cpu0, n)
+            })
+            .expect("spawning a sampling thread");
+        Ticker { stop, handle }
+    }
+
+    /// Stop after one last sample; the state, its CPU time (s) and readings.
+    pub fn stop(self) -> (S, f64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.thread().unpark();
+        match self.handle.join() {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    }
+}
+
+/// The mean period of an adaptive reader in words: "every 120 ms on
+/// average (adaptive, within 0.1% of one CPU)".
+pub fn every(interval_s: f64, readings: u64, share: f64) -> String {
+    let ms = interval_s * 1e3 / readings.max(1) as f64;
+    format!(
+        "every {} ms on average (the period stretches to keep the reader within {}% of one CPU)",
+        sig(ms),
+        sig(share * 100.0)
+    )
+}
