@@ -48,10 +48,9 @@ impl Sampled for RunQueue {
 /// runnable now (state R in `proc/self/task/*/stat` under `root`; 0 when it
 /// cannot be read, as under a test's fake root).
 fn own_running_threads(root: &Path) -> u64 {
-    // A raw syscall: a static musl build links gettid() as a weak symbol
-    // that can be null (the x86_64 board binary crashed here).
-    // SAFETY: SYS_gettid takes no arguments and cannot fail.
-    let me = unsafe { libc::syscall(libc::SYS_gettid) }.to_string();
+    // Through rustix (the raw syscall): a static musl build can link libc's
+    // gettid() as a null weak symbol (the x86_64 board binary crashed here).
+    let me = rustix::thread::gettid().as_raw_nonzero().get().to_string();
     let Ok(dir) = std::fs::read_dir(root.join("proc/self/task")) else {
         return 0;
     };

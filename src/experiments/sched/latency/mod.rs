@@ -296,10 +296,12 @@ fn measure(
     stop: &AtomicBool,
     mut rec: LatencyRecorder,
 ) -> ThreadOut {
-    // SAFETY: gettid has no preconditions.
-    board
-        .tid
-        .store(unsafe { libc::gettid() }, Ordering::Relaxed);
+    // Through rustix (the raw syscall): a static musl build can link libc's
+    // gettid() as a null weak symbol (the x86_64 board binary crashed on it).
+    board.tid.store(
+        rustix::thread::gettid().as_raw_nonzero().get(),
+        Ordering::Relaxed,
+    );
     let set = crate::experiments::common::child::CpuSet::one(cpu);
     let mut setup = if crate::experiments::common::child::pin_self(&set) {
         Ok(())
