@@ -2,7 +2,7 @@
 //! mappings and names, keeps distinct stacks with counts (or hands switch
 //! events to the off-CPU pairing) and re-resolves late-mapped addresses.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -45,6 +45,10 @@ struct Reader {
     holders: Holders,
     /// tunelab's own pid, read once (getpid is a system call per sample).
     me: u32,
+    /// tunelab's executable, and the processes seen to exec: a command's child
+    /// runs tunelab's code until its exec (tunelab's samples, not the workload's).
+    own_exe: Option<String>,
+    execed: HashSet<u32>,
 }
 
 const PERF_RECORD_SWITCH: u32 = 14;
@@ -195,6 +199,7 @@ impl Reader {
                     self.comm_of_pid.insert(c.pid, id);
                 }
                 if misc & MISC_COMM_EXEC != 0 {
+                    self.execed.insert(c.pid);
                     let sp = self.spaces.entry(c.pid).or_default();
                     sp.clear();
                     sp.proc_read = true;
@@ -288,6 +293,10 @@ impl Reader {
                 frames.push(key);
             }
         }
+        if self.before_exec(pid, &frames) {
+            self.out.own_samples += 1;
+            return;
+        }
         if self.off.is_none() {
             if let Some(ra) = leaf::return_address(s).filter(|&a| a >= 4096) {
                 if let Some((file, off)) = self.space(pid).lookup(ra - 1) {
@@ -309,6 +318,17 @@ impl Reader {
         }
         let comm = self.pid_comm(pid);
         add_stack(&mut self.out, comm, frames, leaf_kernel, MAX_STACKS);
+    }
+
+    /// A sample of a process that has not exec'd yet, in tunelab's own
+    /// executable: a command's child between tunelab's fork and its exec.
+    fn before_exec(&self, pid: u32, frames: &[FrameKey]) -> bool {
+        let leaf = frames.iter().find_map(|f| match f {
+            FrameKey::User(file, _) => Some(*file),
+            _ => None,
+        });
+        let name = leaf.and_then(|f| self.out.files.names.get(f as usize));
+        !self.execed.contains(&pid) && name.is_some() && name == self.own_exe.as_ref()
     }
 
     /// Words of the copied user stack that point into executable code of
@@ -420,6 +440,10 @@ pub(super) fn read_loop(
         off: off.then(OffState::default),
         holders: Holders::default(),
         me: std::process::id(),
+        own_exe: std::fs::read_link("/proc/self/exe")
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned()),
+        execed: HashSet::new(),
     };
     if let Scope::Process { pid } = scope {
         // The target's current mappings and name, while it surely exists.
