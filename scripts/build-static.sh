@@ -40,9 +40,14 @@ mkdir -p "$outdir"
 no_unwind="-fno-asynchronous-unwind-tables -fno-unwind-tables"
 
 # The bundled SQLite without what tunelab's store never uses: full-text
-# search (FTS3/FTS5), R*Tree, the dbstat table, STAT4 and soundex (rusqlite
-# turns them on). BOARD_SQLITE_FLAGS= keeps them (to measure their cost).
-export LIBSQLITE3_FLAGS=${BOARD_SQLITE_FLAGS-"-USQLITE_ENABLE_FTS3 -USQLITE_ENABLE_FTS3_PARENTHESIS -USQLITE_ENABLE_FTS5 -USQLITE_ENABLE_RTREE -USQLITE_ENABLE_DBSTAT_VTAB -USQLITE_ENABLE_STAT4 -USQLITE_SOUNDEX"}
+# search (FTS3/FTS5), R*Tree, the dbstat table, STAT4, soundex, the column
+# metadata calls (rusqlite's "column_metadata" feature, off here) and the API
+# armor (checks of misuse that rusqlite's safe wrappers already rule out),
+# and loadable extensions (rusqlite's "load_extension" feature, off here);
+# rusqlite turns them on. Omitted too: the deprecated API, shared cache and
+# progress callbacks, which tunelab's store never calls. BOARD_SQLITE_FLAGS=
+# keeps them all (to measure their cost).
+export LIBSQLITE3_FLAGS=${BOARD_SQLITE_FLAGS-"-USQLITE_ENABLE_FTS3 -USQLITE_ENABLE_FTS3_PARENTHESIS -USQLITE_ENABLE_FTS5 -USQLITE_ENABLE_RTREE -USQLITE_ENABLE_DBSTAT_VTAB -USQLITE_ENABLE_STAT4 -USQLITE_SOUNDEX -USQLITE_ENABLE_COLUMN_METADATA -USQLITE_ENABLE_API_ARMOR -USQLITE_ENABLE_LOAD_EXTENSION -DSQLITE_OMIT_LOAD_EXTENSION -DSQLITE_OMIT_DEPRECATED -DSQLITE_OMIT_SHARED_CACHE -DSQLITE_OMIT_PROGRESS_CALLBACK"}
 
 need() { command -v "$1" >/dev/null || { echo "build-static: $1 not found ($2)" >&2; exit 4; }; }
 

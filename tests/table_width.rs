@@ -335,7 +335,7 @@ fn a_sweep_its_view_and_a_comparison_fit_80_columns() {
     assert_within(&show, 80, "show");
     // One line a metric row under its point's parameters, not a record.
     assert!(
-        show.contains("mode=direct record=16 KiB size=1 MiB\n"),
+        show.contains("mode=direct record=16 KiB size=1 MiB work=fixed\n"),
         "{show}"
     );
     assert!(
