@@ -107,6 +107,7 @@ fn req(scope: Scope) -> Request {
         frequency_hz: 999,
         call_graph: true,
         budget_share: 0.0,
+        own_until_exec: false,
     }
 }
 

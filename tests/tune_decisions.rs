@@ -590,6 +590,15 @@ fn sh(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// vm.dirty_expire_centisecs (the knob the sweeps below change), its live
+/// value, and two values near it that differ from it.
+fn dirty_expire_and_two_other_values() -> (&'static str, String, String) {
+    let knob = "/proc/sys/vm/dirty_expire_centisecs";
+    let original = fs::read_to_string(knob).unwrap().trim().to_string();
+    let n: u64 = original.parse().unwrap();
+    (knob, original, format!("{},{}", n + 7, n + 11))
+}
+
 /// SIGINT during a sweep: exit 130, and the rounds every value finished
 /// are stored with the run, marked interrupted.
 #[test]
@@ -598,10 +607,7 @@ fn ctrl_c_during_a_sweep_keeps_the_finished_rounds() {
         return common::skip("needs root to change sysctls");
     }
     let env = Env::new();
-    let knob = "/proc/sys/vm/dirty_expire_centisecs";
-    let original = fs::read_to_string(knob).unwrap().trim().to_string();
-    let n: u64 = original.parse().unwrap();
-    let values = format!("{},{}", n + 7, n + 11);
+    let (knob, original, values) = dirty_expire_and_two_other_values();
     let mut child = env
         .background()
         .env("TUNELAB_STATE_DIR", env.dir.path().join("state"))
@@ -680,10 +686,7 @@ fn tune_json_carries_its_decision_against_the_live_value() {
         return common::skip("needs root to change sysctls");
     }
     let env = Env::new();
-    let knob = "/proc/sys/vm/dirty_expire_centisecs";
-    let original = fs::read_to_string(knob).unwrap().trim().to_string();
-    let n: u64 = original.parse().unwrap();
-    let values = format!("{},{}", n + 7, n + 11);
+    let (knob, original, values) = dirty_expire_and_two_other_values();
     let out = env
         .cmd()
         .env("TUNELAB_STATE_DIR", env.dir.path().join("state"))

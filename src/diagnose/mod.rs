@@ -226,12 +226,14 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     // The rate starts lower on one CPU (the reader shares it with the
     // workload) and each reader then fits its share of the budget.
     let profile_hz = budget::initial_rate(opts.profile_hz, cpus());
+    let command = matches!(opts.what, What::Command(_));
     let prof = profile::start(&profile::Request {
         scope: pscope(),
         event: profile::Event::Auto,
         frequency_hz: profile_hz,
         call_graph: true,
         budget_share: budget::PROFILE_SHARE,
+        own_until_exec: command,
     });
     // Where cache misses come from needs fewer samples than where time
     // goes: a quarter of the rate halves what the two samplers cost a
@@ -242,6 +244,7 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         frequency_hz: (profile_hz / 4).max(budget::MIN_PROFILE_HZ),
         call_graph: true,
         budget_share: budget::CACHE_SHARE,
+        own_until_exec: command,
     });
     let counters = profile::start_counters(&pscope());
     // Off-CPU time by call chain: scheduler switch events of the tree.
@@ -251,6 +254,7 @@ pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         frequency_hz: 0,
         call_graph: true,
         budget_share: 0.0,
+        own_until_exec: command,
     });
     let profile_start_cpu = thread_cpu_s() - cpu0;
     // Set once a command exec'd: samplers leave out tunelab's pre-exec

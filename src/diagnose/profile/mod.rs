@@ -140,6 +140,9 @@ pub struct Request {
     /// as asked): it measures its own CPU time per sample and lowers the
     /// rate until it fits (`diagnose::budget::rate_for`).
     pub budget_share: f64,
+    /// The target is a command tunelab forked: until its exec, samples in
+    /// tunelab's own executable are tunelab's, not the workload's.
+    pub own_until_exec: bool,
 }
 
 /// A profile being sampled; `finish` stops it.
@@ -314,6 +317,7 @@ mod tests {
             frequency_hz: 99,
             call_graph: true,
             budget_share: 0.0,
+            own_until_exec: false,
         };
         assert_eq!(start(&r).err().unwrap(), NO_FEATURE);
         assert_eq!(start_counters(&Scope::System).err().unwrap(), NO_FEATURE);

@@ -102,7 +102,7 @@ impl Collector {
             &after,
             interval,
             super::cpus(),
-            rq_mean.map(|m| (m, rq.max)),
+            rq_mean.map(|m| (m, rq.max, rq.n)),
             &whole_disks,
         );
         table.method = format!(

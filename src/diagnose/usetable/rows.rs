@@ -16,13 +16,20 @@ fn psi_pct(before: &[PsiCounters], after: &[PsiCounters], res: &str, s: f64) -> 
         .map(|r| r.some_pct)
 }
 
-/// The table from two snapshots `seconds` apart.
+/// Run-queue readings below which the run queue is shown but does not
+/// judge saturation: a slow board's reader, stretched to its budget, reads
+/// it two or three times in a short diagnosis, and one transient task then
+/// reads as "1.3 runnable per CPU" on an idle machine.
+const MIN_RUN_QUEUE_READINGS: u64 = 5;
+
+/// The table from two snapshots `seconds` apart; `run_queue` is the mean
+/// and largest runnable count over the interval and its readings.
 pub fn build(
     b: &Snapshot,
     a: &Snapshot,
     seconds: f64,
     cpus: u32,
-    run_queue: Option<(f64, u64)>,
+    run_queue: Option<(f64, u64, u64)>,
     whole_disks: &[String],
 ) -> UseTable {
     let mut rows = Vec::new();
@@ -63,11 +70,18 @@ pub fn build(
             ..Default::default()
         };
         let mut score = busy / 100.0;
-        if let Some((mean, max)) = run_queue {
+        if let Some((mean, max, n)) = run_queue {
             row.saturation
                 .push(f("runnable per CPU", mean / cpus.max(1) as f64, "tasks"));
             row.saturation.push(f("runnable max", max as f64, "tasks"));
-            score = score.max(mean / cpus.max(1) as f64 / 2.0);
+            if n >= MIN_RUN_QUEUE_READINGS {
+                score = score.max(mean / cpus.max(1) as f64 / 2.0);
+            } else {
+                row.notes.push(format!(
+                    "the run queue was read {n} time(s): too few to judge saturation \
+                     ({MIN_RUN_QUEUE_READINGS} needed)"
+                ));
+            }
         }
         if let Some(p) = psi_pct(&b.psi, &a.psi, "cpu", seconds) {
             row.saturation.push(f("PSI some", p, "%"));
@@ -357,7 +371,7 @@ mod tests {
             vm: Some(vm(120, 270, 1010, 2_000_000)),
             ..Default::default()
         };
-        let t = build(&b, &a, 2.0, 2, Some((6.0, 9)), &[]);
+        let t = build(&b, &a, 2.0, 2, Some((6.0, 9, 50)), &[]);
         let cpu = t.row("cpu").unwrap();
         assert!((get(cpu, "busy") - 95.0).abs() < 1e-9);
         assert!((get(cpu, "system") - 85.0).abs() < 1e-9);
@@ -384,11 +398,40 @@ mod tests {
             own_ticks: Some((100, 210)),
             ..Default::default()
         };
-        let t = build(&b, &a, 5.0, 2, Some((0.0, 1)), &[]);
+        let t = build(&b, &a, 5.0, 2, Some((0.0, 1, 50)), &[]);
         let cpu = t.row("cpu").unwrap();
         assert!((get(cpu, "busy") - 1.0).abs() < 1e-9, "{cpu:?}");
         assert!((get(cpu, "tunelab's own (left out)") - 29.0).abs() < 1e-9);
         assert!(t.standouts[0].starts_with("nothing stands out"));
+    }
+
+    #[test]
+    fn a_run_queue_read_twice_does_not_judge() {
+        let b = Snapshot {
+            vm: Some(vm(100, 100, 1000, 0)),
+            ..Default::default()
+        };
+        let a = Snapshot {
+            vm: Some(vm(101, 101, 1198, 10)),
+            ..Default::default()
+        };
+        let t = build(&b, &a, 5.0, 1, Some((1.33, 2, 2)), &[]);
+        assert!(
+            t.standouts[0].starts_with("nothing stands out"),
+            "{:?}",
+            t.standouts
+        );
+        let cpu = t.row("cpu").unwrap();
+        assert!(
+            cpu.notes.iter().any(|n| n.contains("read 2 time(s)")),
+            "{cpu:?}"
+        );
+        let t = build(&b, &a, 5.0, 1, Some((1.33, 2, 50)), &[]);
+        assert!(
+            !t.standouts[0].starts_with("nothing stands out"),
+            "{:?}",
+            t.standouts
+        );
     }
 
     #[test]
@@ -401,7 +444,7 @@ mod tests {
             vm: Some(vm(101, 101, 1198, 10)),
             ..Default::default()
         };
-        let t = build(&b, &a, 2.0, 2, Some((0.0, 1)), &[]);
+        let t = build(&b, &a, 2.0, 2, Some((0.0, 1, 50)), &[]);
         assert_eq!(t.standouts.len(), 1);
         assert!(t.standouts[0].starts_with("nothing stands out"));
     }

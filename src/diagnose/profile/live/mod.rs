@@ -213,6 +213,7 @@ impl Live {
         let stop2 = stop.clone();
         let scope = req.scope;
         let off = kind == Kind::OffCpu;
+        let own_until_exec = req.own_until_exec;
         let adapt = (!off && req.budget_share > 0.0).then_some(Adapt {
             share: req.budget_share,
             hz: freq,
@@ -220,7 +221,7 @@ impl Live {
         });
         let reader = std::thread::Builder::new()
             .name("tunelab-profile".into())
-            .spawn(move || read_loop(opened, &stop2, scope, off, adapt))
+            .spawn(move || read_loop(opened, &stop2, scope, own_until_exec, off, adapt))
             .map_err(|e| format!("cannot start the profile reader thread: {e}"))?;
         Ok(Live {
             stop,

@@ -45,8 +45,8 @@ struct Reader {
     holders: Holders,
     /// tunelab's own pid, read once (getpid is a system call per sample).
     me: u32,
-    /// tunelab's executable, and the processes seen to exec: a command's child
-    /// runs tunelab's code until its exec (tunelab's samples, not the workload's).
+    /// tunelab's executable when the target is a command it forked, and the
+    /// processes seen to exec: until then its samples are tunelab's own.
     own_exe: Option<String>,
     execed: HashSet<u32>,
 }
@@ -424,6 +424,7 @@ pub(super) fn read_loop(
     mut opened: Opened,
     stop: &AtomicBool,
     scope: Scope,
+    own_until_exec: bool,
     off: bool,
     adapt: Option<Adapt>,
 ) -> Collected {
@@ -440,8 +441,9 @@ pub(super) fn read_loop(
         off: off.then(OffState::default),
         holders: Holders::default(),
         me: std::process::id(),
-        own_exe: std::fs::read_link("/proc/self/exe")
-            .ok()
+        own_exe: own_until_exec
+            .then(|| std::fs::read_link("/proc/self/exe").ok())
+            .flatten()
             .map(|p| p.to_string_lossy().into_owned()),
         execed: HashSet::new(),
     };
