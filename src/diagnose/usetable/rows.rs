@@ -405,8 +405,8 @@ mod tests {
         assert!(t.standouts[0].starts_with("nothing stands out"));
     }
 
-    #[test]
-    fn a_run_queue_read_twice_does_not_judge() {
+    /// Two snapshots of a machine that did almost nothing between them.
+    fn quiet_two_seconds() -> (Snapshot, Snapshot) {
         let b = Snapshot {
             vm: Some(vm(100, 100, 1000, 0)),
             ..Default::default()
@@ -415,6 +415,12 @@ mod tests {
             vm: Some(vm(101, 101, 1198, 10)),
             ..Default::default()
         };
+        (b, a)
+    }
+
+    #[test]
+    fn a_run_queue_read_twice_does_not_judge() {
+        let (b, a) = quiet_two_seconds();
         let t = build(&b, &a, 5.0, 1, Some((1.33, 2, 2)), &[]);
         assert!(
             t.standouts[0].starts_with("nothing stands out"),
@@ -436,14 +442,7 @@ mod tests {
 
     #[test]
     fn a_quiet_machine_says_so() {
-        let b = Snapshot {
-            vm: Some(vm(100, 100, 1000, 0)),
-            ..Default::default()
-        };
-        let a = Snapshot {
-            vm: Some(vm(101, 101, 1198, 10)),
-            ..Default::default()
-        };
+        let (b, a) = quiet_two_seconds();
         let t = build(&b, &a, 2.0, 2, Some((0.0, 1, 50)), &[]);
         assert_eq!(t.standouts.len(), 1);
         assert!(t.standouts[0].starts_with("nothing stands out"));
