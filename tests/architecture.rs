@@ -557,6 +557,119 @@ fn the_cli_imports_only_its_list() {
     );
 }
 
+/// The source of `file` with comments and strings blanked and its test
+/// code left out (a `tests.rs` file, or what follows `#[cfg(test)]`).
+fn code_of(file: &Path) -> String {
+    if file.file_name().is_some_and(|n| n == "tests.rs") {
+        return String::new();
+    }
+    let text = strip(&fs::read_to_string(file).unwrap());
+    match text.find("#[cfg(test)]") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// Every `.rs` file under `src/<dir>` (all of `src/` for "").
+fn files_under(dir: &str) -> Vec<PathBuf> {
+    let mut modules = Vec::new();
+    collect(&src_dir(), &mut modules);
+    let root = src_dir().join(dir);
+    let mut files: Vec<PathBuf> = modules
+        .into_iter()
+        .map(|m| m.file)
+        .filter(|f| f.starts_with(&root))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The Store methods the CLI may call: a run by the reference the user
+/// typed, the list and a subject's runs as stored, where the store is.
+/// Any other question (which runs, which changes) is asked in
+/// `store/select.rs`, where it can be tested without the CLI.
+const CLI_STORE_CALLS: &[&str] = &[
+    "load",
+    "list",
+    "runs_about",
+    "location",
+    // The Option<Store> a verb holds (--no-store), not a question to it.
+    "as_ref",
+    "as_mut",
+    "is_none",
+    "is_some",
+];
+
+/// The CLI parses, calls and prints (docs/architecture.md, "The CLI"):
+/// no root check (each verb's plan makes it, through
+/// `safety::require_root`), no store query beyond `CLI_STORE_CALLS`, no
+/// rewrite of the process environment.
+#[test]
+fn the_cli_checks_no_root_queries_no_store_and_keeps_the_environment() {
+    let mut problems = Vec::new();
+    for f in files_under("cli") {
+        let code = code_of(&f);
+        for (n, line) in code.lines().enumerate() {
+            let at = format!("{}:{}", f.display(), n + 1);
+            for word in ["is_root", "require_root", "geteuid", "getuid"] {
+                if line.contains(word) {
+                    problems.push(format!("{at}: a root check ({word}) in the CLI: make it in the verb's plan"));
+                }
+            }
+            for word in ["set_var", "remove_var"] {
+                if line.contains(word) {
+                    problems.push(format!("{at}: the CLI rewrites the environment ({word})"));
+                }
+            }
+            let mut rest = line;
+            while let Some(i) = rest.find("store.") {
+                let call: String = rest[i + 6..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                let is_call = rest[i + 6 + call.len()..].starts_with('(');
+                if is_call && !CLI_STORE_CALLS.contains(&call.as_str()) {
+                    problems.push(format!(
+                        "{at}: the CLI queries the store (store.{call}): ask in store/select.rs"
+                    ));
+                }
+                rest = &rest[i + 6..];
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Inputs decided once: the temp-directory default for a missing
+/// `--target` in one function (`safety::scratch::target_or_temp`), the
+/// target checked in one (`safety::scratch::check_target`), a refusal
+/// for want of root in one (`safety::require_root`; elsewhere `is_root`
+/// only informs: what a report may show, how to word an error).
+#[test]
+fn each_input_is_decided_in_one_place() {
+    let mut problems = Vec::new();
+    for f in files_under("") {
+        let code = code_of(&f);
+        let name = f.strip_prefix(src_dir()).unwrap().display().to_string();
+        for (n, line) in code.lines().enumerate() {
+            let at = format!("{name}:{}", n + 1);
+            if line.contains("temp_dir") && name != "safety/scratch.rs" {
+                problems.push(format!("{at}: the temp-directory default outside safety::scratch::target_or_temp"));
+            }
+            let refusal = line.contains("!crate::safety::is_root()")
+                || line.contains("!is_root()")
+                || line.contains("!rustix::process::geteuid().is_root()");
+            if refusal && !name.starts_with("safety/") {
+                problems.push(format!("{at}: a root check outside safety::require_root"));
+            }
+            if line.contains("fn check_target") && name != "safety/scratch.rs" {
+                problems.push(format!("{at}: a second target check"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 #[test]
 fn top_level_modules_form_no_cycle() {
     let edges = graph();

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use super::Out;
 use crate::model::applied::AppliedChange;
-use crate::report::table;
+use crate::report::{applyview, table};
 use crate::store::Store;
-use crate::tune::apply::{self, Check};
+use crate::tune::apply;
 use crate::tune::persist::Root;
 use crate::{Error, Result};
 
@@ -44,24 +44,6 @@ impl RootArg {
 const APPLY_TAKES: &str = "well under a second (a few small files written and fsynced, one store \
                            commit; no measurement); at most about 10 s on a stalled disk";
 const APPLY_LONGEST_S: f64 = 10.0;
-
-fn need_root(root: &Root, verb: &str) -> Result<()> {
-    if root.is_real() && !crate::engine::host::is_root() {
-        // verify writes nothing: say what it reads that is root's.
-        return Err(Error::privilege(if verb == "verify" {
-            "verify changes nothing, but it needs root to read what apply recorded: root's \
-             store and state directory (trusted only when root owns them); run it as root \
-             (sudo tunelab verify)"
-                .to_string()
-        } else {
-            format!(
-                "{verb} changes system configuration (/etc, /proc/sys, /sys) and needs root \
-                 (run with sudo)"
-            )
-        }));
-    }
-    Ok(())
-}
 
 #[derive(clap::Args, Debug)]
 pub struct ApplyArgs {
@@ -115,104 +97,55 @@ pub struct UnapplyArgs {
     pub root: RootArg,
 }
 
-/// This machine's applied records (others are ignored with a note).
-fn here(store: &Store, out: &Out) -> Result<Vec<AppliedChange>> {
-    let (ok, notes) = apply::changes_here(store)?;
-    notes.iter().for_each(|n| out.warn(n));
-    Ok(ok)
-}
-
-fn active(store: &Store, root: &Root, out: &Out) -> Result<Vec<AppliedChange>> {
-    Ok(here(store, out)?
-        .into_iter()
-        .filter(|c| c.state == "applied" && c.root == root.display())
-        .collect())
-}
-
 pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32> {
-    let root = args.root.get()?;
-    if !args.dry_run {
-        need_root(&root, "apply")?;
-    }
-    let run = store.load(&args.run)?;
-    let v = apply::verdict_of(&run)?;
-    if let Some(why) = v.refusal(args.force, args.trust_suspect) {
-        return Err(Error::usage(why));
-    }
-    let plan = apply::plan_apply(&root, &v, store)?;
-    // The value apply replaces must be the one the sweep measured against.
-    if let Some((_, now)) = plan.live.first() {
-        if let Some(why) = v.live_changed(now) {
-            return Err(Error::usage(why));
-        }
-    }
-    if v.interrupted {
-        out.warn(&format!(
-            "run {} was interrupted: its verdict rests on the {} round(s) it finished",
-            v.run_id, v.rounds
-        ));
-    }
-    for w in &plan.warnings {
+    let planned = apply::plan_apply_run(
+        &apply::ApplyRequest {
+            run: &args.run,
+            force: args.force,
+            trust_suspect: args.trust_suspect,
+            dry_run: args.dry_run,
+            root: args.root.get()?,
+        },
+        store,
+    )?;
+    for w in &planned.warnings {
         out.warn(w);
     }
-    let c = plan.change.clone();
-    let mut s = String::new();
-    if args.dry_run {
-        s.push_str("apply — dry run: nothing is changed\n");
-    }
-    s.push_str(&format!("verdict:  {}\n", c.verdict));
-    for (p, old) in &plan.live {
-        s.push_str(&format!(
-            "live:     {} {old} → {} (written now, read back)\n",
-            p.display(),
-            c.new
-        ));
-    }
-    for p in &plan.partners {
-        s.push_str(&format!(
-            "          {} is {} (the kernel zeroes it; unapply restores it)\n",
-            p.0.display(),
-            p.1
-        ));
-    }
-    for f in &c.files {
-        s.push_str(&format!("file:     {} (new, tunelab's)\n", f.path));
-    }
-    if let Some(l) = &c.fstab_line {
-        s.push_str(&format!("fstab:    {l}\n"));
-    }
-    s.push_str(&format!(
-        "restore:  'tunelab unapply {}' removes the file(s) and writes {} back\n",
-        c.knob, c.old
-    ));
-    s.push_str(&format!("how long: {APPLY_TAKES}\n"));
+    let (plan, v) = (&planned.plan, &planned.verdict);
+    let text = |new: &str| {
+        applyview::apply_plan(
+            &plan.change,
+            &plan.live,
+            &plan.partners,
+            new,
+            args.dry_run,
+            APPLY_TAKES,
+        )
+    };
     if args.dry_run {
         if out.json {
             out.json_data(&serde_json::json!({
                 "dry_run": true,
-                "verdict": &v,
-                "plan": &plan,
+                "verdict": v,
+                "plan": plan,
                 "longest_s": APPLY_LONGEST_S,
                 "how_long": APPLY_TAKES,
             }))?;
         } else {
-            out.data(&s)?;
-            if let Some(f) = c.files.first() {
+            out.data(&text(&plan.change.new))?;
+            if let Some(f) = plan.change.files.first() {
                 out.data(&format!("\n{}:\n{}", f.path, f.content))?;
             }
         }
         return Ok(0);
     }
-    let done = apply::apply(plan, store)?;
+    let done = apply::apply(planned.plan.clone(), store)?;
     if out.json {
         out.json_data(&done)?;
         return Ok(0);
     }
-    let s = s.replace(
-        &format!("→ {} (written", c.new),
-        &format!("→ {} (written", done.new),
-    );
-    out.data(&s)?;
+    // The value the kernel kept, as read back (it may round or clamp).
+    out.data(&text(&done.new))?;
     for n in &done.notes {
         out.warn(n);
     }
@@ -226,11 +159,8 @@ pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32>
 }
 
 pub fn exec_applied(args: &AppliedArgs, out: &Out, store: &Store) -> Result<i32> {
-    let root = args.root.get()?;
-    let list: Vec<AppliedChange> = here(store, out)?
-        .into_iter()
-        .filter(|c| c.root == root.display() && (args.all || c.state == "applied"))
-        .collect();
+    let (list, notes) = apply::applied(store, &args.root.get()?, args.all)?;
+    notes.iter().for_each(|n| out.warn(n));
     if out.json {
         out.json_data(&list)?;
         return Ok(0);
@@ -239,39 +169,14 @@ pub fn exec_applied(args: &AppliedArgs, out: &Out, store: &Store) -> Result<i32>
         out.info("nothing applied by tunelab (tunelab apply RUN)");
         return Ok(0);
     }
-    let rows = list
-        .iter()
-        .map(|c| {
-            vec![
-                c.id.clone(),
-                c.state.clone(),
-                format!("{} → {}", c.old, c.new),
-                c.run_id.clone(),
-                c.applied_at.clone(),
-                c.files
-                    .iter()
-                    .map(|f| f.path.clone())
-                    .chain(c.fstab_line.iter().map(|_| "fstab line".to_string()))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ]
-        })
-        .collect();
-    out.data(&table::render(
-        &["knob", "state", "value", "run", "applied", "files"],
-        rows,
-    ))?;
+    out.data(&applyview::applied_table(&list))?;
     Ok(0)
 }
 
 /// Exit 5 when anything drifted (the system is no longer what was applied).
 pub fn exec_verify(args: &VerifyArgs, out: &Out, store: &Store) -> Result<i32> {
-    let root = args.root.get()?;
-    need_root(&root, "verify")?;
-    let checks: Vec<Check> = active(store, &root, out)?
-        .iter()
-        .map(|c| apply::verify(&root, c))
-        .collect();
+    let (checks, notes) = apply::verify_all(store, &args.root.get()?)?;
+    notes.iter().for_each(|n| out.warn(n));
     let bad = checks.iter().filter(|c| !c.ok()).count();
     if out.json {
         out.json_data(&checks)?;
@@ -304,16 +209,15 @@ pub fn exec_verify(args: &VerifyArgs, out: &Out, store: &Store) -> Result<i32> {
 }
 
 pub fn exec_unapply(args: &UnapplyArgs, out: &Out, store: &mut Store) -> Result<i32> {
-    let root = args.root.get()?;
-    if !args.dry_run {
-        need_root(&root, "unapply")?;
-    }
-    let all = active(store, &root, out)?;
-    let chosen: Vec<&AppliedChange> = all
-        .iter()
-        .filter(|c| args.what == "all" || c.id == args.what || c.knob == args.what)
-        .collect();
-    if all.is_empty() && args.what == "all" && args.dry_run {
+    let planned = apply::plan_unapply_all(
+        store,
+        &args.root.get()?,
+        &args.what,
+        args.force,
+        args.dry_run,
+    )?;
+    planned.notes.iter().for_each(|n| out.warn(n));
+    if planned.plans.is_empty() {
         // A dry run answers the question: nothing would be taken back.
         if out.json {
             out.json_data(&Vec::<AppliedChange>::new())?;
@@ -322,37 +226,16 @@ pub fn exec_unapply(args: &UnapplyArgs, out: &Out, store: &mut Store) -> Result<
         }
         return Ok(0);
     }
-    if chosen.is_empty() {
-        return Err(Error::usage(format!(
-            "nothing applied matches '{}' (applied: {})",
-            args.what,
-            if all.is_empty() {
-                "none".to_string()
-            } else {
-                all.iter()
-                    .map(|c| c.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
-        )));
-    }
     let mut done = Vec::new();
-    for c in chosen {
-        let plan = apply::plan_unapply(c, args.force)?;
+    for plan in planned.plans {
         for w in &plan.warnings {
             out.warn(w);
         }
-        let mut s = String::new();
-        for (p, now, to) in &plan.restore {
-            s.push_str(&format!("live:     {} {now} → {to}\n", p.display()));
-        }
-        for p in &plan.remove {
-            s.push_str(&format!("remove:   {}\n", p.display()));
-        }
+        let s = applyview::unapply_plan(&plan.restore, &plan.remove);
         if args.dry_run {
             out.data(&format!(
                 "unapply {} — dry run: nothing is changed\n{s}",
-                c.id
+                plan.change.id
             ))?;
             continue;
         }

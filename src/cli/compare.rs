@@ -126,7 +126,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     {
         let code = pair(&runs[0], &runs[1], args, out, store);
         if !out.json {
-            let changes = store.changes().unwrap_or_default();
+            let changes = select::applied_changes(store);
             for line in applied::between(&changes, &runs[0].started, &runs[1].started) {
                 out.data(&format!("{line}\n"))?;
             }
@@ -172,7 +172,9 @@ fn pair(a: &Run, b: &Run, args: &Args, out: &Out, store: &Store) -> Result<i32> 
         // A gate that compared nothing must not pass as if nothing regressed.
         if args.fail_on_regression {
             return Err(Error::usage(format!(
-                "--fail-on-regression: {} and {} have no experiment with the same                  parameters in common, so nothing was compared; compare runs of the                  same experiments (see `tunelab runs`)",
+                "--fail-on-regression: {} and {} have no experiment with the same \
+                 parameters in common, so nothing was compared; compare runs of the \
+                 same experiments (see `tunelab runs`)",
                 a.id, b.id
             )));
         }

@@ -115,27 +115,6 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     Ok(0)
 }
 
-/// The findings of a diagnosis as a report section (advise's findings
-/// turned into the report's plain form).
-pub fn findings_section(
-    run_id: &str,
-    d: &crate::model::diagnosis::Diagnosis,
-) -> crate::report::document::Section {
-    let texts: Vec<view::FindingText> = crate::study::advice::diagnosis_findings(run_id, d)
-        .into_iter()
-        .map(|f| view::FindingText {
-            severity: f.severity.as_str().to_string(),
-            id: f.id.to_string(),
-            title: f.title,
-            evidence: f.evidence,
-            why: f.why,
-            fix: f.command,
-            verify: f.verify,
-        })
-        .collect();
-    view::findings_section(&texts)
-}
-
 /// The flame-graph renderer handed to the report (report never calls
 /// diagnose/ itself).
 pub fn flame(

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use super::Out;
-use crate::engine::host::facts;
+use crate::engine::verbs::inspect::{facts, plan};
 use crate::report::table;
-use crate::{Error, Result};
+use crate::Result;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -15,13 +15,7 @@ pub struct Args {
 }
 
 pub fn exec(args: &Args, out: &Out) -> Result<i32> {
-    let target = args.target.clone().unwrap_or_else(|| PathBuf::from("."));
-    if !target.exists() {
-        return Err(Error::usage(format!(
-            "target {} does not exist (give an existing directory)",
-            target.display()
-        )));
-    }
+    let target = plan(args.target.as_deref())?;
     let facts = facts(&target);
     if out.json {
         out.json_data(&facts.0)?;

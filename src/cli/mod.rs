@@ -36,7 +36,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 pub use output::{output_is_terminal, Out};
 
 use crate::engine::catalog::Catalog;
-use crate::engine::host;
+use crate::engine::start::{start, Start};
 use crate::store::Access::{Read, Write};
 use crate::store::{Access, Store};
 use crate::Result;
@@ -48,8 +48,9 @@ pub struct Cli {
     /// Print data as JSON on stdout (messages stay on stderr).
     #[arg(long, global = true)]
     pub json: bool,
-    /// Result database (SQLite file). Default: $XDG_DATA_HOME/tunelab/results.db.
-    #[arg(long, global = true, env = "TUNELAB_DB", value_name = "PATH")]
+    /// Result database (SQLite file). Default: $TUNELAB_DB when set and not
+    /// empty, else $XDG_DATA_HOME/tunelab/results.db.
+    #[arg(long, global = true, value_name = "PATH")]
     pub db: Option<PathBuf>,
     /// Print only data and errors.
     #[arg(long, short, global = true)]
@@ -150,12 +151,6 @@ pub fn main(experiments: &Catalog) -> i32 {
     if args.len() == 2 && args[1] == NOOP {
         return 0;
     }
-    // An empty TUNELAB_DB means "not set" (the default database), not a
-    // missing --db value.
-    if std::env::var_os("TUNELAB_DB").is_some_and(|v| v.is_empty()) {
-        std::env::remove_var("TUNELAB_DB");
-    }
-    host::start_process();
     crate::report::table::set_terminal(output_is_terminal());
     let (ascii, escapes) = output::plain_terminal();
     crate::report::table::set_plain(ascii, escapes);
@@ -178,35 +173,27 @@ pub fn main(experiments: &Catalog) -> i32 {
         }
     };
     let out = Out::new(cli.json, cli.quiet);
-    // Settings a killed tunelab left changed are put back before anything else.
-    // An unreadable journal only blocks changing settings (tune, --fs);
-    // `restore` explains what it holds.
-    if !matches!(cli.command, Command::Restore(_)) {
-        match host::restore_left_settings(false, cli.db.as_deref()) {
-            Ok(msgs) => msgs.iter().for_each(|m| out.warn(m)),
-            Err(e) => out.warn(&format!(
-                "{e}\n(the knob journal {} is unreadable or refused: settings it records may still be changed; run \
-                 'tunelab restore' for what it holds)",
-                host::journal_path().display()
-            )),
-        }
-    }
-    // Commands that measure or run programs need descriptors and processes.
-    if matches!(
-        cli.command,
-        Command::Run(_)
-            | Command::Study(_)
-            | Command::Tune(_)
-            | Command::Time(_)
-            | Command::Memory(_)
-            | Command::Diagnose(_)
-            | Command::Boot(_)
-            | Command::Remote(_)
-    ) {
-        if let Err(e) = host::check_limits() {
-            out.error(&e.to_string());
-            return e.exit_code();
-        }
+    // Settings a killed tunelab left changed are put back before anything
+    // else; the commands that measure or run programs get their limits.
+    let started = start(&Start {
+        db: cli.db.as_deref(),
+        restore_left: !matches!(cli.command, Command::Restore(_)),
+        measures: matches!(
+            cli.command,
+            Command::Run(_)
+                | Command::Study(_)
+                | Command::Tune(_)
+                | Command::Time(_)
+                | Command::Memory(_)
+                | Command::Diagnose(_)
+                | Command::Boot(_)
+                | Command::Remote(_)
+        ),
+    });
+    started.warnings.iter().for_each(|w| out.warn(w));
+    if let Some(e) = started.refused {
+        out.error(&e.to_string());
+        return e.exit_code();
     }
     match dispatch(&cli, &out, &args, experiments) {
         Ok(code) => code,

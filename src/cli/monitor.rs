@@ -117,9 +117,11 @@ pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
     let mut last = start;
     let mut n: u64 = 0;
     let mut open = true;
+    let mut stopped_by = None;
     while !matches!(a.count, Some(c) if n >= c) {
         // Deadlines are start + k × interval: no drift from the read time.
-        if !sleep_until(start + interval * (n as u32 + 1)) {
+        if let Err(sig) = sleep_until(start + interval * (n as u32 + 1)) {
+            stopped_by = Some(sig);
             break;
         }
         let now = Instant::now();
@@ -176,7 +178,7 @@ pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
             }
         }
     }
-    if let Some(sig) = crate::engine::host::interrupted() {
+    if let Some(sig) = stopped_by {
         out.info(&format!("monitor stopped by {sig} after {n} sample(s)"));
     }
     Ok(0)

@@ -58,7 +58,11 @@ pub fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
         allow_dynamic: a.allow_dynamic,
         args: a.args.clone(),
     };
-    let Fanned { outcomes, stored } = remote::run(&request, store.as_mut(), out)?;
+    let Fanned {
+        outcomes,
+        stored,
+        interrupted,
+    } = remote::run(&request, store.as_mut(), out)?;
     let failed: Vec<&str> = outcomes
         .iter()
         .filter(|o| o.status != "ok")
@@ -136,7 +140,7 @@ pub fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
     }
     // Interrupted: the table shows what finished (hosts never started are
     // left out); the exit code says the fan-out was cut short.
-    if let Some(sig) = crate::engine::host::interrupted() {
+    if let Some(sig) = interrupted {
         return Err(Error::Interrupted(format!(
             "{sig}: the ssh connections were killed; the table lists the {} host(s) with an outcome",
             outcomes.len()

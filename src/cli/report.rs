@@ -8,9 +8,8 @@ use std::path::{Path, PathBuf};
 
 use super::output::{create_new, write_all};
 use super::Out;
-use crate::analysis::devices::compare_devices;
-use crate::report::{devices, document, html, md_report};
-use crate::store::Store;
+use crate::report::{assemble, html, md_report};
+use crate::store::{select, Store};
 use crate::{Error, Result};
 
 pub const AFTER_HELP: &str = "\
@@ -103,10 +102,9 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
             )));
         }
         let baseline = args.sel.baseline_index(&runs)?;
-        let c = compare_devices(&runs, baseline, args.noise);
         let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
         (
-            devices::document(&c),
+            assemble::devices_document(&runs, baseline, args.noise),
             ids,
             None,
             Some(runs[baseline].id.clone()),
@@ -127,33 +125,18 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
             Some(r) => Some(store.load(r)?),
             None => None,
         };
-        let mut doc = document::build(&run, base.as_ref(), args.noise);
-        if let Some(b) = &base {
-            // The settings tunelab applied between the two runs: the
-            // environment difference behind the verdicts, under the intro.
-            let changes = store.changes().unwrap_or_default();
-            let lines = crate::model::applied::between(&changes, &b.started, &run.started);
-            if let (false, Some(sec)) = (
-                lines.is_empty(),
-                doc.sections.iter_mut().find(|s| s.id == "comparison"),
-            ) {
-                let at = sec.blocks.len().min(1);
-                sec.blocks.insert(at, document::Block::Notes(lines));
-            }
-        }
-        if let Some(d) = &run.diagnosis {
-            // The flame graph is drawn here, by the profiler's renderer, and
-            // handed to the report (report does not reach up into diagnose/).
-            let at = doc
-                .sections
-                .iter()
-                .position(|s| s.id == "warnings")
-                .unwrap_or(doc.sections.len());
-            let mut extra = crate::report::diagnosis::sections(d, &super::diagnose::flame);
-            // The findings the terminal shows, first.
-            extra.insert(0, super::diagnose::findings_section(&run.id, d));
-            doc.sections.splice(at..at, extra);
-        }
+        let doc = assemble::run_document(assemble::RunReport {
+            run: &run,
+            base: base.as_ref(),
+            changes: &select::applied_changes(store),
+            noise: args.noise,
+            findings: run
+                .diagnosis
+                .as_ref()
+                .map(|d| crate::study::advice::diagnosis_finding_texts(&run.id, d))
+                .unwrap_or_default(),
+            flame: &super::diagnose::flame,
+        });
         (doc, vec![run.id.clone()], base.map(|b| b.id), None)
     };
     let charts = doc.figures().filter(|f| f.svg.is_ok()).count();

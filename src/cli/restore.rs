@@ -1,7 +1,7 @@
 //! `tunelab restore`: put back every setting a dead tunelab left changed.
 
 use super::Out;
-use crate::engine::host;
+use crate::engine::verbs::restore;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
@@ -15,12 +15,15 @@ pub struct Args {
 /// journal is an error (4) that shows what it holds and how to restore by
 /// hand; entries that could not be restored exit 4 too.
 pub fn exec(args: &Args, out: &Out, db: Option<&std::path::Path>) -> Result<i32> {
-    let msgs = host::restore_left_settings(args.all, db)?;
+    let restore::Restored {
+        messages: msgs,
+        live,
+        journal,
+    } = restore::run(args.all, db)?;
     let failed = msgs.iter().filter(|m| m.starts_with("could not")).count();
     if out.json {
         out.json_data(&msgs)?;
     } else if msgs.is_empty() {
-        let live = host::live_settings()?;
         out.info(&if live == 0 {
             "nothing to restore: the journal is empty".to_string()
         } else {
@@ -34,7 +37,7 @@ pub fn exec(args: &Args, out: &Out, db: Option<&std::path::Path>) -> Result<i32>
     if failed > 0 {
         return Err(crate::Error::environment(format!(
             "{failed} setting(s) could not be restored; they stay in {}",
-            host::journal_path().display()
+            journal.display()
         )));
     }
     Ok(0)

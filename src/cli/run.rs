@@ -1,13 +1,13 @@
 //! `tunelab run EXP`: check everything, sample the machine, run the points,
 //! store and print the run.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::{Cli, Out};
 use crate::engine::catalog::Catalog;
-use crate::engine::pipeline::{self, Lab};
+use crate::engine::pipeline::Lab;
 use crate::engine::runner::RunOptions;
-use crate::engine::session::{Session, Watch};
+use crate::engine::session::Watch;
 use crate::engine::verbs::run;
 use crate::model::run::Run;
 use crate::report::runview;
@@ -302,32 +302,8 @@ pub fn longest_line(longest: Option<f64>, trials: usize) -> String {
     }
 }
 
-/// Announce and start a session (quietness check, environment, sampler).
-pub fn begin_session(
-    m: &MeasureArgs,
-    target: Option<&Path>,
-    argv: &[String],
-    out: &Out,
-) -> Session {
-    pipeline::begin_session(&m.watch(), &m.label, target, argv, out)
-}
-
-/// Store (unless --no-store) and print a finished run; with `replace`,
-/// over a copy stored earlier under the run's id (a study stores its
-/// growing run after each key issue). When the store cannot be written the
-/// results are printed (and emitted as JSON) first, then the store failure
-/// is returned (exit 4): a measurement is never thrown away silently.
-pub fn finish_with(run: Run, store: Option<&mut Store>, out: &Out, replace: bool) -> Result<Run> {
-    let store_error = pipeline::store_run(&run, store, replace, out);
-    print_run(&run, out)?;
-    match store_error {
-        Some(e) => Err(e),
-        None => Ok(run),
-    }
-}
-
 /// A finished run on stdout: the JSON, or the run view when it has results.
-fn print_run(run: &Run, out: &Out) -> Result<()> {
+pub(super) fn print_run(run: &Run, out: &Out) -> Result<()> {
     if out.json {
         out.json_data(run)
     } else if run.results.is_empty() {

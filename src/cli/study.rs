@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use super::run::{begin_session, finish_with, LabArgs, MeasureArgs};
+use super::run::{print_run, LabArgs, MeasureArgs};
 use super::{Cli, Out};
-use crate::study::{self, profile::parse_sets};
+use crate::study::{self, profile::parse_sets, Profile};
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
@@ -32,54 +32,46 @@ pub struct Args {
 pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     // The whole profile is validated before anything runs.
     let profile = study::load(&args.profile, &parse_sets(&args.set)?)?;
+    let planned = study::plan::plan(study::plan::Request {
+        profile: &profile,
+        target: args.target.as_deref(),
+        lab: args.lab.parse()?,
+        options: args.measure.options(),
+    })?;
     if args.dry_run {
-        return dry_run(&profile, args, out);
-    }
-    let lab = args.lab.parse()?;
-    // A target that cannot be used fails every key issue: say so up front.
-    if let Some(t) = &args.target {
-        crate::engine::host::check_target(t)?;
+        return dry_run(&planned, &profile, out);
     }
     args.export.check()?;
     let mut store = args.measure.store(cli)?;
-    let mut measure = args.measure.clone();
-    if measure.label.is_empty() {
-        measure.label = format!("study {}", profile.name);
-    }
+    let label = if args.measure.label.is_empty() {
+        format!("study {}", profile.name)
+    } else {
+        args.measure.label.clone()
+    };
     out.info(&format!(
         "study {}: {} ({} key issues)",
         profile.name,
         profile.title,
         profile.issues.len()
     ));
-    out.info(
-        &study::footprint::estimate(&profile, args.target.as_deref(), args.measure.trials)
-            .describe(),
-    );
-    let session = begin_session(&measure, args.target.as_deref(), argv, out);
-    let options = args.measure.options();
-    let req = study::run::Request {
-        profile: &profile,
-        target: args.target.as_deref(),
-        lab: &lab,
-        options: &options,
-    };
-    let (run, stop) = study::run::run(&req, session, store.as_mut(), out);
-    let copy = args.export.wanted().then(|| run.clone());
-    let finished = finish_with(run, store.as_mut(), out, true);
-    if let Some(run) = &copy {
-        args.export.write_run(run, out)?;
+    out.info(&planned.footprint());
+    let finished = planned.measure(&args.measure.watch(), &label, argv, store.as_mut(), out);
+    print_run(&finished.run, out)?;
+    if args.export.wanted() {
+        args.export.write_run(&finished.run, out)?;
     }
-    let run = finished?;
+    if let Some(e) = finished.store_error {
+        return Err(e);
+    }
     if !out.json {
-        if let Some(s) = &run.study {
+        if let Some(s) = &finished.run.study {
             out.data(&study::summary_table(s))?;
             if let Some(times) = study::step_times(s) {
                 out.data(&times)?;
             }
         }
     }
-    match stop {
+    match finished.error {
         Some(e) => Err(e),
         None => Ok(0),
     }
@@ -88,34 +80,29 @@ pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
 /// `study --dry-run`: each key issue with its points, trials and criteria,
 /// and the longest the study can take (the sum of the issues' budgets on
 /// every target; no bound when an issue has a fixed count and no budget).
-fn dry_run(profile: &study::profile::Profile, args: &Args, out: &Out) -> Result<i32> {
-    let targets = args.lab.parse()?.fs.len().max(1) as f64;
-    let options = args.measure.options();
-    let mut issues = Vec::new();
-    let mut total = Some(0.0);
-    let mut most_trials = 0;
-    for i in &profile.issues {
-        let opts = study::run::issue_options(i, &options);
-        let plan = opts.plan(i.experiment.defaults())?;
-        let longest = crate::engine::runner::longest(&plan, opts.fixed()).map(|s| s * targets);
-        total = total.zip(longest).map(|(t, l)| t + l);
-        most_trials = most_trials.max(plan.max_trials);
-        let crit: Vec<String> = i
-            .criteria
-            .iter()
-            .map(|c| {
-                // In the metric's unit, as the verdicts show it: not the
-                // base-unit float (0.000049999999999999996).
-                format!(
-                    "{} {} {}",
-                    c.metric,
-                    c.op.symbol(),
-                    crate::units::human(c.value, &c.unit)
-                )
-            })
-            .collect();
-        issues.push((i, plan, longest, crit));
-    }
+fn dry_run(planned: &study::plan::Planned, profile: &Profile, out: &Out) -> Result<i32> {
+    let (total, most_trials) = planned.longest();
+    let issues: Vec<_> = planned
+        .issues
+        .iter()
+        .map(|(i, plan, longest)| {
+            let crit: Vec<String> = i
+                .criteria
+                .iter()
+                .map(|c| {
+                    // In the metric's unit, as the verdicts show it: not the
+                    // base-unit float (0.000049999999999999996).
+                    format!(
+                        "{} {} {}",
+                        c.metric,
+                        c.op.symbol(),
+                        crate::units::human(c.value, &c.unit)
+                    )
+                })
+                .collect();
+            (i, plan, longest, crit)
+        })
+        .collect();
     if out.json {
         let docs: Vec<serde_json::Value> = issues
             .iter()

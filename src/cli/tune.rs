@@ -75,6 +75,7 @@ pub fn exec(
         fs: args.lab.fs.as_deref(),
         fs_size: args.lab.fs_size,
         throttle: args.lab.throttle.as_deref(),
+        dry_run: args.dry_run,
     };
     let planned = plan::plan(&req, experiments)?;
     for n in &planned.notes {
@@ -89,7 +90,6 @@ pub fn exec(
         }
         return Ok(0);
     }
-    planned.require_root()?;
     let mut store = m.store(cli)?;
     let swept = planned.measure(&m.watch(), &m.label, argv, store.as_mut(), out);
     let (run, decisions) = (&swept.finished.run, swept.decisions);

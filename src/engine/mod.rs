@@ -2,7 +2,6 @@
 //! and the runner that repeats trials until the statistics are trustworthy.
 
 pub mod catalog;
-pub mod host;
 pub mod import;
 pub mod measure;
 pub mod observer;
@@ -12,6 +11,7 @@ pub mod process;
 pub mod runner;
 pub mod session;
 pub mod spec;
+pub mod start;
 pub mod verbs;
 
 use std::path::{Path, PathBuf};

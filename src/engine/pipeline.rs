@@ -14,7 +14,6 @@ use crate::lab::{
     mkfs_available, mkfs_missing, parse_fs_list, parse_throttle, throttle_for, FsSpec, LabFs,
 };
 use crate::model::run::Run;
-use crate::safety::is_root;
 use crate::safety::scratch::target_or_temp;
 use crate::store::Store;
 use crate::{Error, Result};
@@ -151,10 +150,11 @@ impl Lab {
             .map(|s| format!("--fs {}: skipped: {}", s.label, mkfs_missing(&s.fs_type)))
             .collect();
         let throttle = throttle.map(parse_throttle).transpose()?;
-        if (!fs.is_empty() || throttle.is_some()) && !is_root() {
-            return Err(Error::privilege(
-                "--fs and --throttle need root (loop devices, mounts and cgroups): run with sudo",
-            ));
+        if !fs.is_empty() || throttle.is_some() {
+            crate::safety::require_root(|| {
+                "--fs and --throttle need root (loop devices, mounts and cgroups): run with sudo"
+                    .into()
+            })?;
         }
         Ok(Lab {
             fs,

@@ -140,8 +140,8 @@ pub fn worth_storing(run: &Run) -> bool {
     run.status == RunStatus::Complete || !run.results.is_empty() || run.diagnosis.is_some()
 }
 
-/// Scratch space and context for an experiment on `target`: checks the
-/// target, creates the private directory and verifies free space for the
+/// Scratch space and context for an experiment on `target` (checked in the
+/// verb's plan): creates the private directory and verifies free space for the
 /// largest point before anything runs.
 pub fn prepare_ctx(exp: &dyn Experiment, points: &[Point], target: Option<&Path>) -> Result<Ctx> {
     let scratch = if exp.needs().scratch {
@@ -168,14 +168,8 @@ pub fn prepare_ctx(exp: &dyn Experiment, points: &[Point], target: Option<&Path>
         }
         Some(Arc::new(s))
     } else {
-        if let Some(t) = target {
-            if !t.is_dir() {
-                return Err(Error::usage(format!(
-                    "target {} is not an existing directory (create it or choose another --target)",
-                    t.display()
-                )));
-            }
-        }
+        // The target was checked when the verb was planned
+        // (`safety::scratch::check_target`).
         None
     };
     let dir: PathBuf = match (target, &scratch) {

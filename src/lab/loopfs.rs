@@ -267,11 +267,9 @@ impl LoopFs {
     /// `<dir>/<name>`. `dir` must be a directory tunelab owns (a scratch
     /// directory); both paths must not exist yet.
     pub fn create(dir: &Path, name: &str, opts: &LoopFsOptions) -> Result<LoopFs> {
-        if !crate::safety::is_root() {
-            return Err(Error::privilege(
-                "a loop filesystem needs root (loop devices and mount); run with sudo",
-            ));
-        }
+        crate::safety::require_root(|| {
+            "a loop filesystem needs root (loop devices and mount); run with sudo".into()
+        })?;
         if name.contains('/') || name.is_empty() {
             return Err(Error::usage(format!("bad loop filesystem name '{name}'")));
         }

@@ -146,11 +146,9 @@ pub struct LabFs {
 
 impl LabFs {
     pub fn create(spec: &FsSpec, outer: Option<&Path>, size: u64) -> Result<LabFs> {
-        if !crate::safety::is_root() {
-            return Err(Error::privilege(
-                "the filesystem lab (--fs) needs root to create and mount loop devices",
-            ));
-        }
+        crate::safety::require_root(|| {
+            "the filesystem lab (--fs) needs root to create and mount loop devices".into()
+        })?;
         if !mkfs_available(&spec.fs_type) {
             return Err(Error::environment(mkfs_missing(&spec.fs_type)));
         }

@@ -102,11 +102,9 @@ fn cgroup_of(pid: &str, version: CgroupVersion) -> Option<PathBuf> {
 impl IoThrottle {
     /// Create a cgroup limiting device `major:minor` to `limits`. Needs root.
     pub fn create(major: u32, minor: u32, limits: ThrottleLimits) -> Result<IoThrottle> {
-        if !crate::safety::is_root() {
-            return Err(Error::privilege(
-                "throttling block I/O needs root (it creates a cgroup); run with sudo",
-            ));
-        }
+        crate::safety::require_root(|| {
+            "throttling block I/O needs root (it creates a cgroup); run with sudo".into()
+        })?;
         let version = detect().ok_or_else(|| {
             Error::environment(
                 "no cgroup hierarchy with block I/O throttling (cgroup v1 blkio or v2 io) is mounted",

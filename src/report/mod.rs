@@ -2,6 +2,8 @@
 //! device tables, histories), into text and documents: terminal tables,
 //! JSON/CSV/Markdown exports, HTML. Rendering only.
 
+pub mod applyview;
+pub mod assemble;
 pub mod charts;
 pub mod compare;
 pub mod devices;

@@ -26,3 +26,12 @@ pub fn install_signal_handlers() {
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
+
+/// The one root check: `Ok` as root, else the privilege error (exit 3)
+/// whose text `why` gives (what needs root and how to get it).
+pub fn require_root(why: impl FnOnce() -> String) -> crate::Result<()> {
+    if is_root() {
+        return Ok(());
+    }
+    Err(crate::Error::privilege(why()))
+}

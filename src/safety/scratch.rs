@@ -41,7 +41,7 @@ impl Scratch {
     /// directory and not a block device.
     pub fn create(target: Option<&Path>) -> Result<Scratch> {
         let target = target_or_temp(target);
-        check_target(&target)?;
+        check_target(&target, Use::Write)?;
         // Absolute, so the journal's record holds wherever restore runs.
         let target = std::path::absolute(&target).unwrap_or(target);
         remove_stale(&target);
@@ -173,9 +173,19 @@ pub fn free_bytes(path: &Path) -> Result<u64> {
     Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
-/// The target must exist, be a directory (never a block device) and be
-/// mounted read-write.
-pub fn check_target(target: &Path) -> Result<()> {
+/// What a verb does with its `--target`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// Measures there: a scratch directory, files written.
+    Write,
+    /// Only reads about it (`inspect`): a read-only file system is fine.
+    Read,
+}
+
+/// The one check of a `--target`, made in each verb's plan: it must exist,
+/// be a directory (never a block device) on a file system that holds files
+/// and, for `Use::Write`, be mounted read-write.
+pub fn check_target(target: &Path, what: Use) -> Result<()> {
     let meta = match fs::metadata(target) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -198,6 +208,9 @@ pub fn check_target(target: &Path) -> Result<()> {
             "target {} is not a directory (give a directory)",
             target.display()
         )));
+    }
+    if what == Use::Read {
+        return Ok(());
     }
     if let Some(kind) = pseudo_fs(target) {
         return Err(Error::usage(format!(

@@ -155,9 +155,13 @@ impl RunHead {
     }
 }
 
-/// Where the database lives: `--db`, `TUNELAB_DB`, else
-/// `$XDG_DATA_HOME/tunelab/results.db` (~/.local/share by default).
+/// Where the database lives without `--db`: `TUNELAB_DB` (an empty one
+/// means not set), else `$XDG_DATA_HOME/tunelab/results.db`
+/// (~/.local/share by default).
 pub fn default_path() -> PathBuf {
+    if let Some(db) = std::env::var_os("TUNELAB_DB").filter(|v| !v.is_empty()) {
+        return PathBuf::from(db);
+    }
     let base = std::env::var_os("XDG_DATA_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

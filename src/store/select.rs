@@ -84,6 +84,13 @@ fn newest_per_machine(store: &Store, a: &Selection) -> Result<Vec<Run>> {
     Ok(picked)
 }
 
+/// Every change tunelab applied, as far as the store can say: a store
+/// that cannot read them (an older schema, a read error) has none to name,
+/// and a comparison or report goes on without them.
+pub fn applied_changes(store: &Store) -> Vec<crate::model::applied::AppliedChange> {
+    store.changes().unwrap_or_default()
+}
+
 /// Other stored runs of the experiments both `a` and `b` measured: what
 /// the between-run noise floor is learned from.
 pub fn history_of(store: &Store, a: &Run, b: &Run) -> Result<Vec<Run>> {

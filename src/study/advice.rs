@@ -17,3 +17,23 @@ pub fn advice(target: &Path, store: Option<&Store>, workload: Workload) -> Advic
 pub fn diagnosis_findings(run_id: &str, d: &Diagnosis) -> Vec<Finding> {
     crate::advise::diagnosis_findings(run_id, d)
 }
+
+/// The findings on one diagnosis as the report writes them (its first
+/// section when the run holds a diagnosis).
+pub fn diagnosis_finding_texts(
+    run_id: &str,
+    d: &Diagnosis,
+) -> Vec<crate::report::diagnosis::FindingText> {
+    diagnosis_findings(run_id, d)
+        .into_iter()
+        .map(|f| crate::report::diagnosis::FindingText {
+            severity: f.severity.as_str().to_string(),
+            id: f.id.to_string(),
+            title: f.title,
+            evidence: f.evidence,
+            why: f.why,
+            fix: f.command,
+            verify: f.verify,
+        })
+        .collect()
+}

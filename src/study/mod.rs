@@ -4,6 +4,7 @@
 pub mod advice;
 pub mod fit;
 pub mod footprint;
+pub mod plan;
 pub mod profile;
 pub mod run;
 pub mod verdict;

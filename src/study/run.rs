@@ -13,7 +13,6 @@ use crate::engine::pipeline::{for_each_target, Lab};
 use crate::engine::runner::{run_points, RunOptions};
 use crate::engine::session::Session;
 use crate::model::run::{now_rfc3339, IssueVerdict, Run, RunStatus, StudySummary};
-use crate::safety::is_root;
 use crate::store::Store;
 use crate::Error;
 
@@ -74,8 +73,13 @@ pub fn run(
         let exp = issue.experiment.as_ref();
         let before = session.run.results.len();
         let began = std::time::Instant::now();
-        let error = if exp.needs().root && !is_root() {
-            Some(Error::privilege(format!("{} needs root", exp.name())))
+        let no_root = exp
+            .needs()
+            .root
+            .then(|| crate::safety::require_root(|| format!("{} needs root", exp.name())))
+            .and_then(Result::err);
+        let error = if no_root.is_some() {
+            no_root
         } else if let Some(why) = does_not_fit(req, issue) {
             Some(Error::environment(why))
         } else {

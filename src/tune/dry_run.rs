@@ -68,7 +68,7 @@ pub fn describe(p: &Planned) -> Result<(String, serde_json::Value)> {
         n * plan.min_trials,
         n * plan.max_trials,
     ));
-    let journal = crate::engine::host::journal_path();
+    let journal = crate::safety::journal::path();
     s.push_str(&format!(
         "  restore:  the original value is journalled in {} before the first write and written back at the end, on Ctrl-C, and after a kill by the next tunelab ('tunelab restore')\n",
         journal.display()

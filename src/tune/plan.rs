@@ -38,6 +38,8 @@ pub struct Request<'a> {
     pub fs: Option<&'a str>,
     pub fs_size: u64,
     pub throttle: Option<&'a str>,
+    /// `--dry-run`: planned and described, nothing changed (no root needed).
+    pub dry_run: bool,
 }
 
 /// A sweep checked and planned, nothing changed yet.
@@ -127,7 +129,7 @@ pub fn plan<'a>(req: &Request<'a>, experiments: &Catalog) -> Result<Planned<'a>>
     let (plan, notes) = rounds_plan(&req.options, exp.defaults(), values.len())?;
     let lab = Lab::from_flags(req.fs, req.fs_size, req.throttle)?;
     if let Some(t) = req.target {
-        crate::engine::host::check_target(t)?;
+        crate::safety::scratch::check_target(t, crate::safety::scratch::Use::Write)?;
     }
     // On the target the knob exists now: resolve it and validate every
     // value before measuring anything (the lab's devices come later).
@@ -142,7 +144,7 @@ pub fn plan<'a>(req: &Request<'a>, experiments: &Catalog) -> Result<Planned<'a>>
             Some(knob)
         }
     };
-    Ok(Planned {
+    let planned = Planned {
         knob: req.knob,
         values,
         exp,
@@ -158,7 +160,11 @@ pub fn plan<'a>(req: &Request<'a>, experiments: &Catalog) -> Result<Planned<'a>>
         fs: req.fs,
         fs_size: req.fs_size,
         lab,
-    })
+    };
+    if !req.dry_run {
+        planned.require_root()?;
+    }
+    Ok(planned)
 }
 
 /// The repetition plan: the experiment's, with enough rounds by default
@@ -192,14 +198,10 @@ fn rounds_plan(
 impl Planned<'_> {
     /// Whether tunelab may change the knob (and run the experiment) here:
     /// the one root check of a sweep.
-    pub fn require_root(&self) -> Result<()> {
-        if !crate::engine::host::is_root() {
-            return Err(Error::privilege(format!(
-                "tune changes {} and needs root (run with sudo)",
-                self.knob
-            )));
-        }
-        Ok(())
+    pub(crate) fn require_root(&self) -> Result<()> {
+        crate::safety::require_root(|| {
+            format!("tune changes {} and needs root (run with sudo)", self.knob)
+        })
     }
 
     /// The directory the workload runs in (the temp default decided once,

@@ -1,6 +1,7 @@
 //! The verbs that measure programs or the machine rather than an
 //! experiment's points: `time`, `boot`, `diagnose` and `memory`, and
-//! `remote`, which runs tunelab on other hosts. Each takes a request the
+//! `remote`, which runs tunelab on other hosts; `inspect` and `restore`
+//! read and repair the host. Each takes a request the
 //! CLI parsed and measures in one session (`Session::open`: the run built
 //! in one place); those that keep a run close it through the pipeline
 //! (`pipeline::close`: stored, the store's failure kept for after the
@@ -9,9 +10,11 @@
 
 pub mod boot;
 pub mod diagnose;
+pub mod inspect;
 pub mod memory;
 pub mod monitor;
 pub mod remote;
+pub mod restore;
 pub mod run;
 pub mod time;
 

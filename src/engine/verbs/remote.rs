@@ -38,6 +38,8 @@ pub struct Request {
 pub struct Fanned {
     pub outcomes: Vec<HostOutcome>,
     pub stored: Vec<(String, String)>,
+    /// The signal that cut the fan-out short (the ssh connections killed).
+    pub interrupted: Option<&'static str>,
 }
 
 /// The inventory's text, read no further than the size limit; a file that
@@ -160,5 +162,9 @@ pub fn run(
             stored.push((o.host.clone(), run.id.clone()));
         }
     }
-    Ok(Fanned { outcomes, stored })
+    Ok(Fanned {
+        outcomes,
+        stored,
+        interrupted: crate::safety::signals::caught(),
+    })
 }

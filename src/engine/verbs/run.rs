@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::engine::catalog::Catalog;
-use crate::engine::host::{check_target, is_root};
+use crate::safety::scratch::{check_target, Use};
 use crate::engine::observer::{Event, Observer};
 use crate::engine::params::{expand_points, split_assignment};
 use crate::engine::pipeline::{self, for_each_target, Finished, Lab};
@@ -16,7 +16,7 @@ use crate::engine::runner::{run_points, Plan, RunOptions};
 use crate::engine::session::Watch;
 use crate::engine::{Experiment, Point};
 use crate::store::Store;
-use crate::{Error, Result};
+use crate::Result;
 
 /// What `run` was asked for, as parsed.
 pub struct Request<'a> {
@@ -61,15 +61,12 @@ pub fn plan<'a>(req: &Request<'a>, experiments: &Catalog) -> Result<Planned<'a>>
         exp.validate(p)?;
     }
     let plan = req.options.plan(exp.defaults())?;
-    if exp.needs().root && !is_root() {
-        return Err(Error::privilege(format!(
-            "{} needs root (run it with sudo)",
-            exp.name()
-        )));
+    if exp.needs().root {
+        crate::safety::require_root(|| format!("{} needs root (run it with sudo)", exp.name()))?;
     }
     let lab = Lab::from_flags(req.fs, req.fs_size, req.throttle)?;
     if let Some(t) = req.target {
-        check_target(t)?;
+        check_target(t, Use::Write)?;
     }
     Ok(Planned {
         exp,

@@ -15,6 +15,7 @@
 mod record;
 mod unapply;
 mod verdict;
+mod verb;
 mod verify;
 
 use std::fs;
@@ -31,6 +32,10 @@ pub use record::{changes_here, this_machine};
 pub use unapply::{plan_unapply, unapply, UnapplyPlan};
 pub use verdict::{
     verdict_of, TuneVerdict, ENV_DEVICE, ENV_KNOB, ENV_LAB, ENV_METRIC, ENV_NOISE, ENV_ORIGINAL,
+};
+pub use verb::{
+    applied, plan_apply_run, plan_unapply_all, require_root, verify_all, ApplyRequest,
+    PlannedApply, PlannedUnapply,
 };
 pub use verify::{verify, Check};
 

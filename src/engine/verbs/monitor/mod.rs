@@ -247,15 +247,16 @@ pub fn make_view(a: &Options) -> Result<Box<dyn ViewState>> {
     })
 }
 
-/// Sleep until `deadline` in short slices; false when a signal asked to stop.
-pub fn sleep_until(deadline: Instant) -> bool {
+/// Sleep until `deadline` in short slices; `Err` with the signal's name
+/// when a signal asked to stop.
+pub fn sleep_until(deadline: Instant) -> std::result::Result<(), &'static str> {
     loop {
-        if crate::engine::host::interrupted().is_some() {
-            return false;
+        if let Some(sig) = crate::safety::signals::caught() {
+            return Err(sig);
         }
         let now = Instant::now();
         if now >= deadline {
-            return true;
+            return Ok(());
         }
         std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
     }

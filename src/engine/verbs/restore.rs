@@ -1,0 +1,61 @@
+//! `tunelab restore`: put back the settings tunelab processes that are gone
+//! left changed (with `all`, those of live ones too). An apply or unapply
+//! cut short is settled against its store: kept when the store recorded
+//! it, undone otherwise.
+
+use std::path::{Path, PathBuf};
+
+use crate::safety::journal;
+use crate::store::Store;
+use crate::Result;
+
+/// What `restore` did.
+pub struct Restored {
+    /// One message per setting (those that failed start with "could not").
+    pub messages: Vec<String>,
+    /// Settings the journal still holds for tunelab processes running now.
+    pub live: usize,
+    /// Where the journal is.
+    pub journal: PathBuf,
+}
+
+/// Put back what dead tunelab processes left changed (`all`: live ones
+/// too), settling applies against `db` (the verb's `--db`, or the store the
+/// entry names when it is a file).
+pub fn put_back(all: bool, db: Option<&Path>) -> Result<Vec<String>> {
+    let mine = db.map_or_else(crate::store::default_path, Path::to_path_buf);
+    let decide = |c: &journal::Commit| -> Option<bool> {
+        let open = |p: &Path| Store::open_read(p).ok();
+        let store = open(&mine).filter(|s| s.location() == c.db).or_else(|| {
+            (!c.db.contains("://"))
+                .then(|| open(Path::new(&c.db)))
+                .flatten()
+        })?;
+        committed(c, &store)
+    };
+    journal::restore_stale(all, &decide)
+}
+
+/// The `restore` verb: [`put_back`], and what is left in the journal.
+pub fn run(all: bool, db: Option<&Path>) -> Result<Restored> {
+    let messages = put_back(all, db)?;
+    Ok(Restored {
+        messages,
+        live: journal::load()?.len(),
+        journal: journal::path(),
+    })
+}
+
+/// Whether `store` holds the record `commit` names (None: unreadable).
+fn committed(commit: &journal::Commit, store: &Store) -> Option<bool> {
+    let all = store.changes().ok()?;
+    Some(all.iter().any(|c| {
+        c.id == commit.id
+            && c.state == commit.state
+            && if c.state == "unapplied" {
+                c.unapplied_at.as_deref() == Some(commit.at.as_str())
+            } else {
+                c.applied_at == commit.at
+            }
+    }))
+}

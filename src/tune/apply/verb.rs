@@ -1,0 +1,156 @@
+//! The four verbs in run's shape: each request is planned here — the root
+//! check (once, in [`require_root`]), the run or the applied records it
+//! acts on, every refusal — before anything changes; the CLI parses,
+//! calls and prints.
+
+use super::{changes_here, plan_apply, plan_unapply, verdict_of, verify, Check, Plan};
+use super::{TuneVerdict, UnapplyPlan};
+use crate::model::applied::AppliedChange;
+use crate::store::Store;
+use crate::tune::persist::Root;
+use crate::{Error, Result};
+
+/// The one root check of apply, verify and unapply: the real system's
+/// settings and root's state need root; a fake tree (tests) does not.
+pub fn require_root(root: &Root, verb: &str) -> Result<()> {
+    if !root.is_real() {
+        return Ok(());
+    }
+    crate::safety::require_root(|| {
+        // verify writes nothing: say what it reads that is root's.
+        if verb == "verify" {
+            "verify changes nothing, but it needs root to read what apply recorded: root's \
+             store and state directory (trusted only when root owns them); run it as root \
+             (sudo tunelab verify)"
+                .to_string()
+        } else {
+            format!(
+                "{verb} changes system configuration (/etc, /proc/sys, /sys) and needs root \
+                 (run with sudo)"
+            )
+        }
+    })
+}
+
+/// What `apply RUN` was asked for.
+pub struct ApplyRequest<'a> {
+    pub run: &'a str,
+    pub force: bool,
+    pub trust_suspect: bool,
+    pub dry_run: bool,
+    pub root: Root,
+}
+
+/// An apply checked and planned: nothing changed yet.
+pub struct PlannedApply {
+    pub verdict: TuneVerdict,
+    pub plan: Plan,
+    /// Said before anything changes (an interrupted sweep, the plan's own).
+    pub warnings: Vec<String>,
+}
+
+/// Plan `apply`: root (unless a dry run), the tune run's verdict and its
+/// refusals, the files and live values, and the live value checked against
+/// the one the sweep measured.
+pub fn plan_apply_run(req: &ApplyRequest, store: &Store) -> Result<PlannedApply> {
+    if !req.dry_run {
+        require_root(&req.root, "apply")?;
+    }
+    let run = store.load(req.run)?;
+    let verdict = verdict_of(&run)?;
+    if let Some(why) = verdict.refusal(req.force, req.trust_suspect) {
+        return Err(Error::usage(why));
+    }
+    let plan = plan_apply(&req.root, &verdict, store)?;
+    // The value apply replaces must be the one the sweep measured against.
+    if let Some((_, now)) = plan.live.first() {
+        if let Some(why) = verdict.live_changed(now) {
+            return Err(Error::usage(why));
+        }
+    }
+    let mut warnings = Vec::new();
+    if verdict.interrupted {
+        warnings.push(format!(
+            "run {} was interrupted: its verdict rests on the {} round(s) it finished",
+            verdict.run_id, verdict.rounds
+        ));
+    }
+    warnings.extend(plan.warnings.iter().cloned());
+    Ok(PlannedApply {
+        verdict,
+        plan,
+        warnings,
+    })
+}
+
+/// This machine's applied records on `root` (records of other machines are
+/// left out, each with a note), all or only those in force.
+pub fn applied(store: &Store, root: &Root, all: bool) -> Result<(Vec<AppliedChange>, Vec<String>)> {
+    let (ok, notes) = changes_here(store)?;
+    let list = ok
+        .into_iter()
+        .filter(|c| c.root == root.display() && (all || c.state == "applied"))
+        .collect();
+    Ok((list, notes))
+}
+
+/// `verify`: root, then each change in force checked against the live
+/// system; with the notes about records left out.
+pub fn verify_all(store: &Store, root: &Root) -> Result<(Vec<Check>, Vec<String>)> {
+    require_root(root, "verify")?;
+    let (active, notes) = applied(store, root, false)?;
+    Ok((active.iter().map(|c| verify(root, c)).collect(), notes))
+}
+
+/// What `unapply` will take back: the changes in force that `what` names
+/// (a knob, KNOB@DISK, or `all`), each with its plan.
+pub struct PlannedUnapply {
+    pub plans: Vec<UnapplyPlan>,
+    /// Records of other machines left out.
+    pub notes: Vec<String>,
+}
+
+/// Plan `unapply WHAT`: root (unless a dry run), the changes it names, and
+/// for each what is removed and restored. Nothing in force and `all` in a
+/// dry run is an empty plan (the answer), not an error.
+pub fn plan_unapply_all(
+    store: &Store,
+    root: &Root,
+    what: &str,
+    force: bool,
+    dry_run: bool,
+) -> Result<PlannedUnapply> {
+    if !dry_run {
+        require_root(root, "unapply")?;
+    }
+    let (active, notes) = applied(store, root, false)?;
+    if active.is_empty() && what == "all" && dry_run {
+        return Ok(PlannedUnapply {
+            plans: Vec::new(),
+            notes,
+        });
+    }
+    let chosen: Vec<&AppliedChange> = active
+        .iter()
+        .filter(|c| what == "all" || c.id == what || c.knob == what)
+        .collect();
+    if chosen.is_empty() {
+        return Err(Error::usage(format!(
+            "nothing applied matches '{what}' (applied: {})",
+            if active.is_empty() {
+                "none".to_string()
+            } else {
+                active
+                    .iter()
+                    .map(|c| c.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        )));
+    }
+    let plans = chosen
+        .into_iter()
+        .map(|c| plan_unapply(c, force))
+        .collect::<Result<_>>()?;
+    Ok(PlannedUnapply { plans, notes })
+}
