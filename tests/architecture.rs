@@ -613,7 +613,9 @@ fn the_cli_checks_no_root_queries_no_store_and_keeps_the_environment() {
             let at = format!("{}:{}", f.display(), n + 1);
             for word in ["is_root", "require_root", "geteuid", "getuid"] {
                 if line.contains(word) {
-                    problems.push(format!("{at}: a root check ({word}) in the CLI: make it in the verb's plan"));
+                    problems.push(format!(
+                        "{at}: a root check ({word}) in the CLI: make it in the verb's plan"
+                    ));
                 }
             }
             for word in ["set_var", "remove_var"] {
@@ -654,7 +656,9 @@ fn each_input_is_decided_in_one_place() {
         for (n, line) in code.lines().enumerate() {
             let at = format!("{name}:{}", n + 1);
             if line.contains("temp_dir") && name != "safety/scratch.rs" {
-                problems.push(format!("{at}: the temp-directory default outside safety::scratch::target_or_temp"));
+                problems.push(format!(
+                    "{at}: the temp-directory default outside safety::scratch::target_or_temp"
+                ));
             }
             let refusal = line.contains("!crate::safety::is_root()")
                 || line.contains("!is_root()")

@@ -209,15 +209,11 @@ pub fn exec_verify(args: &VerifyArgs, out: &Out, store: &Store) -> Result<i32> {
 }
 
 pub fn exec_unapply(args: &UnapplyArgs, out: &Out, store: &mut Store) -> Result<i32> {
-    let planned = apply::plan_unapply_all(
-        store,
-        &args.root.get()?,
-        &args.what,
-        args.force,
-        args.dry_run,
-    )?;
-    planned.notes.iter().for_each(|n| out.warn(n));
-    if planned.plans.is_empty() {
+    let root = args.root.get()?;
+    let (active, notes) = apply::applied(store, &root, false)?;
+    notes.iter().for_each(|n| out.warn(n));
+    let plans = apply::plan_unapply_all(&active, &root, &args.what, args.force, args.dry_run)?;
+    if plans.is_empty() {
         // A dry run answers the question: nothing would be taken back.
         if out.json {
             out.json_data(&Vec::<AppliedChange>::new())?;
@@ -227,7 +223,7 @@ pub fn exec_unapply(args: &UnapplyArgs, out: &Out, store: &mut Store) -> Result<
         return Ok(0);
     }
     let mut done = Vec::new();
-    for plan in planned.plans {
+    for plan in plans {
         for w in &plan.warnings {
             out.warn(w);
         }

@@ -12,15 +12,15 @@
 //! cleanly after printing the dirty view's summary, and the exit code is 0
 //! — stopping a monitor is its normal end, not a failure. A closed stdout
 //! (`| head`) also ends it with 0. The views (reading and rates) are
-//! `engine::verbs::monitor`'s; this file parses, loops and prints.
+//! `engine::verbs::monitor`'s, and so is the loop (`watch`); this file
+//! parses and prints each sample.
 
 use std::io::Write;
-use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
 
 use super::Out;
-use crate::engine::verbs::monitor::{make_view, sleep_until, Kind, Options};
+use crate::engine::verbs::monitor::{make_view, watch, Kind, Options};
 use crate::units::parse_duration;
 use crate::{Error, Result};
 
@@ -112,37 +112,19 @@ pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
             out.info(&p);
         }
     }
-    let interval = Duration::from_secs_f64(a.interval);
-    let start = Instant::now();
-    let mut last = start;
-    let mut n: u64 = 0;
-    let mut open = true;
-    let mut stopped_by = None;
-    while !matches!(a.count, Some(c) if n >= c) {
-        // Deadlines are start + k × interval: no drift from the read time.
-        if let Err(sig) = sleep_until(start + interval * (n as u32 + 1)) {
-            stopped_by = Some(sig);
-            break;
-        }
-        let now = Instant::now();
-        let secs = now.duration_since(last).as_secs_f64();
-        last = now;
-        let e = view.sample(secs)?;
-        n += 1;
-        let unix = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+    let watched = watch(view.as_mut(), a.interval, a.count, &mut |smp| {
+        let e = &smp.emitted;
         let text = match format {
             Format::Table => crate::report::table::plain(&e.table).into_owned(),
             Format::Json => {
-                let mut j = json!({ "view": name, "sample": n, "t": now.duration_since(start).as_secs_f64(),
-                                    "unix": unix, "interval_s": secs });
+                let mut j = json!({ "view": name, "sample": smp.n, "t": smp.t,
+                                    "unix": smp.unix, "interval_s": smp.seconds });
                 if let (Value::Object(dst), Value::Object(src)) = (&mut j, e.json.clone()) {
                     dst.extend(src);
                 }
                 format!("{}\n", super::output::json_text(serde_json::to_string(&j)?))
             }
-            Format::Openmetrics => openmetrics(&e.metrics, (unix * 1000.0) as i64),
+            Format::Openmetrics => openmetrics(&e.metrics, (smp.unix * 1000.0) as i64),
         };
         for w in &e.warnings {
             out.warn(w);
@@ -152,11 +134,9 @@ pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
                 out.info(&format!("hint: {h}"));
             }
         }
-        if !emit(&text)? {
-            open = false;
-            break;
-        }
-    }
+        emit(&text)
+    })?;
+    let (n, open, stopped_by) = (watched.n, !watched.closed, watched.stopped_by);
     if open {
         if let Some((table, j)) = view.finish() {
             match format {

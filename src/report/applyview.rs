@@ -81,8 +81,5 @@ pub fn applied_table(list: &[AppliedChange]) -> String {
             ]
         })
         .collect();
-    super::table::render(
-        &["knob", "state", "value", "run", "applied", "files"],
-        rows,
-    )
+    super::table::render(&["knob", "state", "value", "run", "applied", "files"], rows)
 }

@@ -2,7 +2,7 @@
 //! caller selected: one run (with `--vs`, its comparison with a base run
 //! and the settings applied between the two), or several devices.
 
-use super::diagnosis::{self, Flame, FindingText};
+use super::diagnosis::{self, FindingText, Flame};
 use super::document::{self, Block, Document};
 use crate::analysis::devices::compare_devices;
 use crate::model::applied::{self, AppliedChange};

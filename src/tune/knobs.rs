@@ -401,7 +401,9 @@ pub struct KnobGuard {
 
 impl KnobGuard {
     pub fn new(knob: Knob) -> Result<KnobGuard> {
-        crate::safety::require_root(|| format!("changing {} needs root (run with sudo)", knob.name))?;
+        crate::safety::require_root(|| {
+            format!("changing {} needs root (run with sudo)", knob.name)
+        })?;
         let entry = Entry::new(&knob.name, knob.snapshot()?);
         // Refuses when another tunelab holds this setting (its original
         // would be lost).

@@ -8,13 +8,13 @@
 use std::path::Path;
 
 use crate::engine::catalog::Catalog;
-use crate::safety::scratch::{check_target, Use};
 use crate::engine::observer::{Event, Observer};
 use crate::engine::params::{expand_points, split_assignment};
 use crate::engine::pipeline::{self, for_each_target, Finished, Lab};
 use crate::engine::runner::{run_points, Plan, RunOptions};
 use crate::engine::session::Watch;
 use crate::engine::{Experiment, Point};
+use crate::safety::scratch::{check_target, Use};
 use crate::store::Store;
 use crate::Result;
 

@@ -43,6 +43,7 @@ pub(super) fn render_bars(c: &BarChart) -> Result<String, String> {
             Ticked::new(-0.5, n as f64 - 0.5, &keys),
             Ticked::new(y.lo, y.hi, &y.keys),
             y_area(&y),
+            0,
         )?;
         let xf = |v: &f64| {
             let i = v.round();

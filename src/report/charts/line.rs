@@ -67,6 +67,7 @@ pub(super) fn render_line(c: &LineChart) -> Result<String, String> {
             Ticked::new(x.lo, x.hi, &x.keys),
             Ticked::new(y.lo, y.hi, &y.keys),
             y_area(&y),
+            x_right(&x),
         )?;
         let xf = |v: &f64| x.label(*v);
         let yf = |v: &f64| y.label(*v);

@@ -382,14 +382,29 @@ fn chart_on<'a, 'b>(
     x: Ticked,
     y: Ticked,
     y_area: u32,
+    right: u32,
 ) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<Ticked, Ticked>>, String> {
     ChartBuilder::on(plot)
         .caption(title, (FONT, caption_size(title, WIDTH)))
         .margin(12)
+        .margin_right(right.max(12))
         .x_label_area_size(52)
         .y_label_area_size(y_area)
         .build_cartesian_2d(x, y)
         .map_err(fail)
+}
+
+/// Room right of the plot for the last x tick label, centred on the plot's
+/// right edge when the axis ends on a tick ("100 ms" on a log axis was
+/// cut at the edge of the picture).
+#[cfg(feature = "charts")]
+fn x_right(x: &Prepared) -> u32 {
+    x.keys
+        .iter()
+        .filter(|k| (*k - x.hi).abs() <= (x.hi - x.lo).abs() * 0.05)
+        .map(|k| text_width(&x.label(*k), 15) / 2 + 4)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Room left of the plot for the widest y tick label, the tick and the

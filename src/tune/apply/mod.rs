@@ -14,8 +14,8 @@
 
 mod record;
 mod unapply;
-mod verdict;
 mod verb;
+mod verdict;
 mod verify;
 
 use std::fs;
@@ -30,12 +30,11 @@ use crate::system::device::active_choice;
 use crate::{Error, Result};
 pub use record::{changes_here, this_machine};
 pub use unapply::{plan_unapply, unapply, UnapplyPlan};
+pub use verb::{
+    applied, plan_apply_run, plan_unapply_all, require_root, verify_all, ApplyRequest, PlannedApply,
+};
 pub use verdict::{
     verdict_of, TuneVerdict, ENV_DEVICE, ENV_KNOB, ENV_LAB, ENV_METRIC, ENV_NOISE, ENV_ORIGINAL,
-};
-pub use verb::{
-    applied, plan_apply_run, plan_unapply_all, require_root, verify_all, ApplyRequest,
-    PlannedApply, PlannedUnapply,
 };
 pub use verify::{verify, Check};
 

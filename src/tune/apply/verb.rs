@@ -102,33 +102,23 @@ pub fn verify_all(store: &Store, root: &Root) -> Result<(Vec<Check>, Vec<String>
     Ok((active.iter().map(|c| verify(root, c)).collect(), notes))
 }
 
-/// What `unapply` will take back: the changes in force that `what` names
-/// (a knob, KNOB@DISK, or `all`), each with its plan.
-pub struct PlannedUnapply {
-    pub plans: Vec<UnapplyPlan>,
-    /// Records of other machines left out.
-    pub notes: Vec<String>,
-}
-
-/// Plan `unapply WHAT`: root (unless a dry run), the changes it names, and
-/// for each what is removed and restored. Nothing in force and `all` in a
-/// dry run is an empty plan (the answer), not an error.
+/// Plan `unapply WHAT` over `active` (this machine's changes in force on
+/// the root, from [`applied`]): root (unless a dry run), the changes it
+/// names (a knob, KNOB@DISK, or `all`), and for each what is removed and
+/// restored. Nothing in force and `all` in a dry run is an empty plan (the
+/// answer), not an error.
 pub fn plan_unapply_all(
-    store: &Store,
+    active: &[AppliedChange],
     root: &Root,
     what: &str,
     force: bool,
     dry_run: bool,
-) -> Result<PlannedUnapply> {
+) -> Result<Vec<UnapplyPlan>> {
     if !dry_run {
         require_root(root, "unapply")?;
     }
-    let (active, notes) = applied(store, root, false)?;
     if active.is_empty() && what == "all" && dry_run {
-        return Ok(PlannedUnapply {
-            plans: Vec::new(),
-            notes,
-        });
+        return Ok(Vec::new());
     }
     let chosen: Vec<&AppliedChange> = active
         .iter()
@@ -148,9 +138,5 @@ pub fn plan_unapply_all(
             }
         )));
     }
-    let plans = chosen
-        .into_iter()
-        .map(|c| plan_unapply(c, force))
-        .collect::<Result<_>>()?;
-    Ok(PlannedUnapply { plans, notes })
+    chosen.into_iter().map(|c| plan_unapply(c, force)).collect()
 }

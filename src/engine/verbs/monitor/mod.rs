@@ -247,9 +247,77 @@ pub fn make_view(a: &Options) -> Result<Box<dyn ViewState>> {
     })
 }
 
+/// One interval a view measured.
+pub struct Sample {
+    /// 1 for the first.
+    pub n: u64,
+    /// Seconds since the monitor started, at the read.
+    pub t: f64,
+    /// Seconds since the Unix epoch, at the read.
+    pub unix: f64,
+    /// The interval's measured length, in seconds.
+    pub seconds: f64,
+    pub emitted: Emitted,
+}
+
+/// How watching ended.
+pub struct Watched {
+    /// Samples taken.
+    pub n: u64,
+    /// The signal that stopped it (a monitor's normal end).
+    pub stopped_by: Option<&'static str>,
+    /// The sink refused more (a closed stdout): nothing more is shown.
+    pub closed: bool,
+}
+
+/// Sample `view` every `interval` seconds (deadlines start + k × interval,
+/// so the read time does not drift) until `count` samples, a signal, or
+/// `sink` returning `false`; each interval goes to `sink` as it is read.
+pub fn watch(
+    view: &mut dyn ViewState,
+    interval: f64,
+    count: Option<u64>,
+    sink: &mut dyn FnMut(Sample) -> Result<bool>,
+) -> Result<Watched> {
+    let interval = Duration::from_secs_f64(interval);
+    let start = Instant::now();
+    let mut last = start;
+    let mut w = Watched {
+        n: 0,
+        stopped_by: None,
+        closed: false,
+    };
+    while !matches!(count, Some(c) if w.n >= c) {
+        if let Err(sig) = sleep_until(start + interval * (w.n as u32 + 1)) {
+            w.stopped_by = Some(sig);
+            break;
+        }
+        let now = Instant::now();
+        let seconds = now.duration_since(last).as_secs_f64();
+        last = now;
+        let emitted = view.sample(seconds)?;
+        w.n += 1;
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let sample = Sample {
+            n: w.n,
+            t: now.duration_since(start).as_secs_f64(),
+            unix,
+            seconds,
+            emitted,
+        };
+        if !sink(sample)? {
+            w.closed = true;
+            break;
+        }
+    }
+    Ok(w)
+}
+
 /// Sleep until `deadline` in short slices; `Err` with the signal's name
 /// when a signal asked to stop.
-pub fn sleep_until(deadline: Instant) -> std::result::Result<(), &'static str> {
+fn sleep_until(deadline: Instant) -> std::result::Result<(), &'static str> {
     loop {
         if let Some(sig) = crate::safety::signals::caught() {
             return Err(sig);
