@@ -120,8 +120,8 @@ impl Experiment for DeviceRead {
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         match Params::parse(p) {
-            Ok(q) if q.source == "device" => 0,
-            q => q.map_or(0, |q| q.size),
+            Ok(q) if q.source != "device" => q.size,
+            _ => 0,
         }
     }
     fn trial_seconds(&self, p: &Point) -> Option<f64> {
