@@ -15,7 +15,7 @@ use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};
 
-use super::steady_state::{CHUNK, RANGE, SLOPE, WINDOW, WINDOWS};
+use super::steady_state::{Writes, CHUNK, RANGE, SLOPE, WINDOW, WINDOWS};
 
 pub const NAME: &str = "flash.open-units";
 pub const METRIC_OPEN: &str = "open_units";
@@ -99,12 +99,7 @@ struct Params {
     streams: u64,
     spacing: u64,
     chunk: u64,
-    /// A block device, or "none" (a file in the scratch directory).
-    device: String,
-    overwrite: bool,
-    min_written: u64,
-    max_time: f64,
-    rule: Rule,
+    w: Writes,
 }
 
 impl Params {
@@ -113,11 +108,7 @@ impl Params {
             streams: p.u64("streams")?,
             spacing: p.u64("spacing")?,
             chunk: p.u64("chunk")?,
-            device: p.text("device")?.to_string(),
-            overwrite: p.bool("overwrite")?,
-            min_written: p.u64("min_written")?,
-            max_time: p.f64("max_time")?,
-            rule: Rule::parse(p)?,
+            w: Writes::parse(p)?,
         })
     }
 
@@ -142,7 +133,7 @@ impl Experiment for OpenUnits {
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         match Params::parse(p) {
-            Ok(q) if q.device == "none" => q.region(),
+            Ok(q) if q.w.device == "none" => q.region(),
             _ => 0,
         }
     }
@@ -158,7 +149,7 @@ impl Experiment for OpenUnits {
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let q = Params::parse(p)?;
-        let (io, note) = for_writes(ctx, &q.device, q.overwrite, q.region())?;
+        let (io, note) = for_writes(ctx, &q.w.device, q.w.overwrite, q.region())?;
         let chunk = q.chunk;
         Ok(Box::new(Run {
             io,
@@ -167,10 +158,10 @@ impl Experiment for OpenUnits {
                 max_streams: q.streams as usize,
                 spacing: q.spacing,
                 chunk,
-                min_bytes: q.min_written,
-                max_time: q.max_time,
+                min_bytes: q.w.min_written,
+                max_time: q.w.max_time,
             },
-            rule: q.rule,
+            rule: q.w.rule,
             notes: vec![note],
             curve: Vec::new(),
         }))

@@ -142,14 +142,30 @@ const STEADY_RATE: Metric = SPEC.emits(METRIC_STEADY);
 const WRITE_AMPLIFICATION: Metric = SPEC.emits(METRIC_WA);
 const WRITTEN: Metric = SPEC.emits("written");
 
-impl Rule {
-    /// The rule from a point's parameters (flash.open-units declares them too).
-    pub fn parse(p: &Point) -> Result<Rule> {
-        Ok(Rule {
-            window: p.f64("window")?,
-            windows: p.usize("windows")?,
-            range: p.f64("range")?,
-            slope: p.f64("slope")?,
+/// The parameters flash.steady-state and flash.open-units share: where
+/// they write, when they stop, and the steady-state rule.
+pub struct Writes {
+    /// A block device, or "none" (a file in the scratch directory).
+    pub device: String,
+    pub overwrite: bool,
+    pub min_written: u64,
+    pub max_time: f64,
+    pub rule: Rule,
+}
+
+impl Writes {
+    pub fn parse(p: &Point) -> Result<Writes> {
+        Ok(Writes {
+            device: p.text("device")?.to_string(),
+            overwrite: p.bool("overwrite")?,
+            min_written: p.u64("min_written")?,
+            max_time: p.f64("max_time")?,
+            rule: Rule {
+                window: p.f64("window")?,
+                windows: p.usize("windows")?,
+                range: p.f64("range")?,
+                slope: p.f64("slope")?,
+            },
         })
     }
 }
@@ -158,12 +174,7 @@ impl Rule {
 struct Params {
     size: u64,
     chunk: u64,
-    /// A block device, or "none" (a file in the scratch directory).
-    device: String,
-    overwrite: bool,
-    min_written: u64,
-    max_time: f64,
-    rule: Rule,
+    w: Writes,
 }
 
 impl Params {
@@ -171,11 +182,7 @@ impl Params {
         Ok(Params {
             size: p.u64("size")?,
             chunk: p.u64("chunk")?,
-            device: p.text("device")?.to_string(),
-            overwrite: p.bool("overwrite")?,
-            min_written: p.u64("min_written")?,
-            max_time: p.f64("max_time")?,
-            rule: Rule::parse(p)?,
+            w: Writes::parse(p)?,
         })
     }
 }
@@ -197,7 +204,7 @@ impl Experiment for SteadyState {
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         match Params::parse(p) {
-            Ok(q) if q.device == "none" => q.size,
+            Ok(q) if q.w.device == "none" => q.size,
             _ => 0,
         }
     }
@@ -215,9 +222,9 @@ impl Experiment for SteadyState {
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let q = Params::parse(p)?;
         let size = q.size;
-        let (io, note) = for_writes(ctx, &q.device, q.overwrite, size)?;
+        let (io, note) = for_writes(ctx, &q.w.device, q.w.overwrite, size)?;
         let chunk = q.chunk;
-        let disk = match q.device.as_str() {
+        let disk = match q.w.device.as_str() {
             "none" => ctx.device.as_ref().map(|d| d.disk.clone()),
             dev => std::path::Path::new(dev)
                 .file_name()
@@ -232,10 +239,10 @@ impl Experiment for SteadyState {
                 spacing: size,
                 chunk,
                 skip: 0,
-                min_bytes: q.min_written,
-                max_time: q.max_time,
+                min_bytes: q.w.min_written,
+                max_time: q.w.max_time,
             },
-            rule: q.rule,
+            rule: q.w.rule,
             notes: vec![note],
             timeline: Vec::new(),
         }))
