@@ -797,3 +797,140 @@ fn the_parser_sees_what_it_must() {
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].2, vec!["tests".to_string()]);
 }
+
+/// Where `src` reads a point's parameter by name (`p.u64("size")`,
+/// `point.0.get("command")`) outside a function named `parse` and outside
+/// `#[cfg(test)]` code: (line, the enclosing function or "" at the top).
+/// Comments and strings are blanked first (`strip` keeps every char in
+/// place), so the name literal is looked up in the original text.
+fn by_name_reads_outside_parse(src: &str) -> Vec<(usize, String)> {
+    const ACCESSORS: &[&str] = &[".u64(", ".usize(", ".f64(", ".text(", ".bool(", ".0.get("];
+    let raw: Vec<char> = src.chars().collect();
+    let t: Vec<char> = strip(src).chars().collect();
+    assert_eq!(raw.len(), t.len(), "strip keeps every char in place");
+    // Open braces: the function they open (if any) and whether they are test code.
+    let mut scopes: Vec<(Option<String>, bool)> = Vec::new();
+    let (mut pending_fn, mut pending_test) = (None::<String>, false);
+    let mut nest = 0i32; // ( and [ depth, where `;` ends no item
+    let mut out = Vec::new();
+    let mut line = 1;
+    let mut i = 0;
+    let starts = |at: usize, s: &str| {
+        s.chars()
+            .enumerate()
+            .all(|(k, c)| t.get(at + k) == Some(&c))
+    };
+    while i < t.len() {
+        let c = t[i];
+        if c == '\n' {
+            line += 1;
+        } else if starts(i, "#[cfg(test)]") {
+            pending_test = true;
+        } else if starts(i, "fn ") && (i == 0 || !is_ident(t[i - 1])) {
+            let name: String = t[i + 3..].iter().take_while(|c| is_ident(**c)).collect();
+            pending_fn = Some(name);
+        } else if c == '(' || c == '[' {
+            nest += 1;
+        } else if c == ')' || c == ']' {
+            nest -= 1;
+        } else if c == ';' && nest == 0 {
+            pending_fn = None;
+            pending_test = false;
+        } else if c == '{' {
+            let test = pending_test || scopes.last().is_some_and(|s| s.1);
+            let func = pending_fn
+                .take()
+                .or_else(|| scopes.last().and_then(|s| s.0.clone()));
+            scopes.push((func, test));
+            pending_test = false;
+        } else if c == '}' {
+            scopes.pop();
+        } else if c == '.' {
+            let call = ACCESSORS.iter().find(|a| starts(i, a));
+            let after = call.map(|a| i + a.chars().count());
+            let literal = after.and_then(|j| raw[j..].iter().find(|c| !c.is_whitespace()));
+            if literal == Some(&'"') {
+                let (func, test) = scopes.last().cloned().unwrap_or((None, false));
+                if !test && func.as_deref() != Some("parse") {
+                    out.push((line, func.unwrap_or_default()));
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Issue 43: an experiment reads its parameters by name in one place, its
+/// `parse` (into its own typed struct), and hands the struct on; a metric
+/// handle is made only in a `const` item, where the compiler checks the
+/// name against the Spec (`Spec::emits`), never at run time.
+#[test]
+fn experiments_read_parameters_only_in_parse_and_name_metrics_in_consts() {
+    // The scanner finds what it must, and only that.
+    let sample = "struct P { a: u64 }\nimpl P {\n    fn parse(p: &Point) -> Result<P> {\n        \
+                  Ok(P { a: p.u64(\"a\")? })\n    }\n}\nfn validate(p: &Point, v: [u8; 2]) -> \
+                  Result<()> {\n    let n = p.u64(\"size\")?; // p.u64(\"x\")\n    let s = \
+                  \"p.text(\\\"y\\\")\";\n    let t = point.0.get(\"command\");\n    Ok(())\n}\n\
+                  #[cfg(test)]\nmod tests {\n    fn t() { p.u64(\"size\").unwrap(); }\n}\n";
+    let got = by_name_reads_outside_parse(sample);
+    assert_eq!(
+        got,
+        [(8, "validate".to_string()), (10, "validate".to_string())]
+    );
+
+    let mut modules = Vec::new();
+    collect(&src_dir(), &mut modules);
+    let mut bad = Vec::new();
+    let mut runtime_handles = Vec::new();
+    for m in &modules {
+        let src = fs::read_to_string(&m.file).unwrap();
+        let rel = m
+            .file
+            .strip_prefix(src_dir())
+            .unwrap()
+            .display()
+            .to_string();
+        // A `tests.rs` is declared `#[cfg(test)] mod tests;` by its parent.
+        let test_file = m.path.last().is_some_and(|l| l == "tests");
+        if m.path.first().is_some_and(|p| p == "experiments") && !test_file {
+            for (line, func) in by_name_reads_outside_parse(&src) {
+                bad.push(format!("{rel}:{line} (in fn {func})"));
+            }
+        }
+        if rel == "engine/spec.rs" {
+            continue; // where `emits` and `metric_in` are defined
+        }
+        // Every `emits(` / `metric_in(` call sits in a `const` item.
+        let t = strip(&src);
+        for pat in [".emits(", "metric_in("] {
+            for (at, _) in t.match_indices(pat) {
+                if pat == "metric_in(" && t[..at].ends_with("fn ") {
+                    continue;
+                }
+                let item_start = t[..at].rfind([';', '{', '}']).map_or(0, |k| k + 1);
+                let item = t[item_start..at].trim_start();
+                let item = item
+                    .strip_prefix("pub(crate) ")
+                    .or_else(|| item.strip_prefix("pub "))
+                    .unwrap_or(item);
+                if !item.starts_with("const ") {
+                    let line = t[..at].lines().count();
+                    runtime_handles.push(format!("{rel}:{line}"));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "parameters read by name outside the experiment's `parse` (read them once in \
+         `Params::parse` and pass the struct on): {}",
+        bad.join(", ")
+    );
+    assert!(
+        runtime_handles.is_empty(),
+        "a metric handle made outside a `const` item is checked only at run time (and \
+         panics): declare `const NAME: Metric = SPEC.emits(\"name\");` instead: {}",
+        runtime_handles.join(", ")
+    );
+}

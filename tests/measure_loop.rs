@@ -462,9 +462,11 @@ impl PointRun for ColdRun {
         } else {
             self.level * (1.0 + 0.01 * (self.k as f64 * 2.7).sin())
         };
-        Ok(TrialValues::new().with("t", v))
+        Ok(TrialValues::new().with(COLD_T, v))
     }
 }
+
+const COLD_T: tunelab::engine::Metric = COLD_START_SPEC.emits("t");
 
 static COLD_START_SPEC: tunelab::engine::Spec = tunelab::engine::Spec {
     name: "test.cold-start",
@@ -611,9 +613,10 @@ fn a_knob_sweep_shuffles_its_rounds_by_a_stated_seed() {
             } else {
                 2.0
             };
-            Ok(TrialValues::new().with("t", v))
+            Ok(TrialValues::new().with(KNOBBED_T, v))
         }
     }
+    const KNOBBED_T: tunelab::engine::Metric = KNOBBED_SPEC.emits("t");
     static KNOBBED_SPEC: tunelab::engine::Spec = tunelab::engine::Spec {
         name: "test.knobbed",
         summary: "reads the fake knob",

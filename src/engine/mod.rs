@@ -1,5 +1,16 @@
 //! The experiment engine: what an experiment declares, what a trial returns,
 //! and the runner that repeats trials until the statistics are trustworthy.
+//!
+//! Names are checked once, where they are declared. Parameters: each
+//! experiment reads its `Point` in one `parse` function into its own typed
+//! struct, which the rest of the experiment is handed (tests/architecture.rs
+//! keeps by-name reads inside `parse`); the stored point stays the name →
+//! value map, so old runs load unchanged. Metrics: a trial emits a `Metric`
+//! handle, never a string, and a handle is made only by `Spec::emits` (or
+//! `metric_in` for a list several experiments share) in a `const` item,
+//! which the compiler evaluates: a name missing from the Spec's metrics
+//! fails the build. The runner still checks each emitted name against the
+//! experiment's own Spec, for a handle borrowed from another experiment.
 
 pub mod catalog;
 pub mod import;
@@ -22,7 +33,7 @@ use std::sync::Arc;
 pub use crate::model::run::{MetricResult, PointResult, Run, Series};
 pub use crate::model::Better;
 pub use params::{ParamKind, ParamSpec, ParamValue, Point};
-pub use spec::{MetricSpec, Needs, RunDefaults, Spec};
+pub use spec::{metric_in, Metric, MetricSpec, Needs, RunDefaults, Spec};
 
 use crate::safety::{signals, Scratch};
 use crate::stats::HistogramData;
@@ -38,12 +49,12 @@ impl TrialValues {
     pub fn new() -> Self {
         TrialValues(Vec::with_capacity(4))
     }
-    pub fn set(&mut self, metric: &'static str, value: f64) -> &mut Self {
-        self.0.push((metric, value));
+    pub fn set(&mut self, metric: Metric, value: f64) -> &mut Self {
+        self.0.push((metric.name(), value));
         self
     }
-    pub fn with(mut self, metric: &'static str, value: f64) -> Self {
-        self.0.push((metric, value));
+    pub fn with(mut self, metric: Metric, value: f64) -> Self {
+        self.0.push((metric.name(), value));
         self
     }
 }
@@ -315,6 +326,11 @@ pub trait Experiment: Send + Sync {
             setup_written: self.scratch_bytes(point),
             ..Footprint::default()
         }
+    }
+    /// Seconds one trial of `point` lasts when a parameter fixes it (a
+    /// `duration`), for a study's forecast; None when the machine decides.
+    fn trial_seconds(&self, _point: &Point) -> Option<f64> {
+        None
     }
 }
 

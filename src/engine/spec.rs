@@ -36,6 +36,55 @@ impl Spec {
     pub fn metric(&self, name: &str) -> Option<&'static MetricSpec> {
         self.metrics.iter().find(|m| m.name == name)
     }
+
+    /// The handle a trial emits `name` with. Call it only in a `const`
+    /// item (`const READ: Metric = SPEC.emits("read");`): the compiler
+    /// then evaluates it, and a name not in `metrics` fails the build.
+    pub const fn emits(&self, name: &str) -> Metric {
+        metric_in(self.metrics, name)
+    }
+}
+
+/// A metric a trial may emit, made only by `Spec::emits` or `metric_in`
+/// from a declared list, so the values a trial returns name only declared
+/// metrics (`TrialValues::set` takes no string).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Metric(&'static str);
+
+impl Metric {
+    pub const fn name(self) -> &'static str {
+        self.0
+    }
+}
+
+/// The handle of the metric `name` of `list` (a list several experiments
+/// share); as `Spec::emits`, for `const` items only: an undeclared name
+/// stops the build.
+pub const fn metric_in(list: &[MetricSpec], name: &str) -> Metric {
+    let mut i = 0;
+    while i < list.len() {
+        if same(list[i].name, name) {
+            return Metric(list[i].name);
+        }
+        i += 1;
+    }
+    panic!("metric not declared in the Spec's metrics")
+}
+
+/// `a == b`, usable in a `const fn`.
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// Declaration of one metric an experiment produces.
@@ -130,5 +179,33 @@ impl RunDefaults {
 impl Default for RunDefaults {
     fn default() -> Self {
         RunDefaults::STANDARD
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static TWO: [MetricSpec; 2] = [
+        MetricSpec::higher("read", "B/s", "r"),
+        MetricSpec::lower("lat", "s", "l"),
+    ];
+
+    // Evaluated by the compiler: a name not in TWO would fail the build.
+    const LAT: Metric = metric_in(&TWO, "lat");
+
+    #[test]
+    fn a_handle_names_its_declared_metric() {
+        assert_eq!(LAT.name(), "lat");
+        assert_eq!(metric_in(&TWO, "read").name(), "read");
+        assert!(!same("read", "rea") && !same("lat", "Lat") && same("", ""));
+    }
+
+    /// What the compiler reports for `const X: Metric = SPEC.emits("nope")`
+    /// (here at run time, where it can be caught).
+    #[test]
+    #[should_panic(expected = "metric not declared")]
+    fn an_undeclared_name_is_refused() {
+        let _ = metric_in(&TWO, "write");
     }
 }

@@ -80,6 +80,27 @@ mod tests {
         }
     }
 
+    /// A study forecasts a key issue from each point's trial length: every
+    /// experiment with a `duration` parameter reports it (through its own
+    /// `parse`), the others report none, as the by-name read did before.
+    #[test]
+    fn trial_seconds_is_the_duration_parameter() {
+        let mut with_duration = 0;
+        for e in super::super::all() {
+            let spec = e.spec();
+            let points = crate::engine::params::expand_points(spec.params, &[]).unwrap();
+            for p in &points {
+                let want = p.0.get("duration").and_then(|v| v.as_f64());
+                assert_eq!(e.trial_seconds(p), want, "{} at {p:?}", spec.name);
+            }
+            with_duration += usize::from(spec.param("duration").is_some());
+        }
+        assert!(
+            with_duration >= 6,
+            "{with_duration} experiments with a duration"
+        );
+    }
+
     #[test]
     fn typos_get_a_suggestion() {
         let e = find("io.file-raed").err().unwrap();

@@ -142,7 +142,8 @@ pub struct KeyIssue {
 
 impl KeyIssue {
     /// How long the key issue should take when every point has a fixed
-    /// `duration` per trial: duration × (warm-up + trials) over its points
+    /// length per trial (the experiment's `trial_seconds`, its `duration`
+    /// parameter): that × (warm-up + trials) over its points
     /// (trials: the fixed count, else the minimum). None when any point's
     /// length depends on the machine (sized experiments stop on precision),
     /// so a progress line does not forecast what it cannot know.
@@ -156,7 +157,7 @@ impl KeyIssue {
         } else {
             plan.min_trials
         };
-        let per_point = |p: &Point| p.f64("duration").ok().filter(|d| *d > 0.0);
+        let per_point = |p: &Point| self.experiment.trial_seconds(p).filter(|d| *d > 0.0);
         self.points
             .iter()
             .map(|p| per_point(p).map(|d| d * (plan.warmup + trials) as f64))

@@ -8,7 +8,7 @@ use regex::Regex;
 use serde::Serialize;
 
 use super::{Killed, Quit, ReadyOutcome};
-use crate::engine::{MetricSpec, TrialValues};
+use crate::engine::{metric_in, Metric, MetricSpec, TrialValues};
 use crate::safety::signals;
 use crate::{Error, Result};
 
@@ -57,18 +57,26 @@ pub struct AppTrial {
     pub seq: usize,
 }
 
+// The handles of METRICS (checked while compiling, see `metric_in`).
+const WALL: Metric = metric_in(&METRICS, "wall_time");
+const USER: Metric = metric_in(&METRICS, "user_time");
+const SYS: Metric = metric_in(&METRICS, "sys_time");
+const PEAK_RSS: Metric = metric_in(&METRICS, "peak_rss");
+const READY: Metric = metric_in(&METRICS, "ready_time");
+const EXIT: Metric = metric_in(&METRICS, "exit_time");
+
 impl AppTrial {
     pub fn values(&self) -> TrialValues {
         let mut v = TrialValues::new()
-            .with("wall_time", self.wall_s)
-            .with("user_time", self.user_s)
-            .with("sys_time", self.sys_s)
-            .with("peak_rss", self.peak_rss_bytes as f64);
+            .with(WALL, self.wall_s)
+            .with(USER, self.user_s)
+            .with(SYS, self.sys_s)
+            .with(PEAK_RSS, self.peak_rss_bytes as f64);
         if let Some(r) = self.ready_s {
-            v.set("ready_time", r);
+            v.set(READY, r);
         }
         if let Some(e) = self.exit_s {
-            v.set("exit_time", e);
+            v.set(EXIT, e);
         }
         v
     }

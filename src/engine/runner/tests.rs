@@ -66,9 +66,11 @@ struct ScriptedRun {
 impl super::super::PointRun for ScriptedRun {
     fn trial(&mut self, _ctx: &Ctx) -> Result<super::super::TrialValues> {
         let v = self.values.next().unwrap_or(10.0);
-        Ok(super::super::TrialValues::new().with("t", v))
+        Ok(super::super::TrialValues::new().with(T, v))
     }
 }
+
+const T: crate::engine::Metric = SCRIPTED_SPEC.emits("t");
 
 /// The test experiments' declaration: one time metric "t", no needs.
 const SCRIPTED_SPEC: crate::engine::Spec = crate::engine::Spec {
@@ -170,7 +172,7 @@ struct FittingRun;
 
 impl super::super::PointRun for FittingRun {
     fn trial(&mut self, _ctx: &Ctx) -> Result<super::super::TrialValues> {
-        Ok(super::super::TrialValues::new().with("t", 1.0))
+        Ok(super::super::TrialValues::new().with(T, 1.0))
     }
     fn fitted(&self) -> Vec<Fitted> {
         vec![Fitted {

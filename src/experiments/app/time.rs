@@ -35,13 +35,25 @@ impl PointRun for State {
     }
 }
 
-fn point_argv(point: &Point) -> Result<(String, Vec<String>)> {
-    let text = match point.0.get("command") {
-        Some(ParamValue::Text(t)) => t.clone(),
-        _ => return Err(Error::usage("app.time needs -p command=…")),
-    };
-    let shell = matches!(point.0.get("shell"), Some(ParamValue::Bool(true)));
-    Ok((text.clone(), proc::argv_for(&text, shell)?))
+/// A point's parameters, read by name once, here: the command as given
+/// (the label) and the argv it runs.
+struct Params {
+    label: String,
+    argv: Vec<String>,
+}
+
+impl Params {
+    fn parse(point: &Point) -> Result<Params> {
+        let text = match point.0.get("command") {
+            Some(ParamValue::Text(t)) => t.clone(),
+            _ => return Err(Error::usage("app.time needs -p command=…")),
+        };
+        let shell = matches!(point.0.get("shell"), Some(ParamValue::Bool(true)));
+        Ok(Params {
+            argv: proc::argv_for(&text, shell)?,
+            label: text,
+        })
+    }
 }
 
 pub static SPEC: Spec = Spec {
@@ -82,10 +94,10 @@ impl Experiment for AppTime {
         &SPEC
     }
     fn validate(&self, point: &Point) -> Result<()> {
-        point_argv(point).map(|_| ())
+        Params::parse(point).map(|_| ())
     }
     fn prepare(&self, _ctx: &Ctx, point: &Point) -> Result<Box<dyn PointRun>> {
-        let (label, argv) = point_argv(point)?;
+        let Params { label, argv } = Params::parse(point)?;
         Ok(Box::new(State { label, argv }))
     }
 }

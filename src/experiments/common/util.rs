@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::engine::{
-    Ctx, Experiment, Fitted, ParamValue, Point, PointExtras, PointRun, Room, TrialValues,
+    Ctx, Experiment, Fitted, ParamValue, PointExtras, PointRun, Room, TrialValues,
 };
 use crate::safety::AlignedBuf;
 use crate::units::{format_size, parse_size};
@@ -393,12 +393,11 @@ pub fn calibrate(ctx: &Ctx, mut one: impl FnMut() -> Result<()>) -> Result<u64> 
 /// silently from a terabyte to what fits.
 pub fn refuse_beyond_ram(
     exp: &dyn Experiment,
-    p: &Point,
+    value: u64,
     param: &str,
     copies: u64,
     what: &str,
 ) -> Result<()> {
-    let value = p.u64(param)?;
     let default = exp.spec().param(param).and_then(|s| parse_size(s.default));
     if default.is_some_and(|d| value <= d) {
         return Ok(());

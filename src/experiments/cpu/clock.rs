@@ -8,8 +8,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
-    Series, TrialValues,
+    Ctx, Experiment, Metric, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    RunDefaults, Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
 use crate::experiments::common::child::{usable_cpus, PinGuard};
@@ -213,24 +213,49 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const CLOCK_MAX: Metric = SPEC.emits(METRIC_CLOCK_MAX);
+const CLOCK_MIN: Metric = SPEC.emits(METRIC_CLOCK_MIN);
+const CLOCK_VS_CPUINFO: Metric = SPEC.emits(METRIC_VS_CPUINFO);
+const CLOCK_VS_MAX: Metric = SPEC.emits(METRIC_VS_MAX);
+
 impl Experiment for Clock {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        selected(p.text("cpus")?).map(|_| ())
+        selected(&Params::parse(p)?.cpus).map(|_| ())
     }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let cpus = selected(p.text("cpus")?)?;
+        let q = Params::parse(p)?;
+        let cpus = selected(&q.cpus)?;
         let iters = calibrate_chain(SAMPLE_S);
         Ok(Box::new(ClockRun {
             per_core: cpus.iter().map(|&c| (c, Vec::new(), None)).collect(),
             cpus,
             iters,
-            ramp: p.f64("ramp")?,
-            samples: p.usize("samples")?,
+            ramp: q.ramp,
+            samples: q.samples,
             claims: Vec::new(),
         }))
+    }
+}
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    /// "all" or a CPU list (see `selected`).
+    cpus: String,
+    ramp: f64,
+    samples: usize,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            cpus: p.text("cpus")?.to_string(),
+            ramp: p.f64("ramp")?,
+            samples: p.usize("samples")?,
+        })
     }
 }
 
@@ -286,11 +311,8 @@ impl PointRun for ClockRun {
         }
         self.claims = cores(Path::new("/"));
         let mut v = TrialValues::new();
-        v.set(METRIC_CLOCK_MAX, hz.iter().cloned().fold(0.0, f64::max));
-        v.set(
-            METRIC_CLOCK_MIN,
-            hz.iter().cloned().fold(f64::MAX, f64::min),
-        );
+        v.set(CLOCK_MAX, hz.iter().cloned().fold(0.0, f64::max));
+        v.set(CLOCK_MIN, hz.iter().cloned().fold(f64::MAX, f64::min));
         let ratio = |f: &dyn Fn(&Core) -> Option<f64>| {
             let r: Vec<f64> = self
                 .cpus
@@ -304,10 +326,10 @@ impl PointRun for ClockRun {
             (r.len() == self.cpus.len()).then(|| r.iter().cloned().fold(f64::MAX, f64::min))
         };
         if let Some(r) = ratio(&|k| k.max_khz.map(|m| m as f64 * 1e3)) {
-            v.set(METRIC_VS_MAX, r);
+            v.set(CLOCK_VS_MAX, r);
         }
         if let Some(r) = ratio(&|k| k.cpuinfo_mhz.map(|m| m * 1e6)) {
-            v.set(METRIC_VS_CPUINFO, r);
+            v.set(CLOCK_VS_CPUINFO, r);
         }
         Ok(v)
     }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
-    TrialValues,
+    Ctx, Experiment, Metric, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    RunDefaults, TrialValues,
 };
 use crate::engine::{Needs, Spec};
 use crate::experiments::common::child::{usable_cpus, PinGuard};
@@ -90,23 +90,29 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const FLOPS: Metric = SPEC.emits(METRIC_FLOPS);
+const THROUGHPUT: Metric = SPEC.emits(METRIC_THROUGHPUT);
+
 impl Experiment for Compute {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        let (cpus, _) = cluster_cpus(p.text("cluster")?)?;
-        threads(p.text("threads")?, cpus.len()).map(|_| ())
+        let q = Params::parse(p)?;
+        let (cpus, _) = cluster_cpus(&q.cluster)?;
+        threads(&q.threads, cpus.len()).map(|_| ())
     }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let (cpus, what) = cluster_cpus(p.text("cluster")?)?;
-        let n = threads(p.text("threads")?, cpus.len())?;
-        let kernel = p.text("kernel")?.to_string();
-        let path = match (p.text("path")?, kernels::hardware_name(&kernel)) {
+        let q = Params::parse(p)?;
+        let (cpus, what) = cluster_cpus(&q.cluster)?;
+        let n = threads(&q.threads, cpus.len())?;
+        let kernel = q.kernel;
+        let path = match (q.path.as_str(), kernels::hardware_name(&kernel)) {
             ("auto", Some(_)) => KPath::Hardware,
             _ => KPath::Software,
         };
-        let corpus = Arc::new(kernels::corpus(p.usize("size")?, 42));
+        let corpus = Arc::new(kernels::corpus(q.size, 42));
         let mut run = ComputeRun {
             kernel: kernel.clone(),
             path,
@@ -121,6 +127,28 @@ impl Experiment for Compute {
         let one = t.elapsed().as_secs_f64();
         run.passes = ((0.2 / one.max(1e-7)).ceil() as u64).max(1);
         Ok(Box::new(run))
+    }
+}
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    /// "all" or a cluster index (see `cluster_cpus`).
+    cluster: String,
+    threads: String,
+    kernel: String,
+    path: String,
+    size: usize,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            cluster: p.text("cluster")?.to_string(),
+            threads: p.text("threads")?.to_string(),
+            kernel: p.text("kernel")?.to_string(),
+            path: p.text("path")?.to_string(),
+            size: p.usize("size")?,
+        })
     }
 }
 
@@ -274,9 +302,9 @@ impl PointRun for ComputeRun {
         let mut v = TrialValues::new();
         if self.kernel == "float" {
             let m = kernels::MATRIX as f64;
-            v.set(METRIC_FLOPS, total * 2.0 * m * m * m / secs);
+            v.set(FLOPS, total * 2.0 * m * m * m / secs);
         } else {
-            v.set(METRIC_THROUGHPUT, total * self.corpus.len() as f64 / secs);
+            v.set(THROUGHPUT, total * self.corpus.len() as f64 / secs);
         }
         Ok(v)
     }

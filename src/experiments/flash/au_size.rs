@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    Ctx, Experiment, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, Spec, TrialValues,
 };
 use crate::experiments::common::flash::boundary::{self, fat_data_offset, Alignment, Plan};
@@ -78,15 +78,41 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const MISALIGNED: Metric = SPEC.emits(METRIC_MISALIGNED);
+const PAGE_BYTES: Metric = SPEC.emits("page_bytes");
+const SNR: Metric = SPEC.emits("snr");
+const UNIT_BYTES: Metric = SPEC.emits(METRIC_UNIT);
+const UNIT_STEP: Metric = SPEC.emits("unit_step");
+
 pub struct AuSize;
 
-fn device(p: &Point) -> Result<&str> {
-    match p.text("device")? {
-        "none" => Err(Error::usage(
-            "flash.au-size reads a block device: name it with -p device=/dev/mmcblk0 \
-             (it is only read); a file system's file has no unit boundaries to find",
-        )),
-        d => Ok(d),
+/// A point's parameters, read by name once, here.
+struct Params {
+    device: String,
+    max: u64,
+    positions: usize,
+    repeats: usize,
+}
+
+impl Params {
+    /// device=none (the default) is a usage error: this reads a device.
+    fn parse(p: &Point) -> Result<Params> {
+        let device = match p.text("device")? {
+            "none" => {
+                return Err(Error::usage(
+                    "flash.au-size reads a block device: name it with -p device=/dev/mmcblk0 \
+                     (it is only read); a file system's file has no unit boundaries to find",
+                ))
+            }
+            d => d.to_string(),
+        };
+        Ok(Params {
+            device,
+            max: p.u64("max")?,
+            positions: p.usize("positions")?,
+            repeats: p.usize("repeats")?,
+        })
     }
 }
 
@@ -95,18 +121,19 @@ impl Experiment for AuSize {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        device(p).map(|_| ())
+        Params::parse(p).map(|_| ())
     }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let path = device(p)?.to_string();
+        let q = Params::parse(p)?;
+        let path = q.device;
         let io = FdIo::block_device(Path::new(&path), Access::Read)?;
         Ok(Box::new(Run {
             io,
             path,
             plan: Plan {
-                max: p.u64("max")?,
-                positions: p.usize("positions")?,
-                repeats: p.usize("repeats")?,
+                max: q.max,
+                positions: q.positions,
+                repeats: q.repeats,
                 ..Plan::default()
             },
             notes: Vec::new(),
@@ -167,11 +194,11 @@ impl PointRun for Run {
             .find(|c| c.size == unit)
             .map_or(0.0, |c| c.step);
         Ok(TrialValues::new()
-            .with(METRIC_UNIT, unit as f64)
-            .with("page_bytes", found.page.unwrap_or(0) as f64)
-            .with("unit_step", step)
-            .with("snr", found.snr)
-            .with(METRIC_MISALIGNED, misaligned as f64))
+            .with(UNIT_BYTES, unit as f64)
+            .with(PAGE_BYTES, found.page.unwrap_or(0) as f64)
+            .with(UNIT_STEP, step)
+            .with(SNR, found.snr)
+            .with(MISALIGNED, misaligned as f64))
     }
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
         Ok(PointExtras {

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
-    PointRun, Room, RunDefaults, Spec, TrialValues,
+    Ctx, Experiment, Footprint, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, Room, RunDefaults, Spec, TrialValues,
 };
 use crate::experiments::common::cache_control::fadvise_dontneed;
 use crate::experiments::common::flash::capacity::{fill_and_verify, Verdict};
@@ -65,14 +65,40 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const LOST_BYTES: Metric = SPEC.emits("lost_bytes");
+const OVERWRITTEN_BYTES: Metric = SPEC.emits("overwritten_bytes");
+const READ_RATE: Metric = SPEC.emits("read_rate");
+const REAL_CAPACITY: Metric = SPEC.emits(METRIC_REAL);
+const WRITE_RATE: Metric = SPEC.emits("write_rate");
+
 pub struct Capacity;
+
+/// A point's parameters, read by name once, here.
+#[derive(Default)]
+struct Params {
+    size: u64,
+    file_size: u64,
+    block: u64,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            size: p.u64("size")?,
+            file_size: p.u64("file_size")?,
+            block: p.u64("block")?,
+        })
+    }
+}
 
 impl Experiment for Capacity {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        let (size, file, block) = (p.u64("size")?, p.u64("file_size")?, p.u64("block")?);
+        let q = Params::parse(p)?;
+        let (size, file, block) = (q.size, q.file_size, q.block);
         if size == 0 {
             return Err(Error::usage(
                 "flash.capacity writes `size` bytes into the scratch directory's file system: \
@@ -88,25 +114,27 @@ impl Experiment for Capacity {
         Ok(())
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
-        p.u64("size").unwrap_or(0)
+        Params::parse(p).map_or(0, |q| q.size)
     }
     fn footprint(&self, p: &Point, _room: &Room) -> Footprint {
+        let q = Params::parse(p).unwrap_or_default();
         Footprint {
-            trial_written: p.u64("size").unwrap_or(0),
+            trial_written: q.size,
             repeats: true,
-            peak_memory: 2 * p.u64("block").unwrap_or(0) + (1 << 20),
+            peak_memory: 2 * q.block + (1 << 20),
             ..Footprint::default()
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let size = p.u64("size")?;
+        let q = Params::parse(p)?;
+        let size = q.size;
         // Bounded by the free space: the check never runs the disk full.
         ctx.scratch()?.ensure_space(size)?;
-        let block = p.u64("block")? as usize;
+        let block = q.block as usize;
         Ok(Box::new(Run {
             dir: ctx.scratch_dir()?.to_path_buf(),
             size,
-            file_size: p.u64("file_size")?,
+            file_size: q.file_size,
             a: AlignedBuf::zeroed(block)?,
             b: AlignedBuf::zeroed(block)?,
             notes: Vec::new(),
@@ -163,11 +191,11 @@ impl PointRun for Run {
         ];
         let lost = v.written - v.intact;
         Ok(TrialValues::new()
-            .with(METRIC_REAL, v.real_capacity() as f64)
-            .with("lost_bytes", lost as f64)
-            .with("overwritten_bytes", v.overwritten as f64)
-            .with("write_rate", v.written as f64 / v.write_seconds.max(1e-9))
-            .with("read_rate", v.written as f64 / v.read_seconds.max(1e-9)))
+            .with(REAL_CAPACITY, v.real_capacity() as f64)
+            .with(LOST_BYTES, lost as f64)
+            .with(OVERWRITTEN_BYTES, v.overwritten as f64)
+            .with(WRITE_RATE, v.written as f64 / v.write_seconds.max(1e-9))
+            .with(READ_RATE, v.written as f64 / v.read_seconds.max(1e-9)))
     }
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
         Ok(PointExtras {

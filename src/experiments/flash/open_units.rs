@@ -4,8 +4,8 @@
 //! collapses.
 
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
-    PointRun, Room, RunDefaults, Spec, TrialValues,
+    Ctx, Experiment, Footprint, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, Room, RunDefaults, Spec, TrialValues,
 };
 use crate::experiments::common::flash::device::{for_writes, FdIo, DEVICE, OVERWRITE};
 use crate::experiments::common::flash::steady::Rule;
@@ -15,7 +15,7 @@ use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};
 
-use super::steady_state::{rule, CHUNK, RANGE, SLOPE, WINDOW, WINDOWS};
+use super::steady_state::{Writes, CHUNK, RANGE, SLOPE, WINDOW, WINDOWS};
 
 pub const NAME: &str = "flash.open-units";
 pub const METRIC_OPEN: &str = "open_units";
@@ -87,10 +87,35 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const COLLAPSED_RATE: Metric = SPEC.emits("collapsed_rate");
+const ONE_STREAM_RATE: Metric = SPEC.emits("one_stream_rate");
+const OPEN_UNITS: Metric = SPEC.emits(METRIC_OPEN);
+
 pub struct OpenUnits;
 
-fn region(p: &Point) -> Result<u64> {
-    Ok(p.u64("streams")? * p.u64("spacing")?)
+/// A point's parameters, read by name once, here.
+struct Params {
+    streams: u64,
+    spacing: u64,
+    chunk: u64,
+    w: Writes,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            streams: p.u64("streams")?,
+            spacing: p.u64("spacing")?,
+            chunk: p.u64("chunk")?,
+            w: Writes::parse(p)?,
+        })
+    }
+
+    /// The bytes the streams span.
+    fn region(&self) -> u64 {
+        self.streams * self.spacing
+    }
 }
 
 impl Experiment for OpenUnits {
@@ -98,7 +123,8 @@ impl Experiment for OpenUnits {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        if p.u64("chunk")? % 4096 != 0 || p.u64("spacing")? % p.u64("chunk")? != 0 {
+        let q = Params::parse(p)?;
+        if q.chunk % 4096 != 0 || q.spacing % q.chunk != 0 {
             return Err(Error::usage(
                 "chunk must be a multiple of 4 KiB (O_DIRECT) and spacing a multiple of chunk",
             ));
@@ -106,34 +132,36 @@ impl Experiment for OpenUnits {
         Ok(())
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
-        match p.text("device") {
-            Ok("none") => region(p).unwrap_or(0),
+        match Params::parse(p) {
+            Ok(q) if q.w.device == "none" => q.region(),
             _ => 0,
         }
     }
     fn footprint(&self, p: &Point, _room: &Room) -> Footprint {
+        let (region, chunk) = Params::parse(p).map_or((0, 0), |q| (q.region(), q.chunk));
         Footprint {
             setup_written: self.scratch_bytes(p),
-            trial_written: region(p).unwrap_or(0),
+            trial_written: region,
             repeats: true,
-            peak_memory: p.u64("chunk").unwrap_or(0) + (4 << 20),
+            peak_memory: chunk + (4 << 20),
             ..Footprint::default()
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let (io, note) = for_writes(ctx, p.text("device")?, p.bool("overwrite")?, region(p)?)?;
-        let chunk = p.u64("chunk")?;
+        let q = Params::parse(p)?;
+        let (io, note) = for_writes(ctx, &q.w.device, q.w.overwrite, q.region())?;
+        let chunk = q.chunk;
         Ok(Box::new(Run {
             io,
             buf: AlignedBuf::random(chunk as usize, 41)?,
             plan: Plan {
-                max_streams: p.usize("streams")?,
-                spacing: p.u64("spacing")?,
+                max_streams: q.streams as usize,
+                spacing: q.spacing,
                 chunk,
-                min_bytes: p.u64("min_written")?,
-                max_time: p.f64("max_time")?,
+                min_bytes: q.w.min_written,
+                max_time: q.w.max_time,
             },
-            rule: rule(p)?,
+            rule: q.w.rule,
             notes: vec![note],
             curve: Vec::new(),
         }))
@@ -196,9 +224,9 @@ impl PointRun for Run {
             }
         };
         Ok(TrialValues::new()
-            .with(METRIC_OPEN, open as f64)
-            .with("one_stream_rate", base)
-            .with("collapsed_rate", collapsed))
+            .with(OPEN_UNITS, open as f64)
+            .with(ONE_STREAM_RATE, base)
+            .with(COLLAPSED_RATE, collapsed))
     }
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
         Ok(PointExtras {

@@ -4,8 +4,8 @@
 //! the steady state, with the rate timeline.
 
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
-    PointRun, Room, RunDefaults, Spec, TrialValues,
+    Ctx, Experiment, Footprint, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, Room, RunDefaults, Spec, TrialValues,
 };
 use crate::experiments::common::flash::device::{for_writes, FdIo, DEVICE, OVERWRITE};
 use crate::experiments::common::flash::steady::{self, Load, Outcome, Rule};
@@ -131,14 +131,60 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
-/// The rule from a point's parameters.
-pub fn rule(p: &Point) -> Result<Rule> {
-    Ok(Rule {
-        window: p.f64("window")?,
-        windows: p.usize("windows")?,
-        range: p.f64("range")?,
-        slope: p.f64("slope")?,
-    })
+// The metrics a trial emits, checked against the Spec while compiling.
+const BURST_BYTES: Metric = SPEC.emits("burst_bytes");
+const BURST_RATE: Metric = SPEC.emits(METRIC_BURST);
+const CACHE_BYTES: Metric = SPEC.emits(METRIC_CACHE);
+const STALL_MAX: Metric = SPEC.emits("stall_max");
+const STALL_P50: Metric = SPEC.emits("stall_p50");
+const STALL_P99: Metric = SPEC.emits("stall_p99");
+const STEADY_RATE: Metric = SPEC.emits(METRIC_STEADY);
+const WRITE_AMPLIFICATION: Metric = SPEC.emits(METRIC_WA);
+const WRITTEN: Metric = SPEC.emits("written");
+
+/// The parameters flash.steady-state and flash.open-units share: where
+/// they write, when they stop, and the steady-state rule.
+pub struct Writes {
+    /// A block device, or "none" (a file in the scratch directory).
+    pub device: String,
+    pub overwrite: bool,
+    pub min_written: u64,
+    pub max_time: f64,
+    pub rule: Rule,
+}
+
+impl Writes {
+    pub fn parse(p: &Point) -> Result<Writes> {
+        Ok(Writes {
+            device: p.text("device")?.to_string(),
+            overwrite: p.bool("overwrite")?,
+            min_written: p.u64("min_written")?,
+            max_time: p.f64("max_time")?,
+            rule: Rule {
+                window: p.f64("window")?,
+                windows: p.usize("windows")?,
+                range: p.f64("range")?,
+                slope: p.f64("slope")?,
+            },
+        })
+    }
+}
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    size: u64,
+    chunk: u64,
+    w: Writes,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            size: p.u64("size")?,
+            chunk: p.u64("chunk")?,
+            w: Writes::parse(p)?,
+        })
+    }
 }
 
 pub struct SteadyState;
@@ -148,7 +194,8 @@ impl Experiment for SteadyState {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        if p.u64("chunk")? % 4096 != 0 || p.u64("size")? < 4 * p.u64("chunk")? {
+        let q = Params::parse(p)?;
+        if q.chunk % 4096 != 0 || q.size < 4 * q.chunk {
             return Err(Error::usage(
                 "chunk must be a multiple of 4 KiB (O_DIRECT) and size at least 4 chunks",
             ));
@@ -156,26 +203,28 @@ impl Experiment for SteadyState {
         Ok(())
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
-        match p.text("device") {
-            Ok("none") => p.u64("size").unwrap_or(0),
+        match Params::parse(p) {
+            Ok(q) if q.w.device == "none" => q.size,
             _ => 0,
         }
     }
     fn footprint(&self, p: &Point, _room: &Room) -> Footprint {
+        let (size, chunk) = Params::parse(p).map_or((0, 0), |q| (q.size, q.chunk));
         Footprint {
             setup_written: self.scratch_bytes(p),
-            trial_written: p.u64("size").unwrap_or(0),
+            trial_written: size,
             repeats: true,
             // One chunk, and the latencies of the rule's windows.
-            peak_memory: p.u64("chunk").unwrap_or(0) + (4 << 20),
+            peak_memory: chunk + (4 << 20),
             ..Footprint::default()
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let size = p.u64("size")?;
-        let (io, note) = for_writes(ctx, p.text("device")?, p.bool("overwrite")?, size)?;
-        let chunk = p.u64("chunk")?;
-        let disk = match p.text("device")? {
+        let q = Params::parse(p)?;
+        let size = q.size;
+        let (io, note) = for_writes(ctx, &q.w.device, q.w.overwrite, size)?;
+        let chunk = q.chunk;
+        let disk = match q.w.device.as_str() {
             "none" => ctx.device.as_ref().map(|d| d.disk.clone()),
             dev => std::path::Path::new(dev)
                 .file_name()
@@ -190,10 +239,10 @@ impl Experiment for SteadyState {
                 spacing: size,
                 chunk,
                 skip: 0,
-                min_bytes: p.u64("min_written")?,
-                max_time: p.f64("max_time")?,
+                min_bytes: q.w.min_written,
+                max_time: q.w.max_time,
             },
-            rule: rule(p)?,
+            rule: q.w.rule,
             notes: vec![note],
             timeline: Vec::new(),
         }))
@@ -243,18 +292,18 @@ impl PointRun for Run {
         let mut v = TrialValues::new();
         if let (Some(a), Some(b)) = (before, self.sectors_written()) {
             v.set(
-                METRIC_WA,
+                WRITE_AMPLIFICATION,
                 (b.saturating_sub(a) * 512) as f64 / o.written.max(1) as f64,
             );
         }
-        Ok(v.with(METRIC_STEADY, s)
-            .with(METRIC_BURST, o.burst_rate)
-            .with(METRIC_CACHE, o.cache_bytes())
-            .with("burst_bytes", o.burst_bytes())
-            .with("stall_p50", o.latency(0.5))
-            .with("stall_p99", o.latency(0.99))
-            .with("stall_max", o.latency(1.0))
-            .with("written", o.written as f64))
+        Ok(v.with(STEADY_RATE, s)
+            .with(BURST_RATE, o.burst_rate)
+            .with(CACHE_BYTES, o.cache_bytes())
+            .with(BURST_BYTES, o.burst_bytes())
+            .with(STALL_P50, o.latency(0.5))
+            .with(STALL_P99, o.latency(0.99))
+            .with(STALL_MAX, o.latency(1.0))
+            .with(WRITTEN, o.written as f64))
     }
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
         Ok(PointExtras {

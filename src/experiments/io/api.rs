@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use crate::engine::Spec;
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    Ctx, Experiment, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, Series, TrialValues,
 };
 use crate::experiments::common::cache_control::open_with;
@@ -93,27 +93,49 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const READ_SYSCALLS_PER_MIB: Metric = SPEC.emits("read_syscalls_per_mib");
+const READ_THROUGHPUT: Metric = SPEC.emits("read_throughput");
+const WRITE_SYSCALLS_PER_MIB: Metric = SPEC.emits("write_syscalls_per_mib");
+const WRITE_THROUGHPUT: Metric = SPEC.emits("write_throughput");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    size: u64,
+    record: u64,
+    api: String,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            size: p.u64("size")?,
+            record: p.u64("record")?,
+            api: p.text("api")?.to_string(),
+        })
+    }
+}
+
 impl Experiment for Api {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        if p.u64("record")? > p.u64("size")? {
+        let q = Params::parse(p)?;
+        if q.record > q.size {
             return Err(Error::usage(format!(
                 "io.api: record ({}) is larger than size ({}); use a smaller record",
-                p.u64("record")?,
-                p.u64("size")?
+                q.record, q.size
             )));
         }
         Ok(())
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
-        p.u64("size").unwrap_or(0)
+        Params::parse(p).map_or(0, |q| q.size)
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let size = p.u64("size")?;
-        let record = p.usize("record")?;
-        let api = p.text("api")?.to_string();
+        let Params { size, record, api } = Params::parse(p)?;
+        let record = record as usize;
         let scratch = ctx.scratch()?;
         scratch.ensure_space(size)?;
         let name = format!("api-{api}-{record}");
@@ -354,10 +376,10 @@ impl PointRun for ApiRun {
             s.push(x);
         }
         Ok(TrialValues::new()
-            .with("write_throughput", v[0])
-            .with("read_throughput", v[1])
-            .with("write_syscalls_per_mib", v[2])
-            .with("read_syscalls_per_mib", v[3]))
+            .with(WRITE_THROUGHPUT, v[0])
+            .with(READ_THROUGHPUT, v[1])
+            .with(WRITE_SYSCALLS_PER_MIB, v[2])
+            .with(READ_SYSCALLS_PER_MIB, v[3]))
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use crate::engine::Spec;
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    Ctx, Experiment, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, TrialValues,
 };
 use crate::lab::{LoopFs, LoopFsOptions};
@@ -91,32 +91,62 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const ATIME_UPDATES: Metric = SPEC.emits("atime_updates");
+const READ_FILES_PER_S: Metric = SPEC.emits("read_files_per_s");
+const READ_SYNC_FILES_PER_S: Metric = SPEC.emits("read_sync_files_per_s");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    /// The mount option tried, or "current" (the target as mounted).
+    atime: String,
+    files: u64,
+    file_size: u64,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            atime: p.text("atime")?.to_string(),
+            files: p.u64("files")?,
+            file_size: p.u64("file_size")?,
+        })
+    }
+}
+
 impl Experiment for Atime {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        if p.text("atime")? != "current" && !crate::safety::is_root() {
+        let q = Params::parse(p)?;
+        if q.atime != "current" && !crate::safety::is_root() {
             return Err(Error::privilege(format!(
                 "io.atime atime={} mounts a loop filesystem and needs root (run with sudo, or use \
                  -p atime=current to measure the target as mounted)",
-                p.text("atime")?
+                q.atime
             )));
         }
         Ok(())
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
-        let data = p.u64("files").unwrap_or(0) * (p.u64("file_size").unwrap_or(0) + 4096);
-        match p.text("atime") {
-            Ok("current") => data,
+        let Ok(q) = Params::parse(p) else {
+            return IMAGE_MIN;
+        };
+        let data = q.files * (q.file_size + 4096);
+        match q.atime.as_str() {
+            "current" => data,
             _ => (data * 2).max(IMAGE_MIN),
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let scratch = ctx.scratch()?;
-        let mode = p.text("atime")?.to_string();
-        let files = p.u64("files")?;
-        let file_size = p.usize("file_size")?;
+        let Params {
+            atime: mode,
+            files,
+            file_size,
+        } = Params::parse(p)?;
+        let file_size = file_size as usize;
         let (loopfs, dir, mode_label) = if mode == "current" {
             let dir = scratch.path().join("atime-files");
             std::fs::create_dir(&dir).map_err(|e| Error::io("cannot create directory", &dir, e))?;
@@ -224,9 +254,9 @@ impl PointRun for AtimeRun {
         let updates = before.iter().zip(&after).filter(|(a, b)| a != b).count();
         let n = self.paths.len() as f64;
         Ok(TrialValues::new()
-            .with("read_files_per_s", n / read)
-            .with("read_sync_files_per_s", n / with_sync)
-            .with("atime_updates", updates as f64))
+            .with(READ_FILES_PER_S, n / read)
+            .with(READ_SYNC_FILES_PER_S, n / with_sync)
+            .with(ATIME_UPDATES, updates as f64))
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use crate::engine::Spec;
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
-    PointRun, Room, RunDefaults, Series, TrialValues,
+    Ctx, Experiment, Footprint, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::experiments::common::uring_pacer;
 use crate::experiments::common::util::{backing_note, fit_disk, pace_frames, Fit, Skipped};
@@ -27,6 +27,9 @@ use crate::observe::dirty::{self, DirtyState};
 use crate::safety::AlignedBuf;
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
+
+mod params;
+use params::Params;
 
 /// One value per run (the registry makes one per lookup).
 #[derive(Default)]
@@ -186,6 +189,18 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const DROPPED_FRAMES: Metric = SPEC.emits("dropped_frames");
+const IO_LAG_MAX: Metric = SPEC.emits("io_lag_max");
+const IO_LAG_P99: Metric = SPEC.emits("io_lag_p99");
+const MAX_BACKLOG: Metric = SPEC.emits("max_backlog");
+const MAX_LATENCY: Metric = SPEC.emits("max_latency");
+const P99_LATENCY: Metric = SPEC.emits("p99_latency");
+const PEAK_DIRTY: Metric = SPEC.emits("peak_dirty");
+const STALLS: Metric = SPEC.emits("stalls");
+const STALLS_AT_LIMIT: Metric = SPEC.emits("stalls_at_limit");
+const WRITE_THROUGHPUT: Metric = SPEC.emits("write_throughput");
+
 impl Experiment for Burst {
     fn spec(&self) -> &'static Spec {
         &SPEC
@@ -193,28 +208,30 @@ impl Experiment for Burst {
     fn scratch_bytes(&self, p: &Point) -> u64 {
         // The burst is shortened to the free space in prepare(); one
         // second of frames is the least.
-        match (p.u64("frame"), p.f64("fps")) {
-            (Ok(f), Ok(fps)) => f * fps.ceil() as u64,
-            _ => 0,
-        }
+        Params::parse(p).map_or(0, |q| q.frame * q.fps.ceil() as u64)
+    }
+    fn trial_seconds(&self, p: &Point) -> Option<f64> {
+        Params::parse(p).ok().map(|q| q.duration)
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
-        let frame = p.u64("frame").unwrap_or(0);
-        let queue = p.u64("queue").unwrap_or(0);
+        let Ok(q) = Params::parse(p) else {
+            return Footprint::default();
+        };
+        let frame = q.frame;
         Footprint {
-            trial_written: fitted_frames(p, room).map_or(0, |(n, _)| n * frame),
-            stored: fitted_frames(p, room).map_or(0, |(n, _)| n * frame),
-            peak_memory: match p.text("mode") {
-                Ok("direct-write") => frame,
-                _ => frame * (queue + 1),
+            trial_written: fitted_frames(&q, room).map_or(0, |(n, _)| n * frame),
+            stored: fitted_frames(&q, room).map_or(0, |(n, _)| n * frame),
+            peak_memory: match q.mode {
+                Mode::DirectWrite => frame,
+                _ => frame * (q.queue + 1),
             },
             ..Footprint::default()
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let frame = p.usize("frame")?;
-        let fps = p.f64("fps")?;
-        let (frames, fit_note) = fitted_frames(p, &Room::for_ctx(ctx))?;
+        let q = Params::parse(p)?;
+        let (frame, fps) = (q.frame as usize, q.fps);
+        let (frames, fit_note) = fitted_frames(&q, &Room::for_ctx(ctx))?;
         let duration = frames as f64 / fps;
         let scratch = ctx.scratch()?;
         scratch.ensure_space(frames * frame as u64)?;
@@ -222,11 +239,7 @@ impl Experiment for Burst {
         notes.push(backing_note(ctx));
         dirty::read()
             .map_err(|e| Error::environment(format!("cannot read the dirty page state: {e}")))?;
-        let mode = match p.text("mode")? {
-            "io-thread" => Mode::IoThread,
-            "io-uring" => Mode::IoUring,
-            _ => Mode::DirectWrite,
-        };
+        let mode = q.mode;
         let mut uring_bufs = Vec::new();
         if mode == Mode::IoUring {
             // A kernel without io_uring (or with it disabled) skips the
@@ -237,8 +250,8 @@ impl Experiment for Burst {
                      measures the same hand-over with a thread"
                 ))));
             }
-            for k in 0..p.usize("queue")? {
-                uring_bufs.push(AlignedBuf::random(frame, 31 + k as u64)?);
+            for k in 0..q.queue {
+                uring_bufs.push(AlignedBuf::random(frame, 31 + k)?);
             }
         }
         Ok(Box::new(BurstRun {
@@ -251,7 +264,7 @@ impl Experiment for Burst {
             notes,
             mode,
             uring_bufs,
-            queue: p.usize("queue")?,
+            queue: q.queue as usize,
             buf: Some(AlignedBuf::random(frame, 31)?),
             trials: 0,
             lat: LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS),
@@ -264,10 +277,9 @@ impl Experiment for Burst {
 
 /// Frames of one trial: ceil(duration × fps), fewer when they would not
 /// fit in half the target's free space (at least one second's worth).
-fn fitted_frames(p: &Point, room: &Room) -> Result<(u64, Option<String>)> {
-    let frame = p.u64("frame")?;
-    let fps = p.f64("fps")?;
-    let want = (p.f64("duration")? * fps).ceil().max(1.0) as u64;
+fn fitted_frames(q: &Params, room: &Room) -> Result<(u64, Option<String>)> {
+    let (frame, fps) = (q.frame, q.fps);
+    let want = (q.duration * fps).ceil().max(1.0) as u64;
     let floor = fps.ceil().max(1.0) as u64;
     let Fit { value, note } = fit_disk(
         "io.burst frames",
@@ -484,18 +496,18 @@ impl PointRun for BurstRun {
         }
         let peak = samples.iter().map(|s| s.dirty_wb).max().unwrap_or(0);
         let mut v = TrialValues::new()
-            .with("p99_latency", data.percentile(99.0).unwrap_or(0.0))
-            .with("max_latency", data.max)
-            .with("stalls", stalls as f64)
-            .with("stalls_at_limit", at_limit as f64)
-            .with("write_throughput", bytes as f64 / last_done.max(1e-9))
-            .with("peak_dirty", peak as f64);
+            .with(P99_LATENCY, data.percentile(99.0).unwrap_or(0.0))
+            .with(MAX_LATENCY, data.max)
+            .with(STALLS, stalls as f64)
+            .with(STALLS_AT_LIMIT, at_limit as f64)
+            .with(WRITE_THROUGHPUT, bytes as f64 / last_done.max(1e-9))
+            .with(PEAK_DIRTY, peak as f64);
         if let Some((io_lag, io_series, _, _)) = io_out {
             let d = io_lag.to_data("");
-            v.set("dropped_frames", dropped as f64);
-            v.set("io_lag_p99", d.percentile(99.0).unwrap_or(0.0));
-            v.set("io_lag_max", d.max);
-            v.set("max_backlog", max_backlog as f64);
+            v.set(DROPPED_FRAMES, dropped as f64);
+            v.set(IO_LAG_P99, d.percentile(99.0).unwrap_or(0.0));
+            v.set(IO_LAG_MAX, d.max);
+            v.set(MAX_BACKLOG, max_backlog as f64);
             self.io_lag.merge(&io_lag);
             self.io_samples = io_series;
         }

@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use crate::engine::Spec;
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
-    PointRun, Room, RunDefaults, Series, TrialValues,
+    Ctx, Experiment, Footprint, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::experiments::common::cache_control::{open_with, IoMode};
 use crate::experiments::common::util::{backing_note, fill_file, fit_disk};
@@ -97,12 +97,34 @@ impl Sizes {
     }
 }
 
-/// The run sizes of `p` against the current dirty thresholds.
-fn run_sizes(p: &Point) -> Sizes {
+/// A point's parameters, read by name once, here.
+struct Params {
+    /// 0: auto (see `Sizes::resolve`).
+    short: u64,
+    long: u64,
+    record: u64,
+    direct_size: u64,
+    direct_record: u64,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            short: p.u64("short")?,
+            long: p.u64("long")?,
+            record: p.u64("record")?,
+            direct_size: p.u64("direct_size")?,
+            direct_record: p.u64("direct_record")?,
+        })
+    }
+}
+
+/// The run sizes of `q` against the current dirty thresholds.
+fn run_sizes(q: &Params) -> Sizes {
     let st = dirty::read().unwrap_or_default();
     Sizes::resolve(
-        p.u64("short").unwrap_or(0),
-        p.u64("long").unwrap_or(0),
+        q.short,
+        q.long,
         st.kernel_background_threshold_bytes
             .unwrap_or(st.background_threshold_bytes),
         st.kernel_threshold_bytes.unwrap_or(st.threshold_bytes),
@@ -188,14 +210,21 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const DIRECT_THROUGHPUT: Metric = SPEC.emits("direct_throughput");
+const INFLATION: Metric = SPEC.emits("inflation");
+const LONG_RATIO: Metric = SPEC.emits("long_ratio");
+const LONG_THROUGHPUT: Metric = SPEC.emits("long_throughput");
+const LONG_THROUGHPUT_FSYNC: Metric = SPEC.emits("long_throughput_fsync");
+const SHORT_THROUGHPUT: Metric = SPEC.emits("short_throughput");
+
 impl Experiment for Cache {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        if p.u64("direct_record")? % 4096 != 0
-            || p.u64("direct_size")? % p.u64("direct_record")? != 0
-        {
+        let q = Params::parse(p)?;
+        if q.direct_record % 4096 != 0 || q.direct_size % q.direct_record != 0 {
             return Err(Error::usage(
                 "io.cache: direct_record must be a multiple of 4 KiB and divide direct_size",
             ));
@@ -204,28 +233,29 @@ impl Experiment for Cache {
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         // The long run is shortened to the free space in prepare().
-        p.u64("direct_size").unwrap_or(0) + run_sizes(p).short
+        Params::parse(p).map_or(0, |q| q.direct_size + run_sizes(&q).short)
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
-        let Sizes { short, long, .. } = run_sizes(p);
-        let direct = p.u64("direct_size").unwrap_or(0);
+        let Ok(q) = Params::parse(p) else {
+            return Footprint::default();
+        };
+        let Sizes { short, long, .. } = run_sizes(&q);
+        let direct = q.direct_size;
         let long = fit_disk("", long, 1, MIB, 1, room).map_or(long, |f| f.value);
         Footprint {
             setup_written: direct,
             trial_written: direct + short + long,
             stored: direct + short.max(long),
-            peak_memory: p
-                .u64("record")
-                .unwrap_or(0)
-                .max(p.u64("direct_record").unwrap_or(0)),
+            peak_memory: q.record.max(q.direct_record),
             ..Footprint::default()
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         let scratch = ctx.scratch()?;
-        let sizes = run_sizes(p);
+        let q = Params::parse(p)?;
+        let sizes = run_sizes(&q);
         let (short, long, mut why) = (sizes.short, sizes.long, sizes.words());
-        let direct_size = p.u64("direct_size")?;
+        let direct_size = q.direct_size;
         // The long run must outgrow the dirty limits, but never fill a
         // board's flash: at most half the free space (the note says when it
         // was cut, and then the run may end before the device rate shows).
@@ -251,8 +281,7 @@ impl Experiment for Cache {
         f.sync_all()
             .map_err(|e| Error::io("cannot fsync", &direct_path, e))?;
         drop(f);
-        let record = p.usize("record")?;
-        let direct_record = p.usize("direct_record")?;
+        let (record, direct_record) = (q.record as usize, q.direct_record as usize);
         Ok(Box::new(CacheRun {
             dir: scratch.path().to_path_buf(),
             direct_path,
@@ -375,12 +404,12 @@ impl PointRun for CacheRun {
         let (l, lf) = self.buffered(ctx, self.long, "long", true)?;
         let (long, long_f) = (self.long as f64 / l, self.long as f64 / lf);
         Ok(TrialValues::new()
-            .with("direct_throughput", direct)
-            .with("short_throughput", short)
-            .with("long_throughput", long)
-            .with("long_throughput_fsync", long_f)
-            .with("inflation", short / direct)
-            .with("long_ratio", long / direct))
+            .with(DIRECT_THROUGHPUT, direct)
+            .with(SHORT_THROUGHPUT, short)
+            .with(LONG_THROUGHPUT, long)
+            .with(LONG_THROUGHPUT_FSYNC, long_f)
+            .with(INFLATION, short / direct)
+            .with(LONG_RATIO, long / direct))
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {

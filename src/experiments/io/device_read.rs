@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use crate::engine::Spec;
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    Ctx, Experiment, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, TrialValues,
 };
 use crate::experiments::common::cache_control::{drop_file_cache, fadvise_dontneed};
@@ -82,12 +82,35 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const BUFFERED_READ: Metric = SPEC.emits("buffered_read");
+const CACHED_READ: Metric = SPEC.emits("cached_read");
+const RESIDENT_AFTER_FLUSH: Metric = SPEC.emits("resident_after_flush");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    /// "device", "file" or "auto".
+    source: String,
+    size: u64,
+    duration: f64,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            source: p.text("source")?.to_string(),
+            size: p.u64("size")?,
+            duration: p.f64("duration")?,
+        })
+    }
+}
+
 impl Experiment for DeviceRead {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        if p.text("source")? == "device" && !crate::safety::is_root() {
+        if Params::parse(p)?.source == "device" && !crate::safety::is_root() {
             return Err(Error::privilege(
                 "io.device-read source=device reads the block device and needs root \
                  (run with sudo, or use -p source=file to time a scratch file)",
@@ -96,14 +119,17 @@ impl Experiment for DeviceRead {
         Ok(())
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
-        match p.text("source") {
-            Ok("device") => 0,
-            _ => p.u64("size").unwrap_or(0),
+        match Params::parse(p) {
+            Ok(q) if q.source != "device" => q.size,
+            _ => 0,
         }
     }
+    fn trial_seconds(&self, p: &Point) -> Option<f64> {
+        Params::parse(p).ok().map(|q| q.duration)
+    }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let duration = p.f64("duration")?;
-        let source = p.text("source")?;
+        let q = Params::parse(p)?;
+        let (duration, source) = (q.duration, q.source.as_str());
         let mut fallback = None;
         let dev = if source == "file" {
             None
@@ -120,7 +146,7 @@ impl Experiment for DeviceRead {
         let (path, file, is_dev, size) = match dev {
             Some((path, f, size)) => (path, f, true, size),
             None => {
-                let size = p.u64("size")?;
+                let size = q.size;
                 let scratch = ctx.scratch()?;
                 scratch.ensure_space(size)?;
                 let path = scratch.file_path("device-read");
@@ -396,10 +422,10 @@ impl PointRun for DeviceReadRun {
         let cached = bytes as f64 / t.elapsed().as_secs_f64();
         self.ratios.push(buffered / cached);
         let mut v = TrialValues::new()
-            .with("buffered_read", buffered)
-            .with("cached_read", cached);
+            .with(BUFFERED_READ, buffered)
+            .with(CACHED_READ, cached);
         if self.mincore_ok {
-            v.set("resident_after_flush", worst);
+            v.set(RESIDENT_AFTER_FLUSH, worst);
         }
         Ok(v)
     }

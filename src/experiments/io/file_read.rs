@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
-    PointRun, Room, TrialValues,
+    Ctx, Experiment, Footprint, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, Room, TrialValues,
 };
 use crate::engine::{RunDefaults, Spec};
 use crate::experiments::common::util::{
@@ -50,36 +50,61 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const READ_THROUGHPUT: Metric = SPEC.emits("read_throughput");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    size: u64,
+    chunk: u64,
+    /// open=each: open and close the file for every pass.
+    each: bool,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            size: p.u64("size")?,
+            chunk: p.u64("chunk")?,
+            each: p.text("open")? == "each",
+        })
+    }
+}
+
 impl Experiment for FileRead {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        if p.u64("chunk")? > p.u64("size")? {
+        let q = Params::parse(p)?;
+        if q.chunk > q.size {
             return Err(Error::usage(format!(
                 "io.file-read: chunk ({}) is larger than the file size ({}); use a smaller chunk",
-                p.u64("chunk")?,
-                p.u64("size")?
+                q.chunk, q.size
             )));
         }
         Ok(())
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         // The file is fitted to the free space in prepare(); this is the least.
-        p.u64("chunk").unwrap_or(0).max(1 << 20)
+        Params::parse(p).map_or(0, |q| q.chunk).max(1 << 20)
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
-        let size = fitted_size(p, room).map_or(0, |(f, _)| f);
+        let Ok(q) = Params::parse(p) else {
+            return Footprint::default();
+        };
+        let size = fitted_size(&q, room).map_or(0, |(f, _)| f);
         Footprint {
             setup_written: size,
-            peak_memory: size + p.u64("chunk").unwrap_or(0),
+            peak_memory: size + q.chunk,
             ..Footprint::default()
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         // The file must stay cached: it follows the memory really available
         // (cgroup included) and the target's free space.
-        let (size, mut notes) = fitted_size(p, &Room::for_ctx(ctx))?;
+        let q = Params::parse(p)?;
+        let (size, mut notes) = fitted_size(&q, &Room::for_ctx(ctx))?;
         notes.push(backing_note(ctx));
         notes.push(layout_note(size));
         let scratch = ctx.scratch()?;
@@ -93,9 +118,9 @@ impl Experiment for FileRead {
             path,
             file: f,
             size,
-            each: p.text("open")? == "each",
-            buf: AlignedBuf::zeroed(p.usize("chunk")?)?,
-            chunk: p.usize("chunk")?,
+            each: q.each,
+            buf: AlignedBuf::zeroed(q.chunk as usize)?,
+            chunk: q.chunk as usize,
             passes: 1,
             notes,
         };
@@ -107,10 +132,10 @@ impl Experiment for FileRead {
 
 /// `size`, shrunk to what the memory budget (the file stays cached) and
 /// half the free space hold, a multiple of `chunk`; notes say why.
-fn fitted_size(p: &Point, room: &Room) -> Result<(u64, Vec<String>)> {
-    let chunk = p.u64("chunk")?.max(1);
+fn fitted_size(q: &Params, room: &Room) -> Result<(u64, Vec<String>)> {
+    let chunk = q.chunk.max(1);
     let floor = chunk.max(1 << 20);
-    fit_cached_file("io.file-read file", p.u64("size")?, chunk, floor, room)
+    fit_cached_file("io.file-read file", q.size, chunk, floor, room)
 }
 
 struct FileReadRun {
@@ -156,7 +181,7 @@ impl PointRun for FileReadRun {
             self.pass()?;
         }
         let bytes = self.size * self.passes;
-        Ok(TrialValues::new().with("read_throughput", bytes as f64 / t.elapsed().as_secs_f64()))
+        Ok(TrialValues::new().with(READ_THROUGHPUT, bytes as f64 / t.elapsed().as_secs_f64()))
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use crate::engine::Spec;
 use crate::engine::{
-    Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, ParamValue, Point,
-    PointExtras, PointRun, Room, RunDefaults, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, Metric, MetricSpec, Needs, ParamKind, ParamSpec,
+    ParamValue, Point, PointExtras, PointRun, Room, RunDefaults, TrialValues,
 };
 use crate::experiments::common::speed;
 use crate::units::format_size;
@@ -62,6 +62,10 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const CREATED_PER_S: Metric = SPEC.emits("created_per_s");
+const DELETED_PER_S: Metric = SPEC.emits("deleted_per_s");
+
 /// Kernel memory one empty file holds while it exists: its inode (a tmpfs
 /// inode is about 0.7 KiB on 64-bit 6.x kernels) and its dentry (192 B),
 /// rounded up. On a RAM-backed target nothing can reclaim it.
@@ -72,10 +76,27 @@ const NAME_BYTES: u64 = 128;
 /// fewer is mostly the clock and the directory set-up.
 const MIN_FILES: u64 = 100;
 
+/// A point's parameters, read by name once, here.
+struct Params {
+    files: u64,
+    level: String,
+    /// work=sized: fewer files on a slow target, so a trial keeps its time.
+    sized: bool,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            files: p.u64("files")?,
+            level: p.text("level")?.to_string(),
+            sized: p.text("work")? == "sized",
+        })
+    }
+}
+
 /// `files` cut to what the memory budget holds (on a RAM-backed target
 /// every file is memory too), with the note saying why.
-fn fitted_files(p: &Point, room: &Room) -> Result<(u64, Option<String>)> {
-    let files = p.u64("files")?;
+fn fitted_files(files: u64, room: &Room) -> Result<(u64, Option<String>)> {
     let per_file = NAME_BYTES + if room.ram.is_some() { FILE_BYTES } else { 0 };
     let Some(budget) = room.memory else {
         return Ok((files, None));
@@ -121,10 +142,12 @@ impl Experiment for Metadata {
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         // Inodes and directory blocks only.
-        p.u64("files").unwrap_or(0) * 256
+        Params::parse(p).map_or(0, |q| q.files) * 256
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
-        let files = fitted_files(p, room).map_or(0, |f| f.0);
+        let files = Params::parse(p)
+            .and_then(|q| fitted_files(q.files, room))
+            .map_or(0, |f| f.0);
         Footprint {
             setup_written: files * 256,
             peak_memory: files * NAME_BYTES,
@@ -133,18 +156,19 @@ impl Experiment for Metadata {
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let (files, fit_note) = fitted_files(p, &Room::for_ctx(ctx))?;
+        let q = Params::parse(p)?;
+        let (files, fit_note) = fitted_files(q.files, &Room::for_ctx(ctx))?;
         let mut run = MetadataRun {
             dir: ctx.scratch_dir()?.to_path_buf(),
             files,
-            level: p.text("level")?.to_string(),
+            level: q.level,
             n: 0,
             notes: fit_note.into_iter().collect(),
             fitted: None,
         };
-        if files > MIN_FILES && p.text("work")? == "sized" {
-            run.size_to_speed(ctx, p.u64("files")?)?;
-        } else if files < p.u64("files")? {
+        if files > MIN_FILES && q.sized {
+            run.size_to_speed(ctx, q.files)?;
+        } else if files < q.files {
             run.fitted = Some(Fitted {
                 param: "files",
                 used: ParamValue::Int(files),
@@ -217,8 +241,8 @@ impl PointRun for MetadataRun {
         self.n += 1;
         let (create, delete) = self.cycle(ctx, self.files, &self.n.to_string())?;
         Ok(TrialValues::new()
-            .with("created_per_s", self.files as f64 / create)
-            .with("deleted_per_s", self.files as f64 / delete))
+            .with(CREATED_PER_S, self.files as f64 / create)
+            .with(DELETED_PER_S, self.files as f64 / delete))
     }
 
     fn fitted(&self) -> Vec<Fitted> {
@@ -318,13 +342,13 @@ mod tests {
     #[test]
     fn files_fit_the_memory_left_and_ram_targets_count_them() {
         let disk = Room::fixture(64 << 20, Some(1 << 30));
-        assert_eq!(fitted_files(&point("2000"), &disk).unwrap(), (2000, None));
+        assert_eq!(fitted_files(2000, &disk).unwrap(), (2000, None));
         // 1 MiB of budget on a tmpfs: 1152 B a file (inode, dentry, path).
         let ram = Room {
             ram: Some("tmpfs".into()),
             ..Room::fixture(1 << 20, Some(1 << 20))
         };
-        let (n, note) = fitted_files(&point("2000"), &ram).unwrap();
+        let (n, note) = fitted_files(2000, &ram).unwrap();
         assert_eq!(n, (1 << 20) / (FILE_BYTES + NAME_BYTES));
         let note = note.unwrap();
         assert!(
@@ -338,7 +362,7 @@ mod tests {
             ram: Some("tmpfs".into()),
             ..Room::fixture(64 << 10, Some(1 << 20))
         };
-        let e = fitted_files(&point("2000"), &tiny).unwrap_err().to_string();
+        let e = fitted_files(2000, &tiny).unwrap_err().to_string();
         assert!(
             e.contains("needs") && e.contains("disk-backed --target"),
             "{e}"

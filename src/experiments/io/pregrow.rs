@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use crate::engine::Spec;
 use crate::engine::{
-    Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point,
+    Ctx, Experiment, Fitted, Footprint, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point,
     PointExtras, PointRun, Room, RunDefaults, TrialValues,
 };
 use crate::experiments::common::util::{backing_note, fit_disk, Fit, Skipped};
@@ -68,30 +68,56 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const CREATE_TIME: Metric = SPEC.emits("create_time");
+const TOTAL_TIME: Metric = SPEC.emits("total_time");
+const WRITE_TIME: Metric = SPEC.emits("write_time");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    size: u64,
+    record: u64,
+    method: String,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            size: p.u64("size")?,
+            record: p.u64("record")?,
+            method: p.text("method")?.to_string(),
+        })
+    }
+}
+
 impl Experiment for Pregrow {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         // `size` is fitted to the free space in prepare(); a record is the least.
-        p.u64("record").unwrap_or(0)
+        Params::parse(p).map_or(0, |q| q.record)
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
-        let size = fitted_size(p, room).map_or(0, |f| f.value);
-        let zero = p.text("method").is_ok_and(|m| m == "zero-fill");
+        let Ok(q) = Params::parse(p) else {
+            return Footprint::default();
+        };
+        let size = fitted_size(&q, room).map_or(0, |f| f.value);
+        let zero = q.method == "zero-fill";
         Footprint {
             trial_written: if zero { 2 * size } else { size },
-            peak_memory: 2 * p.u64("record").unwrap_or(0),
+            peak_memory: 2 * q.record,
             stored: size,
             ..Footprint::default()
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let fit = fitted_size(p, &Room::for_ctx(ctx))?;
+        let q = Params::parse(p)?;
+        let fit = fitted_size(&q, &Room::for_ctx(ctx))?;
         let size = fit.value;
         let scratch = ctx.scratch()?;
         scratch.ensure_space(size)?;
-        let method = p.text("method")?;
+        let method = q.method.as_str();
         let mode = match method {
             "fallocate" => Some(0),
             "keep-size" => Some(libc::FALLOC_FL_KEEP_SIZE),
@@ -112,10 +138,10 @@ impl Experiment for Pregrow {
             notes,
             dir: scratch.path().to_path_buf(),
             size,
-            record: p.usize("record")?,
-            method: p.text("method")?.to_string(),
-            data: AlignedBuf::random(p.usize("record")?, 17)?,
-            zeros: AlignedBuf::zeroed(p.usize("record")?)?,
+            record: q.record as usize,
+            method: q.method.clone(),
+            data: AlignedBuf::random(q.record as usize, 17)?,
+            zeros: AlignedBuf::zeroed(q.record as usize)?,
             n: 0,
             allocated_after_create: None,
             fsyncs: [0; 2],
@@ -124,9 +150,8 @@ impl Experiment for Pregrow {
 }
 
 /// `size` fitted to half the target's free space, a multiple of `record`.
-fn fitted_size(p: &Point, room: &Room) -> Result<Fit> {
-    let record = p.u64("record")?;
-    fit_disk("io.pregrow file", p.u64("size")?, 1, record, record, room)
+fn fitted_size(q: &Params, room: &Room) -> Result<Fit> {
+    fit_disk("io.pregrow file", q.size, 1, q.record, q.record, room)
 }
 
 /// Some(reason) when fallocate(`mode`) is not supported in `dir` (probed on
@@ -255,9 +280,9 @@ impl PointRun for PregrowRun {
         let write = t.elapsed().as_secs_f64();
         drop(f);
         Ok(TrialValues::new()
-            .with("create_time", create)
-            .with("write_time", write)
-            .with("total_time", create + write))
+            .with(CREATE_TIME, create)
+            .with(WRITE_TIME, write)
+            .with(TOTAL_TIME, create + write))
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::Spec;
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    Ctx, Experiment, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
     RunDefaults, TrialValues,
 };
 use crate::experiments::common::background_load::{BackgroundLoad, Load, IO_LOAD_SPAN};
@@ -214,50 +214,80 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
-impl Experiment for Stream {
-    fn spec(&self) -> &'static Spec {
-        &SPEC
-    }
-    fn validate(&self, p: &Point) -> Result<()> {
+// The metrics a trial emits, checked against the Spec while compiling.
+const MISSED_FRAMES: Metric = SPEC.emits("missed_frames");
+const MISS_RATIO: Metric = SPEC.emits("miss_ratio");
+const PLAYBACK_FPS: Metric = SPEC.emits("playback_fps");
+const PLAYBACK_MISSED: Metric = SPEC.emits("playback_missed");
+const PLAYBACK_P99: Metric = SPEC.emits("playback_p99");
+const RECORD_FPS: Metric = SPEC.emits("record_fps");
+const RECORD_MISSED: Metric = SPEC.emits("record_missed");
+const RECORD_P99: Metric = SPEC.emits("record_p99");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    /// As given (for messages), and in bits per second.
+    bitrate: String,
+    bps: f64,
+    fps: f64,
+    duration: f64,
+    direct: bool,
+    load: Load,
+    paced: bool,
+}
+
+impl Params {
+    /// A bitrate that is not one is a usage error here.
+    fn parse(p: &Point) -> Result<Params> {
         let raw = p.text("bitrate")?;
         let Some(bps) = parse_bitrate(raw) else {
             return Err(Error::usage(format!(
                 "io.stream: bitrate '{raw}' is not a bit rate (e.g. 6M = 6,000,000 bits/s, 800k)"
             )));
         };
-        let frame = bps / 8.0 / p.f64("fps")?;
+        Ok(Params {
+            bitrate: raw.to_string(),
+            bps,
+            fps: p.f64("fps")?,
+            duration: p.f64("duration")?,
+            direct: p.bool("direct")?,
+            load: Load::parse(p.text("load")?),
+            paced: p.text("mode")? == "paced",
+        })
+    }
+}
+
+impl Experiment for Stream {
+    fn spec(&self) -> &'static Spec {
+        &SPEC
+    }
+    fn validate(&self, p: &Point) -> Result<()> {
+        let q = Params::parse(p)?;
+        let raw = &q.bitrate;
+        let frame = q.bps / 8.0 / q.fps;
         if !(1.0..=(256u64 << 20) as f64).contains(&frame) {
             return Err(Error::usage(format!(
                 "io.stream: bitrate {raw} at {} fps gives {frame:.0}-byte frames; choose a \
                  bitrate and fps giving 1 B … 256 MiB per frame",
-                p.f64("fps")?
+                q.fps
             )));
         }
         Ok(())
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
-        let (Some(bps), Ok(fps), Ok(d)) = (
-            p.text("bitrate").ok().and_then(parse_bitrate),
-            p.f64("fps"),
-            p.f64("duration"),
-        ) else {
+        let Ok(q) = Params::parse(p) else {
             return 0;
         };
-        let one = (bps / 8.0 * d) as u64 + (1 << 20) + (fps as u64) * 4096;
-        let io = if p.text("load").ok() == Some("io") {
-            IO_LOAD_SPAN
-        } else {
-            0
-        };
+        let one = (q.bps / 8.0 * q.duration) as u64 + (1 << 20) + (q.fps as u64) * 4096;
+        let io = if q.load == Load::Io { IO_LOAD_SPAN } else { 0 };
         2 * one + io
     }
+    fn trial_seconds(&self, p: &Point) -> Option<f64> {
+        Params::parse(p).ok().map(|q| q.duration)
+    }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let bps = parse_bitrate(p.text("bitrate")?)
-            .ok_or_else(|| Error::usage("io.stream: bad bitrate"))?;
-        let fps = p.f64("fps")?;
-        let duration = p.f64("duration")?;
-        let direct = p.bool("direct")?;
-        let load = Load::parse(p.text("load")?);
+        let q = Params::parse(p)?;
+        let (bps, fps, duration, direct, load) = (q.bps, q.fps, q.duration, q.direct, q.load);
         let scratch = ctx.scratch()?;
         let mut frame = (bps / 8.0 / fps).ceil() as u64;
         if direct {
@@ -301,7 +331,7 @@ impl Experiment for Stream {
             frames,
             fps,
             duration,
-            paced: p.text("mode")? == "paced",
+            paced: q.paced,
             direct,
             load,
             io_load,
@@ -425,17 +455,17 @@ impl PointRun for StreamRun {
         };
         let p99 = |o: &StreamOutcome| o.lat.to_data("").percentile(99.0).unwrap_or(f64::INFINITY);
         let mut v = TrialValues::new()
-            .with("record_fps", fps_of(&rec))
-            .with("playback_fps", fps_of(&play));
+            .with(RECORD_FPS, fps_of(&rec))
+            .with(PLAYBACK_FPS, fps_of(&play));
         if paced {
             let (rm, pm) = (frames - rec.on_time, frames - play.on_time);
-            v.set("missed_frames", (rm + pm) as f64);
-            v.set("miss_ratio", (rm + pm) as f64 / (2 * frames) as f64);
-            v.set("record_missed", rm as f64);
-            v.set("playback_missed", pm as f64);
+            v.set(MISSED_FRAMES, (rm + pm) as f64);
+            v.set(MISS_RATIO, (rm + pm) as f64 / (2 * frames) as f64);
+            v.set(RECORD_MISSED, rm as f64);
+            v.set(PLAYBACK_MISSED, pm as f64);
         }
-        v.set("record_p99", p99(&rec));
-        v.set("playback_p99", p99(&play));
+        v.set(RECORD_P99, p99(&rec));
+        v.set(PLAYBACK_P99, p99(&play));
         self.abandoned += (frames - rec.completed) + (frames - play.completed);
         self.rec_total.merge(&rec.lat);
         self.play_total.merge(&play.lat);

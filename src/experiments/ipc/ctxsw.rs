@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
-    Series, TrialValues,
+    Ctx, Experiment, Metric, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    RunDefaults, Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
 use crate::experiments::common::child::{
@@ -102,13 +102,34 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const CTXSW: Metric = SPEC.emits("ctxsw");
+const HOP: Metric = SPEC.emits("hop");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    procs: u64,
+    size: u64,
+    /// "same" (every process pinned to one CPU) or "any".
+    cpu: String,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            procs: p.u64("procs")?,
+            size: p.u64("size")?,
+            cpu: p.text("cpu")?.to_string(),
+        })
+    }
+}
+
 impl Experiment for Ctxsw {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        let procs = p.u64("procs")?;
-        let size = p.u64("size")?;
+        let Params { procs, size, .. } = Params::parse(p)?;
         let total = procs.saturating_mul(size);
         if let Some(avail) = crate::experiments::mem::mem_available() {
             if total > avail / 2 {
@@ -131,9 +152,10 @@ impl Experiment for Ctxsw {
         })
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let procs = p.usize("procs")?;
-        let size = p.usize("size")? / 8 * 8;
-        let cpu = p.text("cpu")?.to_string();
+        let q = Params::parse(p)?;
+        let procs = q.procs as usize;
+        let size = q.size as usize / 8 * 8;
+        let cpu = q.cpu;
         let pin_cpu = (cpu == "same").then(|| child::usable_cpus()[0]);
         let pin = PinGuard::new(pin_cpu)?;
         let mut own = AlignedBuf::zeroed(size.max(8))?;
@@ -319,7 +341,7 @@ impl PointRun for RingRun {
         let hop = t / (n * self.procs as u64) as f64;
         let cs = hop - self.overhead;
         self.ctxsw.push(cs);
-        Ok(TrialValues::new().with("ctxsw", cs).with("hop", hop))
+        Ok(TrialValues::new().with(CTXSW, cs).with(HOP, hop))
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {

@@ -7,8 +7,8 @@ use std::sync::Barrier;
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras,
-    PointRun, Room, RunDefaults, Series, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, Metric, MetricSpec, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
 use crate::experiments::common::child;
@@ -184,38 +184,71 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const BANDWIDTH: Metric = SPEC.emits("bandwidth");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    /// As given (for notes), and parsed.
+    kernel_name: String,
+    kernel: Kernel,
+    size: u64,
+    /// threads=all: one worker per usable CPU.
+    all_threads: bool,
+    pin: bool,
+    sweep: bool,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        let kernel_name = p.text("kernel")?.to_string();
+        Ok(Params {
+            kernel: Kernel::parse(&kernel_name),
+            kernel_name,
+            size: p.u64("size")?,
+            all_threads: p.text("threads")? == "all",
+            pin: p.bool("pin")?,
+            sweep: p.bool("sweep")?,
+        })
+    }
+}
+
 impl Experiment for Bandwidth {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        let k = Kernel::parse(p.text("kernel")?);
+        let q = Params::parse(p)?;
         crate::experiments::common::util::refuse_beyond_ram(
             self,
-            p,
+            q.size,
             "size",
-            k.arrays() as u64,
+            q.kernel.arrays() as u64,
             "arrays",
         )
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
-        let k = Kernel::parse(p.text("kernel").unwrap_or("read"));
+        let Ok(q) = Params::parse(p) else {
+            return Footprint::default();
+        };
+        let k = q.kernel;
         Footprint {
-            peak_memory: fitted_size(p, room).map_or(0, |f| f.value * k.arrays() as u64),
+            peak_memory: fitted_size(&q, room).map_or(0, |f| f.value * k.arrays() as u64),
             ..Footprint::default()
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         // The arrays follow the memory really available (cgroup included).
-        let fit = fitted_size(p, &Room::read(None))?;
+        let q = Params::parse(p)?;
+        let fit = fitted_size(&q, &Room::read(None))?;
         let size = fit.value as usize;
-        let kernel = Kernel::parse(p.text("kernel")?);
-        let threads = if p.text("threads")? == "all" {
+        let kernel = q.kernel;
+        let threads = if q.all_threads {
             child::usable_cpus().len()
         } else {
             1
         };
-        let pin = p.bool("pin")?;
+        let pin = q.pin;
         // threads=1 runs on this thread; threads=all pins its workers itself.
         let (pin_guard, cpu) = super::pin_here(pin && threads == 1)?;
         let mut bufs = Vec::with_capacity(kernel.arrays());
@@ -236,7 +269,7 @@ impl Experiment for Bandwidth {
             arrays: Arrays([std::ptr::null_mut(); 3]),
             bufs,
             passes: 1,
-            sweep: p.bool("sweep")? && threads == 1,
+            sweep: q.sweep && threads == 1,
             spread: (pin && threads > 1).then(crate::experiments::common::child::usable_cpus),
             _pin: pin_guard,
             cpu,
@@ -275,12 +308,11 @@ struct BandwidthRun {
 
 /// `size` per array, shrunk to what the memory budget holds for the
 /// kernel's arrays (at least 64 KiB each).
-fn fitted_size(p: &Point, room: &Room) -> Result<Fit> {
-    let k = Kernel::parse(p.text("kernel")?);
+fn fitted_size(q: &Params, room: &Room) -> Result<Fit> {
     fit_memory(
-        &format!("mem.bandwidth kernel={} arrays", p.text("kernel")?),
-        p.u64("size")? / 4096 * 4096,
-        k.arrays() as u64,
+        &format!("mem.bandwidth kernel={} arrays", q.kernel_name),
+        q.size / 4096 * 4096,
+        q.kernel.arrays() as u64,
         4096,
         64 << 10,
         room,
@@ -367,7 +399,7 @@ impl PointRun for BandwidthRun {
         ctx.check_cancel()?;
         let t = self.timed(self.passes, self.size)?;
         let bytes = self.kernel.counted(self.size) * self.passes;
-        Ok(TrialValues::new().with("bandwidth", bytes as f64 / t))
+        Ok(TrialValues::new().with(BANDWIDTH, bytes as f64 / t))
     }
 
     fn finish(&mut self, ctx: &Ctx) -> Result<PointExtras> {

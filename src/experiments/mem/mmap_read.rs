@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use crate::engine::Spec;
 use crate::engine::{
-    Ctx, Experiment, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras,
-    PointRun, Room, RunDefaults, TrialValues,
+    Ctx, Experiment, Footprint, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, Room, RunDefaults, TrialValues,
 };
 use crate::experiments::common::util::{
     backing_note, calibrate, fill_file, fit_cached_file, layout_note, sum_bytes,
@@ -54,6 +54,25 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const READ_THROUGHPUT: Metric = SPEC.emits("read_throughput");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    size: u64,
+    /// "once" or "each" (map and unmap every pass).
+    map: String,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            size: p.u64("size")?,
+            map: p.text("map")?.to_string(),
+        })
+    }
+}
+
 impl Experiment for MmapRead {
     fn spec(&self) -> &'static Spec {
         &SPEC
@@ -64,10 +83,13 @@ impl Experiment for MmapRead {
     }
     fn validate(&self, p: &Point) -> Result<()> {
         // The file must stay cached while it is read.
-        crate::experiments::common::util::refuse_beyond_ram(self, p, "size", 1, "page cache")
+        let size = Params::parse(p)?.size;
+        crate::experiments::common::util::refuse_beyond_ram(self, size, "size", 1, "page cache")
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
-        let size = fitted_size(p, room).map_or(0, |(f, _)| f);
+        let size = Params::parse(p)
+            .and_then(|q| fitted_size(q.size, room))
+            .map_or(0, |(f, _)| f);
         Footprint {
             setup_written: size,
             peak_memory: size,
@@ -77,13 +99,14 @@ impl Experiment for MmapRead {
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         // The file must stay in the page cache: it follows the memory really
         // available (cgroup included) and the target's free space.
-        let (size, fit_notes) = fitted_size(p, &Room::for_ctx(ctx))?;
+        let q = Params::parse(p)?;
+        let (size, fit_notes) = fitted_size(q.size, &Room::for_ctx(ctx))?;
         let len = usize::try_from(size)
             .map_err(|_| Error::usage("mem.mmap-read: size does not fit in memory"))?;
         let scratch = ctx.scratch()?;
         scratch.ensure_space(size)?;
-        let each = p.text("map")? == "each";
-        let name = format!("mmap-read-{}-{size}", p.text("map")?);
+        let each = q.map == "each";
+        let name = format!("mmap-read-{}-{size}", q.map);
         let path = scratch.file_path(&name);
         let mut file = scratch.create_file(&name, 0)?;
         fill_file(&mut file, &path, size, 42)?;
@@ -115,8 +138,8 @@ const FLOOR: u64 = 1 << 20;
 
 /// `size`, shrunk to what both the memory budget (the file stays cached)
 /// and the free space hold; the notes say why when it is.
-fn fitted_size(p: &Point, room: &Room) -> Result<(u64, Vec<String>)> {
-    fit_cached_file("mem.mmap-read file", p.u64("size")?, 4096, FLOOR, room)
+fn fitted_size(size: u64, room: &Room) -> Result<(u64, Vec<String>)> {
+    fit_cached_file("mem.mmap-read file", size, 4096, FLOOR, room)
 }
 
 /// A read-only shared mapping of a whole file, unmapped on drop.
@@ -204,7 +227,7 @@ impl PointRun for MmapRun {
             self.pass()?;
         }
         let bytes = self.len as u64 * self.passes;
-        Ok(TrialValues::new().with("read_throughput", bytes as f64 / t.elapsed().as_secs_f64()))
+        Ok(TrialValues::new().with(READ_THROUGHPUT, bytes as f64 / t.elapsed().as_secs_f64()))
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {

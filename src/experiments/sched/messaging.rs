@@ -6,8 +6,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, ParamValue, Point,
-    PointExtras, PointRun, Room, RunDefaults, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, Metric, MetricSpec, ParamKind, ParamSpec, ParamValue,
+    Point, PointExtras, PointRun, Room, RunDefaults, TrialValues,
 };
 use crate::engine::{Needs, Spec};
 use crate::experiments::common::child::{self, check_open_files, check_process_limit, Children};
@@ -24,11 +24,36 @@ pub struct Messaging;
 /// A board with 64 MiB cannot hold perf's default 400 workers.
 const WORKER_BYTES: u64 = 288 << 10;
 
+/// A point's parameters, read by name once, here.
+struct Params {
+    groups: u64,
+    pairs: u64,
+    loops: u64,
+    size: usize,
+    /// ipc=socket: AF_UNIX socket pairs instead of pipes.
+    sockets: bool,
+    /// work=sized: fewer loops on a slow machine, so a trial keeps its time.
+    sized: bool,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            groups: p.u64("groups")?,
+            pairs: p.u64("pairs")?,
+            loops: p.u64("loops")?,
+            size: p.usize("size")?,
+            sockets: p.text("ipc")? == "socket",
+            sized: p.text("work")? == "sized",
+        })
+    }
+}
+
 /// Groups and pairs that fit the memory budget and the process limit, and a
 /// note when fewer than asked: fewer groups first; when not even one group
 /// fits, fewer pairs (at least 2).
-fn fitted_shape(p: &Point, room: &Room) -> Result<(u64, u64, Option<String>)> {
-    let (groups, pairs) = (p.u64("groups")?, p.u64("pairs")?);
+fn fitted_shape(q: &Params, room: &Room) -> Result<(u64, u64, Option<String>)> {
+    let (groups, pairs) = (q.groups, q.pairs);
     let (mut g, mut pr) = (groups, pairs);
     let mut why = Vec::new();
     if let Some(budget) = room.memory {
@@ -144,6 +169,10 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const MESSAGE_RATE: Metric = SPEC.emits("message_rate");
+const TOTAL_TIME: Metric = SPEC.emits("total_time");
+
 impl Experiment for Messaging {
     fn spec(&self) -> &'static Spec {
         &SPEC
@@ -152,7 +181,7 @@ impl Experiment for Messaging {
         // Up to the default 10 groups, a small board's process limit is
         // fitted at prepare (one group must fit); more groups than the
         // default were asked for on purpose and must fit as asked.
-        let (groups, pairs) = (p.u64("groups")?, p.u64("pairs")?);
+        let Params { groups, pairs, .. } = Params::parse(p)?;
         let need = if groups > 10 {
             2 * groups * pairs
         } else {
@@ -169,7 +198,9 @@ impl Experiment for Messaging {
         })
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
-        let (groups, pairs) = fitted_shape(p, room).map_or((0, 0), |f| (f.0, f.1));
+        let (groups, pairs) = Params::parse(p)
+            .and_then(|q| fitted_shape(&q, room))
+            .map_or((0, 0), |f| (f.0, f.1));
         Footprint {
             peak_memory: groups * 2 * pairs * WORKER_BYTES,
             ..Footprint::default()
@@ -177,18 +208,19 @@ impl Experiment for Messaging {
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
         // The workers follow the memory really available (cgroup included).
-        let (groups, pairs, fit_note) = fitted_shape(p, &Room::read(None))?;
+        let q = Params::parse(p)?;
+        let (groups, pairs, fit_note) = fitted_shape(&q, &Room::read(None))?;
         let mut run = MessagingRun {
             fit_note,
             speed_note: None,
-            asked: (groups, p.u64("loops")?),
+            asked: (groups, q.loops),
             groups,
             pairs: pairs as usize,
-            loops: p.u64("loops")?,
-            size: p.usize("size")?,
-            sockets: p.text("ipc")? == "socket",
+            loops: q.loops,
+            size: q.size,
+            sockets: q.sockets,
         };
-        if p.text("work")? == "sized" {
+        if q.sized {
             run.size_to_speed(ctx)?;
         }
         Ok(Box::new(run))
@@ -392,8 +424,8 @@ impl PointRun for MessagingRun {
         let t = self.once(ctx)?;
         let messages = self.groups * self.pairs as u64 * self.pairs as u64 * self.loops;
         Ok(TrialValues::new()
-            .with("total_time", t)
-            .with("message_rate", messages as f64 / t))
+            .with(TOTAL_TIME, t)
+            .with(MESSAGE_RATE, messages as f64 / t))
     }
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {
         Ok(PointExtras {

@@ -9,7 +9,9 @@ use crate::engine::{Ctx, Point, PointRun, TrialValues};
 use crate::{Error, Result};
 
 // doc:begin
-use crate::engine::{Experiment, MetricSpec, Needs, ParamKind, ParamSpec, RunDefaults, Spec};
+use crate::engine::{
+    Experiment, Metric, MetricSpec, Needs, ParamKind, ParamSpec, RunDefaults, Spec,
+};
 
 /// What `test.scripted` is: plain data, read by the registry, `list`,
 /// `run --help`, parameter parsing and the kinds stored with a result.
@@ -39,6 +41,24 @@ pub static SPEC: Spec = Spec {
     hidden: true,
 };
 
+/// The metric a trial emits: a name missing from `SPEC.metrics` fails the build.
+const VALUE: Metric = SPEC.emits("value");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    values: Vec<f64>,
+    fail: u64,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            values: values(p.text("values")?)?,
+            fail: p.u64("fail")?,
+        })
+    }
+}
+
 pub struct Scripted;
 
 impl Experiment for Scripted {
@@ -47,20 +67,20 @@ impl Experiment for Scripted {
     }
     /// A bad list is a usage error before anything runs.
     fn validate(&self, p: &Point) -> Result<()> {
-        values(p).map(|_| ())
+        Params::parse(p).map(|_| ())
     }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+        let Params { values, fail } = Params::parse(p)?;
         Ok(Box::new(Script {
-            values: values(p)?,
-            fail: p.u64("fail")?,
+            values,
+            fail,
             done: 0,
         }))
     }
 }
 // doc:end
 
-fn values(p: &Point) -> Result<Vec<f64>> {
-    let raw = p.text("values")?;
+fn values(raw: &str) -> Result<Vec<f64>> {
     raw.split(':')
         .map(|v| {
             v.trim()
@@ -94,7 +114,7 @@ impl PointRun for Script {
             )));
         }
         let v = self.values[(self.done as usize - 1) % self.values.len()];
-        Ok(TrialValues::new().with("value", v))
+        Ok(TrialValues::new().with(VALUE, v))
     }
 }
 

@@ -11,8 +11,8 @@ use std::io::Write;
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras,
-    PointRun, Room, RunDefaults, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, Metric, MetricSpec, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, Room, RunDefaults, TrialValues,
 };
 use crate::engine::{Needs, Spec};
 use crate::experiments::common::data::{channel_name, day_date, fingerprint, listing};
@@ -180,33 +180,74 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const WORD_TIME: Metric = SPEC.emits("word_time");
+const WORD_THROUGHPUT: Metric = SPEC.emits("word_throughput");
+const WORD_MATCHES: Metric = SPEC.emits("word_matches");
+const SLOT_TIME: Metric = SPEC.emits("slot_time");
+const SLOT_THROUGHPUT: Metric = SPEC.emits("slot_throughput");
+const SLOT_MATCHES: Metric = SPEC.emits("slot_matches");
+const CHANNEL_TIME: Metric = SPEC.emits("channel_time");
+const CHANNEL_THROUGHPUT: Metric = SPEC.emits("channel_throughput");
+const CHANNEL_MATCHES: Metric = SPEC.emits("channel_matches");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    days: u64,
+    day: u64,
+    channels: u64,
+    channel: u64,
+    programmes: u64,
+    seed: u64,
+    /// HH:MM as given (checked by `validate`).
+    time: String,
+    word: String,
+    /// output=print: the matches are formatted and written to /dev/null.
+    print: bool,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            days: p.u64("days")?,
+            day: p.u64("day")?,
+            channels: p.u64("channels")?,
+            channel: p.u64("channel")?,
+            programmes: p.u64("programmes")?,
+            seed: p.u64("seed")?,
+            time: p.text("time")?.to_string(),
+            word: p.text("word")?.to_string(),
+            print: p.text("output")? == "print",
+        })
+    }
+}
+
 impl Experiment for Search {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        if p.u64("day")? > p.u64("days")? {
+        let q = Params::parse(p)?;
+        if q.day > q.days {
             return Err(Error::usage(format!(
                 "work.search: day {} is past the listing's {} days; choose a smaller day",
-                p.u64("day")?,
-                p.u64("days")?
+                q.day, q.days
             )));
         }
-        if p.u64("channel")? >= p.u64("channels")? {
+        if q.channel >= q.channels {
             return Err(Error::usage(format!(
                 "work.search: channel {} does not exist (channels are 0..{}); choose a smaller \
                  channel",
-                p.u64("channel")?,
-                p.u64("channels")?
+                q.channel, q.channels
             )));
         }
-        if parse_hhmm(p.text("time")?).is_none() {
+        if parse_hhmm(&q.time).is_none() {
             return Err(Error::usage(format!(
                 "work.search: time '{}' is not HH:MM (e.g. 20:00)",
-                p.text("time")?
+                q.time
             )));
         }
-        let w = p.text("word")?;
+        let w = &q.word;
         if !w.chars().all(|c| c.is_ascii_alphanumeric()) {
             return Err(Error::usage(format!(
                 "work.search: word '{w}' must be one word of letters and digits"
@@ -216,43 +257,41 @@ impl Experiment for Search {
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
         Footprint {
-            peak_memory: fitted_days(p, room).map_or(0, |f| f.value * bytes_per_day(p)),
+            peak_memory: Params::parse(p).map_or(0, |q| {
+                fitted_days(&q, room).map_or(0, |f| f.value * bytes_per_day(&q))
+            }),
             ..Footprint::default()
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let seed = p.u64("seed")?;
+        let q = Params::parse(p)?;
+        let seed = q.seed;
         // A 16-64 MiB board holds fewer days than the default 10 (the
         // listing is one allocation: before, it was OOM-killed there).
-        let fit = fitted_days(p, &Room::read(None))?;
+        let fit = fitted_days(&q, &Room::read(None))?;
         let days = fit.value;
         let fitted = fit.fitted("days", "memory budget");
         let mut fit_note = fit.note;
-        let mut day = p.u64("day")?;
+        let mut day = q.day;
         if day > days {
             fit_note = fit_note.map(|n| {
                 format!("{n}; the slot and channel queries use day {days} instead of {day}")
             });
             day = days;
         }
-        let db = listing(
-            days as u32,
-            p.u64("channels")? as u32,
-            p.u64("programmes")? as u32,
-            seed,
-        );
+        let db = listing(days as u32, q.channels as u32, q.programmes as u32, seed);
         let date = day_date(day as u32 - 1);
-        let minute = parse_hhmm(p.text("time")?)
-            .ok_or_else(|| Error::usage("work.search: time must be HH:MM"))?;
+        let minute =
+            parse_hhmm(&q.time).ok_or_else(|| Error::usage("work.search: time must be HH:MM"))?;
         let queries = vec![
-            Query::Word(p.text("word")?.to_string()),
+            Query::Word(q.word.clone()),
             Query::Slot {
                 date: date.clone(),
                 minute,
             },
             Query::Channel {
                 date,
-                channel: channel_name(p.u64("channel")? as u32),
+                channel: channel_name(q.channel as u32),
             },
         ];
         let null = std::fs::OpenOptions::new()
@@ -263,7 +302,7 @@ impl Experiment for Search {
             fingerprint: fingerprint(db.bytes()),
             db,
             queries,
-            print: p.text("output")? == "print",
+            print: q.print,
             out: String::new(),
             null,
             reps: [1; 3],
@@ -292,18 +331,18 @@ struct SearchRun {
 
 /// Bytes the listing reserves per day (`data::listing` allocates 460 bytes
 /// per programme up front, in one piece).
-fn bytes_per_day(p: &Point) -> u64 {
-    let n = p.u64("channels").unwrap_or(1) * p.u64("programmes").unwrap_or(1);
+fn bytes_per_day(q: &Params) -> u64 {
+    let n = q.channels * q.programmes;
     n.max(1) * 460
 }
 
 /// `days`, shrunk to what the memory budget holds (at least one day), with
 /// the reason when it is.
-fn fitted_days(p: &Point, room: &Room) -> Result<Fit> {
-    let per_day = bytes_per_day(p);
+fn fitted_days(q: &Params, room: &Room) -> Result<Fit> {
+    let per_day = bytes_per_day(q);
     let f = fit_memory(
         "work.search listing",
-        p.u64("days")? * per_day,
+        q.days * per_day,
         1,
         per_day,
         per_day,
@@ -350,9 +389,9 @@ impl PointRun for SearchRun {
             let per = secs / self.reps[i] as f64;
             let q = self.queries[i].prefix();
             let (t, tp, m) = match q {
-                "word" => ("word_time", "word_throughput", "word_matches"),
-                "slot" => ("slot_time", "slot_throughput", "slot_matches"),
-                _ => ("channel_time", "channel_throughput", "channel_matches"),
+                "word" => (WORD_TIME, WORD_THROUGHPUT, WORD_MATCHES),
+                "slot" => (SLOT_TIME, SLOT_THROUGHPUT, SLOT_MATCHES),
+                _ => (CHANNEL_TIME, CHANNEL_THROUGHPUT, CHANNEL_MATCHES),
             };
             v.set(t, per);
             v.set(tp, bytes / per);
@@ -402,17 +441,18 @@ mod tests {
     #[test]
     fn listing_fits_the_memory_budget() {
         let p = &expand_points(SPEC.params, &[]).unwrap()[0];
-        let per_day = bytes_per_day(p);
-        let all = fitted_days(p, &room(u64::MAX)).unwrap();
+        let q = &Params::parse(p).unwrap();
+        let per_day = bytes_per_day(q);
+        let all = fitted_days(q, &room(u64::MAX)).unwrap();
         assert_eq!((all.value, all.note), (10, None));
-        let f = fitted_days(p, &room(4 * per_day + per_day / 2)).unwrap();
+        let f = fitted_days(q, &room(4 * per_day + per_day / 2)).unwrap();
         assert_eq!(f.value, 4);
         assert!(f.note.unwrap().contains("(4 days)"));
         assert_eq!(
             Search.footprint(p, &room(4 * per_day)).peak_memory,
             4 * per_day
         );
-        assert!(fitted_days(p, &room(per_day / 2)).is_err());
+        assert!(fitted_days(q, &room(per_day / 2)).is_err());
     }
 
     #[test]

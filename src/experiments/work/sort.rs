@@ -7,8 +7,8 @@ use std::cmp::Ordering;
 use std::time::Instant;
 
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
-    Series, TrialValues,
+    Ctx, Experiment, Metric, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    RunDefaults, Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
 use crate::experiments::common::data::{fingerprint, mail_folder, Message};
@@ -29,12 +29,12 @@ pub enum Key {
 }
 
 impl Key {
-    fn metric(self) -> &'static str {
+    fn metric(self) -> Metric {
         match self {
-            Key::Subject => "subject_time",
-            Key::Date => "date_time",
-            Key::Sender => "sender_time",
-            Key::Size => "size_time",
+            Key::Subject => SUBJECT_TIME,
+            Key::Date => DATE_TIME,
+            Key::Sender => SENDER_TIME,
+            Key::Size => SIZE_TIME,
         }
     }
     fn name(self) -> &'static str {
@@ -142,13 +142,35 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const COMPARISONS: Metric = SPEC.emits("comparisons");
+const SUBJECT_TIME: Metric = SPEC.emits("subject_time");
+const DATE_TIME: Metric = SPEC.emits("date_time");
+const SENDER_TIME: Metric = SPEC.emits("sender_time");
+const SIZE_TIME: Metric = SPEC.emits("size_time");
+const TOTAL_TIME: Metric = SPEC.emits("total_time");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    n: usize,
+    seed: u64,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            n: p.usize("n")?,
+            seed: p.u64("seed")?,
+        })
+    }
+}
+
 impl Experiment for Sort {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let n = p.usize("n")?;
-        let seed = p.u64("seed")?;
+        let Params { n, seed } = Params::parse(p)?;
         let msgs = mail_folder(n, seed);
         let print = fingerprint(msgs.iter().flat_map(|m| {
             m.subject
@@ -218,8 +240,8 @@ impl PointRun for SortRun {
             total += per;
             comparisons += cmp;
         }
-        v.set("total_time", total);
-        v.set("comparisons", comparisons as f64);
+        v.set(TOTAL_TIME, total);
+        v.set(COMPARISONS, comparisons as f64);
         Ok(v)
     }
 
@@ -233,7 +255,7 @@ impl PointRun for SortRun {
                 name: format!("sort time {}", k.name()),
                 x_label: "n".into(),
                 x_unit: "count".into(),
-                y_label: k.metric().into(),
+                y_label: k.metric().name().into(),
                 y_unit: "s".into(),
                 points: vec![(n, stats::summarize(s).median)],
             })

@@ -13,18 +13,31 @@ use std::time::Instant;
 
 use super::child::{self, Children, CpuReports, CpuSet, PinGuard};
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, Needs, ParamKind, ParamSpec, Point, PointExtras, PointRun,
-    RunDefaults, Spec, TrialValues,
+    metric_in, Ctx, Experiment, Metric, MetricSpec, Needs, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, RunDefaults, Spec, TrialValues,
 };
 use crate::safety::AlignedBuf;
 use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
 
 use placing::migrations_of;
+
 pub(crate) use placing::{
     placement, placement_notes, Placement, BW_MIGRATIONS, BW_SAME_CPU, CPU_PARAM, RT_MIGRATIONS,
     RT_SAME_CPU,
 };
+
+/// The metrics every round-trip experiment may emit (ipc.fifo declares the
+/// round-trip three of them): the handles below are checked against this
+/// list while compiling, and the runner checks each against the running
+/// experiment's own Spec.
+const PAIR_METRICS: [MetricSpec; 6] = pair_metrics("", "");
+const BANDWIDTH: Metric = metric_in(&PAIR_METRICS, "bandwidth");
+const M_BW_MIGRATIONS: Metric = metric_in(&PAIR_METRICS, "bw_migrations");
+const M_BW_SAME_CPU: Metric = metric_in(&PAIR_METRICS, "bw_same_cpu");
+const M_RT_MIGRATIONS: Metric = metric_in(&PAIR_METRICS, "rt_migrations");
+const M_RT_SAME_CPU: Metric = metric_in(&PAIR_METRICS, "rt_same_cpu");
+const ROUND_TRIP: Metric = metric_in(&PAIR_METRICS, "round_trip");
 
 /// One bidirectional channel between tunelab and a child.
 pub(crate) struct Channel {
@@ -356,10 +369,10 @@ impl PingPong {
             let (n, t) = self.ping_for_min_trial(ctx, &mut place)?;
             place.migrations = m0.zip(migrations_of(&[self.echo_pid])).map(|(a, b)| b - a);
             self.round_trips = n;
-            v.set("round_trip", t / n as f64);
-            v.set("rt_same_cpu", place.same_share());
+            v.set(ROUND_TRIP, t / n as f64);
+            v.set(M_RT_SAME_CPU, place.same_share());
             if let Some(m) = place.migrations {
-                v.set("rt_migrations", m as f64);
+                v.set(M_RT_MIGRATIONS, m as f64);
             }
             self.rt_place.push(place);
         }
@@ -371,10 +384,10 @@ impl PingPong {
             let (bytes, t) = self.stream_until(ctx, |_, el| el >= min, Some(&mut place))?;
             place.migrations = m0.zip(migrations_of(&w)).map(|(a, b)| b - a);
             self.chunks = bytes / self.chunk as u64;
-            v.set("bandwidth", bytes as f64 / t);
-            v.set("bw_same_cpu", place.same_share());
+            v.set(BANDWIDTH, bytes as f64 / t);
+            v.set(M_BW_SAME_CPU, place.same_share());
             if let Some(m) = place.migrations {
-                v.set("bw_migrations", m as f64);
+                v.set(M_BW_MIGRATIONS, m as f64);
             }
             self.bw_place.push(place);
         }
@@ -517,30 +530,54 @@ pub struct RoundTrip {
     pub medium: Medium,
 }
 
+/// A point's parameters, read by name once, here: `test` and `chunk` when
+/// the Spec declares them (ipc.fifo measures round trips only).
+struct Params {
+    latency: bool,
+    bandwidth: bool,
+    chunk: usize,
+    cpu: String,
+}
+
+impl Params {
+    fn parse(spec: &Spec, p: &Point) -> Result<Params> {
+        let test = match spec.param("test") {
+            Some(_) => p.text("test")?,
+            None => "latency",
+        };
+        Ok(Params {
+            latency: test != "bandwidth",
+            bandwidth: test != "latency",
+            chunk: match spec.param("chunk") {
+                Some(_) => p.usize("chunk")?,
+                None => 1,
+            },
+            cpu: p.text("cpu")?.to_string(),
+        })
+    }
+}
+
 impl Experiment for RoundTrip {
     fn spec(&self) -> &'static Spec {
         self.spec
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        placement(p.text("cpu")?).map(|_| ())
+        placement(&Params::parse(self.spec, p)?.cpu).map(|_| ())
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let test = match self.spec.param("test") {
-            Some(_) => p.text("test")?,
-            None => "latency",
-        };
-        let (latency, bandwidth) = (test != "bandwidth", test != "latency");
-        let chunk = match self.spec.param("chunk") {
-            Some(_) => p.usize("chunk")?,
-            None => 1,
-        };
+        let Params {
+            latency,
+            bandwidth,
+            chunk,
+            cpu,
+        } = Params::parse(self.spec, p)?;
         let bw = if bandwidth {
             Some(self.medium.open(ctx)?)
         } else {
             None
         };
         let lat = self.medium.open(ctx)?;
-        let pp = PingPong::start(ctx, self.spec.name, lat, bw, chunk, p.text("cpu")?)?;
+        let pp = PingPong::start(ctx, self.spec.name, lat, bw, chunk, &cpu)?;
         Ok(Box::new(PingPongRun {
             pp,
             latency,

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::clock::{add_chain, calibrate_chain, thread_cpu_s, CHAIN};
 use crate::engine::{
-    Ctx, Experiment, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun, RunDefaults,
-    Series, TrialValues,
+    Ctx, Experiment, Metric, MetricSpec, ParamKind, ParamSpec, Point, PointExtras, PointRun,
+    RunDefaults, Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
 use crate::experiments::common::child::{usable_cpus, PinGuard};
@@ -109,6 +109,31 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const CLOCK_END: Metric = SPEC.emits("clock_end");
+const PEAK_TEMP: Metric = SPEC.emits("peak_temp");
+const SUSTAINED_RATIO: Metric = SPEC.emits("sustained_ratio");
+const THROTTLED_AFTER: Metric = SPEC.emits("throttled_after");
+const THROUGHPUT_END: Metric = SPEC.emits("throughput_end");
+const THROUGHPUT_START: Metric = SPEC.emits("throughput_start");
+
+/// A point's parameters, read by name once, here.
+struct Params {
+    duration: f64,
+    interval: f64,
+    load: String,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            duration: p.f64("duration")?,
+            interval: p.f64("interval")?,
+            load: p.text("load")?.to_string(),
+        })
+    }
+}
+
 impl Experiment for Sustained {
     fn spec(&self) -> &'static Spec {
         &SPEC
@@ -116,7 +141,9 @@ impl Experiment for Sustained {
     /// The verdict compares readings before and after a drop: refuse a
     /// recording too short for it before the load runs, not after.
     fn validate(&self, p: &Point) -> Result<()> {
-        let (duration, interval) = (p.f64("duration")?, p.f64("interval")?);
+        let Params {
+            duration, interval, ..
+        } = Params::parse(p)?;
         if duration < 4.0 * interval {
             return Err(Error::usage(format!(
                 "cpu.sustained: duration {duration} s gives {} reading(s) at interval {interval} s; \
@@ -126,11 +153,19 @@ impl Experiment for Sustained {
         }
         Ok(())
     }
+    fn trial_seconds(&self, p: &Point) -> Option<f64> {
+        Params::parse(p).ok().map(|q| q.duration)
+    }
     fn prepare(&self, _ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+        let Params {
+            duration,
+            interval,
+            load,
+        } = Params::parse(p)?;
         Ok(Box::new(SustainedRun {
-            duration: p.f64("duration")?,
-            interval: p.f64("interval")?,
-            load: p.text("load")?.to_string(),
+            duration,
+            interval,
+            load,
             rows: Vec::new(),
             started_unix: 0.0,
         }))
@@ -293,18 +328,18 @@ impl PointRun for SustainedRun {
             ))
         })?;
         let mut out = TrialValues::new();
-        out.set("throughput_start", v.start);
-        out.set("throughput_end", v.end);
-        out.set("sustained_ratio", v.end / v.start.max(1e-12));
+        out.set(THROUGHPUT_START, v.start);
+        out.set(THROUGHPUT_END, v.end);
+        out.set(SUSTAINED_RATIO, v.end / v.start.max(1e-12));
         if let Some((t, _)) = &v.drop {
-            out.set("throttled_after", *t);
+            out.set(THROTTLED_AFTER, *t);
         }
         let q = self.rows.len() - (self.rows.len() / 4).max(1);
         if let Some(c) = median(self.rows[q..].iter().filter_map(Row::mean_clock).collect()) {
-            out.set("clock_end", c);
+            out.set(CLOCK_END, c);
         }
         if let Some(t) = v.peak_temp {
-            out.set("peak_temp", t);
+            out.set(PEAK_TEMP, t);
         }
         Ok(out)
     }

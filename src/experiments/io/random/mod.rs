@@ -370,12 +370,52 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+/// A point's parameters, read by name once, here.
+struct Params {
+    bs: usize,
+    /// 0: auto (see `auto_size`).
+    size: u64,
+    depth: usize,
+    jobs: usize,
+    engine: Engine,
+    direct: bool,
+    rw: String,
+    mix: f64,
+    duration: f64,
+    steady: bool,
+    round: f64,
+    steady_limit: f64,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            bs: p.usize("bs")?,
+            size: p.u64("size")?,
+            depth: p.usize("depth")?,
+            jobs: p.usize("jobs")?,
+            engine: match p.text("engine")? {
+                "io_uring" => Engine::IoUring,
+                _ => Engine::Psync,
+            },
+            direct: p.text("mode")? == "direct",
+            rw: p.text("rw")?.to_string(),
+            mix: p.f64("mix")?,
+            duration: p.f64("duration")?,
+            steady: p.bool("steady")?,
+            round: p.f64("round")?,
+            steady_limit: p.f64("steady_limit")?,
+        })
+    }
+}
+
 impl Experiment for Random {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        let (bs, size) = (p.u64("bs")?, p.u64("size")?);
+        let q = Params::parse(p)?;
+        let (bs, size) = (q.bs as u64, q.size);
         if size != 0 && size < bs {
             return Err(Error::usage(format!(
                 "io.random: size ({}) is smaller than one block (bs = {}); use a larger size \
@@ -384,14 +424,14 @@ impl Experiment for Random {
                 format_size(bs)
             )));
         }
-        if p.bool("steady")? && p.text("rw")? == "randread" {
+        if q.steady && q.rw == "randread" {
             return Err(Error::usage(
                 "io.random: steady=yes writes until the device is steady, so it needs \
                  rw=randwrite or rw=randrw",
             ));
         }
-        let (jobs, depth) = (p.usize("jobs")?, p.usize("depth")?);
-        if p.text("engine")? == "psync" && jobs * depth > MAX_PSYNC_THREADS {
+        let (jobs, depth) = (q.jobs, q.depth);
+        if q.engine == Engine::Psync && jobs * depth > MAX_PSYNC_THREADS {
             return Err(Error::usage(format!(
                 "io.random: engine=psync with jobs={jobs} and depth={depth} needs {} threads, \
                  more than {MAX_PSYNC_THREADS}; use fewer jobs or a smaller depth, or \
@@ -401,18 +441,16 @@ impl Experiment for Random {
         }
         Ok(())
     }
+    fn trial_seconds(&self, p: &Point) -> Option<f64> {
+        Params::parse(p).ok().map(|q| q.duration)
+    }
     fn scratch_bytes(&self, p: &Point) -> u64 {
-        p.u64("size").unwrap_or(0)
+        Params::parse(p).map_or(0, |q| q.size)
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let bs = p.usize("bs")?;
-        let depth = p.usize("depth")?;
-        let jobs = p.usize("jobs")?;
-        let engine = match p.text("engine")? {
-            "io_uring" => Engine::IoUring,
-            _ => Engine::Psync,
-        };
-        let want_direct = p.text("mode")? == "direct";
+        let q = Params::parse(p)?;
+        let (bs, depth, jobs, engine) = (q.bs, q.depth, q.jobs, q.engine);
+        let want_direct = q.direct;
         let scratch = ctx.scratch()?;
         if want_direct {
             let lbs = logical_block_size(scratch.path());
@@ -441,7 +479,7 @@ impl Experiment for Random {
                 ))));
             }
         }
-        let (size, size_note) = match p.u64("size")? {
+        let (size, size_note) = match q.size {
             0 => {
                 // The run's shared file counts as free: it is what this
                 // point would reuse, and otherwise every point would see
@@ -462,7 +500,7 @@ impl Experiment for Random {
         };
         let path = self.shared.get(ctx, size)?;
         let (file, direct, open_notes) = open(&path, want_direct)?;
-        let read_pct = read_pct(p.text("rw")?, p.f64("mix")?);
+        let read_pct = read_pct(&q.rw, q.mix);
         let bufs = (0..jobs * depth)
             .map(|k| AlignedBuf::random(bs, 0x5eed + k as u64))
             .collect::<Result<Vec<_>>>()?;
@@ -476,7 +514,7 @@ impl Experiment for Random {
             engine,
             direct,
             read_pct,
-            duration: Duration::from_secs_f64(p.f64("duration")?),
+            duration: Duration::from_secs_f64(q.duration),
             bufs,
             seed: 1,
             notes: vec![size_note],
@@ -486,7 +524,7 @@ impl Experiment for Random {
             steady_pending: false,
             label: format!(
                 "rw={} bs={} engine={} mode={}{}",
-                p.text("rw")?,
+                q.rw,
                 format_size(bs as u64),
                 engine.name(),
                 if direct { "direct" } else { "buffered" },
@@ -498,12 +536,9 @@ impl Experiment for Random {
             ),
         };
         run.notes.extend(open_notes);
-        if p.bool("steady")? {
-            run.steady = Some(run.find_steady(
-                ctx,
-                Duration::from_secs_f64(p.f64("round")?),
-                p.f64("steady_limit")?,
-            )?);
+        if q.steady {
+            run.steady =
+                Some(run.find_steady(ctx, Duration::from_secs_f64(q.round), q.steady_limit)?);
         }
         Ok(Box::new(run))
     }

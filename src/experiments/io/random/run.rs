@@ -2,6 +2,21 @@
 //! the psync or io_uring engine, and what each trial and the point report.
 
 use super::*;
+use crate::engine::Metric;
+
+// The metrics a trial emits, checked against the Spec while compiling.
+const CPU_PER_OP: Metric = super::SPEC.emits(METRIC_CPU_PER_OP);
+const FRESH_STEADY_RATIO: Metric = super::SPEC.emits("fresh_steady_ratio");
+const LAT_MAX: Metric = super::SPEC.emits("lat_max");
+const LAT_P50: Metric = super::SPEC.emits("lat_p50");
+const LAT_P90: Metric = super::SPEC.emits("lat_p90");
+const LAT_P99: Metric = super::SPEC.emits("lat_p99");
+const LAT_P999: Metric = super::SPEC.emits("lat_p999");
+const M_IOPS: Metric = super::SPEC.emits("iops");
+const READ_P99: Metric = super::SPEC.emits("read_p99");
+const STEADY_TIME: Metric = super::SPEC.emits("steady_time");
+const THROUGHPUT: Metric = super::SPEC.emits("throughput");
+const WRITE_P99: Metric = super::SPEC.emits("write_p99");
 
 /// A point that cannot run here (io_uring missing): no metrics, the reason
 /// in its notes.
@@ -170,26 +185,26 @@ impl PointRun for RandomRun {
         let iops = t.iops();
         let all = t.all().to_data("");
         let mut v = TrialValues::new()
-            .with("iops", iops)
-            .with("throughput", iops * self.bs as f64)
-            .with("lat_p50", p(&all, 50.0))
-            .with("lat_p90", p(&all, 90.0))
-            .with("lat_p99", p(&all, 99.0))
-            .with("lat_p999", p(&all, 99.9))
-            .with("lat_max", all.max)
-            .with(METRIC_CPU_PER_OP, t.cpu_per_op());
+            .with(M_IOPS, iops)
+            .with(THROUGHPUT, iops * self.bs as f64)
+            .with(LAT_P50, p(&all, 50.0))
+            .with(LAT_P90, p(&all, 90.0))
+            .with(LAT_P99, p(&all, 99.0))
+            .with(LAT_P999, p(&all, 99.9))
+            .with(LAT_MAX, all.max)
+            .with(CPU_PER_OP, t.cpu_per_op());
         if self.read_pct != 0 && self.read_pct != 100 {
-            v.set("read_p99", p(&t.read.to_data(""), 99.0));
-            v.set("write_p99", p(&t.write.to_data(""), 99.0));
+            v.set(READ_P99, p(&t.read.to_data(""), 99.0));
+            v.set(WRITE_P99, p(&t.write.to_data(""), 99.0));
         }
         if self.steady_pending {
             self.steady_pending = false;
             if let Some(s) = &self.steady {
                 if let Some(time) = s.time {
-                    v.set("steady_time", time);
+                    v.set(STEADY_TIME, time);
                 }
                 if let Some(w) = s.window {
-                    v.set("fresh_steady_ratio", s.fresh / w.mean.max(1e-9));
+                    v.set(FRESH_STEADY_RATIO, s.fresh / w.mean.max(1e-9));
                 }
             }
         }

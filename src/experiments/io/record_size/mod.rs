@@ -108,12 +108,33 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+/// A point's parameters, read by name once, here.
+struct Params {
+    size: u64,
+    record: u64,
+    mode: IoMode,
+    /// work=sized: a file sized to the trial time when no budget sizes it.
+    sized: bool,
+}
+
+impl Params {
+    fn parse(p: &Point) -> Result<Params> {
+        Ok(Params {
+            size: p.u64("size")?,
+            record: p.u64("record")?,
+            mode: IoMode::parse(p.text("mode")?)?,
+            sized: p.text("work")? == "sized",
+        })
+    }
+}
+
 impl Experiment for RecordSize {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        let (size, record) = (p.u64("size")?, p.u64("record")?);
+        let q = Params::parse(p)?;
+        let (size, record) = (q.size, q.record);
         if record > size {
             return Err(Error::usage(format!(
                 "io.record-size: record ({record}) is larger than size ({size}); use a larger size"
@@ -128,33 +149,28 @@ impl Experiment for RecordSize {
     }
     fn scratch_bytes(&self, p: &Point) -> u64 {
         // `size` is fitted to the free space in prepare(); one record is the least.
-        p.u64("record").unwrap_or(0)
+        Params::parse(p).map_or(0, |q| q.record)
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
-        let size = fitted_size(p, room).map_or(0, |f| f.value);
+        let Ok(q) = Params::parse(p) else {
+            return Footprint::default();
+        };
+        let size = fitted_size(&q, room).map_or(0, |f| f.value);
         Footprint {
             // The fill, and two calibration writes with mode=direct.
             setup_written: 3 * size,
             trial_written: size,
             repeats: true,
-            peak_memory: p.u64("record").unwrap_or(0),
+            peak_memory: q.record,
             stored: size,
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        prepare::prepare(ctx, p)
+        prepare::prepare(ctx, &Params::parse(p)?)
     }
 }
 
 /// `size` fitted to half the target's free space, a multiple of `record`.
-fn fitted_size(p: &Point, room: &Room) -> Result<Fit> {
-    let record = p.u64("record")?;
-    fit_disk(
-        "io.record-size file",
-        p.u64("size")?,
-        1,
-        record,
-        record,
-        room,
-    )
+fn fitted_size(q: &Params, room: &Room) -> Result<Fit> {
+    fit_disk("io.record-size file", q.size, 1, q.record, q.record, room)
 }

@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
-use super::fitted_size;
 use super::run::{RecordSizeRun, MIN_PHASE};
-use crate::engine::{Ctx, Fitted, Point, PointRun, Room};
+use super::{fitted_size, Params};
+use crate::engine::{Ctx, Fitted, PointRun, Room};
 use crate::experiments::common::cache_control::{logical_block_size, IoMode};
 use crate::experiments::common::util::{backing_note, fill_file};
 use crate::safety::AlignedBuf;
@@ -14,12 +14,12 @@ use crate::units::format_size;
 use crate::{Error, Result};
 
 /// One point's file, probed and fitted; the run that times it.
-pub(super) fn prepare(ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
+pub(super) fn prepare(ctx: &Ctx, q: &Params) -> Result<Box<dyn PointRun>> {
     let started = Instant::now();
-    let fit = fitted_size(p, &Room::for_ctx(ctx))?;
+    let fit = fitted_size(q, &Room::for_ctx(ctx))?;
     let size = fit.value;
-    let record = p.usize("record")?;
-    let asked = IoMode::parse(p.text("mode")?)?;
+    let record = q.record as usize;
+    let asked = q.mode;
     let mut mode = asked;
     let scratch = ctx.scratch()?;
     let fitted = fit.fitted("size", "free space");
@@ -45,7 +45,7 @@ pub(super) fn prepare(ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
     // work=sized with a fixed trial count (a study): sized as if a trial's
     // share were a write and a read phase of the trial time, so one pass
     // of the file takes about a phase and passes repeat to fill it.
-    let by_trial_time = ctx.point_time().is_none() && p.text("work")? == "sized";
+    let by_trial_time = ctx.point_time().is_none() && q.sized;
     let time = ctx.point_time().or_else(|| {
         by_trial_time.then(|| crate::engine::PointTime {
             seconds: 4.0 * ctx.trial_time().as_secs_f64() / TIME_MARGIN,

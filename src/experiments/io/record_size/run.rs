@@ -7,13 +7,18 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::engine::{Ctx, Fitted, PointExtras, PointRun, Series, TrialValues};
+use crate::engine::{Ctx, Fitted, Metric, PointExtras, PointRun, Series, TrialValues};
 use crate::experiments::common::cache_control::{drop_file_cache, open_with, DropMethod, IoMode};
 use crate::experiments::common::util::{read_through, stamp_sectors};
 use crate::safety::AlignedBuf;
 use crate::stats;
 use crate::units::format_size;
 use crate::{Error, Result};
+
+// The metrics a trial emits, checked against the Spec while compiling.
+const READ_THROUGHPUT: Metric = super::SPEC.emits("read_throughput");
+const WRITE_THROUGHPUT: Metric = super::SPEC.emits("write_throughput");
+const WRITE_THROUGHPUT_NOFSYNC: Metric = super::SPEC.emits("write_throughput_nofsync");
 
 /// Shortest timed phase (one write or one read of the file) worth timing.
 pub(super) const MIN_PHASE: f64 = 0.1;
@@ -176,9 +181,9 @@ impl PointRun for RecordSizeRun {
             s.push(x);
         }
         Ok(TrialValues::new()
-            .with("write_throughput", v[0])
-            .with("write_throughput_nofsync", v[1])
-            .with("read_throughput", v[2]))
+            .with(WRITE_THROUGHPUT, v[0])
+            .with(WRITE_THROUGHPUT_NOFSYNC, v[1])
+            .with(READ_THROUGHPUT, v[2]))
     }
 
     fn finish(&mut self, _ctx: &Ctx) -> Result<PointExtras> {

@@ -6,6 +6,7 @@
 //! The experiment, its chains and trial are here; `region` maps the
 //! memory and reads the THP state.
 
+mod params;
 mod region;
 #[cfg(test)]
 mod tests;
@@ -16,8 +17,8 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 
 use crate::engine::{
-    Ctx, Experiment, Fitted, Footprint, MetricSpec, ParamKind, ParamSpec, Point, PointExtras,
-    PointRun, Room, RunDefaults, Series, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, Metric, MetricSpec, ParamKind, ParamSpec, Point,
+    PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::engine::{Needs, Spec};
 use crate::experiments::common::util::{fit_memory, Fit};
@@ -27,6 +28,7 @@ use crate::{Error, Result};
 use super::{cache_levels, sweep_sizes};
 use crate::experiments::common::latency_curve::analyse;
 
+use params::Params;
 use region::{anon_huge, thp_setting, Region};
 
 pub struct Latency;
@@ -153,12 +155,21 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const LAT_MEM: Metric = SPEC.emits("lat_mem");
+const LAT_L1: Metric = SPEC.emits("lat_l1");
+const LAT_L2: Metric = SPEC.emits("lat_l2");
+const LAT_L3: Metric = SPEC.emits("lat_l3");
+const LAT_MEM_STRIDE: Metric = SPEC.emits("lat_mem_stride");
+
 impl Experiment for Latency {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        let (min, max, stride) = (p.u64("min")?, p.u64("max")?, p.u64("stride")?);
+        let Params {
+            min, max, stride, ..
+        } = Params::parse(p)?;
         if min > max {
             return Err(Error::usage(format!(
                 "mem.latency: min ({}) is larger than max ({}); swap them",
@@ -183,31 +194,34 @@ impl Experiment for Latency {
     }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
         Footprint {
-            peak_memory: fitted_max(p, room).map_or(0, |f| f.value),
+            peak_memory: Params::parse(p)
+                .and_then(|q| fitted_max(&q, room))
+                .map_or(0, |f| f.value),
             ..Footprint::default()
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let fit = fitted_max(p, &Room::read(None))?;
+        let q = Params::parse(p)?;
+        let fit = fitted_max(&q, &Room::read(None))?;
         let max = (fit.value as usize).max(4096);
-        let thp = p.text("pages")? == "thp";
-        let (pin, cpu) = super::pin_here(p.bool("pin")?)?;
+        let thp = q.thp;
+        let (pin, cpu) = super::pin_here(q.pin)?;
         let region = Region::new(max, thp)?;
         let caches = cache_levels();
         let mut run = LatencyRun {
             base: region.ptr,
             region,
             max,
-            min: p.usize("min")?.min(max),
-            per_doubling: p.u64("per-doubling")? as u32,
-            stride: p.usize("stride")?,
-            curve: p.bool("curve")?,
+            min: (q.min as usize).min(max),
+            per_doubling: q.per_doubling,
+            stride: q.stride as usize,
+            curve: q.curve,
             caches: caches.iter().map(|c| c.size).collect(),
             levels: Vec::new(),
             mem_loads: 0,
             stride_loads: 0,
             thp,
-            pages: p.text("chase")? == "pages",
+            pages: q.pages,
             fitted: fit.fitted("max", "memory budget"),
             fit_note: fit.note,
             _pin: pin,
@@ -218,7 +232,7 @@ impl Experiment for Latency {
         run.build_stride(max);
         ctx.check_cancel()?;
         // Per-level chains inside the caches sysfs reports.
-        let names = ["lat_l1", "lat_l2", "lat_l3"];
+        let names = [LAT_L1, LAT_L2, LAT_L3];
         let mut prev = 0u64;
         for c in caches.iter().take(3) {
             let target = (probe_size(prev, c.size) as usize / LINE * LINE).min(max);
@@ -247,11 +261,11 @@ impl Experiment for Latency {
 
 /// `max`, shrunk to what the memory budget holds (at least 64 KiB and
 /// two strides), with the reason when it is.
-fn fitted_max(p: &Point, room: &Room) -> Result<Fit> {
-    let floor = (64u64 << 10).max(2 * p.u64("stride")?);
+fn fitted_max(q: &Params, room: &Room) -> Result<Fit> {
+    let floor = (64u64 << 10).max(2 * q.stride);
     fit_memory(
         "mem.latency buffer (max)",
-        (p.u64("max")? / 4096 * 4096).max(4096),
+        (q.max / 4096 * 4096).max(4096),
         1,
         4096,
         floor,
@@ -263,7 +277,7 @@ fn fitted_max(p: &Point, room: &Room) -> Result<Fit> {
 type Curve = Vec<(f64, f64)>;
 
 struct Level {
-    metric: &'static str,
+    metric: Metric,
     /// Byte offset of the chain's first slot.
     start: usize,
     bytes: usize,
@@ -479,8 +493,8 @@ impl PointRun for LatencyRun {
             v.set(l.metric, self.time(l.start, l.loads));
         }
         ctx.check_cancel()?;
-        v.set("lat_mem", self.time(RANDOM_WORD * 8, self.mem_loads));
-        v.set("lat_mem_stride", self.time(8, self.stride_loads));
+        v.set(LAT_MEM, self.time(RANDOM_WORD * 8, self.mem_loads));
+        v.set(LAT_MEM_STRIDE, self.time(8, self.stride_loads));
         Ok(v)
     }
 
@@ -528,7 +542,7 @@ impl PointRun for LatencyRun {
         for l in &self.levels {
             notes.push(format!(
                 "{} measured at {} working set",
-                l.metric,
+                l.metric.name(),
                 format_size(l.bytes as u64)
             ));
         }

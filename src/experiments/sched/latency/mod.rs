@@ -6,6 +6,7 @@
 //! measuring threads, `notes` writes and reads the cause notes.
 
 mod notes;
+mod params;
 #[cfg(test)]
 mod tests;
 mod threads;
@@ -16,8 +17,8 @@ use std::time::Duration;
 
 use crate::engine::Spec;
 use crate::engine::{
-    Ctx, Experiment, Fitted, Footprint, MetricSpec, Needs, ParamKind, ParamSpec, ParamValue, Point,
-    PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
+    Ctx, Experiment, Fitted, Footprint, Metric, MetricSpec, Needs, ParamKind, ParamSpec,
+    ParamValue, Point, PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
 };
 use crate::experiments::common::latency_cause::{tracefs_timerlat, SpikeBoard, Tracer};
 use crate::experiments::common::latency_load::{Mix, Running, Sizes};
@@ -27,6 +28,7 @@ use crate::{Error, Result};
 
 use notes::cause_notes;
 pub use notes::{parse_cause_note, CauseNote};
+use params::Params;
 pub use threads::parse_cpus;
 use threads::{hold_dma_latency, mono_ns, set_fifo, try_fifo};
 
@@ -135,27 +137,38 @@ pub static SPEC: Spec = Spec {
     hidden: false,
 };
 
+// The metrics a trial emits, checked against the Spec while compiling.
+const LAT_MAX: Metric = SPEC.emits(METRIC_MAX);
+const LAT_MEAN: Metric = SPEC.emits(METRIC_MEAN);
+const LAT_MIN: Metric = SPEC.emits("lat_min");
+const LAT_P50: Metric = SPEC.emits("lat_p50");
+const LAT_P99: Metric = SPEC.emits(METRIC_P99);
+const LAT_P999: Metric = SPEC.emits(METRIC_P999);
+const OVERRUNS: Metric = SPEC.emits("overruns");
+const OVER_THRESHOLD: Metric = SPEC.emits("over_threshold");
+
 impl Experiment for Latency {
     fn spec(&self) -> &'static Spec {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        parse_cpus(p.text("cpus")?)?;
-        Mix::parse(p.text("load")?)?;
-        if p.f64("period")? * 10.0 > p.f64("duration")? {
+        let q = Params::parse(p)?;
+        if q.period * 10.0 > q.duration {
             return Err(Error::usage(format!(
                 "sched.latency: duration {} holds fewer than 10 periods of {}; use a longer \
                  duration or a shorter period",
-                seconds(p.f64("duration")?),
-                seconds(p.f64("period")?)
+                seconds(q.duration),
+                seconds(q.period)
             )));
         }
         Ok(())
     }
+    fn trial_seconds(&self, p: &Point) -> Option<f64> {
+        Params::parse(p).ok().map(|q| q.duration)
+    }
     fn footprint(&self, p: &Point, room: &Room) -> Footprint {
-        let mix = Mix::parse(p.text("load").unwrap_or("none")).unwrap_or_default();
+        let (mix, secs) = Params::parse(p).map_or((Mix::default(), 1.0), |q| (q.mix, q.duration));
         let sizes = Sizes::fit(room.disk_free, room.memory);
-        let secs = p.f64("duration").unwrap_or(1.0);
         Footprint {
             setup_written: 0,
             // The writer wraps in its file but keeps writing: a guess at
@@ -172,12 +185,12 @@ impl Experiment for Latency {
         }
     }
     fn prepare(&self, ctx: &Ctx, p: &Point) -> Result<Box<dyn PointRun>> {
-        let cpus = parse_cpus(p.text("cpus")?)?;
-        let mix = Mix::parse(p.text("load")?)?;
+        let q = Params::parse(p)?;
+        let (cpus, mix) = (q.cpus, q.mix);
         let sizes = Sizes::fit(Room::for_ctx(ctx).disk_free, Room::for_ctx(ctx).memory);
         let mut notes = Vec::new();
         let mut fitted = Vec::new();
-        let mut fifo = (p.text("policy")? == "fifo").then_some(p.u64("priority")? as i32);
+        let mut fifo = q.fifo;
         if let Some(prio) = fifo {
             if let Err(why) = try_fifo(prio) {
                 fifo = None;
@@ -202,9 +215,9 @@ impl Experiment for Latency {
         } else {
             None
         };
-        let dma = match p.text("cpu_dma_latency")? {
-            "0" => Some(hold_dma_latency()?),
-            _ => None,
+        let dma = match q.dma_zero {
+            true => Some(hold_dma_latency()?),
+            false => None,
         };
         if dma.is_some() {
             notes.push(
@@ -214,7 +227,7 @@ impl Experiment for Latency {
                     .into(),
             );
         }
-        let mode = p.text("causes")?;
+        let mode = q.causes.as_str();
         let tracer = if mode == "off" {
             None
         } else {
@@ -253,9 +266,9 @@ impl Experiment for Latency {
                 .collect(),
             cum: cpus.iter().map(|_| recorder()).collect(),
             cpus,
-            period_ns: (p.f64("period")? * 1e9) as u64,
-            duration: p.f64("duration")?,
-            threshold_ns: (p.f64("threshold")? * 1e9) as u64,
+            period_ns: (q.period * 1e9) as u64,
+            duration: q.duration,
+            threshold_ns: (q.threshold * 1e9) as u64,
             fifo,
             mix,
             sizes,
@@ -467,17 +480,14 @@ impl PointRun for LatencyRun {
         }
         let pct = |p| d.percentile(p).unwrap_or(d.max);
         Ok(TrialValues::new()
-            .with("lat_min", d.min)
-            .with(METRIC_MEAN, d.mean)
-            .with("lat_p50", pct(50.0))
-            .with(METRIC_P99, pct(99.0))
-            .with(METRIC_P999, pct(99.9))
-            .with(METRIC_MAX, d.max)
-            .with(
-                "over_threshold",
-                all.count_above_ns(self.threshold_ns) as f64,
-            )
-            .with("overruns", overruns as f64))
+            .with(LAT_MIN, d.min)
+            .with(LAT_MEAN, d.mean)
+            .with(LAT_P50, pct(50.0))
+            .with(LAT_P99, pct(99.0))
+            .with(LAT_P999, pct(99.9))
+            .with(LAT_MAX, d.max)
+            .with(OVER_THRESHOLD, all.count_above_ns(self.threshold_ns) as f64)
+            .with(OVERRUNS, overruns as f64))
     }
 
     fn warmup_done(&mut self) {
