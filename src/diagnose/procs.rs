@@ -13,13 +13,8 @@ pub enum Scope {
 
 /// One line of /proc/PID/stat: (comm, state, ppid).
 pub fn parse_stat(text: &str) -> Option<(String, char, i32)> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let comm = text.get(open + 1..close)?.to_string();
-    let mut rest = text.get(close + 1..)?.split_whitespace();
-    let state = rest.next()?.chars().next()?;
-    let ppid = rest.next()?.parse().ok()?;
-    Some((comm, state, ppid))
+    let s = crate::system::proc::Stat::parse(text)?;
+    Some((s.comm.to_string(), s.state()?, s.ppid()?))
 }
 
 /// Whether `pid` exists and is not a zombie.
