@@ -27,12 +27,7 @@ pub fn alive(root: &Path, pid: i32) -> bool {
 
 /// Numeric entries of a /proc directory.
 pub fn numeric_dirs(dir: &Path) -> Vec<i32> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect()
+    crate::system::proc::numeric_entries(dir)
 }
 
 /// The processes in `scope` now, with their names; tunelab itself is left
