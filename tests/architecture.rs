@@ -934,3 +934,112 @@ fn experiments_read_parameters_only_in_parse_and_name_metrics_in_consts() {
         runtime_handles.join(", ")
     );
 }
+
+/// The files of `#[cfg(test)] mod name;` declarations: test-only modules
+/// (`tests.rs`, `test_support.rs`) that may name /proc files as fixtures.
+fn test_only_files(modules: &[Module]) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    for m in modules {
+        let text = strip(&fs::read_to_string(&m.file).unwrap());
+        let dir = match m.file.file_name().and_then(|n| n.to_str()) {
+            Some("mod.rs" | "lib.rs") => m.file.parent().unwrap().to_path_buf(),
+            _ => m.file.with_extension(""),
+        };
+        let words: Vec<&str> = text.split_whitespace().collect();
+        for (i, w) in words.iter().enumerate() {
+            if *w != "#[cfg(test)]" {
+                continue;
+            }
+            // An optional visibility, then `mod name;`.
+            let at = i + 1 + words.get(i + 1).is_some_and(|v| v.starts_with("pub")) as usize;
+            if let (Some(&"mod"), Some(name)) = (words.get(at), words.get(at + 1)) {
+                if let Some(name) = name.strip_suffix(';') {
+                    out.insert(dir.join(format!("{name}.rs")));
+                    out.insert(dir.join(name).join("mod.rs"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Line ranges (1-based, inclusive) of inline `#[cfg(test)] mod name { … }`.
+fn inline_test_modules(src: &str) -> Vec<(usize, usize)> {
+    let text = strip(src);
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find("#[cfg(test)]") {
+        let start = from + at;
+        from = start + 1;
+        let after = text[start + 12..].trim_start();
+        let vis = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find(|v| after.starts_with(**v));
+        if !after[vis.map_or(0, |v| v.len())..].starts_with("mod ") {
+            continue;
+        }
+        let head = start + 12 + (text[start + 12..].len() - after.len());
+        let Some(open) = text[head..].find(['{', ';']).map(|i| head + i) else {
+            continue;
+        };
+        if b[open] == b';' {
+            continue;
+        }
+        let mut depth = 0;
+        let mut end = open;
+        for (i, &c) in b.iter().enumerate().skip(open) {
+            depth += (c == b'{') as i32 - (c == b'}') as i32;
+            if depth == 0 {
+                end = i;
+                break;
+            }
+        }
+        let line = |pos: usize| text[..pos].matches('\n').count() + 1;
+        out.push((line(start), line(end)));
+    }
+    out
+}
+
+/// One place knows /proc's layout (docs/architecture.md, "The /proc
+/// layer"): outside `system/proc/` the string `"/proc/` appears only in test
+/// code, where fixtures may name the files, and `procfs` is reached only
+/// through the layer.
+#[test]
+fn proc_paths_are_named_only_in_the_proc_layer() {
+    let mut modules = Vec::new();
+    collect(&src_dir(), &mut modules);
+    let tests = test_only_files(&modules);
+    let layer = src_dir().join("system").join("proc");
+    let mut found = Vec::new();
+    for m in &modules {
+        if m.file.starts_with(&layer) || tests.contains(&m.file) {
+            continue;
+        }
+        let src = fs::read_to_string(&m.file).unwrap();
+        let skip = inline_test_modules(&src);
+        for (i, l) in src.lines().enumerate() {
+            let n = i + 1;
+            let comment = l.trim_start().starts_with("//");
+            let hit = l.contains("\"/proc/") || l.contains("procfs::");
+            if hit && !comment && !skip.iter().any(|&(a, b)| a <= n && n <= b) {
+                let rel = m.file.strip_prefix(src_dir()).unwrap();
+                found.push(format!("src/{}:{n}: {}", rel.display(), l.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "/proc paths or procfs outside src/system/proc/ (go through the layer):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_proc_rule_sees_test_modules() {
+    let src = "fn a() {}\n#[cfg(test)]\nmod tests {\n    fn b() { let s = \"}\"; }\n}\nfn c() {}\n";
+    assert_eq!(inline_test_modules(src), [(2, 5)]);
+    assert!(inline_test_modules("#[cfg(test)]\nmod tests;\n").is_empty());
+    let src = "#[cfg(test)]\npub(crate) mod testing {\n}\n";
+    assert_eq!(inline_test_modules(src), [(1, 3)]);
+}

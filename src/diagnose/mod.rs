@@ -148,10 +148,7 @@ pub fn comm(root: &Path, pid: i32) -> Option<String> {
 pub fn kernel_thread(root: &Path, pid: i32) -> bool {
     read(root, &format!("proc/{pid}/stat"))
         .ok()
-        .and_then(|s| {
-            let (_, rest) = s.rsplit_once(')')?;
-            rest.split_whitespace().nth(6)?.parse::<u64>().ok()
-        })
+        .and_then(|s| crate::system::proc::Stat::parse(&s)?.flags())
         .is_some_and(|flags| flags & 0x0020_0000 != 0)
 }
 
@@ -517,7 +514,7 @@ fn program_name(what: &What, target: &Target) -> String {
 }
 
 fn own_comm() -> String {
-    std::fs::read_to_string("/proc/self/comm")
+    crate::system::proc::read_pid("self", "comm")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }

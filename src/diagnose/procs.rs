@@ -13,13 +13,8 @@ pub enum Scope {
 
 /// One line of /proc/PID/stat: (comm, state, ppid).
 pub fn parse_stat(text: &str) -> Option<(String, char, i32)> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let comm = text.get(open + 1..close)?.to_string();
-    let mut rest = text.get(close + 1..)?.split_whitespace();
-    let state = rest.next()?.chars().next()?;
-    let ppid = rest.next()?.parse().ok()?;
-    Some((comm, state, ppid))
+    let s = crate::system::proc::Stat::parse(text)?;
+    Some((s.comm.to_string(), s.state()?, s.ppid()?))
 }
 
 /// Whether `pid` exists and is not a zombie.
@@ -32,12 +27,7 @@ pub fn alive(root: &Path, pid: i32) -> bool {
 
 /// Numeric entries of a /proc directory.
 pub fn numeric_dirs(dir: &Path) -> Vec<i32> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect()
+    crate::system::proc::numeric_entries(dir)
 }
 
 /// The processes in `scope` now, with their names; tunelab itself is left

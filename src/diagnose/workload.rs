@@ -41,21 +41,13 @@ fn ticks() -> f64 {
 
 /// /proc/PID/stat → (minflt, majflt, utime ticks, stime ticks).
 pub fn parse_stat_figures(text: &str) -> Option<(u64, u64, u64, u64)> {
-    let close = text.rfind(')')?;
-    let f: Vec<&str> = text.get(close + 2..)?.split_whitespace().collect();
-    // After ")": state(3) ppid(4) … minflt(10) cminflt majflt(12) cmajflt utime(14) stime(15).
-    let at = |n: usize| f.get(n - 3)?.parse::<u64>().ok();
-    Some((at(10)?, at(12)?, at(14)?, at(15)?))
+    let s = crate::system::proc::Stat::parse(text)?;
+    Some((s.minflt()?, s.majflt()?, s.utime()?, s.stime()?))
 }
 
 /// "key: value" lines of /proc/PID/status or /proc/PID/io.
 fn keyed(text: &str, key: &str) -> u64 {
-    text.lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k.trim() == key).then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0)
+    crate::system::proc::keyed::number(text, key).unwrap_or(0)
 }
 
 /// One process's cumulative figures now.
@@ -115,7 +107,7 @@ pub fn own_cpu_s() -> f64 {
     // SAFETY: clock_gettime writes the timespec we own.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
     if rc != 0 {
-        return std::fs::read_to_string("/proc/self/stat")
+        return crate::system::proc::read_pid("self", "stat")
             .ok()
             .and_then(|t| parse_stat_figures(&t))
             .map_or(0.0, |(_, _, u, s)| (u + s) as f64 / ticks());

@@ -62,7 +62,7 @@ pub fn mkfs_available(fs_type: &str) -> bool {
 
 /// Whether the running kernel lists `fs_type` in /proc/filesystems.
 fn kernel_knows(fs_type: &str) -> bool {
-    std::fs::read_to_string("/proc/filesystems").is_ok_and(|t| {
+    crate::system::proc::read("filesystems").is_ok_and(|t| {
         t.lines()
             .any(|l| l.split_whitespace().last() == Some(fs_type))
     })

@@ -79,7 +79,7 @@ pub fn detect() -> Option<CgroupVersion> {
 
 /// The cgroup directory of `pid` in the hierarchy of `version`.
 fn cgroup_of(pid: &str, version: CgroupVersion) -> Option<PathBuf> {
-    let s = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let s = crate::system::proc::read_pid(pid, "cgroup").ok()?;
     for line in s.lines() {
         let mut parts = line.splitn(3, ':');
         let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::io;
 
-use procfs::Current;
+use crate::system::proc::Current;
 
 /// Dirty/writeback memory and the limits that govern it, in bytes.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -64,7 +64,7 @@ pub fn thresholds(available: u64, l: &DirtyLimits) -> (u64, u64) {
 }
 
 fn sysctl(name: &str) -> io::Result<u64> {
-    let s = std::fs::read_to_string(format!("/proc/sys/vm/{name}"))?;
+    let s = std::fs::read_to_string(crate::system::proc::path("sys/vm").join(name))?;
     s.trim()
         .parse()
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("vm.{name}: {e}")))
@@ -82,7 +82,7 @@ pub fn read_limits() -> io::Result<DirtyLimits> {
 
 /// Read the current dirty state (meminfo, sysctls, vmstat).
 pub fn read() -> io::Result<DirtyState> {
-    let mem = procfs::Meminfo::current().map_err(super::vmstat::to_io)?;
+    let mem = crate::system::proc::Meminfo::current().map_err(super::vmstat::to_io)?;
     let limits = read_limits()?;
     // MemAvailable exists since 3.14; before that, free + page cache is the
     // closest stand-in.
@@ -91,8 +91,10 @@ pub fn read() -> io::Result<DirtyState> {
         .unwrap_or(mem.mem_free + mem.cached + mem.buffers);
     let (threshold_bytes, background_threshold_bytes) = thresholds(available, &limits);
     // The kernel thresholds are a bonus: missing /proc/vmstat keys are fine.
-    let vm = procfs::VmStat::current().map(|v| v.0).unwrap_or_default();
-    let page = procfs::page_size();
+    let vm = crate::system::proc::VmStat::current()
+        .map(|v| v.0)
+        .unwrap_or_default();
+    let page = crate::system::proc::page_size();
     let pages = |k: &str| vm.get(k).map(|&n| n.max(0) as u64 * page);
     Ok(DirtyState {
         dirty_bytes: mem.dirty,

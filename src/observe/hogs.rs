@@ -45,15 +45,8 @@ pub struct HogRow {
 /// stime, starttime). The comm may contain spaces and parentheses, so the
 /// fields are found after the *last* ')'.
 pub fn parse_stat(line: &str) -> Option<(String, u64, u64)> {
-    let open = line.find('(')?;
-    let close = line.rfind(')')?;
-    let name = line.get(open + 1..close)?.to_string();
-    // After ") ": state(3) ppid(4) ... utime(14) stime(15) ... starttime(22).
-    let mut it = line.get(close + 2..)?.split_ascii_whitespace();
-    let utime: u64 = it.nth(11)?.parse().ok()?;
-    let stime: u64 = it.next()?.parse().ok()?;
-    let start: u64 = it.nth(6)?.parse().ok()?;
-    Some((name, utime + stime, start))
+    let s = crate::system::proc::Stat::parse(line)?;
+    Some((s.comm.to_string(), s.utime()? + s.stime()?, s.starttime()?))
 }
 
 /// Reads `/proc` repeatedly with one reused buffer. The `stat` file of each
@@ -128,12 +121,7 @@ impl HogsReader {
     }
 
     fn read_stat(&mut self, pid: i32, tid: Option<i32>) -> Option<TaskTimes> {
-        use std::fmt::Write;
-        self.path.clear();
-        let _ = match tid {
-            Some(t) => write!(self.path, "/proc/{pid}/task/{t}/stat"),
-            None => write!(self.path, "/proc/{pid}/stat"),
-        };
+        crate::system::proc::stat_path_into(&mut self.path, pid, tid);
         self.buf.clear();
         // The task may exit at any moment: any error just drops it.
         std::fs::File::open(&self.path)
@@ -153,20 +141,11 @@ impl HogsReader {
     /// Every process (or, with `threads`, every thread) now.
     pub fn read(&mut self, threads: bool) -> Vec<TaskTimes> {
         let mut out = Vec::with_capacity(256);
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return out;
-        };
-        let pids: Vec<i32> = dir
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .collect();
-        for pid in pids {
+        for pid in crate::system::proc::pids() {
             if threads {
-                let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                let Ok(tids) = crate::system::proc::tids(pid) else {
                     continue;
                 };
-                let tids: Vec<i32> = tasks
-                    .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                    .collect();
                 for tid in tids {
                     if let Some(t) = self.read_stat(pid, Some(tid)) {
                         out.push(t);
@@ -180,7 +159,7 @@ impl HogsReader {
                 // Not kept, or stale (the process exited; the pid may be reused).
                 self.open.remove(&pid);
                 if self.open.len() < self.max_open {
-                    if let Ok(f) = std::fs::File::open(format!("/proc/{pid}/stat")) {
+                    if let Ok(f) = std::fs::File::open(crate::system::proc::pid_path(pid, "stat")) {
                         self.open.insert(pid, f);
                         if let Some(t) = self.read_kept(pid) {
                             out.push(t);
@@ -259,7 +238,7 @@ pub fn delta(
 
 /// Clock ticks per second (USER_HZ) of /proc/<pid>/stat times.
 pub fn ticks_per_second() -> u64 {
-    procfs::ticks_per_second()
+    crate::system::proc::ticks_per_second()
 }
 
 #[cfg(test)]

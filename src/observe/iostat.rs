@@ -50,8 +50,8 @@ pub struct IostatRow {
     pub util_pct: f64,
 }
 
-impl From<procfs::DiskStat> for DiskCounters {
-    fn from(d: procfs::DiskStat) -> Self {
+impl From<crate::system::proc::DiskStat> for DiskCounters {
+    fn from(d: crate::system::proc::DiskStat) -> Self {
         DiskCounters {
             name: d.name,
             major: d.major.max(0) as u32,
@@ -76,7 +76,7 @@ impl From<procfs::DiskStat> for DiskCounters {
 
 /// All lines of /proc/diskstats (disks, partitions, loop, dm, ...).
 pub fn read_all() -> io::Result<Vec<DiskCounters>> {
-    let all = procfs::diskstats().map_err(super::vmstat::to_io)?;
+    let all = crate::system::proc::diskstats().map_err(super::vmstat::to_io)?;
     Ok(all.into_iter().map(DiskCounters::from).collect())
 }
 

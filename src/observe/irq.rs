@@ -64,11 +64,11 @@ pub fn parse(text: &str) -> Vec<IrqCounts> {
 }
 
 pub fn read_interrupts() -> io::Result<Vec<IrqCounts>> {
-    Ok(parse(&std::fs::read_to_string("/proc/interrupts")?))
+    Ok(parse(&crate::system::proc::read("interrupts")?))
 }
 
 pub fn read_softirqs() -> io::Result<Vec<IrqCounts>> {
-    Ok(parse(&std::fs::read_to_string("/proc/softirqs")?))
+    Ok(parse(&crate::system::proc::read("softirqs")?))
 }
 
 /// Rates between two readings, busiest first, sources with no activity

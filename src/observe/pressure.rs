@@ -64,7 +64,7 @@ pub const PSI_RESOURCES: [&str; 3] = ["cpu", "memory", "io"];
 pub fn read_psi() -> io::Result<Vec<PsiCounters>> {
     let mut out = Vec::new();
     for r in PSI_RESOURCES {
-        match std::fs::read_to_string(format!("/proc/pressure/{r}")) {
+        match crate::system::proc::read(&format!("pressure/{r}")) {
             Ok(t) => out.extend(parse_psi(r, &t)),
             // EOPNOTSUPP when PSI is compiled in but disabled (psi=0).
             Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(95) => {}
@@ -257,7 +257,7 @@ pub fn parse_slabinfo(text: &str) -> Vec<SlabCounts> {
 
 /// Err(PermissionDenied) for non-root users (the file is mode 0400).
 pub fn read_slabinfo() -> io::Result<Vec<SlabCounts>> {
-    Ok(parse_slabinfo(&std::fs::read_to_string("/proc/slabinfo")?))
+    Ok(parse_slabinfo(&crate::system::proc::read("slabinfo")?))
 }
 
 /// Caches sorted by churn, then by object count.

@@ -1,7 +1,7 @@
 //! Memory of one process (/proc/<pid>/smaps_rollup and status) and of the
 //! whole system the way `free` reports it (/proc/meminfo).
 
-use procfs::Current;
+use crate::system::proc::Current;
 use serde::{Deserialize, Serialize};
 use std::io;
 
@@ -32,14 +32,7 @@ pub struct SystemMem {
 }
 
 fn kb_field(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let rest = l.strip_prefix(key)?.strip_prefix(':')?;
-        rest.split_whitespace()
-            .next()?
-            .parse::<u64>()
-            .ok()
-            .map(|k| k * 1024)
-    })
+    crate::system::proc::keyed::kib_bytes(text, key)
 }
 
 /// Pure: build a ProcMem from the text of `status` and (optionally)
@@ -65,8 +58,8 @@ pub fn parse_proc(status: &str, rollup: Option<&str>) -> Option<ProcMem> {
 /// Read a process; Err(NotFound) when it does not exist (or is a zombie
 /// without memory).
 pub fn read_proc(pid: u32) -> io::Result<ProcMem> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok();
+    let status = crate::system::proc::read_pid(pid, "status")?;
+    let rollup = crate::system::proc::read_pid(pid, "smaps_rollup").ok();
     parse_proc(&status, rollup.as_deref()).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
@@ -76,7 +69,7 @@ pub fn read_proc(pid: u32) -> io::Result<ProcMem> {
 }
 
 /// `free`'s figures from /proc/meminfo as procfs reads it (in bytes).
-pub fn system_mem(m: &procfs::Meminfo) -> SystemMem {
+pub fn system_mem(m: &crate::system::proc::Meminfo) -> SystemMem {
     let buff_cache = m.buffers + m.cached + m.s_reclaimable.unwrap_or(0);
     SystemMem {
         total: m.mem_total,
@@ -90,8 +83,8 @@ pub fn system_mem(m: &procfs::Meminfo) -> SystemMem {
 }
 
 /// /proc/meminfo, through procfs.
-pub fn read_meminfo() -> io::Result<procfs::Meminfo> {
-    procfs::Meminfo::current().map_err(super::vmstat::to_io)
+pub fn read_meminfo() -> io::Result<crate::system::proc::Meminfo> {
+    crate::system::proc::Meminfo::current().map_err(super::vmstat::to_io)
 }
 
 pub fn read_system() -> io::Result<SystemMem> {
@@ -140,14 +133,14 @@ mod tests {
 
     #[test]
     fn free_arithmetic() {
-        use procfs::FromBufRead;
+        use crate::system::proc::FromBufRead;
         // The fields procfs requires, then those `free` reads.
         let t = "MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 600 kB\nBuffers: 50 kB\n\
                  Cached: 300 kB\nSwapCached: 0 kB\nActive: 0 kB\nInactive: 0 kB\n\
                  SwapTotal: 0 kB\nSwapFree: 0 kB\nDirty: 0 kB\nWriteback: 0 kB\nMapped: 0 kB\n\
                  Slab: 0 kB\nCommitted_AS: 0 kB\nVmallocTotal: 0 kB\nVmallocUsed: 0 kB\n\
                  VmallocChunk: 0 kB\nShmem: 10 kB\nSReclaimable: 50 kB\n";
-        let s = system_mem(&procfs::Meminfo::from_buf_read(t.as_bytes()).unwrap());
+        let s = system_mem(&crate::system::proc::Meminfo::from_buf_read(t.as_bytes()).unwrap());
         assert_eq!(s.buff_cache, 400 * 1024);
         assert_eq!(s.used, 500 * 1024);
         assert_eq!(s.available, 600 * 1024);

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::io;
 
-use procfs::{Current, FromReadSI};
+use crate::system::proc::{Current, FromReadSI};
 
 /// Raw cumulative counters read at one instant. Pure data: `delta()` needs
 /// nothing else, so tests can build these by hand.
@@ -80,12 +80,15 @@ impl VmstatCounters {
 pub fn read() -> io::Result<VmstatCounters> {
     // One read of /proc/stat serves both procfs's KernelStats and the "intr"
     // line, which KernelStats (procfs 0.17) does not expose.
-    let stat_text = std::fs::read_to_string("/proc/stat")?;
-    let ks = procfs::KernelStats::from_read(stat_text.as_bytes(), procfs::current_system_info())
-        .map_err(to_io)?;
+    let stat_text = crate::system::proc::read("stat")?;
+    let ks = crate::system::proc::KernelStats::from_read(
+        stat_text.as_bytes(),
+        crate::system::proc::current_system_info(),
+    )
+    .map_err(to_io)?;
     let intr = parse_intr(&stat_text).unwrap_or(0);
-    let vm = procfs::VmStat::current().map_err(to_io)?.0;
-    let mem = procfs::Meminfo::current().map_err(to_io)?;
+    let vm = crate::system::proc::VmStat::current().map_err(to_io)?.0;
+    let mem = crate::system::proc::Meminfo::current().map_err(to_io)?;
 
     let c = &ks.total;
     let g = |k: &str| vm.get(k).copied().unwrap_or(0).max(0) as u64;
@@ -103,7 +106,7 @@ pub fn read() -> io::Result<VmstatCounters> {
         pgpgout: g("pgpgout"),
         pswpin: g("pswpin"),
         pswpout: g("pswpout"),
-        page_size: procfs::page_size(),
+        page_size: crate::system::proc::page_size(),
         mem_free: mem.mem_free,
         buffers: mem.buffers,
         cached: mem.cached + mem.s_reclaimable.unwrap_or(0),
@@ -119,8 +122,8 @@ fn parse_intr(stat: &str) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
-pub(crate) fn to_io(e: procfs::ProcError) -> io::Error {
-    io::Error::other(e.to_string())
+pub(crate) fn to_io(e: crate::system::proc::ProcError) -> io::Error {
+    crate::system::proc::to_io(e)
 }
 
 /// Percentage rounded as procps does: (100*part + total/2) / total.

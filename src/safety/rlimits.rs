@@ -28,29 +28,12 @@ macro_rules! soft {
 
 /// Processes (threads count too) of the real user, from /proc.
 fn user_tasks(uid: u32) -> u64 {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    dir.flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
-        .filter(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().next())
-                .and_then(|u| u.parse::<u32>().ok())
-                == Some(uid)
-        })
-        .map(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Threads:"))
-                .and_then(|t| t.trim().parse::<u64>().ok())
-                .unwrap_or(1)
-        })
+    use crate::system::proc as proc_;
+    proc_::pids()
+        .into_iter()
+        .filter_map(|pid| proc_::read_pid(pid, "status").ok())
+        .filter(|s| proc_::keyed::number(s, "Uid") == Some(u64::from(uid)))
+        .map(|s| proc_::keyed::number(&s, "Threads").unwrap_or(1))
         .sum()
 }
 

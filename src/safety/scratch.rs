@@ -274,7 +274,7 @@ fn remove_stale(target: &Path) {
         let owner = fs::read_to_string(dir.join(MARKER))
             .ok()
             .and_then(|s| s.trim().parse::<i32>().ok());
-        let alive = Path::new(&format!("/proc/{pid}")).exists();
+        let alive = crate::system::proc::pid_dir(pid).exists();
         if owner == Some(pid) && !alive {
             let _ = fs::remove_dir_all(&dir);
         }

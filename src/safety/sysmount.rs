@@ -60,7 +60,7 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
 
 /// The visible mount exactly at `mount_point` (the last one stacked there).
 pub fn mount_at(mount_point: &Path) -> Option<MountLine> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let text = crate::system::proc::read("self/mountinfo").ok()?;
     parse_mountinfo(&text)
         .into_iter()
         .rev()
@@ -69,7 +69,7 @@ pub fn mount_at(mount_point: &Path) -> Option<MountLine> {
 
 /// Mount points strictly inside `dir`.
 pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let text = crate::system::proc::read("self/mountinfo").unwrap_or_default();
     parse_mountinfo(&text)
         .into_iter()
         .map(|m| m.mount_point)

@@ -166,7 +166,7 @@ fn cores(root: &Path, f: &mut Facts) {
             "board",
             &format!("cpu{cpu}.core"),
             format!("{name} ({ids})"),
-            "/proc/cpuinfo",
+            super::proc::proc_path!("cpuinfo"),
         );
     }
 }

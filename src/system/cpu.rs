@@ -486,17 +486,11 @@ pub fn sample(root: &Path, cpus: &[usize]) -> Sample {
         }
     }
     if let Some(stat) = read(root, "proc/stat") {
-        if let Some(l) = stat.lines().find(|l| l.starts_with("cpu ")) {
-            let v: Vec<u64> = l
-                .split_whitespace()
-                .skip(1)
-                .filter_map(|x| x.parse().ok())
-                .collect();
+        if let Some(t) = super::proc::cpu::total(&stat) {
             // user nice system idle iowait irq softirq steal (guest counted in user)
-            let g = |i: usize| v.get(i).copied().unwrap_or(0);
-            s.total_ticks = (0..8).map(g).sum();
-            s.steal_ticks = g(7);
-            s.busy_ticks = s.total_ticks - g(3) - g(4) - g(7);
+            s.total_ticks = t.total();
+            s.steal_ticks = t.steal();
+            s.busy_ticks = s.total_ticks - t.col(3) - t.col(4) - t.col(7);
         }
     }
     s.quota = quota(root);

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use procfs::Current;
+use super::proc::Current;
 
 use super::device::{active_choice, device_for_path, queue_setting};
 use super::mounts::mount_for_path;
@@ -68,9 +68,12 @@ pub fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
         "kernel.version",
         Some(uts.version().to_string_lossy().into_owned()),
     );
-    put("kernel.cmdline", read_trimmed("/proc/cmdline"));
+    put(
+        "kernel.cmdline",
+        read_trimmed(&super::proc::name("cmdline")),
+    );
 
-    if let Ok(info) = procfs::CpuInfo::current() {
+    if let Ok(info) = super::proc::CpuInfo::current() {
         let model = cpu_model(&|f: &str| info.get_field(0, f).map(str::to_string));
         put("cpu.model", model);
     }
@@ -86,7 +89,7 @@ pub fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
             .map(|khz| (khz / 1000).to_string()),
     );
 
-    if let Ok(mem) = procfs::Meminfo::current() {
+    if let Ok(mem) = super::proc::Meminfo::current() {
         put("mem.total_bytes", Some(mem.mem_total.to_string()));
         put(
             "mem.available_bytes",
@@ -105,7 +108,7 @@ pub fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
     for name in VM_SYSCTLS {
         put(
             &format!("vm.{name}"),
-            read_trimmed(&format!("/proc/sys/vm/{name}")),
+            read_trimmed(&super::proc::sysctl_name(&format!("vm/{name}"))),
         );
     }
 
@@ -171,7 +174,10 @@ pub fn machine_id(root: &Path) -> Option<(String, String)> {
             (k.trim() == "Serial").then(|| v.trim().to_string())
         });
         if let Some(s) = serial {
-            sources.push((s, "/proc/cpuinfo Serial".into()));
+            sources.push((
+                s,
+                concat!(super::proc::proc_path!("cpuinfo"), " Serial").into(),
+            ));
         }
     }
     if let Some((mac, iface)) = first_real_mac(root) {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::device::{active_choice, device_for_path, BlockDevice};
 use super::mounts::mount_for_path;
+use super::proc::{self, proc_path};
 
 pub use super::facts::Facts;
 
@@ -37,10 +38,15 @@ pub fn inspect(target: Option<&Path>) -> Facts {
 
 fn filesystem(f: &mut Facts, target: &Path) {
     let Some(m) = mount_for_path(target) else {
-        f.add("filesystem", "mount", "unknown", "/proc/self/mountinfo");
+        f.add(
+            "filesystem",
+            "mount",
+            "unknown",
+            proc_path!("self/mountinfo"),
+        );
         return;
     };
-    let src = "/proc/self/mountinfo";
+    let src = proc_path!("self/mountinfo");
     f.add(
         "filesystem",
         "fs.path",
@@ -260,10 +266,14 @@ fn usb(f: &mut Facts, disk: &Path) {
 
 fn vm(f: &mut Facts) {
     for s in super::env::VM_SYSCTLS {
-        f.file("vm", &format!("vm.{s}"), format!("/proc/sys/vm/{s}"));
+        f.file(
+            "vm",
+            &format!("vm.{s}"),
+            proc::sysctl_path(&format!("vm/{s}")),
+        );
     }
-    let page = procfs::page_size();
-    if let Ok(v) = fs::read_to_string("/proc/vmstat") {
+    let page = proc::page_size();
+    if let Ok(v) = proc::read("vmstat") {
         for line in v.lines() {
             let mut it = line.split_whitespace();
             if let (Some(k @ ("nr_dirty_threshold" | "nr_dirty_background_threshold")), Some(n)) =
@@ -274,7 +284,7 @@ fn vm(f: &mut Facts) {
                         "vm",
                         &format!("vm.{k}_bytes"),
                         (n * page).to_string(),
-                        "/proc/vmstat (pages × page size)",
+                        concat!(proc_path!("vmstat"), " (pages × page size)"),
                     );
                 }
             }
@@ -291,19 +301,14 @@ fn vm(f: &mut Facts) {
             );
         }
     }
-    if let Ok(mi) = fs::read_to_string("/proc/meminfo") {
-        let get = |k: &str| {
-            mi.lines()
-                .find(|l| l.starts_with(k) && l[k.len()..].starts_with(':'))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .map(|kb| kb * 1024)
-        };
+    if let Ok(mi) = proc::read("meminfo") {
+        let get = |k: &str| proc::keyed::kib_bytes(&mi, k);
         for (k, name) in [
             ("MemTotal", "mem.total_bytes"),
             ("MemAvailable", "mem.available_bytes"),
         ] {
             if let Some(v) = get(k) {
-                f.add("memory", name, v.to_string(), "/proc/meminfo");
+                f.add("memory", name, v.to_string(), proc_path!("meminfo"));
             }
         }
         let kernel: u64 = ["Slab", "KernelStack", "PageTables", "VmallocUsed", "Percpu"]
@@ -314,7 +319,10 @@ fn vm(f: &mut Facts) {
             "memory",
             "mem.kernel_dynamic_bytes",
             kernel.to_string(),
-            "/proc/meminfo Slab+KernelStack+PageTables+VmallocUsed+Percpu",
+            concat!(
+                proc_path!("meminfo"),
+                " Slab+KernelStack+PageTables+VmallocUsed+Percpu"
+            ),
         );
         if let (Some(phys), Some(total)) = (physical_memory(), get("MemTotal")) {
             f.add(
@@ -425,20 +433,17 @@ fn kernel(f: &mut Facts) {
     let uts = rustix::system::uname();
     let release = uts.release().to_string_lossy().into_owned();
     f.add("kernel", "kernel.release", release.clone(), "uname");
-    f.file("kernel", "kernel.cmdline", "/proc/cmdline");
+    f.file("kernel", "kernel.cmdline", proc::path("cmdline"));
     // Boot to userspace: pid 1's start time, in clock ticks after boot.
-    if let Ok(stat) = fs::read_to_string("/proc/1/stat") {
-        if let Some(ticks) = stat
-            .rsplit(')')
-            .next()
-            .and_then(|s| s.split_whitespace().nth(19)?.parse::<f64>().ok())
-        {
-            let hz = procfs::ticks_per_second() as f64;
+    if let Ok(stat) = proc::read_pid(1, "stat") {
+        if let Some(ticks) = proc::Stat::parse(&stat).and_then(|s| s.starttime()) {
+            let ticks = ticks as f64;
+            let hz = proc::ticks_per_second() as f64;
             f.add(
                 "kernel",
                 "kernel.boot_to_init_s",
                 format!("{:.2}", ticks / hz),
-                "/proc/1/stat starttime",
+                concat!(proc_path!("1/stat"), " starttime"),
             );
         }
     }
@@ -451,7 +456,7 @@ fn kernel(f: &mut Facts) {
             break;
         }
     }
-    if let Ok(mods) = fs::read_to_string("/proc/modules") {
+    if let Ok(mods) = proc::read("modules") {
         let sizes: Vec<u64> = mods
             .lines()
             .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
@@ -464,14 +469,14 @@ fn kernel(f: &mut Facts) {
                 sizes.len(),
                 sizes.iter().sum::<u64>()
             ),
-            "/proc/modules",
+            proc_path!("modules"),
         );
     } else {
         f.add(
             "kernel",
             "kernel.modules",
             "none (no /proc/modules: monolithic kernel)",
-            "/proc/modules",
+            proc_path!("modules"),
         );
     }
 }

@@ -7,6 +7,7 @@ pub mod env;
 pub mod facts;
 pub mod flash;
 pub mod mounts;
+pub mod proc;
 pub mod quiet;
 mod sysfs;
 #[cfg(test)]

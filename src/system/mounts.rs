@@ -24,7 +24,10 @@ pub struct MountFact {
 /// the same point the last one in mountinfo is the visible one.
 pub fn mount_for_path(path: &Path) -> Option<MountFact> {
     let canon = fs::canonicalize(path).ok()?;
-    let infos = procfs::process::Process::myself().ok()?.mountinfo().ok()?;
+    let infos = super::proc::process::Process::myself()
+        .ok()?
+        .mountinfo()
+        .ok()?;
     let mut best: Option<(usize, MountFact)> = None;
     for mi in infos.0 {
         // procfs does not undo the kernel's octal escaping (\040 for space).

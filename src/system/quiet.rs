@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use procfs::CurrentSI;
+use super::proc::{self, CurrentSI};
 
 /// Result of a quietness check.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -60,7 +60,7 @@ struct CpuTotals {
 /// Never fails: unreadable data gives zeros and a warning.
 pub fn check(window: Duration, device: Option<&str>) -> Quietness {
     let me = std::process::id() as i32;
-    let tps = procfs::ticks_per_second().max(1) as f64;
+    let tps = proc::ticks_per_second().max(1) as f64;
 
     let cpu0 = cpu_totals();
     let own0 = own_ticks();
@@ -196,7 +196,7 @@ fn warnings(q: &Quietness, device: Option<&str>) -> Vec<String> {
 }
 
 fn cpu_totals() -> Option<CpuTotals> {
-    let ks = procfs::KernelStats::current().ok()?;
+    let ks = proc::KernelStats::current().ok()?;
     let c = &ks.total;
     // guest/guest_nice are already included in user/nice, so not added again.
     let iowait = c.iowait.unwrap_or(0);
@@ -217,22 +217,25 @@ fn cpu_totals() -> Option<CpuTotals> {
 
 /// utime+stime of this whole process (all threads), in clock ticks.
 fn own_ticks() -> Option<u64> {
-    let st = procfs::process::Process::myself().ok()?.stat().ok()?;
-    Some(st.utime + st.stime)
+    let text = proc::read_pid("self", "stat").ok()?;
+    let st = proc::Stat::parse(&text)?;
+    Some(st.utime()? + st.stime()?)
 }
 
 fn proc_ticks(exclude: i32) -> ProcTicks {
     let mut map = ProcTicks::new();
-    let Ok(iter) = procfs::process::all_processes() else {
-        return map;
-    };
     // Any process can exit between listing and reading: skip it silently.
-    for p in iter.flatten() {
-        if p.pid == exclude {
+    for pid in proc::pids() {
+        if pid == exclude {
             continue;
         }
-        if let Ok(st) = p.stat() {
-            map.insert((st.pid, st.starttime), (st.utime + st.stime, st.comm));
+        let Ok(text) = proc::read_pid(pid, "stat") else {
+            continue;
+        };
+        if let Some(st) = proc::Stat::parse(&text) {
+            if let (Some(u), Some(s), Some(start)) = (st.utime(), st.stime(), st.starttime()) {
+                map.insert((pid, start), (u + s, st.comm.to_string()));
+            }
         }
     }
     map
@@ -240,7 +243,7 @@ fn proc_ticks(exclude: i32) -> ProcTicks {
 
 /// Cumulative ms the device had I/O in flight (io_ticks).
 fn disk_io_ticks(device: &str) -> Option<u64> {
-    procfs::diskstats()
+    proc::diskstats()
         .ok()?
         .into_iter()
         .find(|d| d.name == device)

@@ -89,7 +89,7 @@ pub struct Knob {
 }
 
 fn vm(name: &str) -> PathBuf {
-    PathBuf::from("/proc/sys/vm").join(name)
+    crate::system::proc::path("sys/vm").join(name)
 }
 
 impl Knob {
@@ -180,10 +180,13 @@ impl Knob {
             }
             "kernel.sched_rt_runtime_us" => {
                 // -1 (no real-time throttling) is a legal value here.
-                word(PathBuf::from("/proc/sys/kernel/sched_rt_runtime_us"), None)
+                word(
+                    crate::system::proc::sysctl_path("kernel.sched_rt_runtime_us"),
+                    None,
+                )
             }
             _ if let Some(irq) = irq_of(name) => {
-                let f = PathBuf::from(format!("/proc/irq/{irq}/smp_affinity_list"));
+                let f = crate::system::proc::path(&format!("irq/{irq}/smp_affinity_list"));
                 if !f.exists() {
                     return Err(Error::environment(format!(
                         "IRQ {irq} does not exist here (no {}); /proc/interrupts lists the IRQs",

@@ -42,7 +42,7 @@ impl Root {
 
 /// `/proc/sys/vm/dirty_ratio` for `vm.dirty_ratio`.
 pub fn sysctl_path(root: &Root, key: &str) -> PathBuf {
-    root.at(&format!("/proc/sys/{}", key.replace('.', "/")))
+    root.at(&crate::system::proc::sysctl_name(key))
 }
 
 /// The drop-in that keeps `key`: sorted before the usual 99-*.conf, so a

@@ -158,7 +158,7 @@ pub fn check_at(
 
 /// Whether swap is active here.
 pub fn swap_active() -> bool {
-    std::fs::read_to_string("/proc/swaps")
+    crate::system::proc::read("swaps")
         .is_ok_and(|s| s.lines().skip(1).any(|l| !l.trim().is_empty()))
 }
 

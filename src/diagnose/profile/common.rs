@@ -20,7 +20,7 @@ pub fn online_cpus() -> Vec<usize> {
 
 /// The threads of a process now (new ones are followed through inherit).
 pub fn threads_of(pid: i32) -> Result<Vec<i32>, String> {
-    let dir = format!("/proc/{pid}/task");
+    let dir = crate::system::proc::name(&format!("{pid}/task"));
     let rd = std::fs::read_dir(&dir).map_err(|e| {
         if e.kind() == io::ErrorKind::NotFound {
             format!("process {pid} not found (no {dir})")
@@ -44,13 +44,13 @@ pub fn threads_of(pid: i32) -> Result<Vec<i32>, String> {
 }
 
 pub fn comm_of(pid: i32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+    crate::system::proc::read_pid(pid, "comm")
         .ok()
         .map(|s| s.trim_end().to_string())
 }
 
 pub fn paranoid() -> Option<i32> {
-    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+    crate::system::proc::read("sys/kernel/perf_event_paranoid")
         .ok()?
         .trim()
         .parse()

@@ -118,7 +118,10 @@ pub(super) fn resolve_with<R: Read>(
 
 /// [`resolve_with`] over this machine's /proc/kallsyms.
 pub(super) fn resolve(addrs: &[u64]) -> HashMap<u64, KernelSym> {
-    resolve_with(|| std::fs::File::open("/proc/kallsyms"), addrs)
+    resolve_with(
+        || std::fs::File::open(crate::system::proc::path("kallsyms")),
+        addrs,
+    )
 }
 
 #[cfg(test)]
@@ -202,7 +205,7 @@ ffffffff81000180 W weak_fn
     fn this_machines_kallsyms_resolves_as_a_whole_table_would() {
         // Every 500th text symbol's address + 1, against a brute-force
         // search of the whole table (skipped when addresses are hidden).
-        let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        let text = crate::system::proc::read("kallsyms").unwrap_or_default();
         let table: Vec<(u64, &str)> = text
             .lines()
             .filter_map(|l| {

@@ -314,7 +314,7 @@ mod tests {
     /// /proc/self/maps (the path a sampled address takes).
     fn file_offset_of(addr: u64) -> (String, u64) {
         let mut files = super::super::maps::Files::default();
-        let text = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let text = crate::system::proc::read("self/maps").unwrap();
         let mut sp = super::super::maps::AddressSpace::default();
         sp.add_older(super::super::maps::parse_proc_maps(&text, &mut files));
         let (f, off) = sp.lookup(addr).expect("own code is mapped");
@@ -424,7 +424,7 @@ mod tests {
     fn kernel_addresses_resolve_from_kallsyms_when_readable() {
         // A kernel text symbol's address from kallsyms itself; with
         // kptr_restrict addresses read as 0 and nothing can resolve.
-        let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        let text = crate::system::proc::read("kallsyms").unwrap_or_default();
         let hit = text.lines().find_map(|l| {
             let mut it = l.split_whitespace();
             let (a, t, n) = (it.next()?, it.next()?, it.next()?);

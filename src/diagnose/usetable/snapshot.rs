@@ -107,7 +107,7 @@ impl Snapshot {
                 .map(|t| parse_keyed(&t))
                 .unwrap_or_default(),
             speeds: link_speeds(root),
-            own_ticks: std::fs::read_to_string("/proc/self/stat")
+            own_ticks: crate::system::proc::read_pid("self", "stat")
                 .ok()
                 .and_then(|t| parse_stat_figures(&t))
                 .map(|(_, _, u, s)| (u, s)),

@@ -121,7 +121,7 @@ unsafe fn helper(out: i32) -> i32 {
     };
     // argv of the program = our cmdline after argv[0].
     let fd = libc::open(
-        c"/proc/self/cmdline".as_ptr(),
+        crate::system::proc::SELF_CMDLINE.as_ptr(),
         libc::O_RDONLY | libc::O_CLOEXEC,
     );
     if fd < 0 {

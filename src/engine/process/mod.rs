@@ -175,7 +175,7 @@ pub fn start(argv: &[String], ready: Option<&Regex>, quit: Option<Quit>) -> Resu
     // The helper inherits the write end: clear its close-on-exec flag.
     rustix::io::fcntl_setfd(&rep_w, rustix::io::FdFlags::empty())
         .map_err(|e| Error::environment(format!("fcntl: {e}")))?;
-    let mut c = Command::new("/proc/self/exe");
+    let mut c = Command::new(crate::system::proc::SELF_EXE);
     c.arg0(exec_helper::ARG0)
         .arg(&resolved)
         .args(argv)

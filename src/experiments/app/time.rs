@@ -73,7 +73,7 @@ pub static SPEC: Spec = Spec {
                 ParamKind::Text,
                 // tunelab itself doing nothing: every board has it (not
                 // always `true`); /proc/self/exe is resolved in the child.
-                "/proc/self/exe __noop",
+                concat!(crate::system::proc::proc_path!("self/exe"), " __noop"),
                 "the command line (words, quotes allowed; no shell); default: tunelab's own no-op",
             ),
             ParamSpec::new(

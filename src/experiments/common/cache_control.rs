@@ -61,7 +61,7 @@ pub fn drop_file_cache(file: &File, path: &Path, is_root: bool) -> Result<DropMe
 /// `sync` then write `1` (page cache only) to `/proc/sys/vm/drop_caches`.
 pub fn drop_all_caches() -> std::io::Result<()> {
     rustix::fs::sync();
-    std::fs::write("/proc/sys/vm/drop_caches", "1")
+    crate::system::proc::write_sysctl("vm.drop_caches", "1")
 }
 
 /// `posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)`.

@@ -439,25 +439,10 @@ pub(crate) fn check_open_files(need: u64, refuse: impl FnOnce(u64) -> String) ->
 /// Refuse to start `need` more processes when the system limits cannot
 /// allow them: pid_max, threads-max, and (for non-root) RLIMIT_NPROC.
 pub(crate) fn check_process_limit(exp: &str, need: u64) -> Result<()> {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-    };
-    let pid_max = read("/proc/sys/kernel/pid_max");
-    let threads_max = read("/proc/sys/kernel/threads-max");
-    let running = std::fs::read_dir("/proc")
-        .map(|d| {
-            d.flatten()
-                .filter(|e| {
-                    e.file_name()
-                        .to_string_lossy()
-                        .bytes()
-                        .all(|b| b.is_ascii_digit())
-                })
-                .count() as u64
-        })
-        .unwrap_or(0);
+    use crate::system::proc as proc_;
+    let pid_max = proc_::sysctl_u64("kernel.pid_max");
+    let threads_max = proc_::sysctl_u64("kernel.threads-max");
+    let running = proc_::pids().len() as u64;
     // `current` is None when the limit is unlimited.
     let nproc = rustix::process::getrlimit(rustix::process::Resource::Nproc).current;
     let root = rustix::process::geteuid().is_root();
@@ -481,8 +466,14 @@ pub(crate) fn process_limit_verdict(
     nproc: Option<u64>,
 ) -> Result<()> {
     let limits = [
-        ("/proc/sys/kernel/pid_max", pid_max),
-        ("/proc/sys/kernel/threads-max", threads_max),
+        (
+            crate::system::proc::proc_path!("sys/kernel/pid_max"),
+            pid_max,
+        ),
+        (
+            crate::system::proc::proc_path!("sys/kernel/threads-max"),
+            threads_max,
+        ),
         ("the per-user process limit (ulimit -u)", nproc),
     ];
     for (what, lim) in limits {

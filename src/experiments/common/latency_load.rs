@@ -215,7 +215,7 @@ fn write_loop(f: &File, buf: &AlignedBuf, cap: u64, stop: &AtomicBool) -> Result
 /// `tunelab run sched.messaging` repeating until killed.
 fn spawn_messaging() -> Result<Child> {
     use std::os::unix::process::CommandExt;
-    let mut c = Command::new("/proc/self/exe");
+    let mut c = Command::new(crate::system::proc::SELF_EXE);
     c.args([
         "run",
         "sched.messaging",

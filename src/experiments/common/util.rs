@@ -349,7 +349,7 @@ pub const FILL_WRITE: usize = 1 << 20;
 /// folios and read faster than one written 4 KiB at a time; lmbench's
 /// bw_file_rd measured 1.7x apart for the same file content).
 pub fn layout_note(size: u64) -> String {
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let kernel = crate::system::proc::read("sys/kernel/osrelease").unwrap_or_default();
     format!(
         "file layout: {} written sequentially with {} buffered write() calls, then read once \
          into the page cache; kernel {}: on 6.x kernels the page cache may hold such a file \
@@ -402,12 +402,9 @@ pub fn refuse_beyond_ram(
     if default.is_some_and(|d| value <= d) {
         return Ok(());
     }
-    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        m.lines()
-            .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map(|kib| kib * 1024)
-    });
+    let total = crate::system::proc::read("meminfo")
+        .ok()
+        .and_then(|m| crate::system::proc::keyed::kib_bytes(&m, "MemTotal"));
     match total {
         Some(total) if value.saturating_mul(copies) > total => Err(Error::usage(format!(
             "{} {param}={} needs {} of {what}, more than this machine's whole memory ({}); \

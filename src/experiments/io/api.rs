@@ -157,14 +157,10 @@ impl Experiment for Api {
 
 /// (syscr, syscw) of the calling thread.
 fn thread_io() -> (u64, u64) {
-    let s = std::fs::read_to_string("/proc/thread-self/io").unwrap_or_default();
-    let get = |key: &str| {
-        s.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    (get("syscr:"), get("syscw:"))
+    use crate::system::proc as proc_;
+    let s = proc_::read_pid("thread-self", "io").unwrap_or_default();
+    let get = |key: &str| proc_::keyed::number(&s, key).unwrap_or(0);
+    (get("syscr"), get("syscw"))
 }
 
 /// Read calls that one `thread_io()` itself adds between two readings.

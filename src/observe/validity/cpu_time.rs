@@ -77,30 +77,14 @@ impl Guard {
 
 /// (user+nice+system, steal, sum of all columns) of the `cpu ` line.
 pub(super) fn parse_cpu_line(stat: &str) -> Option<(u64, u64, u64)> {
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    if v.len() < 4 {
-        return None;
-    }
-    // guest and guest_nice (9, 10) are already inside user and nice.
-    let total: u64 = v.iter().take(8).sum();
-    Some((v[0] + v[1] + v[2], v.get(7).copied().unwrap_or(0), total))
+    let t = crate::system::proc::cpu::total(stat).filter(|t| t.n >= 4)?;
+    Some((t.busy_user_system(), t.steal(), t.total()))
 }
 
 /// utime + stime + cutime + cstime of one process.
 pub(super) fn proc_ticks(proc_: &Path, pid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(proc_.join(format!("{pid}/stat"))).ok()?;
-    // Fields after the command name (which may hold spaces and parens).
-    let rest = &s[s.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // rest[0] is field 3 (state); utime..cstime are fields 14..17.
-    let get = |field: usize| f.get(field - 3)?.parse::<i64>().ok();
-    let sum = get(14)? + get(15)? + get(16)? + get(17)?;
-    Some(sum.max(0) as u64)
+    crate::system::proc::Stat::parse(&s)?.ticks_with_children()
 }
 
 /// `read` of `pid`, plus (with `children`) of every live descendant, at

@@ -96,7 +96,7 @@ pub struct Roots {
 impl Roots {
     pub fn system() -> Roots {
         Roots {
-            proc_: PathBuf::from("/proc"),
+            proc_: crate::system::proc::root().to_path_buf(),
             sys: PathBuf::from("/sys"),
             pid: std::process::id(),
             ticks_per_second: super::hogs::ticks_per_second().max(1),

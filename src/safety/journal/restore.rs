@@ -274,10 +274,8 @@ fn restore_persist(knob: &str, files: &[PersistFile]) -> Result<String> {
 
 /// Start time of `pid` in clock ticks after boot (field 22 of /proc/PID/stat).
 pub(super) fn start_ticks(pid: u32) -> Option<u64> {
-    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces and ')': fields follow the last ')'.
-    let rest = &s[s.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let s = crate::system::proc::read_pid(pid, "stat").ok()?;
+    crate::system::proc::Stat::parse(&s)?.starttime()
 }
 
 /// Whether the process that wrote `e` still runs (same pid, same start).

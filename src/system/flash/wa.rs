@@ -40,7 +40,7 @@ pub struct WriteCount {
 
 /// Bytes this process passed to write(2) and friends, all threads.
 fn app_written() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/io").ok()?;
+    let text = super::super::proc::read("self/io").ok()?;
     parse_wchar(&text)
 }
 
@@ -51,9 +51,7 @@ fn sectors_written(stat: &str) -> Option<u64> {
 }
 
 fn parse_wchar(text: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("wchar:"))
-        .and_then(|v| v.trim().parse().ok())
+    super::super::proc::keyed::number(text, "wchar")
 }
 
 impl WriteCount {

@@ -290,7 +290,8 @@ fn fstab_line(root: &Root, v: &TuneVerdict, value: &str) -> Result<String> {
             v.run_id
         ))
     })?;
-    let mounts = fs::read_to_string(root.at("/proc/self/mounts")).unwrap_or_default();
+    let mounts =
+        fs::read_to_string(root.at(&crate::system::proc::name("self/mounts"))).unwrap_or_default();
     let table: Vec<Vec<&str>> = mounts
         .lines()
         .map(|l| l.split_whitespace().collect())

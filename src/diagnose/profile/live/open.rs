@@ -29,11 +29,7 @@ pub(super) fn ring_data_bytes(ncpus: usize) -> usize {
 }
 
 pub(super) fn max_sample_rate() -> Option<u64> {
-    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    crate::system::proc::sysctl_u64("kernel.perf_event_max_sample_rate")
 }
 
 pub(super) struct Opened {

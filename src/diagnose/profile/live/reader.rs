@@ -113,7 +113,7 @@ impl Reader {
         let sp = self.spaces.entry(pid).or_default();
         if !sp.proc_read {
             sp.proc_read = true;
-            if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+            if let Ok(text) = crate::system::proc::read_pid(pid, "maps") {
                 sp.add_older(maps::parse_proc_maps(&text, files));
             }
         }
@@ -442,7 +442,7 @@ pub(super) fn read_loop(
         holders: Holders::default(),
         me: std::process::id(),
         own_exe: own_until_exec
-            .then(|| std::fs::read_link("/proc/self/exe").ok())
+            .then(|| std::fs::read_link(crate::system::proc::SELF_EXE).ok())
             .flatten()
             .map(|p| p.to_string_lossy().into_owned()),
         execed: HashSet::new(),

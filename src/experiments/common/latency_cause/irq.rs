@@ -59,15 +59,8 @@ pub(super) struct IrqSnap {
 /// irq softirq steal …").
 pub fn parse_steal(stat: &str) -> Vec<u64> {
     let mut v = Vec::new();
-    for l in stat.lines() {
-        let mut w = l.split_whitespace();
-        let Some(n) = w.next().and_then(|c| c.strip_prefix("cpu")) else {
-            continue;
-        };
-        let Ok(cpu) = n.parse::<usize>() else {
-            continue;
-        };
-        let steal = w.nth(7).and_then(|x| x.parse().ok()).unwrap_or(0);
+    for (cpu, t) in crate::system::proc::cpu::per_cpu(stat) {
+        let steal = t.steal();
         if v.len() <= cpu {
             v.resize(cpu + 1, 0);
         }
@@ -78,11 +71,11 @@ pub fn parse_steal(stat: &str) -> Vec<u64> {
 
 impl IrqSnap {
     pub(super) fn read() -> IrqSnap {
-        let r = |p| std::fs::read_to_string(p).unwrap_or_default();
+        let r = |p| crate::system::proc::read(p).unwrap_or_default();
         IrqSnap {
-            irqs: parse_irq_table(&r("/proc/interrupts")),
-            softirqs: parse_irq_table(&r("/proc/softirqs")),
-            steal: parse_steal(&r("/proc/stat")),
+            irqs: parse_irq_table(&r("interrupts")),
+            softirqs: parse_irq_table(&r("softirqs")),
+            steal: parse_steal(&r("stat")),
         }
     }
 }

@@ -437,26 +437,20 @@ impl Tracer {
 
 /// Name, thread group id and scheduling policy of `tid`, read now.
 fn task_identity(pid: u32, tid: u32) -> (String, u32, String) {
-    let base = format!("/proc/{tid}");
-    let comm = std::fs::read_to_string(format!("{base}/comm"))
+    use crate::system::proc as proc_;
+    let comm = proc_::read_pid(tid, "comm")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "exited".into());
-    let tgid = std::fs::read_to_string(format!("{base}/status"))
+    let tgid = proc_::read_pid(tid, "status")
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Tgid:"))
-                .and_then(|v| v.trim().parse().ok())
-        })
+        .and_then(|s| proc_::keyed::number(&s, "Tgid"))
+        .and_then(|v| u32::try_from(v).ok())
         .unwrap_or(pid);
-    let sched = std::fs::read_to_string(format!("{base}/stat"))
+    let sched = proc_::read_pid(tid, "stat")
         .ok()
         .and_then(|s| {
-            let rest = s[s.rfind(')')? + 1..].to_string();
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            // Fields 40 (rt_priority) and 41 (policy), 3rd onwards after ')'.
-            let prio: u32 = f.get(37)?.parse().ok()?;
-            let policy: u32 = f.get(38)?.parse().ok()?;
+            let st = proc_::Stat::parse(&s)?;
+            let (prio, policy) = (st.rt_priority()?, st.policy()?);
             Some(match policy {
                 1 => format!("FIFO {prio}"),
                 2 => format!("RR {prio}"),

@@ -74,11 +74,8 @@ impl Placement {
 
 /// se.nr_migrations of a process (or "thread-self"), when the kernel shows it.
 fn migrations(who: &str) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{who}/sched")).ok()?;
-    s.lines().find_map(|l| {
-        let v = l.strip_prefix("se.nr_migrations")?;
-        v.trim_start_matches([' ', ':']).trim().parse().ok()
-    })
+    let s = crate::system::proc::read_pid(who, "sched").ok()?;
+    crate::system::proc::keyed::number(&s, "se.nr_migrations")
 }
 
 pub(super) fn migrations_of(pids: &[libc::pid_t]) -> Option<u64> {

@@ -62,11 +62,8 @@ pub(super) fn median(mut v: Vec<f64>) -> Option<f64> {
 /// Ticks of CPU time this process has used (utime + stime of /proc/<root>/self/stat).
 pub(super) fn own_ticks(root: &Path) -> u64 {
     let s = std::fs::read_to_string(root.join("proc/self/stat")).unwrap_or_default();
-    // Fields after the ")" of the command name: state is field 3; utime 14, stime 15.
-    let rest = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let g = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    g(11) + g(12)
+    crate::system::proc::Stat::parse(&s)
+        .map_or(0, |st| st.utime().unwrap_or(0) + st.stime().unwrap_or(0))
 }
 
 /// Builds rows from consecutive sysfs samples and the workers' counters.

@@ -56,7 +56,6 @@ pub(super) fn thp_setting(which: &str) -> String {
 }
 
 pub(super) fn anon_huge() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
-    let l = s.lines().find(|l| l.starts_with("AnonHugePages:"))?;
-    Some(l.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    let s = crate::system::proc::read("self/smaps_rollup").ok()?;
+    crate::system::proc::keyed::kib_bytes(&s, "AnonHugePages")
 }

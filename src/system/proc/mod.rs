@@ -1,0 +1,190 @@
+//! The one place that knows the layout of /proc. Callers ask for a file by
+//! what it is (a process's `stat`, a sysctl, `meminfo`) and get a path or
+//! its text; the parsers of the formats tunelab reads sit beside them
+//! (`stat`, `keyed`) or come from `procfs` (re-exported below), each with a
+//! from-text entry so tests feed fixtures instead of a live /proc.
+
+pub mod cpu;
+pub mod keyed;
+pub mod stat;
+
+use std::ffi::CStr;
+use std::fmt::Display;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Fixtures parse through procfs's readers of text.
+#[cfg(test)]
+pub use procfs::FromBufRead;
+pub use procfs::{
+    current_system_info, diskstats, page_size, process, ticks_per_second, CpuInfo, Current,
+    CurrentSI, DiskStat, FromReadSI, KernelStats, Meminfo, ProcError, VmStat,
+};
+pub use stat::Stat;
+
+/// A /proc path as a `&'static str` (for constants and labels):
+/// `proc_path!("self/exe")` is `"/proc/self/exe"`.
+macro_rules! proc_path {
+    ($rel:literal) => {
+        concat!("/proc/", $rel)
+    };
+}
+pub(crate) use proc_path;
+
+/// Where procfs is mounted.
+pub const ROOT: &str = "/proc";
+/// This program's own executable (re-exec'd for helpers and the no-op).
+pub const SELF_EXE: &str = proc_path!("self/exe");
+/// The exec helper reads its argv here (a C string: it runs after fork).
+pub const SELF_CMDLINE: &CStr = c"/proc/self/cmdline";
+
+/// `/proc` as a path.
+pub fn root() -> &'static Path {
+    Path::new(ROOT)
+}
+
+/// `/proc/<rel>` ("meminfo", "pressure/cpu", "sys/vm/dirty_ratio").
+pub fn path(rel: &str) -> PathBuf {
+    root().join(rel)
+}
+
+/// `/proc/<rel>` as text, for messages and sources that name the file.
+pub fn name(rel: &str) -> String {
+    format!("{ROOT}/{rel}")
+}
+
+/// The directory of a process: `who` is a pid, "self" or "thread-self".
+pub fn pid_dir(who: impl Display) -> PathBuf {
+    PathBuf::from(format!("{ROOT}/{who}"))
+}
+
+/// `/proc/<who>/<file>`: `who` is a pid, "self" or "thread-self".
+pub fn pid_path(who: impl Display, file: &str) -> PathBuf {
+    PathBuf::from(format!("{ROOT}/{who}/{file}"))
+}
+
+/// Write `/proc/<pid>/[task/<tid>/]stat` into `buf` (reused: a scan over every
+/// task allocates no path per task).
+pub fn stat_path_into(buf: &mut String, pid: i32, tid: Option<i32>) {
+    use std::fmt::Write;
+    buf.clear();
+    let _ = match tid {
+        Some(t) => write!(buf, "{ROOT}/{pid}/task/{t}/stat"),
+        None => write!(buf, "{ROOT}/{pid}/stat"),
+    };
+}
+
+/// The file of a sysctl, dotted ("vm.dirty_ratio") or slashed
+/// ("vm/dirty_ratio"), as an absolute path text (`/proc/sys/vm/dirty_ratio`).
+pub fn sysctl_name(key: &str) -> String {
+    format!("{ROOT}/sys/{}", key.replace('.', "/"))
+}
+
+/// The file of a sysctl (see [`sysctl_name`]).
+pub fn sysctl_path(key: &str) -> PathBuf {
+    PathBuf::from(sysctl_name(key))
+}
+
+/// `/proc/<rel>` read whole.
+pub fn read(rel: &str) -> io::Result<String> {
+    std::fs::read_to_string(path(rel))
+}
+
+/// `/proc/<who>/<file>` read whole.
+pub fn read_pid(who: impl Display, file: &str) -> io::Result<String> {
+    std::fs::read_to_string(pid_path(who, file))
+}
+
+/// A sysctl's text, trimmed.
+pub fn read_sysctl(key: &str) -> io::Result<String> {
+    std::fs::read_to_string(sysctl_path(key)).map(|s| s.trim().to_string())
+}
+
+/// A numeric sysctl; None when missing or not a number.
+pub fn sysctl_u64(key: &str) -> Option<u64> {
+    read_sysctl(key).ok()?.parse().ok()
+}
+
+/// Write a sysctl (the caller journals and restores it).
+pub fn write_sysctl(key: &str, value: &str) -> io::Result<()> {
+    std::fs::write(sysctl_path(key), value)
+}
+
+/// The numeric entries of a /proc-style directory (pids, tids), in
+/// directory order; empty when it cannot be listed.
+pub fn numeric_entries(dir: &Path) -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// The pids now.
+pub fn pids() -> Vec<i32> {
+    numeric_entries(root())
+}
+
+/// The thread ids of `pid` now; Err as the listing failed (NotFound: no
+/// such process).
+pub fn tids(pid: i32) -> io::Result<Vec<i32>> {
+    Ok(std::fs::read_dir(pid_path(pid, "task"))?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect())
+}
+
+/// A procfs error as an io::Error.
+pub fn to_io(e: ProcError) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_follow_procs_layout() {
+        assert_eq!(SELF_EXE, "/proc/self/exe");
+        assert_eq!(SELF_CMDLINE.to_str(), Ok("/proc/self/cmdline"));
+        assert_eq!(path("meminfo"), Path::new("/proc/meminfo"));
+        assert_eq!(name("pressure/cpu"), "/proc/pressure/cpu");
+        assert_eq!(pid_path(7, "io"), Path::new("/proc/7/io"));
+        assert_eq!(
+            pid_path("thread-self", "io"),
+            Path::new("/proc/thread-self/io")
+        );
+        assert_eq!(pid_dir(7), Path::new("/proc/7"));
+        assert_eq!(sysctl_name("vm.dirty_ratio"), "/proc/sys/vm/dirty_ratio");
+        assert_eq!(
+            sysctl_path("kernel/pid_max"),
+            Path::new("/proc/sys/kernel/pid_max")
+        );
+        let mut b = String::from("junk");
+        stat_path_into(&mut b, 3, Some(4));
+        assert_eq!(b, "/proc/3/task/4/stat");
+        stat_path_into(&mut b, 3, None);
+        assert_eq!(b, "/proc/3/stat");
+    }
+
+    #[test]
+    fn numeric_entries_skip_names() {
+        let d = tempfile::tempdir().unwrap();
+        for n in ["1", "22", "self", "sys"] {
+            std::fs::create_dir(d.path().join(n)).unwrap();
+        }
+        let mut v = numeric_entries(d.path());
+        v.sort();
+        assert_eq!(v, [1, 22]);
+        assert!(numeric_entries(&d.path().join("none")).is_empty());
+    }
+
+    #[test]
+    fn this_process_is_listed() {
+        let me = std::process::id() as i32;
+        assert!(pids().contains(&me));
+        assert!(tids(me).unwrap().contains(&me));
+        assert!(read_pid("self", "stat").is_ok());
+    }
+}
