@@ -3,7 +3,7 @@
 //! events to the off-CPU pairing) and re-resolves late-mapped addresses.
 
 use std::collections::{HashMap, HashSet};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -60,7 +60,7 @@ const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 /// until the next pass.
 const HOLD_BACK_NS: u64 = 300_000_000;
 /// Longest wait for a buffer to reach its watermark, ms.
-const POLL_MS: i32 = 250;
+const POLL_MS: i64 = 250;
 
 /// The sample_id trailer of a SWITCH record (TID, TIME, CPU asked):
 /// pid, tid, time.
@@ -71,12 +71,7 @@ fn switch_ids(body: &[u8]) -> Option<(u32, u32, u64)> {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -185,7 +180,7 @@ impl Reader {
         };
         match parsed {
             Rec::Sample(s) => self.sample(&s, misc),
-            Rec::Mmap2(m) if m.prot & libc::PROT_EXEC as u32 != 0 => {
+            Rec::Mmap2(m) if m.prot & rustix::mm::ProtFlags::EXEC.bits() != 0 => {
                 self.mapping(m.pid, m.addr, m.len, m.pgoff, &m.filename);
             }
             Rec::Mmap(m) if misc & MISC_MMAP_DATA == 0 => {
@@ -461,25 +456,33 @@ pub(super) fn read_loop(
             std::thread::sleep(Duration::from_millis(50));
             continue;
         }
-        let mut fds: Vec<libc::pollfd> = idx
+        use rustix::event::{PollFd, PollFlags};
+        let mut fds: Vec<PollFd> = idx
             .iter()
-            .map(|&i| libc::pollfd {
-                fd: opened.samplers[i].as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
+            .map(|&i| {
+                // SAFETY: the sampler stays open while `fds` lives.
+                let fd = unsafe { BorrowedFd::borrow_raw(opened.samplers[i].as_raw_fd()) };
+                PollFd::from_borrowed_fd(fd, PollFlags::IN)
             })
             .collect();
         // The kernel wakes the reader when a buffer is half full (the
         // watermark), not per sample; the timeout bounds how late the
         // stop flag and the off-CPU pairing are seen.
-        // SAFETY: fds is a valid array of fds.len() pollfd structs.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_MS) };
-        if n < 0 {
+        let timeout = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: (POLL_MS * 1_000_000) as _,
+        };
+        if rustix::event::poll(&mut fds, Some(&timeout)).is_err() {
             continue; // EINTR
         }
+        let hung: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().contains(PollFlags::HUP))
+            .collect();
+        drop(fds);
         let mut records = 0;
         for (k, &i) in idx.iter().enumerate() {
-            if fds[k].revents & libc::POLLHUP != 0 {
+            if hung[k] {
                 live[i] = false;
             }
             records += drain(&mut opened.samplers[i], &mut reader);
