@@ -80,6 +80,26 @@ pub fn kill_group(pid: i32) {
     let _ = kill_process(p, Signal::KILL);
 }
 
+/// kill(2) signal `sig` (1..=64, as `engine::process::parse_signal` gives) to `pid`, or
+/// to the process group it leads. Failures (already gone) are ignored.
+pub fn send_signal(pid: i32, sig: i32, group: bool) {
+    use rustix::process::{kill_process, kill_process_group, Pid, Signal};
+    let Some(p) = Pid::from_raw(pid) else {
+        return;
+    };
+    if !(1..=64).contains(&sig) {
+        return;
+    }
+    // SAFETY: a number in the kernel's signal range, chosen by the user
+    // (realtime signals included, for which rustix has no constant).
+    let s = unsafe { Signal::from_raw_unchecked(sig) };
+    let _ = if group {
+        kill_process_group(p, s)
+    } else {
+        kill_process(p, s)
+    };
+}
+
 /// SIGKILL `pid`, and its group when it leads one (never tunelab's own).
 fn kill_tree(pid: i32) {
     let Some(p) = Pid::from_raw(pid) else {

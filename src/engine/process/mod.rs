@@ -383,7 +383,7 @@ impl Started {
     /// Ask the program to leave.
     pub fn quit(&mut self, how: Quit) {
         match how {
-            Quit::Signal(sig) => send_signal(self.pid, sig, false),
+            Quit::Signal(sig) => crate::safety::child::send_signal(self.pid, sig, false),
             Quit::StdinClose => {
                 self.stdin.take();
             }
@@ -515,26 +515,6 @@ impl Started {
             _ => Ok(None),
         }
     }
-}
-
-/// kill(2) signal `sig` (1..=64, as [`parse_signal`] gives) to `pid`, or
-/// to the process group it leads. Failures (already gone) are ignored.
-pub fn send_signal(pid: i32, sig: i32, group: bool) {
-    use rustix::process::{kill_process, kill_process_group, Pid, Signal};
-    let Some(p) = Pid::from_raw(pid) else {
-        return;
-    };
-    if !(1..=64).contains(&sig) {
-        return;
-    }
-    // SAFETY: a number in the kernel's signal range, chosen by the user
-    // (realtime signals included, for which rustix has no constant).
-    let s = unsafe { Signal::from_raw_unchecked(sig) };
-    let _ = if group {
-        kill_process_group(p, s)
-    } else {
-        kill_process(p, s)
-    };
 }
 
 fn reaped(status: i32, user_us: i64, sys_us: i64, maxrss_kib: i64, t1: i64) -> Reaped {

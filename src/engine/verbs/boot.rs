@@ -15,10 +15,11 @@ use crate::engine::pipeline::{close, Finished};
 use crate::engine::process::console::{
     channel, follow, read_lines, BootTrial, Line, Marker, Serial, Tracker, Waited,
 };
-use crate::engine::process::{run_shell, send_signal};
+use crate::engine::process::run_shell;
 use crate::engine::session::Session;
 use crate::engine::{Better, ParamValue};
 use crate::model::run::{MetricResult, PointResult};
+use crate::safety::child::send_signal;
 use crate::stats::{self, StopReason};
 use crate::store::Store;
 use crate::{Error, Result};

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use perf_event::data::Record as Rec;
 use perf_event::Sampler;
+use rustix::event::{PollFd, PollFlags};
+use rustix::time::Timespec;
 
 use super::super::collected::{Collected, FrameKey};
 use super::super::common;
@@ -59,8 +61,11 @@ const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 /// drained one after the other, so events younger than this stay queued
 /// until the next pass.
 const HOLD_BACK_NS: u64 = 300_000_000;
-/// Longest wait for a buffer to reach its watermark, ms.
-const POLL_MS: i64 = 250;
+/// Longest wait for a buffer to reach its watermark: 250 ms.
+const POLL_WAIT: Timespec = Timespec {
+    tv_sec: 0,
+    tv_nsec: 250_000_000,
+};
 
 /// The sample_id trailer of a SWITCH record (TID, TIME, CPU asked):
 /// pid, tid, time.
@@ -456,33 +461,21 @@ pub(super) fn read_loop(
             std::thread::sleep(Duration::from_millis(50));
             continue;
         }
-        use rustix::event::{PollFd, PollFlags};
         let mut fds: Vec<PollFd> = idx
             .iter()
-            .map(|&i| {
-                // SAFETY: the sampler stays open while `fds` lives.
-                let fd = unsafe { BorrowedFd::borrow_raw(opened.samplers[i].as_raw_fd()) };
-                PollFd::from_borrowed_fd(fd, PollFlags::IN)
-            })
+            // SAFETY: the samplers stay open (and in place) while `fds` lives.
+            .map(|&i| unsafe { BorrowedFd::borrow_raw(opened.samplers[i].as_raw_fd()) })
+            .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
             .collect();
         // The kernel wakes the reader when a buffer is half full (the
         // watermark), not per sample; the timeout bounds how late the
         // stop flag and the off-CPU pairing are seen.
-        let timeout = rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: (POLL_MS * 1_000_000) as _,
-        };
-        if rustix::event::poll(&mut fds, Some(&timeout)).is_err() {
+        if rustix::event::poll(&mut fds, Some(&POLL_WAIT)).is_err() {
             continue; // EINTR
         }
-        let hung: Vec<bool> = fds
-            .iter()
-            .map(|f| f.revents().contains(PollFlags::HUP))
-            .collect();
-        drop(fds);
         let mut records = 0;
         for (k, &i) in idx.iter().enumerate() {
-            if hung[k] {
+            if fds[k].revents().contains(PollFlags::HUP) {
                 live[i] = false;
             }
             records += drain(&mut opened.samplers[i], &mut reader);
