@@ -5,6 +5,7 @@
 //! problem (no space, read-only, missing device); 5 a comparison found a
 //! regression (only with `--fail-on-regression`); 130 interrupted.
 
+use rustix::io::Errno;
 use std::io;
 use std::path::Path;
 
@@ -65,32 +66,32 @@ impl Error {
     /// everything else a failed measurement.
     pub fn io(what: &str, path: &Path, e: io::Error) -> Self {
         let msg = format!("{what} {}: {e}", path.display());
-        match e.raw_os_error() {
-            Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::Environment(format!(
+        match Errno::from_io_error(&e) {
+            Some(Errno::NOSPC) | Some(Errno::DQUOT) => Error::Environment(format!(
                 "{msg} (the target file system is full: free space or choose another --target)"
             )),
-            Some(libc::EROFS) => Error::Environment(format!(
+            Some(Errno::ROFS) => Error::Environment(format!(
                 "{msg} (the target is read-only: choose a writable --target)"
             )),
             // As root, EACCES/EPERM is the file system refusing (sysfs,
             // procfs, an immutable file): running as root cannot help.
-            Some(libc::EACCES) | Some(libc::EPERM) if rustix::process::geteuid().is_root() => {
+            Some(Errno::ACCESS) | Some(Errno::PERM) if rustix::process::geteuid().is_root() => {
                 Error::Environment(format!(
                     "{msg} (refused even to root: /proc, /sys and similar file systems \
                      hold no files of yours; choose a directory on a disk)"
                 ))
             }
-            Some(libc::EACCES) | Some(libc::EPERM) => Error::Privilege(format!(
+            Some(Errno::ACCESS) | Some(Errno::PERM) => Error::Privilege(format!(
                 "{msg} (permission denied: choose a directory you can write, or run as root)"
             )),
-            Some(libc::EFBIG) => Error::Environment(format!(
+            Some(Errno::FBIG) => Error::Environment(format!(
                 "{msg} (the file size limit, ulimit -f, is below what this run writes: \
                  raise it (ulimit -f unlimited) or use a smaller size)"
             )),
-            Some(libc::EMFILE) | Some(libc::ENFILE) => Error::Environment(format!(
+            Some(Errno::MFILE) | Some(Errno::NFILE) => Error::Environment(format!(
                 "{msg} (too many open files: raise the limit, ulimit -n)"
             )),
-            Some(libc::ENOENT) => Error::Environment(format!("{msg} (it does not exist)")),
+            Some(Errno::NOENT) => Error::Environment(format!("{msg} (it does not exist)")),
             _ => Error::Measurement(msg),
         }
     }

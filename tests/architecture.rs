@@ -1043,3 +1043,107 @@ fn the_proc_rule_sees_test_modules() {
     let src = "#[cfg(test)]\npub(crate) mod testing {\n}\n";
     assert_eq!(inline_test_modules(src), [(1, 3)]);
 }
+
+/// `libc::NAME`s used in `text` (comments and strings already blanked).
+fn libc_names(text: &str) -> BTreeSet<String> {
+    let b: Vec<char> = text.chars().collect();
+    let pat: Vec<char> = "libc::".chars().collect();
+    let mut out = BTreeSet::new();
+    for i in 0..b.len() {
+        if b[i..].starts_with(&pat) && !prev_is_ident(&b, i) {
+            let name: String = b[i + pat.len()..]
+                .iter()
+                .take_while(|c| is_ident(**c))
+                .collect();
+            if !name.is_empty() {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+/// The names a file's `//! libc: a, b (why), c (why)` lines declare.
+fn declared_libc(src: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in src.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("//! libc:") else {
+            continue;
+        };
+        // Reasons are in parentheses; the names are what is outside them.
+        let mut depth = 0;
+        let names: String = rest
+            .chars()
+            .map(|c| {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                if depth > 0 || c == ')' {
+                    ' '
+                } else {
+                    c
+                }
+            })
+            .collect();
+        out.extend(
+            names
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|w| !w.is_empty())
+                .map(str::to_string),
+        );
+    }
+    out
+}
+
+/// rustix is the syscall layer: a file that still calls through `libc::`
+/// (a forked child, the exec helper, a call rustix lacks) names every
+/// `libc::` item it uses in its `//! libc:` module-doc lines, with why, and
+/// names nothing it no longer uses.
+#[test]
+fn every_libc_use_is_declared_with_its_reason() {
+    let mut modules = Vec::new();
+    collect(&src_dir(), &mut modules);
+    let mut bad = Vec::new();
+    for m in &modules {
+        let src = fs::read_to_string(&m.file).unwrap();
+        let used = libc_names(&strip(&src));
+        let declared = declared_libc(&src);
+        let rel = m
+            .file
+            .strip_prefix(src_dir())
+            .unwrap()
+            .display()
+            .to_string();
+        let undeclared: Vec<&String> = used.difference(&declared).collect();
+        if !undeclared.is_empty() {
+            bad.push(format!(
+                "{rel} uses libc::{undeclared:?} without a `//! libc:` line"
+            ));
+        }
+        let stale: Vec<&String> = declared.difference(&used).collect();
+        if !stale.is_empty() {
+            bad.push(format!("{rel} declares libc {stale:?} it does not use"));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "use rustix, or say why not:\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn libc_declarations_are_parsed() {
+    let src = "//! Doc.\n//! libc: fork, _exit (async-signal-safe, child)\n//! libc: SIGKILL\n\
+               fn f() { unsafe { libc::fork(); libc::_exit(0) } } // libc::getpid\n\
+               const S: &str = \"libc::kill\"; fn g(x: mylibc::T) {}\n";
+    let used = libc_names(&strip(src));
+    assert_eq!(used.into_iter().collect::<Vec<_>>(), ["_exit", "fork"]);
+    let d = declared_libc(src);
+    assert_eq!(
+        d.into_iter().collect::<Vec<_>>(),
+        ["SIGKILL", "_exit", "fork"]
+    );
+}

@@ -7,7 +7,11 @@
 //! thread also waits for the child: the parent-death signal that makes the
 //! command die with tunelab (safety::child) follows the forking thread.
 //! The first SIGINT/SIGTERM kills the command (and its process group).
+//!
+//! libc: getpid, write, read, __errno_location, EINTR (between fork and exec: async-signal-safe)
+//! libc: timeval (wait4's rusage, from safety::child)
 
+use rustix::io::Errno;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -151,7 +155,7 @@ impl Stopped {
         };
         let waited = match spawner.join() {
             Ok(Ok(w)) => w,
-            Ok(Err(e)) if e.raw_os_error() == Some(libc::ECHILD) => {
+            Ok(Err(e)) if Errno::from_io_error(&e) == Some(Errno::CHILD) => {
                 return Err(Error::measurement(format!("lost track of {program}")))
             }
             Ok(Err(e)) => {

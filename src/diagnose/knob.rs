@@ -4,6 +4,7 @@
 //! back on drop, by the next tunelab after a SIGKILL, or by
 //! `tunelab restore`.
 
+use rustix::io::Errno;
 use std::path::{Path, PathBuf};
 
 use crate::safety::journal::{self, Entry, FileState, Saved};
@@ -51,8 +52,8 @@ impl Switched {
             // Nothing changed: drop the claim.
             let _ = journal::remove(knob, entry.pid);
             s.restored = true;
-            return Err(match e.raw_os_error() {
-                Some(libc::EACCES) | Some(libc::EPERM) => {
+            return Err(match Errno::from_io_error(&e) {
+                Some(Errno::ACCESS) | Some(Errno::PERM) => {
                     format!("switching on {knob} needs root ({}: {e})", path.display())
                 }
                 _ => format!("cannot write {}: {e}", path.display()),

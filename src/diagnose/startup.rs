@@ -5,6 +5,8 @@
 //! (`LD_DEBUG=libs`), each with default lazy binding and with
 //! `LD_BIND_NOW=1` — what prelinking used to attack. Medians throughout.
 //! Runs after the diagnosed interval, so it never disturbs it.
+//!
+//! libc: WIFEXITED, WEXITSTATUS (wait4's raw status, from safety::child)
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -30,8 +30,7 @@ pub struct Usage {
 }
 
 fn ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let t = rustix::param::clock_ticks_per_second();
     if t > 0 {
         t as f64
     } else {
@@ -100,18 +99,8 @@ fn minus(a: &TaskFigures, b: &TaskFigures) -> TaskFigures {
 /// tunelab's own CPU time so far (all threads, to the ns: clock ticks
 /// of /proc/self/stat are too coarse for a budget of 1%), s.
 pub fn own_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return crate::system::proc::read_pid("self", "stat")
-            .ok()
-            .and_then(|t| parse_stat_figures(&t))
-            .map_or(0.0, |(_, _, u, s)| (u + s) as f64 / ticks());
-    }
+    // rustix's clock_gettime cannot fail for a standard clock.
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 

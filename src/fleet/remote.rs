@@ -291,8 +291,10 @@ fn call(
             // The whole group (`contain` made ssh lead one): a ProxyCommand
             // or a wrapper's children would hold the pipes open otherwise.
             if let Ok(pid) = i32::try_from(child.id()) {
-                // SAFETY: kill has no preconditions; -pid is ssh's own group.
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
+                // ssh's own group.
+                if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                    let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+                }
             }
             let _ = child.kill();
             let _ = child.wait();

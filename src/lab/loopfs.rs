@@ -21,6 +21,9 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use rustix::io::Errno;
+use rustix::ioctl::{IntegerSetter, Ioctl, IoctlOutput, NoArg, Opcode, Setter};
+
 use crate::safety::journal::{self, Entry, Saved};
 use crate::safety::sysmount::{
     self, LOOP_CONFIGURE, LOOP_CTL_GET_FREE, LOOP_SET_FD, LOOP_SET_STATUS64, LO_FLAGS_AUTOCLEAR,
@@ -108,12 +111,30 @@ fn loop_info(image: &Path, read_only: bool) -> LoopInfo64 {
     info
 }
 
-fn ioctl_err(what: &str, dev: &Path) -> Error {
-    Error::environment(format!(
-        "{what} on {}: {}",
-        dev.display(),
-        std::io::Error::last_os_error()
-    ))
+fn ioctl_err(what: &str, dev: &Path, e: Errno) -> Error {
+    Error::environment(format!("{what} on {}: {e}", dev.display()))
+}
+
+/// LOOP_CTL_GET_FREE: no argument, the free device's number is the
+/// ioctl's return value (rustix's `NoArg` discards it).
+struct GetFree;
+
+// SAFETY: no argument is passed; the output is the syscall's return value.
+unsafe impl Ioctl for GetFree {
+    type Output = i32;
+    const IS_MUTATING: bool = false;
+    fn opcode(&self) -> Opcode {
+        LOOP_CTL_GET_FREE
+    }
+    fn as_ptr(&mut self) -> *mut std::ffi::c_void {
+        std::ptr::null_mut()
+    }
+    unsafe fn output_from_ptr(
+        out: IoctlOutput,
+        _: *mut std::ffi::c_void,
+    ) -> rustix::io::Result<i32> {
+        Ok(out)
+    }
 }
 
 /// The node of loop device `n`, created when /dev is static (no devtmpfs).
@@ -122,16 +143,17 @@ fn loop_node(n: i32) -> Result<PathBuf> {
     if !dev.exists() {
         let c = std::ffi::CString::new(dev.as_os_str().as_bytes())
             .map_err(|_| Error::environment("bad loop device path"))?;
-        // SAFETY: mknod of a block node for loop major 7.
-        let r = unsafe {
-            libc::mknod(
-                c.as_ptr(),
-                libc::S_IFBLK | 0o600,
-                libc::makedev(7, n as u32),
-            )
-        };
-        if r != 0 && !dev.exists() {
-            return Err(ioctl_err("cannot create the device node", &dev));
+        let r = rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &c,
+            rustix::fs::FileType::BlockDevice,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            rustix::fs::makedev(7, n as u32),
+        );
+        if let Err(e) = r {
+            if !dev.exists() {
+                return Err(ioctl_err("cannot create the device node", &dev, e));
+            }
         }
     }
     Ok(dev)
@@ -160,11 +182,9 @@ pub fn attach(image: &Path, read_only: bool) -> Result<(PathBuf, File)> {
     // Another process may take the free device between GET_FREE and our
     // configure (EBUSY): ask again.
     for _ in 0..16 {
-        // SAFETY: ioctl without argument on /dev/loop-control.
-        let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE as _) };
-        if n < 0 {
-            return Err(ioctl_err("LOOP_CTL_GET_FREE", ctl_path));
-        }
+        // SAFETY: LOOP_CTL_GET_FREE takes no argument.
+        let n = unsafe { rustix::ioctl::ioctl(&ctl, GetFree) }
+            .map_err(|e| ioctl_err("LOOP_CTL_GET_FREE", ctl_path, e))?;
         let dev = loop_node(n)?;
         let f = fs::OpenOptions::new()
             .read(true)
@@ -177,37 +197,41 @@ pub fn attach(image: &Path, read_only: bool) -> Result<(PathBuf, File)> {
             info: loop_info(image, read_only),
             reserved: [0; 8],
         };
-        // SAFETY: LOOP_CONFIGURE with a valid loop_config.
-        let r = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_CONFIGURE as _, &cfg) };
-        if r == 0 {
-            return Ok((dev, f));
-        }
-        let err = std::io::Error::last_os_error().raw_os_error();
+        // SAFETY: LOOP_CONFIGURE reads a struct loop_config.
+        let r = unsafe { rustix::ioctl::ioctl(&f, Setter::<LOOP_CONFIGURE, _>::new(cfg)) };
+        let err = match r {
+            Ok(()) => return Ok((dev, f)),
+            Err(e) => e,
+        };
         match err {
-            Some(libc::EBUSY) => continue,
+            Errno::BUSY => continue,
             // Kernels before 5.8 do not know LOOP_CONFIGURE.
-            Some(libc::EINVAL) | Some(libc::ENOTTY) => {
-                // SAFETY: LOOP_SET_FD takes the backing descriptor.
-                let r =
-                    unsafe { libc::ioctl(f.as_raw_fd(), LOOP_SET_FD as _, backing.as_raw_fd()) };
-                if r != 0 {
-                    if std::io::Error::last_os_error().raw_os_error() == Some(libc::EBUSY) {
-                        continue;
-                    }
-                    return Err(ioctl_err("LOOP_SET_FD", &dev));
+            Errno::INVAL | Errno::NOTTY => {
+                let fd = backing.as_raw_fd() as usize;
+                // SAFETY: LOOP_SET_FD takes the backing descriptor as an integer.
+                let r = unsafe {
+                    rustix::ioctl::ioctl(&f, IntegerSetter::<LOOP_SET_FD>::new_usize(fd))
+                };
+                match r {
+                    Ok(()) => {}
+                    Err(Errno::BUSY) => continue,
+                    Err(e) => return Err(ioctl_err("LOOP_SET_FD", &dev, e)),
                 }
                 let info = loop_info(image, read_only);
-                // SAFETY: LOOP_SET_STATUS64 with a valid loop_info64.
-                let r = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_SET_STATUS64 as _, &info) };
-                if r != 0 {
-                    let e = ioctl_err("LOOP_SET_STATUS64", &dev);
-                    // SAFETY: undo the LOOP_SET_FD above.
-                    unsafe { libc::ioctl(f.as_raw_fd(), sysmount::LOOP_CLR_FD as _, 0) };
+                // SAFETY: LOOP_SET_STATUS64 reads a struct loop_info64.
+                let r =
+                    unsafe { rustix::ioctl::ioctl(&f, Setter::<LOOP_SET_STATUS64, _>::new(info)) };
+                if let Err(e) = r {
+                    let e = ioctl_err("LOOP_SET_STATUS64", &dev, e);
+                    // SAFETY: undo the LOOP_SET_FD above; LOOP_CLR_FD takes no argument.
+                    let _ = unsafe {
+                        rustix::ioctl::ioctl(&f, NoArg::<{ sysmount::LOOP_CLR_FD }>::new())
+                    };
                     return Err(e);
                 }
                 return Ok((dev, f));
             }
-            _ => return Err(ioctl_err("LOOP_CONFIGURE", &dev)),
+            e => return Err(ioctl_err("LOOP_CONFIGURE", &dev, e)),
         }
     }
     Err(Error::environment(
@@ -345,20 +369,9 @@ impl LoopFs {
         let (flags, _) = sysmount::split_options(options);
         let c = std::ffi::CString::new(self.mount_point.as_os_str().as_bytes())
             .map_err(|_| Error::usage("bad mount point"))?;
-        // SAFETY: valid NUL-terminated path; NULL source, type and data.
-        let r = unsafe {
-            libc::mount(
-                std::ptr::null(),
-                c.as_ptr(),
-                std::ptr::null(),
-                flags | libc::MS_REMOUNT,
-                std::ptr::null(),
-            )
-        };
-        if r != 0 {
-            return Err(ioctl_err("remount", &self.mount_point));
-        }
-        Ok(())
+        // Empty data: fs-specific options stay as they are.
+        rustix::mount::mount_remount(&c, flags, c"")
+            .map_err(|e| ioctl_err("remount", &self.mount_point, e))
     }
 
     /// Where the filesystem is mounted (create files only under here).

@@ -14,6 +14,7 @@
 //! cache) are throttled reliably**; buffered writes escape the limit. On v2,
 //! writeback is attributed to the cgroup but still lags behind write().
 
+use rustix::io::Errno;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -53,8 +54,8 @@ pub struct IoThrottle {
 fn write_file(path: &Path, value: &str) -> Result<()> {
     fs::write(path, value).map_err(|e| {
         let msg = format!("cannot write '{value}' to {}: {e}", path.display());
-        match e.raw_os_error() {
-            Some(libc::EACCES) | Some(libc::EPERM) => Error::privilege(msg),
+        match Errno::from_io_error(&e) {
+            Some(Errno::ACCESS) | Some(Errno::PERM) => Error::privilege(msg),
             _ => Error::environment(msg),
         }
     })

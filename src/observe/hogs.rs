@@ -71,26 +71,20 @@ impl Default for HogsReader {
 
 /// Raise the soft open-file limit to the hard one; returns the soft limit.
 fn raise_nofile() -> usize {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: plain syscalls with a valid pointer.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return 1024;
-        }
-        if r.rlim_cur < r.rlim_max {
-            let want = libc::rlimit {
-                rlim_cur: r.rlim_max.min(1 << 20),
-                rlim_max: r.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                r.rlim_cur = want.rlim_cur;
-            }
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    // None is unlimited.
+    let r = getrlimit(Resource::Nofile);
+    let (cur, max) = (r.current.unwrap_or(u64::MAX), r.maximum.unwrap_or(u64::MAX));
+    if cur < max {
+        let want = Rlimit {
+            current: Some(max.min(1 << 20)),
+            maximum: r.maximum,
+        };
+        if setrlimit(Resource::Nofile, want).is_ok() {
+            return max.min(1 << 20) as usize;
         }
     }
-    r.rlim_cur as usize
+    cur as usize
 }
 
 impl HogsReader {

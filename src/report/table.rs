@@ -94,14 +94,7 @@ fn terminal_width() -> usize {
     {
         return c;
     }
-    // SAFETY: TIOCGWINSZ fills a winsize struct we own; a failure leaves it zeroed.
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
-    if ok {
-        ws.ws_col as usize
-    } else {
-        0
-    }
+    rustix::termios::tcgetwinsize(std::io::stdout()).map_or(0, |ws| ws.ws_col as usize)
 }
 
 pub fn render(header: &[&str], rows: Vec<Vec<String>>) -> String {

@@ -9,6 +9,9 @@
 //! - [`wait_cancellable`]: wait for it, killing its group on the first
 //!   SIGINT/SIGTERM/SIGHUP; it is also registered with the signal thread so
 //!   a second signal kills it before tunelab exits.
+//!
+//! libc: prctl, PR_SET_PDEATHSIG, SIGKILL, c_ulong, getppid, _exit, signal, SIGXFSZ, SIG_DFL (between fork and exec: async-signal-safe)
+//! libc: wait4, rusage (rustix's waits return no rusage), WIFEXITED, WEXITSTATUS, WIFSIGNALED, WTERMSIG (decode that raw status), EINTR (wait4's errno)
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -16,13 +19,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rustix::io::Errno;
+use rustix::process::{
+    getpgid, getpgrp, kill_process, kill_process_group, waitid, Pid, Signal, WaitId, WaitIdOptions,
+};
+
 use super::signals;
 
 /// Whether stdin is a terminal (a program that may read it stays in
 /// tunelab's process group: see [`mortal`]).
 pub fn stdin_is_tty() -> bool {
-    // SAFETY: isatty on fd 0.
-    unsafe { libc::isatty(0) == 1 }
+    rustix::termios::isatty(std::io::stdin())
 }
 
 /// Own process group and PR_SET_PDEATHSIG(SIGKILL) for the child of `c`.
@@ -35,8 +42,7 @@ pub fn contain(c: &mut Command) {
 /// process group because it may read the terminal (a background group
 /// would be stopped by SIGTTIN); the terminal's Ctrl-C reaches both.
 pub fn mortal(c: &mut Command) {
-    // SAFETY: getpid before the fork.
-    let parent = unsafe { libc::getpid() };
+    let parent = rustix::process::getpid().as_raw_pid();
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         c.pre_exec(move || {
@@ -67,22 +73,42 @@ pub fn kill_group(pid: i32) {
     if pid <= 0 {
         return;
     }
-    // SAFETY: plain kill(2) calls.
-    unsafe {
-        libc::kill(-pid, libc::SIGKILL);
-        libc::kill(pid, libc::SIGKILL);
+    let Some(p) = Pid::from_raw(pid) else {
+        return;
+    };
+    let _ = kill_process_group(p, Signal::KILL);
+    let _ = kill_process(p, Signal::KILL);
+}
+
+/// kill(2) signal `sig` (1..=64, as `engine::process::parse_signal` gives) to `pid`, or
+/// to the process group it leads. Failures (already gone) are ignored.
+pub fn send_signal(pid: i32, sig: i32, group: bool) {
+    use rustix::process::{kill_process, kill_process_group, Pid, Signal};
+    let Some(p) = Pid::from_raw(pid) else {
+        return;
+    };
+    if !(1..=64).contains(&sig) {
+        return;
     }
+    // SAFETY: a number in the kernel's signal range, chosen by the user
+    // (realtime signals included, for which rustix has no constant).
+    let s = unsafe { Signal::from_raw_unchecked(sig) };
+    let _ = if group {
+        kill_process_group(p, s)
+    } else {
+        kill_process(p, s)
+    };
 }
 
 /// SIGKILL `pid`, and its group when it leads one (never tunelab's own).
 fn kill_tree(pid: i32) {
-    // SAFETY: getpgid/getpgrp/kill have no preconditions.
-    unsafe {
-        if libc::getpgid(pid) == pid && pid != libc::getpgrp() {
-            kill_group(pid);
-        } else {
-            libc::kill(pid, libc::SIGKILL);
-        }
+    let Some(p) = Pid::from_raw(pid) else {
+        return;
+    };
+    if getpgid(Some(p)) == Ok(p) && p != getpgrp() {
+        kill_group(pid);
+    } else {
+        let _ = kill_process(p, Signal::KILL);
     }
 }
 
@@ -136,24 +162,16 @@ pub fn wait_cancellable(pid: i32) -> std::io::Result<Waited> {
             }
         });
     let result = (|| {
-        // SAFETY: siginfo is plain data waitid fills.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let id = Pid::from_raw(pid).ok_or_else(|| std::io::Error::from(Errno::CHILD))?;
         loop {
-            // SAFETY: waiting for our own child without reaping it.
-            let r = unsafe {
-                libc::waitid(
-                    libc::P_PID,
-                    pid as libc::id_t,
-                    &mut info,
-                    libc::WEXITED | libc::WNOWAIT,
-                )
-            };
-            if r == 0 {
-                break;
-            }
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINTR) {
-                return Err(e);
+            // Waiting for our own child without reaping it.
+            match waitid(
+                WaitId::Pid(id),
+                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+            ) {
+                Ok(_) => break,
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
             }
         }
         let exited = Instant::now();

@@ -4,6 +4,10 @@
 //! RLIMIT_FSIZE cannot be judged up front (it depends on the sizes a run
 //! writes): SIGXFSZ is ignored instead, so a write past it fails with
 //! EFBIG, which `Error::io` explains (exit 4), and the run cleans up.
+//!
+//! libc: signal, SIGXFSZ, SIG_IGN (rustix has no signal-disposition call)
+
+use rustix::process::Resource;
 
 use crate::{Error, Result};
 
@@ -14,16 +18,9 @@ pub const MIN_NOFILE: u64 = 32;
 /// helpers, children of the IPC experiments, ssh.
 pub const MIN_FREE_PROCS: u64 = 8;
 
-/// The soft limit of `resource` (None: unlimited or unreadable). A macro,
-/// as the resource's type differs between glibc and musl.
-macro_rules! soft {
-    ($resource:expr) => {{
-        // SAFETY: getrlimit fills a plain struct.
-        let mut r: libc::rlimit = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let ok = unsafe { libc::getrlimit($resource, &mut r) } == 0;
-        (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
-    }};
+/// The soft limit of `resource` (None: unlimited).
+fn soft(resource: Resource) -> Option<u64> {
+    rustix::process::getrlimit(resource).current
 }
 
 /// Processes (threads count too) of the real user, from /proc.
@@ -46,17 +43,16 @@ pub fn ignore_sigxfsz() {
 
 /// Refuse (exit 4) when the descriptor or process limit leaves too little.
 pub fn check() -> Result<()> {
-    if let Some(n) = soft!(libc::RLIMIT_NOFILE).filter(|n| *n < MIN_NOFILE) {
+    if let Some(n) = soft(Resource::Nofile).filter(|n| *n < MIN_NOFILE) {
         return Err(Error::environment(format!(
             "the open-file limit (ulimit -n) is {n}: tunelab needs at least {MIN_NOFILE} \
              (raise it: ulimit -n 1024)"
         )));
     }
     // Root is not held to RLIMIT_NPROC.
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
+    let uid = rustix::process::getuid().as_raw();
     if uid != 0 {
-        if let Some(max) = soft!(libc::RLIMIT_NPROC) {
+        if let Some(max) = soft(Resource::Nproc) {
             let used = user_tasks(uid);
             if used + MIN_FREE_PROCS > max {
                 return Err(Error::environment(format!(

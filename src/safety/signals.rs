@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, Once};
 
+use rustix::process::{getpgid, getpgrp, getpid, kill_process, kill_process_group, Pid, Signal};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -76,11 +77,10 @@ pub fn hang_up_on_stdin_eof(grace: std::time::Duration) {
                     Err(_) => break,
                 }
             }
-            // SAFETY: kill/getpid have no preconditions.
-            unsafe { libc::kill(libc::getpid(), libc::SIGHUP) };
+            let hup = || kill_process(getpid(), Signal::HUP);
+            let _ = hup();
             std::thread::sleep(grace);
-            // SAFETY: as above.
-            unsafe { libc::kill(libc::getpid(), libc::SIGHUP) };
+            let _ = hup();
         });
 }
 
@@ -164,14 +164,15 @@ fn detach_mounts() {
 fn emergency_cleanup() {
     if let Ok(children) = CLEANUP_CHILDREN.lock() {
         for &pid in children.iter() {
-            // SAFETY: plain kill(2) calls on children not yet reaped; the
-            // group only when the child leads one that is not ours.
-            unsafe {
-                if libc::getpgid(pid) == pid && pid != libc::getpgrp() {
-                    libc::kill(-pid, libc::SIGKILL);
-                }
-                libc::kill(pid, libc::SIGKILL);
+            // Children not yet reaped; the group only when the child leads
+            // one that is not ours.
+            let Some(p) = Pid::from_raw(pid) else {
+                continue;
+            };
+            if getpgid(Some(p)) == Ok(p) && p != getpgrp() {
+                let _ = kill_process_group(p, Signal::KILL);
             }
+            let _ = kill_process(p, Signal::KILL);
         }
     }
     detach_mounts();

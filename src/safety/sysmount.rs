@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use crate::system::mounts::unescape_mount as unescape;
 use crate::{Error, Result};
 
-/// MS_NOSYMFOLLOW (Linux 5.10; not in every libc crate version).
-const MS_NOSYMFOLLOW: libc::c_ulong = 256;
+use rustix::io::Errno;
+use rustix::ioctl::{NoArg, Opcode};
+use rustix::mount::{MountFlags, UnmountFlags};
 
 /// One line of /proc/self/mountinfo, unescaped.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,36 +144,37 @@ impl MountMode {
 }
 
 /// mount(2) flags for a remount of `m` to `want`: the per-mount flags it
-/// has now, with the atime mode, sync and lazytime set explicitly.
-pub fn remount_flags(m: &MountLine, want: MountMode) -> libc::c_ulong {
-    let mut f = libc::MS_REMOUNT;
+/// has now, with the atime mode, sync and lazytime set explicitly
+/// (MS_REMOUNT itself is added by `mount_remount`).
+pub fn remount_flags(m: &MountLine, want: MountMode) -> MountFlags {
+    let mut f = MountFlags::empty();
     for (opt, flag) in [
-        ("nosuid", libc::MS_NOSUID),
-        ("nodev", libc::MS_NODEV),
-        ("noexec", libc::MS_NOEXEC),
-        ("nodiratime", libc::MS_NODIRATIME),
-        ("nosymfollow", MS_NOSYMFOLLOW),
+        ("nosuid", MountFlags::NOSUID),
+        ("nodev", MountFlags::NODEV),
+        ("noexec", MountFlags::NOEXEC),
+        ("nodiratime", MountFlags::NODIRATIME),
+        ("nosymfollow", MountFlags::NOSYMFOLLOW),
     ] {
         if m.mount_opts.iter().any(|o| o == opt) {
             f |= flag;
         }
     }
     if m.has("ro") {
-        f |= libc::MS_RDONLY;
+        f |= MountFlags::RDONLY;
     }
     if m.has("dirsync") {
-        f |= libc::MS_DIRSYNC;
+        f |= MountFlags::DIRSYNC;
     }
     f |= match want.atime {
-        "noatime" => libc::MS_NOATIME,
-        "relatime" => libc::MS_RELATIME,
-        _ => libc::MS_STRICTATIME,
+        "noatime" => MountFlags::NOATIME,
+        "relatime" => MountFlags::RELATIME,
+        _ => MountFlags::STRICTATIME,
     };
     if want.sync {
-        f |= libc::MS_SYNCHRONOUS;
+        f |= MountFlags::SYNCHRONOUS;
     }
     if want.lazytime {
-        f |= libc::MS_LAZYTIME;
+        f |= MountFlags::LAZYTIME;
     }
     f
 }
@@ -192,19 +194,8 @@ pub fn set_mode(mount_point: &Path, want: MountMode) -> Result<()> {
     })?;
     let flags = remount_flags(&m, want);
     let target = cpath(mount_point)?;
-    // SAFETY: valid NUL-terminated strings; a NULL source/type/data is
-    // allowed for MS_REMOUNT (fs-specific options stay as they are).
-    let r = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            target.as_ptr(),
-            std::ptr::null(),
-            flags,
-            std::ptr::null(),
-        )
-    };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
+    // Empty data: fs-specific options stay as they are.
+    if let Err(e) = rustix::mount::mount_remount(&target, flags, c"") {
         return Err(Error::environment(format!(
             "remount of {} with {} failed: {e}",
             mount_point.display(),
@@ -229,27 +220,27 @@ pub fn verify(mount_point: &Path, want: MountMode) -> Result<()> {
 }
 
 /// Standard mount options that are flags, not filesystem data.
-fn flag_of(opt: &str) -> Option<libc::c_ulong> {
+fn flag_of(opt: &str) -> Option<MountFlags> {
     Some(match opt {
-        "ro" => libc::MS_RDONLY,
-        "rw" | "async" | "nolazytime" | "defaults" => 0,
-        "nosuid" => libc::MS_NOSUID,
-        "nodev" => libc::MS_NODEV,
-        "noexec" => libc::MS_NOEXEC,
-        "sync" => libc::MS_SYNCHRONOUS,
-        "dirsync" => libc::MS_DIRSYNC,
-        "noatime" => libc::MS_NOATIME,
-        "relatime" => libc::MS_RELATIME,
-        "strictatime" => libc::MS_STRICTATIME,
-        "nodiratime" => libc::MS_NODIRATIME,
-        "lazytime" => libc::MS_LAZYTIME,
+        "ro" => MountFlags::RDONLY,
+        "rw" | "async" | "nolazytime" | "defaults" => MountFlags::empty(),
+        "nosuid" => MountFlags::NOSUID,
+        "nodev" => MountFlags::NODEV,
+        "noexec" => MountFlags::NOEXEC,
+        "sync" => MountFlags::SYNCHRONOUS,
+        "dirsync" => MountFlags::DIRSYNC,
+        "noatime" => MountFlags::NOATIME,
+        "relatime" => MountFlags::RELATIME,
+        "strictatime" => MountFlags::STRICTATIME,
+        "nodiratime" => MountFlags::NODIRATIME,
+        "lazytime" => MountFlags::LAZYTIME,
         _ => return None,
     })
 }
 
 /// Split `mount -o` text into mount(2) flags and the filesystem's data string.
-pub fn split_options(options: &str) -> (libc::c_ulong, String) {
-    let mut flags = 0;
+pub fn split_options(options: &str) -> (MountFlags, String) {
+    let mut flags = MountFlags::empty();
     let mut data = Vec::new();
     for o in options.split(',').filter(|o| !o.is_empty()) {
         match flag_of(o) {
@@ -266,27 +257,17 @@ pub fn mount(device: &Path, mount_point: &Path, fs_type: &str, options: &str) ->
     let (src, tgt) = (cpath(device)?, cpath(mount_point)?);
     let ty = CString::new(fs_type).map_err(|_| Error::usage("bad file system type"))?;
     let data_c = CString::new(data.clone()).map_err(|_| Error::usage("bad mount options"))?;
-    // SAFETY: valid NUL-terminated strings.
-    let r = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            tgt.as_ptr(),
-            ty.as_ptr(),
-            flags,
-            if data.is_empty() {
-                std::ptr::null()
-            } else {
-                data_c.as_ptr().cast()
-            },
-        )
+    let data_arg = if data.is_empty() {
+        None
+    } else {
+        Some(data_c.as_c_str())
     };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
-        let hint = match e.raw_os_error() {
-            Some(libc::ENODEV) => {
+    if let Err(e) = rustix::mount::mount(&src, &tgt, &ty, flags, data_arg) {
+        let hint = match e {
+            Errno::NODEV => {
                 format!(" (the kernel has no {fs_type} support: load its module or build it in)")
             }
-            Some(libc::EINVAL) => " (an option is not valid for this file system?)".into(),
+            Errno::INVAL => " (an option is not valid for this file system?)".into(),
             _ => String::new(),
         };
         return Err(Error::environment(format!(
@@ -301,13 +282,12 @@ pub fn mount(device: &Path, mount_point: &Path, fs_type: &str, options: &str) ->
 /// umount2(2); `lazy` = MNT_DETACH (works while files are still open).
 pub fn umount(mount_point: &Path, lazy: bool) -> std::io::Result<()> {
     let tgt = CString::new(mount_point.as_os_str().as_bytes())?;
-    // SAFETY: valid NUL-terminated string.
-    let r = unsafe { libc::umount2(tgt.as_ptr(), if lazy { libc::MNT_DETACH } else { 0 }) };
-    if r == 0 {
-        Ok(())
+    let flags = if lazy {
+        UnmountFlags::DETACH
     } else {
-        Err(std::io::Error::last_os_error())
-    }
+        UnmountFlags::empty()
+    };
+    Ok(rustix::mount::unmount(&tgt, flags)?)
 }
 
 /// Unmount, lazily when busy. Ok when it is not mounted (any more).
@@ -317,19 +297,22 @@ pub fn unmount(mount_point: &Path) -> std::io::Result<()> {
     }
     match umount(mount_point, false) {
         Ok(()) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => umount(mount_point, true),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) && mount_at(mount_point).is_none() => {
+        Err(e) if e.raw_os_error() == Some(Errno::BUSY.raw_os_error()) => umount(mount_point, true),
+        Err(e)
+            if e.raw_os_error() == Some(Errno::INVAL.raw_os_error())
+                && mount_at(mount_point).is_none() =>
+        {
             Ok(())
         }
         Err(e) => Err(e),
     }
 }
 
-pub const LOOP_SET_FD: libc::c_ulong = 0x4C00;
-pub const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
-pub const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
-pub const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
-pub const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+pub const LOOP_SET_FD: Opcode = 0x4C00;
+pub const LOOP_CLR_FD: Opcode = 0x4C01;
+pub const LOOP_SET_STATUS64: Opcode = 0x4C04;
+pub const LOOP_CONFIGURE: Opcode = 0x4C0A;
+pub const LOOP_CTL_GET_FREE: Opcode = 0x4C82;
 pub const LO_FLAGS_AUTOCLEAR: u32 = 4;
 
 /// The file backing loop device `dev` (`/dev/loopN`), from sysfs.
@@ -356,13 +339,10 @@ pub fn loop_detach_if_ours(dev: &Path, image: &Path) -> Result<bool> {
         .read(true)
         .open(dev)
         .map_err(|e| Error::io("cannot open", dev, e))?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: ioctl without argument on an open loop device.
-    let r = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_CLR_FD as _, 0) };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
+    // SAFETY: LOOP_CLR_FD takes no argument.
+    if let Err(e) = unsafe { rustix::ioctl::ioctl(&f, NoArg::<LOOP_CLR_FD>::new()) } {
         // EBUSY with autoclear set: it detaches when its last user closes it.
-        if e.raw_os_error() != Some(libc::ENXIO) {
+        if e != Errno::NXIO {
             return Err(Error::environment(format!(
                 "cannot detach {}: {e}",
                 dev.display()
@@ -413,17 +393,16 @@ mod tests {
         };
         let f = remount_flags(&m[1], want);
         // noatime must be gone; relatime, nosuid, nodev, nodiratime kept/set.
-        assert_eq!(f & libc::MS_NOATIME, 0);
-        assert_ne!(f & libc::MS_RELATIME, 0);
-        assert_eq!(f & libc::MS_SYNCHRONOUS, 0);
-        assert_eq!(f & libc::MS_LAZYTIME, 0);
+        assert!(!f.contains(MountFlags::NOATIME));
+        assert!(f.contains(MountFlags::RELATIME));
+        assert!(!f.contains(MountFlags::SYNCHRONOUS));
+        assert!(!f.contains(MountFlags::LAZYTIME));
         for flag in [
-            libc::MS_NOSUID,
-            libc::MS_NODEV,
-            libc::MS_NODIRATIME,
-            libc::MS_REMOUNT,
+            MountFlags::NOSUID,
+            MountFlags::NODEV,
+            MountFlags::NODIRATIME,
         ] {
-            assert_ne!(f & flag, 0);
+            assert!(f.contains(flag));
         }
         let strict = remount_flags(
             &m[2],
@@ -433,16 +412,16 @@ mod tests {
                 lazytime: false,
             },
         );
-        assert_ne!(strict & libc::MS_STRICTATIME, 0);
-        assert_ne!(strict & libc::MS_RDONLY, 0);
-        assert_ne!(strict & libc::MS_NOEXEC, 0);
-        assert_ne!(strict & libc::MS_SYNCHRONOUS, 0);
+        assert!(strict.contains(MountFlags::STRICTATIME));
+        assert!(strict.contains(MountFlags::RDONLY));
+        assert!(strict.contains(MountFlags::NOEXEC));
+        assert!(strict.contains(MountFlags::SYNCHRONOUS));
     }
 
     #[test]
     fn options_split_into_flags_and_data() {
         let (f, d) = split_options("noatime,data=writeback,commit=60,ro");
-        assert_eq!(f, libc::MS_NOATIME | libc::MS_RDONLY);
+        assert_eq!(f, MountFlags::NOATIME | MountFlags::RDONLY);
         assert_eq!(d, "data=writeback,commit=60");
     }
 }

@@ -3,6 +3,8 @@
 //! The snapshot is a flat map with dotted keys so that two runs can be diffed
 //! key by key. It never fails: a fact that cannot be read is simply absent
 //! (e.g. `cpu.governor` on a VM without cpufreq).
+//!
+//! libc: sysconf, _SC_NPROCESSORS_ONLN (rustix has no count of online CPUs)
 
 use std::collections::BTreeMap;
 use std::fs;

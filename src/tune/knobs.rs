@@ -4,6 +4,7 @@
 //! before the first change, refuses to overwrite a value someone else set
 //! meanwhile, and restores the original when dropped.
 
+use rustix::io::Errno;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -362,8 +363,8 @@ impl Knob {
                 };
                 let value = value.as_str();
                 for f in &self.files {
-                    fs::write(f, value).map_err(|e| match e.raw_os_error() {
-                        Some(libc::EINVAL) => Error::usage(format!(
+                    fs::write(f, value).map_err(|e| match Errno::from_io_error(&e) {
+                        Some(Errno::INVAL) => Error::usage(format!(
                             "{}: the kernel rejected '{value}' for {}",
                             self.name,
                             f.display()

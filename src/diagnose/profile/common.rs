@@ -4,6 +4,8 @@
 
 use std::io;
 
+use rustix::io::Errno;
+
 use super::Scope;
 
 /// Online CPUs from /sys ("0-3,6"), else 0..available_parallelism.
@@ -85,10 +87,10 @@ pub fn pmu_words() -> String {
 
 /// Why perf_event_open failed, in words, with what to do.
 pub fn explain(err: &io::Error, what: &str, scope: &Scope) -> String {
-    let errno = err.raw_os_error().unwrap_or(0);
+    let errno = Errno::from_raw_os_error(err.raw_os_error().unwrap_or(0));
     let par = paranoid();
     match errno {
-        libc::EACCES | libc::EPERM => {
+        Errno::ACCESS | Errno::PERM => {
             let level = par.map_or("unknown".to_string(), |p| p.to_string());
             let need = match scope {
                 Scope::System => "≤ 0 (or root/CAP_PERFMON) for the whole system",
@@ -99,17 +101,17 @@ pub fn explain(err: &io::Error, what: &str, scope: &Scope) -> String {
                  needs {need}: run as root or lower it with sysctl"
             )
         }
-        libc::ENOSYS => format!(
+        Errno::NOSYS => format!(
             "{what}: this kernel has no perf_event_open (CONFIG_PERF_EVENTS is off)"
         ),
-        libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV => {
+        Errno::NOENT | Errno::OPNOTSUPP | Errno::NODEV => {
             format!("{what}: not supported here ({err}; {})", pmu_words())
         }
-        libc::ESRCH => match scope {
+        Errno::SRCH => match scope {
             Scope::Process { pid } => format!("{what}: process {pid} has exited"),
             Scope::System => format!("{what}: {err}"),
         },
-        libc::EMFILE | libc::ENFILE => {
+        Errno::MFILE | Errno::NFILE => {
             format!("{what}: out of file descriptors ({err}); raise `ulimit -n`")
         }
         _ if par.is_none() => format!(
@@ -121,15 +123,7 @@ pub fn explain(err: &io::Error, what: &str, scope: &Scope) -> String {
 
 /// CPU time this thread has used so far, in ns.
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the pointer given.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -145,16 +139,12 @@ mod tests {
     #[test]
     fn reasons_name_the_cause() {
         let s = Scope::System;
-        let e = explain(&io::Error::from_raw_os_error(libc::EACCES), "cycles", &s);
+        let e = explain(&io::Error::from(Errno::ACCESS), "cycles", &s);
         assert!(e.contains("perf_event_paranoid"), "{e}");
-        let e = explain(
-            &io::Error::from_raw_os_error(libc::ENOENT),
-            "cache-misses",
-            &s,
-        );
+        let e = explain(&io::Error::from(Errno::NOENT), "cache-misses", &s);
         assert!(e.starts_with("cache-misses: not supported here"), "{e}");
         let p = Scope::Process { pid: 42 };
-        let e = explain(&io::Error::from_raw_os_error(libc::ESRCH), "cycles", &p);
+        let e = explain(&io::Error::from(Errno::SRCH), "cycles", &p);
         assert_eq!(e, "cycles: process 42 has exited");
     }
 

@@ -3,6 +3,7 @@
 //! thread × inherit for a process or per CPU for the system, summed, and
 //! scaled by enabled/running when the PMU multiplexed it.
 
+use rustix::io::Errno;
 use std::io;
 use std::time::Instant;
 
@@ -73,7 +74,7 @@ fn open(
                 b.observe_pid(tid);
                 match b.build() {
                     Ok(c) => out.push(c),
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != *pid => {}
+                    Err(e) if Errno::from_io_error(&e) == Some(Errno::SRCH) && tid != *pid => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -107,7 +108,7 @@ impl LiveCounters {
             };
             match open(ev, scope, &tids, &cpus, true) {
                 Ok(c) => slot.counters = c,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                Err(e) if matches!(Errno::from_io_error(&e), Some(Errno::ACCESS | Errno::PERM)) => {
                     // paranoid=2: user-space counts of one's own process.
                     match open(ev, scope, &tids, &cpus, false) {
                         Ok(c) => {

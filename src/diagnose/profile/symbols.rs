@@ -2,6 +2,8 @@
 //! `kallsyms`), user addresses as (file, offset) with blazesym from each
 //! binary's ELF symbols (and DWARF with feature `profile-dwarf`). Each distinct address is resolved
 //! once, in one batch per file.
+//!
+//! libc: dlsym, RTLD_DEFAULT (tests: where the C library's own functions are loaded)
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;

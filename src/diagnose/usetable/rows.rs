@@ -265,8 +265,7 @@ pub fn build(
 
 fn vmstat_page(_a: &Snapshot) -> f64 {
     // pswpin/pswpout count pages.
-    // SAFETY: sysconf has no memory effects.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let p = rustix::param::page_size();
     if p > 0 {
         p as f64
     } else {

@@ -323,33 +323,23 @@ pub fn follow(
 /// settings are put back when it is dropped.
 pub struct Serial {
     file: std::fs::File,
-    saved: libc::termios,
+    saved: rustix::termios::Termios,
 }
 
-fn baud_const(baud: u32) -> Option<libc::speed_t> {
-    Some(match baud {
-        9600 => libc::B9600,
-        19200 => libc::B19200,
-        38400 => libc::B38400,
-        57600 => libc::B57600,
-        115200 => libc::B115200,
-        230400 => libc::B230400,
-        460800 => libc::B460800,
-        500000 => libc::B500000,
-        921600 => libc::B921600,
-        1000000 => libc::B1000000,
-        1500000 => libc::B1500000,
-        2000000 => libc::B2000000,
-        3000000 => libc::B3000000,
-        _ => return None,
-    })
+/// The standard rates (the kernel's B* constants) accepted for `--baud`.
+fn baud_const(baud: u32) -> Option<u32> {
+    const RATES: [u32; 13] = [
+        9600, 19200, 38400, 57600, 115200, 230400, 460800, 500000, 921600, 1000000, 1500000,
+        2000000, 3000000,
+    ];
+    RATES.contains(&baud).then_some(baud)
 }
 
 impl Serial {
     /// Open `path` for reading only (tunelab never writes to the board) and
     /// set raw mode at `baud`, 8N1, no flow control.
     pub fn open(path: &std::path::Path, baud: u32) -> Result<Serial> {
-        use std::os::fd::AsRawFd;
+        use rustix::termios::{self as tc, ControlModes, InputModes, SpecialCodeIndex};
         use std::os::unix::fs::OpenOptionsExt;
         let speed = baud_const(baud).ok_or_else(|| {
             Error::usage(format!(
@@ -358,7 +348,7 @@ impl Serial {
         })?;
         let file = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NOCTTY)
+            .custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32)
             .open(path)
             .map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => {
@@ -370,36 +360,30 @@ impl Serial {
                 )),
                 _ => Error::environment(format!("cannot open {}: {e}", path.display())),
             })?;
-        let fd = file.as_raw_fd();
-        // SAFETY: termios calls on an fd we own, with valid out-pointers.
-        unsafe {
-            let mut saved: libc::termios = std::mem::zeroed();
-            if libc::tcgetattr(fd, &mut saved) != 0 {
-                return Err(Error::usage(format!(
-                    "{} is not a terminal (serial) device: {}",
-                    path.display(),
-                    std::io::Error::last_os_error()
-                )));
-            }
-            let mut t = saved;
-            libc::cfmakeraw(&mut t);
-            t.c_cflag |= libc::CLOCAL | libc::CREAD;
-            t.c_cflag &= !(libc::CSTOPB | libc::PARENB | libc::CRTSCTS);
-            t.c_iflag &= !(libc::IXON | libc::IXOFF);
-            t.c_cc[libc::VMIN] = 1;
-            t.c_cc[libc::VTIME] = 0;
-            libc::cfsetispeed(&mut t, speed);
-            libc::cfsetospeed(&mut t, speed);
-            if libc::tcsetattr(fd, libc::TCSANOW, &t) != 0 {
-                return Err(Error::environment(format!(
-                    "cannot set {} to {baud} baud raw: {}",
-                    path.display(),
-                    std::io::Error::last_os_error()
-                )));
-            }
-            libc::tcflush(fd, libc::TCIFLUSH);
-            Ok(Serial { file, saved })
-        }
+        let saved = tc::tcgetattr(&file).map_err(|e| {
+            Error::usage(format!(
+                "{} is not a terminal (serial) device: {e}",
+                path.display()
+            ))
+        })?;
+        let mut t = saved.clone();
+        t.make_raw();
+        t.control_modes |= ControlModes::CLOCAL | ControlModes::CREAD;
+        t.control_modes &= !(ControlModes::CSTOPB | ControlModes::PARENB | ControlModes::CRTSCTS);
+        t.input_modes &= !(InputModes::IXON | InputModes::IXOFF);
+        t.special_codes[SpecialCodeIndex::VMIN] = 1;
+        t.special_codes[SpecialCodeIndex::VTIME] = 0;
+        t.set_speed(speed)
+            .and_then(|()| tc::tcsetattr(&file, tc::OptionalActions::Now, &t))
+            .map_err(|e| {
+                Error::environment(format!(
+                    "cannot set {} to {baud} baud raw: {e}",
+                    path.display()
+                ))
+            })?;
+        // Best effort, as before: stale input is only noise before time zero.
+        let _ = tc::tcflush(&file, tc::QueueSelector::IFlush);
+        Ok(Serial { file, saved })
     }
 
     /// A reader of the same device (for [`read_lines`]).
@@ -412,11 +396,12 @@ impl Serial {
 
 impl Drop for Serial {
     fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: restores the attributes read in `open` on the same fd.
-        unsafe {
-            libc::tcsetattr(self.file.as_raw_fd(), libc::TCSANOW, &self.saved);
-        }
+        // Restores the attributes read in `open`; nothing to do on failure.
+        let _ = rustix::termios::tcsetattr(
+            &self.file,
+            rustix::termios::OptionalActions::Now,
+            &self.saved,
+        );
     }
 }
 

@@ -30,6 +30,10 @@
 //! budget, and the helper reports the death), dies with tunelab
 //! (PR_SET_PDEATHSIG) and makes the program die with it, so nothing is left
 //! behind when tunelab is killed.
+//!
+//! libc: getenv, unsetenv, _exit, write, read, open, close, c_void, O_RDONLY, O_CLOEXEC, EINTR, E2BIG, EINVAL (the helper runs from .init_array before Rust's runtime: plain C calls)
+//! libc: signal, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIG_IGN, SIG_DFL, prctl, PR_SET_PDEATHSIG, SIGKILL, c_ulong, getpid, getppid, pipe2, fork, setpgid, execv (fork and exec: async-signal-safe between them)
+//! libc: waitpid, wait4, rusage, timeval, clock_gettime, CLOCK_MONOTONIC, timespec (the helper's own wait and clock, same runtime-free rule)
 
 use std::ffi::c_char;
 

@@ -3,6 +3,8 @@
 //! see [`exec_helper`]). The verbs that measure programs (`time`, `boot`,
 //! `memory`, and the `app.time` experiment) share these pieces; `console`
 //! follows a booting board's console, `once` is one timed start.
+//!
+//! libc: WIFEXITED, WEXITSTATUS, WIFSIGNALED, WTERMSIG (decode the exec helper's raw wait status: rustix's WaitStatus cannot be built from one)
 
 pub mod console;
 pub mod exec_helper;
@@ -381,9 +383,7 @@ impl Started {
     /// Ask the program to leave.
     pub fn quit(&mut self, how: Quit) {
         match how {
-            Quit::Signal(sig) => unsafe {
-                libc::kill(self.pid, sig);
-            },
+            Quit::Signal(sig) => crate::safety::child::send_signal(self.pid, sig, false),
             Quit::StdinClose => {
                 self.stdin.take();
             }
@@ -570,20 +570,22 @@ pub fn parse_signal(s: &str) -> std::result::Result<i32, String> {
     }
     let up = s.to_ascii_uppercase();
     let name = up.strip_prefix("SIG").unwrap_or(&up);
+    use rustix::process::Signal;
     Ok(match name {
-        "TERM" => libc::SIGTERM,
-        "INT" => libc::SIGINT,
-        "KILL" => libc::SIGKILL,
-        "HUP" => libc::SIGHUP,
-        "QUIT" => libc::SIGQUIT,
-        "USR1" => libc::SIGUSR1,
-        "USR2" => libc::SIGUSR2,
+        "TERM" => Signal::TERM,
+        "INT" => Signal::INT,
+        "KILL" => Signal::KILL,
+        "HUP" => Signal::HUP,
+        "QUIT" => Signal::QUIT,
+        "USR1" => Signal::USR1,
+        "USR2" => Signal::USR2,
         _ => {
             return Err(format!(
                 "'{s}' is not a signal (TERM, INT, KILL, HUP, QUIT, USR1, USR2 or a number)"
             ))
         }
-    })
+    }
+    .as_raw())
 }
 
 #[cfg(test)]

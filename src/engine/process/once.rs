@@ -26,7 +26,7 @@ impl Default for TimeSpec {
     fn default() -> Self {
         TimeSpec {
             ready: None,
-            quit: Quit::Signal(libc::SIGTERM),
+            quit: Quit::Signal(rustix::process::Signal::TERM.as_raw()),
             ready_timeout: Duration::from_secs(30),
             max_run: None,
         }

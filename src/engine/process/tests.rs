@@ -16,8 +16,14 @@ fn words() {
 
 #[test]
 fn signals_by_name() {
-    assert_eq!(parse_signal("term"), Ok(libc::SIGTERM));
-    assert_eq!(parse_signal("SIGINT"), Ok(libc::SIGINT));
+    assert_eq!(
+        parse_signal("term"),
+        Ok(rustix::process::Signal::TERM.as_raw())
+    );
+    assert_eq!(
+        parse_signal("SIGINT"),
+        Ok(rustix::process::Signal::INT.as_raw())
+    );
     assert_eq!(parse_signal("9"), Ok(9));
     assert!(parse_signal("bogus").is_err());
 }
@@ -34,9 +40,9 @@ fn start_ready_quit_reap() {
         ReadyOutcome::Ready(_, line) => assert_eq!(line, "READY"),
         _ => panic!("no ready line"),
     }
-    s.quit(Quit::Signal(libc::SIGTERM));
+    s.quit(Quit::Signal(rustix::process::Signal::TERM.as_raw()));
     let r = s.reap().unwrap();
-    assert_eq!(r.signal, Some(libc::SIGTERM));
+    assert_eq!(r.signal, Some(rustix::process::Signal::TERM.as_raw()));
     assert!(r.peak_rss > 0);
     let e = start(&["no-such-cmd-xyz".to_string()], None, None)
         .err()

@@ -19,6 +19,7 @@ use crate::engine::process::run_shell;
 use crate::engine::session::Session;
 use crate::engine::{Better, ParamValue};
 use crate::model::run::{MetricResult, PointResult};
+use crate::safety::child::send_signal;
 use crate::stats::{self, StopReason};
 use crate::store::Store;
 use crate::{Error, Result};
@@ -114,11 +115,12 @@ fn boot_command(
     let pid = child.id() as i32;
     crate::safety::signals::register_child(pid);
     let _forget = Unregister(pid);
-    // SAFETY: signalling the group our unreaped child leads.
-    let stop = |sig: i32| unsafe {
-        libc::kill(-pid, sig);
-        libc::kill(pid, sig);
+    // The group our unreaped child leads, then the child itself.
+    let stop = |sig: i32| {
+        send_signal(pid, sig, true);
+        send_signal(pid, sig, false);
     };
+    let sigkill = rustix::process::Signal::KILL.as_raw();
     let waited = follow(
         &rx,
         Some(t0),
@@ -129,7 +131,7 @@ fn boot_command(
     let how = match waited {
         Ok((w, _)) => w,
         Err(e) => {
-            stop(libc::SIGKILL);
+            stop(sigkill);
             let _ = child.wait();
             return Err(e);
         }
@@ -139,7 +141,7 @@ fn boot_command(
         let end = Instant::now() + Duration::from_secs(10);
         while child.try_wait().ok().flatten().is_none() {
             if Instant::now() > end {
-                stop(libc::SIGKILL);
+                stop(sigkill);
                 break;
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -109,7 +109,8 @@ pub fn measure(a: &Request) -> Result<Memory> {
         let mut s = start(
             &argv,
             re.as_ref(),
-            re.as_ref().map(|_| Quit::Signal(libc::SIGTERM)),
+            re.as_ref()
+                .map(|_| Quit::Signal(rustix::process::Signal::TERM.as_raw())),
         )?;
         let mut first = true;
         let mut last: Option<ProcMem> = None;
@@ -204,7 +205,7 @@ pub fn measure(a: &Request) -> Result<Memory> {
                     procs.push(("after task".into(), m));
                     systems.push(("after task".into(), sys()?));
                 }
-                s.quit(Quit::Signal(libc::SIGTERM));
+                s.quit(Quit::Signal(rustix::process::Signal::TERM.as_raw()));
                 let r = s.reap()?;
                 peak.rss = peak.rss.max(r.peak_rss);
             }

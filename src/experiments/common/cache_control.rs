@@ -9,8 +9,9 @@
 //! affects clean pages of that one file. Every caller gets a note saying
 //! which method was used, for the result's notes.
 
+use rustix::fs::OFlags;
+use rustix::io::Errno;
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use crate::{Error, Result};
@@ -66,16 +67,8 @@ pub fn drop_all_caches() -> std::io::Result<()> {
 
 /// `posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)`.
 pub fn fadvise_dontneed(file: &File, path: &Path) -> Result<()> {
-    // SAFETY: plain syscall on a valid descriptor.
-    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if rc != 0 {
-        return Err(Error::io(
-            "cannot posix_fadvise(DONTNEED)",
-            path,
-            std::io::Error::from_raw_os_error(rc),
-        ));
-    }
-    Ok(())
+    rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed)
+        .map_err(|e| Error::io("cannot posix_fadvise(DONTNEED)", path, e.into()))
 }
 
 /// How an experiment opens its data file.
@@ -115,15 +108,15 @@ impl IoMode {
     pub fn write_flags(self) -> i32 {
         match self {
             IoMode::Buffered => 0,
-            IoMode::Direct => libc::O_DIRECT,
-            IoMode::Sync => libc::O_SYNC,
+            IoMode::Direct => OFlags::DIRECT.bits() as i32,
+            IoMode::Sync => OFlags::SYNC.bits() as i32,
         }
     }
 
     /// Extra open flags for reading (O_SYNC has no effect on reads).
     pub fn read_flags(self) -> i32 {
         match self {
-            IoMode::Direct => libc::O_DIRECT,
+            IoMode::Direct => OFlags::DIRECT.bits() as i32,
             _ => 0,
         }
     }
@@ -147,7 +140,9 @@ pub fn open_with(path: &Path, write: bool, flags: i32) -> Result<File> {
         .custom_flags(flags)
         .open(path)
         .map_err(|e| {
-            if e.raw_os_error() == Some(libc::EINVAL) && flags & libc::O_DIRECT != 0 {
+            if Errno::from_io_error(&e) == Some(Errno::INVAL)
+                && flags & OFlags::DIRECT.bits() as i32 != 0
+            {
                 Error::environment(format!(
                     "cannot open {} with O_DIRECT: the file system does not support direct I/O \
                      (tmpfs?); choose another --target or mode=buffered",

@@ -10,6 +10,11 @@
 //! and restores the default action of SIGINT/SIGTERM/SIGHUP, so Ctrl-C stops
 //! it at once; [`Children`] kills and reaps whatever is left when dropped, so
 //! neither an error nor an interruption leaves processes behind.
+//!
+//! libc: fork, getpid, getppid, _exit, signal, SIGINT, SIGTERM, SIGHUP, SIG_DFL, prctl, PR_SET_PDEATHSIG, SIGKILL, c_ulong (fork and the child's set-up: async-signal-safe)
+//! libc: read, write, c_void, EINTR, sched_getcpu, cpu_set_t, CPU_ZERO, CPU_SET, CPU_ISSET, CPU_SETSIZE, sched_getaffinity, sched_setaffinity (run in forked children: async-signal-safe, no allocation)
+//! libc: waitid, siginfo_t, P_ALL, WEXITED, WNOWAIT (rustix's WaitIdStatus does not give the pid), WIFEXITED, WEXITSTATUS, WIFSIGNALED, WTERMSIG (raw wait status)
+//! libc: pid_t (the pid type fork returns), pause, kill (test children that wait for a signal)
 
 use std::io;
 use std::os::fd::RawFd;
@@ -135,16 +140,17 @@ impl Children {
 
     /// SIGKILL and reap every child still running.
     pub fn kill_all(&mut self) {
+        use rustix::process::{kill_process, waitpid, Pid, Signal, WaitOptions};
         for pid in std::mem::take(&mut self.pids) {
-            // SAFETY: pid is our own unreaped child, so it cannot have been reused.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                let mut status = 0;
-                while libc::waitpid(pid, &mut status, 0) < 0
-                    && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-                {
-                }
-            }
+            let Some(p) = Pid::from_raw(pid) else {
+                continue;
+            };
+            // Our own unreaped child, so the pid cannot have been reused.
+            let _ = kill_process(p, Signal::KILL);
+            while matches!(
+                waitpid(Some(p), WaitOptions::empty()),
+                Err(rustix::io::Errno::INTR)
+            ) {}
         }
     }
 }
@@ -173,7 +179,7 @@ impl CpuReports {
     /// A MAP_SHARED page with `len` slots, all "not reported yet" (-1).
     pub fn new(len: usize) -> Result<Self> {
         let bytes = Self::bytes(len);
-        let p = map_anonymous(bytes, libc::MAP_SHARED).map_err(|e| {
+        let p = map_anonymous(bytes, rustix::mm::MapFlags::SHARED).map_err(|e| {
             Error::environment(format!("cannot map a shared page for CPU reports: {e}"))
         })?;
         let r = CpuReports {
@@ -227,7 +233,7 @@ impl CpuReports {
 impl Drop for CpuReports {
     fn drop(&mut self) {
         // SAFETY: the mapping made in new(), unmapped once.
-        unsafe { libc::munmap(self.slots as *mut libc::c_void, Self::bytes(self.len)) };
+        let _ = unsafe { rustix::mm::munmap(self.slots.cast(), Self::bytes(self.len)) };
     }
 }
 
@@ -294,36 +300,28 @@ pub(crate) fn read_some(fd: RawFd, buf: &mut [u8]) -> usize {
 /// Non-blocking waitpid: None while `pid` runs; Some(Some(status)) once
 /// reaped; Some(None) when it cannot be waited for.
 fn try_reap(pid: libc::pid_t) -> Option<Option<i32>> {
-    let mut status = 0;
+    use rustix::process::{waitpid, Pid, WaitOptions};
+    let p = Pid::from_raw(pid)?;
     loop {
-        // SAFETY: plain waitpid on our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            return Some(Some(status));
-        }
-        if r == 0 {
-            return None;
-        }
-        if errno() == libc::EINTR {
-            continue;
-        }
-        return Some(None);
+        return match waitpid(Some(p), WaitOptions::NOHANG) {
+            Ok(Some((_, status))) => Some(Some(status.as_raw())),
+            Ok(None) => None,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => Some(None),
+        };
     }
 }
 
 /// Blocking waitpid on one child: its status, or None if it cannot be waited for.
 fn reap(pid: libc::pid_t) -> Option<i32> {
-    let mut status = 0;
+    use rustix::process::{waitpid, Pid, WaitOptions};
+    let p = Pid::from_raw(pid)?;
     loop {
-        // SAFETY: plain waitpid on our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            return Some(status);
-        }
-        if r < 0 && errno() == libc::EINTR {
-            continue;
-        }
-        return None;
+        return match waitpid(Some(p), WaitOptions::empty()) {
+            Ok(Some((_, status))) => Some(status.as_raw()),
+            Err(rustix::io::Errno::INTR) => continue,
+            _ => None,
+        };
     }
 }
 
@@ -423,15 +421,10 @@ pub(crate) fn usable_cpus() -> Vec<usize> {
 /// fewer than 64 of the soft open-file limit (`ulimit -n`) for tunelab's
 /// own; `refuse` words the usage error from the limit.
 pub(crate) fn check_open_files(need: u64, refuse: impl FnOnce(u64) -> String) -> Result<()> {
-    // SAFETY: getrlimit fills the struct.
-    let nofile = unsafe {
-        let mut r: libc::rlimit = std::mem::zeroed();
-        (libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0).then_some(r.rlim_cur)
-    };
+    // None: unlimited.
+    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
     match nofile {
-        Some(lim) if lim != libc::RLIM_INFINITY && need + 64 > lim => {
-            Err(Error::usage(refuse(lim)))
-        }
+        Some(lim) if need + 64 > lim => Err(Error::usage(refuse(lim))),
         _ => Ok(()),
     }
 }

@@ -13,6 +13,8 @@
 //!
 //! Load threads run SCHED_OTHER and are named (`tl-load-write`,
 //! `tl-load-mem`), so a spike they cause is attributed to them by name.
+//!
+//! libc: prctl, PR_SET_PDEATHSIG, SIGKILL, c_ulong (between fork and exec: async-signal-safe)
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -6,6 +6,7 @@
 //! waiting for the next slot (io_uring_enter with a timeout), so their
 //! timestamps are not rounded to frame slots.
 
+use rustix::io::Errno;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -109,9 +110,9 @@ impl Ring {
         let args = SubmitArgs::new().timespec(&ts);
         match self.ring.submitter().submit_with_args(1, &args) {
             Ok(_) => Ok(()),
-            Err(e) => match e.raw_os_error() {
-                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) => Ok(()),
-                Some(libc::EINVAL) => {
+            Err(e) => match Errno::from_io_error(&e) {
+                Some(Errno::TIME) | Some(Errno::INTR) | Some(Errno::BUSY) => Ok(()),
+                Some(Errno::INVAL) => {
                     self.no_timeout = true;
                     Ok(())
                 }
@@ -125,7 +126,7 @@ impl Ring {
         while self.busy() > 0 {
             match self.ring.submit_and_wait(1) {
                 Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if Errno::from_io_error(&e) == Some(Errno::INTR) => {}
                 Err(e) => return Err(ring_error("wait", e)),
             }
             self.reap(p, out)?;

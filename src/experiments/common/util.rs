@@ -289,24 +289,22 @@ pub fn read_through(
 }
 
 /// A fresh anonymous read-write mapping of `len` bytes; `sharing` is
-/// `libc::MAP_SHARED` (seen by forked children) or `libc::MAP_PRIVATE`.
+/// `MapFlags::SHARED` (seen by forked children) or `MapFlags::PRIVATE`.
 /// The caller owns it and unmaps it.
-pub fn map_anonymous(len: usize, sharing: libc::c_int) -> std::io::Result<*mut libc::c_void> {
-    // SAFETY: a new anonymous mapping (no file, no fixed address),
-    // checked for MAP_FAILED.
+pub fn map_anonymous(
+    len: usize,
+    sharing: rustix::mm::MapFlags,
+) -> std::io::Result<*mut std::ffi::c_void> {
+    use rustix::mm::ProtFlags;
+    // SAFETY: a new anonymous mapping (no file, no fixed address).
     let map = unsafe {
-        libc::mmap(
+        rustix::mm::mmap_anonymous(
             std::ptr::null_mut(),
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            sharing | libc::MAP_ANONYMOUS,
-            -1,
-            0,
+            ProtFlags::READ | ProtFlags::WRITE,
+            sharing,
         )
-    };
-    if map == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error());
-    }
+    }?;
     Ok(map)
 }
 

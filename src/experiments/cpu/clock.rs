@@ -109,12 +109,8 @@ pub fn mul_chain(iters: u64) -> u64 {
 
 /// Seconds of CPU time the calling thread has used (preemption excluded).
 pub fn thread_cpu_s() -> f64 {
-    // SAFETY: clock_gettime writes into the timespec we pass.
-    unsafe {
-        let mut ts: libc::timespec = std::mem::zeroed();
-        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
-        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-    }
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Iterations of [`add_chain`] that last about `secs` on this core.

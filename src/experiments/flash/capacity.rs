@@ -2,6 +2,8 @@
 //! f3read) inside the scratch directory. Opt-in: it writes `size` bytes, so
 //! `size` has no default that fills anything.
 
+use rustix::fs::OFlags;
+use rustix::io::Errno;
 use std::fs::{File, OpenOptions};
 use std::io::{IsTerminal, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -294,7 +296,7 @@ impl Files {
                     .custom_flags(flags)
                     .open(&path)
             };
-            let file = match open(libc::O_DIRECT) {
+            let file = match open(OFlags::DIRECT.bits() as i32) {
                 Ok(f) => f,
                 Err(_) => {
                     self.direct = false;
@@ -339,7 +341,12 @@ impl FlashIo for Files {
             // Full: the fill ends here (len shrinks), as f3write's does; a
             // fake card whose wrapped writes broke the allocation table
             // reports full early, and that is part of the verdict.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)) => {
+            Err(e)
+                if matches!(
+                    Errno::from_io_error(&e),
+                    Some(Errno::NOSPC) | Some(Errno::DQUOT)
+                ) =>
+            {
                 self.full = Some(offset);
                 Ok(())
             }

@@ -4,6 +4,8 @@
 //! setvbuf() to the record size, (d) Rust BufReader/BufWriter — at small
 //! record sizes, counting the system calls each one makes so the cause
 //! (calls per MiB) is visible next to the effect (B/s).
+//!
+//! libc: FILE, fdopen, setvbuf, _IOFBF, c_char, fwrite, fread, fclose, close (the experiment measures C stdio, which rustix does not wrap)
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};

@@ -284,13 +284,8 @@ fn wait_for_coarse_clock_past(newest: (i64, i64)) {
 }
 
 fn coarse_realtime() -> (i64, i64) {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
-    // time_t and c_long are 32-bit on the 32-bit ARM boards we also run on.
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    // rustix's Timespec is 64-bit on every target (32-bit ARM boards too).
     #[allow(clippy::useless_conversion)]
     (i64::from(ts.tv_sec), i64::from(ts.tv_nsec))
 }

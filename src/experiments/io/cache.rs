@@ -4,6 +4,7 @@
 //! limit look much faster; (c) the same over a run well past the limit
 //! converge to the device rate. A short buffered benchmark lies.
 
+use rustix::fs::OFlags;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -373,7 +374,7 @@ impl CacheRun {
         let f: File = open_with(
             &self.direct_path,
             true,
-            IoMode::Direct.write_flags() | libc::O_SYNC,
+            IoMode::Direct.write_flags() | OFlags::SYNC.bits() as i32,
         )?;
         let buf = &self.buf.as_slice()[..self.direct_record];
         let t = Instant::now();

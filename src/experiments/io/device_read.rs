@@ -3,9 +3,12 @@
 //! (-T), each for ~3 s, repeated 12 times; the summary's trimmed mean is
 //! the classic "run it a dozen times, drop the extremes" figure. Block
 //! devices are opened read-only and never written.
+//!
+//! libc: mincore (rustix has no wrapper)
 
+use rustix::fs::OFlags;
+use rustix::io::Errno;
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -24,7 +27,7 @@ pub struct DeviceRead;
 
 const CHUNK: usize = 2 << 20;
 /// BLKFLSBUF: flush the buffer cache of a block device (what hdparm does).
-const BLKFLSBUF: libc::c_ulong = 0x1261;
+const BLKFLSBUF: rustix::ioctl::Opcode = 0x1261;
 
 pub static SPEC: Spec = Spec {
     name: "io.device-read",
@@ -202,11 +205,11 @@ fn open_device(ctx: &Ctx) -> Result<(PathBuf, File, u64)> {
     // Read-only, always.
     let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOATIME)
+        .custom_flags(OFlags::NOATIME.bits() as i32)
         .open(&path)
         .or_else(|_| File::open(&path))
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) => Error::environment(format!(
+        .map_err(|e| match Errno::from_io_error(&e) {
+            Some(Errno::PERM) | Some(Errno::ACCESS) => Error::environment(format!(
                 "opening {} read-only was refused even as root ({e}): a container or device \
                  cgroup forbids it; use -p source=file",
                 path.display()
@@ -265,8 +268,7 @@ const NEAR_CACHED: f64 = 0.5;
 /// from mincore(2) over a read-only shared mapping, 64 MiB at a time (no
 /// page is touched, so nothing is read in). None if it cannot be mapped.
 fn resident_share(file: &File, len: u64) -> Option<f64> {
-    // SAFETY: sysconf has no preconditions.
-    let page = (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as u64;
+    let page = rustix::param::page_size().max(4096) as u64;
     let window = 64u64 << 20;
     let mut vec = vec![0u8; (window / page) as usize];
     let (mut resident, mut pages) = (0u64, 0u64);
@@ -277,20 +279,19 @@ fn resident_share(file: &File, len: u64) -> Option<f64> {
         // below; mincore writes one byte per page into `vec`, which is large
         // enough for `n` bytes.
         unsafe {
-            let p = libc::mmap(
+            use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
+            let p = mmap(
                 std::ptr::null_mut(),
                 n as usize,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                off as libc::off_t,
-            );
-            if p == libc::MAP_FAILED {
-                return None;
-            }
+                ProtFlags::READ,
+                MapFlags::SHARED,
+                file,
+                off,
+            )
+            .ok()?;
             let np = n.div_ceil(page) as usize;
             let rc = libc::mincore(p, n as usize, vec.as_mut_ptr());
-            libc::munmap(p, n as usize);
+            let _ = munmap(p, n as usize);
             if rc != 0 {
                 return None;
             }
@@ -331,9 +332,11 @@ impl DeviceReadRun {
     fn flush(&mut self, ctx: &Ctx) -> Result<()> {
         if self.is_dev {
             // SAFETY: BLKFLSBUF takes no argument data; the fd is read-only.
-            let rc = unsafe { libc::ioctl(self.file.as_raw_fd(), BLKFLSBUF as _, 0) };
+            let rc = unsafe {
+                rustix::ioctl::ioctl(&self.file, rustix::ioctl::NoArg::<BLKFLSBUF>::new())
+            };
             fadvise_dontneed(&self.file, &self.path)?;
-            self.flush_note = if rc == 0 {
+            self.flush_note = if rc.is_ok() {
                 "cache flushed with BLKFLSBUF + posix_fadvise(DONTNEED) on the device".into()
             } else {
                 "BLKFLSBUF failed; cache dropped with posix_fadvise(DONTNEED) only".into()

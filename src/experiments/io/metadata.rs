@@ -1,6 +1,7 @@
 //! `io.metadata`: create and delete N empty files per second under
 //! durability levels — the classic commit-level table.
 
+use rustix::fs::OFlags;
 use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -281,7 +282,11 @@ impl MetadataRun {
         fsync_dir(&d, &sub)?;
         let level = self.level.as_str();
         let names: Vec<PathBuf> = (0..files).map(|i| sub.join(format!("f{i:07}"))).collect();
-        let flags = if level == "osync" { libc::O_SYNC } else { 0 };
+        let flags = if level == "osync" {
+            OFlags::SYNC.bits() as i32
+        } else {
+            0
+        };
 
         let t = Instant::now();
         for (i, p) in names.iter().enumerate() {

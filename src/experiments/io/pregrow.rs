@@ -3,8 +3,9 @@
 //! fallocate(FALLOC_FL_KEEP_SIZE) — timing creation, overwrite and total,
 //! fsync included, like the classic "creation / write / total" table.
 
+use rustix::fs::FallocateFlags;
+use rustix::io::Errno;
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -119,8 +120,8 @@ impl Experiment for Pregrow {
         scratch.ensure_space(size)?;
         let method = q.method.as_str();
         let mode = match method {
-            "fallocate" => Some(0),
-            "keep-size" => Some(libc::FALLOC_FL_KEEP_SIZE),
+            "fallocate" => Some(FallocateFlags::empty()),
+            "keep-size" => Some(FallocateFlags::KEEP_SIZE),
             _ => None,
         };
         if let Some(mode) = mode {
@@ -156,7 +157,7 @@ fn fitted_size(q: &Params, room: &Room) -> Result<Fit> {
 
 /// Some(reason) when fallocate(`mode`) is not supported in `dir` (probed on
 /// a 4 KiB probe file, removed again).
-fn fallocate_unsupported(dir: &Path, mode: i32) -> Result<Option<String>> {
+fn fallocate_unsupported(dir: &Path, mode: FallocateFlags) -> Result<Option<String>> {
     let path = dir.join("pregrow-probe");
     let f = std::fs::OpenOptions::new()
         .write(true)
@@ -164,22 +165,20 @@ fn fallocate_unsupported(dir: &Path, mode: i32) -> Result<Option<String>> {
         .open(&path)
         .map_err(|e| Error::io("cannot create scratch file", &path, e))?;
     let _rm = Remove(&path);
-    // SAFETY: plain syscall on a valid descriptor.
-    let rc = unsafe { libc::fallocate(f.as_raw_fd(), mode, 0, 4096) };
-    if rc == 0 {
-        return Ok(None);
-    }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(Some(format!(
+    let e = match rustix::fs::fallocate(&f, mode, 0, 4096) {
+        Ok(()) => return Ok(None),
+        Err(e) => e,
+    };
+    match e {
+        Errno::OPNOTSUPP | Errno::NOSYS => Ok(Some(format!(
             "fallocate({}) is not supported by this file system ({e})",
-            if mode == 0 {
+            if mode.is_empty() {
                 "mode 0"
             } else {
                 "FALLOC_FL_KEEP_SIZE"
             }
         ))),
-        _ => Err(Error::io("cannot fallocate", &path, e)),
+        _ => Err(Error::io("cannot fallocate", &path, e.into())),
     }
 }
 
@@ -212,19 +211,16 @@ fn write_all_at(f: &File, path: &Path, buf: &[u8], size: u64, record: usize) -> 
     Ok(())
 }
 
-fn fallocate(f: &File, path: &Path, mode: i32, len: u64) -> Result<()> {
-    // SAFETY: plain syscall on a valid descriptor.
-    let rc = unsafe { libc::fallocate(f.as_raw_fd(), mode, 0, len as libc::off_t) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+fn fallocate(f: &File, path: &Path, mode: FallocateFlags, len: u64) -> Result<()> {
+    if let Err(e) = rustix::fs::fallocate(f, mode, 0, len) {
+        if e == Errno::OPNOTSUPP {
             return Err(Error::environment(format!(
                 "fallocate is not supported on the file system of {} (choose another --target \
                  or another method)",
                 path.display()
             )));
         }
-        return Err(Error::io("cannot fallocate", path, e));
+        return Err(Error::io("cannot fallocate", path, e.into()));
     }
     Ok(())
 }
@@ -265,8 +261,8 @@ impl PointRun for PregrowRun {
             "ftruncate" => f
                 .set_len(self.size)
                 .map_err(|e| Error::io("cannot ftruncate", &path, e))?,
-            "fallocate" => fallocate(&f, &path, 0, self.size)?,
-            _ => fallocate(&f, &path, libc::FALLOC_FL_KEEP_SIZE, self.size)?,
+            "fallocate" => fallocate(&f, &path, FallocateFlags::empty(), self.size)?,
+            _ => fallocate(&f, &path, FallocateFlags::KEEP_SIZE, self.size)?,
         }
         // Every method, extend included, ends its creation with an fsync.
         sync(&f, &mut self.fsyncs[0])?;

@@ -7,6 +7,7 @@
 //! (coordinated omission): frames completed after slot start + 1/fps are
 //! deadline misses.
 
+use rustix::fs::OFlags;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -388,7 +389,11 @@ impl PointRun for StreamRun {
         self.trials += 1;
         let rec_name = format!("stream-{}-record-{}", self.id, self.trials);
         let rec_path = self.record_dir.join(&rec_name);
-        let flags = if self.direct { libc::O_DIRECT } else { 0 };
+        let flags = if self.direct {
+            OFlags::DIRECT.bits() as i32
+        } else {
+            0
+        };
         let writer = ctx.scratch()?.create_file(&rec_name, flags)?;
         let reader = open_with(&self.recording, false, flags)?;
         let (frames, frame, fps, paced) = (self.frames, self.frame, self.fps, self.paced);

@@ -2,6 +2,8 @@
 //! read-modify-write, copy (memcpy) and a STREAM triad, single thread and all
 //! threads, plus a working-set sweep that shows each cache level's bandwidth
 //! (lmbench `bw_mem`, mbw, STREAM).
+//!
+//! libc: memcpy, c_void (the copy kernel times the C library's memcpy, as STREAM does)
 
 use std::sync::Barrier;
 use std::time::Instant;

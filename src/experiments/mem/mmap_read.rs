@@ -3,7 +3,6 @@
 //! open2close).
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -144,7 +143,7 @@ fn fitted_size(size: u64, room: &Room) -> Result<(u64, Vec<String>)> {
 
 /// A read-only shared mapping of a whole file, unmapped on drop.
 struct Mapping {
-    ptr: *mut libc::c_void,
+    ptr: *mut std::ffi::c_void,
     len: usize,
 }
 
@@ -152,22 +151,16 @@ impl Mapping {
     fn new(file: &File, len: usize, path: &std::path::Path) -> Result<Self> {
         // SAFETY: a fresh read-only mapping of an open file; checked below.
         let ptr = unsafe {
-            libc::mmap(
+            rustix::mm::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
+                rustix::mm::ProtFlags::READ,
+                rustix::mm::MapFlags::SHARED,
+                file,
                 0,
             )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::io(
-                "cannot mmap",
-                path,
-                std::io::Error::last_os_error(),
-            ));
         }
+        .map_err(|e| Error::io("cannot mmap", path, e.into()))?;
         Ok(Mapping { ptr, len })
     }
 
@@ -182,7 +175,7 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly what mmap returned.
-        unsafe { libc::munmap(self.ptr, self.len) };
+        let _ = unsafe { rustix::mm::munmap(self.ptr, self.len) };
     }
 }
 

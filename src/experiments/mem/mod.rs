@@ -29,9 +29,7 @@ pub const fn pin_param() -> crate::engine::ParamSpec {
 /// Pin the calling thread to the CPU it is running on now, for as long as
 /// the guard lives (`pin` false: a guard that does nothing), and say where.
 pub(crate) fn pin_here(pin: bool) -> crate::Result<(PinGuard, Option<usize>)> {
-    // SAFETY: sched_getcpu has no arguments; -1 on failure.
-    let cpu = unsafe { libc::sched_getcpu() };
-    let cpu = (pin && cpu >= 0).then_some(cpu as usize);
+    let cpu = pin.then(rustix::thread::sched_getcpu);
     Ok((PinGuard::new(cpu)?, cpu))
 }
 

@@ -1,6 +1,8 @@
 //! `sched.messaging`: hackbench / `perf bench sched messaging` — groups of
 //! sender and receiver processes flooding each other with small messages,
 //! a scheduler and wake-up stress test.
+//!
+//! libc: poll, pollfd, POLLIN, EINTR, close (in the forked workers: async-signal-safe)
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;

@@ -4,7 +4,6 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use super::{dir, Entry, Saved};
@@ -33,8 +32,7 @@ pub(super) fn claim_file(target: &Path) -> PathBuf {
 }
 
 pub(super) fn flock_now(f: &fs::File) -> bool {
-    // SAFETY: flock on an open descriptor.
-    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    rustix::fs::flock(f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
 }
 
 /// Whether the journal of state directory `dir` holds an entry on `target`

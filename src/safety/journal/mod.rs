@@ -18,9 +18,10 @@ mod restore;
 mod saved;
 mod trust;
 
+use rustix::fs::FlockOperation;
+use rustix::io::Errno;
 use std::fs;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -101,20 +102,16 @@ fn lock(wait: bool) -> Result<Option<Lock>> {
     let f = trust::open_private(&p, false)
         .map_err(|e| Error::io("cannot open the journal lock", &p, e))?;
     let op = if wait {
-        libc::LOCK_EX
+        FlockOperation::LockExclusive
     } else {
-        libc::LOCK_EX | libc::LOCK_NB
+        FlockOperation::NonBlockingLockExclusive
     };
     loop {
-        // SAFETY: flock on an open descriptor.
-        if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
-            return Ok(Some(Lock(f)));
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) if !wait => return Ok(None),
-            _ => return Err(Error::io("cannot lock", &p, e)),
+        match rustix::fs::flock(&f, op) {
+            Ok(()) => return Ok(Some(Lock(f))),
+            Err(Errno::INTR) => continue,
+            Err(Errno::WOULDBLOCK) if !wait => return Ok(None),
+            Err(e) => return Err(Error::io("cannot lock", &p, e.into())),
         }
     }
 }

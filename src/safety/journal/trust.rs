@@ -107,7 +107,7 @@ pub(super) fn open_private(p: &Path, create_new: bool) -> std::io::Result<fs::Fi
     let mut o = fs::OpenOptions::new();
     o.write(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32);
     if create_new {
         o.create_new(true);
     } else {

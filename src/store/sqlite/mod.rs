@@ -60,7 +60,7 @@ impl Sqlite {
         schema::migrate(&conn).map_err(|e| {
             // SAFETY: as in write_failure: reads the last errno SQLite saw.
             let errno = unsafe { rusqlite::ffi::sqlite3_system_errno(conn.handle()) };
-            let e = if errno == libc::EFBIG {
+            let e = if errno == rustix::io::Errno::FBIG.raw_os_error() {
                 "the file size limit (ulimit -f, RLIMIT_FSIZE) is below what the database \
                  needs: raise it (ulimit -f unlimited)"
                     .to_string()
@@ -152,8 +152,7 @@ fn access_hint(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     let writable = |p: &Path| {
         std::ffi::CString::new(p.as_os_str().as_bytes())
-            // SAFETY: access(2) on a NUL-terminated path.
-            .map(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+            .map(|c| rustix::fs::access(&c, rustix::fs::Access::WRITE_OK).is_ok())
             .unwrap_or(true)
     };
     let dir = path
@@ -212,9 +211,11 @@ fn write_failure(conn: &Connection, path: &Path, e: &rusqlite::Error) -> String 
     let errno = unsafe { rusqlite::ffi::sqlite3_system_errno(conn.handle()) };
     let code = e.sqlite_error_code();
     let meaning = match (errno, code) {
-        (libc::EFBIG, _) => "the file size limit (ulimit -f, RLIMIT_FSIZE) is below the \
+        (n, _) if n == rustix::io::Errno::FBIG.raw_os_error() => {
+            "the file size limit (ulimit -f, RLIMIT_FSIZE) is below the \
              database's size: raise it (ulimit -f unlimited)"
-            .into(),
+                .into()
+        }
         (n, _) if n > 0 => format!("{} (errno {n})", std::io::Error::from_raw_os_error(n)),
         (_, Some(rusqlite::ErrorCode::ReadOnly)) if locked(path).is_some() => {
             locked(path).unwrap_or_default()

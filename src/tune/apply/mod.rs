@@ -18,6 +18,7 @@ mod verb;
 mod verdict;
 mod verify;
 
+use rustix::io::Errno;
 use std::fs;
 use std::path::PathBuf;
 
@@ -335,7 +336,8 @@ fn with_mount_tokens(opts: &str, value: &str) -> String {
 pub(super) fn kill_point(step: &str) {
     if cfg!(debug_assertions) && std::env::var("TUNELAB_TEST_KILL_AT").is_ok_and(|s| s == step) {
         // SAFETY: kill(2) on our own pid.
-        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     }
 }
 
@@ -344,8 +346,8 @@ pub(super) fn kill_point(step: &str) {
 pub(super) fn write_live(files: &[(PathBuf, String)], value: &str) -> Result<String> {
     let mut kept = String::new();
     for (i, (p, _)) in files.iter().enumerate() {
-        journal::set_setting(p, value).map_err(|e| match e.raw_os_error() {
-            Some(libc::EINVAL) => {
+        journal::set_setting(p, value).map_err(|e| match Errno::from_io_error(&e) {
+            Some(Errno::INVAL) => {
                 Error::usage(format!("the kernel refused '{value}' for {}", p.display()))
             }
             _ => Error::io("cannot write", p, e),

@@ -23,7 +23,7 @@ pub(in super::super) struct Adapt {
 
 // _IOW('$', 4, u64): a new sample period, or frequency for a freq event;
 // threads created later inherit it.
-const PERF_EVENT_IOC_PERIOD: libc::c_ulong = 0x4008_2404;
+const PERF_EVENT_IOC_PERIOD: rustix::ioctl::Opcode = 0x4008_2404;
 
 /// Set every event's sampling frequency to `hz`; false when the kernel
 /// refused (the rate then stays).
@@ -35,10 +35,15 @@ fn set_rate(opened: &Opened, hz: u64) -> bool {
         .chain(opened.redirected.iter().map(|c| c.as_raw_fd()));
     let mut ok = true;
     for fd in fds {
-        let v: u64 = hz;
         // SAFETY: fd is an open perf event owned here; the kernel reads one u64.
-        let rc = unsafe { libc::ioctl(fd, PERF_EVENT_IOC_PERIOD as _, &v as *const u64) };
-        ok &= rc == 0;
+        let rc = unsafe {
+            let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
+            rustix::ioctl::ioctl(
+                fd,
+                rustix::ioctl::Setter::<PERF_EVENT_IOC_PERIOD, u64>::new(hz),
+            )
+        };
+        ok &= rc.is_ok();
     }
     ok
 }

@@ -11,6 +11,8 @@ mod pairing;
 mod reader;
 
 use std::borrow::Cow;
+
+use rustix::io::Errno;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -165,10 +167,10 @@ impl Live {
             match open_all(kind, req, freq, include_kernel) {
                 Ok(o) => break o,
                 Err(e) => {
-                    let errno = e.raw_os_error().unwrap_or(0);
+                    let errno = Errno::from_raw_os_error(e.raw_os_error().unwrap_or(0));
                     let unsupported =
-                        matches!(errno, libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV);
-                    let denied = matches!(errno, libc::EACCES | libc::EPERM);
+                        matches!(errno, Errno::NOENT | Errno::OPNOTSUPP | Errno::NODEV);
+                    let denied = matches!(errno, Errno::ACCESS | Errno::PERM);
                     if kind == Kind::Cycles && unsupported {
                         reasons.insert(
                             0,
@@ -197,8 +199,7 @@ impl Live {
             reasons.insert(0, format!("hardware cycles ({})", common::pmu_words()));
         }
         let ncpus = common::online_cpus().len();
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let page = rustix::param::page_size().max(4096);
         let ring_bytes = (opened.samplers.len() * (ring_data_bytes(ncpus) + page)) as u64;
         let meta = Meta {
             kind,

@@ -1,6 +1,7 @@
 //! Opening the perf events: one sampler per CPU, each thread of a process
 //! redirected into it, with the ring size the kernel lets a user lock.
 
+use rustix::io::Errno;
 use std::io;
 use std::os::fd::AsRawFd;
 
@@ -14,7 +15,7 @@ use super::Kind;
 /// User stack bytes copied per switch for the return-address scan.
 const STACK_SCAN_BYTES: u32 = 512;
 // _IO('$', 5): send this event's records to another event's ring buffer.
-const PERF_EVENT_IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
+const PERF_EVENT_IOC_SET_OUTPUT: rustix::ioctl::Opcode = 0x2405;
 
 /// Ring buffer data size per CPU: 128 KiB holds >1 s of 1 kHz samples with
 /// deep stacks; kept within the 512 KiB the kernel lets an unprivileged
@@ -134,7 +135,7 @@ pub(super) fn open_all(
     };
     let tids = match req.scope {
         Scope::Process { pid } => {
-            common::threads_of(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?
+            common::threads_of(pid).map_err(|_| io::Error::from(Errno::SRCH))?
         }
         Scope::System => Vec::new(),
     };
@@ -154,23 +155,24 @@ pub(super) fn open_all(
                     let c = match b.build() {
                         Ok(c) => c,
                         // A thread that exited since it was listed.
-                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != pid => continue,
+                        Err(e) if Errno::from_io_error(&e) == Some(Errno::SRCH) && tid != pid => {
+                            continue
+                        }
                         Err(e) => return Err(e),
                     };
                     match &leader {
                         None => leader = Some(c.sampled(data)?),
                         Some(l) => {
                             // SAFETY: both fds are open perf events owned here.
-                            let rc = unsafe {
-                                libc::ioctl(
-                                    c.as_raw_fd(),
-                                    PERF_EVENT_IOC_SET_OUTPUT as _,
-                                    l.as_raw_fd(),
+                            // The output descriptor goes as an integer argument.
+                            unsafe {
+                                let fd = std::os::fd::BorrowedFd::borrow_raw(c.as_raw_fd());
+                                let out = l.as_raw_fd() as usize;
+                                rustix::ioctl::ioctl(
+                                    fd,
+                                    rustix::ioctl::IntegerSetter::<PERF_EVENT_IOC_SET_OUTPUT>::new_usize(out),
                                 )
-                            };
-                            if rc != 0 {
-                                return Err(io::Error::last_os_error());
-                            }
+                            }?;
                             out.redirected.push(c);
                         }
                     }

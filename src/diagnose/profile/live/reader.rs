@@ -3,12 +3,14 @@
 //! events to the off-CPU pairing) and re-resolves late-mapped addresses.
 
 use std::collections::{HashMap, HashSet};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use perf_event::data::Record as Rec;
 use perf_event::Sampler;
+use rustix::event::{PollFd, PollFlags};
+use rustix::time::Timespec;
 
 use super::super::collected::{Collected, FrameKey};
 use super::super::common;
@@ -59,8 +61,11 @@ const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 /// drained one after the other, so events younger than this stay queued
 /// until the next pass.
 const HOLD_BACK_NS: u64 = 300_000_000;
-/// Longest wait for a buffer to reach its watermark, ms.
-const POLL_MS: i32 = 250;
+/// Longest wait for a buffer to reach its watermark: 250 ms.
+const POLL_WAIT: Timespec = Timespec {
+    tv_sec: 0,
+    tv_nsec: 250_000_000,
+};
 
 /// The sample_id trailer of a SWITCH record (TID, TIME, CPU asked):
 /// pid, tid, time.
@@ -71,12 +76,7 @@ fn switch_ids(body: &[u8]) -> Option<(u32, u32, u64)> {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -185,7 +185,7 @@ impl Reader {
         };
         match parsed {
             Rec::Sample(s) => self.sample(&s, misc),
-            Rec::Mmap2(m) if m.prot & libc::PROT_EXEC as u32 != 0 => {
+            Rec::Mmap2(m) if m.prot & rustix::mm::ProtFlags::EXEC.bits() != 0 => {
                 self.mapping(m.pid, m.addr, m.len, m.pgoff, &m.filename);
             }
             Rec::Mmap(m) if misc & MISC_MMAP_DATA == 0 => {
@@ -461,25 +461,21 @@ pub(super) fn read_loop(
             std::thread::sleep(Duration::from_millis(50));
             continue;
         }
-        let mut fds: Vec<libc::pollfd> = idx
+        let mut fds: Vec<PollFd> = idx
             .iter()
-            .map(|&i| libc::pollfd {
-                fd: opened.samplers[i].as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
+            // SAFETY: the samplers stay open (and in place) while `fds` lives.
+            .map(|&i| unsafe { BorrowedFd::borrow_raw(opened.samplers[i].as_raw_fd()) })
+            .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
             .collect();
         // The kernel wakes the reader when a buffer is half full (the
         // watermark), not per sample; the timeout bounds how late the
         // stop flag and the off-CPU pairing are seen.
-        // SAFETY: fds is a valid array of fds.len() pollfd structs.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_MS) };
-        if n < 0 {
+        if rustix::event::poll(&mut fds, Some(&POLL_WAIT)).is_err() {
             continue; // EINTR
         }
         let mut records = 0;
         for (k, &i) in idx.iter().enumerate() {
-            if fds[k].revents & libc::POLLHUP != 0 {
+            if fds[k].revents().contains(PollFlags::HUP) {
                 live[i] = false;
             }
             records += drain(&mut opened.samplers[i], &mut reader);

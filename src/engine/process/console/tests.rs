@@ -1,6 +1,7 @@
 //! Tests of the boot-log parsing and timing, on recorded console logs.
 
 use super::*;
+use rustix::termios::LocalModes;
 
 fn qemu_console() -> Vec<(f64, &'static str)> {
     vec![
@@ -126,31 +127,20 @@ fn lines_are_stamped_when_their_first_byte_arrives() {
 
 /// A pseudo-terminal stands in for the board's serial line.
 fn pty() -> (std::fs::File, std::path::PathBuf) {
-    use std::os::fd::FromRawFd;
-    // SAFETY: standard pty set-up; the fd is owned by the File.
-    unsafe {
-        let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
-        assert!(m >= 0);
-        assert_eq!(libc::grantpt(m), 0);
-        assert_eq!(libc::unlockpt(m), 0);
-        let mut name = [0 as libc::c_char; 128];
-        assert_eq!(libc::ptsname_r(m, name.as_mut_ptr(), name.len()), 0);
-        let path = std::ffi::CStr::from_ptr(name.as_ptr())
-            .to_string_lossy()
-            .into_owned();
-        (std::fs::File::from_raw_fd(m), path.into())
-    }
+    use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
+    let m = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&m).unwrap();
+    unlockpt(&m).unwrap();
+    let path = ptsname(&m, Vec::new())
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    (std::fs::File::from(m), path.into())
 }
 
-fn lflag(path: &std::path::Path) -> libc::tcflag_t {
-    use std::os::fd::AsRawFd;
+fn lflag(path: &std::path::Path) -> rustix::termios::LocalModes {
     let f = std::fs::File::open(path).unwrap();
-    // SAFETY: tcgetattr into a zeroed termios on an open tty.
-    unsafe {
-        let mut t: libc::termios = std::mem::zeroed();
-        assert_eq!(libc::tcgetattr(f.as_raw_fd(), &mut t), 0);
-        t.c_lflag
-    }
+    rustix::termios::tcgetattr(&f).unwrap().local_modes
 }
 
 #[test]
@@ -158,10 +148,17 @@ fn a_serial_line_is_read_raw_from_its_first_byte_and_restored() {
     use std::io::Write;
     let (mut master, slave) = pty();
     let before = lflag(&slave);
-    assert_ne!(before & libc::ICANON, 0, "a fresh pty is canonical");
+    assert!(
+        before.contains(LocalModes::ICANON),
+        "a fresh pty is canonical"
+    );
     {
         let port = Serial::open(&slave, 115200).unwrap();
-        assert_eq!(lflag(&slave) & (libc::ICANON | libc::ECHO), 0, "raw mode");
+        let raw = lflag(&slave);
+        assert!(
+            !raw.intersects(LocalModes::ICANON | LocalModes::ECHO),
+            "raw mode"
+        );
         let (tx, rx) = channel();
         read_lines(port.reader().unwrap(), tx);
         master

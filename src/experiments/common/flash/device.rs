@@ -3,6 +3,8 @@
 //! timing (the card's cache is what is measured); a file system without it
 //! falls back to O_DSYNC writes and says so.
 
+use rustix::fs::OFlags;
+use rustix::io::Errno;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -30,8 +32,8 @@ pub enum Access {
 impl FdIo {
     /// Open a scratch file the caller created (`len` bytes, already sized).
     pub fn scratch_file(path: &Path, len: u64) -> Result<FdIo> {
-        Self::open(path, len, true, libc::O_DIRECT)
-            .or_else(|_| Self::open(path, len, false, libc::O_DSYNC))
+        Self::open(path, len, true, OFlags::DIRECT.bits() as i32)
+            .or_else(|_| Self::open(path, len, false, OFlags::DSYNC.bits() as i32))
     }
 
     /// Open a block device the user named. Overwriting opens it O_EXCL,
@@ -47,21 +49,23 @@ impl FdIo {
             )));
         }
         let flags = match access {
-            Access::Read => libc::O_DIRECT,
-            Access::Overwrite => libc::O_DIRECT | libc::O_EXCL,
+            Access::Read => OFlags::DIRECT.bits() as i32,
+            Access::Overwrite => OFlags::DIRECT.bits() as i32 | OFlags::EXCL.bits() as i32,
         };
         let mut opts = OpenOptions::new();
         opts.read(true)
             .write(access == Access::Overwrite)
             .custom_flags(flags);
-        let file = opts.open(path).map_err(|e| match e.raw_os_error() {
-            Some(libc::EBUSY) => Error::usage(format!(
-                "{} is mounted or in use (the kernel refused an exclusive open); unmount it \
+        let file = opts
+            .open(path)
+            .map_err(|e| match Errno::from_io_error(&e) {
+                Some(Errno::BUSY) => Error::usage(format!(
+                    "{} is mounted or in use (the kernel refused an exclusive open); unmount it \
                  first: tunelab never writes a device that is in use",
-                path.display()
-            )),
-            _ => Error::io("opening", path, e),
-        })?;
+                    path.display()
+                )),
+                _ => Error::io("opening", path, e),
+            })?;
         let len = device_len(&file, path)?;
         Ok(FdIo {
             file,

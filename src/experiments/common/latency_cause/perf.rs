@@ -2,8 +2,14 @@
 //! `perf_event_open` dummy event with `context_switch` records in a mapped
 //! ring, kept as a history of switches, and the time each task held the CPU
 //! in an interval.
+//!
+//! libc: syscall, SYS_perf_event_open, pid_t, c_int, c_ulong (rustix has no perf_event_open)
 
 use std::collections::{BTreeMap, VecDeque};
+use std::os::fd::{FromRawFd, OwnedFd};
+
+use rustix::io::Errno;
+use rustix::ioctl::{NoArg, Opcode};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const PERF_TYPE_SOFTWARE: u32 = 1;
@@ -19,8 +25,8 @@ const RECORD_LOST: u32 = 2;
 const RECORD_SWITCH_CPU_WIDE: u32 = 15;
 const MISC_SWITCH_OUT: u16 = 0x2000;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
-pub(super) const IOC_ENABLE: libc::c_ulong = 0x2400;
-pub(super) const IOC_DISABLE: libc::c_ulong = 0x2401;
+pub(super) const IOC_ENABLE: Opcode = 0x2400;
+pub(super) const IOC_DISABLE: Opcode = 0x2401;
 /// Data pages per CPU ring (2^n): 256 KiB, ~6000 switches between polls.
 const RING_PAGES: usize = 64;
 /// Switches kept per CPU for spikes not yet explained.
@@ -62,7 +68,7 @@ pub struct Switch {
 }
 
 pub(super) struct PerfCpu {
-    pub(super) fd: libc::c_int,
+    pub(super) fd: OwnedFd,
     pub(super) base: *mut u8,
     pub(super) len: usize,
     pub(super) page: usize,
@@ -82,7 +88,7 @@ impl PerfCpu {
             sample_period: 1,
             sample_type: SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU,
             flags: FLAG_DISABLED | FLAG_SAMPLE_ID_ALL | FLAG_USE_CLOCKID | FLAG_CONTEXT_SWITCH,
-            clockid: libc::CLOCK_MONOTONIC,
+            clockid: rustix::time::ClockId::Monotonic as i32,
             ..PerfAttr::default()
         };
         // SAFETY: a valid attr; pid -1 with a cpu is a CPU-wide event.
@@ -98,37 +104,35 @@ impl PerfCpu {
         } as libc::c_int;
         if fd < 0 {
             let e = std::io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EACCES) | Some(libc::EPERM) => format!(
+            return Err(match Errno::from_io_error(&e) {
+                Some(Errno::ACCESS) | Some(Errno::PERM) => format!(
                     "perf_event_open on CPU {cpu}: {e} (needs root/CAP_PERFMON or \
                      kernel.perf_event_paranoid <= 0)"
                 ),
-                Some(libc::ENOENT) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
+                Some(Errno::NOENT) | Some(Errno::NOSYS) | Some(Errno::OPNOTSUPP) => {
                     format!("perf_event_open on CPU {cpu}: {e} (kernel without perf events)")
                 }
                 _ => format!("perf_event_open on CPU {cpu}: {e}"),
             });
         }
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        // SAFETY: a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let page = rustix::param::page_size();
         let len = page * (RING_PAGES + 1);
+        use rustix::mm::{MapFlags, ProtFlags};
         // SAFETY: mapping the event's ring buffer read-write (we move the tail).
         let base = unsafe {
-            libc::mmap(
+            rustix::mm::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &fd,
                 0,
             )
-        };
-        if base == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
-            // SAFETY: our own descriptor.
-            unsafe { libc::close(fd) };
-            return Err(format!("mmap of the perf ring on CPU {cpu}: {e}"));
         }
+        // The descriptor closes on return.
+        .map_err(|e| format!("mmap of the perf ring on CPU {cpu}: {e}"))?;
         Ok(PerfCpu {
             fd,
             base: base as *mut u8,
@@ -139,9 +143,15 @@ impl PerfCpu {
         })
     }
 
-    pub(super) fn ioctl(&self, req: libc::c_ulong) {
-        // SAFETY: enable/disable ioctls on our perf descriptor.
-        unsafe { libc::ioctl(self.fd, req as _, 0) };
+    pub(super) fn ioctl(&self, req: Opcode) {
+        // SAFETY: enable/disable ioctls (no argument) on our perf descriptor.
+        let _ = unsafe {
+            if req == IOC_ENABLE {
+                rustix::ioctl::ioctl(&self.fd, NoArg::<IOC_ENABLE>::new())
+            } else {
+                rustix::ioctl::ioctl(&self.fd, NoArg::<IOC_DISABLE>::new())
+            }
+        };
     }
 
     /// Move every record out of the ring into the history.
@@ -211,11 +221,9 @@ impl PerfCpu {
 
 impl Drop for PerfCpu {
     fn drop(&mut self) {
-        // SAFETY: unmapping and closing what `open` created.
-        unsafe {
-            libc::munmap(self.base as *mut libc::c_void, self.len);
-            libc::close(self.fd);
-        }
+        // SAFETY: unmapping what `open` mapped; the descriptor closes as
+        // the OwnedFd drops.
+        let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.len) };
     }
 }
 

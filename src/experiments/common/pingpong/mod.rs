@@ -137,8 +137,8 @@ pub(crate) struct PingPong {
     what: &'static str,
     /// The placement asked for (any, same, split).
     cpu_mode: String,
-    echo_pid: libc::pid_t,
-    writer_pid: Option<libc::pid_t>,
+    echo_pid: i32,
+    writer_pid: Option<i32>,
     /// Where the echo child (slot ECHO) and the writer (slot WRITER) ran last.
     cpus: CpuReports,
     /// Per trial, where the two sides of the round trips / the stream ran.

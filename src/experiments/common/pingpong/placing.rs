@@ -59,13 +59,12 @@ impl Placement {
     }
 
     pub(super) fn sample(&mut self, child: Option<usize>) {
-        // SAFETY: sched_getcpu has no preconditions.
-        let me = unsafe { libc::sched_getcpu() };
-        if let (true, Some(c)) = (me >= 0, child) {
+        let me = rustix::thread::sched_getcpu();
+        if let Some(c) = child {
             self.samples += 1;
-            self.mine.insert(me as usize);
+            self.mine.insert(me);
             self.theirs.insert(c);
-            if c == me as usize {
+            if c == me {
                 self.same += 1;
             }
         }
@@ -78,7 +77,7 @@ fn migrations(who: &str) -> Option<u64> {
     crate::system::proc::keyed::number(&s, "se.nr_migrations")
 }
 
-pub(super) fn migrations_of(pids: &[libc::pid_t]) -> Option<u64> {
+pub(super) fn migrations_of(pids: &[i32]) -> Option<u64> {
     let mut n = migrations("thread-self")?;
     for p in pids {
         n += migrations(&p.to_string())?;

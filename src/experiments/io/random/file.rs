@@ -2,6 +2,8 @@
 //! once, the largest size asked), opened direct when the file system allows.
 
 use super::*;
+use rustix::fs::OFlags;
+use rustix::io::Errno;
 
 /// The file the points of a run share (laying out a board-sized file per
 /// point would dominate the run): its path and size, held by the run's
@@ -77,9 +79,9 @@ pub(super) fn open(path: &Path, direct: bool) -> Result<(File, bool, Vec<String>
         ));
     }
     if direct {
-        match o(libc::O_DIRECT) {
+        match o(OFlags::DIRECT.bits() as i32) {
             Ok(f) => return Ok((f, true, notes)),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            Err(e) if Errno::from_io_error(&e) == Some(Errno::INVAL) => {
                 let f = o(0).map_err(|e| Error::io("cannot open", path, e))?;
                 notes.push(format!(
                     "mode=direct fell back to BUFFERED: {} does not support O_DIRECT; these \

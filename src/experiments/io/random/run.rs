@@ -1,5 +1,7 @@
 //! One io.random point: the steady-state search, the timed trials through
 //! the psync or io_uring engine, and what each trial and the point report.
+//!
+//! libc: getrusage, RUSAGE_SELF, rusage, timeval (rustix has no getrusage)
 
 use super::*;
 use crate::engine::Metric;

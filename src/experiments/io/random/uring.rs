@@ -16,7 +16,10 @@
 //! and the start time of the operations that replace it (they reach the
 //! kernel together with the next submit call), so the clock costs one read
 //! per batch, not two per operation.
+//!
+//! libc: iovec (the io-uring crate's register_buffers takes libc::iovec)
 
+use rustix::io::Errno;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
@@ -37,11 +40,11 @@ const STACK: usize = 256 << 10;
 pub fn available() -> std::result::Result<(), String> {
     IoUring::new(2)
         .map(drop)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOSYS) => {
+        .map_err(|e| match Errno::from_io_error(&e) {
+            Some(Errno::NOSYS) => {
                 "the kernel has no io_uring (before 5.1, or CONFIG_IO_URING=n)".into()
             }
-            Some(libc::EPERM) => {
+            Some(Errno::PERM) => {
                 "io_uring is disabled (kernel.io_uring_disabled, or a seccomp policy)".into()
             }
             _ => e.to_string(),
@@ -61,7 +64,7 @@ fn ring(entries: u32) -> Result<IoUring> {
         .build(entries);
     match tuned {
         Ok(r) => Ok(r),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+        Err(e) if Errno::from_io_error(&e) == Some(Errno::INVAL) => {
             IoUring::new(entries).map_err(|e| ring_err("cannot set up a ring", e))
         }
         Err(e) => Err(ring_err("cannot set up a ring", e)),
@@ -170,7 +173,11 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut Vec<AlignedBuf>, seed: u64) -> R
     while inflight > 0 {
         match ring.submit_and_wait(1) {
             Ok(_) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
+            Err(e)
+                if matches!(
+                    Errno::from_io_error(&e),
+                    Some(Errno::INTR) | Some(Errno::BUSY)
+                ) => {}
             Err(e) => {
                 hard_errors += 1;
                 if hard_errors > 100 {

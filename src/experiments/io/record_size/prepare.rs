@@ -2,6 +2,7 @@
 //! has a time budget, then only as much file as its trials have time for,
 //! and with O_DIRECT the sweeps per phase calibrated to be timed well.
 
+use rustix::fs::OFlags;
 use std::time::Instant;
 
 use super::run::{RecordSizeRun, MIN_PHASE};
@@ -167,7 +168,7 @@ fn direct_refused(path: &std::path::Path) -> std::result::Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
     match std::fs::OpenOptions::new()
         .write(true)
-        .custom_flags(libc::O_DIRECT)
+        .custom_flags(OFlags::DIRECT.bits() as i32)
         .open(path)
     {
         Ok(_) => Ok(()),

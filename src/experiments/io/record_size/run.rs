@@ -2,6 +2,7 @@
 //! read passes over the file with the page cache dropped, every record
 //! stamped so no pass rewrites identical data.
 
+use rustix::fs::OFlags;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -61,7 +62,7 @@ impl RecordSizeRun {
         let trunc = if self.mode == IoMode::Direct {
             0
         } else {
-            libc::O_TRUNC
+            OFlags::TRUNC.bits() as i32
         };
         let f = open_with(&self.path, true, self.mode.write_flags() | trunc)?;
         let rec = self.record;

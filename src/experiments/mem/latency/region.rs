@@ -9,7 +9,7 @@ use crate::{Error, Result};
 
 /// An anonymous mapping aligned to 2 MiB, advised for or against THP.
 pub(super) struct Region {
-    pub(super) map: *mut libc::c_void,
+    pub(super) map: *mut std::ffi::c_void,
     pub(super) map_len: usize,
     pub(super) ptr: *mut u8,
 }
@@ -17,7 +17,7 @@ pub(super) struct Region {
 impl Region {
     pub(super) fn new(len: usize, thp: bool) -> Result<Self> {
         let map_len = len.div_ceil(HUGE) * HUGE + HUGE;
-        let map = map_anonymous(map_len, libc::MAP_PRIVATE).map_err(|e| {
+        let map = map_anonymous(map_len, rustix::mm::MapFlags::PRIVATE).map_err(|e| {
             Error::environment(format!(
                 "cannot map {} for mem.latency: {e} (use a smaller max)",
                 format_size(len as u64)
@@ -25,14 +25,14 @@ impl Region {
         })?;
         let ptr = ((map as usize).div_ceil(HUGE) * HUGE) as *mut u8;
         let advice = if thp {
-            libc::MADV_HUGEPAGE
+            rustix::mm::Advice::LinuxHugepage
         } else {
-            libc::MADV_NOHUGEPAGE
+            rustix::mm::Advice::LinuxNoHugepage
         };
         // SAFETY: the range is inside the mapping. Advice failure (THP not
         // built in) is reported in the notes through smaps, not fatal.
         unsafe {
-            libc::madvise(ptr as *mut libc::c_void, len.div_ceil(HUGE) * HUGE, advice);
+            let _ = rustix::mm::madvise(ptr.cast(), len.div_ceil(HUGE) * HUGE, advice);
             std::ptr::write_bytes(ptr, 0, len);
         }
         Ok(Region { map, map_len, ptr })
@@ -42,7 +42,7 @@ impl Region {
 impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly what mmap returned.
-        unsafe { libc::munmap(self.map, self.map_len) };
+        let _ = unsafe { rustix::mm::munmap(self.map, self.map_len) };
     }
 }
 

@@ -247,16 +247,14 @@ impl Experiment for Latency {
         // each thread's 2 MiB stack, the load's buffers — which gets the
         // process OOM-killed on a 64 MiB board. Older kernels refuse the flag
         // (EINVAL): then lock the classic way.
-        const MCL_ONFAULT: libc::c_int = 4;
-        let flags = libc::MCL_CURRENT | libc::MCL_FUTURE;
-        // SAFETY: mlockall has no memory-safety preconditions.
-        let locked = unsafe { libc::mlockall(flags | MCL_ONFAULT) } == 0
-            || unsafe { libc::mlockall(flags) } == 0;
-        if !locked {
+        use rustix::mm::{mlockall, MlockAllFlags};
+        let flags = MlockAllFlags::CURRENT | MlockAllFlags::FUTURE;
+        let lock = mlockall(flags | MlockAllFlags::ONFAULT).or_else(|_| mlockall(flags));
+        let locked = lock.is_ok();
+        if let Err(e) = lock {
             notes.push(format!(
-                "mlockall failed ({}): page faults may add to the latencies; run as root or \
-                 raise `ulimit -l`",
-                std::io::Error::last_os_error()
+                "mlockall failed ({e}): page faults may add to the latencies; run as root or \
+                 raise `ulimit -l`"
             ));
         }
         Ok(Box::new(LatencyRun {
@@ -330,19 +328,13 @@ fn measure(
     let mut overruns = 0u64;
     let mut next = mono_ns() + period_ns;
     while setup.is_ok() && next < end_ns && !stop.load(Ordering::Relaxed) {
-        let ts = libc::timespec {
-            tv_sec: (next / 1_000_000_000) as _,
-            tv_nsec: (next % 1_000_000_000) as libc::c_long,
+        let ts = rustix::time::Timespec {
+            tv_sec: (next / 1_000_000_000) as i64,
+            tv_nsec: (next % 1_000_000_000) as _,
         };
-        // SAFETY: absolute sleep on CLOCK_MONOTONIC; EINTR just retries.
-        while unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        } == libc::EINTR
+        // Absolute sleep on CLOCK_MONOTONIC; EINTR just retries.
+        while rustix::thread::clock_nanosleep_absolute(rustix::thread::ClockId::Monotonic, &ts)
+            == Err(rustix::io::Errno::INTR)
         {}
         let now = mono_ns();
         let lat = now.saturating_sub(next);
@@ -391,8 +383,8 @@ struct LatencyRun {
 impl Drop for LatencyRun {
     fn drop(&mut self) {
         if self.locked {
-            // SAFETY: undoes our mlockall.
-            unsafe { libc::munlockall() };
+            // Undoes our mlockall.
+            let _ = rustix::mm::munlockall();
         }
     }
 }

@@ -1,8 +1,11 @@
 //! Setting up `sched.latency`'s measuring threads: the CPU set they run
 //! on, SCHED_FIFO, the cpu_dma_latency request and the clock they read.
+//!
+//! libc: sched_setscheduler, sched_param, SCHED_FIFO (rustix has no sched_setscheduler)
 
 use crate::experiments::common::child::usable_cpus;
 use crate::{Error, Result};
+use rustix::io::Errno;
 
 /// `all`, `N`, `N-M`, `N+M+…` (combinations too), checked against the CPUs
 /// tunelab may use.
@@ -70,8 +73,8 @@ pub(super) fn hold_dma_latency() -> Result<std::fs::File> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::EACCES) | Some(libc::EPERM) => Error::privilege(format!(
+        .map_err(|e| match Errno::from_io_error(&e) {
+            Some(Errno::ACCESS) | Some(Errno::PERM) => Error::privilege(format!(
                 "cpu_dma_latency=0 needs root to open {path} ({e}); run as root or drop the \
                  parameter"
             )),
@@ -83,11 +86,6 @@ pub(super) fn hold_dma_latency() -> Result<std::fs::File> {
 }
 
 pub(super) fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: fills the timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
