@@ -3,6 +3,8 @@
 //! command to change it, the risk, and how to verify the change. Where a rule
 //! lacks the measurement it needs, it reports a gap instead of guessing.
 
+#[cfg(test)]
+mod builder_tests;
 mod evidence;
 mod rules;
 
@@ -53,6 +55,52 @@ pub struct Finding {
     pub risk: String,
     /// The experiment or `tune` command that would verify the change.
     pub verify: String,
+}
+
+/// What a finding shows in a field its rule did not state. Rules state every
+/// field today; the default makes an omission read as one, not as a blank.
+pub const NOT_STATED: &str = "not stated by this rule";
+
+/// Rules build findings through these methods (never a struct literal: a
+/// test in `rules` checks), stating only what they know; every field left
+/// out reads [`NOT_STATED`].
+impl Finding {
+    pub(crate) fn new(id: &'static str, severity: Severity, title: impl Into<String>) -> Self {
+        Finding {
+            id,
+            severity,
+            title: title.into(),
+            evidence: vec![NOT_STATED.to_string()],
+            why: NOT_STATED.to_string(),
+            command: NOT_STATED.to_string(),
+            risk: NOT_STATED.to_string(),
+            verify: NOT_STATED.to_string(),
+        }
+    }
+
+    /// The facts and measurements, one line each, with their sources.
+    pub(crate) fn evidence(mut self, lines: Vec<String>) -> Self {
+        self.evidence = lines;
+        self
+    }
+
+    pub(crate) fn why(mut self, why: impl Into<String>) -> Self {
+        self.why = why.into();
+        self
+    }
+
+    /// The exact command that changes it, and what the change risks.
+    pub(crate) fn fix(mut self, command: impl Into<String>, risk: impl Into<String>) -> Self {
+        self.command = command.into();
+        self.risk = risk.into();
+        self
+    }
+
+    /// The experiment or `tune` command that would verify the change.
+    pub(crate) fn verify(mut self, verify: impl Into<String>) -> Self {
+        self.verify = verify.into();
+        self
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -52,8 +52,10 @@ pub const ALL: &[Rule] = &[
 /// Seconds of device writes the dirty limit may hold before it is a stall risk.
 pub const STALL_SECONDS: f64 = 5.0;
 
-fn finding(f: Finding) -> Outcome {
-    Outcome::Finding(Box::new(f))
+impl From<Finding> for Outcome {
+    fn from(f: Finding) -> Self {
+        Outcome::Finding(Box::new(f))
+    }
 }
 
 fn fact(ev: &Evidence, key: &str) -> String {
@@ -82,20 +84,17 @@ fn sync_mount(ev: &Evidence, _: Workload) -> Outcome {
         return Outcome::Fine;
     }
     let mp = mount_point(ev);
-    finding(Finding {
-        id: "mount.sync",
-        severity: Severity::Warning,
-        title: format!("{mp} is mounted sync: every write waits for the device"),
-        evidence: vec![fact(ev, "fs.options")],
-        why: "With `sync` each write() returns only after the data and metadata reach the device, so \
-              small writes run at the device's latency instead of memory speed, and flash wears faster."
-            .into(),
-        command: format!("mount -o remount,async {mp}   (and drop `sync` from /etc/fstab)"),
-        risk: "After a power cut, up to vm.dirty_expire_centisecs of recent writes can be lost; \
-               applications that need durability must fsync() themselves."
-            .into(),
-        verify: format!("tunelab tune mount --values sync,async --experiment io.metadata --target {}", target(ev)),
-    })
+    Finding::new("mount.sync", Severity::Warning, format!("{mp} is mounted sync: every write waits for the device"))
+        .evidence(vec![fact(ev, "fs.options")])
+        .why("With `sync` each write() returns only after the data and metadata reach the device, so \
+              small writes run at the device's latency instead of memory speed, and flash wears faster.")
+        .fix(
+            format!("mount -o remount,async {mp}   (and drop `sync` from /etc/fstab)"),
+            "After a power cut, up to vm.dirty_expire_centisecs of recent writes can be lost; \
+               applications that need durability must fsync() themselves.",
+        )
+        .verify(format!("tunelab tune mount --values sync,async --experiment io.metadata --target {}", target(ev)))
+        .into()
 }
 
 fn strict_atime(ev: &Evidence, _: Workload) -> Outcome {
@@ -104,24 +103,21 @@ fn strict_atime(ev: &Evidence, _: Workload) -> Outcome {
         return Outcome::Fine;
     }
     let mp = mount_point(ev);
-    finding(Finding {
-        id: "mount.strictatime",
-        severity: Severity::Warning,
-        title: format!("{mp} updates the access time on every read (strictatime)"),
-        evidence: vec![fact(ev, "fs.atime")],
-        why: "Every read of a file dirties its inode, turning read-mostly workloads into a stream of \
-              small metadata writes."
-            .into(),
-        command: format!("mount -o remount,relatime {mp}   (or noatime; and update /etc/fstab)"),
-        risk: "Programs that rely on exact access times (some mail readers, tmp cleaners) see \
-               relatime's coarser updates; noatime disables them."
-            .into(),
-        verify: format!(
+    Finding::new("mount.strictatime", Severity::Warning, format!("{mp} updates the access time on every read (strictatime)"))
+        .evidence(vec![fact(ev, "fs.atime")])
+        .why("Every read of a file dirties its inode, turning read-mostly workloads into a stream of \
+              small metadata writes.")
+        .fix(
+            format!("mount -o remount,relatime {mp}   (or noatime; and update /etc/fstab)"),
+            "Programs that rely on exact access times (some mail readers, tmp cleaners) see \
+               relatime's coarser updates; noatime disables them.",
+        )
+        .verify(format!(
             "tunelab run io.atime --target {}   or   tunelab tune mount --values strictatime,relatime,noatime --experiment io.atime --target {}",
             target(ev),
             target(ev)
-        ),
-    })
+        ))
+        .into()
 }
 
 fn usb_link_speed(ev: &Evidence, _: Workload) -> Outcome {
@@ -135,18 +131,25 @@ fn usb_link_speed(ev: &Evidence, _: Workload) -> Outcome {
     if major < 3.0 || speed > 480 {
         return Outcome::Fine;
     }
-    finding(Finding {
-        id: "usb.link-speed",
-        severity: Severity::Warning,
-        title: format!("a USB {version} device negotiated only {speed} Mb/s"),
-        evidence: vec![fact(ev, "usb.version"), fact(ev, "usb.speed_mbps")],
-        why: "The device supports SuperSpeed but the link runs at USB 2 speed (cable, hub or port), \
-              capping throughput near 40 MB/s."
-            .into(),
-        command: "plug the device into a USB 3 port with a USB 3 cable (blue/SS-marked); check `lsusb -t`".into(),
-        risk: "none".into(),
-        verify: format!("tunelab run io.record-size -p mode=direct -p record=1m --target {}", target(ev)),
-    })
+    Finding::new(
+        "usb.link-speed",
+        Severity::Warning,
+        format!("a USB {version} device negotiated only {speed} Mb/s"),
+    )
+    .evidence(vec![fact(ev, "usb.version"), fact(ev, "usb.speed_mbps")])
+    .why(
+        "The device supports SuperSpeed but the link runs at USB 2 speed (cable, hub or port), \
+              capping throughput near 40 MB/s.",
+    )
+    .fix(
+        "plug the device into a USB 3 port with a USB 3 cable (blue/SS-marked); check `lsusb -t`",
+        "none",
+    )
+    .verify(format!(
+        "tunelab run io.record-size -p mode=direct -p record=1m --target {}",
+        target(ev)
+    ))
+    .into()
 }
 
 /// Every USB storage device on the machine, not only the target's: a USB 3
@@ -167,23 +170,26 @@ fn usb_storage_links(ev: &Evidence, _: Workload) -> Outcome {
         .iter()
         .map(|(dev, v, speed)| format!("{dev} (USB {v} at {speed} Mb/s)"))
         .collect();
-    finding(Finding {
-        id: "usb.storage-link-speed",
-        severity: Severity::Warning,
-        title: format!("USB 3 storage running at USB 2 speed: {}", devs.join(", ")),
-        evidence,
-        why: "These devices support SuperSpeed (5000 Mb/s or more) but enumerated at high speed \
-              (480 Mb/s) — a USB 2 port, hub or cable — which caps them near 40 MB/s."
-            .into(),
-        command: "plug them into a USB 3 port with a USB 3 cable (blue/SS-marked); check with \
-                  `cat /sys/bus/usb/devices/BUSID/speed` (5000 = SuperSpeed)"
-            .into(),
-        risk: "none".into(),
-        verify:
-            "tunelab inspect   (the usb.BUSID.speed_mbps fact), then tunelab run io.record-size \
-                 -p mode=direct --target A_DIR_ON_THE_DEVICE"
-                .into(),
-    })
+    Finding::new(
+        "usb.storage-link-speed",
+        Severity::Warning,
+        format!("USB 3 storage running at USB 2 speed: {}", devs.join(", ")),
+    )
+    .evidence(evidence)
+    .why(
+        "These devices support SuperSpeed (5000 Mb/s or more) but enumerated at high speed \
+              (480 Mb/s) — a USB 2 port, hub or cable — which caps them near 40 MB/s.",
+    )
+    .fix(
+        "plug them into a USB 3 port with a USB 3 cable (blue/SS-marked); check with \
+                  `cat /sys/bus/usb/devices/BUSID/speed` (5000 = SuperSpeed)",
+        "none",
+    )
+    .verify(
+        "tunelab inspect   (the usb.BUSID.speed_mbps fact), then tunelab run io.record-size \
+                 -p mode=direct --target A_DIR_ON_THE_DEVICE",
+    )
+    .into()
 }
 
 fn usb_storage_driver(ev: &Evidence, _: Workload) -> Outcome {
@@ -198,20 +204,17 @@ fn usb_storage_driver(ev: &Evidence, _: Workload) -> Outcome {
     if major < 3.0 {
         return Outcome::Fine;
     }
-    finding(Finding {
-        id: "usb.uas",
-        severity: Severity::Info,
-        title: "USB 3 storage uses the usb-storage (BOT) driver, not uas".into(),
-        evidence: vec![fact(ev, "usb.driver"), fact(ev, "usb.version"), fact(ev, "usb.uas_available")],
-        why: "uas queues several commands at once; the bulk-only usb-storage protocol runs one at a \
-              time, which costs throughput and latency on USB 3 devices that support uas."
-            .into(),
-        command: "modprobe uas; check for a usb-storage quirk (`cat /sys/module/usb_storage/parameters/quirks`) \
-                  that disables uas for this device"
-            .into(),
-        risk: "Some bridges have broken uas firmware: that is why quirks exist; test before keeping it.".into(),
-        verify: format!("tunelab run io.record-size -p mode=direct --target {}", target(ev)),
-    })
+    Finding::new("usb.uas", Severity::Info, "USB 3 storage uses the usb-storage (BOT) driver, not uas")
+        .evidence(vec![fact(ev, "usb.driver"), fact(ev, "usb.version"), fact(ev, "usb.uas_available")])
+        .why("uas queues several commands at once; the bulk-only usb-storage protocol runs one at a \
+              time, which costs throughput and latency on USB 3 devices that support uas.")
+        .fix(
+            "modprobe uas; check for a usb-storage quirk (`cat /sys/module/usb_storage/parameters/quirks`) \
+                  that disables uas for this device",
+            "Some bridges have broken uas firmware: that is why quirks exist; test before keeping it.",
+        )
+        .verify(format!("tunelab run io.record-size -p mode=direct --target {}", target(ev)))
+        .into()
 }
 
 /// The dirty limit in bytes: dirty_bytes when set, else the kernel's computed
@@ -261,68 +264,64 @@ fn dirty_limit_vs_device(ev: &Evidence, _: Workload) -> Outcome {
     }
     let want = (rate.value * 2.0) as u64;
     let want = (want / (1 << 20)).max(4) << 20;
-    finding(Finding {
-        id: "vm.dirty-stall",
-        severity: if seconds > 30.0 { Severity::Critical } else { Severity::Warning },
-        title: format!(
+    Finding::new("vm.dirty-stall", if seconds > 30.0 { Severity::Critical } else { Severity::Warning }, format!(
             "the dirty limit holds {:.0} s of writes for this device: expect multi-second stalls",
             seconds
-        ),
-        evidence: vec![limit_src, format!("measured write throughput {} ({})", human(rate.value, "B/s"), rate.source)],
-        why: format!(
+        ))
+        .evidence(vec![limit_src, format!("measured write throughput {} ({})", human(rate.value, "B/s"), rate.source)])
+        .why(format!(
             "Up to {} can be dirty before writers are throttled, and the device drains {} per second; \
              a sync, umount, fsync or the throttle itself then blocks for up to {:.0} s (the slow-USB stall).",
             format_size(limit),
             human(rate.value, "B/s"),
             seconds
-        ),
-        command: format!(
+        ))
+        .fix(
+            format!(
             "sysctl -w vm.dirty_bytes={want} vm.dirty_background_bytes={}   (about 2 s of device writes; \
              persist in /etc/sysctl.d/)",
             want / 2
         ),
-        risk: "Smaller limits throttle bursty writers sooner; fast devices on the same machine share these \
-               global limits (per-device limits need bdi max_ratio)."
-            .into(),
-        verify: format!(
+            "Smaller limits throttle bursty writers sooner; fast devices on the same machine share these \
+               global limits (per-device limits need bdi max_ratio).",
+        )
+        .verify(format!(
             "tunelab tune vm.dirty_bytes --values {},{want} --experiment io.cache --target {}",
             limit,
             target(ev)
-        ),
-    })
+        ))
+        .into()
 }
 
 fn dirty_limit_too_small(ev: &Evidence, _: Workload) -> Outcome {
     let Some((run, peak, point)) = ev.throttled.first() else {
         return Outcome::Fine;
     };
-    finding(Finding {
-        id: "vm.dirty-throttled",
-        severity: Severity::Info,
-        title: format!("writers reached the dirty throttle point during run {run}"),
-        evidence: ev
+    Finding::new("vm.dirty-throttled", Severity::Info, format!("writers reached the dirty throttle point during run {run}"))
+        .evidence(ev
             .throttled
             .iter()
             .take(3)
             .map(|(r, p, t)| format!("run {r}: Dirty+Writeback peaked at {} vs throttle point {}", format_size(*p), format_size(*t)))
-            .collect(),
-        why: format!(
+            .collect())
+        .why(format!(
             "Above (dirty_ratio + dirty_background_ratio)/2 the kernel slows writers down; a workload that \
              needs {} of cache must keep below that or be throttled.",
             format_size(*peak)
-        ),
-        command: format!(
+        ))
+        .fix(
+            format!(
             "raise the limits so that (dirty_bytes + dirty_background_bytes)/2 > {}: e.g. sysctl -w \
              vm.dirty_bytes={} vm.dirty_background_bytes={}",
             format_size(*peak),
             peak * 3 / 2,
             peak * 3 / 4
         ),
-        risk: "Larger limits lengthen the data-loss window on power cut and the stall when a slow device \
-               finally has to drain them (see vm.dirty-stall)."
-            .into(),
-        verify: format!("tunelab monitor dirty during the workload, or tunelab tune vm.dirty_bytes (threshold {})", format_size(*point)),
-    })
+            "Larger limits lengthen the data-loss window on power cut and the stall when a slow device \
+               finally has to drain them (see vm.dirty-stall).",
+        )
+        .verify(format!("tunelab monitor dirty during the workload, or tunelab tune vm.dirty_bytes (threshold {})", format_size(*point)))
+        .into()
 }
 
 fn read_ahead(ev: &Evidence, w: Workload) -> Outcome {
@@ -333,18 +332,16 @@ fn read_ahead(ev: &Evidence, w: Workload) -> Outcome {
         return Outcome::Fine;
     }
     let disk = ev.facts.get("block.disk").unwrap_or("DISK");
-    finding(Finding {
-        id: "block.read-ahead",
-        severity: if w == Workload::Media || w == Workload::Throughput { Severity::Warning } else { Severity::Info },
-        title: format!("read_ahead_kb is {ra} on {disk}: small for sequential streams"),
-        evidence: vec![fact(ev, "block.read_ahead_kb")],
-        why: "Sequential readers (media playback, copies) issue many small device reads when read-ahead \
-              is small, adding per-request latency."
-            .into(),
-        command: format!("echo 512 > /sys/block/{disk}/queue/read_ahead_kb   (or blockdev --setra 1024 /dev/{disk})"),
-        risk: "Random-read workloads waste bandwidth and cache on pages they never use.".into(),
-        verify: format!("tunelab tune read_ahead_kb --values {ra},128,512,2048 --experiment io.device-read --target {}", target(ev)),
-    })
+    Finding::new("block.read-ahead", if w == Workload::Media || w == Workload::Throughput { Severity::Warning } else { Severity::Info }, format!("read_ahead_kb is {ra} on {disk}: small for sequential streams"))
+        .evidence(vec![fact(ev, "block.read_ahead_kb")])
+        .why("Sequential readers (media playback, copies) issue many small device reads when read-ahead \
+              is small, adding per-request latency.")
+        .fix(
+            format!("echo 512 > /sys/block/{disk}/queue/read_ahead_kb   (or blockdev --setra 1024 /dev/{disk})"),
+            "Random-read workloads waste bandwidth and cache on pages they never use.",
+        )
+        .verify(format!("tunelab tune read_ahead_kb --values {ra},128,512,2048 --experiment io.device-read --target {}", target(ev)))
+        .into()
 }
 
 fn scheduler(ev: &Evidence, _: Workload) -> Outcome {
@@ -370,16 +367,25 @@ fn scheduler(ev: &Evidence, _: Workload) -> Outcome {
         ),
         _ => return Outcome::Fine,
     };
-    finding(Finding {
-        id: "block.scheduler",
-        severity: Severity::Info,
-        title: format!("{disk} (rotational={rot}) uses the {sched} scheduler"),
-        evidence: vec![fact(ev, "block.scheduler"), fact(ev, "block.rotational")],
-        why: why.into(),
-        command: format!("echo {better} > /sys/block/{disk}/queue/scheduler"),
-        risk: "Scheduler choice trades fairness and latency against throughput; measure your workload.".into(),
-        verify: format!("tunelab tune scheduler --values {sched},{better} --experiment io.record-size --target {}", target(ev)),
-    })
+    Finding::new(
+        "block.scheduler",
+        Severity::Info,
+        format!("{disk} (rotational={rot}) uses the {sched} scheduler"),
+    )
+    .evidence(vec![
+        fact(ev, "block.scheduler"),
+        fact(ev, "block.rotational"),
+    ])
+    .why(why)
+    .fix(
+        format!("echo {better} > /sys/block/{disk}/queue/scheduler"),
+        "Scheduler choice trades fairness and latency against throughput; measure your workload.",
+    )
+    .verify(format!(
+        "tunelab tune scheduler --values {sched},{better} --experiment io.record-size --target {}",
+        target(ev)
+    ))
+    .into()
 }
 
 fn governor(ev: &Evidence, w: Workload) -> Outcome {
@@ -390,18 +396,16 @@ fn governor(ev: &Evidence, w: Workload) -> Outcome {
     {
         return Outcome::Fine;
     }
-    finding(Finding {
-        id: "cpu.governor",
-        severity: Severity::Warning,
-        title: "the powersave governor on a latency-sensitive workload".into(),
-        evidence: vec![fact(ev, "cpu.governor")],
-        why: "powersave keeps the CPU at its lowest frequency (with acpi-cpufreq) or biases intel_pstate \
-              towards efficiency, lengthening start-up times and frame deadlines."
-            .into(),
-        command: "for g in /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor; do echo schedutil > $g; done".into(),
-        risk: "Higher power draw and temperature.".into(),
-        verify: "tunelab tune governor --values powersave,schedutil,performance --experiment sched.messaging".into(),
-    })
+    Finding::new("cpu.governor", Severity::Warning, "the powersave governor on a latency-sensitive workload")
+        .evidence(vec![fact(ev, "cpu.governor")])
+        .why("powersave keeps the CPU at its lowest frequency (with acpi-cpufreq) or biases intel_pstate \
+              towards efficiency, lengthening start-up times and frame deadlines.")
+        .fix(
+            "for g in /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor; do echo schedutil > $g; done",
+            "Higher power draw and temperature.",
+        )
+        .verify("tunelab tune governor --values powersave,schedutil,performance --experiment sched.messaging")
+        .into()
 }
 
 fn median_of(r: &crate::model::run::PointResult, metric: &str) -> Option<f64> {
@@ -442,26 +446,24 @@ fn stdio_buffer(ev: &Evidence, _: Workload) -> Outcome {
     if stdio >= 0.8 * best {
         return Outcome::Fine;
     }
-    finding(Finding {
-        id: "app.stdio-buffer",
-        severity: Severity::Info,
-        title: format!(
+    Finding::new("app.stdio-buffer", Severity::Info, format!(
             "stdio with its default buffer writes {:.0}% slower than {best_api} at {}-byte records",
             (1.0 - stdio / best) * 100.0,
             max_rec
-        ),
-        evidence: vec![format!(
+        ))
+        .evidence(vec![format!(
             "io.api record={max_rec}: stdio {} vs {best_api} {}",
             human(stdio, "B/s"),
             human(best, "B/s")
-        )],
-        why: "The default stdio buffer (st_blksize, usually 4 KiB) splits large records into many small \
-              write() calls and copies every byte twice."
-            .into(),
-        command: "in the application: setvbuf(fp, NULL, _IOFBF, 64 * 1024) after fopen(), or write large records with write()".into(),
-        risk: "More memory per open FILE.".into(),
-        verify: format!("tunelab run io.api --target {}", target(ev)),
-    })
+        )])
+        .why("The default stdio buffer (st_blksize, usually 4 KiB) splits large records into many small \
+              write() calls and copies every byte twice.")
+        .fix(
+            "in the application: setvbuf(fp, NULL, _IOFBF, 64 * 1024) after fopen(), or write large records with write()",
+            "More memory per open FILE.",
+        )
+        .verify(format!("tunelab run io.api --target {}", target(ev)))
+        .into()
 }
 
 fn pregrow(ev: &Evidence, _: Workload) -> Outcome {
@@ -483,22 +485,20 @@ fn pregrow(ev: &Evidence, _: Workload) -> Outcome {
     if falloc >= 0.9 * extend {
         return Outcome::Fine;
     }
-    finding(Finding {
-        id: "app.pregrow",
-        severity: Severity::Info,
-        title: format!("pre-allocating with fallocate() makes file creation {:.0}% faster here", (1.0 - falloc / extend) * 100.0),
-        evidence: vec![format!(
+    Finding::new("app.pregrow", Severity::Info, format!("pre-allocating with fallocate() makes file creation {:.0}% faster here", (1.0 - falloc / extend) * 100.0))
+        .evidence(vec![format!(
             "io.pregrow total time (creation + write, fsync included): extend {} vs fallocate {}",
             human(extend, "s"),
             human(falloc, "s")
-        )],
-        why: "Allocating the final size up front lets the filesystem pick contiguous extents and avoids \
-              allocation work on every extending write. (ftruncate only sets the size: the file stays sparse.)"
-            .into(),
-        command: "in the application: posix_fallocate(fd, 0, final_size) before writing".into(),
-        risk: "Space is reserved even if the file ends up smaller.".into(),
-        verify: format!("tunelab run io.pregrow --target {}", target(ev)),
-    })
+        )])
+        .why("Allocating the final size up front lets the filesystem pick contiguous extents and avoids \
+              allocation work on every extending write. (ftruncate only sets the size: the file stays sparse.)")
+        .fix(
+            "in the application: posix_fallocate(fd, 0, final_size) before writing",
+            "Space is reserved even if the file ends up smaller.",
+        )
+        .verify(format!("tunelab run io.pregrow --target {}", target(ev)))
+        .into()
 }
 
 mod cpu;

@@ -1,7 +1,7 @@
 //! CPU rules: cores that never reach their advertised clock under load,
 //! from the newest `cpu.clock` run of this machine.
 
-use super::{finding, Evidence, Finding, Outcome, Severity, Workload};
+use super::{Evidence, Finding, Outcome, Severity, Workload};
 use crate::experiments::cpu::clock;
 
 /// A core below this share of its cpuinfo_max_freq under load is a finding.
@@ -52,15 +52,12 @@ pub fn clock_below_max(ev: &Evidence, _: Workload) -> Outcome {
     let low_governor = governor
         .split(',')
         .any(|g| matches!(g, "powersave" | "conservative" | "userspace"));
-    finding(Finding {
-        id: "cpu.clock_below_max",
-        severity: Severity::Warning,
-        title: format!(
+    Finding::new("cpu.clock_below_max", Severity::Warning, format!(
             "a core runs at {:.0}% of its advertised maximum clock under load",
             ratio * 100.0
-        ),
-        evidence,
-        why: if low_governor {
+        ))
+        .evidence(evidence)
+        .why(if low_governor {
             format!(
                 "the {governor} governor keeps the clock below the maximum even when the core is \
                  busy: every CPU-bound task takes proportionally longer"
@@ -70,18 +67,18 @@ pub fn clock_below_max(ev: &Evidence, _: Workload) -> Outcome {
              thermal cap or the firmware is holding it down, and every CPU-bound task takes \
              proportionally longer (the notes of the cpu.clock run name the cause per core)"
                 .into()
-        },
-        command: if low_governor {
-            "for g in /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor; do echo schedutil > $g; done".into()
+        })
+        .fix(
+            if low_governor {
+            "for g in /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor; do echo schedutil > $g; done"
         } else {
-            "for c in /sys/devices/system/cpu/cpufreq/policy*; do cat $c/cpuinfo_max_freq > $c/scaling_max_freq; done".into()
+            "for c in /sys/devices/system/cpu/cpufreq/policy*; do cat $c/cpuinfo_max_freq > $c/scaling_max_freq; done"
         },
-        risk: "Higher power draw and temperature; on a board without a heat sink, watch it with \
-               'tunelab run cpu.sustained'."
-            .into(),
-        verify: "tunelab tune governor --values schedutil,performance --experiment cpu.clock"
-            .into(),
-    })
+            "Higher power draw and temperature; on a board without a heat sink, watch it with \
+               'tunelab run cpu.sustained'.",
+        )
+        .verify("tunelab tune governor --values schedutil,performance --experiment cpu.clock")
+        .into()
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! recorder whose bit rate is above the card's steady rate (the cache runs
 //! out after a time the rule computes).
 
-use super::{dirty_limit, finding, target, Evidence, Finding, Outcome, Severity, Workload};
+use super::{dirty_limit, target, Evidence, Finding, Outcome, Severity, Workload};
 use crate::experiments::flash::{au_size, open_units, steady_state};
 use crate::model::run::PointResult;
 use crate::units::{format_size, human};
@@ -41,18 +41,28 @@ pub(super) fn misaligned(ev: &Evidence, _: Workload) -> Outcome {
         .filter(|n| n.contains("misaligned") || n.contains("straddles"))
         .cloned()
         .collect();
-    finding(Finding {
-        id: "flash.misaligned",
-        severity: Severity::Warning,
-        title: format!("{n:.0} partition(s) or FAT data area(s) are not aligned to the {} allocation unit", format_size(unit as u64)),
-        evidence: verdicts.clone(),
-        why: "A write that straddles two allocation units makes the card rewrite both: every cluster \
-              write costs up to twice the work and wear."
-            .into(),
-        command: verdicts.first().cloned().unwrap_or_else(|| "recreate the partition at a multiple of the unit".into()),
-        risk: "Repartitioning or reformatting destroys the data on it: back it up first.".into(),
-        verify: format!("tunelab run {} -p device=DEVICE", au_size::NAME),
-    })
+    Finding::new(
+        "flash.misaligned",
+        Severity::Warning,
+        format!(
+            "{n:.0} partition(s) or FAT data area(s) are not aligned to the {} allocation unit",
+            format_size(unit as u64)
+        ),
+    )
+    .evidence(verdicts.clone())
+    .why(
+        "A write that straddles two allocation units makes the card rewrite both: every cluster \
+              write costs up to twice the work and wear.",
+    )
+    .fix(
+        verdicts
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "recreate the partition at a multiple of the unit".into()),
+        "Repartitioning or reformatting destroys the data on it: back it up first.",
+    )
+    .verify(format!("tunelab run {} -p device=DEVICE", au_size::NAME))
+    .into()
 }
 
 /// A media recorder writes RECORDER_STREAMS streams; a card that keeps fewer
@@ -74,23 +84,21 @@ pub(super) fn streams_vs_open_units(ev: &Evidence, w: Workload) -> Outcome {
     if open as usize >= RECORDER_STREAMS {
         return Outcome::Fine;
     }
-    finding(Finding {
-        id: "flash.open-units",
-        severity: Severity::Warning,
-        title: format!(
+    Finding::new("flash.open-units", Severity::Warning, format!(
             "the card keeps {open:.0} unit(s) open; a recorder writing {RECORDER_STREAMS} files at once exceeds it"
-        ),
-        evidence: r.notes.iter().filter(|n| n.contains("stream")).cloned().collect(),
-        why: "Each write to a unit that is not open makes the card close another (a garbage \
-              collection): the rate collapses, by 10x on cheap cards."
-            .into(),
-        command: format!(
+        ))
+        .evidence(r.notes.iter().filter(|n| n.contains("stream")).cloned().collect())
+        .why("Each write to a unit that is not open makes the card close another (a garbage \
+              collection): the rate collapses, by 10x on cheap cards.")
+        .fix(
+            format!(
             "write no more than {open:.0} file(s) at a time to this card: keep the index and log \
              in RAM (tmpfs) and append them after the recording, or use a card with more open units"
         ),
-        risk: "Data held in RAM is lost on a power cut until it is written.".into(),
-        verify: format!("tunelab run {} --target {}", open_units::NAME, target(ev)),
-    })
+            "Data held in RAM is lost on a power cut until it is written.",
+        )
+        .verify(format!("tunelab run {} --target {}", open_units::NAME, target(ev)))
+        .into()
 }
 
 /// A dirty limit above the card's cache: when it is flushed the card falls to
@@ -111,30 +119,29 @@ pub(super) fn dirty_vs_card_cache(ev: &Evidence, _: Workload) -> Outcome {
     }
     let seconds = (limit as f64 - cache) / steady;
     let want = ((cache as u64) >> 20).max(4) << 20;
-    finding(Finding {
-        id: "flash.dirty-above-cache",
-        severity: if seconds > 5.0 { Severity::Warning } else { Severity::Info },
-        title: format!(
+    Finding::new("flash.dirty-above-cache", if seconds > 5.0 { Severity::Warning } else { Severity::Info }, format!(
             "the dirty limit ({}) is larger than the card's write cache ({}): a full flush ends at the steady rate",
             format_size(limit),
             format_size(cache as u64)
-        ),
-        evidence: vec![
+        ))
+        .evidence(vec![
             limit_src,
             format!("{}: cache {}, steady rate {}", steady_state::NAME, format_size(cache as u64), human(steady, "B/s")),
-        ],
-        why: format!(
+        ])
+        .why(format!(
             "The card takes {} at its burst rate, then the remaining {} drain at {}: {:.1} s during \
              which a sync or fsync waits.",
             format_size(cache as u64),
             format_size(limit - cache as u64),
             human(steady, "B/s"),
             seconds
-        ),
-        command: format!("sysctl -w vm.dirty_bytes={want} vm.dirty_background_bytes={}", want / 2),
-        risk: "Writers are throttled sooner; the limit is global to all devices.".into(),
-        verify: format!("tunelab run {} --target {}", steady_state::NAME, target(ev)),
-    })
+        ))
+        .fix(
+            format!("sysctl -w vm.dirty_bytes={want} vm.dirty_background_bytes={}", want / 2),
+            "Writers are throttled sooner; the limit is global to all devices.",
+        )
+        .verify(format!("tunelab run {} --target {}", steady_state::NAME, target(ev)))
+        .into()
 }
 
 /// When a stream of `rate` B/s fills a cache of `cache` bytes that drains
@@ -195,50 +202,53 @@ pub(super) fn recorder_above_steady(ev: &Evidence, w: Workload) -> Outcome {
     } else {
         "the card cannot keep up from the first second".into()
     };
-    finding(Finding {
-        id: "flash.recorder-above-steady",
-        severity: if after < 3600.0 {
+    Finding::new(
+        "flash.recorder-above-steady",
+        if after < 3600.0 {
             Severity::Warning
         } else {
             Severity::Info
         },
-        title: format!(
+        format!(
             "the recorder writes {} ({raw} b/s), above the card's steady rate {}: {when}",
             human(rate, "B/s"),
             human(steady, "B/s")
         ),
-        evidence: vec![
-            format!("io.stream bitrate={raw}: {}", human(rate, "B/s")),
-            format!(
-                "{}: cache {}, burst rate {}, steady rate {}",
-                steady_state::NAME,
-                format_size(cache.max(0.0) as u64),
-                human(burst, "B/s"),
-                human(steady, "B/s")
-            ),
-        ],
-        why: format!(
-            "The card takes the stream into its write cache, which fills by {} each second \
+    )
+    .evidence(vec![
+        format!("io.stream bitrate={raw}: {}", human(rate, "B/s")),
+        format!(
+            "{}: cache {}, burst rate {}, steady rate {}",
+            steady_state::NAME,
+            format_size(cache.max(0.0) as u64),
+            human(burst, "B/s"),
+            human(steady, "B/s")
+        ),
+    ])
+    .why(format!(
+        "The card takes the stream into its write cache, which fills by {} each second \
              (bit rate minus steady rate): {} last {:.0} s. After that every write waits for \
              garbage collection and frames are dropped or queued without end.",
-            human(rate - steady, "B/s"),
-            format_size(cache.max(0.0) as u64),
-            after
-        ),
-        command: format!(
+        human(rate - steady, "B/s"),
+        format_size(cache.max(0.0) as u64),
+        after
+    ))
+    .fix(
+        format!(
             "record at no more than {:.1} Mb/s (the steady rate with a 10% margin), or use a \
              card whose steady rate is above {} (tunelab run {} on it)",
             steady * 8.0 * 0.9 / 1e6,
             human(rate, "B/s"),
             steady_state::NAME
         ),
-        risk: "A lower bit rate lowers the picture quality.".into(),
-        verify: format!(
-            "tunelab run io.stream -p bitrate={raw} -p duration={:.0}s --target {}",
-            (after * 1.5).clamp(60.0, 3600.0),
-            target(ev)
-        ),
-    })
+        "A lower bit rate lowers the picture quality.",
+    )
+    .verify(format!(
+        "tunelab run io.stream -p bitrate={raw} -p duration={:.0}s --target {}",
+        (after * 1.5).clamp(60.0, 3600.0),
+        target(ev)
+    ))
+    .into()
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! spikes (a thread, an IRQ, a softirq, an idle CPU's C-state exit), with
 //! the knob that addresses it.
 
-use super::{finding, Evidence, Finding, Outcome, Severity, Workload};
+use super::{Evidence, Finding, Outcome, Severity, Workload};
 use crate::experiments::sched::latency::{self, parse_cause_note, CauseNote};
 use crate::units::seconds;
 
@@ -44,40 +44,43 @@ pub fn spike_culprit(ev: &Evidence, workload: Workload) -> Outcome {
     } else {
         Severity::Info
     };
-    finding(Finding {
-        id: "latency.spike_culprit",
+    Finding::new(
+        "latency.spike_culprit",
         severity,
-        title: format!(
+        format!(
             "wake-up latency spikes on CPU {} are caused by {}",
             c.cpu, c.culprit
         ),
-        evidence: vec![format!(
-            "run {run}: {} {point}: {} spike(s) on CPU {}, the longest {} (method {}); \
+    )
+    .evidence(vec![format!(
+        "run {run}: {} {point}: {} spike(s) on CPU {}, the longest {} (method {}); \
              longest wake-up of the point {}",
-            latency::NAME,
-            c.spikes,
-            c.cpu,
-            c.max,
-            c.method,
-            seconds(max)
-        )],
-        why: "A periodic task (a recorder's frame, a control loop) runs late by as much as \
-              the CPU is held by something else when its timer fires."
-            .into(),
-        command: c.knob.clone(),
-        risk: "Moving IRQs or threads shifts their load to other CPUs; holding \
-               /dev/cpu_dma_latency at 0 and the performance governor cost power."
-            .into(),
-        verify: format!(
-            "tunelab run {} -p cpus={} {}  (the cause should be gone and lat_max lower)",
-            latency::NAME,
-            c.cpu,
-            point
-                .split_whitespace()
-                .filter(|w| !w.starts_with("cpus="))
-                .map(|w| format!("-p {w}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
-    })
+        latency::NAME,
+        c.spikes,
+        c.cpu,
+        c.max,
+        c.method,
+        seconds(max)
+    )])
+    .why(
+        "A periodic task (a recorder's frame, a control loop) runs late by as much as \
+              the CPU is held by something else when its timer fires.",
+    )
+    .fix(
+        c.knob.clone(),
+        "Moving IRQs or threads shifts their load to other CPUs; holding \
+               /dev/cpu_dma_latency at 0 and the performance governor cost power.",
+    )
+    .verify(format!(
+        "tunelab run {} -p cpus={} {}  (the cause should be gone and lat_max lower)",
+        latency::NAME,
+        c.cpu,
+        point
+            .split_whitespace()
+            .filter(|w| !w.starts_with("cpus="))
+            .map(|w| format!("-p {w}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    ))
+    .into()
 }

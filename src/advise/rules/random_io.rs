@@ -6,9 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{
-    fact, finding, on_loop_device, target, Evidence, Finding, Outcome, Severity, Workload,
-};
+use super::{fact, on_loop_device, target, Evidence, Finding, Outcome, Severity, Workload};
 use crate::experiments::io::random;
 use crate::model::run::PointResult;
 use crate::units::human;
@@ -85,45 +83,42 @@ pub(super) fn saturating_depth(ev: &Evidence, _: Workload) -> Outcome {
             continue;
         }
         let cost = p99_max / p99_sat.max(1e-12);
-        let f = Finding {
-            id: "io.queue-depth",
-            severity: Severity::Info,
-            title: format!(
+        let f = Finding::new("io.queue-depth", Severity::Info, format!(
                 "{disk} saturates at queue depth {d_sat} for {} {rw}: deeper queues only add latency",
                 crate::units::format_size(bs)
-            ),
-            evidence: vec![format!(
+            ))
+            .evidence(vec![format!(
                 "io.random rw={rw} engine={engine} mode={mode}: QD {d_sat} {} at p99 {}; QD {d_max} {} at p99 {} ({cost:.1}×)",
                 human(iops_sat, "ops/s"),
                 human(p99_sat, "s"),
                 human(iops_max, "ops/s"),
                 human(p99_max, "s"),
-            )],
-            why: format!(
+            )])
+            .why(format!(
                 "Beyond {d_sat} requests in flight the device completes no more operations per second \
                  ({:.0}% of the best at QD {d_sat}); the extra requests only wait in queues, so every \
                  request's latency grows with the depth (Little's law).",
                 iops_sat / top.max(1e-12) * 100.0
-            ),
-            command: format!(
+            ))
+            .fix(
+                format!(
                 "in the application: keep at most {d_sat} I/Os in flight to this device (thread pool \
                  size, io_uring/AIO depth, e.g. fio --iodepth={d_sat}, PostgreSQL \
                  effective_io_concurrency={d_sat})"
             ),
-            risk: "Other applications' I/O on the same device adds to the depth; a device with a \
-                   write cache can saturate later under sustained writes (measure with steady=yes)."
-                .into(),
-            verify: format!(
+                "Other applications' I/O on the same device adds to the depth; a device with a \
+                   write cache can saturate later under sustained writes (measure with steady=yes).",
+            )
+            .verify(format!(
                 "tunelab run io.random -p rw={rw} -p bs={bs} -p engine={engine} -p depth=1,{d_sat},{d_max} --target {}",
                 target(ev)
-            ),
-        };
+            ));
         if best.as_ref().is_none_or(|b| cost > b.2) {
             best = Some((rw, f, cost));
         }
     }
     match best {
-        Some((_, f, _)) => finding(f),
+        Some((_, f, _)) => f.into(),
         None => Outcome::Fine,
     }
 }
@@ -154,29 +149,27 @@ pub(super) fn scheduler(ev: &Evidence, w: Workload) -> Outcome {
         .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1));
     if let Some(((rw, bs, engine, _), &(depth, iops, _))) = fastest {
         if iops >= FAST_IOPS && matches!(sched, "mq-deadline" | "bfq" | "kyber") {
-            return finding(Finding {
-                id: "io.scheduler-iops",
-                severity: Severity::Info,
-                title: format!(
+            return Finding::new("io.scheduler-iops", Severity::Info, format!(
                     "{disk} does {} random I/O with the {sched} scheduler: `none` saves its per-request cost",
                     human(iops, "ops/s")
-                ),
-                evidence: vec![
+                ))
+                .evidence(vec![
                     fact(ev, "block.scheduler"),
                     fact(ev, "block.rotational"),
                     format!("io.random rw={rw} bs={bs} engine={engine} depth={depth}: {}", human(iops, "ops/s")),
-                ],
-                why: format!(
+                ])
+                .why(format!(
                     "At {} a scheduler's per-request work (sorting, deadlines, bfq's accounting) \
                      costs CPU per I/O and can cap IOPS; a non-rotating device gains nothing from reordering.",
                     human(iops, "ops/s")
-                ),
-                command: format!("echo none > /sys/block/{disk}/queue/scheduler"),
-                risk: "No read priority over writes: with heavy background writes reads can wait longer; \
-                       keep mq-deadline where that matters."
-                    .into(),
-                verify: verify(sched, "none", rw),
-            });
+                ))
+                .fix(
+                    format!("echo none > /sys/block/{disk}/queue/scheduler"),
+                    "No read priority over writes: with heavy background writes reads can wait longer; \
+                       keep mq-deadline where that matters.",
+                )
+                .verify(verify(sched, "none", rw))
+                .into();
         }
     }
     // Reads stuck behind writes on a device without a scheduler.
@@ -204,30 +197,28 @@ pub(super) fn scheduler(ev: &Evidence, w: Workload) -> Outcome {
         if mixed_p99 < READ_STARVED * read_p99 {
             continue;
         }
-        return finding(Finding {
-            id: "io.scheduler-reads",
-            severity: if w == Workload::Latency { Severity::Warning } else { Severity::Info },
-            title: format!(
+        return Finding::new("io.scheduler-reads", if w == Workload::Latency { Severity::Warning } else { Severity::Info }, format!(
                 "reads on {disk} wait behind writes: read p99 {} in a read/write mix vs {} alone (scheduler none)",
                 human(mixed_p99, "s"),
                 human(read_p99, "s")
-            ),
-            evidence: vec![
+            ))
+            .evidence(vec![
                 fact(ev, "block.scheduler"),
                 format!(
                     "io.random bs={bs} engine={engine} depth={depth}: randread p99 {}, randrw read_p99 {}",
                     human(read_p99, "s"),
                     human(mixed_p99, "s")
                 ),
-            ],
-            why: "Without a scheduler, requests reach the device in arrival order, so a read queued behind \
+            ])
+            .why("Without a scheduler, requests reach the device in arrival order, so a read queued behind \
                   slow flash writes waits for all of them; mq-deadline dispatches reads first and gives \
-                  writes a deadline."
-                .into(),
-            command: format!("echo mq-deadline > /sys/block/{disk}/queue/scheduler   (persist with a udev rule)"),
-            risk: "Slightly more CPU per request; writes can be delayed up to their deadline (5 s).".into(),
-            verify: verify("none", "mq-deadline", "randread,randrw"),
-        });
+                  writes a deadline.")
+            .fix(
+                format!("echo mq-deadline > /sys/block/{disk}/queue/scheduler   (persist with a udev rule)"),
+                "Slightly more CPU per request; writes can be delayed up to their deadline (5 s).",
+            )
+            .verify(verify("none", "mq-deadline", "randread,randrw"))
+            .into();
     }
     Outcome::Fine
 }

@@ -1,7 +1,7 @@
 //! A workload's CPU use: a hot spot in its own code, or starvation (runnable
 //! but waiting for a CPU others hold).
 
-use super::super::{finding, Evidence, Finding, Outcome, Severity, Workload};
+use super::super::{Evidence, Finding, Outcome, Severity, Workload};
 use super::kernel::yield_share;
 use super::view::{cmd, cpu_figures, own, target_words};
 use super::{CPU_BOUND_PCT, HOTSPOT_PCT, STARVED_ACTIVE_PCT, STARVED_PCT, USER_SHARE_PCT};
@@ -186,26 +186,27 @@ pub(crate) fn cpu_hotspot(ev: &Evidence, _: Workload) -> Outcome {
             ),
         ),
     };
-    finding(Finding {
-        id: "diagnose.cpu-hotspot",
-        severity: Severity::Info,
-        title: format!(
+    Finding::new(
+        "diagnose.cpu-hotspot",
+        Severity::Info,
+        format!(
             "{} spends {}% of its CPU samples in {title_fn}",
             target_words(d),
             sig(top.percent),
         ),
-        evidence,
-        why: "The workload is CPU-bound and one function of its own holds a large share of the \
+    )
+    .evidence(evidence)
+    .why(
+        "The workload is CPU-bound and one function of its own holds a large share of the \
               CPU: speeding it up (or calling it less) shortens the run in proportion; elsewhere \
-              gains are bounded by the rest (Amdahl)."
-            .into(),
-        command,
-        risk: "Changes the program; measure before and after.".into(),
-        verify: format!(
-            "tunelab diagnose {} (the function's share and the run time fall)",
-            cmd(d)
-        ),
-    })
+              gains are bounded by the rest (Amdahl).",
+    )
+    .fix(command, "Changes the program; measure before and after.")
+    .verify(format!(
+        "tunelab diagnose {} (the function's share and the run time fall)",
+        cmd(d)
+    ))
+    .into()
 }
 
 /// Who held the CPUs while the workload waited preempted, from the
@@ -344,27 +345,24 @@ pub(crate) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
         "thresholds: run-queue wait ≥ {STARVED_PCT}% of on-CPU + run-queue time and ≥ {STARVED_ACTIVE_PCT}% of active time, tunelab's own share left out"
     ));
     if !still {
-        return finding(Finding {
-            id: "diagnose.observer-cost",
-            severity: Severity::Info,
-            title: format!(
+        return Finding::new("diagnose.observer-cost", Severity::Info, format!(
                 "tunelab itself held the CPU for {} of the {} {} waited for one: an observer cost of this diagnosis, not a finding about the workload",
                 seconds(observer_s),
                 seconds(w.runq_s),
                 target_words(d)
-            ),
-            evidence,
-            why: "diagnose's samplers and tracer run on the same CPUs as the workload; on a \
+            ))
+            .evidence(evidence)
+            .why("diagnose's samplers and tracer run on the same CPUs as the workload; on a \
                   machine with few, slow CPUs following a busy workload costs CPU time the \
-                  workload then waits for. Left out, the workload's wait is below the threshold."
-                .into(),
-            command: "read the workload's CPU figures with this in mind; on a board, run the \
+                  workload then waits for. Left out, the workload's wait is below the threshold.")
+            .fix(
+                "read the workload's CPU figures with this in mind; on a board, run the \
                       workload on a CPU of its own (taskset -c 1 CMD) so diagnose's threads \
-                      run beside it"
-                .into(),
-            risk: "None: nothing is changed.".into(),
-            verify: format!("tunelab diagnose {} (tunelab's own CPU line in the workload section)", cmd(d)),
-        });
+                      run beside it",
+                "None: nothing is changed.",
+            )
+            .verify(format!("tunelab diagnose {} (tunelab's own CPU line in the workload section)", cmd(d)))
+            .into();
     }
     let runq = w.runq_s - observer_s;
     let (own_s, others_s, named) = held.as_ref().map_or((0.0, 0.0, String::new()), |h| {
@@ -384,10 +382,10 @@ pub(crate) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
     } else {
         String::new()
     };
-    finding(Finding {
-        id: "diagnose.cpu-starvation",
-        severity: Severity::Warning,
-        title: format!(
+    Finding::new(
+        "diagnose.cpu-starvation",
+        Severity::Warning,
+        format!(
             "{} waits for a CPU {}% of the time it could run ({} in run queues{}){}",
             target_words(d),
             sig(of_runnable),
@@ -399,30 +397,34 @@ pub(crate) fn cpu_starvation(ev: &Evidence, _: Workload) -> Outcome {
             },
             by
         ),
-        evidence,
-        why: if own_threads {
-            format!(
-                "It is runnable but not running: it has {} threads on {} CPUs and they take \
+    )
+    .evidence(evidence)
+    .why(if own_threads {
+        format!(
+            "It is runnable but not running: it has {} threads on {} CPUs and they take \
                  turns; the CPUs are its own work.",
-                w.threads, d.cpus
-            )
-        } else if held.is_some() {
-            format!("It is runnable but not running: other processes hold the CPUs ({named}).")
-        } else {
-            "It is runnable but not running: other processes hold the CPUs.".into()
-        },
-        command: if own_threads {
+            w.threads, d.cpus
+        )
+    } else if held.is_some() {
+        format!("It is runnable but not running: other processes hold the CPUs ({named}).")
+    } else {
+        "It is runnable but not running: other processes hold the CPUs.".into()
+    })
+    .fix(
+        if own_threads {
             "fewer runnable threads than CPUs (size the pool to the CPUs), or more CPUs; \
              or give it priority over the rest (nice -n -5 CMD)"
-                .into()
         } else {
             "give it priority (nice -n -5 CMD, or lower the others: renice +10 -p PID), \
              a CPU of its own (taskset -c N CMD; cgroup cpuset), or fewer threads than CPUs"
-                .into()
         },
-        risk: "Priority for one process is latency for the others.".into(),
-        verify: format!("tunelab diagnose {} (run-queue wait falls)", cmd(d)),
-    })
+        "Priority for one process is latency for the others.",
+    )
+    .verify(format!(
+        "tunelab diagnose {} (run-queue wait falls)",
+        cmd(d)
+    ))
+    .into()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! A workload's own kernel time: kernel-bound (syscalls, a sched_yield
 //! spin) unless page-fault churn or small I/O calls explain it.
 
-use super::super::{finding, Evidence, Finding, Outcome, Severity, Workload};
+use super::super::{Evidence, Finding, Outcome, Severity, Workload};
 use super::view::{cmd, own, profile_share, target_words, WorkView};
 use super::{
     CPU_BOUND_PCT, FAULTS_PER_S, FAULT_PROFILE_PCT, OWN_SYSTEM_PCT, SMALL_IO_BYTES,
@@ -106,18 +106,15 @@ pub(super) fn workload_kernel_bound(id: &str, d: &Diagnosis, w: &WorkView) -> Ou
     let calls = top_syscalls(d);
     let top = calls.first().cloned();
     let target = target_words(d);
-    finding(Finding {
-        id: "diagnose.kernel-bound",
-        severity: Severity::Warning,
-        title: match &top {
+    Finding::new("diagnose.kernel-bound", Severity::Warning, match &top {
             Some((sc, pct)) => format!(
                 "{target} spends {}% of its own CPU time in the kernel, most in {sc} ({}% of its samples)",
                 sig(sys_pct),
                 sig(*pct)
             ),
             None => format!("{target} spends {}% of its own CPU time in the kernel", sig(sys_pct)),
-        },
-        evidence: vec![
+        })
+        .evidence(vec![
             format!("diagnosis {id}: {}", w.words()),
             format!(
                 "system calls under the kernel samples of its profile: {}",
@@ -133,17 +130,16 @@ pub(super) fn workload_kernel_bound(id: &str, d: &Diagnosis, w: &WorkView) -> Ou
                 sig(w.pct_of_active(w.cpu_s + w.runq_s)),
                 sig(sys_pct)
             ),
-        ],
-        why: if yielding {
+        ])
+        .why(if yielding {
             "A loop around sched_yield() spins: each call enters the kernel, finds little or \
              nothing else to run and returns, so the CPU is busy while no work is done."
-                .into()
         } else {
             "The program's own CPU time is mostly system calls: the kernel work per call, not \
              the program's code, sets its speed."
-                .into()
-        },
-        command: if yielding {
+        })
+        .fix(
+            if yielding {
             "wait for the condition instead of polling it: a futex, pthread_cond_wait, a pipe or \
              eventfd the producer signals; if spinning is wanted, bound it and then block"
                 .into()
@@ -154,12 +150,13 @@ pub(super) fn workload_kernel_bound(id: &str, d: &Diagnosis, w: &WorkView) -> Ou
                 top.as_ref().map_or("the top system call", |t| t.0.as_str())
             )
         },
-        risk: "Changes the program; measure before and after.".into(),
-        verify: format!(
+            "Changes the program; measure before and after.",
+        )
+        .verify(format!(
             "tunelab diagnose {} (its own system time and the syscall's share fall)",
             cmd(d)
-        ),
-    })
+        ))
+        .into()
 }
 
 pub(crate) fn fault_churn_rule(ev: &Evidence, _: Workload) -> Outcome {
@@ -170,17 +167,14 @@ pub(crate) fn fault_churn_rule(ev: &Evidence, _: Workload) -> Outcome {
         return Outcome::Fine;
     };
     let zeroing = profile_share(d, |f| f.starts_with("clear_page"));
-    finding(Finding {
-        id: "diagnose.page-fault-churn",
-        severity: Severity::Warning,
-        title: format!(
+    Finding::new("diagnose.page-fault-churn", Severity::Warning, format!(
             "{} takes {} minor page faults/s; {}% of its CPU samples are in the fault path ({}% zeroing pages)",
             target_words(d),
             si(rate),
             sig(share),
             sig(zeroing)
-        ),
-        evidence: vec![
+        ))
+        .evidence(vec![
             format!("diagnosis {id}: {}", w.words()),
             format!(
                 "its own faults: {} minor, {} major in {} ({}/s); profile: {}% under exc_page_fault/handle_mm_fault, {}% in clear_page*",
@@ -195,22 +189,21 @@ pub(crate) fn fault_churn_rule(ev: &Evidence, _: Workload) -> Outcome {
                 "thresholds: ≥ {} minor faults/s and ≥ {FAULT_PROFILE_PCT}% of samples in the fault path (or system ≥ 30% of its CPU)",
                 si(FAULTS_PER_S)
             ),
-        ],
-        why: "Every first touch of a fresh anonymous page traps into the kernel, which allocates \
+        ])
+        .why("Every first touch of a fresh anonymous page traps into the kernel, which allocates \
               and zeroes a 4 KiB page; memory mapped and unmapped (or malloc'd and freed past \
-              the mmap threshold) again and again pays this on every round."
-            .into(),
-        command: "reuse the buffer instead of mapping it per round; if it must be fresh, \
+              the mmap threshold) again and again pays this on every round.")
+        .fix(
+            "reuse the buffer instead of mapping it per round; if it must be fresh, \
                   mmap(…, MAP_POPULATE) faults it in one call; madvise(MADV_HUGEPAGE) (with THP \
                   in madvise or always mode: /sys/kernel/mm/transparent_hugepage/enabled) makes \
                   one fault per 2 MiB; for glibc malloc, mallopt(M_MMAP_THRESHOLD)/M_TRIM_THRESHOLD \
-                  keep large blocks in the heap"
-            .into(),
-        risk: "Keeping or pre-faulting buffers holds memory; huge pages can raise memory use on a \
-               small board."
-            .into(),
-        verify: format!("tunelab diagnose {} (minor faults/s and the fault path's share fall)", cmd(d)),
-    })
+                  keep large blocks in the heap",
+            "Keeping or pre-faulting buffers holds memory; huge pages can raise memory use on a \
+               small board.",
+        )
+        .verify(format!("tunelab diagnose {} (minor faults/s and the fault path's share fall)", cmd(d)))
+        .into()
 }
 
 pub(crate) fn small_io_rule(ev: &Evidence, _: Workload) -> Outcome {
@@ -220,43 +213,45 @@ pub(crate) fn small_io_rule(ev: &Evidence, _: Workload) -> Outcome {
     let Some((rate, per_call)) = small_io(&w) else {
         return Outcome::Fine;
     };
-    finding(Finding {
-        id: "diagnose.small-io",
-        severity: Severity::Warning,
-        title: format!(
+    Finding::new(
+        "diagnose.small-io",
+        Severity::Warning,
+        format!(
             "{} makes {} read/write calls/s of {} each on average: the calls, not the data, cost",
             target_words(d),
             si(rate),
             human(per_call, "B")
         ),
-        evidence: vec![
-            format!("diagnosis {id}: {}", w.words()),
-            format!(
-                "its /proc/PID/io: {} calls moving {} ({} per call)",
-                w.calls,
-                human(w.bytes as f64, "B"),
-                human(per_call, "B")
-            ),
-            format!(
-                "thresholds: ≥ {} calls/s, < {} per call, system ≥ 30% of its CPU",
-                si(SMALL_IO_CALLS_PER_S),
-                human(SMALL_IO_BYTES, "B")
-            ),
-        ],
-        why: "Each read()/write() costs a kernel entry and exit and the file system's per-call \
-              work whatever its size: at a few bytes per call that overhead is nearly all of it."
-            .into(),
-        command: "buffer in user space and write 64 KiB or more per call: stdio with a buffer \
-                  (setvbuf), BufWriter/BufReader in Rust, or collect records and writev() them"
-            .into(),
-        risk: "Buffered data is lost if the process dies before it flushes; flush where it must be \
-               durable."
-            .into(),
-        verify: format!(
-            "tunelab run io.api (raw vs buffered calls per MiB on this machine); tunelab diagnose {}",
-            cmd(d)
+    )
+    .evidence(vec![
+        format!("diagnosis {id}: {}", w.words()),
+        format!(
+            "its /proc/PID/io: {} calls moving {} ({} per call)",
+            w.calls,
+            human(w.bytes as f64, "B"),
+            human(per_call, "B")
         ),
-    })
+        format!(
+            "thresholds: ≥ {} calls/s, < {} per call, system ≥ 30% of its CPU",
+            si(SMALL_IO_CALLS_PER_S),
+            human(SMALL_IO_BYTES, "B")
+        ),
+    ])
+    .why(
+        "Each read()/write() costs a kernel entry and exit and the file system's per-call \
+              work whatever its size: at a few bytes per call that overhead is nearly all of it.",
+    )
+    .fix(
+        "buffer in user space and write 64 KiB or more per call: stdio with a buffer \
+                  (setvbuf), BufWriter/BufReader in Rust, or collect records and writev() them",
+        "Buffered data is lost if the process dies before it flushes; flush where it must be \
+               durable.",
+    )
+    .verify(format!(
+        "tunelab run io.api (raw vs buffered calls per MiB on this machine); tunelab diagnose {}",
+        cmd(d)
+    ))
+    .into()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Findings about the whole machine from its USE table, slab caches and
 //! lock_stat: kernel-bound CPU time, SLUB slow paths, a hot kernel lock.
 
-use super::super::{finding, Evidence, Finding, Outcome, Severity, Workload};
+use super::super::{Evidence, Finding, Outcome, Severity, Workload};
 use super::kernel::workload_kernel_bound;
 use super::view::{cpu_figures, diag, profile_share, WorkView};
 use crate::model::diagnosis::{Diagnosis, SlabCache};
@@ -83,16 +83,13 @@ pub(crate) fn kernel_bound(ev: &Evidence, _: Workload) -> Outcome {
     if d.target.kind != "system" || busy < BUSY_PCT || sys / busy * 100.0 < KERNEL_BOUND_PCT {
         return Outcome::Fine;
     }
-    finding(Finding {
-        id: "diagnose.kernel-bound",
-        severity: Severity::Warning,
-        title: format!(
+    Finding::new("diagnose.kernel-bound", Severity::Warning, format!(
             "the machine spends its CPU in the kernel: {}% system of {}% busy, {} context switches/s",
             sig(sys),
             sig(busy),
             si(cs)
-        ),
-        evidence: vec![format!(
+        ))
+        .evidence(vec![format!(
             "diagnosis {id}: USE table over {} ({} CPUs, tunelab's own CPU time left out): CPU busy {}%, system {}%, {}/s \
              context switches ({}/s per CPU)",
             seconds(d.interval_s),
@@ -101,16 +98,16 @@ pub(crate) fn kernel_bound(ev: &Evidence, _: Workload) -> Outcome {
             sig(sys),
             si(cs),
             si(cs_per_cpu)
-        )],
-        why: "When most busy CPU time is system time, the work is syscalls, wake-ups and kernel allocations rather than \
+        )])
+        .why("When most busy CPU time is system time, the work is syscalls, wake-ups and kernel allocations rather than \
               the programs' own code: the kernel paths in the profile and the slab table say \
-              which, and `tunelab diagnose --pid PID` on the busiest process says whose."
-            .into(),
-        command: "diagnose the busiest process on its own: tunelab diagnose --pid PID --for 10s"
-            .into(),
-        risk: "None (a reading).".into(),
-        verify: "tunelab diagnose --for 10s".into(),
-    })
+              which, and `tunelab diagnose --pid PID` on the busiest process says whose.")
+        .fix(
+            "diagnose the busiest process on its own: tunelab diagnose --pid PID --for 10s",
+            "None (a reading).",
+        )
+        .verify("tunelab diagnose --for 10s")
+        .into()
 }
 
 pub(crate) fn slab_slow_path(ev: &Evidence, _: Workload) -> Outcome {
@@ -165,14 +162,14 @@ pub(crate) fn slab_slow_path(ev: &Evidence, _: Workload) -> Outcome {
     }
     let confirmed = stats_slow || profile_slow;
     let cache_dir = cache.name.split(',').next().unwrap_or(&cache.name);
-    finding(Finding {
-        id: "diagnose.slab-slow-path",
-        severity: if confirmed {
+    Finding::new(
+        "diagnose.slab-slow-path",
+        if confirmed {
             Severity::Warning
         } else {
             Severity::Info
         },
-        title: if confirmed {
+        if confirmed {
             format!(
                 "SLUB slow paths for {}: allocations miss the per-CPU slabs",
                 cache.name
@@ -184,34 +181,37 @@ pub(crate) fn slab_slow_path(ev: &Evidence, _: Workload) -> Outcome {
                 cache.name
             )
         },
-        evidence,
-        why: "SLUB serves allocations from a per-CPU slab; when it runs dry the slow path takes \
+    )
+    .evidence(evidence)
+    .why(
+        "SLUB serves allocations from a per-CPU slab; when it runs dry the slow path takes \
               the node's list_lock to find a partial slab, which under a storm of small \
               allocations (sockets, messages) becomes the bottleneck. Larger slabs \
               (slub_min_objects) and more per-CPU partial slabs (cpu_partial) keep more \
-              allocations on the fast path."
-            .into(),
-        command: format!(
+              allocations on the fast path.",
+    )
+    .fix(
+        format!(
             "boot parameter slub_min_objects={n} (2×CPUs, power of two); live, per cache: echo \
              <N> > /sys/kernel/slab/{cache_dir}/cpu_partial (tune cannot sweep this file yet)"
         ),
-        risk: "Larger and more partial slabs hold more memory per CPU (a few hundred KiB per \
-               busy cache); on a 64 MiB board check MemAvailable after the change."
-            .into(),
-        verify: format!(
-            "tunelab diagnose -- {}  (after the change: compare time and the slab table){}",
-            if d.target.command.is_empty() {
-                "CMD".to_string()
-            } else {
-                d.target.command.join(" ")
-            },
-            if confirmed {
-                ""
-            } else {
-                "; a kernel with CONFIG_SLUB_STATS, or the CPU profile, shows the fast-path share"
-            }
-        ),
-    })
+        "Larger and more partial slabs hold more memory per CPU (a few hundred KiB per \
+               busy cache); on a 64 MiB board check MemAvailable after the change.",
+    )
+    .verify(format!(
+        "tunelab diagnose -- {}  (after the change: compare time and the slab table){}",
+        if d.target.command.is_empty() {
+            "CMD".to_string()
+        } else {
+            d.target.command.join(" ")
+        },
+        if confirmed {
+            ""
+        } else {
+            "; a kernel with CONFIG_SLUB_STATS, or the CPU profile, shows the fast-path share"
+        }
+    ))
+    .into()
 }
 
 pub(crate) fn hot_lock(ev: &Evidence, _: Workload) -> Outcome {
@@ -233,41 +233,44 @@ pub(crate) fn hot_lock(ev: &Evidence, _: Workload) -> Outcome {
     {
         return Outcome::Fine;
     }
-    finding(Finding {
-        id: "diagnose.hot-lock",
-        severity: Severity::Warning,
-        title: format!(
+    Finding::new(
+        "diagnose.hot-lock",
+        Severity::Warning,
+        format!(
             "kernel lock {} is contended: {} waits totalling {}",
             top.class,
             top.contentions,
             seconds(wait_s)
         ),
-        evidence: vec![format!(
-            "diagnosis {id}: /proc/lock_stat over {}: {} contentions of {} acquisitions, wait max \
+    )
+    .evidence(vec![format!(
+        "diagnosis {id}: /proc/lock_stat over {}: {} contentions of {} acquisitions, wait max \
              {}, total {} ({}% of all CPU time); waited at {}",
-            seconds(d.interval_s),
-            top.contentions,
-            top.acquisitions,
-            seconds(top.wait_max_us * 1e-6),
-            seconds(wait_s),
-            sig(wait_s / cpu_s * 100.0),
-            top.contention_points
-                .iter()
-                .take(2)
-                .map(|(n, s)| format!("{s} ({n})"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )],
-        why: "Time waiting for a kernel lock is CPU time (spinlocks) or latency (mutexes) the \
-              workload does not get; the call sites say which subsystem serialises it."
-            .into(),
-        command: "spread the work over independent objects (files, sockets, processes) so they \
+        seconds(d.interval_s),
+        top.contentions,
+        top.acquisitions,
+        seconds(top.wait_max_us * 1e-6),
+        seconds(wait_s),
+        sig(wait_s / cpu_s * 100.0),
+        top.contention_points
+            .iter()
+            .take(2)
+            .map(|(n, s)| format!("{s} ({n})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )])
+    .why(
+        "Time waiting for a kernel lock is CPU time (spinlocks) or latency (mutexes) the \
+              workload does not get; the call sites say which subsystem serialises it.",
+    )
+    .fix(
+        "spread the work over independent objects (files, sockets, processes) so they \
                   stop sharing the lock; if the call sites are SLUB's (get_partial_node, \
-                  __slab_free), see the slab finding"
-            .into(),
-        risk: "Restructuring changes the application; measure before and after.".into(),
-        verify: "tunelab diagnose -- CMD (compare the lock table)".into(),
-    })
+                  __slab_free), see the slab finding",
+        "Restructuring changes the application; measure before and after.",
+    )
+    .verify("tunelab diagnose -- CMD (compare the lock table)")
+    .into()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! A workload's off-CPU waits: user-space locks, synchronous storage, its own
 //! timer sleeps, memory pressure, and any other cause that dominates.
 
-use super::super::{finding, Evidence, Finding, Outcome, Severity, Workload};
+use super::super::{Evidence, Finding, Outcome, Severity, Workload};
 use super::view::{cmd, from_caller, of_comm, own, target_words, wait_evidence, Waits};
 use super::{
     DOMINANT_WAIT_PCT, LOCK_PCT, MAJOR_FAULTS_PER_S, MEMORY_WAIT_PCT, SLEEP_PCT, STORAGE_PCT,
@@ -31,18 +31,15 @@ pub(crate) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
     if pct < LOCK_PCT {
         return Outcome::Fine;
     }
-    finding(Finding {
-        id: "diagnose.user-lock",
-        severity: Severity::Warning,
-        title: format!(
+    Finding::new("diagnose.user-lock", Severity::Warning, format!(
             "{} threads of {} wait for a user-space lock {}% of their time: {}{}",
             top.threads.max(1),
             target_words(d),
             sig(pct),
             top.cause.split(" (").next().unwrap_or(&top.cause).trim_start_matches("futex: "),
             from_caller(&top.caller)
-        ),
-        evidence: wait_evidence(
+        ))
+        .evidence(wait_evidence(
             id,
             &w,
             &locks,
@@ -53,11 +50,11 @@ pub(crate) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
                 seconds(top.thread_time_s),
                 sig(process_pct)
             ),
-        ),
-        why: "Threads sleep in the kernel (futex) until the lock's holder releases it: while \
-              they wait they do nothing, so adding threads adds waiting, not throughput."
-            .into(),
-        command: format!(
+        ))
+        .why("Threads sleep in the kernel (futex) until the lock's holder releases it: while \
+              they wait they do nothing, so adding threads adds waiting, not throughput.")
+        .fix(
+            format!(
             "hold the lock for less (move work out of the critical section in {}), split it \
              (one lock per shard or per object), or give each thread its own data and merge at \
              the end",
@@ -68,9 +65,10 @@ pub(crate) fn user_lock(ev: &Evidence, _: Workload) -> Outcome {
                 .find(|f| !f.is_empty() && !crate::diagnose::offcpu::c_library_internal(f))
                 .unwrap_or("the caller")
         ),
-        risk: "Finer locking changes the program's correctness argument; test under load.".into(),
-        verify: format!("tunelab diagnose {} (the lock's share of thread time falls)", cmd(d)),
-    })
+            "Finer locking changes the program's correctness argument; test under load.",
+        )
+        .verify(format!("tunelab diagnose {} (the lock's share of thread time falls)", cmd(d)))
+        .into()
 }
 
 pub(crate) fn storage_sync(ev: &Evidence, _: Workload) -> Outcome {
@@ -112,38 +110,33 @@ pub(crate) fn storage_sync(ev: &Evidence, _: Workload) -> Outcome {
     let sync = rows
         .iter()
         .any(|c| c.cause.contains("waits for the storage"));
-    finding(Finding {
-        id: "diagnose.storage-sync",
-        severity: Severity::Warning,
-        title: format!(
+    Finding::new("diagnose.storage-sync", Severity::Warning, format!(
             "{} waits for storage {}% of its time: {} synchronous waits{}",
             target_words(d),
             sig(pct),
             waits,
             rows.first().map(|c| from_caller(&c.caller)).unwrap_or_default()
-        ),
-        evidence,
-        why: if sync {
+        ))
+        .evidence(evidence)
+        .why(if sync {
             "Each fsync/fdatasync waits until the device has the data (and the journal its \
              commit): the program runs at the device's flush latency, not at memory speed."
-                .into()
         } else {
             "The program waits for the device to read or write pages: the storage is on its \
              critical path."
-                .into()
-        },
-        command: "sync less often: batch several records per fsync (group commit), fdatasync \
+        })
+        .fix(
+            "sync less often: batch several records per fsync (group commit), fdatasync \
                   when metadata need not be durable, or write through a log that is synced \
-                  once per batch; if durability is not needed, drop the sync"
-            .into(),
-        risk: "Fewer syncs widen the window of data a power cut can lose: only what the \
-               application can afford."
-            .into(),
-        verify: format!(
+                  once per batch; if durability is not needed, drop the sync",
+            "Fewer syncs widen the window of data a power cut can lose: only what the \
+               application can afford.",
+        )
+        .verify(format!(
             "tunelab diagnose {} (storage waits' share falls); tunelab run io.record-size --target DIR compares buffered and O_SYNC writes on the device",
             cmd(d)
-        ),
-    })
+        ))
+        .into()
 }
 
 pub(crate) fn sleep_bound(ev: &Evidence, _: Workload) -> Outcome {
@@ -160,10 +153,10 @@ pub(crate) fn sleep_bound(ev: &Evidence, _: Workload) -> Outcome {
         return Outcome::Fine;
     }
     let n: u64 = rows.iter().map(|c| c.waits).sum();
-    finding(Finding {
-        id: "diagnose.sleep-bound",
-        severity: Severity::Info,
-        title: format!(
+    Finding::new(
+        "diagnose.sleep-bound",
+        Severity::Info,
+        format!(
             "{}{} is paced by its own timer sleeps: {}% of its time, {} sleeps of {} on average",
             target_words(d),
             of_comm(&comm),
@@ -171,27 +164,30 @@ pub(crate) fn sleep_bound(ev: &Evidence, _: Workload) -> Outcome {
             n,
             seconds(wait / n.max(1) as f64)
         ),
-        evidence: wait_evidence(
-            id,
-            &w,
-            &rows,
-            format!("threshold: sleeps ≥ {SLEEP_PCT}% of active thread time"),
-        ),
-        why: "The program is not waiting for a resource: it asked to sleep. Its speed is the \
+    )
+    .evidence(wait_evidence(
+        id,
+        &w,
+        &rows,
+        format!("threshold: sleeps ≥ {SLEEP_PCT}% of active thread time"),
+    ))
+    .why(
+        "The program is not waiting for a resource: it asked to sleep. Its speed is the \
               sleep length plus the timer's overshoot (timer slack, the wake-up latency), times \
-              the number of sleeps."
-            .into(),
-        command: "if the sleep polls for work, block on the event instead (poll/epoll, a \
+              the number of sleeps.",
+    )
+    .fix(
+        "if the sleep polls for work, block on the event instead (poll/epoll, a \
                   condition variable, a pipe); if it paces output, sleep until an absolute \
                   deadline (clock_nanosleep TIMER_ABSTIME) so overshoot does not accumulate; \
-                  prctl(PR_SET_TIMERSLACK, 1) lowers the overshoot"
-            .into(),
-        risk: "Shorter or fewer sleeps use more CPU and power.".into(),
-        verify: format!(
-            "tunelab diagnose {} (mean sleep vs the asked length)",
-            cmd(d)
-        ),
-    })
+                  prctl(PR_SET_TIMERSLACK, 1) lowers the overshoot",
+        "Shorter or fewer sleeps use more CPU and power.",
+    )
+    .verify(format!(
+        "tunelab diagnose {} (mean sleep vs the asked length)",
+        cmd(d)
+    ))
+    .into()
 }
 
 pub(crate) fn memory_pressure(ev: &Evidence, _: Workload) -> Outcome {
@@ -203,32 +199,29 @@ pub(crate) fn memory_pressure(ev: &Evidence, _: Workload) -> Outcome {
     if pct < MEMORY_WAIT_PCT || (majors < MAJOR_FAULTS_PER_S && w.causes("reclaim").is_empty()) {
         return Outcome::Fine;
     }
-    finding(Finding {
-        id: "diagnose.memory-pressure",
-        severity: Severity::Warning,
-        title: format!(
+    Finding::new("diagnose.memory-pressure", Severity::Warning, format!(
             "{} waits for memory {}% of its time: reclaim and major faults ({}/s)",
             target_words(d),
             sig(pct),
             si(majors)
-        ),
-        evidence: wait_evidence(
+        ))
+        .evidence(wait_evidence(
             id,
             &w,
             &rows,
             format!(
                 "thresholds: memory waits ≥ {MEMORY_WAIT_PCT}% of active time, with ≥ {MAJOR_FAULTS_PER_S} major faults/s or direct reclaim"
             ),
-        ),
-        why: "The working set does not fit: pages are evicted and read back (major faults) or \
-              allocations wait while the kernel reclaims."
-            .into(),
-        command: "shrink the working set (smaller caches or buffers), stop other memory users, \
-                  add memory, or on a board add zram swap"
-            .into(),
-        risk: "Smaller caches can cost speed elsewhere.".into(),
-        verify: format!("tunelab diagnose {} (major faults and reclaim waits fall)", cmd(d)),
-    })
+        ))
+        .why("The working set does not fit: pages are evicted and read back (major faults) or \
+              allocations wait while the kernel reclaims.")
+        .fix(
+            "shrink the working set (smaller caches or buffers), stop other memory users, \
+                  add memory, or on a board add zram swap",
+            "Smaller caches can cost speed elsewhere.",
+        )
+        .verify(format!("tunelab diagnose {} (major faults and reclaim waits fall)", cmd(d)))
+        .into()
 }
 
 pub(crate) fn blocking_cause(ev: &Evidence, _: Workload) -> Outcome {
@@ -276,10 +269,10 @@ pub(crate) fn blocking_cause(ev: &Evidence, _: Workload) -> Outcome {
             "see the off-CPU table and flame graph for the callers",
         ),
     };
-    finding(Finding {
-        id: "diagnose.blocking",
-        severity: Severity::Info,
-        title: format!(
+    Finding::new(
+        "diagnose.blocking",
+        Severity::Info,
+        format!(
             "{}{} is blocked {}% of its time in {}{}",
             target_words(d),
             of_comm(&comm),
@@ -287,19 +280,17 @@ pub(crate) fn blocking_cause(ev: &Evidence, _: Workload) -> Outcome {
             top.cause,
             from_caller(&top.caller)
         ),
-        evidence: wait_evidence(
-            id,
-            &w,
-            &same,
-            format!(
-                "threshold: one cause ≥ {DOMINANT_WAIT_PCT}% of the process's active thread time"
-            ),
-        ),
-        why: why.into(),
-        command: command.into(),
-        risk: "None (a reading).".into(),
-        verify: format!("tunelab diagnose {}", cmd(d)),
-    })
+    )
+    .evidence(wait_evidence(
+        id,
+        &w,
+        &same,
+        format!("threshold: one cause ≥ {DOMINANT_WAIT_PCT}% of the process's active thread time"),
+    ))
+    .why(why)
+    .fix(command, "None (a reading).")
+    .verify(format!("tunelab diagnose {}", cmd(d)))
+    .into()
 }
 
 #[cfg(test)]
