@@ -120,12 +120,14 @@ impl Experiment for Atime {
     }
     fn validate(&self, p: &Point) -> Result<()> {
         let q = Params::parse(p)?;
-        if q.atime != "current" && !crate::safety::is_root() {
-            return Err(Error::privilege(format!(
-                "io.atime atime={} mounts a loop filesystem and needs root (run with sudo, or use \
-                 -p atime=current to measure the target as mounted)",
-                q.atime
-            )));
+        if q.atime != "current" {
+            crate::safety::require_root(|| {
+                format!(
+                    "io.atime atime={} mounts a loop filesystem and needs root (run with sudo, \
+                     or use -p atime=current to measure the target as mounted)",
+                    q.atime
+                )
+            })?;
         }
         Ok(())
     }

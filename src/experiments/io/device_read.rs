@@ -113,11 +113,12 @@ impl Experiment for DeviceRead {
         &SPEC
     }
     fn validate(&self, p: &Point) -> Result<()> {
-        if Params::parse(p)?.source == "device" && !crate::safety::is_root() {
-            return Err(Error::privilege(
+        if Params::parse(p)?.source == "device" {
+            crate::safety::require_root(|| {
                 "io.device-read source=device reads the block device and needs root \
-                 (run with sudo, or use -p source=file to time a scratch file)",
-            ));
+                 (run with sudo, or use -p source=file to time a scratch file)"
+                    .into()
+            })?;
         }
         Ok(())
     }
