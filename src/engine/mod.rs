@@ -74,6 +74,9 @@ pub struct Ctx {
     pub target: PathBuf,
     pub device: Option<BlockDevice>,
     pub is_root: bool,
+    /// Failed page-cache drops here, which the validity guard flags
+    /// (`cache_control::drop_file_cache` counts them).
+    pub cache_drops: crate::observe::validity::CacheDrops,
     /// The time the point being prepared may take (set by the runner).
     point_time: std::sync::Mutex<Option<PointTime>>,
     /// Shortest time one trial should take, in ns (set by the runner from
@@ -107,6 +110,7 @@ impl Ctx {
             target,
             device,
             is_root: crate::safety::is_root(),
+            cache_drops: Default::default(),
             point_time: std::sync::Mutex::new(None),
             trial_ns: std::sync::atomic::AtomicU64::new(DEFAULT_TRIAL_TIME.as_nanos() as u64),
         }

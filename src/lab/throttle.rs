@@ -17,15 +17,12 @@
 use rustix::io::Errno;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::safety::journal::{self, Entry, Saved};
 use crate::{Error, Result};
 
 const V1_ROOT: &str = "/sys/fs/cgroup/blkio";
 const V2_ROOT: &str = "/sys/fs/cgroup";
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// Limits on one device; `None` means unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -111,10 +108,12 @@ impl IoThrottle {
                 "no cgroup hierarchy with block I/O throttling (cgroup v1 blkio or v2 io) is mounted",
             )
         })?;
+        // The pid and a random tag name it: unique without a counter kept
+        // for the whole process (mkdir below fails rather than reuse one).
         let name = format!(
-            "tunelab-{}-{}",
+            "tunelab-{}-{:08x}",
             std::process::id(),
-            SEQ.fetch_add(1, Ordering::SeqCst)
+            rand::random::<u32>()
         );
         let root = if version == CgroupVersion::V1 {
             V1_ROOT

@@ -318,7 +318,11 @@ impl Trials for PointTrials<'_> {
         }
         // The validity guard reads its sources before and after every
         // measured trial, outside the experiment's own timing.
-        self.guard = Some(Guard::new(Roots::system(), self.ctx.scratch_dir().ok()));
+        self.guard = Some(Guard::new(
+            Roots::system(),
+            self.ctx.scratch_dir().ok(),
+            self.ctx.cache_drops.clone(),
+        ));
     }
 
     fn progress(&mut self, _arm: usize, n: usize, max: usize) {

@@ -108,7 +108,7 @@ fn five_trials(warmup: usize) -> Plan {
 }
 
 fn run_scripted(values: &[f64], plan: &Plan, fixed: bool) -> PointResult {
-    let ctx = Ctx::new(None, std::env::temp_dir(), None);
+    let ctx = Ctx::new(None, crate::safety::scratch::target_or_temp(None), None);
     let exp = Scripted(values.to_vec());
     let out = run_points(
         &exp,
@@ -207,7 +207,7 @@ impl Experiment for Fitting {
 
 #[test]
 fn a_fitted_size_is_stored_as_used_with_a_note() {
-    let ctx = Ctx::new(None, std::env::temp_dir(), None);
+    let ctx = Ctx::new(None, crate::safety::scratch::target_or_temp(None), None);
     let mut params = BTreeMap::new();
     params.insert("size".to_string(), ParamValue::Int(256 << 20));
     let p = Plan {

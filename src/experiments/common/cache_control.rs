@@ -40,11 +40,17 @@ impl DropMethod {
 }
 
 /// Drop the cached pages of `file` (at `path`) so the next read comes from
-/// the device. Not timed by callers.
-pub fn drop_file_cache(file: &File, path: &Path, is_root: bool) -> Result<DropMethod> {
+/// the device: the whole page cache when `all` (root), counting a failure
+/// in `failed` for the validity guard. Not timed by callers.
+pub fn drop_file_cache(
+    file: &File,
+    path: &Path,
+    all: bool,
+    failed: &std::sync::atomic::AtomicU64,
+) -> Result<DropMethod> {
     file.sync_data()
         .map_err(|e| Error::io("cannot fdatasync", path, e))?;
-    if is_root {
+    if all {
         if drop_all_caches().is_ok() {
             // drop_caches skips pages still mapped or locked; fadvise as well
             // costs nothing and covers a file that is still open by us.
@@ -53,7 +59,7 @@ pub fn drop_file_cache(file: &File, path: &Path, is_root: bool) -> Result<DropMe
         }
         // Root asked for the whole cache to go and it did not: the validity
         // guard flags the trial (only this file's pages are evicted below).
-        crate::observe::validity::record_cache_drop_failure();
+        failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     fadvise_dontneed(file, path)?;
     Ok(DropMethod::Fadvise)

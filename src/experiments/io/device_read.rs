@@ -343,9 +343,10 @@ impl DeviceReadRun {
                 "BLKFLSBUF failed; cache dropped with posix_fadvise(DONTNEED) only".into()
             };
         } else {
-            self.flush_note = drop_file_cache(&self.file, &self.path, ctx.is_root)?
-                .note()
-                .into();
+            self.flush_note =
+                drop_file_cache(&self.file, &self.path, ctx.is_root, &ctx.cache_drops)?
+                    .note()
+                    .into();
         }
         Ok(())
     }

@@ -384,7 +384,7 @@ impl PointRun for StreamRun {
         // Not timed: evict the recording (the last trial read it in).
         {
             let f = File::open(&self.recording).map_err(io_err("cannot open", &self.recording))?;
-            self.drop_method = drop_file_cache(&f, &self.recording, ctx.is_root)?;
+            self.drop_method = drop_file_cache(&f, &self.recording, ctx.is_root, &ctx.cache_drops)?;
         }
         self.trials += 1;
         let rec_name = format!("stream-{}-record-{}", self.id, self.trials);

@@ -127,7 +127,7 @@ mod tests {
     fn trials_return_the_script_in_order_then_cycle() {
         let o = [("values".to_string(), "3:1.5".to_string())];
         let p = &expand_points(SPEC.params, &o).unwrap()[0];
-        let ctx = Ctx::new(None, std::env::temp_dir(), None);
+        let ctx = Ctx::new(None, crate::safety::scratch::target_or_temp(None), None);
         let mut run = Scripted.prepare(&ctx, p).unwrap();
         let got: Vec<f64> = (0..3).map(|_| run.trial(&ctx).unwrap().0[0].1).collect();
         assert_eq!(got, [3.0, 1.5, 3.0]);
@@ -140,7 +140,7 @@ mod tests {
         assert_eq!(Scripted.validate(p).unwrap_err().exit_code(), 2);
         let o = [("fail".to_string(), "2".to_string())];
         let p = &expand_points(SPEC.params, &o).unwrap()[0];
-        let ctx = Ctx::new(None, std::env::temp_dir(), None);
+        let ctx = Ctx::new(None, crate::safety::scratch::target_or_temp(None), None);
         let mut run = Scripted.prepare(&ctx, p).unwrap();
         assert!(run.trial(&ctx).is_ok());
         assert_eq!(run.trial(&ctx).unwrap_err().exit_code(), 1);

@@ -28,8 +28,8 @@
 //!   and I/O a kernel loop worker does for our loop devices count as others
 //!   (they disturb the trial just the same);
 //! - swap: `pswpin`/`pswpout` in `/proc/vmstat` moved;
-//! - a cache drop that failed ([`record_cache_drop_failure`], called by the
-//!   experiments' cache control);
+//! - a cache drop that failed (counted in the context's [`CacheDrops`] by
+//!   the experiments' cache control);
 //! - a scratch file system with less than max(1 MiB, 1%) free after the trial.
 //!
 //! Each reading is a handful of small /proc and /sys files (a few tens of
@@ -76,13 +76,11 @@ pub const FREQ_CHANGE: f64 = 0.10;
 /// Scratch space below max(this, 1% of the file system) flags a trial.
 pub const SCRATCH_MIN_FREE: u64 = 1 << 20;
 
-static CACHE_DROP_FAILURES: AtomicU64 = AtomicU64::new(0);
-
-/// Called by an experiment when dropping the page cache did not work as
-/// asked (e.g. root's drop_caches write failed); flags the running trial.
-pub fn record_cache_drop_failure() {
-    CACHE_DROP_FAILURES.fetch_add(1, Ordering::Relaxed);
-}
+/// Failed cache drops of one measurement context, counted by the
+/// experiment (when root's drop_caches write did not work as asked) and
+/// read by its guard, which flags the running trial: a value handed down
+/// through `Ctx`, not a process-wide counter.
+pub type CacheDrops = std::sync::Arc<AtomicU64>;
 
 /// Where /proc and /sys are (fixtures in tests).
 #[derive(Debug, Clone)]
@@ -138,8 +136,8 @@ pub struct Guard {
     /// Whole hardware disks of /proc/diskstats (empty: not watched).
     disks: Vec<String>,
     scratch: Option<PathBuf>,
-    /// Failed cache drops so far (the process-wide counter; tests use their own).
-    drops: &'static AtomicU64,
+    /// Failed cache drops so far, in the context this guard watches.
+    drops: CacheDrops,
     pub skipped: Vec<String>,
 }
 
@@ -177,8 +175,9 @@ fn flag(c: &mut TrialCheck, kind: &str, detail: String) {
 
 impl Guard {
     /// Discover the sources under `roots`; `scratch` is the directory whose
-    /// file system is watched for filling up.
-    pub fn new(roots: Roots, scratch: Option<&Path>) -> Guard {
+    /// file system is watched for filling up, `drops` the context's count of
+    /// failed cache drops.
+    pub fn new(roots: Roots, scratch: Option<&Path>, drops: CacheDrops) -> Guard {
         let mut skipped = Vec::new();
         let cpu_dir = roots.sys.join("devices/system/cpu");
         let cpus = numbered(&cpu_dir, "cpu");
@@ -197,7 +196,7 @@ impl Guard {
             children,
             disks,
             scratch: scratch.map(Path::to_path_buf),
-            drops: &CACHE_DROP_FAILURES,
+            drops,
             skipped,
         }
     }

@@ -16,13 +16,9 @@ impl Tree {
         std::fs::write(p, text).unwrap();
         self
     }
-    /// A guard on this tree with its own cache-drop counter, so tests
-    /// running in parallel do not see each other's failures.
+    /// A guard on this tree with its own cache-drop counter.
     fn guard(&self, scratch: Option<&Path>) -> Guard {
-        static QUIET: AtomicU64 = AtomicU64::new(0);
-        let mut g = Guard::new(self.roots(), scratch);
-        g.drops = &QUIET;
-        g
+        Guard::new(self.roots(), scratch, CacheDrops::default())
     }
     fn roots(&self) -> Roots {
         Roots {
@@ -307,13 +303,14 @@ fn throttle_counters_and_cache_drops() {
         "sys/devices/system/cpu/cpu0/thermal_throttle/package_throttle_count",
         "1",
     );
-    let g = Guard::new(t.roots(), None);
+    let drops = CacheDrops::default();
+    let g = Guard::new(t.roots(), None, drops.clone());
     let before = g.read();
     t.put(
         "sys/devices/system/cpu/cpu0/thermal_throttle/package_throttle_count",
         "4",
     );
-    record_cache_drop_failure();
+    drops.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let c = g.check(&before, &g.read(), 1.0);
     let kinds: Vec<&str> = c.flags.iter().map(|f| f.kind.as_str()).collect();
     assert_eq!(kinds, ["throttle", "cache-drop"], "{:?}", c.flags);

@@ -115,7 +115,7 @@ impl RecordSizeRun {
     fn read_pass(&mut self, ctx: &Ctx, first: bool) -> Result<f64> {
         if self.mode != IoMode::Direct {
             let f = File::open(&self.path).map_err(|e| Error::io("cannot open", &self.path, e))?;
-            let m = drop_file_cache(&f, &self.path, ctx.is_root && first)?;
+            let m = drop_file_cache(&f, &self.path, ctx.is_root && first, &ctx.cache_drops)?;
             if first {
                 self.drop_method = Some(m);
             }
