@@ -179,7 +179,7 @@ mod tests {
         let p = dir.path().join("f");
         std::fs::write(&p, vec![1u8; 8192]).unwrap();
         let f = File::open(&p).unwrap();
-        let m = drop_file_cache(&f, &p, false).unwrap();
+        let m = drop_file_cache(&f, &p, false, &Default::default()).unwrap();
         assert_eq!(m, DropMethod::Fadvise);
     }
 }

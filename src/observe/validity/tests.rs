@@ -381,7 +381,7 @@ fn parsers() {
 #[test]
 fn reading_the_real_system_is_cheap() {
     let dir = tempfile::tempdir().unwrap();
-    let g = Guard::new(Roots::system(), Some(dir.path()));
+    let g = Guard::new(Roots::system(), Some(dir.path()), CacheDrops::default());
     let mut us: Vec<f64> = (0..50)
         .map(|_| {
             let t = std::time::Instant::now();
