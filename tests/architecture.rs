@@ -570,6 +570,11 @@ fn code_of(file: &Path) -> String {
     }
 }
 
+/// `file`'s path below `src/`, as the messages name it.
+fn rel(file: &Path) -> String {
+    file.strip_prefix(src_dir()).unwrap().display().to_string()
+}
+
 /// Every `.rs` file under `src/<dir>` (all of `src/` for "").
 fn files_under(dir: &str) -> Vec<PathBuf> {
     let mut modules = Vec::new();
@@ -652,7 +657,7 @@ fn each_input_is_decided_in_one_place() {
     let mut problems = Vec::new();
     for f in files_under("") {
         let code = code_of(&f);
-        let name = f.strip_prefix(src_dir()).unwrap().display().to_string();
+        let name = rel(&f);
         for (n, line) in code.lines().enumerate() {
             let at = format!("{name}:{}", n + 1);
             if line.contains("temp_dir") && name != "safety/scratch.rs" {
@@ -885,12 +890,7 @@ fn experiments_read_parameters_only_in_parse_and_name_metrics_in_consts() {
     let mut runtime_handles = Vec::new();
     for m in &modules {
         let src = fs::read_to_string(&m.file).unwrap();
-        let rel = m
-            .file
-            .strip_prefix(src_dir())
-            .unwrap()
-            .display()
-            .to_string();
+        let rel = rel(&m.file);
         // A `tests.rs` is declared `#[cfg(test)] mod tests;` by its parent.
         let test_file = m.path.last().is_some_and(|l| l == "tests");
         if m.path.first().is_some_and(|p| p == "experiments") && !test_file {
@@ -1110,12 +1110,7 @@ fn every_libc_use_is_declared_with_its_reason() {
         let src = fs::read_to_string(&m.file).unwrap();
         let used = libc_names(&strip(&src));
         let declared = declared_libc(&src);
-        let rel = m
-            .file
-            .strip_prefix(src_dir())
-            .unwrap()
-            .display()
-            .to_string();
+        let rel = rel(&m.file);
         let undeclared: Vec<&String> = used.difference(&declared).collect();
         if !undeclared.is_empty() {
             bad.push(format!(
