@@ -108,13 +108,10 @@ impl IoThrottle {
                 "no cgroup hierarchy with block I/O throttling (cgroup v1 blkio or v2 io) is mounted",
             )
         })?;
-        // The pid and a random tag name it: unique without a counter kept
-        // for the whole process (mkdir below fails rather than reuse one).
-        let name = format!(
-            "tunelab-{}-{:08x}",
-            std::process::id(),
-            rand::random::<u32>()
-        );
+        // The pid and a random decimal tag name it (the journal accepts
+        // only `tunelab-PID-DIGITS`): unique without a counter kept for the
+        // whole process (mkdir below fails rather than reuse one).
+        let name = format!("tunelab-{}-{}", std::process::id(), rand::random::<u32>());
         let root = if version == CgroupVersion::V1 {
             V1_ROOT
         } else {
