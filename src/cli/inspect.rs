@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::Out;
-use crate::engine::verbs::inspect::{facts, plan};
+use crate::engine::verbs::inspect::facts;
 use crate::report::table;
 use crate::Result;
 
@@ -15,8 +15,7 @@ pub struct Args {
 }
 
 pub fn exec(args: &Args, out: &Out) -> Result<i32> {
-    let target = plan(args.target.as_deref())?;
-    let facts = facts(&target);
+    let facts = facts(args.target.as_deref())?;
     if out.json {
         out.json_data(&facts.0)?;
         return Ok(0);

@@ -7,15 +7,10 @@ use crate::safety::scratch::{check_target, Use};
 use crate::system::inspect::Facts;
 use crate::Result;
 
-/// The directory whose file system and device to describe: `--target`,
-/// else the current one. Only read, so a read-only file system is fine.
-pub fn plan(target: Option<&Path>) -> Result<PathBuf> {
+/// The facts, each with where it was read, about `--target` (else the
+/// current directory). Only read, so a read-only file system is fine.
+pub fn facts(target: Option<&Path>) -> Result<Facts> {
     let target = target.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     check_target(&target, Use::Read)?;
-    Ok(target)
-}
-
-/// The facts, each with where it was read.
-pub fn facts(target: &Path) -> Facts {
-    crate::system::inspect::inspect(Some(target))
+    Ok(crate::system::inspect::inspect(Some(&target)))
 }
