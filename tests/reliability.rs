@@ -224,8 +224,18 @@ const JOURNAL: &str = r#"[
   }
 ]"#;
 
+/// Held by the tests here that read or sweep the live
+/// vm.dirty_expire_centisecs: a value read while another test sweeps it is
+/// that sweep's, not the original.
+static DIRTY_EXPIRE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn hold_dirty_expire() -> std::sync::MutexGuard<'static, ()> {
+    DIRTY_EXPIRE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn a_corrupt_journal_is_explained_and_blocks_tuning() {
+    let _knob = hold_dirty_expire();
     let env = Env::new();
     let state = env.dir.path().join("state");
     std::fs::create_dir(&state).unwrap();
@@ -314,6 +324,7 @@ fn two_tunes_of_one_knob_never_lose_the_original() {
     if !common::is_root() {
         return common::skip("needs root to change sysctls");
     }
+    let _knob = hold_dirty_expire();
     let env = Env::new();
     let state = env.dir.path().join("state");
     let knob = "/proc/sys/vm/dirty_expire_centisecs";

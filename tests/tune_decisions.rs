@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::{json, stderr, Env};
@@ -465,6 +466,7 @@ fn a_verdict_on_flagged_trials_is_suspect_and_apply_needs_trust_suspect() {
 
 #[test]
 fn dry_runs_answer_in_json_and_say_how_long() {
+    let _knob = hold_dirty_expire();
     let t = Tree::new();
     let out = t.run(&["unapply", "all", "--dry-run"]);
     assert!(out.status.success(), "{}", text(&out));
@@ -590,6 +592,16 @@ fn sh(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Held by every test here that sweeps or reads the live
+/// vm.dirty_expire_centisecs: a sweep claims the setting machine-wide (a
+/// second tunelab refuses it), and a value read mid-sweep is the sweep's,
+/// not the original.
+static DIRTY_EXPIRE: Mutex<()> = Mutex::new(());
+
+fn hold_dirty_expire() -> MutexGuard<'static, ()> {
+    DIRTY_EXPIRE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// vm.dirty_expire_centisecs (the knob the sweeps below change), its live
 /// value, and two values near it that differ from it.
 fn dirty_expire_and_two_other_values() -> (&'static str, String, String) {
@@ -606,6 +618,7 @@ fn ctrl_c_during_a_sweep_keeps_the_finished_rounds() {
     if !common::is_root() {
         return common::skip("needs root to change sysctls");
     }
+    let _knob = hold_dirty_expire();
     let env = Env::new();
     let (knob, original, values) = dirty_expire_and_two_other_values();
     let mut child = env
@@ -685,6 +698,7 @@ fn tune_json_carries_its_decision_against_the_live_value() {
     if !common::is_root() {
         return common::skip("needs root to change sysctls");
     }
+    let _knob = hold_dirty_expire();
     let env = Env::new();
     let (knob, original, values) = dirty_expire_and_two_other_values();
     let out = env
