@@ -1142,3 +1142,187 @@ fn libc_declarations_are_parsed() {
         ["SIGKILL", "_exit", "fork"]
     );
 }
+
+/// Verb modules not in the shape yet, with why (none: every verb plans,
+/// then measures).
+const VERB_SHAPE_KNOWN: &[(&str, &str)] = &[];
+
+/// What `code` (a verb module, comments and strings blanked) lacks of the
+/// verb shape: a `pub fn plan`, a `pub struct Planned` and, in an `impl`
+/// of `Planned`, a `pub fn measure`.
+fn verb_shape_gaps(code: &str) -> Vec<&'static str> {
+    let word_after = |text: &str, at: usize, len: usize| {
+        !text[at + len..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    };
+    let has = |needle: &str, text: &str| {
+        text.match_indices(needle)
+            .any(|(i, _)| word_after(text, i, needle.len()))
+    };
+    let mut gaps = Vec::new();
+    if !has("pub fn plan", code) {
+        gaps.push("no `pub fn plan`");
+    }
+    if !has("pub struct Planned", code) {
+        gaps.push("no `pub struct Planned`");
+    }
+    // Each `impl … Planned … {` block, by its braces.
+    let mut measured = false;
+    for (i, _) in code.match_indices("impl") {
+        let Some(open) = code[i..].find('{').map(|o| i + o) else {
+            continue;
+        };
+        let head = &code[i..open];
+        let names_planned = head
+            .match_indices("Planned")
+            .any(|(j, _)| word_after(head, j, "Planned".len()))
+            && !head.contains(" for ");
+        if !names_planned {
+            continue;
+        }
+        let mut depth = 0usize;
+        let mut end = code.len();
+        for (k, c) in code[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + k;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        measured |= has("pub fn measure", &code[open..end]);
+    }
+    if !measured {
+        gaps.push("no `pub fn measure` on `Planned`");
+    }
+    gaps
+}
+
+/// The `src/…rs` files the verb-shape table of docs/architecture.md
+/// names (its "### Verb shapes" section), below `src/`.
+fn verb_table_files() -> BTreeSet<String> {
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
+    let section = doc
+        .split("\n### Verb shapes")
+        .nth(1)
+        .expect("docs/architecture.md has a \"### Verb shapes\" section")
+        .split("\n#")
+        .next()
+        .unwrap_or_default();
+    section
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .flat_map(|l| l.split('`'))
+        .filter_map(|w| w.strip_prefix("src/"))
+        .filter(|w| w.ends_with(".rs"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every verb is request → `plan` → `Planned::measure`
+/// (docs/architecture.md, "Verb shapes"): each module in
+/// src/engine/verbs/ (a file, or a folder's mod.rs) and each module the
+/// verb-shape table names has a `pub fn plan`, a `pub struct Planned`
+/// and `Planned::measure`; the table names every module of
+/// src/engine/verbs/; `VERB_SHAPE_KNOWN` is empty.
+#[test]
+fn every_verb_plans_then_measures() {
+    let verbs_dir = src_dir().join("engine/verbs");
+    let mut verbs: BTreeSet<String> = files_under("engine/verbs")
+        .into_iter()
+        .filter(|f| {
+            let name = f.file_name().unwrap();
+            let parent = f.parent().unwrap();
+            if parent == verbs_dir {
+                name != "mod.rs"
+            } else {
+                name == "mod.rs" && parent.parent() == Some(verbs_dir.as_path())
+            }
+        })
+        .map(|f| rel(&f))
+        .collect();
+    let table = verb_table_files();
+    let mut problems: Vec<String> = verbs
+        .difference(&table)
+        .map(|v| {
+            format!(
+                "src/{v}: a verb module the verb-shape table of docs/architecture.md does not name"
+            )
+        })
+        .collect();
+    verbs.extend(table);
+    for v in &verbs {
+        let file = src_dir().join(v);
+        if !file.is_file() {
+            problems.push(format!(
+                "src/{v}: named in the verb-shape table, but no such file"
+            ));
+            continue;
+        }
+        let gaps = verb_shape_gaps(&code_of(&file));
+        let known = VERB_SHAPE_KNOWN.iter().any(|(k, _)| k == v);
+        if !gaps.is_empty() && !known {
+            problems.push(format!("src/{v}: {}", gaps.join(", ")));
+        }
+        if gaps.is_empty() && known {
+            problems.push(format!(
+                "src/{v} is in shape: take it out of VERB_SHAPE_KNOWN"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "every verb is request → plan → Planned::measure (docs/architecture.md, Verb shapes):\n{}",
+        problems.join("\n")
+    );
+    assert!(
+        VERB_SHAPE_KNOWN.is_empty(),
+        "VERB_SHAPE_KNOWN must stay empty"
+    );
+}
+
+/// The shape rule sees a module out of shape (an injected violation) and
+/// the forms a real one takes (generics, lifetimes, `impl Trait for`).
+#[test]
+fn the_verb_shape_rule_sees_violations() {
+    let good = "pub struct Request<'a> { x: &'a str }\n\
+                pub struct Planned<'a> { x: &'a str }\n\
+                pub fn plan<'a>(r: &Request<'a>) -> Result<Planned<'a>> { todo!() }\n\
+                impl Planned<'_> {\n    fn helper(&self) { if true { } }\n    \
+                pub fn measure(&self) -> Finished { todo!() }\n}\n";
+    assert!(verb_shape_gaps(&strip(good)).is_empty());
+    // The old one-call shape: `run` does everything.
+    let old =
+        "pub struct Request { x: u32 }\npub fn run(r: Request) -> Result<Timed> { todo!() }\n";
+    assert_eq!(
+        verb_shape_gaps(&strip(old)),
+        [
+            "no `pub fn plan`",
+            "no `pub struct Planned`",
+            "no `pub fn measure` on `Planned`"
+        ]
+    );
+    // Near misses: names that only start alike, `measure` outside the impl,
+    // a trait's impl for Planned, and the words in comments and strings.
+    let near = "pub fn planned() {}\npub struct PlannedApply;\n\
+                impl Planned { fn other(&self) {} }\npub fn measure() {}\n\
+                impl Drop for Planned { pub fn measure(&mut self) {} }\n\
+                // pub fn plan(\nconst S: &str = \"pub struct Planned {}\";\n";
+    assert_eq!(
+        verb_shape_gaps(&strip(near)),
+        [
+            "no `pub fn plan`",
+            "no `pub struct Planned`",
+            "no `pub fn measure` on `Planned`"
+        ]
+    );
+}

@@ -98,8 +98,8 @@ pub struct UnapplyArgs {
 }
 
 pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32> {
-    let planned = apply::plan_apply_run(
-        &apply::ApplyRequest {
+    let planned = apply::plan(
+        &apply::Request {
             run: &args.run,
             force: args.force,
             trust_suspect: args.trust_suspect,
@@ -139,7 +139,7 @@ pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32>
         }
         return Ok(0);
     }
-    let done = apply::apply(planned.plan.clone(), store)?;
+    let done = planned.measure(store)?;
     if out.json {
         out.json_data(&done)?;
         return Ok(0);

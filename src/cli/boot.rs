@@ -3,18 +3,18 @@
 //! from outside (grabserial-style), repeated N times with the usual
 //! statistics and stored as an `app.boot` run (see
 //! src/engine/process/console.rs for what each figure means). The boots
-//! are `engine::verbs::boot`'s; this file parses and prints.
+//! are `engine::verbs::boot`'s (plan, then measure); this file parses and
+//! prints.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::{Cli, Out};
-use crate::engine::process::console::{kernel_in_argv, marker_list, Marker};
-use crate::engine::process::{parse_signal, ready_regex};
-use crate::engine::verbs::boot::{self, kernel_size, Console, Request};
+use crate::engine::process::parse_signal;
+use crate::engine::verbs::boot::{self, Request};
 use crate::model::run::{PointResult, Run};
 use crate::report::table::render as table;
 use crate::units::{human, human_range};
-use crate::{Error, Result};
+use crate::Result;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -67,81 +67,24 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-fn markers(a: &Args) -> Result<Vec<Marker>> {
-    let mut user = Vec::new();
-    for m in &a.markers {
-        let (name, re) = m.split_once('=').ok_or_else(|| {
-            Error::usage(format!(
-                "--marker '{m}' must be NAME=REGEX, e.g. --marker 'net=eth0: link up'"
-            ))
-        })?;
-        user.push(Marker::new(name, re)?);
-    }
-    let ready = ready_regex(a.ready.as_deref())?;
-    Ok(marker_list(&user, ready.as_ref()))
-}
-
 pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
-    if a.runs == 0 {
-        return Err(Error::usage("--runs must be at least 1"));
-    }
-    let markers = markers(a)?;
-    let (console, console_label) = match (&a.serial, a.command.is_empty()) {
-        (Some(dev), true) => (
-            Console::serial(dev, a.baud, a.reset.clone())?,
-            format!("serial {} {} baud", dev.display(), a.baud),
-        ),
-        // The program's name labels the point; the whole command line is in the run's argv.
-        (None, false) => (
-            Console::Command(a.command.clone()),
-            Path::new(&a.command[0])
-                .file_name()
-                .map_or(a.command[0].clone(), |n| n.to_string_lossy().into_owned()),
-        ),
-        _ => return Err(Error::usage(
-            "give the console: a command after -- (e.g. -- qemu-system-aarch64 …) or --serial DEV",
-        )),
-    };
-    let kernel = match a
-        .kernel
-        .clone()
-        .or_else(|| kernel_in_argv(&a.command).map(PathBuf::from))
-    {
-        Some(p) => {
-            let size = kernel_size(&p)?;
-            Some((p, size))
-        }
-        None => None,
-    };
-    let log = match &a.log {
-        Some(p) => Some(
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(p)
-                .map_err(|e| {
-                    Error::usage(format!(
-                        "--log {}: {e} (tunelab never overwrites a file; give a new name)",
-                        p.display()
-                    ))
-                })?,
-        ),
-        None => None,
-    };
-    let mut store = a.stored.store(cli)?;
-    let request = Request {
-        console,
-        console_label,
-        markers,
-        kernel,
+    let planned = boot::plan(Request {
         runs: a.runs,
         warmup: a.warmup,
+        ready: a.ready.clone(),
+        markers: a.markers.clone(),
+        serial: a.serial.clone(),
+        baud: a.baud,
+        reset: a.reset.clone(),
+        kernel: a.kernel.clone(),
         timeout: a.timeout,
         signal: a.signal,
-        log,
+        log: a.log.clone(),
+        command: a.command.clone(),
         label: a.stored.label.clone(),
-    };
-    let booted = boot::run(request, argv, store.as_mut(), out);
+    })?;
+    let mut store = a.stored.store(cli)?;
+    let booted = planned.measure(argv, store.as_mut(), out);
     let run = &booted.finished.run;
     if out.json {
         let mut doc = serde_json::to_value(run)?;

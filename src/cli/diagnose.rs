@@ -1,11 +1,10 @@
 //! `tunelab diagnose [--for DUR | --pid P | -- CMD…]`: why is it slow.
-//! Thin: parse, run `engine::verbs::diagnose` (which diagnoses and stores
-//! the run), print the sections and the headline findings.
-
-use std::time::Duration;
+//! Thin: parse, plan and measure through `engine::verbs::diagnose` (which
+//! decides what is diagnosed, diagnoses and stores the run), print the
+//! sections and the headline findings.
 
 use super::{Cli, Out};
-use crate::engine::verbs::diagnose::{self, What};
+use crate::engine::verbs::diagnose::{self, Request};
 use crate::report::diagnosis as view;
 use crate::{Error, Result};
 
@@ -44,38 +43,21 @@ fn parse_secs(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
-fn what(a: &Args, argv: &[String]) -> Result<What> {
-    let dur = |d: Option<f64>| Duration::from_secs_f64(d.unwrap_or(10.0));
-    match (a.pid, a.command.is_empty(), a.duration) {
-        (Some(p), _, d) => Ok(What::Pid(p, dur(d))),
-        (None, false, Some(_)) => Err(Error::usage(
-            "--for and -- CMD exclude each other: a command is diagnosed from exec to exit",
-        )),
-        (None, false, None) => Ok(What::Command(a.command.clone())),
-        (None, true, Some(d)) => Ok(What::System(dur(Some(d)))),
-        (None, true, None) => Err(Error::usage(if argv.iter().any(|w| w == "--") {
-            "no command after --: say what to run (tunelab diagnose -- CMD ARGS…)"
-        } else {
-            "say what to diagnose: --for 10s (the whole machine), --pid PID, or -- CMD ARGS…"
-        })),
-    }
-}
-
 pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
-    let what = what(a, argv)?;
+    let planned = diagnose::plan(Request {
+        duration: a.duration,
+        pid: a.pid,
+        command: a.command.clone(),
+        dashdash: argv.iter().any(|w| w == "--"),
+        hz: a.hz,
+        startup_runs: a.startup_runs,
+        label: a.stored.label.clone(),
+    })?;
     a.export.check()?;
     let mut store = a.stored.store(cli)?;
     // A store that cannot be written must not lose the diagnosis: it is
     // printed first, the store's failure reported after it.
-    let finished = diagnose::run(
-        what,
-        a.hz,
-        a.startup_runs,
-        &a.stored.label,
-        argv,
-        store.as_mut(),
-        out,
-    )?;
+    let finished = planned.measure(argv, store.as_mut(), out)?;
     let run = &finished.run;
     let Some(d) = run.diagnosis.as_deref() else {
         return Err(Error::measurement("internal: the diagnosis was not kept"));

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::Out;
-use crate::engine::verbs::inspect::facts;
+use crate::engine::verbs::inspect;
 use crate::report::table;
 use crate::Result;
 
@@ -15,7 +15,7 @@ pub struct Args {
 }
 
 pub fn exec(args: &Args, out: &Out) -> Result<i32> {
-    let facts = facts(args.target.as_deref())?;
+    let facts = inspect::plan(args.target.as_deref())?.measure();
     if out.json {
         out.json_data(&facts.0)?;
         return Ok(0);

@@ -15,7 +15,7 @@
 use serde_json::json;
 
 use super::Out;
-use crate::engine::verbs::memory::{measure, Memory, ProcMem, Request, SystemMem};
+use crate::engine::verbs::memory::{self, Memory, ProcMem, Request, SystemMem};
 use crate::report::table::render as table;
 use crate::units::human;
 use crate::Result;
@@ -81,7 +81,7 @@ pub fn exec(a: &Args, out: &Out) -> Result<i32> {
         peak,
         systems,
         notes,
-    } = measure(&Request {
+    } = memory::plan(Request {
         pid: a.pid,
         for_s: a.for_,
         interval_s: a.interval,
@@ -90,7 +90,8 @@ pub fn exec(a: &Args, out: &Out) -> Result<i32> {
         task: a.task.clone(),
         ready_timeout_s: a.ready_timeout,
         command: a.command.clone(),
-    })?;
+    })?
+    .measure()?;
     if out.json {
         out.json_data(&json!({
             "process": procs.iter().enumerate().map(|(i, (l, m))| {

@@ -244,15 +244,7 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String], experiments: &Catalog) -> Res
         Command::Memory(a) => memory::exec(a, out),
         Command::Report(a) => report::exec(a, out, &open_store(cli, Read)?),
         Command::History(a) => history::exec(a, out, &open_store(cli, Read)?),
-        Command::Remote(a) => remote::exec(
-            a,
-            out,
-            if a.no_store {
-                None
-            } else {
-                Some(open_store(cli, Write)?)
-            },
-        ),
+        Command::Remote(a) => remote::exec(a, out, cli),
 
         Command::Boot(a) => boot::exec(a, out, cli, argv),
         Command::Diagnose(a) => diagnose::exec(a, out, cli, argv),

@@ -12,7 +12,7 @@
 //! cleanly after printing the dirty view's summary, and the exit code is 0
 //! — stopping a monitor is its normal end, not a failure. A closed stdout
 //! (`| head`) also ends it with 0. The views (reading and rates) are
-//! `engine::verbs::monitor`'s, and so is the loop (`watch`); this file
+//! `engine::verbs::monitor`'s, and so is the loop (`Planned::measure`); this file
 //! parses and prints each sample.
 
 use std::io::Write;
@@ -20,7 +20,7 @@ use std::io::Write;
 use serde_json::{json, Value};
 
 use super::Out;
-use crate::engine::verbs::monitor::{make_view, watch, Kind, Options};
+use crate::engine::verbs::monitor::{self, Kind, Options};
 use crate::units::parse_duration;
 use crate::{Error, Result};
 
@@ -99,12 +99,16 @@ fn openmetrics(metrics: &[(String, String, f64)], unix_ms: i64) -> String {
 
 pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
     let format = if json_flag { Format::Json } else { a.format };
-    let mut view = make_view(&Options {
-        kind: a.view,
-        devices: a.devices.clone(),
-        top: a.top,
-        min_pct: a.min_pct,
-        threads: a.threads,
+    let mut view = monitor::plan(monitor::Request {
+        options: Options {
+            kind: a.view,
+            devices: a.devices.clone(),
+            top: a.top,
+            min_pct: a.min_pct,
+            threads: a.threads,
+        },
+        interval: a.interval,
+        count: a.count,
     })?;
     let name = a.view.name();
     if format == Format::Table {
@@ -112,7 +116,7 @@ pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
             out.info(&p);
         }
     }
-    let watched = watch(view.as_mut(), a.interval, a.count, &mut |smp| {
+    let watched = view.measure(&mut |smp| {
         let e = &smp.emitted;
         let text = match format {
             Format::Table => crate::report::table::plain(&e.table).into_owned(),

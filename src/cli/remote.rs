@@ -1,13 +1,13 @@
 //! `tunelab remote HOST… -- ARGS…`: run a tunelab command on boards over ssh
-//! and store the runs they bring back (`engine::verbs::remote`); this file
-//! parses and prints.
+//! and store the runs they bring back (`engine::verbs::remote`: plan, then
+//! measure); this file parses and prints.
 
 use std::path::PathBuf;
 
-use super::Out;
+use super::{Cli, Out};
 use crate::engine::verbs::remote::{self, Fanned, Request};
 use crate::report::table;
-use crate::store::Store;
+use crate::store::Access;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
@@ -46,8 +46,7 @@ pub struct Args {
     pub args: Vec<String>,
 }
 
-pub fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
-    let mut store = if a.no_store { None } else { store };
+pub fn exec(a: &Args, out: &Out, cli: &Cli) -> Result<i32> {
     let request = Request {
         hosts: a.hosts.clone(),
         inventory: a.inventory.clone(),
@@ -58,11 +57,18 @@ pub fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
         allow_dynamic: a.allow_dynamic,
         args: a.args.clone(),
     };
+    let planned = remote::plan(request)?;
+    // Opened after the plan, as every verb's store: bad hosts are said first.
+    let mut store = if a.no_store {
+        None
+    } else {
+        Some(super::open_store(cli, Access::Write)?)
+    };
     let Fanned {
         outcomes,
         stored,
         interrupted,
-    } = remote::run(&request, store.as_mut(), out)?;
+    } = planned.measure(store.as_mut(), out)?;
     let failed: Vec<&str> = outcomes
         .iter()
         .filter(|o| o.status != "ok")

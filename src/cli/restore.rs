@@ -19,7 +19,7 @@ pub fn exec(args: &Args, out: &Out, db: Option<&std::path::Path>) -> Result<i32>
         messages: msgs,
         live,
         journal,
-    } = restore::run(args.all, db)?;
+    } = restore::plan(args.all, db).measure()?;
     let failed = msgs.iter().filter(|m| m.starts_with("could not")).count();
     if out.json {
         out.json_data(&msgs)?;

@@ -5,17 +5,13 @@
 //! hits all of them alike; warm-up rounds first; then rounds until the 95%
 //! CI of every command's median wall time is within --precision, between
 //! --min-runs and --max-runs, within --budget: the engine's measurement
-//! loop with an interleaved schedule (`engine::verbs::time`). This file
-//! parses and prints.
-
-use std::time::Duration;
+//! loop with an interleaved schedule (`engine::verbs::time`: plan, then
+//! measure). This file parses and prints.
 
 use super::{Cli, Out};
-use crate::engine::process::once::TimeSpec;
-use crate::engine::process::{argv_for, parse_signal, ready_regex, Quit};
+use crate::engine::process::{parse_signal, Quit};
 use crate::engine::runner::RunOptions;
 use crate::engine::verbs::time::{self, Command, Request};
-use crate::engine::RunDefaults;
 use crate::report::time::render;
 use crate::{Error, Result};
 
@@ -80,80 +76,33 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-fn shell_quote(w: &str) -> String {
-    if !w.is_empty()
-        && w.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-    {
-        w.to_string()
-    } else {
-        format!("'{}'", w.replace('\'', "'\\''"))
-    }
-}
-
-fn commands(a: &Args) -> Result<Vec<Command>> {
-    let mut v = Vec::new();
-    if !a.command.is_empty() {
-        // With --shell the words are shell text, as `sh -c "$*"` would see them.
-        let (label, argv) = if a.shell {
-            let text = a.command.join(" ");
-            (text.clone(), argv_for(&text, true)?)
-        } else {
-            let label = a
-                .command
-                .iter()
-                .map(|w| shell_quote(w))
-                .collect::<Vec<_>>()
-                .join(" ");
-            (label, a.command.clone())
-        };
-        v.push(Command::new(label, argv));
-    }
-    for c in &a.cmds {
-        v.push(Command::new(c.clone(), argv_for(c, a.shell)?));
-    }
-    if v.is_empty() {
-        return Err(Error::usage(
-            "nothing to time: give a command after -- (tunelab time -- sleep 0.1) or with -c",
-        ));
-    }
-    Ok(v)
-}
-
 pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
-    let commands = commands(a)?;
-    let plan = RunOptions {
-        warmup: Some(a.warmup),
-        min_trials: Some(a.min_runs),
-        max_trials: Some(a.max_runs),
-        trials: a.runs,
-        precision: Some(a.precision),
-        budget: Some(a.budget),
-        trial_time: None,
-    }
-    .plan(RunDefaults::default())?;
-    let spec = TimeSpec {
-        ready: ready_regex(a.ready.as_deref())?,
+    let planned = time::plan(Request {
+        command: a.command.clone(),
+        cmds: a.cmds.clone(),
+        shell: a.shell,
+        options: RunOptions {
+            warmup: Some(a.warmup),
+            min_trials: Some(a.min_runs),
+            max_trials: Some(a.max_runs),
+            trials: a.runs,
+            precision: Some(a.precision),
+            budget: Some(a.budget),
+            trial_time: None,
+        },
+        prepare: a.prepare.clone(),
+        ready: a.ready.clone(),
         quit: match a.quit {
             QuitHow::Signal => Quit::Signal(a.signal),
             QuitHow::StdinClose => Quit::StdinClose,
         },
-        ready_timeout: Duration::from_secs_f64(a.ready_timeout),
-        // One run longer than the whole budget is killed with its group.
-        max_run: Some(Duration::from_secs_f64(a.budget)),
-    };
-    a.export.check()?;
-    let mut store = a.stored.store(cli)?;
-    let request = Request {
-        commands,
-        plan,
-        fixed: a.runs.is_some(),
-        spec,
-        prepare: a.prepare.clone(),
+        ready_timeout: a.ready_timeout,
         ignore_failure: a.ignore_failure,
         label: a.stored.label.clone(),
-    };
-    let timed = time::run(request, argv, store.as_mut(), out);
+    })?;
+    a.export.check()?;
+    let mut store = a.stored.store(cli)?;
+    let timed = planned.measure(argv, store.as_mut(), out);
     let run = timed.run();
     if out.json {
         out.data(&timed.json()?)?;

@@ -41,7 +41,7 @@ pub fn start(s: &Start) -> Started {
     // An unreadable journal only blocks changing settings (tune, --fs);
     // `restore` explains what it holds.
     if s.restore_left {
-        match restore::put_back(false, s.db) {
+        match restore::plan(false, s.db).put_back() {
             Ok(msgs) => warnings.extend(msgs),
             Err(e) => warnings.push(format!(
                 "{e}\n(the knob journal {} is unreadable or refused: settings it records may \

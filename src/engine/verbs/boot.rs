@@ -1,5 +1,6 @@
-//! `tunelab boot`'s session: boot the board N times (warm-up ones first)
-//! through its console — a command whose output is the console, or a
+//! `tunelab boot`: [`plan`] checks the markers, the console, the kernel
+//! image and the log before any boot; [`Planned::measure`] boots the board
+//! N times (warm-up ones first) through its console — a command whose output is the console, or a
 //! serial line — timing each marker, and store the boots as one `app.boot`
 //! point. See `engine::process::console` for what each figure means.
 
@@ -13,9 +14,10 @@ use std::time::{Duration, Instant};
 use crate::engine::observer::Observer;
 use crate::engine::pipeline::{close, Finished};
 use crate::engine::process::console::{
-    channel, follow, read_lines, BootTrial, Line, Marker, Serial, Tracker, Waited,
+    channel, follow, kernel_in_argv, marker_list, read_lines, BootTrial, Line, Marker, Serial,
+    Tracker, Waited,
 };
-use crate::engine::process::run_shell;
+use crate::engine::process::{ready_regex, run_shell};
 use crate::engine::session::Session;
 use crate::engine::{Better, ParamValue};
 use crate::model::run::{MetricResult, PointResult};
@@ -25,7 +27,7 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 /// The console: a command started anew for every boot, or one serial line.
-pub enum Console {
+enum Console {
     Command(Vec<String>),
     Serial {
         _port: Serial,
@@ -37,7 +39,7 @@ pub enum Console {
 impl Console {
     /// The serial line `dev` at `baud`, read from now on; `reset` is the
     /// shell command that resets the board before each boot.
-    pub fn serial(dev: &Path, baud: u32, reset: Option<String>) -> Result<Console> {
+    fn serial(dev: &Path, baud: u32, reset: Option<String>) -> Result<Console> {
         let port = Serial::open(dev, baud)?;
         let (tx, rx) = channel();
         read_lines(port.reader()?, tx);
@@ -49,23 +51,123 @@ impl Console {
     }
 }
 
-/// What to boot, as the CLI parsed it.
+/// What `boot` was asked for, as parsed.
 pub struct Request {
-    pub console: Console,
-    /// The point's label: the program's name, or `serial DEV BAUD baud`.
-    pub console_label: String,
-    pub markers: Vec<Marker>,
-    /// The kernel image booted and its size.
-    pub kernel: Option<(PathBuf, u64)>,
     pub runs: usize,
     pub warmup: usize,
+    /// `--ready REGEX`, unparsed.
+    pub ready: Option<String>,
+    /// Each `--marker NAME=REGEX`, unsplit.
+    pub markers: Vec<String>,
+    /// `--serial DEV` and its `--baud`, `--reset`.
+    pub serial: Option<PathBuf>,
+    pub baud: u32,
+    pub reset: Option<String>,
+    /// `--kernel FILE` (default: the `-kernel FILE` of the command).
+    pub kernel: Option<PathBuf>,
     /// Seconds a boot may take to reach its last marker.
     pub timeout: f64,
     /// Signal that stops the command once the boot is over.
     pub signal: i32,
-    /// Every console line with its time goes here (`--log`).
-    pub log: Option<std::fs::File>,
+    /// `--log FILE`: a new file for every console line with its time.
+    pub log: Option<PathBuf>,
+    /// The command whose output is the console (after `--`).
+    pub command: Vec<String>,
     pub label: String,
+}
+
+/// The boots checked and their console open, none begun.
+pub struct Planned {
+    console: Console,
+    /// The point's label: the program's name, or `serial DEV BAUD baud`.
+    console_label: String,
+    markers: Vec<Marker>,
+    /// The kernel image booted and its size.
+    kernel: Option<(PathBuf, u64)>,
+    runs: usize,
+    warmup: usize,
+    timeout: f64,
+    signal: i32,
+    log: Option<std::fs::File>,
+    label: String,
+}
+
+fn markers(req: &Request) -> Result<Vec<Marker>> {
+    let mut user = Vec::new();
+    for m in &req.markers {
+        let (name, re) = m.split_once('=').ok_or_else(|| {
+            Error::usage(format!(
+                "--marker '{m}' must be NAME=REGEX, e.g. --marker 'net=eth0: link up'"
+            ))
+        })?;
+        user.push(Marker::new(name, re)?);
+    }
+    let ready = ready_regex(req.ready.as_deref())?;
+    Ok(marker_list(&user, ready.as_ref()))
+}
+
+/// Check and plan the boots: the count, the markers, the console (a
+/// serial line is opened and read from now on), the kernel image's size
+/// and the new `--log` file, each refusal one error before any boot.
+pub fn plan(req: Request) -> Result<Planned> {
+    if req.runs == 0 {
+        return Err(Error::usage("--runs must be at least 1"));
+    }
+    let markers = markers(&req)?;
+    let (console, console_label) = match (&req.serial, req.command.is_empty()) {
+        (Some(dev), true) => (
+            Console::serial(dev, req.baud, req.reset.clone())?,
+            format!("serial {} {} baud", dev.display(), req.baud),
+        ),
+        // The program's name labels the point; the whole command line is in the run's argv.
+        (None, false) => (
+            Console::Command(req.command.clone()),
+            Path::new(&req.command[0])
+                .file_name()
+                .map_or(req.command[0].clone(), |n| n.to_string_lossy().into_owned()),
+        ),
+        _ => return Err(Error::usage(
+            "give the console: a command after -- (e.g. -- qemu-system-aarch64 …) or --serial DEV",
+        )),
+    };
+    let kernel = match req
+        .kernel
+        .clone()
+        .or_else(|| kernel_in_argv(&req.command).map(PathBuf::from))
+    {
+        Some(p) => {
+            let size = kernel_size(&p)?;
+            Some((p, size))
+        }
+        None => None,
+    };
+    let log = match &req.log {
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(p)
+                .map_err(|e| {
+                    Error::usage(format!(
+                        "--log {}: {e} (tunelab never overwrites a file; give a new name)",
+                        p.display()
+                    ))
+                })?,
+        ),
+        None => None,
+    };
+    Ok(Planned {
+        console,
+        console_label,
+        markers,
+        kernel,
+        runs: req.runs,
+        warmup: req.warmup,
+        timeout: req.timeout,
+        signal: req.signal,
+        log,
+        label: req.label,
+    })
 }
 
 /// The boots measured: the run (closed, stored) and every boot.
@@ -75,7 +177,7 @@ pub struct Booted {
 }
 
 /// The kernel image's size, for `kernel_image_size`.
-pub fn kernel_size(path: &Path) -> Result<u64> {
+fn kernel_size(path: &Path) -> Result<u64> {
     std::fs::metadata(path)
         .map(|m| m.len())
         .map_err(|e| Error::usage(format!("kernel image {}: {e}", path.display())))
@@ -85,7 +187,7 @@ pub fn kernel_size(path: &Path) -> Result<u64> {
 fn boot_command(
     argv: &[String],
     tracker: &mut Tracker,
-    req: &Request,
+    req: &Planned,
     log: &mut dyn FnMut(f64, &str),
 ) -> Result<()> {
     let (prog, args) = argv
@@ -290,73 +392,76 @@ fn point(
     super::point("app.boot", params, metrics, notes, elapsed)
 }
 
-/// Boot `req.warmup + req.runs` times, stop at the first failed boot,
-/// store the run in `store` (when given).
-pub fn run(
-    mut req: Request,
-    argv: &[String],
-    store: Option<&mut Store>,
-    obs: &dyn Observer,
-) -> Booted {
-    let mut session = Session::open(&req.label, argv, None);
-    let names: Vec<String> = req.markers.iter().map(|m| m.name.clone()).collect();
-    let mut log = req.log.take();
-    let t_all = Instant::now();
-    let total = req.warmup + req.runs;
-    let mut trials: Vec<BootTrial> = Vec::new();
-    let mut error = None;
-    for i in 0..total {
-        let warm = i < req.warmup;
-        let which = format!(
-            "boot {}/{}{}",
-            i + 1,
-            total,
-            if warm { " (warm-up)" } else { "" }
-        );
-        obs.info(&which);
-        let mut tracker = Tracker::new(req.markers.clone());
-        let mut write_log = |s: f64, l: &str| {
-            if let Some(f) = log.as_mut() {
-                let _ = writeln!(f, "[{s:11.6}] {l}");
+impl Planned {
+    /// Boot `warmup + runs` times, stop at the first failed boot, store the
+    /// run in `store` (when given).
+    pub fn measure(
+        mut self,
+        argv: &[String],
+        store: Option<&mut Store>,
+        obs: &dyn Observer,
+    ) -> Booted {
+        let mut log = self.log.take();
+        let req = &self;
+        let mut session = Session::open(&req.label, argv, None);
+        let names: Vec<String> = req.markers.iter().map(|m| m.name.clone()).collect();
+        let t_all = Instant::now();
+        let total = req.warmup + req.runs;
+        let mut trials: Vec<BootTrial> = Vec::new();
+        let mut error = None;
+        for i in 0..total {
+            let warm = i < req.warmup;
+            let which = format!(
+                "boot {}/{}{}",
+                i + 1,
+                total,
+                if warm { " (warm-up)" } else { "" }
+            );
+            obs.info(&which);
+            let mut tracker = Tracker::new(req.markers.clone());
+            let mut write_log = |s: f64, l: &str| {
+                if let Some(f) = log.as_mut() {
+                    let _ = writeln!(f, "[{s:11.6}] {l}");
+                }
+            };
+            write_log(0.0, &format!("==== tunelab boot: {which}"));
+            let r = match &req.console {
+                Console::Command(argv) => boot_command(argv, &mut tracker, &req, &mut write_log),
+                Console::Serial { rx, reset, .. } => boot_serial(
+                    rx,
+                    reset.as_deref(),
+                    &mut tracker,
+                    req.timeout,
+                    obs,
+                    &which,
+                    &mut write_log,
+                ),
+            };
+            if let Err(e) = r {
+                error = Some(e);
+                break;
             }
-        };
-        write_log(0.0, &format!("==== tunelab boot: {which}"));
-        let r = match &req.console {
-            Console::Command(argv) => boot_command(argv, &mut tracker, &req, &mut write_log),
-            Console::Serial { rx, reset, .. } => boot_serial(
-                rx,
-                reset.as_deref(),
-                &mut tracker,
-                req.timeout,
-                obs,
-                &which,
-                &mut write_log,
-            ),
-        };
-        if let Err(e) = r {
-            error = Some(e);
-            break;
+            let t = tracker.finish(warm);
+            let shown: Vec<String> = t
+                .hits
+                .iter()
+                .map(|h| format!("{} {:.3} s", h.marker, h.at_s))
+                .collect();
+            obs.info(&format!("  {}", shown.join(", ")));
+            trials.push(t);
         }
-        let t = tracker.finish(warm);
-        let shown: Vec<String> = t
-            .hits
-            .iter()
-            .map(|h| format!("{} {:.3} s", h.marker, h.at_s))
-            .collect();
-        obs.info(&format!("  {}", shown.join(", ")));
-        trials.push(t);
-    }
-    if trials.iter().any(|t| !t.warmup) {
-        session.run.results.push(point(
-            &req.console_label,
-            &names,
-            &trials,
-            req.kernel.as_ref().map(|(p, s)| (p.as_path(), *s)),
-            t_all.elapsed().as_secs_f64(),
-        ));
-    }
-    Booted {
-        finished: close(session, error, store, false, obs),
-        trials,
+        if trials.iter().any(|t| !t.warmup) {
+            session.run.results.push(point(
+                &req.console_label,
+                &names,
+                &trials,
+                req.kernel.as_ref().map(|(p, s)| (p.as_path(), *s)),
+                t_all.elapsed().as_secs_f64(),
+            ));
+        }
+        Booted {
+            finished: close(session, error, store, false, obs),
+            trials,
+        }
     }
 }

@@ -1,8 +1,12 @@
-//! `tunelab diagnose`'s session: profile the machine, a process or a
-//! command (`crate::diagnose`), keep the diagnosis as a run and store it.
-//! The CLI prints the sections and the findings.
+//! `tunelab diagnose`: [`plan`] decides what is diagnosed (the machine for
+//! a while, a process, a command) before anything runs;
+//! [`Planned::measure`] profiles it (`crate::diagnose`), keeps the
+//! diagnosis as a run and stores it. The CLI prints the sections and the
+//! findings.
 
-use crate::diagnose::{self, Options};
+use std::time::Duration;
+
+use crate::diagnose::{self, Options, What};
 use crate::engine::observer::Observer;
 use crate::engine::pipeline::{close, Finished};
 use crate::engine::session::Session;
@@ -11,34 +15,78 @@ use crate::safety::signals;
 use crate::store::Store;
 use crate::{Error, Result};
 
-// The CLI names what to diagnose; the type is the profiler's own.
-pub use crate::diagnose::What;
+/// What `diagnose` was asked for, as parsed.
+pub struct Request {
+    /// `--for`, seconds.
+    pub duration: Option<f64>,
+    pub pid: Option<i32>,
+    /// The command after `--`.
+    pub command: Vec<String>,
+    /// Whether the command line had a `--` (with nothing after it, the
+    /// refusal says so).
+    pub dashdash: bool,
+    /// `--hz`, `--startup-runs`.
+    pub hz: u32,
+    pub startup_runs: u32,
+    pub label: String,
+}
 
-/// Diagnose what `opts` says; the run (closed, stored in `store` when
-/// given) holds the diagnosis. A diagnosis that fails leaves no run.
-pub fn run(
-    what: What,
-    hz: u32,
-    startup_runs: u32,
-    label: &str,
-    argv: &[String],
-    store: Option<&mut Store>,
-    obs: &dyn Observer,
-) -> Result<Finished> {
-    let mut opts = Options::new(what);
-    opts.hz = hz;
-    opts.startup_runs = startup_runs;
-    let started = now_rfc3339();
-    let d = diagnose::diagnose(&opts, &|m: &str| obs.info(m))?;
-    // The environment is read after the diagnosis, as it ends; the run
-    // starts when the diagnosis did.
-    let mut session = Session::open(label, argv, None);
-    session.run.started = started;
-    session.run.diagnosis = Some(Box::new(d));
-    // A signal that cut the interval short: the diagnosis of the time
-    // covered is stored, marked interrupted, and the verb exits 130.
-    let interrupted = signals::caught().map(|s| Error::Interrupted(s.into()));
-    Ok(close(session, interrupted, store, true, obs))
+/// What to diagnose and how, decided; nothing profiled yet.
+pub struct Planned {
+    opts: Options,
+    label: String,
+}
+
+fn what(req: &Request) -> Result<What> {
+    let dur = |d: Option<f64>| Duration::from_secs_f64(d.unwrap_or(10.0));
+    match (req.pid, req.command.is_empty(), req.duration) {
+        (Some(p), _, d) => Ok(What::Pid(p, dur(d))),
+        (None, false, Some(_)) => Err(Error::usage(
+            "--for and -- CMD exclude each other: a command is diagnosed from exec to exit",
+        )),
+        (None, false, None) => Ok(What::Command(req.command.clone())),
+        (None, true, Some(d)) => Ok(What::System(dur(Some(d)))),
+        (None, true, None) => Err(Error::usage(if req.dashdash {
+            "no command after --: say what to run (tunelab diagnose -- CMD ARGS…)"
+        } else {
+            "say what to diagnose: --for 10s (the whole machine), --pid PID, or -- CMD ARGS…"
+        })),
+    }
+}
+
+/// Decide what is diagnosed (the machine for `--for`, a `--pid` for at
+/// most `--for` (10 s by default), or the command) and the sampling rates.
+pub fn plan(req: Request) -> Result<Planned> {
+    let mut opts = Options::new(what(&req)?);
+    opts.hz = req.hz;
+    opts.startup_runs = req.startup_runs;
+    Ok(Planned {
+        opts,
+        label: req.label,
+    })
+}
+
+impl Planned {
+    /// Diagnose as planned; the run (closed, stored in `store` when given)
+    /// holds the diagnosis. A diagnosis that fails leaves no run.
+    pub fn measure(
+        &self,
+        argv: &[String],
+        store: Option<&mut Store>,
+        obs: &dyn Observer,
+    ) -> Result<Finished> {
+        let started = now_rfc3339();
+        let d = diagnose::diagnose(&self.opts, &|m: &str| obs.info(m))?;
+        // The environment is read after the diagnosis, as it ends; the run
+        // starts when the diagnosis did.
+        let mut session = Session::open(&self.label, argv, None);
+        session.run.started = started;
+        session.run.diagnosis = Some(Box::new(d));
+        // A signal that cut the interval short: the diagnosis of the time
+        // covered is stored, marked interrupted, and the verb exits 130.
+        let interrupted = signals::caught().map(|s| Error::Interrupted(s.into()));
+        Ok(close(session, interrupted, store, true, obs))
+    }
 }
 
 /// The flame graph of folded stacks, as SVG (the report draws it through

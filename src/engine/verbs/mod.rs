@@ -1,9 +1,10 @@
 //! The verbs that measure programs or the machine rather than an
 //! experiment's points: `time`, `boot`, `diagnose` and `memory`, and
 //! `remote`, which runs tunelab on other hosts; `inspect` and `restore`
-//! read and repair the host. Each takes a request the
-//! CLI parsed and measures in one session (`Session::open`: the run built
-//! in one place); those that keep a run close it through the pipeline
+//! read and repair the host. Each is two calls: `plan` takes the request
+//! the CLI parsed and decides every input before anything runs;
+//! `Planned::measure` only runs, in one session (`Session::open`: the run
+//! built in one place); those that keep a run close it through the pipeline
 //! (`pipeline::close`: stored, the store's failure kept for after the
 //! results are printed) and return what the CLI renders. Messages go
 //! through the engine's one `Observer` (`engine::observer`).

@@ -1,5 +1,6 @@
-//! `tunelab remote`'s session: resolve the hosts (names or an Ansible
-//! inventory), check the binary to copy, run the tunelab command on every
+//! `tunelab remote`: [`plan`] resolves the hosts (names or an Ansible
+//! inventory) and checks the command and the binary to copy before
+//! connecting; [`Planned::measure`] runs the tunelab command on every
 //! host over ssh (`crate::fleet::remote`) and store the runs they bring
 //! back as they came (`pipeline::store_received`). The CLI prints.
 
@@ -86,14 +87,29 @@ fn hosts(a: &Request) -> Result<Vec<Host>> {
     Ok(list)
 }
 
-/// Run the request on every host; the runs they send back go to `store`
-/// (when given). A run that cannot be read or stored is the error at once.
-pub fn run(
-    a: &Request,
-    mut store: Option<&mut Store>,
-    obs: &(dyn Observer + Sync),
-) -> Result<Fanned> {
-    let hosts = hosts(a)?;
+/// The hosts resolved, the command and the binary to copy checked; no
+/// host contacted yet.
+pub struct Planned {
+    hosts: Vec<Host>,
+    /// The ssh program (`ssh`, or `TUNELAB_SSH`).
+    ssh: String,
+    /// The extra ssh options, split into words.
+    ssh_options: Vec<String>,
+    binaries: Option<PathBuf>,
+    args: Vec<String>,
+    timeout: Duration,
+    parallel: usize,
+    allow_dynamic: bool,
+    /// Said as the fan-out begins (a dynamically linked binary copied).
+    warnings: Vec<String>,
+}
+
+/// Check and plan the fan-out: the hosts (names or the inventory's
+/// selection), the command (never `remote` again), the ssh program and
+/// options, and the binary copied when `--bin` is not given (refused when
+/// dynamically linked, unless `--allow-dynamic`), before connecting.
+pub fn plan(a: Request) -> Result<Planned> {
+    let hosts = hosts(&a)?;
     if a.args.first().is_some_and(|c| c == "remote") {
         return Err(Error::usage(
             "remote runs tunelab on the hosts; 'remote' there would fan out again",
@@ -104,18 +120,7 @@ pub fn run(
         .iter()
         .flat_map(|o| o.split_whitespace().map(str::to_string).collect::<Vec<_>>())
         .collect();
-    let plan = Plan {
-        ssh: std::env::var("TUNELAB_SSH")
-            .ok()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "ssh".into()),
-        ssh_options,
-        binaries: a.binaries.clone(),
-        args: &a.args,
-        timeout: Duration::from_secs_f64(a.timeout),
-        parallel: a.parallel,
-        allow_dynamic: a.allow_dynamic,
-    };
+    let mut warnings = Vec::new();
     // Without --bin this very binary is copied: refused before connecting
     // when it is dynamically linked (the hosts' own check covers --bin).
     if a.binaries.is_none() {
@@ -125,7 +130,7 @@ pub fn run(
                 .and_then(|b| crate::fleet::elf::interpreter(&b));
             match (interp, a.allow_dynamic) {
                 (Some(i), false) => return Err(Error::usage(crate::fleet::elf::refusal(&me, &i))),
-                (Some(i), true) => obs.warn(&format!(
+                (Some(i), true) => warnings.push(format!(
                     "copying the dynamically linked {} (needs {i} on every host)",
                     me.display()
                 )),
@@ -133,38 +138,77 @@ pub fn run(
             }
         }
     }
-    obs.info(&format!(
-        "running on {} host(s), {} at a time",
-        hosts.len(),
-        plan.parallel.min(hosts.len())
-    ));
-    let outcomes = remote::run(&plan, &hosts, &|host, line| {
-        obs.info(&format!("[{host}] {line}"))
-    });
-    let mut stored: Vec<(String, String)> = Vec::new();
-    for o in &outcomes {
-        let Some(doc) = &o.output else { continue };
-        let is_run = doc["schema"]
-            .as_str()
-            .is_some_and(|s| s.starts_with("tunelab.run/"));
-        if let (true, Some(store)) = (is_run, store.as_deref_mut()) {
-            let mut run: Run = serde_json::from_value(doc.clone()).map_err(|e| {
-                Error::measurement(format!(
-                    "{}: the run it sent back is not readable: {e}",
-                    o.host
-                ))
-            })?;
-            // The inventory name tells boards apart when they share a host
-            // name (cloned images are all "buildroot"); --machine matches it.
-            run.environment
-                .insert(crate::analysis::devices::FLEET_HOST.into(), o.host.clone());
-            crate::engine::pipeline::store_received(&run, store)?;
-            stored.push((o.host.clone(), run.id.clone()));
-        }
-    }
-    Ok(Fanned {
-        outcomes,
-        stored,
-        interrupted: crate::safety::signals::caught(),
+    Ok(Planned {
+        hosts,
+        ssh: std::env::var("TUNELAB_SSH")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "ssh".into()),
+        ssh_options,
+        binaries: a.binaries,
+        args: a.args,
+        timeout: Duration::from_secs_f64(a.timeout),
+        parallel: a.parallel,
+        allow_dynamic: a.allow_dynamic,
+        warnings,
     })
+}
+
+impl Planned {
+    /// Run the command on every host; the runs they send back go to
+    /// `store` (when given). A run that cannot be read or stored is the
+    /// error at once.
+    pub fn measure(
+        &self,
+        mut store: Option<&mut Store>,
+        obs: &(dyn Observer + Sync),
+    ) -> Result<Fanned> {
+        for w in &self.warnings {
+            obs.warn(w);
+        }
+        let plan = Plan {
+            ssh: self.ssh.clone(),
+            ssh_options: self.ssh_options.clone(),
+            binaries: self.binaries.clone(),
+            args: &self.args,
+            timeout: self.timeout,
+            parallel: self.parallel,
+            allow_dynamic: self.allow_dynamic,
+        };
+        let hosts = &self.hosts;
+        obs.info(&format!(
+            "running on {} host(s), {} at a time",
+            hosts.len(),
+            plan.parallel.min(hosts.len())
+        ));
+        let outcomes = remote::run(&plan, hosts, &|host, line| {
+            obs.info(&format!("[{host}] {line}"))
+        });
+        let mut stored: Vec<(String, String)> = Vec::new();
+        for o in &outcomes {
+            let Some(doc) = &o.output else { continue };
+            let is_run = doc["schema"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("tunelab.run/"));
+            if let (true, Some(store)) = (is_run, store.as_deref_mut()) {
+                let mut run: Run = serde_json::from_value(doc.clone()).map_err(|e| {
+                    Error::measurement(format!(
+                        "{}: the run it sent back is not readable: {e}",
+                        o.host
+                    ))
+                })?;
+                // The inventory name tells boards apart when they share a host
+                // name (cloned images are all "buildroot"); --machine matches it.
+                run.environment
+                    .insert(crate::analysis::devices::FLEET_HOST.into(), o.host.clone());
+                crate::engine::pipeline::store_received(&run, store)?;
+                stored.push((o.host.clone(), run.id.clone()));
+            }
+        }
+        Ok(Fanned {
+            outcomes,
+            stored,
+            interrupted: crate::safety::signals::caught(),
+        })
+    }
 }

@@ -19,31 +19,51 @@ pub struct Restored {
     pub journal: PathBuf,
 }
 
-/// Put back what dead tunelab processes left changed (`all`: live ones
-/// too), settling applies against `db` (the verb's `--db`, or the store the
-/// entry names when it is a file).
-pub fn put_back(all: bool, db: Option<&Path>) -> Result<Vec<String>> {
-    let mine = db.map_or_else(crate::store::default_path, Path::to_path_buf);
-    let decide = |c: &journal::Commit| -> Option<bool> {
-        let open = |p: &Path| Store::open_read(p).ok();
-        let store = open(&mine).filter(|s| s.location() == c.db).or_else(|| {
-            (!c.db.contains("://"))
-                .then(|| open(Path::new(&c.db)))
-                .flatten()
-        })?;
-        committed(c, &store)
-    };
-    journal::restore_stale(all, &decide)
+/// Which settings to put back, and the store applies are settled
+/// against; nothing put back yet.
+pub struct Planned {
+    all: bool,
+    /// The verb's `--db`, or the default store.
+    db: PathBuf,
 }
 
-/// The `restore` verb: [`put_back`], and what is left in the journal.
-pub fn run(all: bool, db: Option<&Path>) -> Result<Restored> {
-    let messages = put_back(all, db)?;
-    Ok(Restored {
-        messages,
-        live: journal::load()?.len(),
-        journal: journal::path(),
-    })
+/// Plan `restore`: what dead tunelab processes left changed (`all`: live
+/// ones too), settling applies against `db` (the verb's `--db`, else the
+/// default store; or the store the entry names when it is a file).
+pub fn plan(all: bool, db: Option<&Path>) -> Planned {
+    Planned {
+        all,
+        db: db.map_or_else(crate::store::default_path, Path::to_path_buf),
+    }
+}
+
+impl Planned {
+    /// Put back what the plan says; one message per setting.
+    pub fn put_back(&self) -> Result<Vec<String>> {
+        let decide = |c: &journal::Commit| -> Option<bool> {
+            let open = |p: &Path| Store::open_read(p).ok();
+            let store = open(&self.db)
+                .filter(|s| s.location() == c.db)
+                .or_else(|| {
+                    (!c.db.contains("://"))
+                        .then(|| open(Path::new(&c.db)))
+                        .flatten()
+                })?;
+            committed(c, &store)
+        };
+        journal::restore_stale(self.all, &decide)
+    }
+
+    /// The `restore` verb: [`Planned::put_back`], and what is left in the
+    /// journal.
+    pub fn measure(&self) -> Result<Restored> {
+        let messages = self.put_back()?;
+        Ok(Restored {
+            messages,
+            live: journal::load()?.len(),
+            journal: journal::path(),
+        })
+    }
 }
 
 /// Whether `store` holds the record `commit` names (None: unreadable).

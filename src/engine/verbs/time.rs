@@ -1,6 +1,8 @@
-//! `tunelab time`'s session: commands run interleaved (A B A B …) through
-//! the engine's measurement loop until every median wall time is precise
-//! enough, each command one `app.time` point of the run; the CLI renders.
+//! `tunelab time`: [`plan`] resolves the commands, the repetition plan and
+//! the ready rule before anything runs; [`Planned::measure`] runs the
+//! commands interleaved (A B A B …) through the engine's measurement loop
+//! until every median wall time is precise enough, each command one
+//! `app.time` point of the run; the CLI renders.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -11,26 +13,113 @@ use crate::engine::measure::{
 use crate::engine::observer::Observer;
 use crate::engine::pipeline::{close, Finished};
 use crate::engine::process::once::{run_once, AppTrial, TimeSpec, METRICS};
-use crate::engine::process::run_shell;
+use crate::engine::process::{argv_for, ready_regex, run_shell, Quit};
+use crate::engine::runner::RunOptions;
 use crate::engine::session::Session;
-use crate::engine::ParamValue;
+use crate::engine::{ParamValue, RunDefaults};
 use crate::model::run::{PointResult, Run};
 use crate::safety::signals;
 use crate::store::Store;
 use crate::{Error, Result};
 
-/// What to time, as the CLI parsed it.
+/// What `time` was asked for, as parsed.
 pub struct Request {
+    /// The command after `--`, word by word.
+    pub command: Vec<String>,
+    /// Each `-c CMD`, unsplit.
+    pub cmds: Vec<String>,
+    /// Run the commands through `sh -c` (`--shell`).
+    pub shell: bool,
+    /// `--warmup`, `--min-runs`, `--max-runs`, `--runs`, `--precision`, `--budget`.
+    pub options: RunOptions,
+    /// Shell command run before every run, untimed (`--prepare`).
+    pub prepare: Option<String>,
+    /// `--ready REGEX`, unparsed.
+    pub ready: Option<String>,
+    pub quit: Quit,
+    /// Seconds to wait for the ready line.
+    pub ready_timeout: f64,
+    /// Time programs that exit non-zero too (`--ignore-failure`).
+    pub ignore_failure: bool,
+    pub label: String,
+}
+
+/// The commands resolved and the plan checked, nothing run yet.
+pub struct Planned {
     pub commands: Vec<Command>,
     pub plan: Plan,
     /// Exactly `plan.max_trials` runs per command (`--runs`).
     pub fixed: bool,
-    pub spec: TimeSpec,
-    /// Shell command run before every run, untimed (`--prepare`).
-    pub prepare: Option<String>,
-    /// Time programs that exit non-zero too (`--ignore-failure`).
-    pub ignore_failure: bool,
-    pub label: String,
+    spec: TimeSpec,
+    prepare: Option<String>,
+    ignore_failure: bool,
+    label: String,
+}
+
+fn shell_quote(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+/// The commands to time, labelled as the user wrote them: the one after
+/// `--` first, then each `-c`.
+fn commands(req: &Request) -> Result<Vec<Command>> {
+    let mut v = Vec::new();
+    if !req.command.is_empty() {
+        // With --shell the words are shell text, as `sh -c "$*"` would see them.
+        let (label, argv) = if req.shell {
+            let text = req.command.join(" ");
+            (text.clone(), argv_for(&text, true)?)
+        } else {
+            let label = req
+                .command
+                .iter()
+                .map(|w| shell_quote(w))
+                .collect::<Vec<_>>()
+                .join(" ");
+            (label, req.command.clone())
+        };
+        v.push(Command::new(label, argv));
+    }
+    for c in &req.cmds {
+        v.push(Command::new(c.clone(), argv_for(c, req.shell)?));
+    }
+    if v.is_empty() {
+        return Err(Error::usage(
+            "nothing to time: give a command after -- (tunelab time -- sleep 0.1) or with -c",
+        ));
+    }
+    Ok(v)
+}
+
+/// Check and plan `time`: the commands, the repetition plan and the ready
+/// rule, each refusal one error before any command runs.
+pub fn plan(req: Request) -> Result<Planned> {
+    let commands = commands(&req)?;
+    let plan = req.options.plan(RunDefaults::default())?;
+    let spec = TimeSpec {
+        ready: ready_regex(req.ready.as_deref())?,
+        quit: req.quit,
+        ready_timeout: Duration::from_secs_f64(req.ready_timeout),
+        // One run longer than the whole budget is killed with its group.
+        max_run: Some(Duration::from_secs_f64(plan.budget)),
+    };
+    Ok(Planned {
+        commands,
+        plan,
+        // --runs: that many runs, whatever the budget.
+        fixed: req.options.trials.is_some(),
+        spec,
+        prepare: req.prepare,
+        ignore_failure: req.ignore_failure,
+        label: req.label,
+    })
 }
 
 /// One command timed: its label (as the user wrote it), argv, and every
@@ -142,7 +231,7 @@ fn point(c: &Command, reason: Option<StopReason>, elapsed: f64) -> PointResult {
 /// one run (after --prepare), kept with its exit status in the command's
 /// list; a failing run stops the loop unless --ignore-failure.
 struct CmdTrials<'a> {
-    req: &'a Request,
+    req: &'a Planned,
     cmds: &'a mut Vec<Command>,
     seq: usize,
 }
@@ -175,75 +264,77 @@ impl Trials for CmdTrials<'_> {
     }
 }
 
-/// Time the request's commands, store the run in `store` (when given).
-pub fn run(
-    mut req: Request,
-    argv: &[String],
-    store: Option<&mut Store>,
-    obs: &dyn Observer,
-) -> Timed {
-    let mut session = Session::open(&req.label, argv, Some(Duration::from_secs(1)));
-    let mut cmds = std::mem::take(&mut req.commands);
-    let t0 = Instant::now();
-    // Rounds of one run per command, A B A B …, through the engine's loop;
-    // only the wall time decides precision (the trials return nothing else).
-    let how = Loop {
-        schedule: Schedule::Interleaved,
-        plan: req.plan,
-        fixed: req.fixed,
-        auto_warmup: false,
-    };
-    let mut runner = CmdTrials {
-        req: &req,
-        cmds: &mut cmds,
-        seq: 0,
-    };
-    let measured = measure(
-        runner.cmds.len(),
-        &how,
-        &mut Monotonic::start(),
-        &mut runner,
-    );
-    session.stop_sampler();
-    let elapsed = t0.elapsed().as_secs_f64();
-    // Every arm of a round schedule stops for the same reason.
-    let reason = measured.arms.first().and_then(|arm| arm.reason);
-    for c in &cmds {
-        if c.trials.iter().any(|t| !t.warmup) {
-            session
-                .run
-                .results
-                .push(point(c, reason, elapsed / cmds.len() as f64));
+impl Planned {
+    /// Time the planned commands, store the run in `store` (when given).
+    pub fn measure(
+        mut self,
+        argv: &[String],
+        store: Option<&mut Store>,
+        obs: &dyn Observer,
+    ) -> Timed {
+        let mut session = Session::open(&self.label, argv, Some(Duration::from_secs(1)));
+        let mut cmds = std::mem::take(&mut self.commands);
+        let t0 = Instant::now();
+        // Rounds of one run per command, A B A B …, through the engine's loop;
+        // only the wall time decides precision (the trials return nothing else).
+        let how = Loop {
+            schedule: Schedule::Interleaved,
+            plan: self.plan,
+            fixed: self.fixed,
+            auto_warmup: false,
+        };
+        let mut runner = CmdTrials {
+            req: &self,
+            cmds: &mut cmds,
+            seq: 0,
+        };
+        let measured = measure(
+            runner.cmds.len(),
+            &how,
+            &mut Monotonic::start(),
+            &mut runner,
+        );
+        session.stop_sampler();
+        let elapsed = t0.elapsed().as_secs_f64();
+        // Every arm of a round schedule stops for the same reason.
+        let reason = measured.arms.first().and_then(|arm| arm.reason);
+        for c in &cmds {
+            if c.trials.iter().any(|t| !t.warmup) {
+                session
+                    .run
+                    .results
+                    .push(point(c, reason, elapsed / cmds.len() as f64));
+            }
         }
-    }
-    for c in &cmds {
-        let bad = c
-            .trials
+        for c in &cmds {
+            let bad = c
+                .trials
+                .iter()
+                .filter(|t| t.exit_code != Some(0) && t.ready_s.is_none())
+                .count();
+            if bad > 0 {
+                let w = format!(
+                    "{}: {bad} run(s) exited with a non-zero status or a signal",
+                    c.label
+                );
+                obs.warn(&w);
+                session.run.warnings.push(w);
+            }
+        }
+        let finished = close(session, measured.error, store, false, obs);
+        let comparisons = cmds
             .iter()
-            .filter(|t| t.exit_code != Some(0) && t.ready_s.is_none())
-            .count();
-        if bad > 0 {
-            let w = format!(
-                "{}: {bad} run(s) exited with a non-zero status or a signal",
-                c.label
-            );
-            obs.warn(&w);
-            session.run.warnings.push(w);
+            .skip(1)
+            .map(|c| {
+                let cmp = crate::stats::compare::compare(&cmds[0].walls(), &c.walls(), false, 0.02);
+                serde_json::json!({ "base": cmds[0].label, "command": c.label, "wall_time": cmp })
+            })
+            .collect();
+        Timed {
+            finished,
+            commands: cmds,
+            comparisons,
         }
-    }
-    let finished = close(session, measured.error, store, false, obs);
-    let comparisons = cmds
-        .iter()
-        .skip(1)
-        .map(|c| {
-            let cmp = crate::stats::compare::compare(&cmds[0].walls(), &c.walls(), false, 0.02);
-            serde_json::json!({ "base": cmds[0].label, "command": c.label, "wall_time": cmp })
-        })
-        .collect();
-    Timed {
-        finished,
-        commands: cmds,
-        comparisons,
     }
 }
 

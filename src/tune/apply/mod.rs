@@ -31,9 +31,7 @@ use crate::system::device::active_choice;
 use crate::{Error, Result};
 pub use record::{changes_here, this_machine};
 pub use unapply::{plan_unapply, unapply, UnapplyPlan};
-pub use verb::{
-    applied, plan_apply_run, plan_unapply_all, require_root, verify_all, ApplyRequest, PlannedApply,
-};
+pub use verb::{applied, plan, plan_unapply_all, require_root, verify_all, Planned, Request};
 pub use verdict::{
     verdict_of, TuneVerdict, ENV_DEVICE, ENV_KNOB, ENV_LAB, ENV_METRIC, ENV_NOISE, ENV_ORIGINAL,
 };

@@ -33,7 +33,7 @@ pub fn require_root(root: &Root, verb: &str) -> Result<()> {
 }
 
 /// What `apply RUN` was asked for.
-pub struct ApplyRequest<'a> {
+pub struct Request<'a> {
     pub run: &'a str,
     pub force: bool,
     pub trust_suspect: bool,
@@ -42,7 +42,7 @@ pub struct ApplyRequest<'a> {
 }
 
 /// An apply checked and planned: nothing changed yet.
-pub struct PlannedApply {
+pub struct Planned {
     pub verdict: TuneVerdict,
     pub plan: Plan,
     /// Said before anything changes (an interrupted sweep, the plan's own).
@@ -52,7 +52,7 @@ pub struct PlannedApply {
 /// Plan `apply`: root (unless a dry run), the tune run's verdict and its
 /// refusals, the files and live values, and the live value checked against
 /// the one the sweep measured.
-pub fn plan_apply_run(req: &ApplyRequest, store: &Store) -> Result<PlannedApply> {
+pub fn plan(req: &Request, store: &Store) -> Result<Planned> {
     if !req.dry_run {
         require_root(&req.root, "apply")?;
     }
@@ -76,11 +76,19 @@ pub fn plan_apply_run(req: &ApplyRequest, store: &Store) -> Result<PlannedApply>
         ));
     }
     warnings.extend(plan.warnings.iter().cloned());
-    Ok(PlannedApply {
+    Ok(Planned {
         verdict,
         plan,
         warnings,
     })
+}
+
+impl Planned {
+    /// Apply the planned change: its files written, the live value set,
+    /// the record stored (`super::apply`); the change as the kernel kept it.
+    pub fn measure(&self, store: &mut Store) -> Result<AppliedChange> {
+        super::apply(self.plan.clone(), store)
+    }
 }
 
 /// This machine's applied records on `root` (records of other machines are

@@ -2,7 +2,9 @@
 //! (`crate::observe`), and per interval turns their change into rates — a
 //! JSON object, and through `report::monitor` (rendering apart from
 //! sampling) a table and OpenMetrics gauges, for the CLI to print in the
-//! format asked for. The CLI runs the interval loop and prints.
+//! format asked for. [`plan`] starts the view (its first counters read,
+//! an unreadable source refused before any sample); [`Planned::measure`]
+//! runs the interval loop, each sample handed to the CLI to print.
 
 use std::time::{Duration, Instant};
 
@@ -165,8 +167,52 @@ fn env_err(what: &str, e: std::io::Error) -> Error {
     }
 }
 
+/// What `monitor` was asked for, as parsed.
+pub struct Request {
+    pub options: Options,
+    /// Seconds between samples.
+    pub interval: f64,
+    /// Stop after this many samples (None: until a signal).
+    pub count: Option<u64>,
+}
+
+/// The view started (its first counters read) and the loop's bounds.
+pub struct Planned {
+    view: Box<dyn ViewState>,
+    interval: f64,
+    count: Option<u64>,
+}
+
+/// Start the view the request names: its first counters are read now, so
+/// a source that cannot be read is refused before any sample.
+pub fn plan(req: Request) -> Result<Planned> {
+    Ok(Planned {
+        view: make_view(&req.options)?,
+        interval: req.interval,
+        count: req.count,
+    })
+}
+
+impl Planned {
+    /// Printed once before the first table.
+    pub fn preface(&self) -> Vec<String> {
+        self.view.preface()
+    }
+
+    /// Sample every interval until the count, a signal or `sink` says stop
+    /// (see [`watch`]).
+    pub fn measure(&mut self, sink: &mut dyn FnMut(Sample) -> Result<bool>) -> Result<Watched> {
+        watch(self.view.as_mut(), self.interval, self.count, sink)
+    }
+
+    /// The view's summary when the monitor stops: (table text, JSON).
+    pub fn finish(&self) -> Option<(String, Value)> {
+        self.view.finish()
+    }
+}
+
 /// Start watching: the first counters are read now.
-pub fn make_view(a: &Options) -> Result<Box<dyn ViewState>> {
+fn make_view(a: &Options) -> Result<Box<dyn ViewState>> {
     Ok(match a.kind {
         Kind::Vmstat => Box::new(VmstatView {
             prev: vmstat::read().map_err(|e| env_err("cannot read /proc", e))?,
@@ -273,7 +319,7 @@ pub struct Watched {
 /// Sample `view` every `interval` seconds (deadlines start + k × interval,
 /// so the read time does not drift) until `count` samples, a signal, or
 /// `sink` returning `false`; each interval goes to `sink` as it is read.
-pub fn watch(
+fn watch(
     view: &mut dyn ViewState,
     interval: f64,
     count: Option<u64>,
