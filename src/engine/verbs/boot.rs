@@ -402,15 +402,14 @@ impl Planned {
         obs: &dyn Observer,
     ) -> Booted {
         let mut log = self.log.take();
-        let req = &self;
-        let mut session = Session::open(&req.label, argv, None);
-        let names: Vec<String> = req.markers.iter().map(|m| m.name.clone()).collect();
+        let mut session = Session::open(&self.label, argv, None);
+        let names: Vec<String> = self.markers.iter().map(|m| m.name.clone()).collect();
         let t_all = Instant::now();
-        let total = req.warmup + req.runs;
+        let total = self.warmup + self.runs;
         let mut trials: Vec<BootTrial> = Vec::new();
         let mut error = None;
         for i in 0..total {
-            let warm = i < req.warmup;
+            let warm = i < self.warmup;
             let which = format!(
                 "boot {}/{}{}",
                 i + 1,
@@ -418,20 +417,20 @@ impl Planned {
                 if warm { " (warm-up)" } else { "" }
             );
             obs.info(&which);
-            let mut tracker = Tracker::new(req.markers.clone());
+            let mut tracker = Tracker::new(self.markers.clone());
             let mut write_log = |s: f64, l: &str| {
                 if let Some(f) = log.as_mut() {
                     let _ = writeln!(f, "[{s:11.6}] {l}");
                 }
             };
             write_log(0.0, &format!("==== tunelab boot: {which}"));
-            let r = match &req.console {
-                Console::Command(argv) => boot_command(argv, &mut tracker, &req, &mut write_log),
+            let r = match &self.console {
+                Console::Command(argv) => boot_command(argv, &mut tracker, &self, &mut write_log),
                 Console::Serial { rx, reset, .. } => boot_serial(
                     rx,
                     reset.as_deref(),
                     &mut tracker,
-                    req.timeout,
+                    self.timeout,
                     obs,
                     &which,
                     &mut write_log,
@@ -452,10 +451,10 @@ impl Planned {
         }
         if trials.iter().any(|t| !t.warmup) {
             session.run.results.push(point(
-                &req.console_label,
+                &self.console_label,
                 &names,
                 &trials,
-                req.kernel.as_ref().map(|(p, s)| (p.as_path(), *s)),
+                self.kernel.as_ref().map(|(p, s)| (p.as_path(), *s)),
                 t_all.elapsed().as_secs_f64(),
             ));
         }
