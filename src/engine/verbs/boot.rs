@@ -25,7 +25,7 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 /// The console: a command started anew for every boot, or one serial line.
-pub enum Console {
+pub(crate) enum Console {
     Command(Vec<String>),
     Serial {
         _port: Serial,
@@ -37,7 +37,7 @@ pub enum Console {
 impl Console {
     /// The serial line `dev` at `baud`, read from now on; `reset` is the
     /// shell command that resets the board before each boot.
-    pub fn serial(dev: &Path, baud: u32, reset: Option<String>) -> Result<Console> {
+    pub(crate) fn serial(dev: &Path, baud: u32, reset: Option<String>) -> Result<Console> {
         let port = Serial::open(dev, baud)?;
         let (tx, rx) = channel();
         read_lines(port.reader()?, tx);
@@ -50,32 +50,32 @@ impl Console {
 }
 
 /// What to boot, as the CLI parsed it.
-pub struct Request {
-    pub console: Console,
+pub(crate) struct Request {
+    pub(crate) console: Console,
     /// The point's label: the program's name, or `serial DEV BAUD baud`.
-    pub console_label: String,
-    pub markers: Vec<Marker>,
+    pub(crate) console_label: String,
+    pub(crate) markers: Vec<Marker>,
     /// The kernel image booted and its size.
-    pub kernel: Option<(PathBuf, u64)>,
-    pub runs: usize,
-    pub warmup: usize,
+    pub(crate) kernel: Option<(PathBuf, u64)>,
+    pub(crate) runs: usize,
+    pub(crate) warmup: usize,
     /// Seconds a boot may take to reach its last marker.
-    pub timeout: f64,
+    pub(crate) timeout: f64,
     /// Signal that stops the command once the boot is over.
-    pub signal: i32,
+    pub(crate) signal: i32,
     /// Every console line with its time goes here (`--log`).
-    pub log: Option<std::fs::File>,
-    pub label: String,
+    pub(crate) log: Option<std::fs::File>,
+    pub(crate) label: String,
 }
 
 /// The boots measured: the run (closed, stored) and every boot.
-pub struct Booted {
-    pub finished: Finished,
-    pub trials: Vec<BootTrial>,
+pub(crate) struct Booted {
+    pub(crate) finished: Finished,
+    pub(crate) trials: Vec<BootTrial>,
 }
 
 /// The kernel image's size, for `kernel_image_size`.
-pub fn kernel_size(path: &Path) -> Result<u64> {
+pub(crate) fn kernel_size(path: &Path) -> Result<u64> {
     std::fs::metadata(path)
         .map(|m| m.len())
         .map_err(|e| Error::usage(format!("kernel image {}: {e}", path.display())))
@@ -292,7 +292,7 @@ fn point(
 
 /// Boot `req.warmup + req.runs` times, stop at the first failed boot,
 /// store the run in `store` (when given).
-pub fn run(
+pub(crate) fn run(
     mut req: Request,
     argv: &[String],
     store: Option<&mut Store>,

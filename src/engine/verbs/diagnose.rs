@@ -12,11 +12,11 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 // The CLI names what to diagnose; the type is the profiler's own.
-pub use crate::diagnose::What;
+pub(crate) use crate::diagnose::What;
 
 /// Diagnose what `opts` says; the run (closed, stored in `store` when
 /// given) holds the diagnosis. A diagnosis that fails leaves no run.
-pub fn run(
+pub(crate) fn run(
     what: What,
     hz: u32,
     startup_runs: u32,
@@ -43,7 +43,7 @@ pub fn run(
 
 /// The flame graph of folded stacks, as SVG (the report draws it through
 /// this, never calling the profiler itself).
-pub fn flame(
+pub(crate) fn flame(
     stacks: &[crate::model::profile::FoldedStack],
     title: &str,
 ) -> std::result::Result<String, String> {

@@ -9,7 +9,7 @@ use crate::Result;
 
 /// The facts, each with where it was read, about `--target` (else the
 /// current directory). Only read, so a read-only file system is fine.
-pub fn facts(target: Option<&Path>) -> Result<Facts> {
+pub(crate) fn facts(target: Option<&Path>) -> Result<Facts> {
     let target = target.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     check_target(&target, Use::Read)?;
     Ok(crate::system::inspect::inspect(Some(&target)))

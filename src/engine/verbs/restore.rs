@@ -10,19 +10,19 @@ use crate::store::Store;
 use crate::Result;
 
 /// What `restore` did.
-pub struct Restored {
+pub(crate) struct Restored {
     /// One message per setting (those that failed start with "could not").
-    pub messages: Vec<String>,
+    pub(crate) messages: Vec<String>,
     /// Settings the journal still holds for tunelab processes running now.
-    pub live: usize,
+    pub(crate) live: usize,
     /// Where the journal is.
-    pub journal: PathBuf,
+    pub(crate) journal: PathBuf,
 }
 
 /// Put back what dead tunelab processes left changed (`all`: live ones
 /// too), settling applies against `db` (the verb's `--db`, or the store the
 /// entry names when it is a file).
-pub fn put_back(all: bool, db: Option<&Path>) -> Result<Vec<String>> {
+pub(crate) fn put_back(all: bool, db: Option<&Path>) -> Result<Vec<String>> {
     let mine = db.map_or_else(crate::store::default_path, Path::to_path_buf);
     let decide = |c: &journal::Commit| -> Option<bool> {
         let open = |p: &Path| Store::open_read(p).ok();
@@ -37,7 +37,7 @@ pub fn put_back(all: bool, db: Option<&Path>) -> Result<Vec<String>> {
 }
 
 /// The `restore` verb: [`put_back`], and what is left in the journal.
-pub fn run(all: bool, db: Option<&Path>) -> Result<Restored> {
+pub(crate) fn run(all: bool, db: Option<&Path>) -> Result<Restored> {
     let messages = put_back(all, db)?;
     Ok(Restored {
         messages,

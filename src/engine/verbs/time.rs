@@ -20,29 +20,29 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 /// What to time, as the CLI parsed it.
-pub struct Request {
-    pub commands: Vec<Command>,
-    pub plan: Plan,
+pub(crate) struct Request {
+    pub(crate) commands: Vec<Command>,
+    pub(crate) plan: Plan,
     /// Exactly `plan.max_trials` runs per command (`--runs`).
-    pub fixed: bool,
-    pub spec: TimeSpec,
+    pub(crate) fixed: bool,
+    pub(crate) spec: TimeSpec,
     /// Shell command run before every run, untimed (`--prepare`).
-    pub prepare: Option<String>,
+    pub(crate) prepare: Option<String>,
     /// Time programs that exit non-zero too (`--ignore-failure`).
-    pub ignore_failure: bool,
-    pub label: String,
+    pub(crate) ignore_failure: bool,
+    pub(crate) label: String,
 }
 
 /// One command timed: its label (as the user wrote it), argv, and every
 /// run of it, warm-up ones included.
-pub struct Command {
-    pub label: String,
-    pub argv: Vec<String>,
-    pub trials: Vec<AppTrial>,
+pub(crate) struct Command {
+    pub(crate) label: String,
+    pub(crate) argv: Vec<String>,
+    pub(crate) trials: Vec<AppTrial>,
 }
 
 impl Command {
-    pub fn new(label: String, argv: Vec<String>) -> Command {
+    pub(crate) fn new(label: String, argv: Vec<String>) -> Command {
         Command {
             label,
             argv,
@@ -61,10 +61,10 @@ impl Command {
 
 /// What `time` measured: the run (closed, stored), the commands with
 /// their runs, and each command's wall time against the first's.
-pub struct Timed {
-    pub finished: Finished,
-    pub commands: Vec<Command>,
-    pub comparisons: Vec<serde_json::Value>,
+pub(crate) struct Timed {
+    pub(crate) finished: Finished,
+    pub(crate) commands: Vec<Command>,
+    pub(crate) comparisons: Vec<serde_json::Value>,
 }
 
 /// How a run failed: a non-zero exit or a signal (a program asked to quit
@@ -176,7 +176,7 @@ impl Trials for CmdTrials<'_> {
 }
 
 /// Time the request's commands, store the run in `store` (when given).
-pub fn run(
+pub(crate) fn run(
     mut req: Request,
     argv: &[String],
     store: Option<&mut Store>,
@@ -250,7 +250,7 @@ pub fn run(
 impl Timed {
     /// The run with every timed trial and the comparisons (`--json`,
     /// `--export-json`).
-    pub fn json(&self) -> Result<String> {
+    pub(crate) fn json(&self) -> Result<String> {
         let mut doc = serde_json::to_value(&self.finished.run)?;
         let mut trials: Vec<&AppTrial> = self.commands.iter().flat_map(|c| &c.trials).collect();
         trials.sort_by_key(|t| t.seq);
@@ -259,7 +259,7 @@ impl Timed {
         Ok(serde_json::to_string_pretty(&doc)? + "\n")
     }
 
-    pub fn run(&self) -> &Run {
+    pub(crate) fn run(&self) -> &Run {
         &self.finished.run
     }
 }
