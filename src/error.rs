@@ -34,7 +34,7 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self {
             Error::Measurement(_) => 1,
             Error::Usage(_) => 2,
@@ -45,7 +45,7 @@ impl Error {
         }
     }
 
-    pub fn usage(msg: impl Into<String>) -> Self {
+    pub(crate) fn usage(msg: impl Into<String>) -> Self {
         Error::Usage(msg.into())
     }
 
@@ -53,18 +53,18 @@ impl Error {
         Error::Measurement(msg.into())
     }
 
-    pub fn environment(msg: impl Into<String>) -> Self {
+    pub(crate) fn environment(msg: impl Into<String>) -> Self {
         Error::Environment(msg.into())
     }
 
-    pub fn privilege(msg: impl Into<String>) -> Self {
+    pub(crate) fn privilege(msg: impl Into<String>) -> Self {
         Error::Privilege(msg.into())
     }
 
     /// Classify an I/O error on `path` while doing `what`: space and read-only
     /// problems are environment errors, permission problems privilege errors,
     /// everything else a failed measurement.
-    pub fn io(what: &str, path: &Path, e: io::Error) -> Self {
+    pub(crate) fn io(what: &str, path: &Path, e: io::Error) -> Self {
         let msg = format!("{what} {}: {e}", path.display());
         match Errno::from_io_error(&e) {
             Some(Errno::NOSPC) | Some(Errno::DQUOT) => Error::Environment(format!(

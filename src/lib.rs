@@ -4,16 +4,20 @@
 //! sampler) -> run model -> store / report; `analysis` computes comparisons and
 //! histories from stored runs, `report` renders them. See `docs/` and the README.
 //!
-//! Public are the modules the binary and the integration tests reach; the
-//! rest (`advise`, `analysis`, `observe`, `report`, `study`, `system`,
-//! `units`) are crate-private, so an unused item there is a warning.
+//! Items are `pub(crate)` by default. `pub` marks exactly the paths the
+//! binary and the integration tests reach (the rest of the library is not
+//! an API); `unreachable_pub` turns a `pub` nobody outside can reach into a
+//! warning, and clippy `-D warnings` into an error, so the surface stays
+//! what is used and an unused item anywhere is a warning.
+
+#![warn(unreachable_pub)]
 
 pub(crate) mod advise;
 pub(crate) mod analysis;
 pub mod cli;
 pub mod diagnose;
 pub mod engine;
-pub mod error;
+pub(crate) mod error;
 pub mod experiments;
 pub mod fleet;
 pub mod lab;

@@ -15,7 +15,7 @@ fn number_and_unit(raw: &str) -> Option<(f64, &str)> {
 
 /// Parse a byte size. Bare suffixes and `KiB`-style are binary (4k = 4096);
 /// `kB`/`MB`/`GB` are decimal, as fio and dd do.
-pub fn parse_size(raw: &str) -> Option<u64> {
+pub(crate) fn parse_size(raw: &str) -> Option<u64> {
     let (num, unit) = number_and_unit(raw)?;
     let mult: f64 = match unit {
         "" | "b" | "B" => 1.0,
@@ -37,7 +37,7 @@ pub fn parse_size(raw: &str) -> Option<u64> {
 }
 
 /// Parse a duration into seconds: `500ms`, `3s`, `2m`, `1h`, `250us`, `1.5`.
-pub fn parse_duration(raw: &str) -> Option<f64> {
+pub(crate) fn parse_duration(raw: &str) -> Option<f64> {
     let (num, unit) = number_and_unit(raw)?;
     let mult = match unit {
         "" | "s" | "sec" => 1.0,
@@ -53,7 +53,7 @@ pub fn parse_duration(raw: &str) -> Option<f64> {
 }
 
 /// Binary-unit size for display: `4 KiB`, `1.5 MiB`.
-pub fn format_size(bytes: u64) -> String {
+pub(crate) fn format_size(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = bytes as f64;
     let mut i = 0;
@@ -69,7 +69,7 @@ pub fn format_size(bytes: u64) -> String {
 }
 
 /// A confidence interval for a person: `low … high`, each in `human` form.
-pub fn human_range(low: f64, high: f64, unit: &str) -> String {
+pub(crate) fn human_range(low: f64, high: f64, unit: &str) -> String {
     let (lo, hi) = (human(low, unit), human(high, unit));
     // One unit for both ends when they share it: "17.2 … 23.9 MiB/s" keeps
     // an 80-column table on one line a row.
@@ -80,7 +80,7 @@ pub fn human_range(low: f64, high: f64, unit: &str) -> String {
 }
 
 /// Format a value in its base unit for a person.
-pub fn human(value: f64, unit: &str) -> String {
+pub(crate) fn human(value: f64, unit: &str) -> String {
     if !value.is_finite() {
         return "–".to_string();
     }
@@ -100,7 +100,7 @@ pub fn human(value: f64, unit: &str) -> String {
 }
 
 /// A duration with an adaptive unit: `812 ns`, `3.42 µs`, `12.1 ms`, `2.50 s`.
-pub fn seconds(v: f64) -> String {
+pub(crate) fn seconds(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0 s".to_string()
@@ -116,7 +116,7 @@ pub fn seconds(v: f64) -> String {
 }
 
 /// Three significant digits, no exponent for everyday magnitudes.
-pub fn sig(v: f64) -> String {
+pub(crate) fn sig(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".to_string()
@@ -134,7 +134,7 @@ pub fn sig(v: f64) -> String {
 }
 
 /// SI prefixes for rates and counts: `1.23 k`, `45.6 M`.
-pub fn si(v: f64) -> String {
+pub(crate) fn si(v: f64) -> String {
     let a = v.abs();
     if a >= 1e9 {
         format!("{} G", sig(v / 1e9))
@@ -148,7 +148,7 @@ pub fn si(v: f64) -> String {
 }
 
 /// A ±percentage of the median for the CI half-width.
-pub fn pct(v: f64) -> String {
+pub(crate) fn pct(v: f64) -> String {
     if v.is_finite() {
         format!("{:.1}%", v * 100.0)
     } else {
@@ -159,7 +159,7 @@ pub fn pct(v: f64) -> String {
 /// A UTC date and time from seconds since the epoch: (year, month, day,
 /// hour, minute, second). Howard Hinnant's days-to-civil algorithm; enough
 /// for time stamps, without a date crate in the board binary.
-pub fn utc(epoch_seconds: u64) -> (i64, u32, u32, u32, u32, u32) {
+pub(crate) fn utc(epoch_seconds: u64) -> (i64, u32, u32, u32, u32, u32) {
     let days = (epoch_seconds / 86_400) as i64;
     let rem = epoch_seconds % 86_400;
     let z = days + 719_468;
@@ -184,27 +184,27 @@ fn since_epoch() -> (u64, u32) {
 }
 
 /// Now in UTC as RFC 3339, whole seconds: `2026-11-25T15:28:47Z`.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     let (y, mo, d, h, mi, s) = utc(since_epoch().0);
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
 
 /// Now in UTC as RFC 3339 with nanoseconds: `2026-11-25T15:28:47.123456789Z`.
-pub fn now_rfc3339_nanos() -> String {
+pub(crate) fn now_rfc3339_nanos() -> String {
     let (secs, ns) = since_epoch();
     let (y, mo, d, h, mi, s) = utc(secs);
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ns:09}Z")
 }
 
 /// Now in UTC as `20261125-152847` (run ids).
-pub fn now_stamp() -> String {
+pub(crate) fn now_stamp() -> String {
     let (y, mo, d, h, mi, s) = utc(since_epoch().0);
     format!("{y:04}{mo:02}{d:02}-{h:02}{mi:02}{s:02}")
 }
 
 /// The ASCII spelling of `s`, for a terminal whose locale is not UTF-8
 /// (`report::table::plain`); a character without one becomes `?`.
-pub fn to_ascii(s: &str) -> String {
+pub(crate) fn to_ascii(s: &str) -> String {
     if s.is_ascii() {
         return s.to_string();
     }

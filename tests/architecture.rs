@@ -558,16 +558,38 @@ fn the_cli_imports_only_its_list() {
 }
 
 /// The source of `file` with comments and strings blanked and its test
-/// code left out (a `tests.rs` file, or what follows `#[cfg(test)]`).
+/// code blanked too (a test-only file, see [`test_only_files`], is all
+/// blank; elsewhere every `#[cfg(test)]` item, see [`test_items`]). Lines
+/// keep their numbers.
 fn code_of(file: &Path) -> String {
-    if file.file_name().is_some_and(|n| n == "tests.rs") {
+    static TESTS: std::sync::OnceLock<BTreeSet<PathBuf>> = std::sync::OnceLock::new();
+    let tests = TESTS.get_or_init(|| {
+        let mut modules = Vec::new();
+        collect(&src_dir(), &mut modules);
+        test_only_files(&modules)
+    });
+    if tests.contains(file) {
         return String::new();
     }
-    let text = strip(&fs::read_to_string(file).unwrap());
-    match text.find("#[cfg(test)]") {
-        Some(i) => text[..i].to_string(),
-        None => text,
-    }
+    without_tests(&strip(&fs::read_to_string(file).unwrap()))
+}
+
+/// `text` (already stripped) with the lines of its `#[cfg(test)]` items
+/// blanked: the one way every rule here leaves test code out.
+fn without_tests(text: &str) -> String {
+    let skip = test_items(text);
+    text.split('\n')
+        .enumerate()
+        .map(|(i, l)| {
+            let n = i + 1;
+            if skip.iter().any(|&(a, b)| a <= n && n <= b) {
+                " ".repeat(l.chars().count())
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `file`'s path below `src/`, as the messages name it.
@@ -805,17 +827,17 @@ fn the_parser_sees_what_it_must() {
 
 /// Where `src` reads a point's parameter by name (`p.u64("size")`,
 /// `point.0.get("command")`) outside a function named `parse` and outside
-/// `#[cfg(test)]` code: (line, the enclosing function or "" at the top).
+/// `#[cfg(test)]` code ([`without_tests`]): (line, the enclosing function or "" at the top).
 /// Comments and strings are blanked first (`strip` keeps every char in
 /// place), so the name literal is looked up in the original text.
 fn by_name_reads_outside_parse(src: &str) -> Vec<(usize, String)> {
     const ACCESSORS: &[&str] = &[".u64(", ".usize(", ".f64(", ".text(", ".bool(", ".0.get("];
     let raw: Vec<char> = src.chars().collect();
-    let t: Vec<char> = strip(src).chars().collect();
+    let t: Vec<char> = without_tests(&strip(src)).chars().collect();
     assert_eq!(raw.len(), t.len(), "strip keeps every char in place");
-    // Open braces: the function they open (if any) and whether they are test code.
-    let mut scopes: Vec<(Option<String>, bool)> = Vec::new();
-    let (mut pending_fn, mut pending_test) = (None::<String>, false);
+    // Open braces: the function they open (if any).
+    let mut scopes: Vec<Option<String>> = Vec::new();
+    let mut pending_fn = None::<String>;
     let mut nest = 0i32; // ( and [ depth, where `;` ends no item
     let mut out = Vec::new();
     let mut line = 1;
@@ -829,8 +851,6 @@ fn by_name_reads_outside_parse(src: &str) -> Vec<(usize, String)> {
         let c = t[i];
         if c == '\n' {
             line += 1;
-        } else if starts(i, "#[cfg(test)]") {
-            pending_test = true;
         } else if starts(i, "fn ") && (i == 0 || !is_ident(t[i - 1])) {
             let name: String = t[i + 3..].iter().take_while(|c| is_ident(**c)).collect();
             pending_fn = Some(name);
@@ -840,14 +860,11 @@ fn by_name_reads_outside_parse(src: &str) -> Vec<(usize, String)> {
             nest -= 1;
         } else if c == ';' && nest == 0 {
             pending_fn = None;
-            pending_test = false;
         } else if c == '{' {
-            let test = pending_test || scopes.last().is_some_and(|s| s.1);
             let func = pending_fn
                 .take()
-                .or_else(|| scopes.last().and_then(|s| s.0.clone()));
-            scopes.push((func, test));
-            pending_test = false;
+                .or_else(|| scopes.last().cloned().flatten());
+            scopes.push(func);
         } else if c == '}' {
             scopes.pop();
         } else if c == '.' {
@@ -855,8 +872,8 @@ fn by_name_reads_outside_parse(src: &str) -> Vec<(usize, String)> {
             let after = call.map(|a| i + a.chars().count());
             let literal = after.and_then(|j| raw[j..].iter().find(|c| !c.is_whitespace()));
             if literal == Some(&'"') {
-                let (func, test) = scopes.last().cloned().unwrap_or((None, false));
-                if !test && func.as_deref() != Some("parse") {
+                let func = scopes.last().cloned().flatten();
+                if func.as_deref() != Some("parse") {
                     out.push((line, func.unwrap_or_default()));
                 }
             }
@@ -886,13 +903,13 @@ fn experiments_read_parameters_only_in_parse_and_name_metrics_in_consts() {
 
     let mut modules = Vec::new();
     collect(&src_dir(), &mut modules);
+    let tests = test_only_files(&modules);
     let mut bad = Vec::new();
     let mut runtime_handles = Vec::new();
     for m in &modules {
         let src = fs::read_to_string(&m.file).unwrap();
         let rel = rel(&m.file);
-        // A `tests.rs` is declared `#[cfg(test)] mod tests;` by its parent.
-        let test_file = m.path.last().is_some_and(|l| l == "tests");
+        let test_file = tests.contains(&m.file);
         if m.path.first().is_some_and(|p| p == "experiments") && !test_file {
             for (line, func) in by_name_reads_outside_parse(&src) {
                 bad.push(format!("{rel}:{line} (in fn {func})"));
@@ -963,8 +980,12 @@ fn test_only_files(modules: &[Module]) -> BTreeSet<PathBuf> {
     out
 }
 
-/// Line ranges (1-based, inclusive) of inline `#[cfg(test)] mod name { … }`.
-fn inline_test_modules(src: &str) -> Vec<(usize, usize)> {
+/// Line ranges (1-based, inclusive) of every `#[cfg(test)]` item in `src`
+/// (comments and strings blanked or not): an inline `mod tests { … }`, a
+/// test-only `fn`, `impl`, `use` or `const`, from the attribute to the end
+/// of its block or `;`. A `#[cfg(test)] mod name;` declaration is one
+/// line; its file is in [`test_only_files`].
+fn test_items(src: &str) -> Vec<(usize, usize)> {
     let text = strip(src);
     let b = text.as_bytes();
     let mut out = Vec::new();
@@ -972,29 +993,35 @@ fn inline_test_modules(src: &str) -> Vec<(usize, usize)> {
     while let Some(at) = text[from..].find("#[cfg(test)]") {
         let start = from + at;
         from = start + 1;
-        let after = text[start + 12..].trim_start();
-        let vis = ["pub(crate) ", "pub(super) ", "pub "]
-            .iter()
-            .find(|v| after.starts_with(**v));
-        if !after[vis.map_or(0, |v| v.len())..].starts_with("mod ") {
-            continue;
-        }
-        let head = start + 12 + (text[start + 12..].len() - after.len());
-        let Some(open) = text[head..].find(['{', ';']).map(|i| head + i) else {
-            continue;
-        };
-        if b[open] == b';' {
-            continue;
-        }
-        let mut depth = 0;
-        let mut end = open;
-        for (i, &c) in b.iter().enumerate().skip(open) {
-            depth += (c == b'{') as i32 - (c == b'}') as i32;
-            if depth == 0 {
-                end = i;
-                break;
+        // The item ends at the first `;` outside brackets, or with the
+        // block its first `{` opens.
+        let mut nest = 0i32;
+        let mut end = None;
+        let mut i = start + 12;
+        while i < b.len() {
+            match b[i] {
+                b'(' | b'[' => nest += 1,
+                b')' | b']' => nest -= 1,
+                b';' if nest == 0 => {
+                    end = Some(i);
+                    break;
+                }
+                b'{' if nest == 0 => {
+                    let mut depth = 0;
+                    for (k, &c) in b.iter().enumerate().skip(i) {
+                        depth += (c == b'{') as i32 - (c == b'}') as i32;
+                        if depth == 0 {
+                            end = Some(k);
+                            break;
+                        }
+                    }
+                    break;
+                }
+                _ => {}
             }
+            i += 1;
         }
+        let Some(end) = end else { continue };
         let line = |pos: usize| text[..pos].matches('\n').count() + 1;
         out.push((line(start), line(end)));
     }
@@ -1017,7 +1044,7 @@ fn proc_paths_are_named_only_in_the_proc_layer() {
             continue;
         }
         let src = fs::read_to_string(&m.file).unwrap();
-        let skip = inline_test_modules(&src);
+        let skip = test_items(&src);
         for (i, l) in src.lines().enumerate() {
             let n = i + 1;
             let comment = l.trim_start().starts_with("//");
@@ -1036,12 +1063,23 @@ fn proc_paths_are_named_only_in_the_proc_layer() {
 }
 
 #[test]
-fn the_proc_rule_sees_test_modules() {
+fn test_code_is_found_wherever_it_sits() {
     let src = "fn a() {}\n#[cfg(test)]\nmod tests {\n    fn b() { let s = \"}\"; }\n}\nfn c() {}\n";
-    assert_eq!(inline_test_modules(src), [(2, 5)]);
-    assert!(inline_test_modules("#[cfg(test)]\nmod tests;\n").is_empty());
+    assert_eq!(test_items(src), [(2, 5)]);
+    assert_eq!(test_items("#[cfg(test)]\nmod tests;\n"), [(1, 2)]);
     let src = "#[cfg(test)]\npub(crate) mod testing {\n}\n";
-    assert_eq!(inline_test_modules(src), [(1, 3)]);
+    assert_eq!(test_items(src), [(1, 3)]);
+    // A test-only function in the middle of a file hides only itself.
+    let src = "fn a() {}\n#[cfg(test)]\npub(crate) fn f(x: [u8; 2]) -> u8 {\n    x[0]\n}\nfn c() { is_root() }\n";
+    assert_eq!(test_items(src), [(2, 5)]);
+    assert!(without_tests(&strip(src))
+        .lines()
+        .nth(5)
+        .unwrap()
+        .contains("is_root"));
+    assert!(!without_tests(&strip(src)).contains("x[0]"));
+    let src = "#[cfg(test)]\nuse super::thing;\nfn g() {}\n";
+    assert_eq!(test_items(src), [(1, 2)]);
 }
 
 /// `libc::NAME`s used in `text` (comments and strings already blanked).
@@ -1149,7 +1187,7 @@ const VERB_SHAPE_KNOWN: &[(&str, &str)] = &[];
 
 /// What `code` (a verb module, comments and strings blanked) lacks of the
 /// verb shape: a `pub fn plan`, a `pub struct Planned` and, in an `impl`
-/// of `Planned`, a `pub fn measure`.
+/// of `Planned`, a `pub fn measure` (each `pub` or `pub(crate)`).
 fn verb_shape_gaps(code: &str) -> Vec<&'static str> {
     let word_after = |text: &str, at: usize, len: usize| {
         !text[at + len..]
@@ -1157,15 +1195,19 @@ fn verb_shape_gaps(code: &str) -> Vec<&'static str> {
             .next()
             .is_some_and(|c| c.is_alphanumeric() || c == '_')
     };
-    let has = |needle: &str, text: &str| {
-        text.match_indices(needle)
-            .any(|(i, _)| word_after(text, i, needle.len()))
+    // `pub` or `pub(crate)` (the crate's default visibility).
+    let has = |item: &str, text: &str| {
+        ["pub ", "pub(crate) "].iter().any(|vis| {
+            let needle = format!("{vis}{item}");
+            text.match_indices(&needle)
+                .any(|(i, _)| word_after(text, i, needle.len()))
+        })
     };
     let mut gaps = Vec::new();
-    if !has("pub fn plan", code) {
+    if !has("fn plan", code) {
         gaps.push("no `pub fn plan`");
     }
-    if !has("pub struct Planned", code) {
+    if !has("struct Planned", code) {
         gaps.push("no `pub struct Planned`");
     }
     // Each `impl … Planned … {` block, by its braces.
@@ -1197,7 +1239,7 @@ fn verb_shape_gaps(code: &str) -> Vec<&'static str> {
                 _ => {}
             }
         }
-        measured |= has("pub fn measure", &code[open..end]);
+        measured |= has("fn measure", &code[open..end]);
     }
     if !measured {
         gaps.push("no `pub fn measure` on `Planned`");
@@ -1300,6 +1342,10 @@ fn the_verb_shape_rule_sees_violations() {
                 impl Planned<'_> {\n    fn helper(&self) { if true { } }\n    \
                 pub fn measure(&self) -> Finished { todo!() }\n}\n";
     assert!(verb_shape_gaps(&strip(good)).is_empty());
+    let crate_wide = "pub(crate) struct Planned { x: u32 }\n\
+                      pub(crate) fn plan(r: Request) -> Result<Planned> { todo!() }\n\
+                      impl Planned { pub(crate) fn measure(self) -> Booted { todo!() } }\n";
+    assert!(verb_shape_gaps(&strip(crate_wide)).is_empty());
     // The old one-call shape: `run` does everything.
     let old =
         "pub struct Request { x: u32 }\npub fn run(r: Request) -> Result<Timed> { todo!() }\n";
@@ -1313,7 +1359,7 @@ fn the_verb_shape_rule_sees_violations() {
     );
     // Near misses: names that only start alike, `measure` outside the impl,
     // a trait's impl for Planned, and the words in comments and strings.
-    let near = "pub fn planned() {}\npub struct PlannedApply;\n\
+    let near = "pub fn planned() {}\nfn plan() {}\npub struct PlannedApply;\n\
                 impl Planned { fn other(&self) {} }\npub fn measure() {}\n\
                 impl Drop for Planned { pub fn measure(&mut self) {} }\n\
                 // pub fn plan(\nconst S: &str = \"pub struct Planned {}\";\n";

@@ -15,7 +15,7 @@ use crate::system::inspect::{inspect, Facts};
 /// Every (experiment, metric) the advice reads, named by the experiments'
 /// own constants; a test checks each pair against the registry, so renaming a
 /// metric fails a test instead of silently removing a finding.
-pub const READS: &[(&str, &str)] = &[
+pub(crate) const READS: &[(&str, &str)] = &[
     (record_size::NAME, record_size::METRIC_WRITE_THROUGHPUT),
     (cache::NAME, cache::METRIC_DIRECT_THROUGHPUT),
     (api::NAME, api::METRIC_WRITE_THROUGHPUT),
@@ -36,7 +36,7 @@ pub const READS: &[(&str, &str)] = &[
 ];
 
 /// The recorder experiment whose `bitrate` the flash cache rule compares.
-pub const RECORDER: &str = "io.stream";
+pub(crate) const RECORDER: &str = "io.stream";
 
 /// The experiments of `READS`, each once.
 fn experiments_read() -> Vec<&'static str> {
@@ -47,42 +47,42 @@ fn experiments_read() -> Vec<&'static str> {
 
 /// A measured figure with where it came from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Measured {
-    pub value: f64,
+pub(crate) struct Measured {
+    pub(crate) value: f64,
     /// e.g. "run 20261120-… io.record-size mode=direct record=1 MiB"
-    pub source: String,
+    pub(crate) source: String,
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct Evidence {
-    pub facts: Facts,
+pub(crate) struct Evidence {
+    pub(crate) facts: Facts,
     /// The device's sustained write rate (B/s), from O_DIRECT measurements.
-    pub write_throughput: Option<Measured>,
+    pub(crate) write_throughput: Option<Measured>,
     /// io.api results (stdio buffering), newest run only.
-    pub api: Vec<PointResult>,
+    pub(crate) api: Vec<PointResult>,
     /// io.pregrow results, newest run only.
-    pub pregrow: Vec<PointResult>,
+    pub(crate) pregrow: Vec<PointResult>,
     /// io.random results, newest run only.
-    pub random_io: Vec<PointResult>,
+    pub(crate) random_io: Vec<PointResult>,
     /// flash.* results (au-size, open-units, steady-state), newest run only.
-    pub flash: Vec<PointResult>,
+    pub(crate) flash: Vec<PointResult>,
     /// io.stream results (the recorder's bit rate), newest run only.
-    pub recorder: Vec<PointResult>,
+    pub(crate) recorder: Vec<PointResult>,
     /// Runs whose monitor saw Dirty+Writeback above the throttle point:
     /// (run id, peak dirty+writeback bytes, throttle point bytes).
-    pub throttled: Vec<(String, u64, u64)>,
+    pub(crate) throttled: Vec<(String, u64, u64)>,
     /// The run the stored evidence comes from, for messages.
-    pub store_path: Option<String>,
+    pub(crate) store_path: Option<String>,
     /// The newest stored `diagnose` run: (run id, its diagnosis).
-    pub diagnosis: Option<(String, crate::model::diagnosis::Diagnosis)>,
+    pub(crate) diagnosis: Option<(String, crate::model::diagnosis::Diagnosis)>,
     /// The newest run's sched.latency results (any disk): (run id, results).
-    pub latency: Option<(String, Vec<PointResult>)>,
+    pub(crate) latency: Option<(String, Vec<PointResult>)>,
     /// The newest cpu.clock result of this machine: (run id, result).
-    pub cpu_clock: Option<(String, PointResult)>,
+    pub(crate) cpu_clock: Option<(String, PointResult)>,
 }
 
 /// Collect facts for `target` and the stored measurements of its device.
-pub fn gather(target: &Path, store: Option<&Store>) -> Evidence {
+pub(crate) fn gather(target: &Path, store: Option<&Store>) -> Evidence {
     let facts = inspect(Some(target));
     let mut ev = Evidence {
         facts,

@@ -10,18 +10,18 @@ mod rules;
 
 use serde::Serialize;
 
-pub use evidence::{gather, Evidence};
+pub(crate) use evidence::{gather, Evidence};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Severity {
+pub(crate) enum Severity {
     Info,
     Warning,
     Critical,
 }
 
 impl Severity {
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Severity::Info => "info",
             Severity::Warning => "warning",
@@ -33,7 +33,7 @@ impl Severity {
 /// What the system is for: some settings are only wrong for some workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Workload {
+pub(crate) enum Workload {
     General,
     /// Interactive or real-time work: start-up, UI, frame deadlines.
     Latency,
@@ -43,23 +43,23 @@ pub enum Workload {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Finding {
-    pub id: &'static str,
-    pub severity: Severity,
-    pub title: String,
+pub(crate) struct Finding {
+    pub(crate) id: &'static str,
+    pub(crate) severity: Severity,
+    pub(crate) title: String,
     /// Facts and measurements the finding rests on, with their sources.
-    pub evidence: Vec<String>,
-    pub why: String,
+    pub(crate) evidence: Vec<String>,
+    pub(crate) why: String,
     /// The exact command that changes it.
-    pub command: String,
-    pub risk: String,
+    pub(crate) command: String,
+    pub(crate) risk: String,
     /// The experiment or `tune` command that would verify the change.
-    pub verify: String,
+    pub(crate) verify: String,
 }
 
 /// What a finding shows in a field its rule did not state. Rules state every
 /// field today; the default makes an omission read as one, not as a blank.
-pub const NOT_STATED: &str = "not stated by this rule";
+pub(crate) const NOT_STATED: &str = "not stated by this rule";
 
 /// Rules build findings through these methods (never a struct literal: a
 /// test in `rules` checks), stating only what they know; every field left
@@ -104,16 +104,19 @@ impl Finding {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Advice {
-    pub schema: &'static str,
-    pub workload: Workload,
-    pub findings: Vec<Finding>,
+pub(crate) struct Advice {
+    pub(crate) schema: &'static str,
+    pub(crate) workload: Workload,
+    pub(crate) findings: Vec<Finding>,
     /// Rules that could not decide for lack of evidence, and what would supply it.
-    pub gaps: Vec<String>,
+    pub(crate) gaps: Vec<String>,
 }
 
 /// The findings on one diagnosis alone (what `diagnose` prints at its end).
-pub fn diagnosis_findings(run_id: &str, d: &crate::model::diagnosis::Diagnosis) -> Vec<Finding> {
+pub(crate) fn diagnosis_findings(
+    run_id: &str,
+    d: &crate::model::diagnosis::Diagnosis,
+) -> Vec<Finding> {
     let ev = Evidence {
         diagnosis: Some((run_id.to_string(), d.clone())),
         ..Default::default()
@@ -128,7 +131,7 @@ pub fn diagnosis_findings(run_id: &str, d: &crate::model::diagnosis::Diagnosis) 
 }
 
 /// Apply every rule to the evidence; findings sorted by severity.
-pub fn advise(ev: &Evidence, workload: Workload) -> Advice {
+pub(crate) fn advise(ev: &Evidence, workload: Workload) -> Advice {
     let mut findings = Vec::new();
     let mut gaps = Vec::new();
     for rule in rules::ALL {

@@ -6,7 +6,7 @@ use crate::experiments::io::{api as io_api, pregrow};
 use crate::units::format_size;
 use crate::units::human;
 
-pub enum Outcome {
+pub(crate) enum Outcome {
     Finding(Box<Finding>),
     Gap(String),
     Fine,
@@ -14,7 +14,7 @@ pub enum Outcome {
 
 type Rule = fn(&Evidence, Workload) -> Outcome;
 
-pub const ALL: &[Rule] = &[
+pub(crate) const ALL: &[Rule] = &[
     sync_mount,
     strict_atime,
     usb_link_speed,
@@ -50,7 +50,7 @@ pub const ALL: &[Rule] = &[
 ];
 
 /// Seconds of device writes the dirty limit may hold before it is a stall risk.
-pub const STALL_SECONDS: f64 = 5.0;
+pub(crate) const STALL_SECONDS: f64 = 5.0;
 
 impl From<Finding> for Outcome {
     fn from(f: Finding) -> Self {
@@ -219,7 +219,7 @@ fn usb_storage_driver(ev: &Evidence, _: Workload) -> Outcome {
 
 /// The dirty limit in bytes: dirty_bytes when set, else the kernel's computed
 /// threshold, else dirty_ratio % of available memory.
-pub fn dirty_limit(ev: &Evidence) -> Option<(u64, String)> {
+pub(crate) fn dirty_limit(ev: &Evidence) -> Option<(u64, String)> {
     let f = &ev.facts;
     if let Some(b) = f.get_u64("vm.dirty_bytes").filter(|b| *b > 0) {
         return Some((b, fact(ev, "vm.dirty_bytes")));

@@ -14,37 +14,37 @@ use crate::stats::calibrate::{
 use crate::stats::Verdict;
 
 /// Facts that change from one minute to the next and say nothing about setup.
-pub const VOLATILE: &[&str] = &["mem.available_bytes"];
+pub(crate) const VOLATILE: &[&str] = &["mem.available_bytes"];
 
 #[derive(Debug, Clone, Serialize)]
-pub struct EnvDiff {
-    pub key: String,
-    pub base: Option<String>,
-    pub new: Option<String>,
+pub(crate) struct EnvDiff {
+    pub(crate) key: String,
+    pub(crate) base: Option<String>,
+    pub(crate) new: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct MetricComparison {
-    pub name: String,
-    pub unit: String,
-    pub better: Better,
-    pub base_median: f64,
-    pub new_median: f64,
+pub(crate) struct MetricComparison {
+    pub(crate) name: String,
+    pub(crate) unit: String,
+    pub(crate) better: Better,
+    pub(crate) base_median: f64,
+    pub(crate) new_median: f64,
     /// The verdict and what it rests on; `ci95_low`/`ci95_high` are the
     /// widened interval it was judged on, `run_ci95_*` the runs' own.
     #[serde(flatten)]
-    pub calibrated: Calibrated,
+    pub(crate) calibrated: Calibrated,
     /// Either run's trials of this point were flagged by the validity guard.
-    pub suspect: bool,
+    pub(crate) suspect: bool,
 }
 
 impl MetricComparison {
-    pub fn comparison(&self) -> &crate::stats::Comparison {
+    pub(crate) fn comparison(&self) -> &crate::stats::Comparison {
         &self.calibrated.comparison
     }
 
     /// "regressed", or "regressed (suspect)" on flagged trials.
-    pub fn verdict_label(&self) -> String {
+    pub(crate) fn verdict_label(&self) -> String {
         let v = self.comparison().verdict.as_str();
         if self.suspect {
             format!("{v} (suspect)")
@@ -55,20 +55,20 @@ impl MetricComparison {
 }
 
 #[derive(Debug, Serialize)]
-pub struct PairComparison {
-    pub experiment: String,
-    pub base_params: String,
-    pub new_params: String,
-    pub metrics: Vec<MetricComparison>,
+pub(crate) struct PairComparison {
+    pub(crate) experiment: String,
+    pub(crate) base_params: String,
+    pub(crate) new_params: String,
+    pub(crate) metrics: Vec<MetricComparison>,
     /// What the validity guard flagged on either side, in words.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub suspect: Vec<String>,
+    pub(crate) suspect: Vec<String>,
 }
 
 impl PairComparison {
     /// The pair's parameters: one label when both sides agree, else
     /// "base → new".
-    pub fn params(&self) -> String {
+    pub(crate) fn params(&self) -> String {
         if self.base_params == self.new_params {
             self.base_params.clone()
         } else {
@@ -78,21 +78,21 @@ impl PairComparison {
 }
 
 #[derive(Debug, Serialize)]
-pub struct RunComparison {
-    pub schema: &'static str,
-    pub base: String,
-    pub new: String,
-    pub noise: f64,
-    pub environment_diff: Vec<EnvDiff>,
-    pub pairs: Vec<PairComparison>,
+pub(crate) struct RunComparison {
+    pub(crate) schema: &'static str,
+    pub(crate) base: String,
+    pub(crate) new: String,
+    pub(crate) noise: f64,
+    pub(crate) environment_diff: Vec<EnvDiff>,
+    pub(crate) pairs: Vec<PairComparison>,
     /// Results present in only one of the runs.
-    pub unpaired: Vec<String>,
+    pub(crate) unpaired: Vec<String>,
     /// Regressed metrics whose trials no guard flagged.
-    pub regressions: usize,
+    pub(crate) regressions: usize,
     /// Regressed metrics resting on flagged trials (not counted above).
-    pub suspect_regressions: usize,
+    pub(crate) suspect_regressions: usize,
     /// How verdicts are reached, in one sentence.
-    pub method: String,
+    pub(crate) method: String,
 }
 
 /// Pair results: identical (experiment, params) first; what is left of the
@@ -145,7 +145,7 @@ fn pair<'a>(a: &'a Run, b: &'a Run) -> (Vec<(&'a PointResult, &'a PointResult)>,
 }
 
 /// Environment facts that differ between two runs (volatile ones left out).
-pub fn env_diff(a: &Run, b: &Run) -> Vec<EnvDiff> {
+pub(crate) fn env_diff(a: &Run, b: &Run) -> Vec<EnvDiff> {
     let mut keys: Vec<&String> = a.environment.keys().chain(b.environment.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -162,8 +162,8 @@ pub fn env_diff(a: &Run, b: &Run) -> Vec<EnvDiff> {
 
 /// Other runs of the same points: what the between-run noise is learned from.
 #[derive(Default)]
-pub struct History<'a> {
-    pub runs: &'a [Run],
+pub(crate) struct History<'a> {
+    pub(crate) runs: &'a [Run],
 }
 
 /// The machine a run's noise belongs to: its machine id, else its name.
@@ -204,7 +204,7 @@ impl History<'_> {
 }
 
 /// [`compare_runs_with`] without stored history: the default noise floor.
-pub fn compare_runs(a: &Run, b: &Run, noise: f64) -> RunComparison {
+pub(crate) fn compare_runs(a: &Run, b: &Run, noise: f64) -> RunComparison {
     compare_runs_with(a, b, noise, &History::default())
 }
 
@@ -216,7 +216,7 @@ fn suspect_of(a: &Run, ra: &PointResult, b: &Run, rb: &PointResult) -> Vec<Strin
         .collect()
 }
 
-pub fn compare_runs_with(a: &Run, b: &Run, noise: f64, history: &History) -> RunComparison {
+pub(crate) fn compare_runs_with(a: &Run, b: &Run, noise: f64, history: &History) -> RunComparison {
     let (pairs, unpaired) = pair(a, b);
     let pairs: Vec<PairComparison> = pairs
         .into_iter()

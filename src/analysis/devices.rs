@@ -8,60 +8,60 @@
 use serde::Serialize;
 
 use super::compare::VOLATILE;
-pub use super::machine::{machine_of, FLEET_HOST};
+pub(crate) use super::machine::{machine_of, FLEET_HOST};
 use crate::model::run::Run;
 use crate::model::Better;
 use crate::stats::{compare, Comparison, Verdict};
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Device {
+pub(crate) struct Device {
     /// Machine (host name) and run id: what a column is called.
-    pub name: String,
-    pub run: String,
-    pub machine: String,
-    pub label: String,
+    pub(crate) name: String,
+    pub(crate) run: String,
+    pub(crate) machine: String,
+    pub(crate) label: String,
 }
 
 /// One metric of one point across devices.
 #[derive(Debug, Clone, Serialize)]
-pub struct MetricRow {
-    pub experiment: String,
-    pub params: String,
-    pub metric: String,
-    pub unit: String,
-    pub better: Better,
+pub(crate) struct MetricRow {
+    pub(crate) experiment: String,
+    pub(crate) params: String,
+    pub(crate) metric: String,
+    pub(crate) unit: String,
+    pub(crate) better: Better,
     /// Median per device (None: that device did not measure it).
-    pub medians: Vec<Option<f64>>,
+    pub(crate) medians: Vec<Option<f64>>,
     /// Ratio to the baseline per device (None for the baseline itself and
     /// for devices without the metric).
-    pub vs_baseline: Vec<Option<Comparison>>,
+    pub(crate) vs_baseline: Vec<Option<Comparison>>,
 }
 
 /// One key issue's verdict per device.
 #[derive(Debug, Clone, Serialize)]
-pub struct IssueRow {
-    pub issue: String,
-    pub verdicts: Vec<Option<String>>,
+pub(crate) struct IssueRow {
+    pub(crate) issue: String,
+    pub(crate) verdicts: Vec<Option<String>>,
 }
 
 /// An environment fact that is not the same everywhere.
 #[derive(Debug, Clone, Serialize)]
-pub struct FactRow {
-    pub key: String,
-    pub values: Vec<Option<String>>,
+pub(crate) struct FactRow {
+    pub(crate) key: String,
+    pub(crate) values: Vec<Option<String>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct DeviceComparison {
-    pub schema: &'static str,
-    pub baseline: usize,
-    pub noise: f64,
-    pub devices: Vec<Device>,
-    pub issues: Vec<IssueRow>,
-    pub metrics: Vec<MetricRow>,
-    pub environment_diff: Vec<FactRow>,
+pub(crate) struct DeviceComparison {
+    pub(crate) schema: &'static str,
+    pub(crate) baseline: usize,
+    pub(crate) noise: f64,
+    pub(crate) devices: Vec<Device>,
+    pub(crate) issues: Vec<IssueRow>,
+    pub(crate) metrics: Vec<MetricRow>,
+    pub(crate) environment_diff: Vec<FactRow>,
     /// Metrics a device is worse on than the baseline (verdict regressed).
-    pub regressions: usize,
+    pub(crate) regressions: usize,
 }
 
 fn device(r: &Run) -> Device {
@@ -75,7 +75,7 @@ fn device(r: &Run) -> Device {
 }
 
 /// Compare `runs` (two or more) against `runs[baseline]`.
-pub fn compare_devices(runs: &[Run], baseline: usize, noise: f64) -> DeviceComparison {
+pub(crate) fn compare_devices(runs: &[Run], baseline: usize, noise: f64) -> DeviceComparison {
     let base = &runs[baseline];
     let devices: Vec<Device> = runs.iter().map(device).collect();
     // Key issues in the order of the first run that has them.

@@ -20,94 +20,94 @@ use crate::stats::summary::median;
 
 /// Which runs and series to look at.
 #[derive(Debug, Clone, Default)]
-pub struct Query {
+pub(crate) struct Query {
     /// An experiment name (`io.record-size`) or a study profile (`quick`).
-    pub subject: String,
-    pub metric: Option<String>,
+    pub(crate) subject: String,
+    pub(crate) metric: Option<String>,
     /// Only runs of this machine (`fleet.host`, else `host.name`).
-    pub machine: Option<String>,
+    pub(crate) machine: Option<String>,
     /// Fewest runs on each side of a change point.
-    pub min_segment: usize,
+    pub(crate) min_segment: usize,
 }
 
 /// One stored median.
 #[derive(Debug, Clone, Serialize)]
-pub struct Entry {
-    pub run: String,
-    pub started: String,
-    pub machine: String,
-    pub median: f64,
-    pub ci95_low: f64,
-    pub ci95_high: f64,
+pub(crate) struct Entry {
+    pub(crate) run: String,
+    pub(crate) started: String,
+    pub(crate) machine: String,
+    pub(crate) median: f64,
+    pub(crate) ci95_low: f64,
+    pub(crate) ci95_high: f64,
     /// The validity guard flagged trials of this run's point, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub suspect: Option<String>,
+    pub(crate) suspect: Option<String>,
 }
 
 /// A change between `entries[index - 1]` and `entries[index]`.
 #[derive(Debug, Clone, Serialize)]
-pub struct Change {
-    pub index: usize,
+pub(crate) struct Change {
+    pub(crate) index: usize,
     /// The first run of the new segment.
-    pub run: String,
-    pub before: f64,
-    pub after: f64,
+    pub(crate) run: String,
+    pub(crate) before: f64,
+    pub(crate) after: f64,
     /// after / before.
-    pub ratio: f64,
-    pub p_value: f64,
+    pub(crate) ratio: f64,
+    pub(crate) p_value: f64,
     /// Worse by the metric's direction.
-    pub regression: bool,
-    pub environment_diff: Vec<EnvDiff>,
+    pub(crate) regression: bool,
+    pub(crate) environment_diff: Vec<EnvDiff>,
     /// Runs on either side of the change whose trials the validity guard
     /// flagged: the change may be theirs, not the system's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub suspect_runs: Vec<String>,
+    pub(crate) suspect_runs: Vec<String>,
 }
 
 impl Change {
-    pub fn suspect(&self) -> bool {
+    pub(crate) fn suspect(&self) -> bool {
         !self.suspect_runs.is_empty()
     }
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Series {
-    pub experiment: String,
-    pub params: String,
-    pub metric: String,
-    pub unit: String,
-    pub better: Better,
-    pub entries: Vec<Entry>,
-    pub changes: Vec<Change>,
+pub(crate) struct Series {
+    pub(crate) experiment: String,
+    pub(crate) params: String,
+    pub(crate) metric: String,
+    pub(crate) unit: String,
+    pub(crate) better: Better,
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) changes: Vec<Change>,
     /// The newest run belongs to a segment worse than the one before it.
-    pub newest_regressed: bool,
+    pub(crate) newest_regressed: bool,
 }
 
 impl Series {
     /// The change that makes the newest run regressed rests on suspect runs.
-    pub fn regression_suspect(&self) -> bool {
+    pub(crate) fn regression_suspect(&self) -> bool {
         self.newest_regressed && self.changes.last().is_some_and(Change::suspect)
     }
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct History {
-    pub schema: &'static str,
-    pub subject: String,
-    pub method: String,
-    pub runs: usize,
-    pub series: Vec<Series>,
+pub(crate) struct History {
+    pub(crate) schema: &'static str,
+    pub(crate) subject: String,
+    pub(crate) method: String,
+    pub(crate) runs: usize,
+    pub(crate) series: Vec<Series>,
 }
 
 impl History {
-    pub fn regressions(&self) -> Vec<&Series> {
+    pub(crate) fn regressions(&self) -> Vec<&Series> {
         self.series.iter().filter(|s| s.newest_regressed).collect()
     }
 
     /// The runs a change point needs with segments of at least
     /// `min_segment` runs (the detector's floor is 2), and whether any
     /// series has that many: with none, no regression can be found at all.
-    pub fn can_detect(&self, min_segment: usize) -> (usize, bool) {
+    pub(crate) fn can_detect(&self, min_segment: usize) -> (usize, bool) {
         let needed = 2 * min_segment.max(2);
         let judged = self.series.iter().any(|s| s.entries.len() >= needed);
         (needed, judged)
@@ -131,7 +131,7 @@ fn relevant(run: &Run, q: &Query) -> bool {
 }
 
 /// Build the history from runs in any order (they are sorted oldest first).
-pub fn history(runs: &[Run], q: &Query) -> History {
+pub(crate) fn history(runs: &[Run], q: &Query) -> History {
     let mut chosen: Vec<&Run> = runs.iter().filter(|r| relevant(r, q)).collect();
     chosen.sort_by(|a, b| a.started.cmp(&b.started));
     let study = chosen

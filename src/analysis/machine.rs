@@ -3,10 +3,10 @@
 
 use crate::model::run::Run;
 
-pub use crate::model::run::FLEET_HOST;
+pub(crate) use crate::model::run::FLEET_HOST;
 
 /// The machine a run is from: its inventory name when `remote` brought it
 /// back, else its host name.
-pub fn machine_of(r: &Run) -> Option<&String> {
+pub(crate) fn machine_of(r: &Run) -> Option<&String> {
     r.machine()
 }

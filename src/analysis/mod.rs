@@ -4,10 +4,10 @@
 //! points (`history`). Nothing here renders, and nothing here imports
 //! `report` (tests/architecture.rs keeps it so).
 
-pub mod compare;
-pub mod devices;
-pub mod history;
-pub mod machine;
+pub(crate) mod compare;
+pub(crate) mod devices;
+pub(crate) mod history;
+pub(crate) mod machine;
 
 /// A stored run with one point of `io.fake` (its write throughput samples),
 /// for the tests of analysis and of the renderers of its results.

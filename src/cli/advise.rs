@@ -7,16 +7,16 @@ use crate::study::advice::{advice, Workload};
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Directory whose file system and device to judge [default: .].
     #[arg(long, value_name = "DIR")]
-    pub target: Option<PathBuf>,
+    pub(crate) target: Option<PathBuf>,
     /// What the machine is for: some settings are only wrong for some workloads.
     #[arg(long, value_enum, default_value = "general")]
-    pub workload: Workload,
+    pub(crate) workload: Workload,
 }
 
-pub fn exec(args: &Args, out: &Out, cli: &Cli) -> Result<i32> {
+pub(crate) fn exec(args: &Args, out: &Out, cli: &Cli) -> Result<i32> {
     let target = args.target.clone().unwrap_or_else(|| PathBuf::from("."));
     if !target.exists() {
         return Err(Error::usage(format!(

@@ -14,11 +14,11 @@ use crate::{Error, Result};
 
 /// The file-system root (hidden: tests run everything on a fake tree).
 #[derive(clap::Args, Debug, Clone)]
-pub struct RootArg {
+pub(crate) struct RootArg {
     /// Act on a fake tree: DIR/etc, DIR/proc/sys, DIR/sys, DIR/run instead of
     /// the system's (for tests; no root needed there).
     #[arg(long, value_name = "DIR", hide = true)]
-    pub root: Option<PathBuf>,
+    pub(crate) root: Option<PathBuf>,
 }
 
 impl RootArg {
@@ -46,58 +46,58 @@ const APPLY_TAKES: &str = "well under a second (a few small files written and fs
 const APPLY_LONGEST_S: f64 = 10.0;
 
 #[derive(clap::Args, Debug)]
-pub struct ApplyArgs {
+pub(crate) struct ApplyArgs {
     /// The tune run whose winning value to keep (id, prefix, last, last~N).
     #[arg(value_name = "RUN")]
-    pub run: String,
+    pub(crate) run: String,
     /// Apply the best median even when the run shows no significant improvement.
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Also act on a verdict that rests on trials the validity guard
     /// flagged (other load during the sweep; refused by default).
     #[arg(long)]
-    pub trust_suspect: bool,
+    pub(crate) trust_suspect: bool,
     /// Print what would be written and set; change nothing.
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     #[command(flatten)]
-    pub root: RootArg,
+    pub(crate) root: RootArg,
 }
 
 #[derive(clap::Args, Debug)]
-pub struct AppliedArgs {
+pub(crate) struct AppliedArgs {
     /// Also list changes that were unapplied.
     #[arg(long)]
-    pub all: bool,
+    pub(crate) all: bool,
     #[command(flatten)]
-    pub root: RootArg,
+    pub(crate) root: RootArg,
 }
 
 #[derive(clap::Args, Debug)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// Accepted for symmetry: verify only reads.
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     #[command(flatten)]
-    pub root: RootArg,
+    pub(crate) root: RootArg,
 }
 
 #[derive(clap::Args, Debug)]
-pub struct UnapplyArgs {
+pub(crate) struct UnapplyArgs {
     /// The knob (or KNOB@DISK) to take back, or 'all'.
     #[arg(value_name = "KNOB|all")]
-    pub what: String,
+    pub(crate) what: String,
     /// Restore the pre-apply value even where someone changed the live value since.
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Print what would be removed and restored; change nothing.
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     #[command(flatten)]
-    pub root: RootArg,
+    pub(crate) root: RootArg,
 }
 
-pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32> {
+pub(crate) fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32> {
     let planned = apply::plan(
         &apply::Request {
             run: &args.run,
@@ -158,7 +158,7 @@ pub fn exec_apply(args: &ApplyArgs, out: &Out, store: &mut Store) -> Result<i32>
     Ok(0)
 }
 
-pub fn exec_applied(args: &AppliedArgs, out: &Out, store: &Store) -> Result<i32> {
+pub(crate) fn exec_applied(args: &AppliedArgs, out: &Out, store: &Store) -> Result<i32> {
     let (list, notes) = apply::applied(store, &args.root.get()?, args.all)?;
     notes.iter().for_each(|n| out.warn(n));
     if out.json {
@@ -174,7 +174,7 @@ pub fn exec_applied(args: &AppliedArgs, out: &Out, store: &Store) -> Result<i32>
 }
 
 /// Exit 5 when anything drifted (the system is no longer what was applied).
-pub fn exec_verify(args: &VerifyArgs, out: &Out, store: &Store) -> Result<i32> {
+pub(crate) fn exec_verify(args: &VerifyArgs, out: &Out, store: &Store) -> Result<i32> {
     let (checks, notes) = apply::verify_all(store, &args.root.get()?)?;
     notes.iter().for_each(|n| out.warn(n));
     let bad = checks.iter().filter(|c| !c.ok()).count();
@@ -208,7 +208,7 @@ pub fn exec_verify(args: &VerifyArgs, out: &Out, store: &Store) -> Result<i32> {
     Ok(0)
 }
 
-pub fn exec_unapply(args: &UnapplyArgs, out: &Out, store: &mut Store) -> Result<i32> {
+pub(crate) fn exec_unapply(args: &UnapplyArgs, out: &Out, store: &mut Store) -> Result<i32> {
     let root = args.root.get()?;
     let (active, notes) = apply::applied(store, &root, false)?;
     notes.iter().for_each(|n| out.warn(n));

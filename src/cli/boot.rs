@@ -17,24 +17,24 @@ use crate::units::{human, human_range};
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Timed boots (after the warm-up ones).
     #[arg(long, value_name = "N", default_value = "5")]
-    pub runs: usize,
+    pub(crate) runs: usize,
     /// Boots before the timed ones, recorded but not summarised.
     #[arg(long, value_name = "N", default_value = "0")]
-    pub warmup: usize,
+    pub(crate) warmup: usize,
     /// The line that ends a boot (e.g. 'login:' or your application's "started" line).
     /// Without it the boot ends at the last marker (default: the kernel starting init).
     #[arg(long, value_name = "REGEX")]
-    pub ready: Option<String>,
+    pub(crate) ready: Option<String>,
     /// An extra marker (repeatable), NAME=REGEX; the names kernel and init
     /// replace the built-in patterns.
     #[arg(long = "marker", value_name = "NAME=REGEX")]
-    pub markers: Vec<String>,
+    pub(crate) markers: Vec<String>,
     /// Read the console from this serial device instead of a command's output.
     #[arg(long, value_name = "DEV", conflicts_with = "command")]
-    pub serial: Option<PathBuf>,
+    pub(crate) serial: Option<PathBuf>,
     /// Serial line speed.
     #[arg(
         long,
@@ -42,32 +42,32 @@ pub struct Args {
         default_value = "115200",
         requires = "serial"
     )]
-    pub baud: u32,
+    pub(crate) baud: u32,
     /// Shell command that power-cycles or resets the board before each boot
     /// (time zero is just before it). Without it, power the board on by hand:
     /// time zero is the first byte the serial line receives.
     #[arg(long, value_name = "CMD", requires = "serial")]
-    pub reset: Option<String>,
+    pub(crate) reset: Option<String>,
     /// The kernel image, for its size (default: the -kernel FILE of a qemu command).
     #[arg(long, value_name = "FILE")]
-    pub kernel: Option<PathBuf>,
+    pub(crate) kernel: Option<PathBuf>,
     /// Give up on a boot that has not reached its last marker after this long.
     #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = super::run::positive_duration)]
-    pub timeout: f64,
+    pub(crate) timeout: f64,
     /// Signal that stops the command once the boot is over.
     #[arg(long, default_value = "TERM", value_parser = parse_signal)]
-    pub signal: i32,
+    pub(crate) signal: i32,
     /// Write every console line with its time (grabserial style) to this new file.
     #[arg(long, value_name = "FILE")]
-    pub log: Option<PathBuf>,
+    pub(crate) log: Option<PathBuf>,
     #[command(flatten)]
-    pub stored: super::run::StoreArgs,
+    pub(crate) stored: super::run::StoreArgs,
     /// The command whose output is the console (e.g. qemu-system-aarch64 … -nographic), after --.
     #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
-pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
+pub(crate) fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let planned = boot::plan(Request {
         runs: a.runs,
         warmup: a.warmup,

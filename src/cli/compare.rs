@@ -14,55 +14,55 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Runs: the base (before the change) then the new one; with more than
     /// two, the first is the baseline device. Id, unique prefix, `last` or `last~N`.
     #[arg(value_name = "RUN")]
-    pub runs: Vec<String>,
+    pub(crate) runs: Vec<String>,
     #[command(flatten)]
-    pub sel: Selection,
+    pub(crate) sel: Selection,
     /// Differences smaller than this are "no change" (e.g. 2% or 0.02).
     #[arg(long, default_value = "2%", value_parser = parse_noise)]
-    pub noise: f64,
+    pub(crate) noise: f64,
     /// With several devices: also write the comparison as a self-contained HTML file (new file).
     #[arg(long, value_name = "FILE")]
-    pub html: Option<std::path::PathBuf>,
+    pub(crate) html: Option<std::path::PathBuf>,
     /// Exit with code 5 when any metric regressed (not on suspect verdicts:
     /// see --trust-suspect).
     #[arg(long)]
-    pub fail_on_regression: bool,
+    pub(crate) fail_on_regression: bool,
     /// With --fail-on-regression, also fail on regressions that rest on
     /// trials the validity guard flagged (by default they are reported as
     /// "(suspect)" and do not change the exit code).
     #[arg(long)]
-    pub trust_suspect: bool,
+    pub(crate) trust_suspect: bool,
     /// Judge on the two runs alone: do not learn the between-run noise from
     /// other stored runs of the same points (the default floor applies).
     #[arg(long)]
-    pub no_history: bool,
+    pub(crate) no_history: bool,
     #[command(flatten)]
-    pub export: super::export_flags::ExportArgs,
+    pub(crate) export: super::export_flags::ExportArgs,
 }
 
 /// Runs picked by machine, label or time, and the baseline among them
 /// (shared by `compare` and `report`).
 #[derive(clap::Args, Debug, Default)]
-pub struct Selection {
+pub(crate) struct Selection {
     /// Select the newest run of this machine (inventory name of a `remote` run, else host name); repeatable.
     #[arg(long, value_name = "HOST")]
-    pub machine: Vec<String>,
+    pub(crate) machine: Vec<String>,
     /// Select runs with this label (the newest per machine).
     #[arg(long)]
-    pub label: Option<String>,
+    pub(crate) label: Option<String>,
     /// Select runs started at or after this time (RFC 3339 or YYYY-MM-DD; newest per machine).
     #[arg(long, value_name = "TIME")]
-    pub since: Option<String>,
+    pub(crate) since: Option<String>,
     /// With several devices: the baseline, by machine name or run (default: the first).
     #[arg(long)]
-    pub baseline: Option<String>,
+    pub(crate) baseline: Option<String>,
 }
 
-pub fn parse_noise(s: &str) -> std::result::Result<f64, String> {
+pub(crate) fn parse_noise(s: &str) -> std::result::Result<f64, String> {
     let v = match s.strip_suffix('%') {
         Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
         None => s.parse::<f64>(),
@@ -110,7 +110,7 @@ impl Selection {
     }
 }
 
-pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
+pub(crate) fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     args.export.check()?;
     let runs = args.sel.gather(&args.runs, store)?;
     if runs.len() < 2 {

@@ -19,16 +19,16 @@ use crate::engine::catalog::Catalog;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// bash, zsh, fish, elvish, powershell — or `man` for the man page
     /// (roff); `run-ids` prints the stored runs' ids (what the scripts call).
-    pub shell: String,
+    pub(crate) shell: String,
     /// man: write tunelab.1 and one page per subcommand (tunelab-run.1, …)
     /// into DIR (created if missing; existing pages are never overwritten)
     /// instead of printing tunelab.1. Then: man -M DIR/.. tunelab-run, or
     /// copy them to /usr/local/share/man/man1.
     #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
 }
 
 #[cfg(feature = "completions")]
@@ -41,7 +41,7 @@ fn roff(man: &clap_mangen::Man) -> Result<String> {
 
 /// Every man page: (file name, roff), the top page first.
 #[cfg(feature = "completions")]
-pub fn man_pages(experiments: &Catalog) -> Result<Vec<(String, String)>> {
+pub(crate) fn man_pages(experiments: &Catalog) -> Result<Vec<(String, String)>> {
     let mut cmd = super::man_command(experiments).disable_help_subcommand(true);
     cmd.build();
     let mut pages = Vec::new();
@@ -85,7 +85,7 @@ fn write_pages(dir: &Path, experiments: &Catalog) -> Result<Vec<PathBuf>> {
 
 /// Without feature "completions": the verb is there, and says where to get them.
 #[cfg(not(feature = "completions"))]
-pub fn exec(
+pub(crate) fn exec(
     args: &Args,
     out: &super::Out,
     _experiments: &Catalog,
@@ -132,7 +132,7 @@ const RUN_REF: &str = "@tunelab-run-ids@";
 /// The command with value lists on the arguments that take an experiment,
 /// a knob or a run reference — only for the scripts: parsing stays as is.
 #[cfg(feature = "completions")]
-pub fn completing(experiments: &Catalog) -> clap::Command {
+pub(crate) fn completing(experiments: &Catalog) -> clap::Command {
     use clap::builder::PossibleValue;
     let exps: Vec<&'static str> = experiments
         .all()
@@ -186,7 +186,7 @@ pub fn completing(experiments: &Catalog) -> clap::Command {
 
 /// A shell's script with the run-reference placeholder resolved.
 #[cfg(feature = "completions")]
-pub fn script(shell: Shell, experiments: &Catalog) -> Result<String> {
+pub(crate) fn script(shell: Shell, experiments: &Catalog) -> Result<String> {
     let mut cmd = completing(experiments);
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "tunelab", &mut buf);
@@ -202,7 +202,7 @@ pub fn script(shell: Shell, experiments: &Catalog) -> Result<String> {
 }
 
 #[cfg(feature = "completions")]
-pub fn exec(
+pub(crate) fn exec(
     args: &Args,
     out: &super::Out,
     experiments: &Catalog,

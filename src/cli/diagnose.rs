@@ -9,28 +9,28 @@ use crate::report::diagnosis as view;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Diagnose the whole machine for this long (e.g. 10s), or a --pid for
     /// at most this long.
     #[arg(long = "for", value_name = "DURATION", value_parser = parse_secs)]
-    pub duration: Option<f64>,
+    pub(crate) duration: Option<f64>,
     /// Diagnose a running process (its threads and descendants) until it
     /// exits or --for ends (default 10s).
     #[arg(long, value_name = "PID", conflicts_with = "command")]
-    pub pid: Option<i32>,
+    pub(crate) pid: Option<i32>,
     /// Sampling rate of the blocking section, Hz (the whole machine: at most 20).
     #[arg(long, value_name = "HZ", default_value = "100", value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub hz: u32,
+    pub(crate) hz: u32,
     /// Runs per mode of the start-up anatomy of a short command (0: skip it).
     #[arg(long, value_name = "N", default_value = "5")]
-    pub startup_runs: u32,
+    pub(crate) startup_runs: u32,
     #[command(flatten)]
-    pub stored: super::run::StoreArgs,
+    pub(crate) stored: super::run::StoreArgs,
     #[command(flatten)]
-    pub export: super::export_flags::ProfileExportArgs,
+    pub(crate) export: super::export_flags::ProfileExportArgs,
     /// The command to diagnose, from exec to exit (after --).
     #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
 /// At most a day: a longer interval is a monitoring job, not a diagnosis.
@@ -43,7 +43,7 @@ fn parse_secs(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
-pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
+pub(crate) fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let planned = diagnose::plan(Request {
         duration: a.duration,
         pid: a.pid,
@@ -99,7 +99,7 @@ pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
 
 /// The flame-graph renderer handed to the report (report never calls
 /// diagnose/ itself).
-pub fn flame(
+pub(crate) fn flame(
     stacks: &[crate::model::profile::FoldedStack],
     title: &str,
 ) -> std::result::Result<String, String> {

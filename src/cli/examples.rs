@@ -3,7 +3,7 @@
 //! each example with the real clap definitions, so none goes stale.
 
 /// (verb, examples as (command line without "tunelab ", what it does)).
-pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
+pub(crate) const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
     (
         "apply",
         &[
@@ -351,7 +351,7 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
 ];
 
 /// The examples of `verb` as help text.
-pub fn text(verb: &str) -> Option<String> {
+pub(crate) fn text(verb: &str) -> Option<String> {
     let (_, ex) = EXAMPLES.iter().find(|(v, _)| *v == verb)?;
     let mut s = String::from("Examples:\n");
     for (cmd, what) in ex.iter() {
@@ -367,7 +367,7 @@ pub fn text(verb: &str) -> Option<String> {
 }
 
 /// Add the examples to every subcommand that has some.
-pub fn add(mut cmd: clap::Command) -> clap::Command {
+pub(crate) fn add(mut cmd: clap::Command) -> clap::Command {
     for (verb, _) in EXAMPLES {
         if let Some(t) = text(verb) {
             cmd = cmd.mut_subcommand(*verb, |c| c.after_help(t));
@@ -382,7 +382,7 @@ pub fn add(mut cmd: clap::Command) -> clap::Command {
 /// filed under EXTRA and reflowed, hyphenating "di- rect") becomes EXAMPLES,
 /// verbatim (no fill), with minus signs that paste as typed.
 #[cfg(feature = "completions")]
-pub fn man_page(roff: &str, cmd: &clap::Command) -> String {
+pub(crate) fn man_page(roff: &str, cmd: &clap::Command) -> String {
     let mut out = replace_section(roff, "SYNOPSIS", &synopsis(cmd));
     if let Some(text) = cmd.get_after_long_help().or(cmd.get_after_help()) {
         let text = text.to_string();

@@ -10,15 +10,15 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Run id, unique prefix, `last` or `last~N`.
-    pub run: String,
+    pub(crate) run: String,
     /// Output format.
     #[arg(long, short, default_value = "json", value_parser = formats())]
-    pub format: String,
+    pub(crate) format: String,
     /// Write to this new file instead of stdout (an existing file is never overwritten).
     #[arg(long, short, value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
 }
 
 /// The table's formats, each with its one-line help; "md" for Markdown.
@@ -33,7 +33,7 @@ fn formats() -> clap::builder::PossibleValuesParser {
     }))
 }
 
-pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
+pub(crate) fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     let run = store.load(&args.run)?;
     let exporter = find(&args.format)
         .ok_or_else(|| Error::usage(format!("unknown format '{}'", args.format)))?;

@@ -15,49 +15,49 @@ use crate::report::export::{find, Subject};
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// Also write the result as JSON to this new file (never overwritten).
     #[arg(long, value_name = "FILE")]
-    pub export_json: Option<PathBuf>,
+    pub(crate) export_json: Option<PathBuf>,
     /// Also write the result as CSV (one row per metric) to this new file.
     #[arg(long, value_name = "FILE")]
-    pub export_csv: Option<PathBuf>,
+    pub(crate) export_csv: Option<PathBuf>,
     /// Also write the result as Markdown tables to this new file.
     #[arg(long, value_name = "FILE")]
-    pub export_markdown: Option<PathBuf>,
+    pub(crate) export_markdown: Option<PathBuf>,
     /// Also write JUnit XML for a CI gate: a key issue, metric or comparison
     /// row per test case; FAIL and regressed are failures with the figures.
     #[arg(long, value_name = "FILE")]
-    pub export_junit: Option<PathBuf>,
+    pub(crate) export_junit: Option<PathBuf>,
     /// Also write Bencher Metric Format JSON (median, lower/upper = 95% CI;
     /// for a comparison the ratio new/base).
     #[arg(long, value_name = "FILE")]
-    pub export_bmf: Option<PathBuf>,
+    pub(crate) export_bmf: Option<PathBuf>,
     /// Also write OpenMetrics text gauges (Prometheus, GitLab metrics reports).
     #[arg(long, value_name = "FILE")]
-    pub export_openmetrics: Option<PathBuf>,
+    pub(crate) export_openmetrics: Option<PathBuf>,
     /// Also print `lava-test-case NAME --result pass|fail --measurement X
     /// --units U` lines for LAVA device farms (on stdout; with --json on stderr).
     #[arg(long)]
-    pub lava: bool,
+    pub(crate) lava: bool,
 }
 
 /// diagnose's profile exports.
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct ProfileExportArgs {
+pub(crate) struct ProfileExportArgs {
     /// Also write the CPU and off-CPU profiles as a pprof profile.proto
     /// (uncompressed; `go tool pprof FILE` reads it).
     #[arg(long, value_name = "FILE")]
-    pub export_pprof: Option<PathBuf>,
+    pub(crate) export_pprof: Option<PathBuf>,
     /// Also write the CPU and off-CPU profiles for speedscope (JSON).
     #[arg(long, value_name = "FILE")]
-    pub export_speedscope: Option<PathBuf>,
+    pub(crate) export_speedscope: Option<PathBuf>,
     /// Also write the CPU profile as folded stacks (flamegraph.pl, inferno).
     #[arg(long, value_name = "FILE")]
-    pub export_folded: Option<PathBuf>,
+    pub(crate) export_folded: Option<PathBuf>,
     /// Also write the off-CPU profile as folded stacks (µs blocked).
     #[arg(long, value_name = "FILE")]
-    pub export_folded_off_cpu: Option<PathBuf>,
+    pub(crate) export_folded_off_cpu: Option<PathBuf>,
 }
 
 /// (format name in the exporter table, file) for each file asked for.
@@ -82,18 +82,18 @@ impl ExportArgs {
         ])
     }
 
-    pub fn wanted(&self) -> bool {
+    pub(crate) fn wanted(&self) -> bool {
         !self.files().is_empty() || self.lava
     }
 
     /// Before measuring: each file must be new, in an existing directory,
     /// and named once.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         check(&self.files())
     }
 
     /// Write every file asked for, then the LAVA lines.
-    pub fn write(&self, subject: &Subject, out: &Out) -> Result<()> {
+    pub(crate) fn write(&self, subject: &Subject, out: &Out) -> Result<()> {
         write(&self.files(), subject, out)?;
         if self.lava {
             let lines = String::from_utf8_lossy(&export_bytes("lava", subject)?).into_owned();
@@ -108,7 +108,7 @@ impl ExportArgs {
     }
 
     /// Write a run.
-    pub fn write_run(&self, run: &crate::model::run::Run, out: &Out) -> Result<()> {
+    pub(crate) fn write_run(&self, run: &crate::model::run::Run, out: &Out) -> Result<()> {
         self.write(&Subject::Run(run), out)
     }
 }
@@ -123,11 +123,11 @@ impl ProfileExportArgs {
         ])
     }
 
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         check(&self.files())
     }
 
-    pub fn write(&self, run: &crate::model::run::Run, out: &Out) -> Result<()> {
+    pub(crate) fn write(&self, run: &crate::model::run::Run, out: &Out) -> Result<()> {
         write(&self.files(), &Subject::Run(run), out)
     }
 }
@@ -180,7 +180,7 @@ fn write(files: &Files, subject: &Subject, out: &Out) -> Result<()> {
 }
 
 /// Write `bytes` to a new file (never an existing one) and say so.
-pub fn write_bytes(p: &Path, bytes: &[u8], out: &Out) -> Result<()> {
+pub(crate) fn write_bytes(p: &Path, bytes: &[u8], out: &Out) -> Result<()> {
     let mut f = create_new(p)?;
     f.write_all(bytes)
         .and_then(|_| f.flush())

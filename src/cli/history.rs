@@ -8,32 +8,32 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// An experiment (io.record-size) or a study profile (quick, pvr, …).
-    pub subject: String,
+    pub(crate) subject: String,
     /// Only this metric (default: every metric).
     #[arg(long, short)]
-    pub metric: Option<String>,
+    pub(crate) metric: Option<String>,
     /// Only runs recorded on this machine (its host name).
     #[arg(long)]
-    pub machine: Option<String>,
+    pub(crate) machine: Option<String>,
     /// Fewest runs on each side of a change point.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(2..))]
-    pub min_segment: u16,
+    pub(crate) min_segment: u16,
     /// Also write the history as a self-contained HTML report with trend charts (a new file).
     #[arg(long, value_name = "FILE")]
-    pub html: Option<std::path::PathBuf>,
+    pub(crate) html: Option<std::path::PathBuf>,
     /// Exit 5 when the newest run belongs to a segment worse than the one
     /// before it (not when the change rests on suspect runs: see --trust-suspect).
     #[arg(long)]
-    pub fail_on_regression: bool,
+    pub(crate) fail_on_regression: bool,
     /// With --fail-on-regression, also fail on a change that rests on runs
     /// whose trials the validity guard flagged.
     #[arg(long)]
-    pub trust_suspect: bool,
+    pub(crate) trust_suspect: bool,
 }
 
-pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
+pub(crate) fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     // Only the runs about the subject, in a few queries (not a load per run).
     let runs = store.runs_about(&args.subject)?;
     let q = Query {

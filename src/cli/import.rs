@@ -13,14 +13,19 @@ use crate::store::Store;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Files written by `tunelab export RUN --format json` (one run, or a JSON
     /// array of runs), or a tunelab SQLite results database copied from a board.
     #[arg(required = true, value_name = "FILE")]
-    pub files: Vec<PathBuf>,
+    pub(crate) files: Vec<PathBuf>,
 }
 
-pub fn exec(args: &Args, out: &Out, store: &mut Store, experiments: &Catalog) -> Result<i32> {
+pub(crate) fn exec(
+    args: &Args,
+    out: &Out,
+    store: &mut Store,
+    experiments: &Catalog,
+) -> Result<i32> {
     let done = crate::engine::import::import(&args.files, store, experiments)?;
     let fresh = done.iter().filter(|d| d.outcome == "imported").count();
     if out.json {

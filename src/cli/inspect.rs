@@ -8,13 +8,13 @@ use crate::report::table;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Directory whose file system and block device to inspect [default: .].
     #[arg(long, value_name = "DIR")]
-    pub target: Option<PathBuf>,
+    pub(crate) target: Option<PathBuf>,
 }
 
-pub fn exec(args: &Args, out: &Out) -> Result<i32> {
+pub(crate) fn exec(args: &Args, out: &Out) -> Result<i32> {
     let facts = inspect::plan(args.target.as_deref())?.measure();
     if out.json {
         out.json_data(&facts.0)?;

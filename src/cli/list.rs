@@ -9,9 +9,9 @@ use crate::report::table;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Show one experiment in detail.
-    pub experiment: Option<String>,
+    pub(crate) experiment: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -75,7 +75,7 @@ fn to_json(e: &Spec) -> ExperimentJson {
     }
 }
 
-pub fn exec(args: &Args, out: &Out, experiments: &Catalog) -> Result<i32> {
+pub(crate) fn exec(args: &Args, out: &Out, experiments: &Catalog) -> Result<i32> {
     let exps: Vec<Box<dyn Experiment>> = match &args.experiment {
         Some(name) => vec![experiments.find(name)?],
         None => experiments.all(),
@@ -110,7 +110,7 @@ pub fn exec(args: &Args, out: &Out, experiments: &Catalog) -> Result<i32> {
 }
 
 /// Full description of one experiment: method, parameters, metrics.
-pub fn experiment_help(e: &dyn Experiment) -> String {
+pub(crate) fn experiment_help(e: &dyn Experiment) -> String {
     let e = e.spec();
     let mut s = format!(
         "{} — {}\n\n{}\n\nParameters (-p name=value; a comma list sweeps):\n",
@@ -161,7 +161,7 @@ pub fn experiment_help(e: &dyn Experiment) -> String {
 
 /// The experiment list appended to `run --help` and the man page.
 #[cfg(feature = "completions")]
-pub fn experiments_help(experiments: &Catalog) -> String {
+pub(crate) fn experiments_help(experiments: &Catalog) -> String {
     let mut s = String::from("Experiments (tunelab list EXP for details):\n");
     for e in experiments.all() {
         let e = e.spec();

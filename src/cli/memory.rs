@@ -21,31 +21,31 @@ use crate::units::human;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// An existing process to measure.
     #[arg(long, conflicts_with = "command")]
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// With --pid: keep sampling for this long and report the peak.
     #[arg(long = "for", value_name = "DURATION", value_parser = super::run::positive_duration)]
-    pub for_: Option<f64>,
+    pub(crate) for_: Option<f64>,
     /// Sampling interval.
     #[arg(long, default_value = "100ms", value_parser = super::run::positive_duration)]
-    pub interval: f64,
+    pub(crate) interval: f64,
     /// Run the command through sh -c.
     #[arg(long)]
-    pub shell: bool,
+    pub(crate) shell: bool,
     /// Sample until a stdout/stderr line matches this regular expression.
     #[arg(long, value_name = "REGEX")]
-    pub ready: Option<String>,
+    pub(crate) ready: Option<String>,
     /// After ready: run this shell command (the "normal task"), then measure again.
     #[arg(long, value_name = "CMD", requires = "ready")]
-    pub task: Option<String>,
+    pub(crate) task: Option<String>,
     /// Give up waiting for the ready line after this long.
     #[arg(long, default_value = "30s", value_parser = super::run::positive_duration)]
-    pub ready_timeout: f64,
+    pub(crate) ready_timeout: f64,
     /// The program to start and its arguments (after --).
     #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
 fn proc_row(label: &str, m: &ProcMem) -> Vec<String> {
@@ -74,7 +74,7 @@ fn sys_row(label: &str, s: &SystemMem) -> Vec<String> {
     ]
 }
 
-pub fn exec(a: &Args, out: &Out) -> Result<i32> {
+pub(crate) fn exec(a: &Args, out: &Out) -> Result<i32> {
     let Memory {
         procs,
         times,

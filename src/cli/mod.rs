@@ -33,7 +33,7 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-pub use output::{output_is_terminal, Out};
+pub(crate) use output::{output_is_terminal, Out};
 
 use crate::engine::catalog::Catalog;
 use crate::engine::start::{start, Start};
@@ -44,31 +44,31 @@ use crate::Result;
 /// Measure, explain and tune the performance of Linux systems.
 #[derive(Parser, Debug)]
 #[command(name = "tunelab", version, about, long_about = None, after_help = EXIT_CODES)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Print data as JSON on stdout (messages stay on stderr).
     #[arg(long, global = true)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Result database (SQLite file). Default: $TUNELAB_DB when set and not
     /// empty, else $XDG_DATA_HOME/tunelab/results.db.
     #[arg(long, global = true, value_name = "PATH")]
-    pub db: Option<PathBuf>,
+    pub(crate) db: Option<PathBuf>,
     /// Print only data and errors.
     #[arg(long, short, global = true)]
-    pub quiet: bool,
+    pub(crate) quiet: bool,
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// The hidden no-op subcommand (see `main`).
-pub const NOOP: &str = "__noop";
+pub(crate) const NOOP: &str = "__noop";
 
-pub const EXIT_CODES: &str =
+pub(crate) const EXIT_CODES: &str =
     "Exit codes: 0 success · 1 measurement failed · 2 bad usage or input · \
 3 needs privileges · 4 environment problem (no space, read-only, missing device) · \
 5 regression found (--fail-on-regression) or drift (verify) · 130 interrupted";
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// List experiments with their parameters and metrics.
     List(list::Args),
     /// Run one experiment (parameters with -p key=value; comma lists sweep).
@@ -124,14 +124,14 @@ pub enum Command {
 
 /// The clap command with examples on every subcommand's help. `run --help`
 /// stays short: the experiments are `tunelab list [EXP]` (and the man page).
-pub fn command() -> clap::Command {
+pub(crate) fn command() -> clap::Command {
     examples::add(Cli::command())
 }
 
 /// The command as the man pages describe it: `tunelab-run(1)` also lists
 /// every experiment with its parameters.
 #[cfg(feature = "completions")]
-pub fn man_command(experiments: &Catalog) -> clap::Command {
+pub(crate) fn man_command(experiments: &Catalog) -> clap::Command {
     command().mut_subcommand("run", |r| {
         let help = format!(
             "{}\n{}",
@@ -257,6 +257,6 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String], experiments: &Catalog) -> Res
 
 /// The results database for a verb that reads it (never created) or
 /// writes it: the verb says which where it is dispatched.
-pub fn open_store(cli: &Cli, access: Access) -> Result<Store> {
+pub(crate) fn open_store(cli: &Cli, access: Access) -> Result<Store> {
     crate::store::open(cli.db.as_deref(), access)
 }

@@ -25,7 +25,7 @@ use crate::units::parse_duration;
 use crate::{Error, Result};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// A table row per sample.
     Table,
     /// JSON Lines: one JSON object per sample, one per line (jq -c, not one array).
@@ -35,32 +35,32 @@ pub enum Format {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// What to watch.
     #[arg(value_parser = view_parser())]
-    pub view: Kind,
+    pub(crate) view: Kind,
     /// Seconds between samples (e.g. 1, 500ms, 2s).
     #[arg(long, short = 'i', default_value = "1", value_name = "DURATION", value_parser = parse_interval)]
-    pub interval: f64,
+    pub(crate) interval: f64,
     /// Stop after N samples [default: run until Ctrl-C].
     #[arg(long, short = 'c', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub count: Option<u64>,
+    pub(crate) count: Option<u64>,
     /// Output format; json prints JSON Lines (one object per sample and line);
     /// --json is the same as --format json.
     #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
+    pub(crate) format: Format,
     /// iostat: only these devices (repeatable) [default: every disk with I/O since boot].
     #[arg(long = "device", short = 'd', value_name = "NAME")]
-    pub devices: Vec<String>,
+    pub(crate) devices: Vec<String>,
     /// hogs/irq/slab: at most N rows per sample.
     #[arg(long, short = 'n', default_value = "10", value_name = "N")]
-    pub top: usize,
+    pub(crate) top: usize,
     /// hogs: only tasks using at least this % of one CPU (like hogs -% 5).
     #[arg(long = "min-pct", default_value = "0", value_name = "PCT")]
-    pub min_pct: f64,
+    pub(crate) min_pct: f64,
     /// hogs: list threads instead of processes.
     #[arg(long)]
-    pub threads: bool,
+    pub(crate) threads: bool,
 }
 
 fn parse_interval(s: &str) -> std::result::Result<f64, String> {
@@ -97,7 +97,7 @@ fn openmetrics(metrics: &[(String, String, f64)], unix_ms: i64) -> String {
     crate::report::export::openmetrics::text(metrics, Some(unix_ms as f64 / 1000.0), &|_| None)
 }
 
-pub fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
+pub(crate) fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
     let format = if json_flag { Format::Json } else { a.format };
     let mut view = monitor::plan(monitor::Request {
         options: Options {

@@ -12,12 +12,12 @@ use crate::report::table::{escapes, plain};
 
 use crate::{Error, Result};
 
-pub struct Out {
-    pub json: bool,
-    pub quiet: bool,
+pub(crate) struct Out {
+    pub(crate) json: bool,
+    pub(crate) quiet: bool,
     /// Progress bars only on an interactive stderr that takes cursor
     /// movement (not TERM=dumb nor NO_COLOR).
-    pub interactive: bool,
+    pub(crate) interactive: bool,
     /// The series of items in progress (a bar, or lines off a terminal).
     progress: Mutex<Option<Progress>>,
     /// Messages go to a terminal: long lines are broken between words.
@@ -25,7 +25,7 @@ pub struct Out {
 }
 
 impl Out {
-    pub fn new(json: bool, quiet: bool) -> Self {
+    pub(crate) fn new(json: bool, quiet: bool) -> Self {
         Out {
             json,
             quiet,
@@ -47,36 +47,36 @@ impl Out {
     }
 
     /// A message for the human (stderr), suppressed by --quiet.
-    pub fn info(&self, msg: &str) {
+    pub(crate) fn info(&self, msg: &str) {
         if !self.quiet {
             eprintln!("{}", self.shown(msg));
         }
     }
 
     /// A warning (stderr), shown even with --quiet.
-    pub fn warn(&self, msg: &str) {
+    pub(crate) fn warn(&self, msg: &str) {
         eprintln!("{}", self.shown(&format!("tunelab: warning: {msg}")));
     }
 
     /// A warning that is also kept with the run, whose output (the run
     /// view, or the JSON) prints it again: on stderr only without --quiet,
     /// so that -q prints each thing once.
-    pub fn run_warning(&self, msg: &str) {
+    pub(crate) fn run_warning(&self, msg: &str) {
         if !self.quiet {
             self.warn(msg);
         }
     }
 
-    pub fn error(&self, msg: &str) {
+    pub(crate) fn error(&self, msg: &str) {
         eprintln!("{}", self.shown(&format!("tunelab: error: {msg}")));
     }
 
     /// Write data to stdout; a closed pipe (e.g. `| head`) is not an error.
-    pub fn data(&self, text: &str) -> Result<()> {
+    pub(crate) fn data(&self, text: &str) -> Result<()> {
         self.raw(&plain(text))
     }
 
-    pub fn json_data<T: Serialize>(&self, value: &T) -> Result<()> {
+    pub(crate) fn json_data<T: Serialize>(&self, value: &T) -> Result<()> {
         let mut s = serde_json::to_string_pretty(value)?;
         s.push('\n');
         self.raw(&json_text(s))
@@ -96,7 +96,7 @@ impl Out {
 
 /// Whether stdout is an interactive terminal (tables use box drawing then,
 /// Markdown-compatible ASCII otherwise).
-pub fn output_is_terminal() -> bool {
+pub(crate) fn output_is_terminal() -> bool {
     std::io::stdout().is_terminal()
 }
 
@@ -105,7 +105,7 @@ pub fn output_is_terminal() -> bool {
 /// one; cursor movement and colour: stderr is a tty, TERM is not `dumb`
 /// and NO_COLOR is not set). An unset locale is taken as UTF-8, as on
 /// today's terminals; a serial console sets LANG=C to get ASCII.
-pub fn plain_terminal() -> (bool, bool) {
+pub(crate) fn plain_terminal() -> (bool, bool) {
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let locale = var("LC_ALL")
         .or_else(|| var("LC_CTYPE"))
@@ -118,7 +118,7 @@ pub fn plain_terminal() -> (bool, bool) {
 
 /// JSON for stdout: in a non-UTF-8 locale every non-ASCII character is
 /// written as a `\uXXXX` escape, so the data stays exact and the bytes ASCII.
-pub fn json_text(s: String) -> String {
+pub(crate) fn json_text(s: String) -> String {
     if !crate::report::table::ascii() || s.is_ascii() {
         return s;
     }
@@ -205,7 +205,7 @@ impl Observer for Out {
 // files, a user's file is never overwritten.
 
 /// Create `path`, which must not exist.
-pub fn create_new(path: &Path) -> Result<std::fs::File> {
+pub(crate) fn create_new(path: &Path) -> Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -222,14 +222,14 @@ pub fn create_new(path: &Path) -> Result<std::fs::File> {
         })
 }
 
-pub fn write_all(f: &mut std::fs::File, path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_all(f: &mut std::fs::File, path: &Path, text: &str) -> Result<()> {
     f.write_all(text.as_bytes())
         .and_then(|_| f.flush())
         .map_err(|e| Error::io("cannot write", path, e))
 }
 
 /// Write `text` to a new file (a user's file is never overwritten).
-pub fn write_new(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_new(path: &Path, text: &str) -> Result<()> {
     write_all(&mut create_new(path)?, path, text)
 }
 

@@ -24,7 +24,7 @@ const BAR: usize = 20;
 
 /// The estimate of what is left, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Left {
+pub(crate) enum Left {
     /// No pace measured yet and no budget to bound it.
     Unknown,
     /// No pace measured yet; at most this (what is left of the budget).
@@ -36,7 +36,7 @@ pub enum Left {
 
 /// The pace arithmetic, without clocks or output (unit-tested).
 #[derive(Debug, Clone)]
-pub struct Estimate {
+pub(crate) struct Estimate {
     /// Budget (weight) of each item, seconds; 0 when unknown.
     weights: Vec<f64>,
     /// Seconds per second of weight before any weighed item has finished:
@@ -50,7 +50,7 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    pub fn new(weights: Vec<f64>, budget: Option<f64>) -> Self {
+    pub(crate) fn new(weights: Vec<f64>, budget: Option<f64>) -> Self {
         Estimate {
             weights,
             prior_pace: None,
@@ -61,26 +61,26 @@ impl Estimate {
 
     /// The weights are expected seconds, not budgets: they forecast an
     /// item's length before any item of their kind has run.
-    pub fn expected(mut self) -> Self {
+    pub(crate) fn expected(mut self) -> Self {
         self.prior_pace = Some(1.0);
         self
     }
 
-    pub fn done(&mut self, seconds: f64) {
+    pub(crate) fn done(&mut self, seconds: f64) {
         self.took.push(seconds);
     }
 
-    pub fn finished(&self) -> usize {
+    pub(crate) fn finished(&self) -> usize {
         self.took.len()
     }
 
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.weights.len()
     }
 
     /// What is left at `elapsed` seconds since the start, `current` of them
     /// in the item now running.
-    pub fn left(&self, elapsed: f64, current: f64) -> Left {
+    pub(crate) fn left(&self, elapsed: f64, current: f64) -> Left {
         let n = self.took.len();
         if n == 0 {
             // Past the budget before the first item ended: no bound either.
@@ -174,7 +174,7 @@ impl Estimate {
 }
 
 /// "1m05s", "45s", "2h03m".
-pub fn clock(seconds: f64) -> String {
+pub(crate) fn clock(seconds: f64) -> String {
     let s = seconds.max(0.0).round() as u64;
     match s {
         0..=59 => format!("{s}s"),
@@ -184,7 +184,7 @@ pub fn clock(seconds: f64) -> String {
 }
 
 impl Left {
-    pub fn describe(self) -> String {
+    pub(crate) fn describe(self) -> String {
         match self {
             Left::Unknown => "time left unknown until a step ends".into(),
             Left::AtMost(s) => format!("at most {} left (budget)", clock(s)),
@@ -194,7 +194,7 @@ impl Left {
 }
 
 /// A progress display for `total` items of `what` ("points", "key issues").
-pub struct Progress {
+pub(crate) struct Progress {
     /// Off a terminal, lines only without --quiet.
     quiet: bool,
     what: &'static str,
@@ -209,7 +209,12 @@ pub struct Progress {
 impl Progress {
     /// `weights`: each item's time budget in seconds (0: unknown);
     /// `budget`: the whole run's, when it keeps to one.
-    pub fn new(out: &Out, what: &'static str, weights: Vec<f64>, budget: Option<f64>) -> Self {
+    pub(crate) fn new(
+        out: &Out,
+        what: &'static str,
+        weights: Vec<f64>,
+        budget: Option<f64>,
+    ) -> Self {
         let total = weights.len();
         let bar = out.interactive.then(|| {
             let b = ProgressBar::new(total as u64);
@@ -241,7 +246,7 @@ impl Progress {
     }
 
     /// The weights are expected seconds (see `Estimate::expected`).
-    pub fn expected(mut self) -> Self {
+    pub(crate) fn expected(mut self) -> Self {
         self.est = self.est.expected();
         self
     }
@@ -284,7 +289,7 @@ impl Progress {
     }
 
     /// Item `name` starts.
-    pub fn start(&mut self, name: &str) {
+    pub(crate) fn start(&mut self, name: &str) {
         self.name = name.to_string();
         self.item_start = Instant::now();
         let times = self.times();
@@ -304,7 +309,7 @@ impl Progress {
 
     /// Something happened inside the item (a trial): the bar's message
     /// follows; off a terminal a line when the last is old enough.
-    pub fn tick(&mut self, detail: &str) {
+    pub(crate) fn tick(&mut self, detail: &str) {
         let times = self.times();
         match &self.bar {
             Some(_) => self.set_message(format!("{times} · {} · {detail}", self.name)),
@@ -317,7 +322,7 @@ impl Progress {
     }
 
     /// The current item finished.
-    pub fn done(&mut self) {
+    pub(crate) fn done(&mut self) {
         self.est.done(self.item_start.elapsed().as_secs_f64());
         if let Some(b) = &self.bar {
             b.inc(1);
@@ -325,7 +330,7 @@ impl Progress {
     }
 
     /// All done (or stopped): clear the bar; off a terminal one closing line.
-    pub fn finish(self) {
+    pub(crate) fn finish(self) {
         match self.bar {
             Some(b) => b.finish_and_clear(),
             None => self.info(&format!(

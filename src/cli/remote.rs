@@ -11,21 +11,21 @@ use crate::store::Access;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Hosts as [user@]name[:port], or inventory groups/hosts with --inventory.
-    pub hosts: Vec<String>,
+    pub(crate) hosts: Vec<String>,
     /// Ansible inventory file (INI, or YAML: *.yml/*.yaml); HOSTS (default: all) select groups or hosts in it.
     #[arg(long, short, value_name = "FILE")]
-    pub inventory: Option<PathBuf>,
+    pub(crate) inventory: Option<PathBuf>,
     /// Static tunelab binaries for the hosts' architectures (scripts/build-static.sh output).
     #[arg(long = "bin", value_name = "DIR")]
-    pub binaries: Option<PathBuf>,
+    pub(crate) binaries: Option<PathBuf>,
     /// Hosts worked on at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
-    pub parallel: u16,
+    pub(crate) parallel: u16,
     /// Time allowed per host, copy and command included (e.g. 30m).
     #[arg(long, default_value = "1h", value_parser = super::run::positive_duration)]
-    pub timeout: f64,
+    pub(crate) timeout: f64,
     /// Extra option for ssh, before the host (e.g. -o "-F ./ssh_config"); repeatable.
     #[arg(
         long = "ssh-option",
@@ -33,20 +33,20 @@ pub struct Args {
         value_name = "OPT",
         allow_hyphen_values = true
     )]
-    pub ssh_options: Vec<String>,
+    pub(crate) ssh_options: Vec<String>,
     /// Do not store the runs the hosts bring back.
     #[arg(long)]
-    pub no_store: bool,
+    pub(crate) no_store: bool,
     /// Copy a dynamically linked tunelab too (refused by default: boards
     /// without its libc cannot run it); for hosts with the same libc.
     #[arg(long)]
-    pub allow_dynamic: bool,
+    pub(crate) allow_dynamic: bool,
     /// The tunelab command line to run on each host (after --).
     #[arg(last = true, required = true, value_name = "ARGS")]
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
 }
 
-pub fn exec(a: &Args, out: &Out, cli: &Cli) -> Result<i32> {
+pub(crate) fn exec(a: &Args, out: &Out, cli: &Cli) -> Result<i32> {
     let request = Request {
         hosts: a.hosts.clone(),
         inventory: a.inventory.clone(),

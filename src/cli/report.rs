@@ -12,7 +12,7 @@ use crate::report::{assemble, html, md_report};
 use crate::store::{select, Store};
 use crate::{Error, Result};
 
-pub const AFTER_HELP: &str = "\
+pub(crate) const AFTER_HELP: &str = "\
 The format follows the file name: .html/.htm is one self-contained file (inline CSS and SVG \
 charts, no scripts, nothing loaded from the network); .md is Markdown, with the charts written \
 as SVG files into FILE-assets/ next to it (e.g. report.md + report-assets/01-….svg) and linked \
@@ -28,22 +28,22 @@ device, the ratios, and the environment facts that differ between the devices.";
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = AFTER_HELP)]
-pub struct Args {
+pub(crate) struct Args {
     /// Run(s) to report on: id, unique prefix, `last` or `last~N`; several
     /// (or a selection) make a device comparison.
     #[arg(value_name = "RUN")]
-    pub runs: Vec<String>,
+    pub(crate) runs: Vec<String>,
     #[command(flatten)]
-    pub sel: super::compare::Selection,
+    pub(crate) sel: super::compare::Selection,
     /// Compare with this base run (before the change): id, prefix, `last` or `last~N`.
     #[arg(long, value_name = "RUN")]
-    pub vs: Option<String>,
+    pub(crate) vs: Option<String>,
     /// New file to write: FILE.html (or .htm) or FILE.md.
     #[arg(long, short, value_name = "FILE")]
-    pub output: PathBuf,
+    pub(crate) output: PathBuf,
     /// With --vs: differences smaller than this are "no change" (e.g. 2% or 0.02).
     #[arg(long, default_value = "2%", value_parser = super::compare::parse_noise)]
-    pub noise: f64,
+    pub(crate) noise: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +77,7 @@ fn assets_dir(path: &Path) -> (PathBuf, String) {
     (path.with_file_name(&name), name)
 }
 
-pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
+pub(crate) fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     let format = format_of(&args.output)?;
     if args.output.symlink_metadata().is_ok() {
         return Err(Error::usage(format!(

@@ -5,16 +5,16 @@ use crate::engine::verbs::restore;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Also restore entries of tunelab processes that are still running.
     #[arg(long)]
-    pub all: bool,
+    pub(crate) all: bool,
 }
 
 /// Exit 0 when everything is restored (or nothing was left); an unreadable
 /// journal is an error (4) that shows what it holds and how to restore by
 /// hand; entries that could not be restored exit 4 too.
-pub fn exec(args: &Args, out: &Out, db: Option<&std::path::Path>) -> Result<i32> {
+pub(crate) fn exec(args: &Args, out: &Out, db: Option<&std::path::Path>) -> Result<i32> {
     let restore::Restored {
         messages: msgs,
         live,

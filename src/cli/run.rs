@@ -16,67 +16,67 @@ use crate::units::parse_duration;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Experiment to run (see `tunelab list`); `tunelab run EXP --help` describes its parameters.
-    pub experiment: String,
+    pub(crate) experiment: String,
     /// Parameter: key=value, or key=v1,v2,… to sweep (every combination is one point).
     #[arg(short = 'p', long = "param", value_name = "KEY=V[,V…]")]
-    pub params: Vec<String>,
+    pub(crate) params: Vec<String>,
     /// Directory to measure in; tunelab creates (and removes) a private scratch directory inside it.
     #[arg(long, value_name = "DIR")]
-    pub target: Option<PathBuf>,
+    pub(crate) target: Option<PathBuf>,
     /// Print the plan (points, trials, the longest it can take) and exit without measuring.
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     #[command(flatten)]
-    pub measure: MeasureArgs,
+    pub(crate) measure: MeasureArgs,
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub(crate) lab: LabArgs,
     #[command(flatten)]
-    pub export: super::export_flags::ExportArgs,
+    pub(crate) export: super::export_flags::ExportArgs,
 }
 
 /// How to repeat and record a measurement: shared by run, tune and study.
 #[derive(clap::Args, Debug, Clone)]
-pub struct MeasureArgs {
+pub(crate) struct MeasureArgs {
     /// Run exactly N trials per point (no precision rule; a --budget given too still stops it).
     #[arg(long, value_name = "N")]
-    pub trials: Option<usize>,
+    pub(crate) trials: Option<usize>,
     /// Minimum trials per point before the precision rule may stop [default: per experiment, usually 5].
     #[arg(long, value_name = "N")]
-    pub min_trials: Option<usize>,
+    pub(crate) min_trials: Option<usize>,
     /// Maximum trials per point [default: per experiment, usually 30].
     #[arg(long, value_name = "N")]
-    pub max_trials: Option<usize>,
+    pub(crate) max_trials: Option<usize>,
     /// Warm-up trials per point, recorded but not summarised [default: per experiment, usually 1].
     #[arg(long, value_name = "N")]
-    pub warmup: Option<usize>,
+    pub(crate) warmup: Option<usize>,
     /// Stop when the 95% CI of every median is within ±this (e.g. 2% or 0.02).
     #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
-    pub precision: Option<f64>,
+    pub(crate) precision: Option<f64>,
     /// Time budget for the whole run, shared among points (e.g. 30s, 2m) [default: per experiment].
     #[arg(long, value_name = "DURATION", value_parser = parse_secs)]
-    pub budget: Option<f64>,
+    pub(crate) budget: Option<f64>,
     /// Shortest time one trial lasts: quicker work is repeated within it
     /// (e.g. 100ms for a quicker, noisier look) [default: 200ms].
     #[arg(long, value_name = "DURATION", value_parser = parse_secs)]
-    pub trial_time: Option<f64>,
+    pub(crate) trial_time: Option<f64>,
     /// A label stored with the run (e.g. "before noatime"); at most 200 characters.
     #[arg(long, default_value = "", value_parser = label_arg)]
-    pub label: String,
+    pub(crate) label: String,
     /// Do not store the run in the database.
     #[arg(long)]
-    pub no_store: bool,
+    pub(crate) no_store: bool,
     /// How long to watch the machine for competing processes before starting (0 to skip).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_secs)]
-    pub quiet_check: f64,
+    pub(crate) quiet_check: f64,
     /// Background sampler interval (vmstat, diskstats, dirty pages).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_positive_secs)]
-    pub sample_interval: f64,
+    pub(crate) sample_interval: f64,
 }
 
 impl MeasureArgs {
-    pub fn options(&self) -> RunOptions {
+    pub(crate) fn options(&self) -> RunOptions {
         RunOptions {
             warmup: self.warmup,
             min_trials: self.min_trials,
@@ -88,7 +88,7 @@ impl MeasureArgs {
         }
     }
 
-    pub fn watch(&self) -> Watch {
+    pub(crate) fn watch(&self) -> Watch {
         Watch {
             quiet_check: self.quiet_check,
             sample_interval: self.sample_interval,
@@ -96,14 +96,14 @@ impl MeasureArgs {
     }
 
     /// The store, unless --no-store (opened first: a bad --db fails before measuring).
-    pub fn store(&self, cli: &Cli) -> Result<Option<Store>> {
+    pub(crate) fn store(&self, cli: &Cli) -> Result<Option<Store>> {
         store_unless(self.no_store, cli)
     }
 }
 
 /// A run's label: at most MAX_LABEL_CHARS characters, so every list of
 /// runs stays quick (control characters are escaped where it is printed).
-pub fn label_arg(s: &str) -> std::result::Result<String, String> {
+pub(crate) fn label_arg(s: &str) -> std::result::Result<String, String> {
     let max = crate::engine::import::MAX_LABEL_CHARS;
     let n = s.chars().count();
     if n > max {
@@ -116,18 +116,18 @@ pub fn label_arg(s: &str) -> std::result::Result<String, String> {
 
 /// What `time`, `boot` and `diagnose` store: a label, or nothing.
 #[derive(clap::Args, Debug, Clone)]
-pub struct StoreArgs {
+pub(crate) struct StoreArgs {
     /// A label stored with the run; at most 200 characters.
     #[arg(long, default_value = "", value_parser = label_arg)]
-    pub label: String,
+    pub(crate) label: String,
     /// Do not store the run.
     #[arg(long)]
-    pub no_store: bool,
+    pub(crate) no_store: bool,
 }
 
 impl StoreArgs {
     /// The store, unless --no-store (opened first: a bad --db fails before measuring).
-    pub fn store(&self, cli: &Cli) -> Result<Option<Store>> {
+    pub(crate) fn store(&self, cli: &Cli) -> Result<Option<Store>> {
         store_unless(self.no_store, cli)
     }
 }
@@ -140,13 +140,13 @@ fn store_unless(no_store: bool, cli: &Cli) -> Result<Option<Store>> {
     })
 }
 
-pub fn parse_secs(s: &str) -> std::result::Result<f64, String> {
+pub(crate) fn parse_secs(s: &str) -> std::result::Result<f64, String> {
     parse_duration(s).ok_or_else(|| format!("'{s}' is not a duration (e.g. 500ms, 30s, 2m)"))
 }
 
 /// A duration above zero, for `--budget`-like flags of `time`, `boot` and
 /// `diagnose` (one message for all three).
-pub fn positive_duration(s: &str) -> std::result::Result<f64, String> {
+pub(crate) fn positive_duration(s: &str) -> std::result::Result<f64, String> {
     match parse_duration(s) {
         Some(v) if v > 0.0 => Ok(v),
         _ => Err(format!(
@@ -177,7 +177,7 @@ fn parse_fraction(s: &str) -> std::result::Result<f64, String> {
 
 /// `tunelab run EXP --help`: print the experiment's own help instead of the
 /// generic one. Returns the exit code when it handled the call.
-pub fn help_for_experiment(args: &[String], experiments: &Catalog) -> Option<i32> {
+pub(crate) fn help_for_experiment(args: &[String], experiments: &Catalog) -> Option<i32> {
     let run_at = args.iter().position(|a| a == "run")?;
     let rest = &args[run_at + 1..];
     if !rest.iter().any(|a| a == "--help" || a == "-h") {
@@ -192,7 +192,7 @@ pub fn help_for_experiment(args: &[String], experiments: &Catalog) -> Option<i32
     Some(0)
 }
 
-pub fn exec(
+pub(crate) fn exec(
     args: &Args,
     out: &Out,
     cli: &Cli,
@@ -289,7 +289,7 @@ fn dry_run(planned: &run::Planned, out: &Out) -> Result<i32> {
 
 /// The dry run's last line: the longest a plan can take, or why there is
 /// no bound (shared by run and study).
-pub fn longest_line(longest: Option<f64>, trials: usize) -> String {
+pub(crate) fn longest_line(longest: Option<f64>, trials: usize) -> String {
     match longest {
         Some(s) => format!(
             "longest: {} (the time budget stops it; a trial under way finishes first)\n",
@@ -320,23 +320,23 @@ pub(super) fn print_run(run: &Run, out: &Out) -> Result<()> {
 
 /// The filesystem lab and throttling flags, shared by run, tune and study.
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct LabArgs {
+pub(crate) struct LabArgs {
     /// Run on loop-backed file systems created for the run (root), one after another:
     /// FSTYPE[:OPTION…],… e.g. ext4,ext4:noatime,ext4:data=writeback,xfs,btrfs.
     #[arg(long, value_name = "FS[:OPT…],…")]
-    pub fs: Option<String>,
+    pub(crate) fs: Option<String>,
     /// Size of each lab file system image (sparse).
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size_arg)]
-    pub fs_size: u64,
+    pub(crate) fs_size: u64,
     /// Emulate a slow device: limit tunelab's own I/O on the target's (or lab's) device
     /// through a blkio cgroup (root), e.g. read=20MB/s,write=20MB/s. cgroup v1 throttles
     /// only direct I/O and reads, not buffered writeback.
     #[arg(long, value_name = "read=R,write=W")]
-    pub throttle: Option<String>,
+    pub(crate) throttle: Option<String>,
 }
 
 impl LabArgs {
-    pub fn parse(&self) -> Result<Lab> {
+    pub(crate) fn parse(&self) -> Result<Lab> {
         Lab::from_flags(self.fs.as_deref(), self.fs_size, self.throttle.as_deref())
     }
 }

@@ -6,13 +6,13 @@ use crate::store::Store;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Show at most N runs.
     #[arg(long, short = 'n', value_name = "N")]
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
 }
 
-pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
+pub(crate) fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     let mut runs = store.list()?;
     if let Some(n) = args.limit {
         runs.truncate(n);
@@ -58,7 +58,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
 /// The machine column: the host name, with the first 8 hex digits of the
 /// machine id when the name does not tell boards apart (busybox boards are
 /// all "(none)", many images "localhost").
-pub fn machine(host: &str, id: &str) -> String {
+pub(crate) fn machine(host: &str, id: &str) -> String {
     let generic = matches!(
         host.trim(),
         "" | "(none)" | "localhost" | "localhost.localdomain" | "buildroot" | "OpenWrt"
@@ -76,7 +76,7 @@ pub fn machine(host: &str, id: &str) -> String {
 /// label limit (runs stored before it existed may be longer; a cell is no
 /// place for megabytes), and `|` escaped so the column stays one column
 /// in the Markdown-style table printed off a terminal.
-pub fn cell(s: &str) -> String {
+pub(crate) fn cell(s: &str) -> String {
     let max = crate::engine::import::MAX_LABEL_CHARS;
     let cut = match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &s[..i]),
@@ -88,7 +88,7 @@ pub fn cell(s: &str) -> String {
 /// Text from a run (label, host name) made safe to print on a terminal:
 /// control characters — escape sequences, newlines, tabs — become visible
 /// `\u{…}` escapes instead of acting on the terminal or breaking the table.
-pub fn clean(s: &str) -> String {
+pub(crate) fn clean(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if c.is_control() {

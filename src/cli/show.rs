@@ -8,12 +8,12 @@ use crate::store::Store;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Run id, unique prefix, `last` or `last~N`.
-    pub run: String,
+    pub(crate) run: String,
 }
 
-pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
+pub(crate) fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     let run = store.load(&args.run)?;
     if out.json {
         out.json_data(&run)?;
@@ -25,7 +25,7 @@ pub fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
 
 /// The run view, with every text that came from the user or another machine
 /// made safe for the terminal, and the machine's name and id after the first line.
-pub fn render(run: &Run) -> String {
+pub(crate) fn render(run: &Run) -> String {
     let mut safe = run.clone();
     safe.label = clean(&run.label);
     for v in safe.environment.values_mut() {

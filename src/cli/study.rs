@@ -9,27 +9,27 @@ use crate::study::{self, profile::parse_sets, Profile};
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// A built-in profile (quick, storage, micro, set-top, pvr, full) or a TOML file.
-    pub profile: String,
+    pub(crate) profile: String,
     /// Directory to measure in (scratch files go in a private directory inside it).
     #[arg(long, value_name = "DIR")]
-    pub target: Option<PathBuf>,
+    pub(crate) target: Option<PathBuf>,
     /// Set a profile variable, e.g. --set command=/usr/bin/myapp (set-top, quick).
     #[arg(long = "set", value_name = "NAME=VALUE")]
-    pub set: Vec<String>,
+    pub(crate) set: Vec<String>,
     /// Print the profile's key issues and exit without measuring.
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     #[command(flatten)]
-    pub measure: MeasureArgs,
+    pub(crate) measure: MeasureArgs,
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub(crate) lab: LabArgs,
     #[command(flatten)]
-    pub export: super::export_flags::ExportArgs,
+    pub(crate) export: super::export_flags::ExportArgs,
 }
 
-pub fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
+pub(crate) fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     // The whole profile is validated before anything runs.
     let profile = study::load(&args.profile, &parse_sets(&args.set)?)?;
     let planned = study::plan::plan(study::plan::Request {

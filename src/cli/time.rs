@@ -16,7 +16,7 @@ use crate::report::time::render;
 use crate::{Error, Result};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QuitHow {
+pub(crate) enum QuitHow {
     /// Send --signal (default TERM).
     Signal,
     /// Close the program's stdin.
@@ -24,59 +24,59 @@ pub enum QuitHow {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// A command to time (repeatable; words split like a shell, no expansion).
     #[arg(long = "cmd", short = 'c', value_name = "CMD")]
-    pub cmds: Vec<String>,
+    pub(crate) cmds: Vec<String>,
     /// Run the commands through `sh -c` (the shell's start-up is then included).
     #[arg(long)]
-    pub shell: bool,
+    pub(crate) shell: bool,
     /// Exactly N timed runs per command (no precision rule).
     #[arg(long, value_name = "N")]
-    pub runs: Option<usize>,
+    pub(crate) runs: Option<usize>,
     /// Warm-up runs per command, recorded but not summarised.
     #[arg(long, value_name = "N", default_value = "1")]
-    pub warmup: usize,
+    pub(crate) warmup: usize,
     #[arg(long, value_name = "N", default_value = "10")]
-    pub min_runs: usize,
+    pub(crate) min_runs: usize,
     #[arg(long, value_name = "N", default_value = "200")]
-    pub max_runs: usize,
+    pub(crate) max_runs: usize,
     /// Stop when the 95% CI of every median wall time is within ±this.
     #[arg(long, value_name = "FRACTION", default_value = "0.02")]
-    pub precision: f64,
+    pub(crate) precision: f64,
     /// Time budget for all timed runs (e.g. 30s).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::run::positive_duration)]
-    pub budget: f64,
+    pub(crate) budget: f64,
     /// Shell command run (sh -c) before every run, untimed (e.g. drop caches).
     #[arg(long, value_name = "CMD")]
-    pub prepare: Option<String>,
+    pub(crate) prepare: Option<String>,
     /// Time until a line of stdout/stderr matches this regular expression,
     /// then ask the program to quit and time the exit.
     #[arg(long, value_name = "REGEX")]
-    pub ready: Option<String>,
+    pub(crate) ready: Option<String>,
     /// How to ask a ready program to quit.
     #[arg(long, value_enum, default_value = "signal", requires = "ready")]
-    pub quit: QuitHow,
+    pub(crate) quit: QuitHow,
     /// Signal for --quit signal.
     #[arg(long, default_value = "TERM", value_parser = parse_signal)]
-    pub signal: i32,
+    pub(crate) signal: i32,
     /// Give up when no ready line came within this time.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::run::positive_duration)]
-    pub ready_timeout: f64,
+    pub(crate) ready_timeout: f64,
     /// Time programs that exit non-zero too (as hyperfine's -i); without it
     /// the first failing run stops timing and exits 1.
     #[arg(long, short = 'i')]
-    pub ignore_failure: bool,
+    pub(crate) ignore_failure: bool,
     #[command(flatten)]
-    pub stored: super::run::StoreArgs,
+    pub(crate) stored: super::run::StoreArgs,
     #[command(flatten)]
-    pub export: super::export_flags::ExportArgs,
+    pub(crate) export: super::export_flags::ExportArgs,
     /// The command to time and its arguments (after --).
     #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
-pub fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
+pub(crate) fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i32> {
     let planned = time::plan(Request {
         command: a.command.clone(),
         cmds: a.cmds.clone(),

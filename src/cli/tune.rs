@@ -12,12 +12,12 @@ use crate::tune::plan;
 use crate::{Error, Result};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// The knob: read_ahead_kb, scheduler, nr_requests (the target's disk or --device),
     /// vm.dirty_ratio, vm.dirty_background_ratio, vm.dirty_bytes, vm.dirty_background_bytes,
     /// vm.dirty_expire_centisecs, vm.swappiness, governor, mount (values like noatime, strictatime, sync, noatime+async),
     /// kernel.sched_rt_runtime_us (-1 = no RT throttling), irq.N.affinity (CPU lists: 0, 2-3, 0+2).
-    pub knob: String,
+    pub(crate) knob: String,
     /// Values to compare, comma-separated.
     #[arg(
         long,
@@ -25,36 +25,36 @@ pub struct Args {
         required = true,
         allow_hyphen_values = true
     )]
-    pub values: String,
+    pub(crate) values: String,
     /// The experiment that measures each value.
     #[arg(long, short = 'e', value_name = "EXP")]
-    pub experiment: String,
+    pub(crate) experiment: String,
     /// Experiment parameter key=value (one value each: the knob is what sweeps).
     #[arg(short = 'p', long = "param", value_name = "KEY=V")]
-    pub params: Vec<String>,
+    pub(crate) params: Vec<String>,
     /// Directory to measure in (block knobs act on its disk).
     #[arg(long, value_name = "DIR")]
-    pub target: Option<PathBuf>,
+    pub(crate) target: Option<PathBuf>,
     /// Block device for block knobs instead of the target's disk (e.g. loop3).
     #[arg(long, value_name = "NAME")]
-    pub device: Option<String>,
+    pub(crate) device: Option<String>,
     /// Metric that decides the best value [default: the experiment's first].
     #[arg(long, value_name = "NAME")]
-    pub metric: Option<String>,
+    pub(crate) metric: Option<String>,
     /// Differences below this are not a win (e.g. 2%).
     #[arg(long, default_value = "2%", value_parser = super::compare::parse_noise)]
-    pub noise: f64,
+    pub(crate) noise: f64,
     /// Say what would be changed, from what to what, for how long and how it
     /// is restored; change nothing.
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     #[command(flatten)]
-    pub measure: MeasureArgs,
+    pub(crate) measure: MeasureArgs,
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub(crate) lab: LabArgs,
 }
 
-pub fn exec(
+pub(crate) fn exec(
     args: &Args,
     out: &Out,
     cli: &Cli,

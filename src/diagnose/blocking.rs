@@ -16,12 +16,12 @@ use super::{overhead, read, thread_cpu_s, Sampled, Ticker};
 use crate::model::diagnosis::{BlockCause, BlockingReport, SchedTime, Section};
 
 /// Causes kept, by total blocked time.
-pub const TOP: usize = 20;
+pub(crate) const TOP: usize = 20;
 
 // ------------------------------------------------------------- LatencyTOP
 
 /// One LatencyTOP record: "count total_us max_us frame frame …".
-pub fn parse_latency(text: &str) -> Vec<(u64, f64, f64, String)> {
+pub(crate) fn parse_latency(text: &str) -> Vec<(u64, f64, f64, String)> {
     text.lines()
         .filter(|l| !l.starts_with("Latency Top"))
         .filter_map(|l| {
@@ -53,7 +53,7 @@ fn is_generic(f: &str) -> bool {
 
 /// LatencyTOP switched on; its per-process records read periodically so
 /// processes that exit during the interval are not lost.
-pub struct LatencySession {
+pub(crate) struct LatencySession {
     knob: Switched,
     ticker: Option<Ticker<LatencyReader>>,
     cpu_s: f64,
@@ -81,7 +81,7 @@ const LATENCY_KNOB: &str = "proc/sys/kernel/latencytop";
 impl LatencySession {
     /// Switch LatencyTOP on and clear it; Err is why not (the sampler is
     /// used instead).
-    pub fn begin(root: &Path, scope: &Scope) -> Result<LatencySession, String> {
+    pub(crate) fn begin(root: &Path, scope: &Scope) -> Result<LatencySession, String> {
         if !root.join(LATENCY_KNOB).exists() {
             return Err(
                 "no /proc/sys/kernel/latencytop: the kernel is built without CONFIG_LATENCYTOP"
@@ -110,7 +110,7 @@ impl LatencySession {
         })
     }
 
-    pub fn finish(mut self, interval: f64) -> Section<BlockingReport> {
+    pub(crate) fn finish(mut self, interval: f64) -> Section<BlockingReport> {
         let (reader, cpu, n) = self.ticker.take().expect("started").stop();
         let cpu0 = thread_cpu_s();
         let restored = self.knob.restore();
@@ -157,13 +157,13 @@ fn sort_causes(c: &mut Vec<BlockCause>) {
 // ------------------------------------------------------------- sampling
 
 /// The kernel function a sleeping task waits in ("0" or empty: none).
-pub fn parse_wchan(text: &str) -> Option<String> {
+pub(crate) fn parse_wchan(text: &str) -> Option<String> {
     let t = text.trim();
     (!t.is_empty() && t != "0").then(|| t.to_string())
 }
 
 /// `/proc/PID/stack` → the first frames that name a cause.
-pub fn parse_stack(text: &str) -> Vec<String> {
+pub(crate) fn parse_stack(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|l| {
             let f = l.split_whitespace().nth(1)?;
@@ -174,7 +174,7 @@ pub fn parse_stack(text: &str) -> Vec<String> {
 }
 
 /// `/proc/PID/task/TID/schedstat`: (ns on CPU, ns waiting on a run queue).
-pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
     let mut w = text.split_whitespace();
     Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
 }
@@ -201,7 +201,7 @@ struct CauseAcc {
     max_seconds: f64,
 }
 
-pub struct Sampler {
+pub(crate) struct Sampler {
     root: PathBuf,
     scope: Scope,
     hz: u32,
@@ -222,7 +222,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    pub fn new(root: &Path, scope: Scope, hz: u32) -> Sampler {
+    pub(crate) fn new(root: &Path, scope: Scope, hz: u32) -> Sampler {
         // A process's kernel stacks are root-only; the whole machine's are
         // too costly to read at this rate.
         let stack_ok = matches!(scope, Scope::Tree(_)) && crate::safety::is_root();
@@ -245,7 +245,7 @@ impl Sampler {
 
     /// Sample nothing until `gate` is set (the command's pre-exec
     /// handshake is tunelab's, not the workload's).
-    pub fn gated(mut self, gate: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Sampler {
+    pub(crate) fn gated(mut self, gate: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Sampler {
         self.gate = Some(gate);
         self
     }
@@ -276,7 +276,12 @@ impl Sampler {
         }
     }
 
-    pub fn finish(mut self, interval: f64, cpu: f64, readings: u64) -> Section<BlockingReport> {
+    pub(crate) fn finish(
+        mut self,
+        interval: f64,
+        cpu: f64,
+        readings: u64,
+    ) -> Section<BlockingReport> {
         let tids: Vec<i32> = self.tasks.keys().copied().collect();
         for t in tids {
             self.close(t);
@@ -391,7 +396,7 @@ impl Sampled for Sampler {
 
 impl Sampler {
     /// One sample; sleeping tasks are charged `dt` seconds.
-    pub fn sample_at(&mut self, dt: f64) {
+    pub(crate) fn sample_at(&mut self, dt: f64) {
         if let Some(g) = &self.gate {
             if !g.load(std::sync::atomic::Ordering::SeqCst) {
                 return;

@@ -11,25 +11,25 @@ use std::time::Duration;
 
 /// The whole budget, % of one CPU, while the workload runs (symbolising
 /// and the report come after the interval and are not in it).
-pub const BUDGET_PERCENT: f64 = 1.0;
+pub(crate) const BUDGET_PERCENT: f64 = 1.0;
 
 /// Shares of the budget, fractions of one CPU. The profiler gets most: its
 /// samples are what the hot-spot findings rest on.
-pub const PROFILE_SHARE: f64 = 0.004;
+pub(crate) const PROFILE_SHARE: f64 = 0.004;
 /// The cache-miss sampler: a quarter of the profiler's.
-pub const CACHE_SHARE: f64 = 0.001;
+pub(crate) const CACHE_SHARE: f64 = 0.001;
 /// Each periodic /proc reader (workload, run queue, slab, wake-ups,
 /// blocking): five of them.
-pub const READER_SHARE: f64 = 0.001;
+pub(crate) const READER_SHARE: f64 = 0.001;
 
 /// Lowest sampling rate the profiler goes down to, Hz: a 2 s program still
 /// gets ~40 samples (a hot spot holding most of them stands out).
-pub const MIN_PROFILE_HZ: u64 = 19;
+pub(crate) const MIN_PROFILE_HZ: u64 = 19;
 
 /// The period that keeps a reader costing `cost_s` CPU per reading within
 /// `share` of one CPU: never shorter than `base` (the rate it was designed
 /// for), never longer than `max` (its figures would lose their meaning).
-pub fn period_for(cost_s: f64, share: f64, base: Duration, max: Duration) -> Duration {
+pub(crate) fn period_for(cost_s: f64, share: f64, base: Duration, max: Duration) -> Duration {
     let max = max.max(base);
     if cost_s.is_nan() || cost_s <= 0.0 || share.is_nan() || share <= 0.0 {
         return base;
@@ -45,7 +45,7 @@ pub fn period_for(cost_s: f64, share: f64, base: Duration, max: Duration) -> Dur
 /// CPU (its reader's time per sample) within `share` of one CPU, between
 /// `min_hz` and `max_hz`; rounded down to a rate ending in 9 (…99, 49, 19)
 /// so the samples do not beat with the timer tick, as perf's defaults do.
-pub fn rate_for(cost_per_sample_s: f64, share: f64, min_hz: u64, max_hz: u64) -> u64 {
+pub(crate) fn rate_for(cost_per_sample_s: f64, share: f64, min_hz: u64, max_hz: u64) -> u64 {
     let max_hz = max_hz.max(min_hz).max(1);
     if cost_per_sample_s.is_nan() || cost_per_sample_s <= 0.0 || share.is_nan() || share <= 0.0 {
         return max_hz;
@@ -78,7 +78,7 @@ fn tick_safe(hz: u64) -> u64 {
 /// workload would share with the reader below two (a one-CPU machine
 /// samples at a quarter of it until the reader's measured cost says more
 /// fits). The reader then adapts it (`rate_for`).
-pub fn initial_rate(asked_hz: u64, cpus: u32) -> u64 {
+pub(crate) fn initial_rate(asked_hz: u64, cpus: u32) -> u64 {
     let hz = if cpus <= 1 { asked_hz / 4 } else { asked_hz };
     tick_safe(hz).max(MIN_PROFILE_HZ)
 }
@@ -86,13 +86,13 @@ pub fn initial_rate(asked_hz: u64, cpus: u32) -> u64 {
 /// A running mean of a reader's cost per reading, s: the first reading
 /// (which opens files and fills caches) does not decide alone.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Cost {
+pub(crate) struct Cost {
     mean: f64,
     n: u64,
 }
 
 impl Cost {
-    pub fn add(&mut self, cost_s: f64) -> f64 {
+    pub(crate) fn add(&mut self, cost_s: f64) -> f64 {
         if cost_s.is_nan() || cost_s < 0.0 {
             return self.mean;
         }
@@ -104,22 +104,9 @@ impl Cost {
         self.mean
     }
 
-    pub fn mean(&self) -> f64 {
+    pub(crate) fn mean(&self) -> f64 {
         self.mean
     }
-}
-
-/// The budget in words, for the report's line on tunelab's own CPU.
-pub fn words() -> String {
-    format!(
-        "budget {}% of one CPU while the workload runs (profiler {}%, cache-miss sampler {}%, \
-         each /proc reader {}%; each reader measures its own cost and slows down to fit, down \
-         to its floor: profiler {MIN_PROFILE_HZ} Hz, readers once a second or so)",
-        BUDGET_PERCENT,
-        PROFILE_SHARE * 100.0,
-        CACHE_SHARE * 100.0,
-        READER_SHARE * 100.0
-    )
 }
 
 #[cfg(test)]

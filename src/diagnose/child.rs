@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 use crate::safety::child::{self as guard, Waited};
 use crate::{Error, Result};
 
-pub struct Stopped {
+pub(crate) struct Stopped {
     pid: i32,
     release: Option<File>,
     spawner: Option<JoinHandle<std::io::Result<Waited>>>,
@@ -45,15 +45,15 @@ impl Drop for Stopped {
 
 /// How the command ended.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Ended {
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
+pub(crate) struct Ended {
+    pub(crate) code: Option<i32>,
+    pub(crate) signal: Option<i32>,
     /// The kernel's account of the command and its reaped children.
-    pub usage: Option<super::workload::Usage>,
+    pub(crate) usage: Option<super::workload::Usage>,
 }
 
 impl Ended {
-    pub fn words(&self) -> String {
+    pub(crate) fn words(&self) -> String {
         match (self.code, self.signal) {
             (Some(c), _) => format!("exit {c}"),
             (_, Some(s)) => format!("signal {s}"),
@@ -69,7 +69,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
 }
 
 impl Stopped {
-    pub fn spawn(argv: &[String]) -> Result<Stopped> {
+    pub(crate) fn spawn(argv: &[String]) -> Result<Stopped> {
         use std::os::fd::AsRawFd;
         let (pid_r, pid_w) = pipe()?;
         let (go_r, go_w) = pipe()?;
@@ -132,14 +132,17 @@ impl Stopped {
         })
     }
 
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.pid
     }
 
     /// Let the child exec and wait for it to end (killed on a cancelling
     /// signal: `Err(Interrupted)`). `exec_done` is set once the exec
     /// happened, so samplers can leave out the handshake before it.
-    pub fn release_and_wait(mut self, exec_done: &std::sync::atomic::AtomicBool) -> Result<Ended> {
+    pub(crate) fn release_and_wait(
+        mut self,
+        exec_done: &std::sync::atomic::AtomicBool,
+    ) -> Result<Ended> {
         let program = self.program.clone();
         if let Some(mut r) = self.release.take() {
             let _ = r.write_all(b"g");

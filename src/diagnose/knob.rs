@@ -5,13 +5,12 @@
 //! `tunelab restore`.
 
 use rustix::io::Errno;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::safety::journal::{self, Entry, FileState, Saved};
 
-pub struct Switched {
+pub(crate) struct Switched {
     entry: Entry,
-    path: PathBuf,
     restored: bool,
 }
 
@@ -23,7 +22,7 @@ fn read_value(p: &Path) -> Result<String, String> {
 
 impl Switched {
     /// Set `path` to `value` for the interval. Err is the reason in words.
-    pub fn on(knob: &str, path: &Path, value: &str) -> Result<Switched, String> {
+    pub(crate) fn on(knob: &str, path: &Path, value: &str) -> Result<Switched, String> {
         let original = read_value(path)?;
         let mut entry = Entry::new(
             knob,
@@ -39,7 +38,6 @@ impl Switched {
         journal::claim(entry.clone()).map_err(|e| e.to_string())?;
         let mut s = Switched {
             entry: entry.clone(),
-            path: path.to_path_buf(),
             restored: false,
         };
         if original == value {
@@ -68,12 +66,8 @@ impl Switched {
         Ok(s)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Put the original back; a line saying what happened.
-    pub fn restore(&mut self) -> String {
+    pub(crate) fn restore(&mut self) -> String {
         if self.restored {
             return format!("{} was already on; left as it was", self.entry.knob);
         }

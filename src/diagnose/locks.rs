@@ -13,10 +13,10 @@ use crate::model::diagnosis::{LockReport, LockRow, Section};
 const KNOB: &str = "proc/sys/kernel/lock_stat";
 const STATS: &str = "proc/lock_stat";
 /// Lock classes kept, most contended first.
-pub const TOP: usize = 15;
+pub(crate) const TOP: usize = 15;
 
 /// Why the section cannot run here.
-pub fn unavailable(root: &Path) -> String {
+pub(crate) fn unavailable(root: &Path) -> String {
     if !root.join(STATS).exists() {
         "no /proc/lock_stat: the kernel is built without CONFIG_LOCK_STAT (a debug option; \
          distribution kernels leave it off because it slows every lock)"
@@ -28,7 +28,7 @@ pub fn unavailable(root: &Path) -> String {
 
 /// Parse /proc/lock_stat (versions 0.3 and 0.4): lock classes with their
 /// first block of contention points, most contended first.
-pub fn parse(text: &str) -> Vec<LockRow> {
+pub(crate) fn parse(text: &str) -> Vec<LockRow> {
     let mut rows: Vec<LockRow> = Vec::new();
     // 0: before the first separator after a class; 1: in its first block
     // of call sites; 2: later blocks (holders' sites), skipped.
@@ -120,7 +120,7 @@ fn site_line(t: &str) -> Option<(u64, String)> {
 }
 
 /// lock_stat switched on and cleared for the interval.
-pub struct Session {
+pub(crate) struct Session {
     knob: Switched,
     root: std::path::PathBuf,
     cpu_s: f64,
@@ -128,7 +128,7 @@ pub struct Session {
 
 impl Session {
     /// Switch on and clear; Err is the skip reason.
-    pub fn begin(root: &Path) -> Result<Session, String> {
+    pub(crate) fn begin(root: &Path) -> Result<Session, String> {
         if !root.join(STATS).exists() || !root.join(KNOB).exists() {
             return Err(unavailable(root));
         }
@@ -145,7 +145,7 @@ impl Session {
     }
 
     /// Read the statistics and switch lock_stat back.
-    pub fn finish(mut self, interval: f64) -> Section<LockReport> {
+    pub(crate) fn finish(mut self, interval: f64) -> Section<LockReport> {
         let cpu0 = thread_cpu_s();
         let text = read(&self.root, STATS);
         let restored = self.knob.restore();

@@ -9,29 +9,29 @@
 //! tests, or `TUNELAB_DIAGNOSE_ROOT` for the integration tests of the
 //! journalled knobs), as `system::board` does.
 
-pub mod blocking;
-pub mod budget;
+pub(crate) mod blocking;
+pub(crate) mod budget;
 mod child;
-pub mod knob;
-pub mod locks;
-pub mod offcpu;
-pub mod procs;
+pub(crate) mod knob;
+pub(crate) mod locks;
+pub(crate) mod offcpu;
+pub(crate) mod procs;
 pub mod profile;
-pub mod slab;
-pub mod startup;
+pub(crate) mod slab;
+pub(crate) mod startup;
 #[cfg(test)]
 mod test_support;
 mod ticker;
-pub mod usetable;
-pub mod wakeups;
-pub mod workload;
+pub(crate) mod usetable;
+pub(crate) mod wakeups;
+pub(crate) mod workload;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use ticker::{every, Sampled, Ticker};
+pub(crate) use ticker::{every, Sampled, Ticker};
 
 use crate::model::diagnosis::{Diagnosis, Overhead, Section, Target};
 use crate::safety::signals;
@@ -40,7 +40,7 @@ use crate::{Error, Result};
 
 /// What to diagnose.
 #[derive(Debug, Clone, PartialEq)]
-pub enum What {
+pub(crate) enum What {
     /// The whole machine for this long.
     System(Duration),
     /// One running process (all its threads and descendants) for this long,
@@ -51,20 +51,20 @@ pub enum What {
 }
 
 #[derive(Debug, Clone)]
-pub struct Options {
-    pub what: What,
+pub(crate) struct Options {
+    pub(crate) what: What,
     /// Sampling rate of the blocking section (wchan/stack), Hz.
-    pub hz: u32,
+    pub(crate) hz: u32,
     /// Profiler sampling frequency, Hz.
-    pub profile_hz: u64,
+    pub(crate) profile_hz: u64,
     /// Runs per mode for the start-up anatomy of a command (0: skip it).
-    pub startup_runs: u32,
+    pub(crate) startup_runs: u32,
     /// Where kernel files are read ("/" normally).
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
 }
 
 impl Options {
-    pub fn new(what: What) -> Options {
+    pub(crate) fn new(what: What) -> Options {
         Options {
             what,
             hz: 100,
@@ -76,7 +76,7 @@ impl Options {
 }
 
 /// "/" unless TUNELAB_DIAGNOSE_ROOT names a fixture tree (tests).
-pub fn default_root() -> PathBuf {
+pub(crate) fn default_root() -> PathBuf {
     std::env::var_os("TUNELAB_DIAGNOSE_ROOT")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -84,16 +84,16 @@ pub fn default_root() -> PathBuf {
 }
 
 /// Progress messages for the user (stderr), passed down by the CLI.
-pub type Say<'a> = &'a dyn Fn(&str);
+pub(crate) type Say<'a> = &'a dyn Fn(&str);
 
 /// CPU time (user + system) of the calling thread, s.
-pub fn thread_cpu_s() -> f64 {
+pub(crate) fn thread_cpu_s() -> f64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// The overhead of a section in numbers and words.
-pub fn overhead(cpu_s: f64, interval_s: f64, readings: u64, what: &str) -> Overhead {
+pub(crate) fn overhead(cpu_s: f64, interval_s: f64, readings: u64, what: &str) -> Overhead {
     let mut o = Overhead {
         cpu_s,
         interval_s,
@@ -120,19 +120,19 @@ pub fn overhead(cpu_s: f64, interval_s: f64, readings: u64, what: &str) -> Overh
 }
 
 /// Number of CPUs online.
-pub fn cpus() -> u32 {
+pub(crate) fn cpus() -> u32 {
     std::thread::available_parallelism()
         .map(|n| n.get() as u32)
         .unwrap_or(1)
 }
 
 /// Read a kernel file below `root`.
-pub fn read(root: &Path, rel: &str) -> std::io::Result<String> {
+pub(crate) fn read(root: &Path, rel: &str) -> std::io::Result<String> {
     std::fs::read_to_string(root.join(rel.trim_start_matches('/')))
 }
 
 /// The process name of `pid` (from /proc/PID/comm).
-pub fn comm(root: &Path, pid: i32) -> Option<String> {
+pub(crate) fn comm(root: &Path, pid: i32) -> Option<String> {
     read(root, &format!("proc/{pid}/comm"))
         .ok()
         .map(|s| s.trim().to_string())
@@ -140,7 +140,7 @@ pub fn comm(root: &Path, pid: i32) -> Option<String> {
 
 /// Whether `pid` is a kernel thread (PF_KTHREAD in /proc/PID/stat's flags,
 /// the ninth field): it has no user memory and no user stack.
-pub fn kernel_thread(root: &Path, pid: i32) -> bool {
+pub(crate) fn kernel_thread(root: &Path, pid: i32) -> bool {
     read(root, &format!("proc/{pid}/stat"))
         .ok()
         .and_then(|s| crate::system::proc::Stat::parse(&s)?.flags())
@@ -148,7 +148,7 @@ pub fn kernel_thread(root: &Path, pid: i32) -> bool {
 }
 
 /// The refusal for a kernel thread's pid, naming it.
-pub fn kernel_thread_refusal(pid: i32, name: &str, what: &str) -> Error {
+pub(crate) fn kernel_thread_refusal(pid: i32, name: &str, what: &str) -> Error {
     Error::usage(format!(
         "pid {pid} ({name}) is a kernel thread: it has no user memory and no user stack, \
          so there is no {what} of it; give the pid of a user process, or diagnose the \
@@ -157,7 +157,7 @@ pub fn kernel_thread_refusal(pid: i32, name: &str, what: &str) -> Error {
 }
 
 /// Run the diagnosis. `say` gets progress lines for the user.
-pub fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
+pub(crate) fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let root = opts.root.as_path();
     let mut target = Target::default();
     let scope_pid = match &opts.what {

@@ -5,20 +5,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     System,
     /// This pid and all its descendants.
     Tree(i32),
 }
 
 /// One line of /proc/PID/stat: (comm, state, ppid).
-pub fn parse_stat(text: &str) -> Option<(String, char, i32)> {
+pub(crate) fn parse_stat(text: &str) -> Option<(String, char, i32)> {
     let s = crate::system::proc::Stat::parse(text)?;
     Some((s.comm.to_string(), s.state()?, s.ppid()?))
 }
 
 /// Whether `pid` exists and is not a zombie.
-pub fn alive(root: &Path, pid: i32) -> bool {
+pub(crate) fn alive(root: &Path, pid: i32) -> bool {
     super::read(root, &format!("proc/{pid}/stat"))
         .ok()
         .and_then(|s| parse_stat(&s))
@@ -26,13 +26,13 @@ pub fn alive(root: &Path, pid: i32) -> bool {
 }
 
 /// Numeric entries of a /proc directory.
-pub fn numeric_dirs(dir: &Path) -> Vec<i32> {
+pub(crate) fn numeric_dirs(dir: &Path) -> Vec<i32> {
     crate::system::proc::numeric_entries(dir)
 }
 
 /// The processes in `scope` now, with their names; tunelab itself is left
 /// out of the whole-system view.
-pub fn processes(root: &Path, scope: &Scope) -> BTreeMap<i32, String> {
+pub(crate) fn processes(root: &Path, scope: &Scope) -> BTreeMap<i32, String> {
     if let Scope::Tree(top) = scope {
         if let Some(t) = tree_by_children(root, *top) {
             return t;
@@ -105,7 +105,7 @@ fn tree_by_children(root: &Path, top: i32) -> Option<BTreeMap<i32, String>> {
 }
 
 /// Thread ids of a process.
-pub fn tasks(root: &Path, pid: i32) -> Vec<i32> {
+pub(crate) fn tasks(root: &Path, pid: i32) -> Vec<i32> {
     numeric_dirs(&root.join(format!("proc/{pid}/task")))
 }
 

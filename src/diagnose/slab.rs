@@ -14,7 +14,7 @@ use crate::model::diagnosis::{Section, SlabCache, SlabReport};
 use crate::observe::pressure::{parse_slabinfo, SlabCounts};
 
 /// Caches kept, busiest first.
-pub const TOP: usize = 15;
+pub(crate) const TOP: usize = 15;
 
 const STAT_FILES: [&str; 4] = [
     "alloc_fastpath",
@@ -24,14 +24,14 @@ const STAT_FILES: [&str; 4] = [
 ];
 
 /// "123456 C0=100 C1=23" → the total.
-pub fn parse_stat(text: &str) -> Option<u64> {
+pub(crate) fn parse_stat(text: &str) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
 /// SLUB_STATS counters of each cache: [alloc fast, alloc slow, free fast,
 /// free slow], with its object size and active objects. Merged caches
 /// (":A-0000192") are named after the caches that alias them.
-pub fn read_slub_stats(root: &Path) -> BTreeMap<String, ([u64; 4], u64, u64)> {
+pub(crate) fn read_slub_stats(root: &Path) -> BTreeMap<String, ([u64; 4], u64, u64)> {
     let dir = root.join("sys/kernel/slab");
     let mut aliases: HashMap<PathBuf, Vec<String>> = HashMap::new();
     let mut real = Vec::new();
@@ -90,7 +90,7 @@ pub fn read_slub_stats(root: &Path) -> BTreeMap<String, ([u64; 4], u64, u64)> {
 }
 
 /// `slabinfo -AD`-style rows from two readings of the SLUB_STATS counters.
-pub fn slub_delta(
+pub(crate) fn slub_delta(
     before: &BTreeMap<String, ([u64; 4], u64, u64)>,
     after: &BTreeMap<String, ([u64; 4], u64, u64)>,
     seconds: f64,
@@ -151,7 +151,7 @@ fn busiest(rows: impl Iterator<Item = SlabCache>) -> Vec<SlabCache> {
 /// Sums of the rises and falls of each cache's active objects between
 /// /proc/slabinfo samples.
 #[derive(Default)]
-pub struct SlabinfoSampler {
+pub(crate) struct SlabinfoSampler {
     root: PathBuf,
     last: HashMap<String, SlabCounts>,
     rises: HashMap<String, u64>,
@@ -160,7 +160,7 @@ pub struct SlabinfoSampler {
 }
 
 impl SlabinfoSampler {
-    pub fn new(root: &Path) -> Self {
+    pub(crate) fn new(root: &Path) -> Self {
         SlabinfoSampler {
             root: root.to_path_buf(),
             ..Default::default()
@@ -168,7 +168,7 @@ impl SlabinfoSampler {
     }
 
     /// Account one reading of /proc/slabinfo.
-    pub fn feed(&mut self, text: &str) {
+    pub(crate) fn feed(&mut self, text: &str) {
         for c in parse_slabinfo(text) {
             if let Some(p) = self.last.get(&c.name) {
                 if c.active_objs > p.active_objs {
@@ -181,7 +181,7 @@ impl SlabinfoSampler {
         }
     }
 
-    pub fn rows(&self, seconds: f64) -> Vec<SlabCache> {
+    pub(crate) fn rows(&self, seconds: f64) -> Vec<SlabCache> {
         busiest(self.last.values().map(|c| {
             let allocs = self.rises.get(&c.name).copied().unwrap_or(0);
             let frees = self.falls.get(&c.name).copied().unwrap_or(0);
@@ -201,7 +201,7 @@ impl Sampled for SlabinfoSampler {
     }
 }
 
-pub enum Collector {
+pub(crate) enum Collector {
     Slub {
         root: PathBuf,
         before: BTreeMap<String, ([u64; 4], u64, u64)>,
@@ -213,7 +213,7 @@ pub enum Collector {
 const PERIOD_MS: u64 = 100;
 
 impl Collector {
-    pub fn start(root: &Path) -> Collector {
+    pub(crate) fn start(root: &Path) -> Collector {
         let cpu0 = thread_cpu_s();
         let before = read_slub_stats(root);
         if !before.is_empty() {
@@ -235,7 +235,7 @@ impl Collector {
         ))
     }
 
-    pub fn finish(self, interval: f64) -> Section<SlabReport> {
+    pub(crate) fn finish(self, interval: f64) -> Section<SlabReport> {
         match self {
             Collector::Slub {
                 root,

@@ -18,18 +18,18 @@ use crate::safety::scratch::Scratch;
 use crate::units::seconds;
 
 /// Commands that ran longer than this are not repeated.
-pub const MAX_RUN_S: f64 = 2.0;
+pub(crate) const MAX_RUN_S: f64 = 2.0;
 
 /// glibc's "runtime linker statistics" of one process.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct LdStats {
-    pub linker: LinkerStats,
+pub(crate) struct LdStats {
+    pub(crate) linker: LinkerStats,
     /// Objects whose initialisers ld.so called (the loaded libraries).
-    pub libraries: Vec<String>,
+    pub(crate) libraries: Vec<String>,
 }
 
 /// Parse an `LD_DEBUG=statistics,libs` log (LD_DEBUG_OUTPUT file).
-pub fn parse_ld_debug(text: &str) -> Option<LdStats> {
+pub(crate) fn parse_ld_debug(text: &str) -> Option<LdStats> {
     let mut s = LdStats::default();
     let mut found = false;
     for line in text.lines() {
@@ -187,7 +187,12 @@ fn mode(
 }
 
 /// Repeat the command `runs` times per mode, when its diagnosed run was short.
-pub fn analyse(argv: &[String], first_run_s: f64, runs: u32, say: Say) -> Section<StartupReport> {
+pub(crate) fn analyse(
+    argv: &[String],
+    first_run_s: f64,
+    runs: u32,
+    say: Say,
+) -> Section<StartupReport> {
     if runs == 0 {
         return Section::skipped("start-up anatomy switched off (--startup-runs 0)");
     }

@@ -12,26 +12,20 @@ use crate::units::sig;
 
 /// A section's state sampled periodically on its own thread, which also
 /// measures its own CPU time (the section's overhead).
-pub trait Sampled: Send + 'static {
+pub(crate) trait Sampled: Send + 'static {
     fn sample(&mut self);
 }
 
-pub struct Ticker<S> {
+pub(crate) struct Ticker<S> {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<(S, f64, u64)>,
 }
 
 impl<S: Sampled> Ticker<S> {
-    /// Sample `state` every `period` until `stop()`; the first sample is
-    /// taken at once.
-    pub fn start(name: &str, state: S, period: Duration) -> Ticker<S> {
-        Ticker::adaptive(name, state, period, period, 0.0)
-    }
-
     /// Sample every `base`, stretched up to `max` so the thread's own CPU
     /// time per reading stays within `share` of one CPU (the diagnosis
     /// budget: a slow board reads less often; see `budget`).
-    pub fn adaptive(
+    pub(crate) fn adaptive(
         name: &str,
         mut state: S,
         base: Duration,
@@ -78,7 +72,7 @@ impl<S: Sampled> Ticker<S> {
     }
 
     /// Stop after one last sample; the state, its CPU time (s) and readings.
-    pub fn stop(self) -> (S, f64, u64) {
+    pub(crate) fn stop(self) -> (S, f64, u64) {
         self.stop.store(true, Ordering::Relaxed);
         self.handle.thread().unpark();
         match self.handle.join() {
@@ -90,7 +84,7 @@ impl<S: Sampled> Ticker<S> {
 
 /// The mean period of an adaptive reader in words: "every 120 ms on
 /// average (adaptive, within 0.1% of one CPU)".
-pub fn every(interval_s: f64, readings: u64, share: f64) -> String {
+pub(crate) fn every(interval_s: f64, readings: u64, share: f64) -> String {
     let ms = interval_s * 1e3 / readings.max(1) as f64;
     format!(
         "every {} ms on average (the period stretches to keep the reader within {}% of one CPU)",

@@ -14,10 +14,10 @@ use super::{overhead, read, thread_cpu_s, Sampled, Ticker};
 use crate::model::diagnosis::{CState, Section, Waker, WakeupReport};
 
 /// Processes kept, most wake-ups first.
-pub const TOP: usize = 15;
+pub(crate) const TOP: usize = 15;
 
 /// (voluntary, involuntary) context switches from a status file.
-pub fn parse_status(text: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_status(text: &str) -> Option<(u64, u64)> {
     let field = |k: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(k))
@@ -30,7 +30,7 @@ pub fn parse_status(text: &str) -> Option<(u64, u64)> {
 }
 
 /// `se.statistics.nr_wakeups` / `nr_wakeups` from a sched file (schedstats).
-pub fn parse_sched_wakeups(text: &str) -> Option<u64> {
+pub(crate) fn parse_sched_wakeups(text: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (k, v) = l.split_once(':')?;
         let k = k.trim();
@@ -39,7 +39,7 @@ pub fn parse_sched_wakeups(text: &str) -> Option<u64> {
 }
 
 /// Per CPU and idle state: (state name, µs resident, entries).
-pub fn read_cstates(root: &Path) -> BTreeMap<(u32, String), (String, u64, u64)> {
+pub(crate) fn read_cstates(root: &Path) -> BTreeMap<(u32, String), (String, u64, u64)> {
     let mut out = BTreeMap::new();
     let base = root.join("sys/devices/system/cpu");
     let Ok(rd) = std::fs::read_dir(&base) else {
@@ -72,7 +72,7 @@ pub fn read_cstates(root: &Path) -> BTreeMap<(u32, String), (String, u64, u64)> 
 }
 
 /// Residency of each state over the interval, as a share of all CPUs' time.
-pub fn cstate_delta(
+pub(crate) fn cstate_delta(
     before: &BTreeMap<(u32, String), (String, u64, u64)>,
     after: &BTreeMap<(u32, String), (String, u64, u64)>,
     seconds: f64,
@@ -109,7 +109,7 @@ struct Counts {
     involuntary: u64,
 }
 
-pub struct Sampler {
+pub(crate) struct Sampler {
     root: PathBuf,
     scope: Scope,
     /// Tasks alive at the first sample: their first reading is the baseline;
@@ -122,7 +122,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    pub fn new(root: &Path, scope: Scope) -> Sampler {
+    pub(crate) fn new(root: &Path, scope: Scope) -> Sampler {
         Sampler {
             root: root.to_path_buf(),
             scope,
@@ -161,7 +161,7 @@ impl Sampler {
         })
     }
 
-    pub fn report(&self, seconds: f64) -> (String, Vec<Waker>) {
+    pub(crate) fn report(&self, seconds: f64) -> (String, Vec<Waker>) {
         // Same-named processes (a workload's workers) are summed.
         type Acc = (u64, u64, std::collections::BTreeSet<i32>);
         let mut per: BTreeMap<String, Acc> = BTreeMap::new();
@@ -221,7 +221,7 @@ impl Sampled for Sampler {
     }
 }
 
-pub struct Collector {
+pub(crate) struct Collector {
     root: PathBuf,
     cstates: BTreeMap<(u32, String), (String, u64, u64)>,
     ticker: Ticker<Sampler>,
@@ -231,7 +231,7 @@ pub struct Collector {
 const PERIOD_MS: u64 = 500;
 
 impl Collector {
-    pub fn start(root: &Path, scope: Scope) -> Collector {
+    pub(crate) fn start(root: &Path, scope: Scope) -> Collector {
         let cpu0 = thread_cpu_s();
         let cstates = read_cstates(root);
         Collector {
@@ -248,7 +248,7 @@ impl Collector {
         }
     }
 
-    pub fn finish(self, interval: f64) -> Section<WakeupReport> {
+    pub(crate) fn finish(self, interval: f64) -> Section<WakeupReport> {
         let (s, cpu, n) = self.ticker.stop();
         let cpu0 = thread_cpu_s();
         let after = read_cstates(&self.root);

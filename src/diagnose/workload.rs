@@ -20,13 +20,13 @@ use crate::model::diagnosis::{Section, TaskFigures, WorkloadReport};
 
 /// The kernel's rusage of a reaped command (wait4).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Usage {
-    pub user_s: f64,
-    pub system_s: f64,
-    pub minor_faults: u64,
-    pub major_faults: u64,
-    pub voluntary: u64,
-    pub involuntary: u64,
+pub(crate) struct Usage {
+    pub(crate) user_s: f64,
+    pub(crate) system_s: f64,
+    pub(crate) minor_faults: u64,
+    pub(crate) major_faults: u64,
+    pub(crate) voluntary: u64,
+    pub(crate) involuntary: u64,
 }
 
 fn ticks() -> f64 {
@@ -39,7 +39,7 @@ fn ticks() -> f64 {
 }
 
 /// /proc/PID/stat → (minflt, majflt, utime ticks, stime ticks).
-pub fn parse_stat_figures(text: &str) -> Option<(u64, u64, u64, u64)> {
+pub(crate) fn parse_stat_figures(text: &str) -> Option<(u64, u64, u64, u64)> {
     let s = crate::system::proc::Stat::parse(text)?;
     Some((s.minflt()?, s.majflt()?, s.utime()?, s.stime()?))
 }
@@ -98,13 +98,13 @@ fn minus(a: &TaskFigures, b: &TaskFigures) -> TaskFigures {
 
 /// tunelab's own CPU time so far (all threads, to the ns: clock ticks
 /// of /proc/self/stat are too coarse for a budget of 1%), s.
-pub fn own_cpu_s() -> f64 {
+pub(crate) fn own_cpu_s() -> f64 {
     // rustix's clock_gettime cannot fail for a standard clock.
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-pub struct Tracker {
+pub(crate) struct Tracker {
     root: PathBuf,
     scope: Scope,
     tick: f64,
@@ -123,7 +123,7 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    pub fn new(
+    pub(crate) fn new(
         root: &Path,
         scope: Scope,
         gate: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
@@ -209,13 +209,13 @@ impl Sampled for Tracker {
     }
 }
 
-pub struct Collector {
+pub(crate) struct Collector {
     ticker: Ticker<Tracker>,
     own0: f64,
 }
 
 impl Collector {
-    pub fn start(
+    pub(crate) fn start(
         root: &Path,
         scope: Scope,
         gate: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
@@ -237,7 +237,7 @@ impl Collector {
     /// CPU time (`own_cpu_s`) when the interval ended: what stopping and
     /// reading the sections costs after it does not compete with the
     /// workload and is not in the figure.
-    pub fn finish(
+    pub(crate) fn finish(
         self,
         interval: f64,
         usage: Option<Usage>,
@@ -371,7 +371,13 @@ mod tests {
         write(600, 110, 25, 501_000_000, 11);
         t.sample();
         let c = Collector {
-            ticker: Ticker::start("t", t, Duration::from_secs(3600)),
+            ticker: Ticker::adaptive(
+                "t",
+                t,
+                Duration::from_secs(3600),
+                Duration::from_secs(3600),
+                0.0,
+            ),
             own0: 0.0,
         };
         let r = c.finish(1.0, None, 0.0);

@@ -19,11 +19,11 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    pub fn all(&self) -> Vec<Box<dyn Experiment>> {
+    pub(crate) fn all(&self) -> Vec<Box<dyn Experiment>> {
         (self.all)()
     }
 
-    pub fn find(&self, name: &str) -> Result<Box<dyn Experiment>> {
+    pub(crate) fn find(&self, name: &str) -> Result<Box<dyn Experiment>> {
         (self.find)(name)
     }
 }

@@ -18,7 +18,7 @@ const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
 /// Import every run of `files` into `store`: one outcome per run read
 /// ("imported", or already stored), or the first file's error (nothing
 /// imported then). Parameters are checked against `experiments`.
-pub fn import(
+pub(crate) fn import(
     files: &[PathBuf],
     store: &mut Store,
     experiments: &Catalog,
@@ -54,7 +54,7 @@ pub fn import(
 /// read; a clear usage error (exit 2) otherwise, or `each`'s own error.
 /// JSON is read as a stream (a 200 MB export is never held whole, nor as a
 /// JSON tree, in memory). Returns how many runs were read.
-pub fn read_runs(
+pub(crate) fn read_runs(
     path: &Path,
     experiments: &Catalog,
     each: &mut dyn FnMut(Run) -> Result<()>,
@@ -150,17 +150,17 @@ pub fn read_runs(
 /// study of hundreds of points is a few MiB), low enough that reading one
 /// run stays a small multiple of this in memory (bench/bounds_scale.sh:
 /// a run at the result cap, 19 MiB, imports in about 100 MiB RSS).
-pub const MAX_RUN_JSON_BYTES: u64 = 24 << 20;
+pub(crate) const MAX_RUN_JSON_BYTES: u64 = 24 << 20;
 
 /// Most results (points) one imported run may hold: `show` of such a run
 /// stays under 200 MiB RSS.
-pub const MAX_RESULTS_PER_RUN: usize = 5_000;
+pub(crate) const MAX_RESULTS_PER_RUN: usize = 5_000;
 
 /// Longest label (characters) a run may carry, here and on the command line.
-pub const MAX_LABEL_CHARS: usize = 200;
+pub(crate) const MAX_LABEL_CHARS: usize = 200;
 
 /// Longest other text field (an environment value, a warning, a note).
-pub const MAX_TEXT_CHARS: usize = 4096;
+pub(crate) const MAX_TEXT_CHARS: usize = 4096;
 
 /// Most entries of a run's lists of text (argv, environment, warnings).
 const MAX_TEXT_ITEMS: usize = 10_000;

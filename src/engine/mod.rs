@@ -13,16 +13,16 @@
 //! experiment's own Spec, for a handle borrowed from another experiment.
 
 pub mod catalog;
-pub mod import;
+pub(crate) mod import;
 pub mod measure;
 pub mod observer;
 pub mod params;
-pub mod pipeline;
-pub mod process;
+pub(crate) mod pipeline;
+pub(crate) mod process;
 pub mod runner;
-pub mod session;
-pub mod spec;
-pub mod start;
+pub(crate) mod session;
+pub(crate) mod spec;
+pub(crate) mod start;
 pub mod verbs;
 
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 // The run model lives in the bottom module `crate::model` (store and report
 // read it without the engine); experiments name its types through the engine.
-pub use crate::model::run::{MetricResult, PointResult, Run, Series};
+pub(crate) use crate::model::run::{MetricResult, Series};
 pub use crate::model::Better;
 pub use params::{ParamKind, ParamSpec, ParamValue, Point};
 pub use spec::{metric_in, Metric, MetricSpec, Needs, RunDefaults, Spec};
@@ -43,13 +43,13 @@ use crate::{Error, Result};
 /// The values one trial measured, one per metric (a metric may be absent in
 /// some modes).
 #[derive(Debug, Clone, Default)]
-pub struct TrialValues(pub Vec<(&'static str, f64)>);
+pub struct TrialValues(pub(crate) Vec<(&'static str, f64)>);
 
 impl TrialValues {
     pub fn new() -> Self {
         TrialValues(Vec::with_capacity(4))
     }
-    pub fn set(&mut self, metric: Metric, value: f64) -> &mut Self {
+    pub(crate) fn set(&mut self, metric: Metric, value: f64) -> &mut Self {
         self.0.push((metric.name(), value));
         self
     }
@@ -62,21 +62,21 @@ impl TrialValues {
 /// What a point produces besides per-trial metrics, collected once at the end.
 #[derive(Debug, Clone, Default)]
 pub struct PointExtras {
-    pub series: Vec<Series>,
-    pub histograms: Vec<HistogramData>,
+    pub(crate) series: Vec<Series>,
+    pub(crate) histograms: Vec<HistogramData>,
     /// How the figures were obtained (cache dropped? fsync timed?) and caveats.
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// Everything a running experiment may use.
 pub struct Ctx {
     scratch: Option<Arc<Scratch>>,
-    pub target: PathBuf,
-    pub device: Option<BlockDevice>,
-    pub is_root: bool,
+    pub(crate) target: PathBuf,
+    pub(crate) device: Option<BlockDevice>,
+    pub(crate) is_root: bool,
     /// Failed page-cache drops here, which the validity guard flags
     /// (`cache_control::drop_file_cache` counts them).
-    pub cache_drops: crate::observe::validity::CacheDrops,
+    pub(crate) cache_drops: crate::observe::validity::CacheDrops,
     /// The time the point being prepared may take (set by the runner).
     point_time: std::sync::Mutex<Option<PointTime>>,
     /// Shortest time one trial should take, in ns (set by the runner from
@@ -94,9 +94,9 @@ pub const DEFAULT_TRIAL_TIME: std::time::Duration = std::time::Duration::from_mi
 /// measured trials the plan allows) it should fit in it. Experiments whose trial length follows a size (a
 /// file written and read on a slow device) size themselves to fit.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PointTime {
-    pub seconds: f64,
-    pub trials: usize,
+pub(crate) struct PointTime {
+    pub(crate) seconds: f64,
+    pub(crate) trials: usize,
 }
 
 impl Ctx {
@@ -118,41 +118,41 @@ impl Ctx {
 
     /// Shortest time one trial should take: work shorter than this is
     /// repeated within the trial.
-    pub fn trial_time(&self) -> std::time::Duration {
+    pub(crate) fn trial_time(&self) -> std::time::Duration {
         std::time::Duration::from_nanos(self.trial_ns.load(std::sync::atomic::Ordering::Relaxed))
     }
 
-    pub fn set_trial_time(&self, t: std::time::Duration) {
+    pub(crate) fn set_trial_time(&self, t: std::time::Duration) {
         self.trial_ns
             .store(t.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The time the point being prepared may take; None when the run has
     /// a fixed trial count (no budget) or runs outside the runner.
-    pub fn point_time(&self) -> Option<PointTime> {
+    pub(crate) fn point_time(&self) -> Option<PointTime> {
         self.point_time.lock().ok().and_then(|t| *t)
     }
 
-    pub fn set_point_time(&self, t: Option<PointTime>) {
+    pub(crate) fn set_point_time(&self, t: Option<PointTime>) {
         if let Ok(mut g) = self.point_time.lock() {
             *g = t;
         }
     }
 
     /// The private scratch directory of this run.
-    pub fn scratch(&self) -> Result<&Scratch> {
+    pub(crate) fn scratch(&self) -> Result<&Scratch> {
         self.scratch.as_deref().ok_or_else(|| {
             Error::measurement("internal: experiment did not declare it needs scratch space")
         })
     }
 
-    pub fn scratch_dir(&self) -> Result<&Path> {
+    pub(crate) fn scratch_dir(&self) -> Result<&Path> {
         Ok(self.scratch()?.path())
     }
 
     /// Returns `Err(Interrupted)` once SIGINT/SIGTERM/SIGHUP arrived; call it
     /// in long loops so a run stops promptly and cleans up.
-    pub fn check_cancel(&self) -> Result<()> {
+    pub(crate) fn check_cancel(&self) -> Result<()> {
         signals::check()
     }
 }
@@ -164,19 +164,19 @@ impl Ctx {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Footprint {
     /// Bytes written to the target once, when the point is set up.
-    pub setup_written: u64,
+    pub(crate) setup_written: u64,
     /// Bytes written to the target per trial (warm-up trials too).
-    pub trial_written: u64,
+    pub(crate) trial_written: u64,
     /// `trial_written` is one pass of a trial that repeats passes until it
     /// has lasted long enough: a fast device writes a multiple of it.
-    pub repeats: bool,
+    pub(crate) repeats: bool,
     /// Peak bytes of data buffers (and page cache the point must keep
     /// resident) while the point runs, tunelab's own memory not included.
-    pub peak_memory: u64,
+    pub(crate) peak_memory: u64,
     /// Bytes of files the point keeps on the target at its peak, beyond
     /// any already counted in `peak_memory`: on a RAM-backed target (tmpfs,
     /// ramfs, zram) they are memory too.
-    pub stored: u64,
+    pub(crate) stored: u64,
 }
 
 /// What the machine has room for, read when a point is sized: the memory
@@ -185,24 +185,24 @@ pub struct Footprint {
 #[derive(Debug, Clone, Default)]
 pub struct Room {
     /// Bytes a point may give its data buffers (None: unknown).
-    pub memory: Option<u64>,
+    pub(crate) memory: Option<u64>,
     /// Where `memory` came from, for notes.
-    pub memory_why: String,
+    pub(crate) memory_why: String,
     /// Free bytes on the target's file system (None: unknown).
-    pub disk_free: Option<u64>,
+    pub(crate) disk_free: Option<u64>,
     /// Largest file the target's file system holds, when it is small
     /// (vfat: 4 GiB − 1), with the file system's name.
-    pub max_file: Option<(u64, String)>,
+    pub(crate) max_file: Option<(u64, String)>,
     /// The target keeps its files in RAM (tmpfs, ramfs, a zram device):
     /// what backs it, e.g. "tmpfs". `disk_free` is then no more than the
     /// memory budget, because every file written there is memory.
-    pub ram: Option<String>,
+    pub(crate) ram: Option<String>,
 }
 
 impl Room {
     /// A fixed room for tests: `memory` bytes of budget, `disk` free.
     #[cfg(test)]
-    pub fn fixture(memory: u64, disk: Option<u64>) -> Room {
+    pub(crate) fn fixture(memory: u64, disk: Option<u64>) -> Room {
         Room {
             memory: Some(memory),
             memory_why: "fixture".into(),
@@ -212,7 +212,7 @@ impl Room {
     }
 
     /// Read now, for `target` (None: memory only).
-    pub fn read(target: Option<&Path>) -> Room {
+    pub(crate) fn read(target: Option<&Path>) -> Room {
         let limits = crate::system::limits::MemoryLimits::read();
         let mount = target.and_then(crate::system::mount_for_path);
         let ram = mount.as_ref().and_then(ram_backing);
@@ -256,7 +256,7 @@ impl Room {
     }
 
     /// Room for `ctx`'s target.
-    pub fn for_ctx(ctx: &Ctx) -> Room {
+    pub(crate) fn for_ctx(ctx: &Ctx) -> Room {
         Room::read(Some(
             ctx.scratch
                 .as_deref()
@@ -268,7 +268,7 @@ impl Room {
 
 /// What backs a RAM-based mount: "tmpfs", "ramfs", or the zram device
 /// ("zram0 (compressed RAM)"); None for anything else.
-pub fn ram_backing(m: &crate::system::MountFact) -> Option<String> {
+pub(crate) fn ram_backing(m: &crate::system::MountFact) -> Option<String> {
     match m.fs_type.as_str() {
         "tmpfs" | "ramfs" | "shmem" | "devtmpfs" => Some(m.fs_type.clone()),
         _ => {
@@ -301,11 +301,11 @@ pub trait PointRun {
 /// A parameter value a point changed to fit the machine.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fitted {
-    pub param: &'static str,
+    pub(crate) param: &'static str,
     /// The value the point really ran with.
-    pub used: ParamValue,
+    pub(crate) used: ParamValue,
     /// Why, in a few words ("memory budget 48 MiB").
-    pub why: String,
+    pub(crate) why: String,
 }
 
 /// What one experiment does; what it *is* (name, parameters, metrics,
@@ -340,25 +340,19 @@ pub trait Experiment: Send + Sync {
 
 /// Short reads of the Spec (borrowed from the static, never copied).
 impl<'a> dyn Experiment + 'a {
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         self.spec().name
     }
-    pub fn summary(&self) -> &'static str {
-        self.spec().summary
-    }
-    pub fn method(&self) -> &'static str {
-        self.spec().method
-    }
-    pub fn params(&self) -> &'static [ParamSpec] {
+    pub(crate) fn params(&self) -> &'static [ParamSpec] {
         self.spec().params
     }
-    pub fn metrics(&self) -> &'static [MetricSpec] {
+    pub(crate) fn metrics(&self) -> &'static [MetricSpec] {
         self.spec().metrics
     }
-    pub fn needs(&self) -> Needs {
+    pub(crate) fn needs(&self) -> Needs {
         self.spec().needs
     }
-    pub fn defaults(&self) -> RunDefaults {
+    pub(crate) fn defaults(&self) -> RunDefaults {
         self.spec().defaults
     }
 }

@@ -80,7 +80,7 @@ impl Observer for Silent {
 
 /// Forwards everything to `inner` except the progress of the items inside
 /// a larger one (a study's key issue shows its trials, not its points).
-pub struct TrialsOnly<'a>(pub &'a dyn Observer);
+pub(crate) struct TrialsOnly<'a>(pub(crate) &'a dyn Observer);
 
 impl Observer for TrialsOnly<'_> {
     fn info(&self, msg: &str) {

@@ -33,7 +33,7 @@ pub enum ParamKind {
 impl ParamKind {
     /// The name stored with a result (`PointResult::param_kinds`), so a run
     /// displays its parameters without this build's registry.
-    pub fn stored_name(&self) -> &'static str {
+    pub(crate) fn stored_name(&self) -> &'static str {
         match self {
             ParamKind::Size => "size",
             ParamKind::Duration => "duration",
@@ -49,19 +49,19 @@ impl ParamKind {
 /// Declaration of one parameter of an experiment.
 #[derive(Debug, Clone)]
 pub struct ParamSpec {
-    pub name: &'static str,
-    pub kind: ParamKind,
+    pub(crate) name: &'static str,
+    pub(crate) kind: ParamKind,
     /// Default as the user would type it; may be a comma list (a default sweep).
-    pub default: &'static str,
+    pub(crate) default: &'static str,
     /// Allowed range in base units (bytes, seconds, count), inclusive.
-    pub min: Option<f64>,
-    pub max: Option<f64>,
-    pub help: &'static str,
+    pub(crate) min: Option<f64>,
+    pub(crate) max: Option<f64>,
+    pub(crate) help: &'static str,
     /// Left out of a point's stored parameters and label when it has its
     /// default value: for a parameter added after runs were stored, so the
     /// points of older runs and of new runs at the default stay the same
     /// (compare pairs them, `history` keeps one series).
-    pub omit_default: bool,
+    pub(crate) omit_default: bool,
 }
 
 impl ParamSpec {
@@ -83,7 +83,7 @@ impl ParamSpec {
     }
 
     /// See `omit_default`.
-    pub const fn omitted_at_default(mut self) -> Self {
+    pub(crate) const fn omitted_at_default(mut self) -> Self {
         self.omit_default = true;
         self
     }
@@ -93,14 +93,14 @@ impl ParamSpec {
         self.omit_default && self.parse_one(self.default).is_ok_and(|d| d == *v)
     }
 
-    pub const fn range(mut self, min: f64, max: f64) -> Self {
+    pub(crate) const fn range(mut self, min: f64, max: f64) -> Self {
         self.min = Some(min);
         self.max = Some(max);
         self
     }
 
     /// Human description of the unit and range for help text.
-    pub fn unit_text(&self) -> String {
+    pub(crate) fn unit_text(&self) -> String {
         let unit = match &self.kind {
             ParamKind::Size => "bytes (4k = 4 KiB, 1M = 1 MiB, 1MB = 10^6 B)".to_string(),
             ParamKind::Duration => "duration (500ms, 3s, 2m; plain number = seconds)".to_string(),
@@ -125,7 +125,7 @@ impl ParamSpec {
     }
 
     /// Parse one (non-list) value of this parameter, checking its range.
-    pub fn parse_one(&self, raw: &str) -> Result<ParamValue> {
+    pub(crate) fn parse_one(&self, raw: &str) -> Result<ParamValue> {
         let raw = raw.trim();
         let bad = |what: &str| {
             Error::usage(format!(
@@ -183,7 +183,7 @@ impl ParamSpec {
 
     /// Whether a stored value (an imported run's) is one this parameter
     /// takes: of its kind, in its range, one of its choices.
-    pub fn accepts(&self, v: &ParamValue) -> std::result::Result<(), String> {
+    pub(crate) fn accepts(&self, v: &ParamValue) -> std::result::Result<(), String> {
         let kind_ok = match (&self.kind, v) {
             (ParamKind::Size | ParamKind::Count, ParamValue::Int(_)) => true,
             (ParamKind::Duration | ParamKind::Float, ParamValue::Int(_)) => true,
@@ -207,7 +207,7 @@ impl ParamSpec {
     }
 
     /// Parse a comma list: each element is one value of a sweep.
-    pub fn parse_list(&self, raw: &str) -> Result<Vec<ParamValue>> {
+    pub(crate) fn parse_list(&self, raw: &str) -> Result<Vec<ParamValue>> {
         let mut out = Vec::new();
         for part in raw.split(',') {
             if part.trim().is_empty() {
@@ -237,7 +237,7 @@ impl Point {
     }
 
     /// A size or count parameter.
-    pub fn u64(&self, name: &str) -> Result<u64> {
+    pub(crate) fn u64(&self, name: &str) -> Result<u64> {
         match self.get(name)? {
             ParamValue::Int(v) => Ok(*v),
             ParamValue::Float(v) => Ok(*v as u64),
@@ -247,18 +247,18 @@ impl Point {
         }
     }
 
-    pub fn usize(&self, name: &str) -> Result<usize> {
+    pub(crate) fn usize(&self, name: &str) -> Result<usize> {
         Ok(self.u64(name)? as usize)
     }
 
     /// A duration (seconds) or float parameter.
-    pub fn f64(&self, name: &str) -> Result<f64> {
+    pub(crate) fn f64(&self, name: &str) -> Result<f64> {
         self.get(name)?
             .as_f64()
             .ok_or_else(|| Error::measurement(format!("internal: parameter {name} is not numeric")))
     }
 
-    pub fn text(&self, name: &str) -> Result<&str> {
+    pub(crate) fn text(&self, name: &str) -> Result<&str> {
         match self.get(name)? {
             ParamValue::Text(s) => Ok(s),
             other => Err(Error::measurement(format!(
@@ -267,7 +267,7 @@ impl Point {
         }
     }
 
-    pub fn bool(&self, name: &str) -> Result<bool> {
+    pub(crate) fn bool(&self, name: &str) -> Result<bool> {
         match self.get(name)? {
             ParamValue::Bool(b) => Ok(*b),
             other => Err(Error::measurement(format!(
@@ -278,7 +278,7 @@ impl Point {
 
     /// The parameters a result stores: all but those declared
     /// `omitted_at_default` that have their default value.
-    pub fn stored(&self, specs: &[ParamSpec]) -> BTreeMap<String, ParamValue> {
+    pub(crate) fn stored(&self, specs: &[ParamSpec]) -> BTreeMap<String, ParamValue> {
         let mut params = self.0.clone();
         params.retain(|k, v| !specs.iter().any(|s| s.name == k && s.omits(v)));
         params
@@ -286,7 +286,7 @@ impl Point {
 
     /// `key=value` pairs for display, sizes shown in binary units (the
     /// stored parameters: see `stored`).
-    pub fn label(&self, specs: &[ParamSpec]) -> String {
+    pub(crate) fn label(&self, specs: &[ParamSpec]) -> String {
         self.stored(specs)
             .iter()
             .map(|(k, v)| {
@@ -305,7 +305,10 @@ impl Point {
 
 /// Parse `-p key=v[,v…]` overrides against the specs and expand every
 /// combination into points (the first parameter varies slowest).
-pub fn expand_points(specs: &[ParamSpec], overrides: &[(String, String)]) -> Result<Vec<Point>> {
+pub(crate) fn expand_points(
+    specs: &[ParamSpec],
+    overrides: &[(String, String)],
+) -> Result<Vec<Point>> {
     for (key, _) in overrides {
         if !specs.iter().any(|s| s.name == key) {
             let known: Vec<&str> = specs.iter().map(|s| s.name).collect();
@@ -353,7 +356,7 @@ pub fn expand_points(specs: &[ParamSpec], overrides: &[(String, String)]) -> Res
 }
 
 /// Split `key=value` (the argument of `-p`).
-pub fn split_assignment(raw: &str) -> Result<(String, String)> {
+pub(crate) fn split_assignment(raw: &str) -> Result<(String, String)> {
     match raw.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
             Ok((k.trim().to_string(), v.trim().to_string()))

@@ -22,16 +22,16 @@ use crate::{Error, Result};
 /// measurement, and the store's failure. The verb prints the run first and
 /// asks [`Finished::result`] last: a measurement is never thrown away
 /// because the store could not be written.
-pub struct Finished {
-    pub run: Run,
-    pub error: Option<Error>,
-    pub store_error: Option<Error>,
+pub(crate) struct Finished {
+    pub(crate) run: Run,
+    pub(crate) error: Option<Error>,
+    pub(crate) store_error: Option<Error>,
 }
 
 impl Finished {
     /// The verb's result, once its results are printed: the measurement's
     /// error (the store's failure said beside it), else the store's.
-    pub fn result(self, obs: &dyn Observer) -> Result<()> {
+    pub(crate) fn result(self, obs: &dyn Observer) -> Result<()> {
         match (self.error, self.store_error) {
             (Some(e), Some(se)) => {
                 obs.error(&se.to_string());
@@ -46,7 +46,7 @@ impl Finished {
 /// Close a verb's session: stop its sampler, set the run's status from
 /// `error`, and store it (when `store` is given and the run has results,
 /// or, with `empty_too`, even without: a diagnosis has no point results).
-pub fn close(
+pub(crate) fn close(
     session: Session,
     error: Option<Error>,
     store: Option<&mut Store>,
@@ -67,7 +67,7 @@ pub fn close(
 }
 
 /// Start a session: say so when the machine is watched for quietness first.
-pub fn begin_session(
+pub(crate) fn begin_session(
     watch: &Watch,
     label: &str,
     target: Option<&Path>,
@@ -87,7 +87,7 @@ pub fn begin_session(
 /// `replace`, over a copy stored earlier under its id (a study stores its
 /// growing run after each key issue). Returns the store's error, if any:
 /// the caller still prints the results, a measurement is never thrown away.
-pub fn store_run(
+pub(crate) fn store_run(
     run: &Run,
     store: Option<&mut Store>,
     replace: bool,
@@ -114,24 +114,28 @@ pub fn store_run(
 /// Keep a run measured elsewhere (a host of `tunelab remote`): stored as
 /// it came, whatever its status — the host already decided it was worth
 /// sending — and a store failure is the caller's error at once.
-pub fn store_received(run: &Run, store: &mut Store) -> Result<()> {
+pub(crate) fn store_received(run: &Run, store: &mut Store) -> Result<()> {
     store.save(run)
 }
 
 /// Parsed lab flags.
-pub struct Lab {
-    pub fs: Vec<FsSpec>,
+pub(crate) struct Lab {
+    pub(crate) fs: Vec<FsSpec>,
     /// `--fs` entries skipped because their mkfs is not installed.
-    pub missing: Vec<String>,
-    pub fs_size: u64,
-    pub throttle: Option<ThrottleLimits>,
+    pub(crate) missing: Vec<String>,
+    pub(crate) fs_size: u64,
+    pub(crate) throttle: Option<ThrottleLimits>,
 }
 
 impl Lab {
     /// From the `--fs`, `--fs-size` and `--throttle` flags: file systems whose
     /// mkfs is missing are skipped with a note (an error when none is left);
     /// a lab or a throttle needs root.
-    pub fn from_flags(fs: Option<&str>, fs_size: u64, throttle: Option<&str>) -> Result<Lab> {
+    pub(crate) fn from_flags(
+        fs: Option<&str>,
+        fs_size: u64,
+        throttle: Option<&str>,
+    ) -> Result<Lab> {
         let (fs, missing): (Vec<FsSpec>, Vec<FsSpec>) = match fs {
             Some(list) => parse_fs_list(list)?
                 .into_iter()
@@ -168,7 +172,7 @@ impl Lab {
 /// Run `measure` on the target, or on each lab file system in turn (results
 /// tagged `fs=…`), under the throttle when asked. Returns the error that
 /// stopped it; every loop device, mount and cgroup is gone when it returns.
-pub fn for_each_target(
+pub(crate) fn for_each_target(
     exp: &dyn Experiment,
     points: &[Point],
     target: Option<&Path>,

@@ -16,29 +16,29 @@ use crate::model::run::{
     new_run_id, now_rfc3339, PointResult, Run, RunStatus, StorageFact, RUN_SCHEMA,
 };
 use crate::observe::sampler::Sampler;
-pub use crate::safety::scratch::target_or_temp;
+pub(crate) use crate::safety::scratch::target_or_temp;
 use crate::safety::Scratch;
 use crate::system::{self, device_for_path};
 use crate::{Error, Result};
 
 /// How to watch the machine around a run.
 #[derive(Debug, Clone)]
-pub struct Watch {
+pub(crate) struct Watch {
     /// Seconds of quietness check before the run (0 = skip).
-    pub quiet_check: f64,
+    pub(crate) quiet_check: f64,
     /// Background sampler interval in seconds.
-    pub sample_interval: f64,
+    pub(crate) sample_interval: f64,
 }
 
 /// An open run: environment recorded, sampler running.
-pub struct Session {
-    pub run: Run,
+pub(crate) struct Session {
+    pub(crate) run: Run,
     sampler: Option<Sampler>,
 }
 
 impl Session {
     /// Start a run measured on `target` (None: the temp directory).
-    pub fn begin(
+    pub(crate) fn begin(
         target: Option<&Path>,
         label: &str,
         argv: &[String],
@@ -68,7 +68,7 @@ impl Session {
     /// A session for a verb that measures outside the experiment runner:
     /// no target (the environment snapshot has no storage), no quietness
     /// check, a background sampler every `sample` when asked.
-    pub fn open(label: &str, argv: &[String], sample: Option<Duration>) -> Session {
+    pub(crate) fn open(label: &str, argv: &[String], sample: Option<Duration>) -> Session {
         Session {
             run: new_run(None, label, argv),
             sampler: sample.map(|d| Sampler::start(None, d)),
@@ -77,7 +77,7 @@ impl Session {
 
     /// Stop the background sampler now (its samples go to the run), before
     /// the results are put together.
-    pub fn stop_sampler(&mut self) {
+    pub(crate) fn stop_sampler(&mut self) {
         if let Some(s) = self.sampler.take() {
             self.run.samples = s.stop();
         }
@@ -85,14 +85,14 @@ impl Session {
 
     /// Add what a measurement produced; returns its error, if any.
     /// (`stamp_kinds` has given each result its parameters' kinds.)
-    pub fn absorb(&mut self, outcome: Outcome) -> Option<Error> {
+    pub(crate) fn absorb(&mut self, outcome: Outcome) -> Option<Error> {
         self.run.results.extend(outcome.results);
         self.run.warnings.extend(outcome.warnings);
         outcome.error
     }
 
     /// Stop the sampler and set the status from the error that ended the run.
-    pub fn finish(mut self, error: Option<&Error>) -> Run {
+    pub(crate) fn finish(mut self, error: Option<&Error>) -> Run {
         if let Some(s) = self.sampler.take() {
             self.run.samples = s.stop();
         }
@@ -105,7 +105,7 @@ impl Session {
 /// A new run, started now, with the environment snapshot (of `target`'s
 /// file system when given): the one place a `Run` is built, for every
 /// session (`Session::begin`, `Session::open`).
-pub fn new_run(target: Option<&Path>, label: &str, argv: &[String]) -> Run {
+pub(crate) fn new_run(target: Option<&Path>, label: &str, argv: &[String]) -> Run {
     Run {
         schema: RUN_SCHEMA.to_string(),
         id: new_run_id(),
@@ -126,7 +126,7 @@ pub fn new_run(target: Option<&Path>, label: &str, argv: &[String]) -> Run {
 }
 
 /// A run's status from the error that ended it (None: complete).
-pub fn status_of(error: Option<&Error>) -> RunStatus {
+pub(crate) fn status_of(error: Option<&Error>) -> RunStatus {
     match error {
         None => RunStatus::Complete,
         Some(Error::Interrupted(_)) => RunStatus::Interrupted,
@@ -136,14 +136,18 @@ pub fn status_of(error: Option<&Error>) -> RunStatus {
 
 /// Whether a finished run is worth storing: complete, or partial with data
 /// (points, or a diagnosis of the interval it covered).
-pub fn worth_storing(run: &Run) -> bool {
+pub(crate) fn worth_storing(run: &Run) -> bool {
     run.status == RunStatus::Complete || !run.results.is_empty() || run.diagnosis.is_some()
 }
 
 /// Scratch space and context for an experiment on `target` (checked in the
 /// verb's plan): creates the private directory and verifies free space for the
 /// largest point before anything runs.
-pub fn prepare_ctx(exp: &dyn Experiment, points: &[Point], target: Option<&Path>) -> Result<Ctx> {
+pub(crate) fn prepare_ctx(
+    exp: &dyn Experiment,
+    points: &[Point],
+    target: Option<&Path>,
+) -> Result<Ctx> {
     let scratch = if exp.needs().scratch {
         let s = Scratch::create(target)?;
         let need = points
@@ -185,7 +189,11 @@ pub fn prepare_ctx(exp: &dyn Experiment, points: &[Point], target: Option<&Path>
 /// directory there: device, file system and mount options, plus the lab file
 /// system (`--fs` label) and throttle limits in force. Advice uses it to keep
 /// a lab or throttled device's figures away from the host's disk.
-pub fn storage_of(ctx: &Ctx, lab: Option<&str>, throttle: Option<String>) -> Option<StorageFact> {
+pub(crate) fn storage_of(
+    ctx: &Ctx,
+    lab: Option<&str>,
+    throttle: Option<String>,
+) -> Option<StorageFact> {
     ctx.scratch().ok()?;
     let dir = &ctx.target;
     let mount = system::mount_for_path(dir);
@@ -212,7 +220,7 @@ pub fn storage_of(ctx: &Ctx, lab: Option<&str>, throttle: Option<String>) -> Opt
 }
 
 /// Record on every result where its I/O went (see [`storage_of`]).
-pub fn stamp_storage(results: &mut [PointResult], storage: Option<&StorageFact>) {
+pub(crate) fn stamp_storage(results: &mut [PointResult], storage: Option<&StorageFact>) {
     for r in results {
         if r.storage.is_none() {
             r.storage = storage.cloned();
@@ -221,7 +229,7 @@ pub fn stamp_storage(results: &mut [PointResult], storage: Option<&StorageFact>)
 }
 
 /// `--throttle` limits as text (`read=20000000B/s,write_iops=100`).
-pub fn throttle_text(
+pub(crate) fn throttle_text(
     read_bps: Option<u64>,
     write_bps: Option<u64>,
     read_iops: Option<u64>,
@@ -241,7 +249,7 @@ pub fn throttle_text(
 
 /// Tag every result with an extra parameter (the lab's `fs`, a tuned knob's
 /// value) so that runs pair and display by it.
-pub fn tag(results: &mut [PointResult], key: &str, value: &str) {
+pub(crate) fn tag(results: &mut [PointResult], key: &str, value: &str) {
     for r in results {
         r.params
             .insert(key.to_string(), ParamValue::Text(value.to_string()));
@@ -250,7 +258,7 @@ pub fn tag(results: &mut [PointResult], key: &str, value: &str) {
 
 /// Record the kind of every parameter the experiment declares, so a result
 /// displays the same wherever it is imported, without any registry.
-pub fn stamp_kinds(results: &mut [PointResult], specs: &[ParamSpec]) {
+pub(crate) fn stamp_kinds(results: &mut [PointResult], specs: &[ParamSpec]) {
     for r in results {
         for spec in specs {
             if r.params.contains_key(spec.name) {

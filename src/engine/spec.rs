@@ -28,13 +28,8 @@ pub struct Spec {
 
 impl Spec {
     /// The declaration of the parameter `name`.
-    pub fn param(&self, name: &str) -> Option<&'static ParamSpec> {
+    pub(crate) fn param(&self, name: &str) -> Option<&'static ParamSpec> {
         self.params.iter().find(|p| p.name == name)
-    }
-
-    /// The declaration of the metric `name`.
-    pub fn metric(&self, name: &str) -> Option<&'static MetricSpec> {
-        self.metrics.iter().find(|m| m.name == name)
     }
 
     /// The handle a trial emits `name` with. Call it only in a `const`
@@ -52,7 +47,7 @@ impl Spec {
 pub struct Metric(&'static str);
 
 impl Metric {
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         self.0
     }
 }
@@ -90,15 +85,15 @@ const fn same(a: &str, b: &str) -> bool {
 /// Declaration of one metric an experiment produces.
 #[derive(Debug, Clone)]
 pub struct MetricSpec {
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Base unit: `B/s`, `s`, `ops/s`, `B`, `count`, `ratio`.
-    pub unit: &'static str,
-    pub better: Better,
-    pub help: &'static str,
+    pub(crate) unit: &'static str,
+    pub(crate) better: Better,
+    pub(crate) help: &'static str,
 }
 
 impl MetricSpec {
-    pub const fn higher(name: &'static str, unit: &'static str, help: &'static str) -> Self {
+    pub(crate) const fn higher(name: &'static str, unit: &'static str, help: &'static str) -> Self {
         MetricSpec {
             name,
             unit,
@@ -119,8 +114,8 @@ impl MetricSpec {
 /// What an experiment needs before it may run; checked before anything runs.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Needs {
-    pub root: bool,
-    pub scratch: bool,
+    pub(crate) root: bool,
+    pub(crate) scratch: bool,
 }
 
 impl Needs {
@@ -130,7 +125,7 @@ impl Needs {
         scratch: false,
     };
     /// A private scratch directory under --target (most storage experiments).
-    pub const SCRATCH: Needs = Needs {
+    pub(crate) const SCRATCH: Needs = Needs {
         root: false,
         scratch: true,
     };
@@ -140,11 +135,11 @@ impl Needs {
 /// wants fewer trials than a 1 ms syscall loop). CLI flags override them.
 #[derive(Debug, Clone, Copy)]
 pub struct RunDefaults {
-    pub warmup: usize,
-    pub min_trials: usize,
-    pub max_trials: usize,
+    pub(crate) warmup: usize,
+    pub(crate) min_trials: usize,
+    pub(crate) max_trials: usize,
     /// Seconds for the whole run, shared among its points.
-    pub budget: f64,
+    pub(crate) budget: f64,
 }
 
 impl RunDefaults {
@@ -158,7 +153,7 @@ impl RunDefaults {
 
     /// One trial that is a whole recording (a stream or a burst of many
     /// frames, each with its own latency): no warm-up, up to 10 minutes.
-    pub const ONE_RECORDING: RunDefaults = RunDefaults {
+    pub(crate) const ONE_RECORDING: RunDefaults = RunDefaults {
         warmup: 0,
         min_trials: 1,
         max_trials: 1,
@@ -166,7 +161,12 @@ impl RunDefaults {
     };
 
     /// `warmup` warm-up trials, `min..=max` measured ones, `budget` seconds.
-    pub const fn new(warmup: usize, min_trials: usize, max_trials: usize, budget: f64) -> Self {
+    pub(crate) const fn new(
+        warmup: usize,
+        min_trials: usize,
+        max_trials: usize,
+        budget: f64,
+    ) -> Self {
         RunDefaults {
             warmup,
             min_trials,

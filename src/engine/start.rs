@@ -12,27 +12,27 @@ use crate::safety::{journal, rlimits, signals};
 use crate::{Error, Result};
 
 /// What the process start needs to know about the verb.
-pub struct Start<'a> {
+pub(crate) struct Start<'a> {
     /// `--db` (or `TUNELAB_DB`): the store that settles an apply cut short.
-    pub db: Option<&'a Path>,
+    pub(crate) db: Option<&'a Path>,
     /// Put back the settings dead tunelab processes left changed (all verbs
     /// but `restore`, which does it itself and reports each one).
-    pub restore_left: bool,
+    pub(crate) restore_left: bool,
     /// The verb measures or runs programs: raise the descriptor and process
     /// limits to what it needs, or refuse.
-    pub measures: bool,
+    pub(crate) measures: bool,
 }
 
 /// How the start went.
-pub struct Started {
+pub(crate) struct Started {
     /// One per setting put back, or why the journal could not be read.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// Limits too low to measure: the process ends before the verb.
-    pub refused: Option<Error>,
+    pub(crate) refused: Option<Error>,
 }
 
 /// Start the process (see the module's text for what, in which order).
-pub fn start(s: &Start) -> Started {
+pub(crate) fn start(s: &Start) -> Started {
     crate::safety::install_signal_handlers();
     if std::env::var_os(signals::STDIN_GUARD).is_some() {
         signals::hang_up_on_stdin_eof(Duration::from_secs(20));

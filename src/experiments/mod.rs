@@ -1,21 +1,21 @@
 //! The experiment registry: one file per experiment, grouped by family.
 
-pub mod app;
+pub(crate) mod app;
 pub mod common;
-pub mod cpu;
-pub mod flash;
-pub mod io;
-pub mod ipc;
-pub mod mem;
+pub(crate) mod cpu;
+pub(crate) mod flash;
+pub(crate) mod io;
+pub(crate) mod ipc;
+pub(crate) mod mem;
 pub mod registry;
-pub mod sched;
-pub mod test;
-pub mod work;
+pub(crate) mod sched;
+pub(crate) mod test;
+pub(crate) mod work;
 
 use crate::engine::Experiment;
 
 /// Every experiment this build knows, in `list` order.
-pub fn all() -> Vec<Box<dyn Experiment>> {
+pub(crate) fn all() -> Vec<Box<dyn Experiment>> {
     let mut v: Vec<Box<dyn Experiment>> = Vec::new();
     v.extend(io::all());
     v.extend(flash::all());

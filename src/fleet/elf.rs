@@ -48,7 +48,7 @@ pub fn interpreter(b: &[u8]) -> Option<String> {
 }
 
 /// The refusal `remote` gives for a dynamically linked binary.
-pub fn refusal(path: &std::path::Path, interp: &str) -> String {
+pub(crate) fn refusal(path: &std::path::Path, interp: &str) -> String {
     format!(
         "{} is dynamically linked (it needs {interp} and that libc on the host); boards \
          without them cannot run it. Build the static binaries with scripts/build-static.sh \

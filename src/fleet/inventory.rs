@@ -16,20 +16,20 @@ use crate::{Error, Result};
 
 /// One machine to reach over SSH.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Host {
+pub(crate) struct Host {
     /// The name shown in progress and results (the inventory name).
-    pub name: String,
+    pub(crate) name: String,
     /// What ssh connects to (`ansible_host`, else the name).
-    pub address: String,
-    pub port: Option<u16>,
-    pub user: Option<String>,
+    pub(crate) address: String,
+    pub(crate) port: Option<u16>,
+    pub(crate) user: Option<String>,
     /// Directory on the host for the cached binary.
-    pub dir: Option<String>,
+    pub(crate) dir: Option<String>,
 }
 
 impl Host {
     /// A host named on the command line: `[user@]address[:port]`.
-    pub fn parse(spec: &str) -> Result<Host> {
+    pub(crate) fn parse(spec: &str) -> Result<Host> {
         let bad = || {
             Error::usage(format!(
                 "'{spec}' is not a host: use [user@]name[:port] (or an inventory name with --inventory)"
@@ -82,7 +82,7 @@ impl Group {
 
 /// A parsed inventory.
 #[derive(Debug, Default)]
-pub struct Inventory {
+pub(crate) struct Inventory {
     groups: BTreeMap<String, Group>,
     /// Every host's own variables; its keys are the set of hosts.
     host_vars: BTreeMap<String, BTreeMap<String, String>>,
@@ -178,7 +178,7 @@ impl Inventory {
         }
     }
 
-    pub fn parse(text: &str) -> Result<Inventory> {
+    pub(crate) fn parse(text: &str) -> Result<Inventory> {
         let mut inv = Inventory::default();
         // (group, kind) of the current section; kind: hosts, vars or children.
         let mut section = ("ungrouped".to_string(), "hosts");
@@ -370,7 +370,7 @@ impl Inventory {
     }
 
     /// The hosts a pattern names: `all`, a group, or a host; comma lists.
-    pub fn select(&self, pattern: &str) -> Result<Vec<Host>> {
+    pub(crate) fn select(&self, pattern: &str) -> Result<Vec<Host>> {
         let mut names: Vec<&str> = Vec::new();
         for part in pattern.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             if part == "all" {

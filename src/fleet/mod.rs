@@ -2,11 +2,11 @@
 //! and tunelab commands run on them over the system OpenSSH client.
 
 pub mod elf;
-pub mod inventory;
+pub(crate) mod inventory;
 #[cfg(feature = "fleet")]
 mod inventory_yaml;
-pub mod reach;
-pub mod remote;
+pub(crate) mod reach;
+pub(crate) mod remote;
 mod ssh_config;
 
 use crate::Result;
@@ -16,7 +16,7 @@ use inventory::Inventory;
 /// name ends in .yml/.yaml or the text starts like YAML (`---`, or a first
 /// line `name:`), INI otherwise — as Ansible tries its plugins. (Here, not in
 /// `inventory`, so the INI and YAML readers do not import each other.)
-pub fn load_inventory(text: &str, file_name: &str) -> Result<Inventory> {
+pub(crate) fn load_inventory(text: &str, file_name: &str) -> Result<Inventory> {
     check_text(text, file_name)?;
     let lower = file_name.to_ascii_lowercase();
     let first = text
@@ -36,7 +36,7 @@ pub fn load_inventory(text: &str, file_name: &str) -> Result<Inventory> {
 }
 
 /// Largest inventory read: thousands of hosts fit in far less.
-pub const MAX_INVENTORY_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_INVENTORY_BYTES: u64 = 4 << 20;
 
 /// An inventory is text of a bounded size (a binary file is bad input).
 fn check_text(text: &str, file_name: &str) -> Result<()> {

@@ -21,7 +21,7 @@ use crate::safety::signals;
 
 /// What the probe found for one host.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Some address of it accepted a connection on the port.
     Answers,
     /// No address did; why, naming the address and port.
@@ -38,7 +38,7 @@ const LOOKUP_THREADS: usize = 8;
 
 /// Probe `targets` (address, port): every address a name resolves to is
 /// tried; a host answers when one of them accepts within `within`.
-pub fn probe(targets: &[(String, u16)], within: Duration) -> Vec<Verdict> {
+pub(crate) fn probe(targets: &[(String, u16)], within: Duration) -> Vec<Verdict> {
     let t0 = Instant::now();
     let addrs = resolve(targets, t0 + within);
     let mut verdicts: Vec<Verdict> = addrs

@@ -25,43 +25,43 @@ use crate::system::env::shell_quote;
 use crate::{Error, Result};
 
 /// How to reach the hosts and what to run there.
-pub struct Plan<'a> {
+pub(crate) struct Plan<'a> {
     /// The ssh program (`ssh`, or `TUNELAB_SSH` for a wrapper).
-    pub ssh: String,
+    pub(crate) ssh: String,
     /// Extra ssh options, passed before the destination (`-F file`, `-o K=V`).
-    pub ssh_options: Vec<String>,
+    pub(crate) ssh_options: Vec<String>,
     /// Where the static binaries are (see [`binary_for`]).
-    pub binaries: Option<PathBuf>,
+    pub(crate) binaries: Option<PathBuf>,
     /// tunelab's arguments on the host (`--json` is added in front).
-    pub args: &'a [String],
-    pub timeout: Duration,
-    pub parallel: usize,
+    pub(crate) args: &'a [String],
+    pub(crate) timeout: Duration,
+    pub(crate) parallel: usize,
     /// Copy a dynamically linked binary (refused otherwise: see `elf`).
-    pub allow_dynamic: bool,
+    pub(crate) allow_dynamic: bool,
 }
 
 /// What happened on one host.
 #[derive(Debug, Clone, Serialize)]
-pub struct HostOutcome {
-    pub host: String,
-    pub arch: Option<String>,
+pub(crate) struct HostOutcome {
+    pub(crate) host: String,
+    pub(crate) arch: Option<String>,
     /// ok, failed (the command exited non-zero, or was killed: the error
     /// says by which signal), unreachable, lost (the connection broke while
     /// the command ran), timeout,
     /// interrupted or error (no binary, bad output).
-    pub status: String,
+    pub(crate) status: String,
     /// The remote tunelab's exit code, when it ran.
-    pub exit_code: Option<i32>,
-    pub seconds: f64,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) seconds: f64,
     /// Whether the binary had to be copied.
-    pub copied: bool,
+    pub(crate) copied: bool,
     /// Whether the host already had it (neither: never got that far).
     #[serde(default)]
-    pub cached: bool,
-    pub error: Option<String>,
+    pub(crate) cached: bool,
+    pub(crate) error: Option<String>,
     /// The JSON the command printed (a run, an inspection, …).
     #[serde(skip)]
-    pub output: Option<serde_json::Value>,
+    pub(crate) output: Option<serde_json::Value>,
 }
 
 /// FNV-1a 64 of the binary: names the cached copy. Not a security check —
@@ -74,7 +74,7 @@ fn checksum(bytes: &[u8]) -> u64 {
 
 /// The `uname -m` answers a local path may be built from: anything else a
 /// host reports (`../../secret`) is refused before it becomes a path.
-pub const ARCHES: &[&str] = &[
+pub(crate) const ARCHES: &[&str] = &[
     "x86_64",
     "i386",
     "i486",
@@ -102,7 +102,7 @@ pub const ARCHES: &[&str] = &[
 ];
 
 /// A host's `uname -m`, checked against [`ARCHES`].
-pub fn checked_arch(arch: &str) -> Result<&str> {
+pub(crate) fn checked_arch(arch: &str) -> Result<&str> {
     if ARCHES.contains(&arch) {
         return Ok(arch);
     }
@@ -121,7 +121,7 @@ pub fn checked_arch(arch: &str) -> Result<&str> {
 
 /// A host's $HOME: an absolute path without `..`, `.` or control characters
 /// (the remote cache directory is built from it).
-pub fn checked_home(home: &str) -> Result<&str> {
+pub(crate) fn checked_home(home: &str) -> Result<&str> {
     let p = Path::new(home);
     let dots = home.split('/').any(|c| c == ".." || c == ".");
     let plain = p.is_absolute() && home.len() <= 4096 && !dots && !home.contains(char::is_control);
@@ -139,7 +139,7 @@ pub fn checked_home(home: &str) -> Result<&str> {
 /// The static binary for a host's `uname -m`. With a directory, the board
 /// build's layouts are tried; without one, this very binary serves hosts of
 /// its own architecture.
-pub fn binary_for(arch: &str, dir: Option<&Path>) -> Result<PathBuf> {
+pub(crate) fn binary_for(arch: &str, dir: Option<&Path>) -> Result<PathBuf> {
     let arch = checked_arch(arch)?;
     let triple = format!("{arch}-unknown-linux-musl");
     if let Some(dir) = dir {
@@ -503,7 +503,7 @@ fn on_host(plan: &Plan, host: &Host, say: &(dyn Fn(&str) + Sync)) -> HostOutcome
 }
 
 /// How long the TCP probe waits for a host's port (one SYN retransmit fits).
-pub const PROBE_WAIT: Duration = Duration::from_secs(3);
+pub(crate) const PROBE_WAIT: Duration = Duration::from_secs(3);
 
 /// Probe every host's ssh port at once before any ssh starts: a host that
 /// does not answer is unreachable with the cause (no ssh spawned for it).
@@ -534,7 +534,11 @@ fn pre_check(plan: &Plan, hosts: &[Host], say: &(dyn Fn(&str, &str) + Sync)) -> 
 
 /// Run the plan on every host, at most `parallel` at once; `say(host, line)`
 /// reports progress. Outcomes come back in the hosts' order.
-pub fn run(plan: &Plan, hosts: &[Host], say: &(dyn Fn(&str, &str) + Sync)) -> Vec<HostOutcome> {
+pub(crate) fn run(
+    plan: &Plan,
+    hosts: &[Host],
+    say: &(dyn Fn(&str, &str) + Sync),
+) -> Vec<HostOutcome> {
     let t0 = Instant::now();
     let verdicts = pre_check(plan, hosts, say);
     let probed = t0.elapsed().as_secs_f64();

@@ -24,7 +24,7 @@ const REDIRECTING_FLAGS: &[&str] = &["-J", "-p", "-b", "-B", "-W"];
 /// Why ssh may not go straight to the host's address and port, or None
 /// when it does (`options`: the words given with `-o`; `home`: where the
 /// user's `.ssh/config` is).
-pub fn redirection(options: &[String], homes: &[PathBuf]) -> Option<String> {
+pub(crate) fn redirection(options: &[String], homes: &[PathBuf]) -> Option<String> {
     let mut files: Option<Vec<(PathBuf, PathBuf)>> = None;
     let mut words = options.iter();
     while let Some(w) = words.next() {
@@ -68,7 +68,7 @@ pub fn redirection(options: &[String], homes: &[PathBuf]) -> Option<String> {
 }
 
 /// The directories whose `.ssh/config` ssh reads: $HOME and the passwd entry's.
-pub fn homes() -> Vec<PathBuf> {
+pub(crate) fn homes() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::env::var_os("HOME")
         .map(PathBuf::from)
         .into_iter()

@@ -162,7 +162,7 @@ fn loop_node(n: i32) -> Result<PathBuf> {
 /// Attach `image` to a free loop device with autoclear. Returns the device
 /// and our open descriptor of it (the device detaches when the last
 /// descriptor closes and nothing is mounted from it).
-pub fn attach(image: &Path, read_only: bool) -> Result<(PathBuf, File)> {
+pub(crate) fn attach(image: &Path, read_only: bool) -> Result<(PathBuf, File)> {
     let ctl_path = Path::new("/dev/loop-control");
     let ctl = fs::OpenOptions::new()
         .read(true)
@@ -364,39 +364,14 @@ impl LoopFs {
         }
     }
 
-    /// Change mount options in place (mount(2) MS_REMOUNT; options as for `mount -o`).
-    pub fn remount(&mut self, options: &str) -> Result<()> {
-        let (flags, _) = sysmount::split_options(options);
-        let c = std::ffi::CString::new(self.mount_point.as_os_str().as_bytes())
-            .map_err(|_| Error::usage("bad mount point"))?;
-        // Empty data: fs-specific options stay as they are.
-        rustix::mount::mount_remount(&c, flags, c"")
-            .map_err(|e| ioctl_err("remount", &self.mount_point, e))
-    }
-
     /// Where the filesystem is mounted (create files only under here).
     pub fn mount_point(&self) -> &Path {
         &self.mount_point
     }
 
-    /// The loop device node, e.g. `/dev/loop3`.
-    pub fn device_path(&self) -> Result<&Path> {
-        self.device
-            .as_deref()
-            .ok_or_else(|| Error::measurement("internal: loop device not attached"))
-    }
-
     /// Device numbers (for cgroup throttling, `/sys/dev/block/MAJ:MIN`).
     pub fn major_minor(&self) -> (u32, u32) {
         (self.major, self.minor)
-    }
-
-    /// Kernel name, e.g. `loop3` (for `/sys/block/<name>`, diskstats).
-    pub fn kernel_name(&self) -> Option<String> {
-        self.device
-            .as_ref()
-            .and_then(|d| d.file_name())
-            .map(|n| n.to_string_lossy().into_owned())
     }
 }
 

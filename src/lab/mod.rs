@@ -22,13 +22,13 @@ pub use throttle::{IoThrottle, ThrottleLimits};
 
 /// One `--fs` entry: `ext4`, `ext4:noatime`, `ext4:data=writeback:commit=60`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FsSpec {
-    pub label: String,
-    pub fs_type: String,
-    pub options: Vec<String>,
+pub(crate) struct FsSpec {
+    pub(crate) label: String,
+    pub(crate) fs_type: String,
+    pub(crate) options: Vec<String>,
 }
 
-pub fn parse_fs_list(list: &str) -> Result<Vec<FsSpec>> {
+pub(crate) fn parse_fs_list(list: &str) -> Result<Vec<FsSpec>> {
     let mut out = Vec::new();
     for item in list.split(',').map(str::trim) {
         let mut parts = item.split(':');
@@ -49,7 +49,7 @@ pub fn parse_fs_list(list: &str) -> Result<Vec<FsSpec>> {
 }
 
 /// Whether `mkfs.<fs_type>` is installed.
-pub fn mkfs_available(fs_type: &str) -> bool {
+pub(crate) fn mkfs_available(fs_type: &str) -> bool {
     let name = format!("mkfs.{fs_type}");
     std::env::var_os("PATH")
         .map(|p| {
@@ -77,7 +77,7 @@ fn unknown_fs(fs_type: &str) -> String {
 }
 
 /// Why a lab file system of `fs_type` cannot be made here, and the fix.
-pub fn mkfs_missing(fs_type: &str) -> String {
+pub(crate) fn mkfs_missing(fs_type: &str) -> String {
     let package = match fs_type {
         "ext2" | "ext3" | "ext4" => "e2fsprogs",
         "xfs" => "xfsprogs",
@@ -100,7 +100,7 @@ pub fn mkfs_missing(fs_type: &str) -> String {
 }
 
 /// Parse `read=20MB/s,write=20MB/s` (also `riops=`, `wiops=`).
-pub fn parse_throttle(spec: &str) -> Result<ThrottleLimits> {
+pub(crate) fn parse_throttle(spec: &str) -> Result<ThrottleLimits> {
     let mut l = ThrottleLimits::default();
     for part in spec.split(',').map(str::trim) {
         let bad = || {
@@ -139,13 +139,13 @@ pub fn parse_throttle(spec: &str) -> Result<ThrottleLimits> {
 
 /// A mounted lab filesystem. Field order matters: the filesystem is
 /// unmounted before its scratch directory is removed.
-pub struct LabFs {
+pub(crate) struct LabFs {
     fs: LoopFs,
     _scratch: Scratch,
 }
 
 impl LabFs {
-    pub fn create(spec: &FsSpec, outer: Option<&Path>, size: u64) -> Result<LabFs> {
+    pub(crate) fn create(spec: &FsSpec, outer: Option<&Path>, size: u64) -> Result<LabFs> {
         crate::safety::require_root(|| {
             "the filesystem lab (--fs) needs root to create and mount loop devices".into()
         })?;
@@ -167,18 +167,14 @@ impl LabFs {
         })
     }
 
-    pub fn mount_point(&self) -> &Path {
+    pub(crate) fn mount_point(&self) -> &Path {
         self.fs.mount_point()
-    }
-
-    pub fn device(&self) -> (u32, u32) {
-        self.fs.major_minor()
     }
 }
 
 /// Throttle tunelab's own I/O on the device holding `dir` (a lab
 /// filesystem or the target). The guard leaves and removes the cgroup.
-pub fn throttle_for(dir: &Path, limits: ThrottleLimits) -> Result<IoThrottle> {
+pub(crate) fn throttle_for(dir: &Path, limits: ThrottleLimits) -> Result<IoThrottle> {
     let dev = device_for_path(dir).ok_or_else(|| {
         Error::environment(format!(
             "{} is not on a block device: nothing to throttle",

@@ -166,18 +166,9 @@ impl IoThrottle {
         Ok(t)
     }
 
-    pub fn version(&self) -> CgroupVersion {
-        self.version
-    }
-
-    /// The cgroup directory.
-    pub fn path(&self) -> &Path {
-        &self.dir
-    }
-
     /// Move process `pid` (all its threads) into the cgroup. Processes it
     /// forks afterwards are born inside.
-    pub fn add_process(&self, pid: u32) -> Result<()> {
+    pub(crate) fn add_process(&self, pid: u32) -> Result<()> {
         write_file(&self.dir.join("cgroup.procs"), &pid.to_string())
     }
 

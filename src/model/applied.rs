@@ -15,8 +15,8 @@ pub struct AppliedFile {
 /// A live file and its value before apply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LiveValue {
-    pub path: String,
-    pub old: String,
+    pub(crate) path: String,
+    pub(crate) old: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,7 +67,7 @@ pub struct AppliedChange {
 /// Settings applied or unapplied between two runs' start times, in words
 /// with the verdict that chose them: the environment difference that
 /// explains a before/after (`compare` and `report --vs` print them).
-pub fn between(changes: &[AppliedChange], a_started: &str, b_started: &str) -> Vec<String> {
+pub(crate) fn between(changes: &[AppliedChange], a_started: &str, b_started: &str) -> Vec<String> {
     let (from, to) = if a_started <= b_started {
         (a_started, b_started)
     } else {

@@ -8,7 +8,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub mod applied;
-pub mod diagnosis;
+pub(crate) mod diagnosis;
 pub mod profile;
 pub mod run;
 
@@ -31,7 +31,7 @@ pub enum ParamValue {
 }
 
 impl ParamValue {
-    pub fn as_f64(&self) -> Option<f64> {
+    pub(crate) fn as_f64(&self) -> Option<f64> {
         match self {
             ParamValue::Int(v) => Some(*v as f64),
             ParamValue::Float(v) => Some(*v),

@@ -16,7 +16,7 @@ pub struct Profile {
     #[serde(default)]
     pub event_reason: String,
     /// Requested sampling frequency in Hz (0 when a period was used).
-    pub frequency_hz: u64,
+    pub(crate) frequency_hz: u64,
     /// Samples taken, and how many were in user and kernel mode.
     pub samples: u64,
     pub user_samples: u64,
@@ -43,10 +43,10 @@ pub struct Profile {
     /// Whether call chains were sampled (the callgraph and folded stacks
     /// then have more than one frame).
     #[serde(default)]
-    pub call_graph: bool,
+    pub(crate) call_graph: bool,
     /// Samples the kernel throttled away (perf_event_max_sample_rate).
     #[serde(default)]
-    pub throttled: u64,
+    pub(crate) throttled: u64,
     /// What the profiler itself cost.
     #[serde(default)]
     pub overhead: ProfileOverhead,
@@ -63,14 +63,14 @@ pub struct ProfileOverhead {
     pub reader_cpu_ms: f64,
     /// CPU time spent symbolising and aggregating in finish(), after the
     /// sampled interval, ms.
-    pub symbolise_cpu_ms: f64,
+    pub(crate) symbolise_cpu_ms: f64,
     /// Reader CPU / sampled interval, % of one CPU: what the profiler took
     /// from the machine while the workload ran.
     pub cpu_percent_of_one_cpu: f64,
     /// Ring buffer memory mapped for the samplers, bytes.
-    pub ring_bytes: u64,
+    pub(crate) ring_bytes: u64,
     /// Distinct stacks kept in memory while sampling.
-    pub distinct_stacks: u64,
+    pub(crate) distinct_stacks: u64,
 }
 
 /// One symbol of a flat profile.
@@ -88,20 +88,20 @@ pub struct SymbolRow {
 /// One symbol with who called it and what it called, with sample counts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CallEntry {
-    pub symbol: String,
-    pub image: String,
+    pub(crate) symbol: String,
+    pub(crate) image: String,
     /// Samples in the symbol itself.
-    pub self_samples: u64,
+    pub(crate) self_samples: u64,
     /// Samples with the symbol anywhere on the stack.
-    pub total_samples: u64,
+    pub(crate) total_samples: u64,
     pub callers: Vec<CallEdge>,
-    pub callees: Vec<CallEdge>,
+    pub(crate) callees: Vec<CallEdge>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CallEdge {
-    pub symbol: String,
-    pub samples: u64,
+    pub(crate) symbol: String,
+    pub(crate) samples: u64,
 }
 
 /// A folded stack (root first, frames joined by ';') and its sample count.
@@ -120,7 +120,7 @@ pub struct Counters {
     pub ipc: Option<f64>,
     /// What was counted, in words (like `Profile::scope`).
     #[serde(default)]
-    pub scope: String,
+    pub(crate) scope: String,
     /// Wall time the counters were enabled, ms.
     #[serde(default)]
     pub interval_ms: f64,

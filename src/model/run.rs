@@ -14,17 +14,17 @@ use crate::stats::{HistogramData, Summary};
 use crate::system::Quietness;
 use crate::units::format_size;
 
-pub const RUN_SCHEMA: &str = "tunelab.run/1";
+pub(crate) const RUN_SCHEMA: &str = "tunelab.run/1";
 
 /// An x/y curve for the charts (throughput vs record size, latency vs size).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Series {
-    pub name: String,
-    pub x_label: String,
-    pub x_unit: String,
-    pub y_label: String,
-    pub y_unit: String,
-    pub points: Vec<(f64, f64)>,
+    pub(crate) name: String,
+    pub(crate) x_label: String,
+    pub(crate) x_unit: String,
+    pub(crate) y_label: String,
+    pub(crate) y_unit: String,
+    pub(crate) points: Vec<(f64, f64)>,
 }
 
 /// One metric of one point: every raw sample plus its summary.
@@ -75,40 +75,40 @@ pub struct PointResult {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StorageFact {
     /// The directory measured in (the lab's mount point for a lab run).
-    pub path: String,
+    pub(crate) path: String,
     /// Partition or device name (`vda1`, `loop3`), "" when not block-backed.
     #[serde(default)]
-    pub device: String,
+    pub(crate) device: String,
     /// Whole disk (`vda`, `loop3`).
     #[serde(default)]
-    pub disk: String,
+    pub(crate) disk: String,
     #[serde(default)]
-    pub fs: String,
+    pub(crate) fs: String,
     #[serde(default)]
-    pub mount_options: String,
+    pub(crate) mount_options: String,
     /// The `--fs` lab file system (e.g. "ext4:noatime"), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lab: Option<String>,
+    pub(crate) lab: Option<String>,
     /// The `--throttle` limits in force, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub throttle: Option<String>,
+    pub(crate) throttle: Option<String>,
 }
 
 impl StorageFact {
     /// Measured on the real device as the system uses it: no lab image, no throttle.
-    pub fn is_native(&self) -> bool {
+    pub(crate) fn is_native(&self) -> bool {
         self.lab.is_none() && self.throttle.is_none()
     }
 }
 
 impl PointResult {
-    pub fn metric(&self, name: &str) -> Option<&MetricResult> {
+    pub(crate) fn metric(&self, name: &str) -> Option<&MetricResult> {
         self.metrics.iter().find(|m| m.name == name)
     }
 
     /// `key=value …` in a stable order, sizes in binary units, for display.
     /// Uses the kinds stored with the result (see `param_kind`).
-    pub fn params_label(&self) -> String {
+    pub(crate) fn params_label(&self) -> String {
         self.params
             .iter()
             .map(|(k, v)| match (self.param_kind(k).as_deref(), v) {
@@ -122,7 +122,7 @@ impl PointResult {
     /// The stored kind of a parameter ("size", "duration", …). Results stored
     /// before kinds were recorded ask the legacy lookup the CLI installed at
     /// start-up (`set_legacy_kinds`); the model itself knows no registry.
-    pub fn param_kind(&self, name: &str) -> Option<String> {
+    pub(crate) fn param_kind(&self, name: &str) -> Option<String> {
         if let Some(k) = self.param_kinds.get(name) {
             return Some(k.clone());
         }
@@ -131,20 +131,20 @@ impl PointResult {
     }
 
     /// "2 of 5 trials flagged: …" when the guard flagged a summarised trial.
-    pub fn suspect_summary(&self) -> Option<String> {
+    pub(crate) fn suspect_summary(&self) -> Option<String> {
         self.validity.suspect_summary()
     }
 }
 
 /// How a result stored without `param_kinds` learns a parameter's kind:
 /// (experiment, parameter) -> kind name, from this build's registry.
-pub type LegacyKinds = fn(&str, &str) -> Option<&'static str>;
+pub(crate) type LegacyKinds = fn(&str, &str) -> Option<&'static str>;
 
 static LEGACY_KINDS: OnceLock<LegacyKinds> = OnceLock::new();
 
 /// Installed once by the CLI at start-up (a lower layer never asks a higher
 /// one; the answer is handed down). Later calls are ignored.
-pub fn set_legacy_kinds(lookup: LegacyKinds) {
+pub(crate) fn set_legacy_kinds(lookup: LegacyKinds) {
     let _ = LEGACY_KINDS.set(lookup);
 }
 
@@ -158,7 +158,7 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             RunStatus::Complete => "complete",
             RunStatus::Interrupted => "interrupted",
@@ -220,7 +220,7 @@ pub struct IssueVerdict {
 impl IssueVerdict {
     /// PASS, FAIL, MARGINAL, … with "(suspect)" when the validity guard
     /// flagged trials the verdict rests on.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         if self.suspect.is_empty() {
             self.verdict.to_uppercase()
         } else {
@@ -238,19 +238,19 @@ pub struct StudySummary {
 }
 
 /// Environment key of the inventory name a run came from (`remote`).
-pub const FLEET_HOST: &str = "fleet.host";
+pub(crate) const FLEET_HOST: &str = "fleet.host";
 
 impl Run {
     /// The machine the run is from: its inventory name when `remote`
     /// brought it back, else its host name.
-    pub fn machine(&self) -> Option<&String> {
+    pub(crate) fn machine(&self) -> Option<&String> {
         self.environment
             .get(FLEET_HOST)
             .or_else(|| self.environment.get("host.name"))
     }
 
     /// Distinct experiment names, in order of first appearance.
-    pub fn experiments(&self) -> Vec<String> {
+    pub(crate) fn experiments(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for r in &self.results {
             if !out.contains(&r.experiment) {
@@ -262,12 +262,12 @@ impl Run {
 }
 
 /// Current UTC time as RFC 3339.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     crate::units::now_rfc3339()
 }
 
 /// A sortable, typeable run id: `20261120-231355-3fa2`.
-pub fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     format!(
         "{}-{:04x}",
         crate::units::now_stamp(),

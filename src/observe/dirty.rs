@@ -7,30 +7,30 @@ use crate::system::proc::Current;
 
 /// Dirty/writeback memory and the limits that govern it, in bytes.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-pub struct DirtyState {
+pub(crate) struct DirtyState {
     /// Meminfo Dirty: modified page cache not yet written back.
-    pub dirty_bytes: u64,
+    pub(crate) dirty_bytes: u64,
     /// Meminfo Writeback: pages being written right now.
-    pub writeback_bytes: u64,
+    pub(crate) writeback_bytes: u64,
     /// Meminfo MemAvailable.
-    pub available_bytes: u64,
+    pub(crate) available_bytes: u64,
     /// vm.dirty_bytes, or vm.dirty_ratio % of MemAvailable: writers block here.
-    pub threshold_bytes: u64,
+    pub(crate) threshold_bytes: u64,
     /// vm.dirty_background_bytes, or vm.dirty_background_ratio % of
     /// MemAvailable: the flusher threads start writing here.
-    pub background_threshold_bytes: u64,
+    pub(crate) background_threshold_bytes: u64,
     /// The kernel's own figures (/proc/vmstat nr_dirty_threshold and
     /// nr_dirty_background_threshold). They are computed from "dirtyable"
     /// memory (free + file LRU − reserves), not MemAvailable, so they are the
     /// authoritative values; ours are an explainable approximation.
-    pub kernel_threshold_bytes: Option<u64>,
-    pub kernel_background_threshold_bytes: Option<u64>,
+    pub(crate) kernel_threshold_bytes: Option<u64>,
+    pub(crate) kernel_background_threshold_bytes: Option<u64>,
 }
 
 impl DirtyState {
     /// Where balance_dirty_pages() starts throttling writers: half-way
     /// between the background and the hard threshold ("freerun" ceiling).
-    pub fn throttle_point(&self) -> u64 {
+    pub(crate) fn throttle_point(&self) -> u64 {
         (self.threshold_bytes / 2)
             + (self.background_threshold_bytes / 2)
             + (self.threshold_bytes % 2 + self.background_threshold_bytes % 2) / 2
@@ -39,17 +39,17 @@ impl DirtyState {
 
 /// The writeback sysctls (vm.dirty_*).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct DirtyLimits {
-    pub ratio: u64,
-    pub bytes: u64,
-    pub background_ratio: u64,
-    pub background_bytes: u64,
+pub(crate) struct DirtyLimits {
+    pub(crate) ratio: u64,
+    pub(crate) bytes: u64,
+    pub(crate) background_ratio: u64,
+    pub(crate) background_bytes: u64,
 }
 
 /// (threshold, background threshold) in bytes, following the kernel's
 /// domain_dirty_limits(): an explicit `*_bytes` wins over the ratio, and a
 /// background threshold at or above the hard one is halved from the hard one.
-pub fn thresholds(available: u64, l: &DirtyLimits) -> (u64, u64) {
+pub(crate) fn thresholds(available: u64, l: &DirtyLimits) -> (u64, u64) {
     let of = |ratio: u64| (available as u128 * ratio as u128 / 100) as u64;
     let thresh = if l.bytes > 0 { l.bytes } else { of(l.ratio) };
     let mut bg = if l.background_bytes > 0 {
@@ -71,7 +71,7 @@ fn sysctl(name: &str) -> io::Result<u64> {
 }
 
 /// Read the vm.dirty_* sysctls.
-pub fn read_limits() -> io::Result<DirtyLimits> {
+pub(crate) fn read_limits() -> io::Result<DirtyLimits> {
     Ok(DirtyLimits {
         ratio: sysctl("dirty_ratio")?,
         bytes: sysctl("dirty_bytes")?,
@@ -81,7 +81,7 @@ pub fn read_limits() -> io::Result<DirtyLimits> {
 }
 
 /// Read the current dirty state (meminfo, sysctls, vmstat).
-pub fn read() -> io::Result<DirtyState> {
+pub(crate) fn read() -> io::Result<DirtyState> {
     let mem = crate::system::proc::Meminfo::current().map_err(super::vmstat::to_io)?;
     let limits = read_limits()?;
     // MemAvailable exists since 3.14; before that, free + page cache is the

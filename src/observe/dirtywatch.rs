@@ -23,65 +23,65 @@ use super::dirty::{thresholds, DirtyLimits};
 
 /// One reading for the watch (bytes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct DirtySample {
-    pub dirty: u64,
-    pub writeback: u64,
-    pub available: u64,
+pub(crate) struct DirtySample {
+    pub(crate) dirty: u64,
+    pub(crate) writeback: u64,
+    pub(crate) available: u64,
     /// Page cache (Cached + Buffers), for "largest cache seen".
-    pub cache: u64,
+    pub(crate) cache: u64,
 }
 
 /// One line of the watch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DirtyLine {
-    pub dirty_bytes: u64,
-    pub writeback_bytes: u64,
-    pub available_bytes: u64,
-    pub cache_bytes: u64,
-    pub throttle_bytes: u64,
+pub(crate) struct DirtyLine {
+    pub(crate) dirty_bytes: u64,
+    pub(crate) writeback_bytes: u64,
+    pub(crate) available_bytes: u64,
+    pub(crate) cache_bytes: u64,
+    pub(crate) throttle_bytes: u64,
     /// (Dirty + Writeback) / throttle point, in %.
-    pub pct_of_throttle: f64,
-    pub exceeded: bool,
+    pub(crate) pct_of_throttle: f64,
+    pub(crate) exceeded: bool,
 }
 
 /// Accumulates samples; see the module documentation.
 #[derive(Debug, Clone)]
-pub struct DirtyWatch {
-    pub limits: DirtyLimits,
-    pub samples: usize,
-    pub exceeded: usize,
-    pub min_available: u64,
-    pub max_cache: u64,
-    pub max_dirty_wb: u64,
+pub(crate) struct DirtyWatch {
+    pub(crate) limits: DirtyLimits,
+    pub(crate) samples: usize,
+    pub(crate) exceeded: usize,
+    pub(crate) min_available: u64,
+    pub(crate) max_cache: u64,
+    pub(crate) max_dirty_wb: u64,
     /// Largest (Dirty + Writeback) / MemAvailable seen, as a fraction.
-    pub max_fraction: f64,
+    pub(crate) max_fraction: f64,
 }
 
 /// What the watch concludes at exit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DirtySummary {
-    pub samples: usize,
-    pub intervals_over_threshold: usize,
-    pub min_available_bytes: u64,
-    pub max_cache_bytes: u64,
-    pub max_dirty_writeback_bytes: u64,
+pub(crate) struct DirtySummary {
+    pub(crate) samples: usize,
+    pub(crate) intervals_over_threshold: usize,
+    pub(crate) min_available_bytes: u64,
+    pub(crate) max_cache_bytes: u64,
+    pub(crate) max_dirty_writeback_bytes: u64,
     /// The inequality the sysctls must satisfy, with the sampled numbers.
-    pub inequality: String,
+    pub(crate) inequality: String,
     /// Smallest dirty_ratio + dirty_background_ratio that avoids throttling
     /// (ratio mode), None in bytes mode.
-    pub min_ratio_sum: Option<u64>,
+    pub(crate) min_ratio_sum: Option<u64>,
     /// Smallest dirty_ratio keeping the current background ratio.
-    pub min_dirty_ratio: Option<u64>,
-    pub current_background_ratio: u64,
+    pub(crate) min_dirty_ratio: Option<u64>,
+    pub(crate) current_background_ratio: u64,
     /// Smallest pair in the default 2:1 proportion (ratio = 2 × background).
-    pub min_pair_2_to_1: Option<(u64, u64)>,
+    pub(crate) min_pair_2_to_1: Option<(u64, u64)>,
     /// Bytes mode: smallest dirty_bytes + dirty_background_bytes.
-    pub min_bytes_sum: Option<u64>,
-    pub advice: Vec<String>,
+    pub(crate) min_bytes_sum: Option<u64>,
+    pub(crate) advice: Vec<String>,
 }
 
 impl DirtyWatch {
-    pub fn new(limits: DirtyLimits) -> Self {
+    pub(crate) fn new(limits: DirtyLimits) -> Self {
         DirtyWatch {
             limits,
             samples: 0,
@@ -98,14 +98,14 @@ impl DirtyWatch {
     }
 
     /// Throttling point for this much available memory.
-    pub fn throttle_point(&self, available: u64) -> u64 {
+    pub(crate) fn throttle_point(&self, available: u64) -> u64 {
         let (t, bg) = thresholds(available, &self.limits);
         t / 2 + bg / 2 + (t % 2 + bg % 2) / 2
     }
 
     /// Take one sample; returns its line (with `exceeded` set when Dirty +
     /// Writeback is above the throttling point).
-    pub fn observe(&mut self, s: &DirtySample) -> DirtyLine {
+    pub(crate) fn observe(&mut self, s: &DirtySample) -> DirtyLine {
         let dw = s.dirty + s.writeback;
         let throttle = self.throttle_point(s.available);
         let exceeded = dw > throttle;
@@ -132,7 +132,7 @@ impl DirtyWatch {
         }
     }
 
-    pub fn summary(&self) -> DirtySummary {
+    pub(crate) fn summary(&self) -> DirtySummary {
         let l = &self.limits;
         let mut s = DirtySummary {
             samples: self.samples,

@@ -12,19 +12,19 @@
 use super::vmstat::VmstatRow;
 
 /// `b` ≥ 1 together with at least this % idle.
-pub const BLOCKED_IDLE_PCT: f64 = 20.0;
+pub(crate) const BLOCKED_IDLE_PCT: f64 = 20.0;
 /// Context switches per second above this many per runnable process...
-pub const CS_PER_RUNNABLE: f64 = 5000.0;
+pub(crate) const CS_PER_RUNNABLE: f64 = 5000.0;
 /// ...and above this absolute rate.
-pub const CS_MIN: f64 = 10_000.0;
+pub(crate) const CS_MIN: f64 = 10_000.0;
 /// `wa` at or above this %...
-pub const IOWAIT_PCT: f64 = 20.0;
+pub(crate) const IOWAIT_PCT: f64 = 20.0;
 /// ...for this many consecutive intervals.
-pub const IOWAIT_INTERVALS: usize = 3;
+pub(crate) const IOWAIT_INTERVALS: usize = 3;
 
 /// Which warning sign fired (for counting them over a run).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Sign {
+pub(crate) enum Sign {
     BlockedWhileIdle,
     ContextSwitchStorm,
     SustainedIowait,
@@ -32,7 +32,7 @@ pub enum Sign {
 }
 
 impl Sign {
-    pub fn describe(&self) -> &'static str {
+    pub(crate) fn describe(&self) -> &'static str {
         match self {
             Sign::BlockedWhileIdle => {
                 "processes blocked on I/O while the CPU is idle: the bottleneck is I/O, not CPU"
@@ -49,7 +49,7 @@ impl Sign {
 
 /// The signs shown by the newest row of `window` (oldest first); the iowait
 /// rule looks back over the window.
-pub fn vmstat_signs(window: &[VmstatRow]) -> Vec<(Sign, String)> {
+pub(crate) fn vmstat_signs(window: &[VmstatRow]) -> Vec<(Sign, String)> {
     let Some(r) = window.last() else {
         return Vec::new();
     };
@@ -106,7 +106,7 @@ pub fn vmstat_signs(window: &[VmstatRow]) -> Vec<(Sign, String)> {
 }
 
 /// How many intervals of `rows` showed each sign (for a run summary).
-pub fn count_signs(rows: &[VmstatRow]) -> Vec<(Sign, usize)> {
+pub(crate) fn count_signs(rows: &[VmstatRow]) -> Vec<(Sign, usize)> {
     let mut counts: Vec<(Sign, usize)> = Vec::new();
     for i in 0..rows.len() {
         let lo = (i + 1).saturating_sub(IOWAIT_INTERVALS);

@@ -15,36 +15,36 @@ use serde::{Deserialize, Serialize};
 
 /// CPU time of one task at one instant.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskTimes {
-    pub pid: i32,
+pub(crate) struct TaskTimes {
+    pub(crate) pid: i32,
     /// Thread id when threads are listed (None for a whole process).
-    pub tid: Option<i32>,
-    pub name: String,
+    pub(crate) tid: Option<i32>,
+    pub(crate) name: String,
     /// utime + stime, in clock ticks (USER_HZ).
-    pub ticks: u64,
+    pub(crate) ticks: u64,
     /// Start time after boot in ticks: with `pid` it identifies the task.
-    pub start: u64,
+    pub(crate) start: u64,
 }
 
 /// One hogs line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HogRow {
-    pub pid: i32,
+pub(crate) struct HogRow {
+    pub(crate) pid: i32,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tid: Option<i32>,
-    pub name: String,
+    pub(crate) tid: Option<i32>,
+    pub(crate) name: String,
     /// CPU seconds used during the interval.
-    pub cpu_s: f64,
+    pub(crate) cpu_s: f64,
     /// % of one CPU (can exceed 100 for a multi-threaded process).
-    pub pct_cpu: f64,
+    pub(crate) pct_cpu: f64,
     /// % of the whole machine (all CPUs).
-    pub pct_machine: f64,
+    pub(crate) pct_machine: f64,
 }
 
 /// Parse the fields we need from a `/proc/<pid>/stat` line: (comm, utime +
 /// stime, starttime). The comm may contain spaces and parentheses, so the
 /// fields are found after the *last* ')'.
-pub fn parse_stat(line: &str) -> Option<(String, u64, u64)> {
+pub(crate) fn parse_stat(line: &str) -> Option<(String, u64, u64)> {
     let s = crate::system::proc::Stat::parse(line)?;
     Some((s.comm.to_string(), s.utime()? + s.stime()?, s.starttime()?))
 }
@@ -55,7 +55,7 @@ pub fn parse_stat(line: &str) -> Option<(String, u64, u64)> {
 /// 1000 processes at 1 Hz that is the difference between ~1.7% and well
 /// under 1% of a CPU. At most `max_open` files are kept (the rest are
 /// opened and closed each time).
-pub struct HogsReader {
+pub(crate) struct HogsReader {
     buf: String,
     bytes: Vec<u8>,
     path: String,
@@ -88,7 +88,7 @@ fn raise_nofile() -> usize {
 }
 
 impl HogsReader {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         HogsReader {
             buf: String::with_capacity(512),
             bytes: vec![0; 1024],
@@ -133,7 +133,7 @@ impl HogsReader {
     }
 
     /// Every process (or, with `threads`, every thread) now.
-    pub fn read(&mut self, threads: bool) -> Vec<TaskTimes> {
+    pub(crate) fn read(&mut self, threads: bool) -> Vec<TaskTimes> {
         let mut out = Vec::with_capacity(256);
         for pid in crate::system::proc::pids() {
             if threads {
@@ -175,16 +175,16 @@ impl HogsReader {
 
 /// Options of the hogs view.
 #[derive(Debug, Clone, Copy)]
-pub struct HogsFilter {
+pub(crate) struct HogsFilter {
     /// Only tasks using at least this % of one CPU.
-    pub min_pct: f64,
+    pub(crate) min_pct: f64,
     /// At most this many rows.
-    pub limit: usize,
+    pub(crate) limit: usize,
 }
 
 /// The CPU hogs between two readings `seconds` apart on a machine with
 /// `ncpu` CPUs and `hz` ticks per second, busiest first.
-pub fn delta(
+pub(crate) fn delta(
     prev: &[TaskTimes],
     cur: &[TaskTimes],
     seconds: f64,
@@ -231,7 +231,7 @@ pub fn delta(
 }
 
 /// Clock ticks per second (USER_HZ) of /proc/<pid>/stat times.
-pub fn ticks_per_second() -> u64 {
+pub(crate) fn ticks_per_second() -> u64 {
     crate::system::proc::ticks_per_second()
 }
 

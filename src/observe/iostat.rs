@@ -6,48 +6,48 @@ use std::io;
 /// One /proc/diskstats line: cumulative counters since boot. Times are in
 /// ms; sectors are always 512 B regardless of the device's block size.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DiskCounters {
-    pub name: String,
-    pub major: u32,
-    pub minor: u32,
-    pub reads: u64,
-    pub reads_merged: u64,
-    pub sectors_read: u64,
-    pub time_reading_ms: u64,
-    pub writes: u64,
-    pub writes_merged: u64,
-    pub sectors_written: u64,
-    pub time_writing_ms: u64,
-    pub in_flight: u64,
+pub(crate) struct DiskCounters {
+    pub(crate) name: String,
+    pub(crate) major: u32,
+    pub(crate) minor: u32,
+    pub(crate) reads: u64,
+    pub(crate) reads_merged: u64,
+    pub(crate) sectors_read: u64,
+    pub(crate) time_reading_ms: u64,
+    pub(crate) writes: u64,
+    pub(crate) writes_merged: u64,
+    pub(crate) sectors_written: u64,
+    pub(crate) time_writing_ms: u64,
+    pub(crate) in_flight: u64,
     /// Time with at least one I/O in flight (io_ticks), the basis of %util.
-    pub io_ticks_ms: u64,
+    pub(crate) io_ticks_ms: u64,
     /// Sum of each I/O's time in the queue (time_in_queue), the basis of aqu-sz.
-    pub weighted_ms: u64,
+    pub(crate) weighted_ms: u64,
     /// Discard counters (Linux 4.18+); zero when the kernel lacks them.
-    pub discards: u64,
-    pub sectors_discarded: u64,
-    pub time_discarding_ms: u64,
+    pub(crate) discards: u64,
+    pub(crate) sectors_discarded: u64,
+    pub(crate) time_discarding_ms: u64,
 }
 
 /// One iostat -x line for a device.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-pub struct IostatRow {
-    pub device: String,
-    pub r_s: f64,
-    pub w_s: f64,
+pub(crate) struct IostatRow {
+    pub(crate) device: String,
+    pub(crate) r_s: f64,
+    pub(crate) w_s: f64,
     /// KiB/s (sysstat's kB is 1024 B).
-    pub rkb_s: f64,
-    pub wkb_s: f64,
+    pub(crate) rkb_s: f64,
+    pub(crate) wkb_s: f64,
     /// Mean time per completed read / write including queueing, ms.
-    pub r_await_ms: f64,
-    pub w_await_ms: f64,
+    pub(crate) r_await_ms: f64,
+    pub(crate) w_await_ms: f64,
     /// Mean number of requests queued or in service.
-    pub aqu_sz: f64,
+    pub(crate) aqu_sz: f64,
     /// Mean request size in KiB (reads + writes + discards, as sysstat 12).
-    pub areq_sz_kb: f64,
+    pub(crate) areq_sz_kb: f64,
     /// % of elapsed time with I/O in flight. Capped at 100; on devices that
     /// serve requests in parallel (SSD, NVMe, RAID) 100% does not mean saturated.
-    pub util_pct: f64,
+    pub(crate) util_pct: f64,
 }
 
 impl From<crate::system::proc::DiskStat> for DiskCounters {
@@ -75,13 +75,13 @@ impl From<crate::system::proc::DiskStat> for DiskCounters {
 }
 
 /// All lines of /proc/diskstats (disks, partitions, loop, dm, ...).
-pub fn read_all() -> io::Result<Vec<DiskCounters>> {
+pub(crate) fn read_all() -> io::Result<Vec<DiskCounters>> {
     let all = crate::system::proc::diskstats().map_err(super::vmstat::to_io)?;
     Ok(all.into_iter().map(DiskCounters::from).collect())
 }
 
 /// The counters of one device by kernel name, e.g. "vda".
-pub fn read_one(name: &str) -> io::Result<Option<DiskCounters>> {
+pub(crate) fn read_one(name: &str) -> io::Result<Option<DiskCounters>> {
     Ok(read_all()?.into_iter().find(|d| d.name == name))
 }
 
@@ -100,7 +100,7 @@ fn cdelta(prev: u64, cur: u64) -> u64 {
 }
 
 /// iostat -x values between two readings `seconds` apart.
-pub fn delta(prev: &DiskCounters, cur: &DiskCounters, seconds: f64) -> IostatRow {
+pub(crate) fn delta(prev: &DiskCounters, cur: &DiskCounters, seconds: f64) -> IostatRow {
     let mut row = IostatRow {
         device: cur.name.clone(),
         ..Default::default()

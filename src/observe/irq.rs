@@ -6,28 +6,28 @@ use std::io;
 
 /// One source's cumulative counts per CPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IrqCounts {
+pub(crate) struct IrqCounts {
     /// "24", "LOC", "NET_RX", ...
-    pub source: String,
+    pub(crate) source: String,
     /// Controller / device description (empty for softirqs).
-    pub desc: String,
-    pub per_cpu: Vec<u64>,
+    pub(crate) desc: String,
+    pub(crate) per_cpu: Vec<u64>,
 }
 
 /// One source's rate over an interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IrqRate {
-    pub source: String,
-    pub desc: String,
-    pub kind: String,
-    pub total_per_s: f64,
-    pub per_cpu_per_s: Vec<f64>,
+pub(crate) struct IrqRate {
+    pub(crate) source: String,
+    pub(crate) desc: String,
+    pub(crate) kind: String,
+    pub(crate) total_per_s: f64,
+    pub(crate) per_cpu_per_s: Vec<f64>,
 }
 
 /// Parse /proc/interrupts or /proc/softirqs text: a header of CPU names,
 /// then `SOURCE: n n n … [description]`. Lines with fewer numbers than
 /// CPUs (ERR, MIS) are padded with zeros.
-pub fn parse(text: &str) -> Vec<IrqCounts> {
+pub(crate) fn parse(text: &str) -> Vec<IrqCounts> {
     let mut lines = text.lines();
     let ncpu = lines
         .next()
@@ -63,18 +63,23 @@ pub fn parse(text: &str) -> Vec<IrqCounts> {
     out
 }
 
-pub fn read_interrupts() -> io::Result<Vec<IrqCounts>> {
+pub(crate) fn read_interrupts() -> io::Result<Vec<IrqCounts>> {
     Ok(parse(&crate::system::proc::read("interrupts")?))
 }
 
-pub fn read_softirqs() -> io::Result<Vec<IrqCounts>> {
+pub(crate) fn read_softirqs() -> io::Result<Vec<IrqCounts>> {
     Ok(parse(&crate::system::proc::read("softirqs")?))
 }
 
 /// Rates between two readings, busiest first, sources with no activity
 /// left out. A source that appeared or whose counters went backwards (CPU
 /// hot-unplug) counts from zero / as zero.
-pub fn delta(prev: &[IrqCounts], cur: &[IrqCounts], seconds: f64, kind: &str) -> Vec<IrqRate> {
+pub(crate) fn delta(
+    prev: &[IrqCounts],
+    cur: &[IrqCounts],
+    seconds: f64,
+    kind: &str,
+) -> Vec<IrqRate> {
     if seconds <= 0.0 {
         return Vec::new();
     }

@@ -5,17 +5,17 @@
 //! (`read()`) and a pure `delta()` that turns two readings into rates, so the
 //! arithmetic is unit-testable and the `monitor` command reuses the pieces.
 
-pub mod dirty;
-pub mod dirtywatch;
-pub mod hints;
-pub mod hogs;
-pub mod iostat;
-pub mod irq;
-pub mod pressure;
-pub mod procmem;
-pub mod sampler;
-pub mod validity;
-pub mod vmstat;
+pub(crate) mod dirty;
+pub(crate) mod dirtywatch;
+pub(crate) mod hints;
+pub(crate) mod hogs;
+pub(crate) mod iostat;
+pub(crate) mod irq;
+pub(crate) mod pressure;
+pub(crate) mod procmem;
+pub(crate) mod sampler;
+pub(crate) mod validity;
+pub(crate) mod vmstat;
 
-pub use iostat::IostatRow;
-pub use vmstat::VmstatRow;
+pub(crate) use iostat::IostatRow;
+pub(crate) use vmstat::VmstatRow;

@@ -10,24 +10,24 @@ use std::path::Path;
 
 /// Cumulative stall time (µs) of one resource.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PsiCounters {
-    pub resource: String,
-    pub some_total_us: u64,
-    pub full_total_us: Option<u64>,
-    pub some_avg10: f64,
+pub(crate) struct PsiCounters {
+    pub(crate) resource: String,
+    pub(crate) some_total_us: u64,
+    pub(crate) full_total_us: Option<u64>,
+    pub(crate) some_avg10: f64,
 }
 
 /// % of the interval during which some (or all) tasks were stalled.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PsiRow {
-    pub resource: String,
-    pub some_pct: f64,
-    pub full_pct: Option<f64>,
-    pub some_avg10: f64,
+pub(crate) struct PsiRow {
+    pub(crate) resource: String,
+    pub(crate) some_pct: f64,
+    pub(crate) full_pct: Option<f64>,
+    pub(crate) some_avg10: f64,
 }
 
 /// Parse one /proc/pressure/<resource> file.
-pub fn parse_psi(resource: &str, text: &str) -> Option<PsiCounters> {
+pub(crate) fn parse_psi(resource: &str, text: &str) -> Option<PsiCounters> {
     let mut c = PsiCounters {
         resource: resource.to_string(),
         ..Default::default()
@@ -58,10 +58,10 @@ pub fn parse_psi(resource: &str, text: &str) -> Option<PsiCounters> {
     found.then_some(c)
 }
 
-pub const PSI_RESOURCES: [&str; 3] = ["cpu", "memory", "io"];
+pub(crate) const PSI_RESOURCES: [&str; 3] = ["cpu", "memory", "io"];
 
 /// All resources; Err(NotFound) when the kernel has no PSI.
-pub fn read_psi() -> io::Result<Vec<PsiCounters>> {
+pub(crate) fn read_psi() -> io::Result<Vec<PsiCounters>> {
     let mut out = Vec::new();
     for r in PSI_RESOURCES {
         match crate::system::proc::read(&format!("pressure/{r}")) {
@@ -90,7 +90,7 @@ fn share_pct(delta_us: u64, us: f64) -> f64 {
     }
 }
 
-pub fn psi_delta(prev: &[PsiCounters], cur: &[PsiCounters], seconds: f64) -> Vec<PsiRow> {
+pub(crate) fn psi_delta(prev: &[PsiCounters], cur: &[PsiCounters], seconds: f64) -> Vec<PsiRow> {
     let us = seconds * 1e6;
     cur.iter()
         .map(|c| {
@@ -112,21 +112,21 @@ pub fn psi_delta(prev: &[PsiCounters], cur: &[PsiCounters], seconds: f64) -> Vec
 
 /// Frequency and idle-state counters of one CPU.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CpuPower {
-    pub cpu: usize,
-    pub governor: Option<String>,
-    pub freq_khz: Option<u64>,
+pub(crate) struct CpuPower {
+    pub(crate) cpu: usize,
+    pub(crate) governor: Option<String>,
+    pub(crate) freq_khz: Option<u64>,
     /// (state name, cumulative residency µs, entries).
-    pub idle: Vec<(String, u64, u64)>,
+    pub(crate) idle: Vec<(String, u64, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PowerRow {
-    pub cpu: usize,
-    pub governor: Option<String>,
-    pub freq_mhz: Option<f64>,
+pub(crate) struct PowerRow {
+    pub(crate) cpu: usize,
+    pub(crate) governor: Option<String>,
+    pub(crate) freq_mhz: Option<f64>,
     /// (state, % of the interval resident, entries per second).
-    pub idle: Vec<(String, f64, f64)>,
+    pub(crate) idle: Vec<(String, f64, f64)>,
 }
 
 fn read_trim(p: &Path) -> Option<String> {
@@ -136,7 +136,7 @@ fn read_trim(p: &Path) -> Option<String> {
 }
 
 /// Every online CPU; Err(NotFound) when neither cpufreq nor cpuidle exists.
-pub fn read_power() -> io::Result<Vec<CpuPower>> {
+pub(crate) fn read_power() -> io::Result<Vec<CpuPower>> {
     let base = Path::new("/sys/devices/system/cpu");
     let mut out = Vec::new();
     for e in std::fs::read_dir(base)?.flatten() {
@@ -186,7 +186,7 @@ pub fn read_power() -> io::Result<Vec<CpuPower>> {
     Ok(out)
 }
 
-pub fn power_delta(prev: &[CpuPower], cur: &[CpuPower], seconds: f64) -> Vec<PowerRow> {
+pub(crate) fn power_delta(prev: &[CpuPower], cur: &[CpuPower], seconds: f64) -> Vec<PowerRow> {
     let us = seconds * 1e6;
     cur.iter()
         .map(|c| {
@@ -221,26 +221,26 @@ pub fn power_delta(prev: &[CpuPower], cur: &[CpuPower], seconds: f64) -> Vec<Pow
 // ---------------------------------------------------------------- slab
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct SlabCounts {
-    pub name: String,
-    pub active_objs: u64,
-    pub num_objs: u64,
-    pub obj_size: u64,
+pub(crate) struct SlabCounts {
+    pub(crate) name: String,
+    pub(crate) active_objs: u64,
+    pub(crate) num_objs: u64,
+    pub(crate) obj_size: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SlabRow {
-    pub name: String,
-    pub active_objs: u64,
-    pub obj_size: u64,
+pub(crate) struct SlabRow {
+    pub(crate) name: String,
+    pub(crate) active_objs: u64,
+    pub(crate) obj_size: u64,
     /// Memory held by all objects of the cache (num_objs × objsize).
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Net change of active objects per second (/proc/slabinfo has no
     /// allocation counter: this is net churn, a lower bound of the real one).
-    pub churn_per_s: f64,
+    pub(crate) churn_per_s: f64,
 }
 
-pub fn parse_slabinfo(text: &str) -> Vec<SlabCounts> {
+pub(crate) fn parse_slabinfo(text: &str) -> Vec<SlabCounts> {
     text.lines()
         .filter(|l| !l.starts_with("slabinfo") && !l.starts_with('#'))
         .filter_map(|l| {
@@ -256,12 +256,12 @@ pub fn parse_slabinfo(text: &str) -> Vec<SlabCounts> {
 }
 
 /// Err(PermissionDenied) for non-root users (the file is mode 0400).
-pub fn read_slabinfo() -> io::Result<Vec<SlabCounts>> {
+pub(crate) fn read_slabinfo() -> io::Result<Vec<SlabCounts>> {
     Ok(parse_slabinfo(&crate::system::proc::read("slabinfo")?))
 }
 
 /// Caches sorted by churn, then by object count.
-pub fn slab_delta(prev: &[SlabCounts], cur: &[SlabCounts], seconds: f64) -> Vec<SlabRow> {
+pub(crate) fn slab_delta(prev: &[SlabCounts], cur: &[SlabCounts], seconds: f64) -> Vec<SlabRow> {
     let mut rows: Vec<SlabRow> = cur
         .iter()
         .map(|c| {

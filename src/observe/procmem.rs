@@ -7,28 +7,28 @@ use std::io;
 
 /// One process's memory at one instant, bytes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProcMem {
-    pub rss: u64,
+pub(crate) struct ProcMem {
+    pub(crate) rss: u64,
     /// Proportional set size: shared pages divided among their users.
-    pub pss: Option<u64>,
-    pub vsz: u64,
-    pub shared: Option<u64>,
-    pub private: Option<u64>,
-    pub swap: Option<u64>,
+    pub(crate) pss: Option<u64>,
+    pub(crate) vsz: u64,
+    pub(crate) shared: Option<u64>,
+    pub(crate) private: Option<u64>,
+    pub(crate) swap: Option<u64>,
     /// VmHWM: the kernel's own peak RSS of the process.
-    pub peak_rss: u64,
+    pub(crate) peak_rss: u64,
 }
 
 /// `free`: used = total − free − buff/cache (procps-ng ≥ 3.3.10), bytes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SystemMem {
-    pub total: u64,
-    pub used: u64,
-    pub free: u64,
-    pub shared: u64,
-    pub buff_cache: u64,
-    pub available: u64,
-    pub swap_used: u64,
+pub(crate) struct SystemMem {
+    pub(crate) total: u64,
+    pub(crate) used: u64,
+    pub(crate) free: u64,
+    pub(crate) shared: u64,
+    pub(crate) buff_cache: u64,
+    pub(crate) available: u64,
+    pub(crate) swap_used: u64,
 }
 
 fn kb_field(text: &str, key: &str) -> Option<u64> {
@@ -37,7 +37,7 @@ fn kb_field(text: &str, key: &str) -> Option<u64> {
 
 /// Pure: build a ProcMem from the text of `status` and (optionally)
 /// `smaps_rollup`.
-pub fn parse_proc(status: &str, rollup: Option<&str>) -> Option<ProcMem> {
+pub(crate) fn parse_proc(status: &str, rollup: Option<&str>) -> Option<ProcMem> {
     let rss = kb_field(status, "VmRSS")?;
     let mut m = ProcMem {
         rss,
@@ -57,7 +57,7 @@ pub fn parse_proc(status: &str, rollup: Option<&str>) -> Option<ProcMem> {
 
 /// Read a process; Err(NotFound) when it does not exist (or is a zombie
 /// without memory).
-pub fn read_proc(pid: u32) -> io::Result<ProcMem> {
+pub(crate) fn read_proc(pid: u32) -> io::Result<ProcMem> {
     let status = crate::system::proc::read_pid(pid, "status")?;
     let rollup = crate::system::proc::read_pid(pid, "smaps_rollup").ok();
     parse_proc(&status, rollup.as_deref()).ok_or_else(|| {
@@ -69,7 +69,7 @@ pub fn read_proc(pid: u32) -> io::Result<ProcMem> {
 }
 
 /// `free`'s figures from /proc/meminfo as procfs reads it (in bytes).
-pub fn system_mem(m: &crate::system::proc::Meminfo) -> SystemMem {
+pub(crate) fn system_mem(m: &crate::system::proc::Meminfo) -> SystemMem {
     let buff_cache = m.buffers + m.cached + m.s_reclaimable.unwrap_or(0);
     SystemMem {
         total: m.mem_total,
@@ -83,25 +83,25 @@ pub fn system_mem(m: &crate::system::proc::Meminfo) -> SystemMem {
 }
 
 /// /proc/meminfo, through procfs.
-pub fn read_meminfo() -> io::Result<crate::system::proc::Meminfo> {
+pub(crate) fn read_meminfo() -> io::Result<crate::system::proc::Meminfo> {
     crate::system::proc::Meminfo::current().map_err(super::vmstat::to_io)
 }
 
-pub fn read_system() -> io::Result<SystemMem> {
+pub(crate) fn read_system() -> io::Result<SystemMem> {
     Ok(system_mem(&read_meminfo()?))
 }
 
 /// Running maxima over samples of one process.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProcPeak {
-    pub samples: usize,
-    pub rss: u64,
-    pub pss: u64,
-    pub vsz: u64,
+pub(crate) struct ProcPeak {
+    pub(crate) samples: usize,
+    pub(crate) rss: u64,
+    pub(crate) pss: u64,
+    pub(crate) vsz: u64,
 }
 
 impl ProcPeak {
-    pub fn add(&mut self, m: &ProcMem) {
+    pub(crate) fn add(&mut self, m: &ProcMem) {
         self.samples += 1;
         self.rss = self.rss.max(m.rss).max(m.peak_rss);
         self.pss = self.pss.max(m.pss.unwrap_or(0));

@@ -21,16 +21,16 @@ const MIN_FINAL: Duration = Duration::from_millis(200);
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MonitorSample {
     /// Seconds since the sampler started, at the end of the sampled interval.
-    pub t: f64,
-    pub vmstat: VmstatRow,
+    pub(crate) t: f64,
+    pub(crate) vmstat: VmstatRow,
     /// iostat -x for the sampler's device, when one was given and readable.
-    pub disk: Option<IostatRow>,
-    pub dirty: DirtyState,
+    pub(crate) disk: Option<IostatRow>,
+    pub(crate) dirty: DirtyState,
 }
 
 /// Handle to the sampling thread. Dropping it stops the thread (samples are
 /// discarded); call `stop()` to get them.
-pub struct Sampler {
+pub(crate) struct Sampler {
     stop_tx: Option<Sender<()>>,
     handle: Option<JoinHandle<Vec<MonitorSample>>>,
 }
@@ -57,7 +57,7 @@ impl Sampler {
     /// Start sampling `device` (a kernel disk name such as "vda", or None for
     /// no iostat) every `interval`. A first reading is taken immediately; each
     /// later one yields a sample of the interval since the previous reading.
-    pub fn start(device: Option<String>, interval: Duration) -> Sampler {
+    pub(crate) fn start(device: Option<String>, interval: Duration) -> Sampler {
         let interval = interval.max(Duration::from_millis(10));
         let (tx, rx) = mpsc::channel::<()>();
         let handle = std::thread::Builder::new()
@@ -72,7 +72,7 @@ impl Sampler {
 
     /// Stop the thread (within a few ms) and return the samples, including a
     /// final partial interval if at least 0.2 s passed since the last sample.
-    pub fn stop(mut self) -> Vec<MonitorSample> {
+    pub(crate) fn stop(mut self) -> Vec<MonitorSample> {
         self.shutdown()
     }
 

@@ -8,76 +8,69 @@ use crate::system::proc::{Current, FromReadSI};
 /// Raw cumulative counters read at one instant. Pure data: `delta()` needs
 /// nothing else, so tests can build these by hand.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct VmstatCounters {
+pub(crate) struct VmstatCounters {
     /// Jiffies (USER_HZ ticks) from the /proc/stat "cpu" line, grouped as
     /// procps groups them: user = user+nice, system = system+irq+softirq.
     /// guest time is already inside user/nice, so it is not added again.
-    pub cpu_user: u64,
-    pub cpu_system: u64,
-    pub cpu_idle: u64,
-    pub cpu_iowait: u64,
-    pub cpu_steal: u64,
+    pub(crate) cpu_user: u64,
+    pub(crate) cpu_system: u64,
+    pub(crate) cpu_idle: u64,
+    pub(crate) cpu_iowait: u64,
+    pub(crate) cpu_steal: u64,
     /// Total interrupts serviced ("intr" first field).
-    pub intr: u64,
+    pub(crate) intr: u64,
     /// Context switches.
-    pub ctxt: u64,
+    pub(crate) ctxt: u64,
     /// Instantaneous runnable / blocked-on-I/O task counts.
-    pub procs_running: u64,
-    pub procs_blocked: u64,
+    pub(crate) procs_running: u64,
+    pub(crate) procs_blocked: u64,
     /// KiB read from / written to block devices (/proc/vmstat pgpgin/pgpgout;
     /// the kernel already counts these in KiB, not pages).
-    pub pgpgin: u64,
-    pub pgpgout: u64,
+    pub(crate) pgpgin: u64,
+    pub(crate) pgpgout: u64,
     /// Pages swapped in / out.
-    pub pswpin: u64,
-    pub pswpout: u64,
+    pub(crate) pswpin: u64,
+    pub(crate) pswpout: u64,
     /// Page size in bytes, to turn swap pages into KiB.
-    pub page_size: u64,
+    pub(crate) page_size: u64,
     /// Memory in bytes from /proc/meminfo.
-    pub mem_free: u64,
-    pub buffers: u64,
+    pub(crate) mem_free: u64,
+    pub(crate) buffers: u64,
     /// Cached + SReclaimable, as procps-ng's "cache" column.
-    pub cached: u64,
+    pub(crate) cached: u64,
     /// SwapTotal - SwapFree.
-    pub swap_used: u64,
+    pub(crate) swap_used: u64,
 }
 
 /// One vmstat line. Memory columns are KiB; si/so/bi/bo are KiB/s; in/cs are
 /// per second; us/sy/id/wa/st are % of all CPU time, rounded to integers as
 /// procps does.
 #[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
-pub struct VmstatRow {
+pub(crate) struct VmstatRow {
     /// Runnable tasks minus one: the reading thread is itself running when it
     /// reads /proc/stat, so like procps we do not count it (an idle machine
     /// shows 0). Other threads of tunelab, e.g. a benchmark, are counted.
-    pub r: u64,
-    pub b: u64,
-    pub swpd_kb: u64,
-    pub free_kb: u64,
-    pub buff_kb: u64,
-    pub cache_kb: u64,
-    pub si: f64,
-    pub so: f64,
-    pub bi: f64,
-    pub bo: f64,
-    pub in_s: f64,
-    pub cs_s: f64,
-    pub us: f64,
-    pub sy: f64,
-    pub id: f64,
-    pub wa: f64,
-    pub st: f64,
-}
-
-impl VmstatCounters {
-    /// Read /proc/stat, /proc/vmstat and /proc/meminfo once each.
-    pub fn read() -> io::Result<VmstatCounters> {
-        read()
-    }
+    pub(crate) r: u64,
+    pub(crate) b: u64,
+    pub(crate) swpd_kb: u64,
+    pub(crate) free_kb: u64,
+    pub(crate) buff_kb: u64,
+    pub(crate) cache_kb: u64,
+    pub(crate) si: f64,
+    pub(crate) so: f64,
+    pub(crate) bi: f64,
+    pub(crate) bo: f64,
+    pub(crate) in_s: f64,
+    pub(crate) cs_s: f64,
+    pub(crate) us: f64,
+    pub(crate) sy: f64,
+    pub(crate) id: f64,
+    pub(crate) wa: f64,
+    pub(crate) st: f64,
 }
 
 /// Read the counters now.
-pub fn read() -> io::Result<VmstatCounters> {
+pub(crate) fn read() -> io::Result<VmstatCounters> {
     // One read of /proc/stat serves both procfs's KernelStats and the "intr"
     // line, which KernelStats (procfs 0.17) does not expose.
     let stat_text = crate::system::proc::read("stat")?;
@@ -136,7 +129,7 @@ fn pct(part: u64, total: u64) -> f64 {
 
 /// Rates between two readings `seconds` apart. Counters that went backwards
 /// (iowait can, per proc(5)) count as zero rather than wrapping.
-pub fn delta(prev: &VmstatCounters, cur: &VmstatCounters, seconds: f64) -> VmstatRow {
+pub(crate) fn delta(prev: &VmstatCounters, cur: &VmstatCounters, seconds: f64) -> VmstatRow {
     let d = |a: u64, b: u64| b.saturating_sub(a);
     let rate = |n: u64| {
         if seconds > 0.0 {

@@ -9,7 +9,7 @@ use crate::model::applied::AppliedChange;
 /// The apply plan of `change`: `live` files with their value now, the
 /// `partners` the kernel zeroes; `new` is the value written (the planned
 /// one for a dry run, the one read back after). `takes` says how long.
-pub fn apply_plan(
+pub(crate) fn apply_plan(
     change: &AppliedChange,
     live: &[(PathBuf, String)],
     partners: &[(PathBuf, String)],
@@ -50,7 +50,7 @@ pub fn apply_plan(
 
 /// The lines of one unapply: each live value restored (path, now, to) and
 /// each file removed.
-pub fn unapply_plan(restore: &[(PathBuf, String, String)], remove: &[PathBuf]) -> String {
+pub(crate) fn unapply_plan(restore: &[(PathBuf, String, String)], remove: &[PathBuf]) -> String {
     let mut s = String::new();
     for (p, now, to) in restore {
         s.push_str(&format!("live:     {} {now} → {to}\n", p.display()));
@@ -62,7 +62,7 @@ pub fn unapply_plan(restore: &[(PathBuf, String, String)], remove: &[PathBuf]) -
 }
 
 /// The table of applied changes (`tunelab applied`).
-pub fn applied_table(list: &[AppliedChange]) -> String {
+pub(crate) fn applied_table(list: &[AppliedChange]) -> String {
     let rows = list
         .iter()
         .map(|c| {

@@ -9,23 +9,23 @@ use crate::model::applied::{self, AppliedChange};
 use crate::model::run::Run;
 
 /// What a one-run report is made of.
-pub struct RunReport<'a> {
-    pub run: &'a Run,
+pub(crate) struct RunReport<'a> {
+    pub(crate) run: &'a Run,
     /// `--vs`: the run before the change.
-    pub base: Option<&'a Run>,
+    pub(crate) base: Option<&'a Run>,
     /// Every change tunelab applied (those between the two runs are named).
-    pub changes: &'a [AppliedChange],
+    pub(crate) changes: &'a [AppliedChange],
     /// Differences smaller than this are "no change".
-    pub noise: f64,
+    pub(crate) noise: f64,
     /// The findings on the run's diagnosis (empty without one).
-    pub findings: Vec<FindingText>,
+    pub(crate) findings: Vec<FindingText>,
     /// The profiler's flame-graph renderer (report does not reach into
     /// diagnose/).
-    pub flame: Flame<'a>,
+    pub(crate) flame: Flame<'a>,
 }
 
 /// The document of one run.
-pub fn run_document(r: RunReport) -> Document {
+pub(crate) fn run_document(r: RunReport) -> Document {
     let mut doc = document::build(r.run, r.base, r.noise);
     if let Some(b) = r.base {
         // The settings tunelab applied between the two runs: the
@@ -55,6 +55,6 @@ pub fn run_document(r: RunReport) -> Document {
 
 /// The device comparison of `runs` against `runs[baseline]`, as `compare`
 /// prints it.
-pub fn devices_document(runs: &[Run], baseline: usize, noise: f64) -> Document {
+pub(crate) fn devices_document(runs: &[Run], baseline: usize, noise: f64) -> Document {
     super::devices::document(&compare_devices(runs, baseline, noise))
 }

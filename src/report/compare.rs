@@ -5,7 +5,7 @@ use super::table::{para, render as table};
 use crate::analysis::compare::RunComparison;
 use crate::units::{human, sig};
 
-pub fn render(c: &RunComparison) -> String {
+pub(crate) fn render(c: &RunComparison) -> String {
     // Free text is broken between words on a terminal (80 columns on a
     // serial console); tables lay themselves out.
     let mut s = para(

@@ -18,7 +18,7 @@ fn ratio_cell(c: &Comparison) -> String {
     )
 }
 
-pub fn render(c: &DeviceComparison) -> String {
+pub(crate) fn render(c: &DeviceComparison) -> String {
     let names: Vec<String> = c
         .devices
         .iter()
@@ -102,7 +102,7 @@ pub fn render(c: &DeviceComparison) -> String {
 
 /// The comparison as a report document: a grouped bar chart of ratios to
 /// the baseline per key metric, then the tables.
-pub fn document(c: &DeviceComparison) -> super::document::Document {
+pub(crate) fn document(c: &DeviceComparison) -> super::document::Document {
     use super::charts::{Chart, ForestPlot, ForestRow};
     use super::document::{Block, Cell, Document, Figure, Section, Table};
     let header = |first: &str| -> Vec<String> {

@@ -7,14 +7,14 @@
 //! dashboards, LAVA test-case lines for device farms, and pprof, speedscope
 //! and folded stacks for profilers.
 
-pub mod bmf;
-pub mod cases;
-pub mod folded;
-pub mod junit;
-pub mod lava;
-pub mod openmetrics;
-pub mod pprof;
-pub mod speedscope;
+pub(crate) mod bmf;
+pub(crate) mod cases;
+pub(crate) mod folded;
+pub(crate) mod junit;
+pub(crate) mod lava;
+pub(crate) mod openmetrics;
+pub(crate) mod pprof;
+pub(crate) mod speedscope;
 
 use crate::analysis::compare::RunComparison;
 use crate::analysis::devices::DeviceComparison;
@@ -25,7 +25,7 @@ use crate::{Error, Result};
 
 /// What is being written.
 #[derive(Clone, Copy)]
-pub enum Subject<'a> {
+pub(crate) enum Subject<'a> {
     Run(&'a Run),
     /// `time`'s result: the run and its JSON document (with the trials).
     Timed(&'a Run, &'a dyn Fn() -> Result<String>),
@@ -36,7 +36,7 @@ pub enum Subject<'a> {
 }
 
 impl<'a> Subject<'a> {
-    pub fn run(&self) -> Option<&'a Run> {
+    pub(crate) fn run(&self) -> Option<&'a Run> {
         match *self {
             Subject::Run(r) | Subject::Timed(r, _) => Some(r),
             _ => None,
@@ -53,7 +53,7 @@ impl<'a> Subject<'a> {
 }
 
 /// One file format. `export` returns bytes: pprof is binary.
-pub trait Exporter: Sync {
+pub(crate) trait Exporter: Sync {
     /// The format's name: `--export-NAME`, `tunelab export --format NAME`.
     fn name(&self) -> &'static str;
     /// One line for `--help`.
@@ -62,7 +62,7 @@ pub trait Exporter: Sync {
 }
 
 /// Every format, registered once.
-pub static EXPORTERS: &[&dyn Exporter] = &[
+pub(crate) static EXPORTERS: &[&dyn Exporter] = &[
     &Json,
     &Csv,
     &Markdown,
@@ -77,13 +77,13 @@ pub static EXPORTERS: &[&dyn Exporter] = &[
 ];
 
 /// The exporter called `name` ("md" is Markdown's short name).
-pub fn find(name: &str) -> Option<&'static dyn Exporter> {
+pub(crate) fn find(name: &str) -> Option<&'static dyn Exporter> {
     let name = if name == "md" { "markdown" } else { name };
     EXPORTERS.iter().copied().find(|e| e.name() == name)
 }
 
 /// The error of a format asked for a subject it cannot express.
-pub fn not_for(format: &str, subject: &Subject, what: &str) -> Error {
+pub(crate) fn not_for(format: &str, subject: &Subject, what: &str) -> Error {
     Error::usage(format!(
         "the {format} export is for {what}, and this is {}; drop that export flag here",
         subject.words()
@@ -162,7 +162,7 @@ fn csv_row(out: &mut String, fields: &[String]) {
     out.push('\n');
 }
 
-pub fn csv(run: &Run) -> String {
+pub(crate) fn csv(run: &Run) -> String {
     let mut out = String::from(
         "run_id,experiment,params,metric,unit,better,n,median,mean,trimmed_mean,stddev,cv,min,max,\
          ci95_low,ci95_high,stop_reason,samples\n",
@@ -203,7 +203,7 @@ fn md(s: &str) -> String {
     super::document::one_line(s).replace('|', "\\|")
 }
 
-pub fn markdown(run: &Run) -> String {
+pub(crate) fn markdown(run: &Run) -> String {
     let mut s = format!("# tunelab run {}\n\n", md(&run.id));
     if !run.label.is_empty() {
         s.push_str(&format!("Label: **{}**\n\n", md(&run.label)));
@@ -282,7 +282,7 @@ pub fn markdown(run: &Run) -> String {
 }
 
 /// A comparison of two runs as CSV: one row per metric of each paired point.
-pub fn comparison_csv(c: &RunComparison) -> String {
+pub(crate) fn comparison_csv(c: &RunComparison) -> String {
     let mut out = String::from(
         "base_run,new_run,experiment,base_params,new_params,metric,unit,better,base_median,\
          new_median,ratio,ci95_low,ci95_high,verdict\n",
@@ -314,7 +314,7 @@ pub fn comparison_csv(c: &RunComparison) -> String {
 
 /// Several devices compared as CSV: one row per device and metric, with
 /// the ratio to the baseline device (empty for the baseline itself).
-pub fn devices_csv(c: &DeviceComparison) -> String {
+pub(crate) fn devices_csv(c: &DeviceComparison) -> String {
     let mut out = String::from(
         "machine,run,baseline,experiment,params,metric,unit,better,median,ratio,ci95_low,\
          ci95_high,verdict\n",

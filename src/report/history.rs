@@ -6,7 +6,7 @@ use super::table::render as table;
 use crate::analysis::history::History;
 use crate::units::{human, human_range, sig};
 
-pub fn render(h: &History) -> String {
+pub(crate) fn render(h: &History) -> String {
     let mut s = format!(
         "history of {} over {} run(s)\nmethod: {}\n",
         h.subject, h.runs, h.method
@@ -93,7 +93,7 @@ pub fn render(h: &History) -> String {
 
 /// The history as a report document: per series a trend chart (medians with
 /// their CIs over the runs, change points as vertical lines) and its table.
-pub fn document(h: &History) -> super::document::Document {
+pub(crate) fn document(h: &History) -> super::document::Document {
     use super::charts::{Axis, Chart, Line, LineChart};
     use super::document::{Block, Cell, Document, Figure, Section, Table};
     let sections = h

@@ -5,7 +5,7 @@
 use super::document::{Block, Document, Figure, Table};
 
 /// Escape text for HTML (lives with the charts, which draw SVG text too).
-pub use super::charts::esc;
+pub(crate) use super::charts::esc;
 
 const CSS: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#1d1d1f;background:#fafafa;line-height:1.4}
@@ -161,7 +161,7 @@ fn list(items: &[String], class: &str) -> String {
     s
 }
 
-pub fn render(doc: &Document) -> String {
+pub(crate) fn render(doc: &Document) -> String {
     let mut s =
         String::from("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     s.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");

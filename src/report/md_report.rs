@@ -43,7 +43,7 @@ fn table(t: &Table) -> String {
 
 /// The Markdown text and the chart files (name inside `assets_dir`, SVG).
 /// `assets_dir` is the directory name as seen from the Markdown file.
-pub fn render(doc: &Document, assets_dir: &str) -> (String, Vec<(String, String)>) {
+pub(crate) fn render(doc: &Document, assets_dir: &str) -> (String, Vec<(String, String)>) {
     let mut files = Vec::new();
     let mut s = format!("# {}\n\n", text(&doc.title));
     s.push_str(&table(&Table {
@@ -63,7 +63,7 @@ pub fn render(doc: &Document, assets_dir: &str) -> (String, Vec<(String, String)
 
 /// The Markdown text alone, for an export to one file: charts are left out
 /// (their numbers are in the tables).
-pub fn render_text(doc: &Document) -> String {
+pub(crate) fn render_text(doc: &Document) -> String {
     fn strip(bs: &[Block]) -> Vec<Block> {
         bs.iter()
             .filter(|b| !matches!(b, Block::Figure(_)))

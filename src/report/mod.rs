@@ -2,21 +2,21 @@
 //! device tables, histories), into text and documents: terminal tables,
 //! JSON/CSV/Markdown exports, HTML. Rendering only.
 
-pub mod applyview;
-pub mod assemble;
-pub mod charts;
-pub mod compare;
-pub mod devices;
-pub mod diagnosis;
-pub mod document;
-pub mod export;
-pub mod history;
-pub mod html;
-pub mod md_report;
-pub mod monitor;
+pub(crate) mod applyview;
+pub(crate) mod assemble;
+pub(crate) mod charts;
+pub(crate) mod compare;
+pub(crate) mod devices;
+pub(crate) mod diagnosis;
+pub(crate) mod document;
+pub(crate) mod export;
+pub(crate) mod history;
+pub(crate) mod html;
+pub(crate) mod md_report;
+pub(crate) mod monitor;
 mod params;
 mod pick_charts;
-pub mod runview;
-pub mod table;
-pub mod time;
-pub mod tuneview;
+pub(crate) mod runview;
+pub(crate) mod table;
+pub(crate) mod time;
+pub(crate) mod tuneview;

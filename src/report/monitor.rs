@@ -14,13 +14,13 @@ use crate::observe::vmstat::VmstatRow;
 use crate::units::human;
 
 /// (metric name, labels, value) for OpenMetrics.
-pub type Gauge = (String, String, f64);
+pub(crate) type Gauge = (String, String, f64);
 
 /// One interval of a view: its table text and its gauges.
 #[derive(Default)]
-pub struct Shown {
-    pub table: String,
-    pub gauges: Vec<Gauge>,
+pub(crate) struct Shown {
+    pub(crate) table: String,
+    pub(crate) gauges: Vec<Gauge>,
 }
 
 impl Shown {
@@ -33,7 +33,7 @@ impl Shown {
 const HEADER_EVERY: usize = 20;
 
 /// Whether the `line`th line of a scrolling view starts with its header.
-pub fn header_due(line: usize) -> bool {
+pub(crate) fn header_due(line: usize) -> bool {
     line.is_multiple_of(HEADER_EVERY)
 }
 
@@ -60,7 +60,7 @@ fn narrow(v: f64, w: usize) -> String {
     plain
 }
 
-pub fn vmstat(r: &VmstatRow, header: bool) -> Shown {
+pub(crate) fn vmstat(r: &VmstatRow, header: bool) -> Shown {
     let mut e = Shown::default();
     if header {
         e.table.push_str(VMSTAT_HEADER);
@@ -104,7 +104,7 @@ pub fn vmstat(r: &VmstatRow, header: bool) -> Shown {
     e
 }
 
-pub fn iostat_preface(non_rotational: &[&str]) -> Vec<String> {
+pub(crate) fn iostat_preface(non_rotational: &[&str]) -> Vec<String> {
     let mut v = vec![
         "note: %util is the share of time with at least one request in flight; on devices that \
          serve requests in parallel (SSD, NVMe, RAID, virtual disks) 100% does not mean saturated — \
@@ -120,7 +120,7 @@ pub fn iostat_preface(non_rotational: &[&str]) -> Vec<String> {
     v
 }
 
-pub fn iostat(rows: &[IostatRow]) -> Shown {
+pub(crate) fn iostat(rows: &[IostatRow]) -> Shown {
     let mut e = Shown::default();
     e.table.push_str(&format!(
         "{:<9} {:>7} {:>7} {:>8} {:>8} {:>7} {:>7} {:>6} {:>7} {:>5}\n",
@@ -169,7 +169,7 @@ pub fn iostat(rows: &[IostatRow]) -> Shown {
     e
 }
 
-pub fn hogs(rows: &[HogRow], threads: bool) -> Shown {
+pub(crate) fn hogs(rows: &[HogRow], threads: bool) -> Shown {
     let mut e = Shown::default();
     let _ = writeln!(
         e.table,
@@ -206,7 +206,7 @@ pub fn hogs(rows: &[HogRow], threads: bool) -> Shown {
 /// column per CPU while they fit the width, else the busiest CPU of each
 /// source; the description is cut to the width (whole in the gauges' names
 /// and with --json).
-pub fn irq(rows: &[IrqRate], top: usize) -> Shown {
+pub(crate) fn irq(rows: &[IrqRate], top: usize) -> Shown {
     let ncpu = rows.first().map_or(0, |r| r.per_cpu_per_s.len());
     let width = crate::report::table::width();
     // kind, source, total/s: 6 + 1 + 10 + 1 + 9; each CPU 1 + 8; a
@@ -271,9 +271,9 @@ fn cut(line: &str, width: usize) -> String {
     s
 }
 
-pub const SLAB_PREFACE: &str = "note: churn is the net change of active objects per second (/proc/slabinfo has no allocation counter)";
+pub(crate) const SLAB_PREFACE: &str = "note: churn is the net change of active objects per second (/proc/slabinfo has no allocation counter)";
 
-pub fn slab(shown: &[&SlabRow]) -> Shown {
+pub(crate) fn slab(shown: &[&SlabRow]) -> Shown {
     let mut e = Shown::default();
     let _ = writeln!(
         e.table,
@@ -302,7 +302,7 @@ pub fn slab(shown: &[&SlabRow]) -> Shown {
     e
 }
 
-pub fn psi(rows: &[PsiRow]) -> Shown {
+pub(crate) fn psi(rows: &[PsiRow]) -> Shown {
     let mut e = Shown::default();
     let _ = writeln!(
         e.table,
@@ -335,7 +335,7 @@ pub fn psi(rows: &[PsiRow]) -> Shown {
     e
 }
 
-pub fn power(rows: &[PowerRow]) -> Shown {
+pub(crate) fn power(rows: &[PowerRow]) -> Shown {
     let mut e = Shown::default();
     for r in rows {
         let idle: Vec<String> = r
@@ -383,7 +383,7 @@ pub fn power(rows: &[PowerRow]) -> Shown {
 }
 
 /// Where the kernel starts throttling writers, from the sysctls.
-pub fn dirty_preface(l: &DirtyLimits) -> String {
+pub(crate) fn dirty_preface(l: &DirtyLimits) -> String {
     format!(
         "throttling starts when Dirty + Writeback exceeds {} (vm.dirty_ratio {} / bytes {}, \
          vm.dirty_background_ratio {} / bytes {}; kernel: balance_dirty_pages freerun point)",
@@ -399,7 +399,7 @@ pub fn dirty_preface(l: &DirtyLimits) -> String {
     )
 }
 
-pub fn dirty(line: &DirtyLine, header: bool) -> Shown {
+pub(crate) fn dirty(line: &DirtyLine, header: bool) -> Shown {
     let mut e = Shown::default();
     if header {
         let _ = writeln!(
@@ -432,7 +432,7 @@ pub fn dirty(line: &DirtyLine, header: bool) -> Shown {
 }
 
 /// The warning when writers are being throttled.
-pub fn dirty_warning(line: &DirtyLine) -> Option<String> {
+pub(crate) fn dirty_warning(line: &DirtyLine) -> Option<String> {
     line.exceeded.then(|| {
         format!(
             "Dirty + Writeback = {} exceeds the throttling threshold {}: writers are being slowed down",
@@ -442,7 +442,7 @@ pub fn dirty_warning(line: &DirtyLine) -> Option<String> {
     })
 }
 
-pub fn dirty_summary(s: &DirtySummary) -> String {
+pub(crate) fn dirty_summary(s: &DirtySummary) -> String {
     let mut t = String::new();
     let _ = writeln!(t, "\ndirty watch summary ({} samples)", s.samples);
     let _ = writeln!(

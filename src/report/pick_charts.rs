@@ -43,7 +43,7 @@ pub(super) fn wide(vals: impl Iterator<Item = f64>) -> bool {
 }
 
 /// Cache sizes named in notes such as "sysfs data caches: L1 32 KiB, L2 1 MiB".
-pub fn cache_sizes(notes: &[String]) -> Vec<(f64, String)> {
+pub(crate) fn cache_sizes(notes: &[String]) -> Vec<(f64, String)> {
     let mut out: Vec<(f64, String)> = Vec::new();
     for n in notes {
         let Some(rest) = n.strip_prefix("sysfs data caches:") else {

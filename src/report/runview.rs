@@ -6,7 +6,7 @@ use crate::model::run::{PointResult, Run};
 use crate::stats::summary::relative_half_width;
 use crate::units::{human, human_range, pct};
 
-pub fn render_header(run: &Run) -> String {
+pub(crate) fn render_header(run: &Run) -> String {
     let env = &run.environment;
     let get = |k: &str| env.get(k).map(String::as_str).unwrap_or("?");
     let mut s = para(
@@ -95,7 +95,7 @@ fn metric_rows(results: &[&PointResult]) -> Vec<Vec<String>> {
     rows
 }
 
-pub fn render(run: &Run) -> String {
+pub(crate) fn render(run: &Run) -> String {
     let mut s = render_header(run);
     for exp in run.experiments() {
         let results: Vec<&PointResult> =
@@ -163,7 +163,7 @@ fn guard_summary(run: &Run) -> String {
 /// target device's iostat -x columns, dirty page cache), then the classic
 /// warning signs seen (see `observe::hints`) and intervals where Dirty +
 /// Writeback was above the writer-throttling point.
-pub fn monitor_summary(run: &Run) -> String {
+pub(crate) fn monitor_summary(run: &Run) -> String {
     use crate::observe::sampler::MonitorSample;
     let n = run.samples.len();
     if n == 0 {

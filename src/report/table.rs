@@ -32,7 +32,7 @@ static ASCII: AtomicBool = AtomicBool::new(false);
 static ESCAPES: AtomicBool = AtomicBool::new(true);
 
 /// The width assumed on a terminal that does not say (serial consoles).
-pub const FALLBACK_WIDTH: usize = 80;
+pub(crate) const FALLBACK_WIDTH: usize = 80;
 /// A column holding text that can wrap is never narrower than this (or its
 /// widest word, or its natural width when that is smaller).
 const READABLE: usize = 12;
@@ -43,31 +43,31 @@ const HEADER_RULE_ASCII: &str = "     --            ";
 
 /// Set by the CLI from whether stdout is a terminal, and its width in
 /// columns (0 when the terminal does not report one).
-pub fn set_terminal(yes: bool) {
+pub(crate) fn set_terminal(yes: bool) {
     TERMINAL.store(yes, Ordering::Relaxed);
     WIDTH.store(if yes { terminal_width() } else { 0 }, Ordering::Relaxed);
 }
 
 /// Set by the CLI at start-up: `ascii` when the locale is not UTF-8,
 /// `escapes` when cursor movement and colour may be sent.
-pub fn set_plain(ascii: bool, escapes: bool) {
+pub(crate) fn set_plain(ascii: bool, escapes: bool) {
     ASCII.store(ascii, Ordering::Relaxed);
     ESCAPES.store(escapes, Ordering::Relaxed);
 }
 
 /// Whether output must be ASCII (a locale that is not UTF-8).
-pub fn ascii() -> bool {
+pub(crate) fn ascii() -> bool {
     ASCII.load(Ordering::Relaxed)
 }
 
 /// Whether cursor movement and colour may be sent.
-pub fn escapes() -> bool {
+pub(crate) fn escapes() -> bool {
     ESCAPES.load(Ordering::Relaxed)
 }
 
 /// The columns a line may take: the terminal's width, 80 when it reports
 /// none or output is not a terminal (scrolling views such as `monitor`).
-pub fn width() -> usize {
+pub(crate) fn width() -> usize {
     match WIDTH.load(Ordering::Relaxed) {
         0 => FALLBACK_WIDTH,
         w => w,
@@ -76,7 +76,7 @@ pub fn width() -> usize {
 
 /// `s` for the terminal: unchanged in a UTF-8 locale, else every non-ASCII
 /// character replaced by its ASCII spelling (µ → u, … → ..., → → ->).
-pub fn plain(s: &str) -> Cow<'_, str> {
+pub(crate) fn plain(s: &str) -> Cow<'_, str> {
     if ascii() {
         Cow::Owned(crate::units::to_ascii(s))
     } else {
@@ -97,7 +97,7 @@ fn terminal_width() -> usize {
     rustix::termios::tcgetwinsize(std::io::stdout()).map_or(0, |ws| ws.ws_col as usize)
 }
 
-pub fn render(header: &[&str], rows: Vec<Vec<String>>) -> String {
+pub(crate) fn render(header: &[&str], rows: Vec<Vec<String>>) -> String {
     let terminal = TERMINAL.load(Ordering::Relaxed);
     // Markdown (off a terminal) keeps its backticks: they mark code there.
     let cell = |s: &str| {
@@ -122,7 +122,7 @@ pub fn render(header: &[&str], rows: Vec<Vec<String>>) -> String {
 
 /// Whether the table fits the terminal at its natural width (always off a
 /// terminal): a verb can then choose fewer columns for a narrow screen.
-pub fn fits(header: &[&str], rows: &[Vec<String>]) -> bool {
+pub(crate) fn fits(header: &[&str], rows: &[Vec<String>]) -> bool {
     if !TERMINAL.load(Ordering::Relaxed) {
         return true;
     }
@@ -160,7 +160,7 @@ fn fold(rows: Vec<Vec<String>>) -> Vec<Vec<String>> {
 /// `head` then `items`, one line off a terminal; on a terminal the items
 /// are wrapped whole (an item is never split) onto lines indented by
 /// `indent` so that no line passes the width (80 when unknown).
-pub fn run_on(head: &str, items: &[String], indent: usize) -> String {
+pub(crate) fn run_on(head: &str, items: &[String], indent: usize) -> String {
     let width = if TERMINAL.load(Ordering::Relaxed) {
         width()
     } else {
@@ -195,7 +195,7 @@ fn run_on_at(head: &str, items: &[String], indent: usize, width: usize) -> Strin
 
 /// Messages for a terminal: each line longer than the width (80 when
 /// unknown) broken between words, continued `indent` columns in.
-pub fn wrap_lines(text: &str, indent: usize) -> String {
+pub(crate) fn wrap_lines(text: &str, indent: usize) -> String {
     let w = width();
     let mut s = String::new();
     for line in text.lines() {
@@ -212,7 +212,7 @@ pub fn wrap_lines(text: &str, indent: usize) -> String {
 
 /// Free text after `head`, broken between words like [`run_on`]: notes,
 /// signs and warnings stay readable on a serial console.
-pub fn para(head: &str, text: &str, indent: usize) -> String {
+pub(crate) fn para(head: &str, text: &str, indent: usize) -> String {
     let words: Vec<String> = text.split_whitespace().map(String::from).collect();
     run_on(head, &words, indent)
 }
@@ -223,7 +223,7 @@ pub fn para(head: &str, text: &str, indent: usize) -> String {
 /// naming groups of rows moves onto a line above each group; the gap between
 /// columns goes from two spaces to one; long words are split at their
 /// break points, shorter and shorter. Records only when nothing fits.
-pub fn layout(header: &[&str], rows: Vec<Vec<String>>, width: usize) -> String {
+pub(crate) fn layout(header: &[&str], rows: Vec<Vec<String>>, width: usize) -> String {
     let preset = if ascii() {
         HEADER_RULE_ASCII
     } else {

@@ -10,7 +10,7 @@ use crate::units::{human, human_range, pct};
 
 /// `exits`: per command, its label and the distinct ways its runs ended
 /// ("exit 0", "signal 15"), sorted.
-pub fn render(
+pub(crate) fn render(
     run: &Run,
     exits: &[(&str, Vec<String>)],
     comparisons: &[serde_json::Value],

@@ -7,7 +7,12 @@ use crate::units::{human, human_range};
 
 /// The table of `metric` per value of `knob`; `live` lists the live value
 /// of each lab file system (", "-separated, as the run stores it).
-pub fn summary(knob: &str, results: &[PointResult], metric: &str, live: Option<&str>) -> String {
+pub(crate) fn summary(
+    knob: &str,
+    results: &[PointResult],
+    metric: &str,
+    live: Option<&str>,
+) -> String {
     let rows = results
         .iter()
         .filter_map(|r| {

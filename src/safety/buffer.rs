@@ -8,9 +8,9 @@ use rand::{RngCore, SeedableRng};
 use crate::{Error, Result};
 
 /// Alignment that satisfies O_DIRECT on every device we know (4 KiB).
-pub const DIRECT_ALIGN: usize = 4096;
+pub(crate) const DIRECT_ALIGN: usize = 4096;
 
-pub struct AlignedBuf {
+pub(crate) struct AlignedBuf {
     ptr: *mut u8,
     layout: Layout,
 }
@@ -20,7 +20,7 @@ unsafe impl Send for AlignedBuf {}
 
 impl AlignedBuf {
     /// A zeroed buffer of `len` bytes aligned to `DIRECT_ALIGN`.
-    pub fn zeroed(len: usize) -> Result<Self> {
+    pub(crate) fn zeroed(len: usize) -> Result<Self> {
         let size = len.max(1).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
         let layout = Layout::from_size_align(size, DIRECT_ALIGN)
             .map_err(|_| Error::usage(format!("buffer of {len} bytes is too large")))?;
@@ -36,27 +36,23 @@ impl AlignedBuf {
 
     /// An aligned buffer filled with random bytes (seeded, so reruns write
     /// the same data).
-    pub fn random(len: usize, seed: u64) -> Result<Self> {
+    pub(crate) fn random(len: usize, seed: u64) -> Result<Self> {
         let mut b = Self::zeroed(len)?;
         rand::rngs::SmallRng::seed_from_u64(seed).fill_bytes(b.as_mut_slice());
         Ok(b)
     }
 
     /// The allocated length (a multiple of 4 KiB, at least what was asked).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.layout.size()
     }
 
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    pub fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         // SAFETY: ptr is valid for layout.size() bytes for our lifetime.
         unsafe { std::slice::from_raw_parts(self.ptr, self.layout.size()) }
     }
 
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above, and we hold &mut self.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
     }

@@ -28,12 +28,12 @@ use super::signals;
 
 /// Whether stdin is a terminal (a program that may read it stays in
 /// tunelab's process group: see [`mortal`]).
-pub fn stdin_is_tty() -> bool {
+pub(crate) fn stdin_is_tty() -> bool {
     rustix::termios::isatty(std::io::stdin())
 }
 
 /// Own process group and PR_SET_PDEATHSIG(SIGKILL) for the child of `c`.
-pub fn contain(c: &mut Command) {
+pub(crate) fn contain(c: &mut Command) {
     c.process_group(0);
     mortal(c);
 }
@@ -41,7 +41,7 @@ pub fn contain(c: &mut Command) {
 /// PR_SET_PDEATHSIG(SIGKILL) only: for a program that stays in tunelab's
 /// process group because it may read the terminal (a background group
 /// would be stopped by SIGTTIN); the terminal's Ctrl-C reaches both.
-pub fn mortal(c: &mut Command) {
+pub(crate) fn mortal(c: &mut Command) {
     let parent = rustix::process::getpid().as_raw_pid();
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
@@ -69,7 +69,7 @@ pub fn mortal(c: &mut Command) {
 }
 
 /// SIGKILL `pid`'s process group (the program leads one) and `pid`.
-pub fn kill_group(pid: i32) {
+pub(crate) fn kill_group(pid: i32) {
     if pid <= 0 {
         return;
     }
@@ -82,7 +82,7 @@ pub fn kill_group(pid: i32) {
 
 /// kill(2) signal `sig` (1..=64, as `engine::process::parse_signal` gives) to `pid`, or
 /// to the process group it leads. Failures (already gone) are ignored.
-pub fn send_signal(pid: i32, sig: i32, group: bool) {
+pub(crate) fn send_signal(pid: i32, sig: i32, group: bool) {
     use rustix::process::{kill_process, kill_process_group, Pid, Signal};
     let Some(p) = Pid::from_raw(pid) else {
         return;
@@ -113,22 +113,22 @@ fn kill_tree(pid: i32) {
 }
 
 /// How a waited child ended.
-pub struct Waited {
+pub(crate) struct Waited {
     /// The raw wait status (WIFEXITED & co.).
-    pub status: i32,
-    pub rusage: libc::rusage,
+    pub(crate) status: i32,
+    pub(crate) rusage: libc::rusage,
     /// Killed (with its group) because a cancelling signal arrived.
-    pub cancelled: bool,
+    pub(crate) cancelled: bool,
     /// When the wait saw it exit (before reaping and joining the watchdog).
-    pub exited: Instant,
+    pub(crate) exited: Instant,
 }
 
 impl Waited {
-    pub fn code(&self) -> Option<i32> {
+    pub(crate) fn code(&self) -> Option<i32> {
         libc::WIFEXITED(self.status).then(|| libc::WEXITSTATUS(self.status))
     }
 
-    pub fn signal(&self) -> Option<i32> {
+    pub(crate) fn signal(&self) -> Option<i32> {
         libc::WIFSIGNALED(self.status).then(|| libc::WTERMSIG(self.status))
     }
 }
@@ -137,7 +137,7 @@ impl Waited {
 /// group when it leads one, see [`contain`]) when a cancelling signal arrives.
 /// The pid is not reaped while the watchdog may still signal it (waitid
 /// with WNOWAIT first), so a recycled pid is never hit.
-pub fn wait_cancellable(pid: i32) -> std::io::Result<Waited> {
+pub(crate) fn wait_cancellable(pid: i32) -> std::io::Result<Waited> {
     signals::register_child(pid);
     let reaped = Arc::new(Mutex::new(false));
     let cancelled = Arc::new(AtomicBool::new(false));

@@ -14,7 +14,7 @@ use rustix::fs::{self as rfs, Mode, OFlags};
 
 /// The parent directory of `p` opened through a walk that refuses every
 /// symbolic link, with `p`'s last component. `p` must be absolute and plain.
-pub fn parent(p: &Path) -> std::io::Result<(OwnedFd, String)> {
+pub(crate) fn parent(p: &Path) -> std::io::Result<(OwnedFd, String)> {
     let bad = || {
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -49,7 +49,7 @@ pub fn parent(p: &Path) -> std::io::Result<(OwnedFd, String)> {
 
 /// Whether any existing component of `p` is a symbolic link (a missing
 /// tail is fine: nothing there to follow yet).
-pub fn has_link(p: &Path) -> bool {
+pub(crate) fn has_link(p: &Path) -> bool {
     match parent(p) {
         Ok((dir, last)) => rfs::statat(&dir, last.as_str(), rfs::AtFlags::SYMLINK_NOFOLLOW)
             .is_ok_and(|st| rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Symlink),
@@ -58,7 +58,7 @@ pub fn has_link(p: &Path) -> bool {
 }
 
 /// The content of the regular file `p`, None when it does not exist.
-pub fn read(p: &Path) -> std::io::Result<Option<String>> {
+pub(crate) fn read(p: &Path) -> std::io::Result<Option<String>> {
     let (dir, last) = match parent(p) {
         Ok(x) => x,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -82,7 +82,7 @@ pub fn read(p: &Path) -> std::io::Result<Option<String>> {
 
 /// Replace (or create) `p` with `text`: a new temporary file in the same
 /// directory (O_EXCL), fsynced, renamed over `p`, the directory fsynced.
-pub fn replace(p: &Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn replace(p: &Path, text: &str) -> std::io::Result<()> {
     let (dir, last) = parent(p)?;
     let tmp = format!(".{last}.tunelab-restore-{}", std::process::id());
     let _ = rfs::unlinkat(&dir, tmp.as_str(), rfs::AtFlags::empty());
@@ -106,7 +106,7 @@ pub fn replace(p: &Path, text: &str) -> std::io::Result<()> {
 }
 
 /// Remove the file `p` (never a link's target); a missing file is done.
-pub fn remove(p: &Path) -> std::io::Result<()> {
+pub(crate) fn remove(p: &Path) -> std::io::Result<()> {
     let (dir, last) = parent(p)?;
     match rfs::unlinkat(&dir, last.as_str(), rfs::AtFlags::empty()) {
         Ok(()) | Err(rustix::io::Errno::NOENT) => {
@@ -129,7 +129,7 @@ const SYSFS_MAGIC: i64 = 0x6265_6572;
 /// Write a kernel setting: the file opened (last component not followed)
 /// must be on procfs or sysfs, so whatever the path says, no ordinary file
 /// is written.
-pub fn write_setting(p: &Path, value: &str) -> std::io::Result<()> {
+pub(crate) fn write_setting(p: &Path, value: &str) -> std::io::Result<()> {
     let fd = rfs::open(
         p,
         OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,

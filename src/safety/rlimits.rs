@@ -13,10 +13,10 @@ use crate::{Error, Result};
 
 /// Descriptors a measuring command needs at least: the database, the
 /// journal, scratch files, pipes to children, /proc readers.
-pub const MIN_NOFILE: u64 = 32;
+pub(crate) const MIN_NOFILE: u64 = 32;
 /// Processes a measuring command may need besides those already running:
 /// helpers, children of the IPC experiments, ssh.
-pub const MIN_FREE_PROCS: u64 = 8;
+pub(crate) const MIN_FREE_PROCS: u64 = 8;
 
 /// The soft limit of `resource` (None: unlimited).
 fn soft(resource: Resource) -> Option<u64> {
@@ -36,13 +36,13 @@ fn user_tasks(uid: u32) -> u64 {
 
 /// Ignore SIGXFSZ: past RLIMIT_FSIZE a write then fails with EFBIG (a
 /// clean error and cleanup) instead of the kernel killing tunelab.
-pub fn ignore_sigxfsz() {
+pub(crate) fn ignore_sigxfsz() {
     // SAFETY: setting a signal's disposition to SIG_IGN.
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
 }
 
 /// Refuse (exit 4) when the descriptor or process limit leaves too little.
-pub fn check() -> Result<()> {
+pub(crate) fn check() -> Result<()> {
     if let Some(n) = soft(Resource::Nofile).filter(|n| *n < MIN_NOFILE) {
         return Err(Error::environment(format!(
             "the open-file limit (ulimit -n) is {n}: tunelab needs at least {MIN_NOFILE} \

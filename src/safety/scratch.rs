@@ -31,7 +31,7 @@ fn key(path: &Path) -> String {
 
 /// Where a command measures: the `--target` given, else the system temp
 /// directory (`$TMPDIR`, else /tmp). The one place this default is decided.
-pub fn target_or_temp(target: Option<&Path>) -> PathBuf {
+pub(crate) fn target_or_temp(target: Option<&Path>) -> PathBuf {
     target.map_or_else(std::env::temp_dir, Path::to_path_buf)
 }
 
@@ -96,13 +96,13 @@ impl Scratch {
     }
 
     /// A path inside the scratch directory (names only, no separators).
-    pub fn file_path(&self, name: &str) -> PathBuf {
+    pub(crate) fn file_path(&self, name: &str) -> PathBuf {
         debug_assert!(!name.contains('/'));
         self.path.join(name)
     }
 
     /// Create a new file for writing; fails if it already exists.
-    pub fn create_file(&self, name: &str, extra_flags: i32) -> Result<File> {
+    pub(crate) fn create_file(&self, name: &str, extra_flags: i32) -> Result<File> {
         let path = self.file_path(name);
         OpenOptions::new()
             .read(true)
@@ -115,20 +115,20 @@ impl Scratch {
     }
 
     /// Bytes available to us on the scratch file system.
-    pub fn free_bytes(&self) -> Result<u64> {
+    pub(crate) fn free_bytes(&self) -> Result<u64> {
         free_bytes(&self.path)
     }
 
     /// Fail with a clear message when the file system cannot take `bytes`
     /// and still keep some room free (see `space_needed`).
-    pub fn ensure_space(&self, bytes: u64) -> Result<()> {
+    pub(crate) fn ensure_space(&self, bytes: u64) -> Result<()> {
         self.ensure_space_in(bytes, self.free_bytes()?, "")
     }
 
     /// As `ensure_space`, against `free` bytes the caller worked out (on a
     /// RAM-backed target: no more than the memory budget, since every byte
     /// written there is memory), with `why` appended to the refusal.
-    pub fn ensure_space_in(&self, bytes: u64, free: u64, why: &str) -> Result<()> {
+    pub(crate) fn ensure_space_in(&self, bytes: u64, free: u64, why: &str) -> Result<()> {
         let want = space_needed(bytes, free);
         if free < want {
             return Err(Error::environment(format!(
@@ -163,7 +163,7 @@ impl Drop for Scratch {
     }
 }
 
-pub fn free_bytes(path: &Path) -> Result<u64> {
+pub(crate) fn free_bytes(path: &Path) -> Result<u64> {
     let st = rustix::fs::statvfs(path).map_err(|e| Error::io("cannot statvfs", path, e.into()))?;
     // ramfs keeps no block accounting (0 blocks, 0 free): it grows until
     // memory runs out, which the memory budget (system::limits) bounds.
@@ -175,7 +175,7 @@ pub fn free_bytes(path: &Path) -> Result<u64> {
 
 /// What a verb does with its `--target`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Use {
+pub(crate) enum Use {
     /// Measures there: a scratch directory, files written.
     Write,
     /// Only reads about it (`inspect`): a read-only file system is fine.
@@ -185,7 +185,7 @@ pub enum Use {
 /// The one check of a `--target`, made in each verb's plan: it must exist,
 /// be a directory (never a block device) on a file system that holds files
 /// and, for `Use::Write`, be mounted read-write.
-pub fn check_target(target: &Path, what: Use) -> Result<()> {
+pub(crate) fn check_target(target: &Path, what: Use) -> Result<()> {
     let meta = match fs::metadata(target) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

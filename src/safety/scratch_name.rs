@@ -5,13 +5,13 @@
 use std::fs;
 use std::path::Path;
 
-pub const PREFIX: &str = ".tunelab-scratch-";
+pub(crate) const PREFIX: &str = ".tunelab-scratch-";
 /// A file inside, holding the owner's pid.
-pub const MARKER: &str = ".tunelab-owner";
+pub(crate) const MARKER: &str = ".tunelab-owner";
 
 /// Whether `name` is the name of a scratch directory of process `pid`
 /// (`.tunelab-scratch-PID-XXXXXXXX`, eight hex digits).
-pub fn is_scratch_name(name: &str, pid: u32) -> bool {
+pub(crate) fn is_scratch_name(name: &str, pid: u32) -> bool {
     name.strip_prefix(&format!("{PREFIX}{pid}-"))
         .is_some_and(|h| h.len() == 8 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
@@ -20,7 +20,7 @@ pub fn is_scratch_name(name: &str, pid: u32) -> bool {
 /// when it is named for that process and its marker names it too, or it is
 /// empty (killed between mkdir and writing the marker). Never follows a
 /// symbolic link.
-pub fn remove_owned(dir: &Path, pid: u32) -> bool {
+pub(crate) fn remove_owned(dir: &Path, pid: u32) -> bool {
     let named = dir
         .file_name()
         .and_then(|n| n.to_str())

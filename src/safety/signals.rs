@@ -29,12 +29,12 @@ static CLEANUP_MOUNTS: Mutex<Vec<(PathBuf, Option<PathBuf>)>> = Mutex::new(Vec::
 static RESTORE: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
 
 /// What the second signal runs to put settings back before leaving.
-pub fn on_emergency_restore(f: fn()) {
+pub(crate) fn on_emergency_restore(f: fn()) {
     let _ = RESTORE.set(f);
 }
 
 /// Start the signal thread (idempotent).
-pub fn install() {
+pub(crate) fn install() {
     INSTALL.call_once(|| {
         let Ok(mut signals) = Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
             return;
@@ -55,7 +55,7 @@ pub fn install() {
 
 /// The environment variable that turns on [`hang_up_on_stdin_eof`] (set by
 /// `tunelab remote` on the command it runs on a host).
-pub const STDIN_GUARD: &str = "TUNELAB_STDIN_GUARD";
+pub(crate) const STDIN_GUARD: &str = "TUNELAB_STDIN_GUARD";
 
 /// Stop as on a hangup when stdin reaches end of file: for a tunelab run
 /// over ssh without a tty (`tunelab remote`), where a connection that goes
@@ -63,7 +63,7 @@ pub const STDIN_GUARD: &str = "TUNELAB_STDIN_GUARD";
 /// (nothing is expected on it) and, at end of file or error, raises SIGHUP;
 /// if the run is still going `grace` later, a second SIGHUP takes the
 /// emergency path (restore, unmount, remove scratch, exit 130).
-pub fn hang_up_on_stdin_eof(grace: std::time::Duration) {
+pub(crate) fn hang_up_on_stdin_eof(grace: std::time::Duration) {
     let _ = std::thread::Builder::new()
         .name("tunelab-stdin-guard".into())
         .spawn(move || {
@@ -85,7 +85,7 @@ pub fn hang_up_on_stdin_eof(grace: std::time::Duration) {
 }
 
 /// The name of the signal that cancelled the run, if any.
-pub fn caught() -> Option<&'static str> {
+pub(crate) fn caught() -> Option<&'static str> {
     match CAUGHT.load(Ordering::SeqCst) {
         0 => None,
         SIGINT => Some("SIGINT"),
@@ -96,7 +96,7 @@ pub fn caught() -> Option<&'static str> {
 }
 
 /// `Err(Interrupted)` once a cancelling signal arrived.
-pub fn check() -> Result<()> {
+pub(crate) fn check() -> Result<()> {
     match caught() {
         Some(sig) => Err(Error::Interrupted(sig.to_string())),
         None => Ok(()),
@@ -104,13 +104,13 @@ pub fn check() -> Result<()> {
 }
 
 /// Remember a directory to delete if the process must exit abruptly.
-pub fn register_dir(path: &Path) {
+pub(crate) fn register_dir(path: &Path) {
     if let Ok(mut dirs) = CLEANUP_DIRS.lock() {
         dirs.push(path.to_path_buf());
     }
 }
 
-pub fn unregister_dir(path: &Path) {
+pub(crate) fn unregister_dir(path: &Path) {
     if let Ok(mut dirs) = CLEANUP_DIRS.lock() {
         dirs.retain(|d| d != path);
     }
@@ -118,13 +118,13 @@ pub fn unregister_dir(path: &Path) {
 
 /// Remember a child tunelab started (not yet reaped) to kill if the process
 /// must exit abruptly.
-pub fn register_child(pid: i32) {
+pub(crate) fn register_child(pid: i32) {
     if let Ok(mut g) = CLEANUP_CHILDREN.lock() {
         g.push(pid);
     }
 }
 
-pub fn unregister_child(pid: i32) {
+pub(crate) fn unregister_child(pid: i32) {
     if let Ok(mut g) = CLEANUP_CHILDREN.lock() {
         g.retain(|p| *p != pid);
     }
@@ -132,14 +132,14 @@ pub fn unregister_child(pid: i32) {
 
 /// Remember a mount tunelab made, to detach if the process must exit
 /// abruptly (`device`: a loop device that does not clear itself).
-pub fn register_mount(mount_point: &Path, device: Option<&Path>) {
+pub(crate) fn register_mount(mount_point: &Path, device: Option<&Path>) {
     if let Ok(mut m) = CLEANUP_MOUNTS.lock() {
         m.retain(|(p, _)| p != mount_point);
         m.push((mount_point.to_path_buf(), device.map(Path::to_path_buf)));
     }
 }
 
-pub fn unregister_mount(mount_point: &Path) {
+pub(crate) fn unregister_mount(mount_point: &Path) {
     if let Ok(mut m) = CLEANUP_MOUNTS.lock() {
         m.retain(|(p, _)| p != mount_point);
     }

@@ -21,14 +21,14 @@ use rustix::mount::{MountFlags, UnmountFlags};
 
 /// One line of /proc/self/mountinfo, unescaped.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MountLine {
-    pub mount_point: PathBuf,
+pub(crate) struct MountLine {
+    pub(crate) mount_point: PathBuf,
     /// Per-mount options (field 6): rw/ro, nosuid, relatime, …
-    pub mount_opts: Vec<String>,
-    pub fs_type: String,
-    pub source: String,
+    pub(crate) mount_opts: Vec<String>,
+    pub(crate) fs_type: String,
+    pub(crate) source: String,
     /// Per-superblock options (last field): rw, sync, lazytime, fs options.
-    pub super_opts: Vec<String>,
+    pub(crate) super_opts: Vec<String>,
 }
 
 impl MountLine {
@@ -41,7 +41,7 @@ impl MountLine {
 }
 
 /// Parse mountinfo text.
-pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
+pub(crate) fn parse_mountinfo(text: &str) -> Vec<MountLine> {
     let split = |s: &str| s.split(',').map(str::to_string).collect::<Vec<_>>();
     text.lines()
         .filter_map(|l| {
@@ -60,7 +60,7 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
 }
 
 /// The visible mount exactly at `mount_point` (the last one stacked there).
-pub fn mount_at(mount_point: &Path) -> Option<MountLine> {
+pub(crate) fn mount_at(mount_point: &Path) -> Option<MountLine> {
     let text = crate::system::proc::read("self/mountinfo").ok()?;
     parse_mountinfo(&text)
         .into_iter()
@@ -69,7 +69,7 @@ pub fn mount_at(mount_point: &Path) -> Option<MountLine> {
 }
 
 /// Mount points strictly inside `dir`.
-pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn mounts_under(dir: &Path) -> Vec<PathBuf> {
     let text = crate::system::proc::read("self/mountinfo").unwrap_or_default();
     parse_mountinfo(&text)
         .into_iter()
@@ -80,7 +80,7 @@ pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
 
 /// Loop devices bound to `image` (from sysfs), for a lab killed before it
 /// journalled the device it had attached.
-pub fn loops_backed_by(image: &Path) -> Vec<PathBuf> {
+pub(crate) fn loops_backed_by(image: &Path) -> Vec<PathBuf> {
     let Ok(dir) = std::fs::read_dir("/sys/block") else {
         return Vec::new();
     };
@@ -98,17 +98,17 @@ pub fn loops_backed_by(image: &Path) -> Vec<PathBuf> {
 
 /// The access-time mode and the other options `tune mount` changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MountMode {
+pub(crate) struct MountMode {
     /// "noatime", "relatime" or "strictatime".
-    pub atime: &'static str,
-    pub sync: bool,
-    pub lazytime: bool,
+    pub(crate) atime: &'static str,
+    pub(crate) sync: bool,
+    pub(crate) lazytime: bool,
 }
 
 impl MountMode {
     /// The mode an option list (mountinfo's, or with tune's tokens applied)
     /// asks for. mountinfo shows strict atime as neither noatime nor relatime.
-    pub fn of(opts: &[String]) -> MountMode {
+    pub(crate) fn of(opts: &[String]) -> MountMode {
         let has = |o: &str| opts.iter().any(|x| x == o);
         MountMode {
             atime: if has("noatime") {
@@ -129,7 +129,7 @@ impl MountMode {
     }
 
     /// As `mount -o` would spell it.
-    pub fn options(&self) -> String {
+    pub(crate) fn options(&self) -> String {
         format!(
             "{},{},{}",
             self.atime,
@@ -146,7 +146,7 @@ impl MountMode {
 /// mount(2) flags for a remount of `m` to `want`: the per-mount flags it
 /// has now, with the atime mode, sync and lazytime set explicitly
 /// (MS_REMOUNT itself is added by `mount_remount`).
-pub fn remount_flags(m: &MountLine, want: MountMode) -> MountFlags {
+pub(crate) fn remount_flags(m: &MountLine, want: MountMode) -> MountFlags {
     let mut f = MountFlags::empty();
     for (opt, flag) in [
         ("nosuid", MountFlags::NOSUID),
@@ -185,7 +185,7 @@ fn cpath(p: &Path) -> Result<CString> {
 }
 
 /// Remount `mount_point` to exactly `want` and verify it in mountinfo.
-pub fn set_mode(mount_point: &Path, want: MountMode) -> Result<()> {
+pub(crate) fn set_mode(mount_point: &Path, want: MountMode) -> Result<()> {
     let m = mount_at(mount_point).ok_or_else(|| {
         Error::environment(format!(
             "{} is not a mount point in /proc/self/mountinfo",
@@ -206,7 +206,7 @@ pub fn set_mode(mount_point: &Path, want: MountMode) -> Result<()> {
 }
 
 /// Fail unless mountinfo shows `want` at `mount_point`.
-pub fn verify(mount_point: &Path, want: MountMode) -> Result<()> {
+pub(crate) fn verify(mount_point: &Path, want: MountMode) -> Result<()> {
     let now = mount_at(mount_point).map(|m| MountMode::of_line(&m));
     if now == Some(want) {
         return Ok(());
@@ -239,7 +239,7 @@ fn flag_of(opt: &str) -> Option<MountFlags> {
 }
 
 /// Split `mount -o` text into mount(2) flags and the filesystem's data string.
-pub fn split_options(options: &str) -> (MountFlags, String) {
+pub(crate) fn split_options(options: &str) -> (MountFlags, String) {
     let mut flags = MountFlags::empty();
     let mut data = Vec::new();
     for o in options.split(',').filter(|o| !o.is_empty()) {
@@ -252,7 +252,7 @@ pub fn split_options(options: &str) -> (MountFlags, String) {
 }
 
 /// mount(2) `device` on `mount_point` as `fs_type` with `mount -o` options.
-pub fn mount(device: &Path, mount_point: &Path, fs_type: &str, options: &str) -> Result<()> {
+pub(crate) fn mount(device: &Path, mount_point: &Path, fs_type: &str, options: &str) -> Result<()> {
     let (flags, data) = split_options(options);
     let (src, tgt) = (cpath(device)?, cpath(mount_point)?);
     let ty = CString::new(fs_type).map_err(|_| Error::usage("bad file system type"))?;
@@ -280,7 +280,7 @@ pub fn mount(device: &Path, mount_point: &Path, fs_type: &str, options: &str) ->
 }
 
 /// umount2(2); `lazy` = MNT_DETACH (works while files are still open).
-pub fn umount(mount_point: &Path, lazy: bool) -> std::io::Result<()> {
+pub(crate) fn umount(mount_point: &Path, lazy: bool) -> std::io::Result<()> {
     let tgt = CString::new(mount_point.as_os_str().as_bytes())?;
     let flags = if lazy {
         UnmountFlags::DETACH
@@ -291,7 +291,7 @@ pub fn umount(mount_point: &Path, lazy: bool) -> std::io::Result<()> {
 }
 
 /// Unmount, lazily when busy. Ok when it is not mounted (any more).
-pub fn unmount(mount_point: &Path) -> std::io::Result<()> {
+pub(crate) fn unmount(mount_point: &Path) -> std::io::Result<()> {
     if mount_at(mount_point).is_none() {
         return Ok(());
     }
@@ -308,22 +308,22 @@ pub fn unmount(mount_point: &Path) -> std::io::Result<()> {
     }
 }
 
-pub const LOOP_SET_FD: Opcode = 0x4C00;
-pub const LOOP_CLR_FD: Opcode = 0x4C01;
-pub const LOOP_SET_STATUS64: Opcode = 0x4C04;
-pub const LOOP_CONFIGURE: Opcode = 0x4C0A;
-pub const LOOP_CTL_GET_FREE: Opcode = 0x4C82;
-pub const LO_FLAGS_AUTOCLEAR: u32 = 4;
+pub(crate) const LOOP_SET_FD: Opcode = 0x4C00;
+pub(crate) const LOOP_CLR_FD: Opcode = 0x4C01;
+pub(crate) const LOOP_SET_STATUS64: Opcode = 0x4C04;
+pub(crate) const LOOP_CONFIGURE: Opcode = 0x4C0A;
+pub(crate) const LOOP_CTL_GET_FREE: Opcode = 0x4C82;
+pub(crate) const LO_FLAGS_AUTOCLEAR: u32 = 4;
 
 /// The file backing loop device `dev` (`/dev/loopN`), from sysfs.
-pub fn loop_backing_file(dev: &Path) -> Option<PathBuf> {
+pub(crate) fn loop_backing_file(dev: &Path) -> Option<PathBuf> {
     let name = dev.file_name()?.to_string_lossy().into_owned();
     let s = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file")).ok()?;
     Some(PathBuf::from(s.trim_end_matches('\n')))
 }
 
 /// Detach `dev` when it is still bound to `image` (never someone else's).
-pub fn loop_detach_if_ours(dev: &Path, image: &Path) -> Result<bool> {
+pub(crate) fn loop_detach_if_ours(dev: &Path, image: &Path) -> Result<bool> {
     let backing = loop_backing_file(dev);
     // The kernel shows a deleted backing file with " (deleted)".
     let ours = backing.as_ref().is_some_and(|b| {

@@ -25,27 +25,27 @@ use super::summary::median;
 /// Fewest finite trials per side for a 95% claim: with n ≥ 6 the extreme
 /// order statistics bracket a median with at least 96.9% confidence
 /// (1 − 2·0.5ⁿ); with 5 they reach only 93.8%.
-pub const MIN_TRIALS: usize = 6;
+pub(crate) const MIN_TRIALS: usize = 6;
 
 /// Fewest other runs of the point to learn the floor from.
-pub const MIN_HISTORY: usize = 4;
+pub(crate) const MIN_HISTORY: usize = 4;
 
 /// Most runs the floor is learned from (the newest): an old change of the
 /// machine ages out of it.
-pub const MAX_HISTORY: usize = 20;
+pub(crate) const MAX_HISTORY: usize = 20;
 
 /// The floor assumed with fewer runs stored: ±10%, the size of the drift
 /// A/A runs showed for cached file reads (docs/calibration.md).
-pub const DEFAULT_FLOOR: f64 = 0.10;
+pub(crate) const DEFAULT_FLOOR: f64 = 0.10;
 
 /// The between-run noise a comparison is widened by.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct NoiseFloor {
+pub(crate) struct NoiseFloor {
     /// Relative half-width of a 95% interval of one run's median over
     /// another's (0.04 = ±4%).
-    pub band: f64,
+    pub(crate) band: f64,
     /// Stored runs it was learned from; 0 when it is the default.
-    pub runs: usize,
+    pub(crate) runs: usize,
 }
 
 impl Default for NoiseFloor {
@@ -61,7 +61,7 @@ impl NoiseFloor {
     /// Learn the floor from the medians of other runs of the same point on
     /// the same machine; the default when fewer than [`MIN_HISTORY`] are
     /// usable or their median is not positive.
-    pub fn learn(medians: &[f64]) -> NoiseFloor {
+    pub(crate) fn learn(medians: &[f64]) -> NoiseFloor {
         let xs: Vec<f64> = medians.iter().copied().filter(|x| x.is_finite()).collect();
         let mid = median(&xs);
         if xs.len() < MIN_HISTORY || mid.is_nan() || mid <= 0.0 {
@@ -85,7 +85,7 @@ impl NoiseFloor {
     }
 
     /// What the floor is, in words.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         if self.runs > 0 {
             format!(
                 "±{}% between-run noise learned from {} other runs of this point on this machine",
@@ -104,21 +104,21 @@ impl NoiseFloor {
 
 /// A run comparison's verdict and what it rests on.
 #[derive(Debug, Clone, Serialize)]
-pub struct Calibrated {
+pub(crate) struct Calibrated {
     /// Ratio, the widened 95% CI the verdict is judged on, the verdict.
     #[serde(flatten)]
-    pub comparison: Comparison,
+    pub(crate) comparison: Comparison,
     /// The bootstrap 95% CI of the ratio from the two runs' trials alone.
-    pub run_ci95_low: f64,
-    pub run_ci95_high: f64,
-    pub noise_floor: NoiseFloor,
+    pub(crate) run_ci95_low: f64,
+    pub(crate) run_ci95_high: f64,
+    pub(crate) noise_floor: NoiseFloor,
     /// What the verdict rests on, in words.
-    pub basis: String,
+    pub(crate) basis: String,
 }
 
 /// Compare the trials of two runs (`noise` is the user's threshold, as in
 /// [`compare`]); the verdict is judged on the run CI widened by `floor`.
-pub fn compare_runs(
+pub(crate) fn compare_runs(
     base: &[f64],
     new: &[f64],
     higher_is_better: bool,

@@ -17,17 +17,17 @@ use serde::Serialize;
 
 /// How the search is run.
 #[derive(Debug, Clone, Copy)]
-pub struct Options {
+pub(crate) struct Options {
     /// Significance level of each split (default 0.01: a history gates CI
     /// pipelines, where a false alarm costs more than a late one, and every
     /// accepted split opens more segments to search).
-    pub alpha: f64,
+    pub(crate) alpha: f64,
     /// Permutations per test (default 499: p-values down to 0.002).
-    pub permutations: usize,
+    pub(crate) permutations: usize,
     /// Fewest points on each side of a change (default 3: a single odd run
     /// is an outlier, not a change).
-    pub min_size: usize,
-    pub seed: u64,
+    pub(crate) min_size: usize,
+    pub(crate) seed: u64,
 }
 
 impl Default for Options {
@@ -43,16 +43,16 @@ impl Default for Options {
 
 /// One change: the series changes between `index - 1` and `index`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ChangePoint {
-    pub index: usize,
+pub(crate) struct ChangePoint {
+    pub(crate) index: usize,
     /// Permutation p-value of the split when it was found.
-    pub p_value: f64,
+    pub(crate) p_value: f64,
     /// The energy statistic of the split (larger = clearer).
-    pub energy: f64,
+    pub(crate) energy: f64,
 }
 
 /// All change points of `xs`, in index order.
-pub fn e_divisive(xs: &[f64], opt: &Options) -> Vec<ChangePoint> {
+pub(crate) fn e_divisive(xs: &[f64], opt: &Options) -> Vec<ChangePoint> {
     search(xs, opt, best_split, |seg, q, rng| {
         permutation_p(seg, q, opt, rng)
     })

@@ -18,7 +18,7 @@ const MIN_SAMPLES: usize = 3;
 /// Outcome of comparing a new result against a base.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Improved,
     Regressed,
     NoChange,
@@ -27,7 +27,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// Human wording, as shown in tables.
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Verdict::Improved => "improved",
             Verdict::Regressed => "regressed",
@@ -45,17 +45,17 @@ impl fmt::Display for Verdict {
 
 /// Result of [`compare`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Comparison {
+pub(crate) struct Comparison {
     /// median(new) / median(base).
-    pub ratio: f64,
+    pub(crate) ratio: f64,
     /// Bootstrap 95% CI of the ratio.
-    pub ci95_low: f64,
-    pub ci95_high: f64,
+    pub(crate) ci95_low: f64,
+    pub(crate) ci95_high: f64,
     /// (ratio - 1) * 100.
-    pub change_pct: f64,
-    pub verdict: Verdict,
+    pub(crate) change_pct: f64,
+    pub(crate) verdict: Verdict,
     /// One short sentence explaining the verdict.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// Compare `new` against `base` (non-finite samples ignored).
@@ -74,7 +74,7 @@ pub struct Comparison {
 /// 5. CI excludes 1 but the ratio is inside the band → `NoChange`
 ///    (significant but smaller than the threshold);
 /// 6. otherwise (CI straddles 1 and reaches beyond the band) → `Inconclusive`.
-pub fn compare(base: &[f64], new: &[f64], higher_is_better: bool, noise: f64) -> Comparison {
+pub(crate) fn compare(base: &[f64], new: &[f64], higher_is_better: bool, noise: f64) -> Comparison {
     let noise = if noise.is_finite() { noise.abs() } else { 0.0 };
     let base: Vec<f64> = base.iter().copied().filter(|x| x.is_finite()).collect();
     let new: Vec<f64> = new.iter().copied().filter(|x| x.is_finite()).collect();

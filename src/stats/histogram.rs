@@ -20,7 +20,7 @@ const NS_PER_S: f64 = 1e9;
 /// Percentiles are accurate to 3 significant digits (HDR histogram); count,
 /// min, max, mean and the fixed-width buckets are exact.
 #[derive(Debug, Clone)]
-pub struct LatencyRecorder {
+pub(crate) struct LatencyRecorder {
     hist: Histogram<u64>,
     min_ns: u64,
     max_ns: u64,
@@ -46,38 +46,38 @@ impl Buckets {
 /// A serialisable latency distribution, values in seconds.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct HistogramData {
-    pub name: String,
+    pub(crate) name: String,
     /// Always "s".
-    pub unit: String,
-    pub count: u64,
-    pub min: f64,
-    pub max: f64,
-    pub mean: f64,
-    pub stddev: f64,
+    pub(crate) unit: String,
+    pub(crate) count: u64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
+    pub(crate) mean: f64,
+    pub(crate) stddev: f64,
     /// p50, p90, p99, p99.9 and p100 (= max); empty when count is 0.
-    pub percentiles: Vec<Percentile>,
+    pub(crate) percentiles: Vec<Percentile>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub buckets: Vec<Bucket>,
+    pub(crate) buckets: Vec<Bucket>,
 }
 
 /// One percentile: `p` in percent (e.g. 99.9), `value` in seconds.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Percentile {
-    pub p: f64,
-    pub value: f64,
+pub(crate) struct Percentile {
+    pub(crate) p: f64,
+    pub(crate) value: f64,
 }
 
 /// Values in `[low, high)` seconds; `high` None means "low and above".
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Bucket {
-    pub low: f64,
-    pub high: Option<f64>,
-    pub count: u64,
+pub(crate) struct Bucket {
+    pub(crate) low: f64,
+    pub(crate) high: Option<f64>,
+    pub(crate) count: u64,
 }
 
 impl HistogramData {
     /// The stored value of percentile `p` (50, 90, 99, 99.9 or 100), if any.
-    pub fn percentile(&self, p: f64) -> Option<f64> {
+    pub(crate) fn percentile(&self, p: f64) -> Option<f64> {
         self.percentiles
             .iter()
             .find(|e| (e.p - p).abs() < 1e-9)
@@ -93,7 +93,7 @@ impl Default for LatencyRecorder {
 
 impl LatencyRecorder {
     /// A recorder without fixed-width buckets.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut hist = Histogram::new_with_bounds(1, PREALLOC_MAX_NS, SIGFIG)
             .expect("valid constant histogram bounds");
         hist.auto(true);
@@ -111,7 +111,7 @@ impl LatencyRecorder {
     /// above. E.g. 10 ms frame buckets 0–9, 10–19, …, 100+ are
     /// `with_buckets(10_000_000, 11)`. `count` 0 means no buckets; a zero
     /// width is treated as 1 ns.
-    pub fn with_buckets(width_ns: u64, count: usize) -> Self {
+    pub(crate) fn with_buckets(width_ns: u64, count: usize) -> Self {
         let mut r = Self::new();
         if count > 0 {
             r.buckets = Some(Buckets {
@@ -124,7 +124,7 @@ impl LatencyRecorder {
 
     /// Record one latency. O(1) and allocation-free for values up to 100 s.
     #[inline]
-    pub fn record_ns(&mut self, ns: u64) {
+    pub(crate) fn record_ns(&mut self, ns: u64) {
         if self.hist.record(ns).is_err() {
             // Only beyond what auto-resize can represent: clamp, never reject
             // (exact max is still tracked below).
@@ -141,16 +141,16 @@ impl LatencyRecorder {
 
     /// Record one latency given as a Duration (saturating at u64::MAX ns).
     #[inline]
-    pub fn record(&mut self, d: Duration) {
+    pub(crate) fn record(&mut self, d: Duration) {
         self.record_ns(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     }
 
     /// Number of recorded values.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.hist.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -160,7 +160,7 @@ impl LatencyRecorder {
     /// has none, in which case it adopts `other`'s). With different layouts
     /// `other`'s values are re-binned from its histogram (3 significant
     /// digits), so bucket counts may be off near boundaries.
-    pub fn merge(&mut self, other: &LatencyRecorder) {
+    pub(crate) fn merge(&mut self, other: &LatencyRecorder) {
         if other.is_empty() {
             return;
         }
@@ -211,7 +211,7 @@ impl LatencyRecorder {
     /// accurate to 3 significant digits (values in the same histogram bin as
     /// the threshold count as not above it). Exact when the threshold is
     /// below the minimum or at/above the maximum.
-    pub fn count_above_ns(&self, threshold_ns: u64) -> u64 {
+    pub(crate) fn count_above_ns(&self, threshold_ns: u64) -> u64 {
         if self.is_empty() || threshold_ns >= self.max_ns {
             return 0;
         }
@@ -224,7 +224,7 @@ impl LatencyRecorder {
     /// Export as seconds, with percentiles clamped to the observed min/max
     /// (HDR reports a bin's highest equivalent value, which can exceed the
     /// true max).
-    pub fn to_data(&self, name: &str) -> HistogramData {
+    pub(crate) fn to_data(&self, name: &str) -> HistogramData {
         let count = self.len();
         let mut data = HistogramData {
             name: name.to_owned(),

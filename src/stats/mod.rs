@@ -1,11 +1,11 @@
 //! Statistics: summaries, bootstrap CIs, outliers, comparisons, histograms.
 
-pub mod calibrate;
-pub mod changepoint;
-pub mod compare;
-pub mod histogram;
-pub mod summary;
+pub(crate) mod calibrate;
+pub(crate) mod changepoint;
+pub(crate) mod compare;
+pub(crate) mod histogram;
+pub(crate) mod summary;
 
-pub use compare::{compare, Comparison, Verdict};
-pub use histogram::{HistogramData, LatencyRecorder};
+pub(crate) use compare::{compare, Comparison, Verdict};
+pub(crate) use histogram::{HistogramData, LatencyRecorder};
 pub use summary::{median, summarize, StopReason, Summary};

@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 
 /// Bootstrap resamples used by [`summarize`]; 2000 keeps the 2.5/97.5
 /// percentiles stable to well under 1% of the CI width for n <= 30.
-pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+pub(crate) const BOOTSTRAP_RESAMPLES: usize = 2000;
 
 /// Fixed seed so the same samples always give the same CI (reproducible
 /// reports and stable stopping decisions).
-pub const BOOTSTRAP_SEED: u64 = 0x7475_6e65_6c61_6221; // "tunelab!"
+pub(crate) const BOOTSTRAP_SEED: u64 = 0x7475_6e65_6c61_6221; // "tunelab!"
 
 /// Modified z-score above which a sample is labelled an outlier
 /// (Iglewicz & Hoaglin).
@@ -24,23 +24,23 @@ const OUTLIER_Z: f64 = 3.5;
 /// Summary of one metric's samples. See [`summarize`].
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
-    pub n: usize,
-    pub median: f64,
-    pub mean: f64,
-    pub trimmed_mean: f64,
-    pub stddev: f64,
-    pub cv: f64,
-    pub min: f64,
-    pub max: f64,
-    pub ci95_low: f64,
-    pub ci95_high: f64,
+    pub(crate) n: usize,
+    pub(crate) median: f64,
+    pub(crate) mean: f64,
+    pub(crate) trimmed_mean: f64,
+    pub(crate) stddev: f64,
+    pub(crate) cv: f64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
+    pub(crate) ci95_low: f64,
+    pub(crate) ci95_high: f64,
     /// Indices (into the samples given to [`summarize`]) labelled outliers;
     /// they are kept in every statistic, only labelled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub outliers: Vec<usize>,
+    pub(crate) outliers: Vec<usize>,
     /// The first trial is an outlier: often a sign of insufficient warm-up.
     #[serde(default)]
-    pub first_is_outlier: bool,
+    pub(crate) first_is_outlier: bool,
     /// Why the measurement loop stopped; left `None` by [`summarize`].
     /// Stored as the same strings as before it was typed ("precision", …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -72,7 +72,7 @@ pub enum StopReason {
 }
 
 impl StopReason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             StopReason::Precision => "precision",
             StopReason::MaxTrials => "max_trials",
@@ -93,7 +93,7 @@ impl std::fmt::Display for StopReason {
 
 impl Summary {
     /// The stop reason as shown in tables and CSV ("" when none was set).
-    pub fn stop_reason_str(&self) -> &'static str {
+    pub(crate) fn stop_reason_str(&self) -> &'static str {
         self.stop_reason.map_or("", StopReason::as_str)
     }
 }
@@ -175,7 +175,7 @@ pub fn median(xs: &[f64]) -> f64 {
 ///
 /// Deterministic for a given `seed`. One value gives `(x, x)`, none gives
 /// NaNs. The bounds always lie within `[min, max]` of the data.
-pub fn median_ci95(xs: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
+pub(crate) fn median_ci95(xs: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
     let xs = finite(xs);
     match xs.len() {
         0 => return (f64::NAN, f64::NAN),
@@ -208,7 +208,7 @@ pub fn median_ci95(xs: &[f64], resamples: usize, seed: u64) -> (f64, f64) {
 /// identical) the mean absolute deviation is used instead, scaled by
 /// 1.2533 (the usual consistency constant); when that is 0 too, all values
 /// are equal and there are no outliers.
-pub fn mad_outliers(xs: &[f64]) -> Vec<usize> {
+pub(crate) fn mad_outliers(xs: &[f64]) -> Vec<usize> {
     let vals = finite(xs);
     if vals.len() < 3 {
         return Vec::new();
@@ -234,7 +234,7 @@ pub fn mad_outliers(xs: &[f64]) -> Vec<usize> {
 
 /// Half-width of the median's 95% CI relative to the median: the runner's
 /// precision target. INFINITY when it is undefined (n < 2 or median 0).
-pub fn relative_half_width(s: &Summary) -> f64 {
+pub(crate) fn relative_half_width(s: &Summary) -> f64 {
     if s.n < 2 || s.median == 0.0 || !s.median.is_finite() {
         return f64::INFINITY;
     }

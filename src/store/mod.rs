@@ -6,7 +6,7 @@
 #[cfg(feature = "fleet")]
 mod postgres;
 mod schema;
-pub mod select;
+pub(crate) mod select;
 mod sqlite;
 
 use std::collections::BTreeMap;
@@ -20,7 +20,7 @@ use crate::{Error, Result};
 /// Hands runs one at a time to the sink it is given (the store saves each
 /// as it comes, inside one transaction), so an import never holds more than
 /// one run in memory. An error from the feed or the sink undoes them all.
-pub type Feed<'a> = dyn FnMut(&mut dyn FnMut(&Run) -> Result<()>) -> Result<()> + 'a;
+pub(crate) type Feed<'a> = dyn FnMut(&mut dyn FnMut(&Run) -> Result<()>) -> Result<()> + 'a;
 
 pub struct Store {
     backend: Box<dyn Backend>,
@@ -54,29 +54,29 @@ trait Backend {
 
 /// One line of `tunelab runs`.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct RunInfo {
-    pub id: String,
-    pub started: String,
-    pub label: String,
-    pub status: String,
-    pub experiments: Vec<String>,
-    pub results: usize,
+pub(crate) struct RunInfo {
+    pub(crate) id: String,
+    pub(crate) started: String,
+    pub(crate) label: String,
+    pub(crate) status: String,
+    pub(crate) experiments: Vec<String>,
+    pub(crate) results: usize,
     /// The machine the run was recorded on: its inventory name (`fleet.host`)
     /// when `remote` brought it back, else its host name ("" for neither),
     /// as `compare --machine` and `history` name it.
-    pub machine: String,
+    pub(crate) machine: String,
     /// The stable machine id recorded with it ("" when the machine had none).
     #[serde(skip_serializing_if = "String::is_empty")]
-    pub machine_id: String,
+    pub(crate) machine_id: String,
 }
 
 /// What `Store::import` did with each run offered.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Imported {
-    pub id: String,
-    pub machine: String,
+pub(crate) struct Imported {
+    pub(crate) id: String,
+    pub(crate) machine: String,
     /// "imported" or "already stored".
-    pub outcome: &'static str,
+    pub(crate) outcome: &'static str,
 }
 
 /// Whether two copies of a run are the same run: same id, start and
@@ -108,7 +108,7 @@ fn fingerprint(r: &Run) -> u64 {
 /// names them in a message. Built by [`Store::import_check`]; the second
 /// pass takes each run from it once.
 #[derive(Default)]
-pub struct ImportCheck {
+pub(crate) struct ImportCheck {
     fresh: std::collections::HashMap<String, (u64, RunHead)>,
 }
 
@@ -116,7 +116,7 @@ impl ImportCheck {
     /// Whether `run` is to be saved now: new, and not handed over before.
     /// A run whose content changed since the first pass (its file was
     /// rewritten meanwhile) is an error: nothing is imported.
-    pub fn take(&mut self, run: &Run) -> Result<bool> {
+    pub(crate) fn take(&mut self, run: &Run) -> Result<bool> {
         match self.fresh.get(&run.id) {
             None => Ok(false),
             Some((p, _)) if *p != fingerprint(run) => Err(Error::usage(format!(
@@ -158,7 +158,7 @@ impl RunHead {
 /// Where the database lives without `--db`: `TUNELAB_DB` (an empty one
 /// means not set), else `$XDG_DATA_HOME/tunelab/results.db`
 /// (~/.local/share by default).
-pub fn default_path() -> PathBuf {
+pub(crate) fn default_path() -> PathBuf {
     if let Some(db) = std::env::var_os("TUNELAB_DB").filter(|v| !v.is_empty()) {
         return PathBuf::from(db);
     }
@@ -173,7 +173,7 @@ pub fn default_path() -> PathBuf {
 /// How a verb uses the results database, said by the verb when it asks
 /// for it: one that only reads never creates a database (nor its directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     Read,
     Write,
 }
@@ -184,7 +184,7 @@ fn is_url(s: &str) -> bool {
 }
 
 /// The results database at `path` (None: [`default_path`]) for `access`.
-pub fn open(path: Option<&Path>, access: Access) -> Result<Store> {
+pub(crate) fn open(path: Option<&Path>, access: Access) -> Result<Store> {
     let path = path.map_or_else(default_path, Path::to_path_buf);
     match access {
         Access::Read => Store::open_read(&path),
@@ -217,7 +217,7 @@ impl Store {
 
     /// For commands that only read: a SQLite file that does not exist is
     /// not created (nor its directories); it reads as an empty database.
-    pub fn open_read(path: &Path) -> Result<Store> {
+    pub(crate) fn open_read(path: &Path) -> Result<Store> {
         if is_url(&path.to_string_lossy()) || path.exists() {
             return Store::open(path);
         }
@@ -228,7 +228,7 @@ impl Store {
     }
 
     /// The database file or (password hidden) URL.
-    pub fn location(&self) -> &str {
+    pub(crate) fn location(&self) -> &str {
         &self.location
     }
 
@@ -240,15 +240,16 @@ impl Store {
     /// Save again a run that grows (a study after each key issue): the
     /// stored copy under its id is replaced in one transaction. `save`
     /// still refuses a duplicate id.
-    pub fn replace(&mut self, run: &Run) -> Result<()> {
+    pub(crate) fn replace(&mut self, run: &Run) -> Result<()> {
         self.backend.replace(run)
     }
 
+    #[cfg(test)]
     /// Store runs recorded elsewhere (another machine's export or database),
     /// keeping their ids and environments. A run already stored is skipped
     /// ("already stored"); a different run under a stored id is refused. The
     /// new runs are saved in one transaction: all of them or none.
-    pub fn import(&mut self, runs: &[Run]) -> Result<Vec<Imported>> {
+    pub(crate) fn import(&mut self, runs: &[Run]) -> Result<Vec<Imported>> {
         let mut check = ImportCheck::default();
         let done = runs
             .iter()
@@ -269,7 +270,7 @@ impl Store {
     /// ("imported"), stored already or offered twice ("already stored"), or
     /// a different run under an id that is stored or offered (exit 2, naming
     /// both). `check` remembers the new runs by a fingerprint, not whole.
-    pub fn import_check(&self, run: &Run, check: &mut ImportCheck) -> Result<Imported> {
+    pub(crate) fn import_check(&self, run: &Run, check: &mut ImportCheck) -> Result<Imported> {
         let machine = run
             .environment
             .get("host.name")
@@ -318,13 +319,13 @@ impl Store {
 
     /// The second pass of an import: the runs `feed` hands over are saved in
     /// one transaction (see [`Feed`]); returns how many.
-    pub fn import_save(&mut self, feed: &mut Feed) -> Result<usize> {
+    pub(crate) fn import_save(&mut self, feed: &mut Feed) -> Result<usize> {
         self.backend.save_all(feed)
     }
 
     /// Runs, newest first; runs started in the same second (`started` has
     /// whole seconds) by when they were saved.
-    pub fn list(&self) -> Result<Vec<RunInfo>> {
+    pub(crate) fn list(&self) -> Result<Vec<RunInfo>> {
         self.backend.list().map_err(|e| self.named(e))
     }
 
@@ -345,7 +346,7 @@ impl Store {
 
     /// Resolve a run reference: a full id, a unique prefix, `last` (or
     /// `latest`), or `last~N` (the Nth before the last).
-    pub fn resolve(&self, reference: &str) -> Result<String> {
+    pub(crate) fn resolve(&self, reference: &str) -> Result<String> {
         let ids: Vec<String> = self.list()?.into_iter().map(|r| r.id).collect();
         let back = match reference {
             "last" | "latest" => Some(0),
@@ -378,7 +379,7 @@ impl Store {
     }
 
     /// A whole run (results and monitor samples included) by reference.
-    pub fn load(&self, reference: &str) -> Result<Run> {
+    pub(crate) fn load(&self, reference: &str) -> Result<Run> {
         let id = self.resolve(reference)?;
         let run = self.backend.load(&id).map_err(|e| self.named(e))?;
         run.ok_or_else(|| Error::usage(format!("no run '{id}'")))
@@ -386,7 +387,7 @@ impl Store {
 
     /// Id and environment of the newest `limit` runs, newest first, without
     /// their results or samples (for advice).
-    pub fn recent_environments(
+    pub(crate) fn recent_environments(
         &self,
         limit: usize,
     ) -> Result<Vec<(String, BTreeMap<String, String>)>> {
@@ -394,13 +395,13 @@ impl Store {
     }
 
     /// A run's results of the given experiments only.
-    pub fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>> {
+    pub(crate) fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>> {
         self.backend.results_in(id, experiments)
     }
 
     /// A run by its exact id (as `list` gives it), without resolving a
     /// reference: walking every run of a large store stays O(n), not O(n²).
-    pub fn load_id(&self, id: &str) -> Result<Run> {
+    pub(crate) fn load_id(&self, id: &str) -> Result<Run> {
         let run = self.backend.load(id)?;
         run.ok_or_else(|| Error::usage(format!("no run '{id}'")))
     }
@@ -411,13 +412,13 @@ impl Store {
     /// experiment (all of them for a study of the profile), with metrics,
     /// parameters, notes and validity checks but without time series or
     /// histograms; no monitor samples or diagnosis.
-    pub fn runs_about(&self, subject: &str) -> Result<Vec<Run>> {
+    pub(crate) fn runs_about(&self, subject: &str) -> Result<Vec<Run>> {
         self.backend.runs_about(subject)
     }
 
     /// The monitor sample of a run with the most Dirty + Writeback (None: the
     /// run has no samples).
-    pub fn peak_dirty_sample(&self, id: &str) -> Result<Option<MonitorSample>> {
+    pub(crate) fn peak_dirty_sample(&self, id: &str) -> Result<Option<MonitorSample>> {
         self.backend.peak_dirty_sample(id)
     }
 

@@ -41,7 +41,7 @@ const MIGRATIONS: &[&str] = &[
 /// Any number of tunelab processes: one key for the migration lock.
 const MIGRATION_LOCK: i64 = 0x0074_756e_656c_6162; // "tunelab"
 
-pub struct Postgres {
+pub(crate) struct Postgres {
     // postgres::Client needs &mut for every query; the store's readers take
     // &self, and a Store is used from one thread.
     client: RefCell<Client>,
@@ -64,7 +64,7 @@ fn explain(e: &postgres::Error) -> String {
 }
 
 /// The URL with its password replaced, for messages.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
@@ -78,7 +78,7 @@ pub fn redact(url: &str) -> String {
 }
 
 impl Postgres {
-    pub fn open(url: &str) -> Result<Postgres> {
+    pub(crate) fn open(url: &str) -> Result<Postgres> {
         let mut client = Client::connect(url, NoTls).map_err(|e| {
             Error::environment(format!(
                 "cannot connect to the result database {}: {} (is the server running and the \

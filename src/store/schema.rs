@@ -40,7 +40,7 @@ const MIGRATIONS: &[&str] = &[
         state TEXT NOT NULL, applied_at TEXT NOT NULL, record TEXT NOT NULL);",
 ];
 
-pub fn version() -> i64 {
+pub(crate) fn version() -> i64 {
     MIGRATIONS.len() as i64
 }
 
@@ -50,7 +50,7 @@ pub fn version() -> i64 {
 /// together migrate it exactly once; the others wait (busy timeout) and then
 /// find it current. A database from a newer tunelab is refused rather than
 /// misread.
-pub fn migrate(conn: &Connection) -> Result<(), String> {
+pub(crate) fn migrate(conn: &Connection) -> Result<(), String> {
     let read = || -> Result<i64, String> {
         conn.pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(|e| e.to_string())

@@ -9,24 +9,24 @@ use crate::Result;
 
 /// Runs picked by machine, label or start time (newest per machine).
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Selection<'a> {
+pub(crate) struct Selection<'a> {
     /// Machines by inventory or host name, in the order the user named them.
-    pub machine: &'a [String],
-    pub label: Option<&'a str>,
+    pub(crate) machine: &'a [String],
+    pub(crate) label: Option<&'a str>,
     /// RFC 3339, or a YYYY-MM-DD date (its midnight, UTC).
-    pub since: Option<&'a str>,
+    pub(crate) since: Option<&'a str>,
 }
 
 impl Selection<'_> {
     /// Whether the selection adds runs at all.
-    pub fn selecting(&self) -> bool {
+    pub(crate) fn selecting(&self) -> bool {
         !self.machine.is_empty() || self.label.is_some() || self.since.is_some()
     }
 }
 
 /// The named runs (ids, unique prefixes, `last`, `last~N`), then those the
 /// selection adds.
-pub fn gather(store: &Store, named: &[String], sel: &Selection) -> Result<Vec<Run>> {
+pub(crate) fn gather(store: &Store, named: &[String], sel: &Selection) -> Result<Vec<Run>> {
     let mut runs: Vec<Run> = named.iter().map(|r| store.load(r)).collect::<Result<_>>()?;
     if sel.selecting() {
         runs.extend(newest_per_machine(store, sel)?);
@@ -87,13 +87,13 @@ fn newest_per_machine(store: &Store, a: &Selection) -> Result<Vec<Run>> {
 /// Every change tunelab applied, as far as the store can say: a store
 /// that cannot read them (an older schema, a read error) has none to name,
 /// and a comparison or report goes on without them.
-pub fn applied_changes(store: &Store) -> Vec<crate::model::applied::AppliedChange> {
+pub(crate) fn applied_changes(store: &Store) -> Vec<crate::model::applied::AppliedChange> {
     store.changes().unwrap_or_default()
 }
 
 /// Other stored runs of the experiments both `a` and `b` measured: what
 /// the between-run noise floor is learned from.
-pub fn history_of(store: &Store, a: &Run, b: &Run) -> Result<Vec<Run>> {
+pub(crate) fn history_of(store: &Store, a: &Run, b: &Run) -> Result<Vec<Run>> {
     let mut runs = Vec::new();
     for e in a.experiments() {
         if b.results.iter().any(|r| r.experiment == e) {

@@ -68,7 +68,9 @@ fn each_backend(test: impl Fn(Store)) {
     }
 }
 
-/// The PostgreSQL test schema helper, shared with the integration tests.
+/// The PostgreSQL test schema helper, shared with the integration tests
+/// (where its items must be `pub`).
+#[allow(unreachable_pub)]
 #[path = "../../tests/common/pg.rs"]
 mod pg;
 

@@ -4,23 +4,23 @@
 
 use std::path::Path;
 
-pub use crate::advise::{Advice, Finding, Workload};
+pub(crate) use crate::advise::{Advice, Finding, Workload};
 use crate::model::diagnosis::Diagnosis;
 use crate::store::Store;
 
 /// Everything advise can say about `target` and the runs in `store`.
-pub fn advice(target: &Path, store: Option<&Store>, workload: Workload) -> Advice {
+pub(crate) fn advice(target: &Path, store: Option<&Store>, workload: Workload) -> Advice {
     crate::advise::advise(&crate::advise::gather(target, store), workload)
 }
 
 /// The findings on one diagnosis alone (what `diagnose` prints at its end).
-pub fn diagnosis_findings(run_id: &str, d: &Diagnosis) -> Vec<Finding> {
+pub(crate) fn diagnosis_findings(run_id: &str, d: &Diagnosis) -> Vec<Finding> {
     crate::advise::diagnosis_findings(run_id, d)
 }
 
 /// The findings on one diagnosis as the report writes them (its first
 /// section when the run holds a diagnosis).
-pub fn diagnosis_finding_texts(
+pub(crate) fn diagnosis_finding_texts(
     run_id: &str,
     d: &Diagnosis,
 ) -> Vec<crate::report::diagnosis::FindingText> {

@@ -11,18 +11,18 @@ use super::profile::KeyIssue;
 
 /// What one key issue needs at its largest point, once sized to the room.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Need {
+pub(crate) struct Need {
     /// Peak data memory of one point; on a RAM-backed target its files too.
-    pub memory: u64,
+    pub(crate) memory: u64,
     /// Bytes of files one point keeps on the target at its peak.
-    pub stored: u64,
+    pub(crate) stored: u64,
     /// A point whose footprint collapsed to nothing in this room while it
     /// needs something in an unbounded one: it could not be sized down.
-    pub cannot_size: bool,
+    pub(crate) cannot_size: bool,
 }
 
 /// The largest need over the issue's points in `room`.
-pub fn need(issue: &KeyIssue, room: &Room) -> Need {
+pub(crate) fn need(issue: &KeyIssue, room: &Room) -> Need {
     let exp = issue.experiment.as_ref();
     let open = Room {
         memory: None,
@@ -43,7 +43,7 @@ fn is_empty(f: &Footprint) -> bool {
 }
 
 /// One point's need: on a RAM-backed target the files it keeps are memory.
-pub fn point_need(f: &Footprint, ram: bool) -> Need {
+pub(crate) fn point_need(f: &Footprint, ram: bool) -> Need {
     Need {
         memory: if ram {
             f.peak_memory.saturating_add(f.stored)
@@ -68,10 +68,10 @@ fn merge(a: Need, b: Need) -> Need {
 /// 64 KiB read chunk, a 1 MiB record), and the budget itself leaves a
 /// quarter of the memory available and 8 MiB for tunelab. Without it the
 /// 64 MiB board skipped "Cached file reads" for 6.3 MiB against 6.3 MiB.
-pub const SLACK: u64 = 1 << 20;
+pub(crate) const SLACK: u64 = 1 << 20;
 
 /// Why an issue needing `need` cannot start in `room` (None: it fits).
-pub fn skip_reason(need: &Need, room: &Room) -> Option<String> {
+pub(crate) fn skip_reason(need: &Need, room: &Room) -> Option<String> {
     if need.cannot_size {
         return Some(format!(
             "skipped: it cannot be sized down to the room there is (memory budget {}, {} free \

@@ -12,40 +12,44 @@ use super::Profile;
 
 /// The estimate for a whole profile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StudyFootprint {
+pub(crate) struct StudyFootprint {
     /// Bytes written to the target, at least.
-    pub written: u64,
+    pub(crate) written: u64,
     /// Some experiments repeat writing until a timing lasts long enough,
     /// so a fast device gets more than `written`.
-    pub repeats: bool,
+    pub(crate) repeats: bool,
     /// Largest data memory of one point (points run one at a time).
-    pub peak_memory: u64,
+    pub(crate) peak_memory: u64,
     /// The key issue that needs `peak_memory`.
-    pub peak_issue: String,
+    pub(crate) peak_issue: String,
     /// tunelab's own resident memory now.
-    pub own_rss: Option<u64>,
+    pub(crate) own_rss: Option<u64>,
     /// Where the memory budget came from.
-    pub memory_why: String,
+    pub(crate) memory_why: String,
     /// Free space of the target.
-    pub disk_free: Option<u64>,
+    pub(crate) disk_free: Option<u64>,
     /// The target keeps its files in RAM (tmpfs, ramfs, zram): what backs
     /// it. `peak_memory` then includes the files a point keeps there.
-    pub ram: Option<String>,
+    pub(crate) ram: Option<String>,
     /// Key issues that do not fit the room now, with the reason: the
     /// study skips them (checked again when each is about to start).
-    pub skips: Vec<(String, String)>,
+    pub(crate) skips: Vec<(String, String)>,
 }
 
 /// Sum the footprints of every key issue's points: writes are the setup
 /// plus (warm-up + trials) × per-trial bytes, with the issue's trial count,
 /// else `trials` (the command line), else the experiment's maximum.
-pub fn estimate(profile: &Profile, target: Option<&Path>, trials: Option<usize>) -> StudyFootprint {
+pub(crate) fn estimate(
+    profile: &Profile,
+    target: Option<&Path>,
+    trials: Option<usize>,
+) -> StudyFootprint {
     let dir = crate::safety::scratch::target_or_temp(target);
     estimate_in(profile, &Room::read(Some(&dir)), trials)
 }
 
 /// `estimate` for a given room (tests use a fixed one).
-pub fn estimate_in(profile: &Profile, room: &Room, trials: Option<usize>) -> StudyFootprint {
+pub(crate) fn estimate_in(profile: &Profile, room: &Room, trials: Option<usize>) -> StudyFootprint {
     let mut out = StudyFootprint {
         own_rss: crate::observe::procmem::read_proc(std::process::id())
             .ok()
@@ -88,7 +92,7 @@ pub fn estimate_in(profile: &Profile, room: &Room, trials: Option<usize>) -> Stu
 impl StudyFootprint {
     /// One paragraph for the start of a study, and a line per key issue
     /// that will be skipped.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let skips: String = self
             .skips
             .iter()

@@ -1,21 +1,21 @@
 //! Studies: a profile of key issues (experiments, parameters, pass
 //! criteria) run in one go, with a verdict per key issue.
 
-pub mod advice;
-pub mod fit;
-pub mod footprint;
-pub mod plan;
-pub mod profile;
-pub mod run;
-pub mod verdict;
+pub(crate) mod advice;
+pub(crate) mod fit;
+pub(crate) mod footprint;
+pub(crate) mod plan;
+pub(crate) mod profile;
+pub(crate) mod run;
+pub(crate) mod verdict;
 
-pub use profile::{load, Profile};
+pub(crate) use profile::{load, Profile};
 
 use crate::model::run::StudySummary;
 use crate::report::table;
 
 /// The closing table: key issue, result, verdict, conclusion.
-pub fn summary_table(s: &StudySummary) -> String {
+pub(crate) fn summary_table(s: &StudySummary) -> String {
     let rows = s
         .issues
         .iter()
@@ -38,7 +38,7 @@ pub fn summary_table(s: &StudySummary) -> String {
 
 /// How long each key issue took and the total, one line (None when the run
 /// recorded no times).
-pub fn step_times(s: &StudySummary) -> Option<String> {
+pub(crate) fn step_times(s: &StudySummary) -> Option<String> {
     let times: Vec<(&str, f64)> = s
         .issues
         .iter()

@@ -17,25 +17,25 @@ use crate::store::Store;
 use crate::Result;
 
 /// What `study` was asked for, as parsed.
-pub struct Request<'a> {
-    pub profile: &'a Profile,
-    pub target: Option<&'a Path>,
-    pub lab: Lab,
+pub(crate) struct Request<'a> {
+    pub(crate) profile: &'a Profile,
+    pub(crate) target: Option<&'a Path>,
+    pub(crate) lab: Lab,
     /// The command line's repetition settings; a key issue's own win.
-    pub options: RunOptions,
+    pub(crate) options: RunOptions,
 }
 
 /// A study checked and planned, not begun.
-pub struct Planned<'a> {
+pub(crate) struct Planned<'a> {
     req: Request<'a>,
     /// Each key issue with its repetition plan and the longest it can take
     /// on every target (None: a fixed trial count with no budget).
-    pub issues: Vec<(&'a KeyIssue, Plan, Option<f64>)>,
+    pub(crate) issues: Vec<(&'a KeyIssue, Plan, Option<f64>)>,
 }
 
 /// Check and plan a study: a target that cannot be used fails every key
 /// issue, so it is one error up front.
-pub fn plan(req: Request) -> Result<Planned> {
+pub(crate) fn plan(req: Request) -> Result<Planned> {
     if let Some(t) = req.target {
         check_target(t, Use::Write)?;
     }
@@ -53,7 +53,7 @@ pub fn plan(req: Request) -> Result<Planned> {
 impl Planned<'_> {
     /// The longest the whole study can take (None: some key issue has no
     /// bound) and the most trials any point takes.
-    pub fn longest(&self) -> (Option<f64>, usize) {
+    pub(crate) fn longest(&self) -> (Option<f64>, usize) {
         let total = self
             .issues
             .iter()
@@ -63,7 +63,7 @@ impl Planned<'_> {
     }
 
     /// What the study writes and holds at most, against the room there is.
-    pub fn footprint(&self) -> String {
+    pub(crate) fn footprint(&self) -> String {
         super::footprint::estimate(self.req.profile, self.req.target, self.req.options.trials)
             .describe()
     }
@@ -71,7 +71,7 @@ impl Planned<'_> {
     /// Measure in one session (watched as `watch` says, labelled `label`),
     /// storing the growing run after each key issue and the finished one
     /// over it unless `store` is None.
-    pub fn measure(
+    pub(crate) fn measure(
         &self,
         watch: &Watch,
         label: &str,

@@ -15,7 +15,7 @@ use crate::units::{parse_duration, parse_size};
 use crate::{Error, Result};
 
 /// Built-in profiles: (name, TOML text).
-pub const BUILTIN: &[(&str, &str)] = &[
+pub(crate) const BUILTIN: &[(&str, &str)] = &[
     ("quick", include_str!("../../profiles/quick.toml")),
     ("storage", include_str!("../../profiles/storage.toml")),
     ("micro", include_str!("../../profiles/micro.toml")),
@@ -82,7 +82,7 @@ struct RawCriterion {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Op {
+pub(crate) enum Op {
     Ge,
     Gt,
     Le,
@@ -90,7 +90,7 @@ pub enum Op {
 }
 
 impl Op {
-    pub fn holds(self, a: f64, b: f64) -> bool {
+    pub(crate) fn holds(self, a: f64, b: f64) -> bool {
         match self {
             Op::Ge => a >= b,
             Op::Gt => a > b,
@@ -98,7 +98,7 @@ impl Op {
             Op::Lt => a < b,
         }
     }
-    pub fn symbol(self) -> &'static str {
+    pub(crate) fn symbol(self) -> &'static str {
         match self {
             Op::Ge => "≥",
             Op::Gt => ">",
@@ -109,7 +109,7 @@ impl Op {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Over {
+pub(crate) enum Over {
     All,
     Median,
     Best,
@@ -117,27 +117,27 @@ pub enum Over {
 }
 
 #[derive(Debug, Clone)]
-pub struct Criterion {
-    pub metric: String,
-    pub unit: String,
-    pub higher_is_better: bool,
-    pub op: Op,
+pub(crate) struct Criterion {
+    pub(crate) metric: String,
+    pub(crate) unit: String,
+    pub(crate) higher_is_better: bool,
+    pub(crate) op: Op,
     /// Threshold in the metric's base unit.
-    pub value: f64,
-    pub filter: BTreeMap<String, String>,
-    pub over: Over,
+    pub(crate) value: f64,
+    pub(crate) filter: BTreeMap<String, String>,
+    pub(crate) over: Over,
 }
 
-pub struct KeyIssue {
-    pub name: String,
-    pub question: String,
-    pub experiment: Box<dyn Experiment>,
-    pub points: Vec<Point>,
-    pub trials: Option<usize>,
-    pub warmup: Option<usize>,
-    pub budget: Option<f64>,
-    pub trial_time: Option<f64>,
-    pub criteria: Vec<Criterion>,
+pub(crate) struct KeyIssue {
+    pub(crate) name: String,
+    pub(crate) question: String,
+    pub(crate) experiment: Box<dyn Experiment>,
+    pub(crate) points: Vec<Point>,
+    pub(crate) trials: Option<usize>,
+    pub(crate) warmup: Option<usize>,
+    pub(crate) budget: Option<f64>,
+    pub(crate) trial_time: Option<f64>,
+    pub(crate) criteria: Vec<Criterion>,
 }
 
 impl KeyIssue {
@@ -147,7 +147,7 @@ impl KeyIssue {
     /// (trials: the fixed count, else the minimum). None when any point's
     /// length depends on the machine (sized experiments stop on precision),
     /// so a progress line does not forecast what it cannot know.
-    pub fn expected_seconds(
+    pub(crate) fn expected_seconds(
         &self,
         plan: &crate::engine::measure::Plan,
         fixed: bool,
@@ -165,14 +165,14 @@ impl KeyIssue {
     }
 }
 
-pub struct Profile {
-    pub name: String,
-    pub title: String,
-    pub issues: Vec<KeyIssue>,
+pub(crate) struct Profile {
+    pub(crate) name: String,
+    pub(crate) title: String,
+    pub(crate) issues: Vec<KeyIssue>,
 }
 
 /// Load a built-in profile by name, or a TOML file by path.
-pub fn load(name_or_path: &str, sets: &[(String, String)]) -> Result<Profile> {
+pub(crate) fn load(name_or_path: &str, sets: &[(String, String)]) -> Result<Profile> {
     if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
         return parse(text, &format!("built-in profile {name_or_path}"), sets);
     }
@@ -232,7 +232,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 }
 
 /// Parse and validate a profile; every error names the line.
-pub fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Profile> {
+pub(crate) fn parse(text: &str, origin: &str, sets: &[(String, String)]) -> Result<Profile> {
     let raw: RawProfile = toml::from_str(text).map_err(|e| {
         let line = e
             .span()
@@ -489,7 +489,7 @@ fn criterion(exp: &dyn Experiment, c: &RawCriterion) -> std::result::Result<Crit
 
 /// A threshold with units, in the metric's base unit: `100MB/s`, `64MiB/s`,
 /// `33ms`, `1%` (of a ratio), or a plain number.
-pub fn quantity(s: &str, unit: &str) -> Option<f64> {
+pub(crate) fn quantity(s: &str, unit: &str) -> Option<f64> {
     let s = s.trim();
     if let Some(p) = s.strip_suffix('%') {
         return p.trim().parse::<f64>().ok().map(|v| v / 100.0);
@@ -503,7 +503,7 @@ pub fn quantity(s: &str, unit: &str) -> Option<f64> {
 }
 
 /// Parse `--set key=value` arguments.
-pub fn parse_sets(raw: &[String]) -> Result<Vec<(String, String)>> {
+pub(crate) fn parse_sets(raw: &[String]) -> Result<Vec<(String, String)>> {
     raw.iter().map(|r| split_assignment(r)).collect()
 }
 

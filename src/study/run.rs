@@ -17,17 +17,17 @@ use crate::store::Store;
 use crate::Error;
 
 /// What a study measures with and where.
-pub struct Request<'a> {
-    pub profile: &'a Profile,
-    pub target: Option<&'a Path>,
-    pub lab: &'a Lab,
+pub(crate) struct Request<'a> {
+    pub(crate) profile: &'a Profile,
+    pub(crate) target: Option<&'a Path>,
+    pub(crate) lab: &'a Lab,
     /// The command line's repetition settings; a key issue's own win.
-    pub options: &'a RunOptions,
+    pub(crate) options: &'a RunOptions,
 }
 
 /// Each key issue's expected seconds when its points have a fixed duration
 /// (0: sized to the machine, forecast from the others).
-pub fn weights(req: &Request) -> Vec<f64> {
+pub(crate) fn weights(req: &Request) -> Vec<f64> {
     req.profile
         .issues
         .iter()
@@ -45,7 +45,7 @@ pub fn weights(req: &Request) -> Vec<f64> {
 /// A key issue that fails is a warning on the run and the study goes on;
 /// an interruption stops it and is returned with the finished run (the
 /// caller stores it and prints, then reports the interruption).
-pub fn run(
+pub(crate) fn run(
     req: &Request,
     mut session: Session,
     mut store: Option<&mut Store>,
@@ -193,7 +193,7 @@ fn in_progress(run: &Run, profile: &Profile, verdicts: &[IssueVerdict]) -> Run {
 }
 
 /// A key issue's repetition settings: its own, else the command line's.
-pub fn issue_options(issue: &KeyIssue, base: &RunOptions) -> RunOptions {
+pub(crate) fn issue_options(issue: &KeyIssue, base: &RunOptions) -> RunOptions {
     RunOptions {
         trials: issue.trials.or(base.trials),
         warmup: issue.warmup.or(base.warmup),

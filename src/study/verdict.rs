@@ -28,7 +28,7 @@ use crate::units::human;
 
 /// The outcome of one criterion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Pass,
     Fail,
     Marginal,
@@ -37,12 +37,12 @@ pub enum Outcome {
 
 /// One criterion, judged: the outcome and the figures in words.
 #[derive(Debug, Clone)]
-pub struct Judged {
-    pub outcome: Outcome,
-    pub text: String,
-    pub metric: String,
+pub(crate) struct Judged {
+    pub(crate) outcome: Outcome,
+    pub(crate) text: String,
+    pub(crate) metric: String,
     /// Judged on single-trial values (no interval).
-    pub single: bool,
+    pub(crate) single: bool,
 }
 
 fn matches(r: &PointResult, c: &Criterion) -> bool {
@@ -77,7 +77,7 @@ fn estimate(r: &PointResult, metric: &str) -> Option<Estimate> {
 }
 
 /// Judge one interval `[low, high]` against `op threshold`.
-pub fn judge_interval(c: &Criterion, low: f64, high: f64) -> Outcome {
+pub(crate) fn judge_interval(c: &Criterion, low: f64, high: f64) -> Outcome {
     match (c.op.holds(low, c.value), c.op.holds(high, c.value)) {
         (true, true) => Outcome::Pass,
         (false, false) => Outcome::Fail,
@@ -86,7 +86,7 @@ pub fn judge_interval(c: &Criterion, low: f64, high: f64) -> Outcome {
 }
 
 /// Judge one criterion against the results of its key issue.
-pub fn judge_criterion(c: &Criterion, results: &[PointResult]) -> Judged {
+pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult]) -> Judged {
     let est: Vec<Estimate> = results
         .iter()
         .filter(|r| matches(r, c))
@@ -217,7 +217,11 @@ fn not_a_device(results: &[PointResult]) -> Option<String> {
     })
 }
 
-pub fn judge(issue: &KeyIssue, results: &[PointResult], error: Option<&str>) -> IssueVerdict {
+pub(crate) fn judge(
+    issue: &KeyIssue,
+    results: &[PointResult],
+    error: Option<&str>,
+) -> IssueVerdict {
     let suspect = suspect_notes(results);
     let kinds = suspect_kinds(results);
     let backing = not_a_device(results);

@@ -12,7 +12,7 @@ use super::facts::Facts;
 use super::sysfs::{cpu_list, sorted_entries};
 
 /// Add every board fact readable under `root`.
-pub fn collect(root: &Path, f: &mut Facts) {
+pub(crate) fn collect(root: &Path, f: &mut Facts) {
     device_tree(root, f);
     cores(root, f);
     clusters(root, f);
@@ -63,7 +63,7 @@ fn device_tree(root: &Path, f: &mut Facts) {
 }
 
 /// Name an ARM core from /proc/cpuinfo's implementer and part (the MIDR fields).
-pub fn core_name(implementer: u32, part: u32) -> String {
+pub(crate) fn core_name(implementer: u32, part: u32) -> String {
     let vendor = match implementer {
         0x41 => "ARM",
         0x42 => "Broadcom",
@@ -125,7 +125,7 @@ fn hex(v: &str) -> Option<u32> {
 
 /// Per core: implementer/part/revision from /proc/cpuinfo (ARM has no
 /// "model name"). Returns core number -> name, for the clusters.
-pub fn core_names(root: &Path) -> Vec<(usize, String, String)> {
+pub(crate) fn core_names(root: &Path) -> Vec<(usize, String, String)> {
     let Some(info) = read(root, "proc/cpuinfo") else {
         return Vec::new();
     };
@@ -397,7 +397,7 @@ fn usb_storage(root: &Path, f: &mut Facts) {
 
 /// USB storage devices that support USB 3 (version 3.x) but negotiated USB 2
 /// speed (≤ 480 Mb/s): (bus id, version, speed).
-pub fn slow_usb3_links(f: &Facts) -> Vec<(String, String, u64)> {
+pub(crate) fn slow_usb3_links(f: &Facts) -> Vec<(String, String, u64)> {
     f.0.iter()
         .filter_map(|fact| {
             let dev = fact.key.strip_prefix("usb.")?.strip_suffix(".version")?;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::facts::Facts;
 use super::sysfs::sorted_entries;
-pub use super::sysfs::{cpu_list, parse_cpu_list};
+pub(crate) use super::sysfs::{cpu_list, parse_cpu_list};
 
 fn read(root: &Path, rel: &str) -> Option<String> {
     let s = fs::read_to_string(root.join(rel)).ok()?;
@@ -26,22 +26,22 @@ fn read_u64(root: &Path, rel: &str) -> Option<u64> {
 
 /// One core as sysfs and /proc/cpuinfo describe it.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Core {
-    pub cpu: usize,
+pub(crate) struct Core {
+    pub(crate) cpu: usize,
     /// The cpufreq policy directory ("policy4") the core belongs to.
-    pub policy: Option<String>,
+    pub(crate) policy: Option<String>,
     /// "ARM Cortex-A53" from the MIDR fields, or x86's model name.
-    pub core: Option<String>,
+    pub(crate) core: Option<String>,
     /// cpu_capacity (1024 = the biggest core), on big.LITTLE kernels.
-    pub capacity: Option<u64>,
+    pub(crate) capacity: Option<u64>,
     /// cpufreq's claims in kHz: hardware limits, governor limit, current.
-    pub max_khz: Option<u64>,
-    pub min_khz: Option<u64>,
-    pub scaling_max_khz: Option<u64>,
-    pub cur_khz: Option<u64>,
-    pub governor: Option<String>,
+    pub(crate) max_khz: Option<u64>,
+    pub(crate) min_khz: Option<u64>,
+    pub(crate) scaling_max_khz: Option<u64>,
+    pub(crate) cur_khz: Option<u64>,
+    pub(crate) governor: Option<String>,
     /// "cpu MHz" of /proc/cpuinfo (x86; arm64 shows none).
-    pub cpuinfo_mhz: Option<f64>,
+    pub(crate) cpuinfo_mhz: Option<f64>,
 }
 
 fn cpu_dir(cpu: usize) -> String {
@@ -49,7 +49,7 @@ fn cpu_dir(cpu: usize) -> String {
 }
 
 /// CPUs online under `root` (sys/devices/system/cpu/online, else cpuN dirs).
-pub fn online_cpus(root: &Path) -> Vec<usize> {
+pub(crate) fn online_cpus(root: &Path) -> Vec<usize> {
     if let Some(s) = read(root, "sys/devices/system/cpu/online") {
         let v = cpu_list(&s);
         if !v.is_empty() {
@@ -96,7 +96,7 @@ fn cpuinfo(root: &Path) -> Vec<(usize, Option<f64>, Option<String>)> {
 }
 
 /// Every online core with what cpufreq and /proc/cpuinfo say about it now.
-pub fn cores(root: &Path) -> Vec<Core> {
+pub(crate) fn cores(root: &Path) -> Vec<Core> {
     let info = cpuinfo(root);
     online_cpus(root)
         .into_iter()
@@ -151,18 +151,18 @@ fn policy_of(root: &Path, cpu: usize) -> Option<String> {
 /// Cores that change clock together: one cpufreq policy, else the same core
 /// type and capacity (a kernel without cpufreq still tells big from LITTLE).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Cluster {
-    pub cpus: Vec<usize>,
+pub(crate) struct Cluster {
+    pub(crate) cpus: Vec<usize>,
     /// How the cluster was identified ("policy4", "core type and capacity").
-    pub by: String,
-    pub core: Option<String>,
-    pub capacity: Option<u64>,
-    pub max_khz: Option<u64>,
+    pub(crate) by: String,
+    pub(crate) core: Option<String>,
+    pub(crate) capacity: Option<u64>,
+    pub(crate) max_khz: Option<u64>,
 }
 
 impl Cluster {
     /// "cluster policy0: CPUs 0-3, ARM Cortex-A53, capacity 1024, max 1200 MHz".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut s = format!("{}: CPUs {}", self.by, list_text(&self.cpus));
         if let Some(c) = &self.core {
             s.push_str(&format!(", {c}"));
@@ -178,7 +178,7 @@ impl Cluster {
 }
 
 /// "0-3,6" for a sorted CPU list.
-pub fn list_text(cpus: &[usize]) -> String {
+pub(crate) fn list_text(cpus: &[usize]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
     while i < cpus.len() {
@@ -197,7 +197,7 @@ pub fn list_text(cpus: &[usize]) -> String {
 }
 
 /// Group `cores` into clusters, in the order of their lowest CPU.
-pub fn clusters(cores: &[Core]) -> Vec<Cluster> {
+pub(crate) fn clusters(cores: &[Core]) -> Vec<Cluster> {
     let key = |c: &Core| match &c.policy {
         Some(p) => p.clone(),
         None => "core type and capacity".to_string(),
@@ -229,7 +229,7 @@ pub fn clusters(cores: &[Core]) -> Vec<Cluster> {
 
 /// OPP table and governor per cpufreq policy, for `inspect`: available
 /// frequencies (or the stats table's), time spent at each, transitions.
-pub fn opp_facts(root: &Path, f: &mut Facts) {
+pub(crate) fn opp_facts(root: &Path, f: &mut Facts) {
     let base = "sys/devices/system/cpu/cpufreq";
     let Ok(d) = fs::read_dir(root.join(base)) else {
         return;
@@ -315,39 +315,39 @@ pub fn opp_facts(root: &Path, f: &mut Facts) {
 
 /// One reading of everything that can slow a busy CPU down.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// scaling_cur_freq per online CPU, kHz (None: not exposed).
-    pub cur_khz: Vec<(usize, Option<u64>)>,
+    pub(crate) cur_khz: Vec<(usize, Option<u64>)>,
     /// Thermal zones and hwmon inputs: (name, °C).
-    pub temps: Vec<(String, f64)>,
+    pub(crate) temps: Vec<(String, f64)>,
     /// Cooling devices: (name, cur_state, max_state).
-    pub cooling: Vec<(String, u64, u64)>,
+    pub(crate) cooling: Vec<(String, u64, u64)>,
     /// Throttle counters (x86 thermal_throttle): (name, count).
-    pub throttle: Vec<(String, u64)>,
+    pub(crate) throttle: Vec<(String, u64)>,
     /// /proc/stat "cpu" line: steal and all ticks.
-    pub steal_ticks: u64,
-    pub total_ticks: u64,
+    pub(crate) steal_ticks: u64,
+    pub(crate) total_ticks: u64,
     /// Busy ticks (all but idle, iowait and steal) of the whole machine.
-    pub busy_ticks: u64,
-    pub quota: Option<Quota>,
+    pub(crate) busy_ticks: u64,
+    pub(crate) quota: Option<Quota>,
 }
 
 /// The CPU bandwidth limit of the cgroup this process runs in.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Quota {
+pub(crate) struct Quota {
     /// Allowed CPU time per period, µs (None: unlimited).
-    pub quota_us: Option<u64>,
-    pub period_us: u64,
+    pub(crate) quota_us: Option<u64>,
+    pub(crate) period_us: u64,
     /// Periods in which the group was throttled, and time throttled (ns).
-    pub nr_throttled: u64,
-    pub throttled_ns: u64,
+    pub(crate) nr_throttled: u64,
+    pub(crate) throttled_ns: u64,
     /// Where it was read (the cgroup directory).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl Quota {
     /// CPUs' worth of time allowed (None: unlimited).
-    pub fn cpus(&self) -> Option<f64> {
+    pub(crate) fn cpus(&self) -> Option<f64> {
         self.quota_us
             .map(|q| q as f64 / self.period_us.max(1) as f64)
     }
@@ -355,7 +355,7 @@ impl Quota {
 
 /// The cgroup directory holding this process's CPU controller, and whether
 /// it is cgroup v2: /proc/self/cgroup names the path, mountinfo the mount.
-pub fn cpu_cgroup_dir(root: &Path) -> Option<(PathBuf, bool)> {
+pub(crate) fn cpu_cgroup_dir(root: &Path) -> Option<(PathBuf, bool)> {
     let cg = read(root, "proc/self/cgroup")?;
     let mounts = read(root, "proc/self/mountinfo")?;
     // v1 first: "4:cpu,cpuacct:/path"; then v2 "0::/path".
@@ -396,7 +396,7 @@ pub fn cpu_cgroup_dir(root: &Path) -> Option<(PathBuf, bool)> {
 }
 
 /// The CPU quota of this process's cgroup, if the controller is mounted.
-pub fn quota(root: &Path) -> Option<Quota> {
+pub(crate) fn quota(root: &Path) -> Option<Quota> {
     let (dir, v2) = cpu_cgroup_dir(root)?;
     let rd = |n: &str| fs::read_to_string(dir.join(n)).ok();
     let stat = rd("cpu.stat").unwrap_or_default();
@@ -435,7 +435,7 @@ pub fn quota(root: &Path) -> Option<Quota> {
 }
 
 /// Read everything once (a few dozen small files: cheap enough at 1 Hz).
-pub fn sample(root: &Path, cpus: &[usize]) -> Sample {
+pub(crate) fn sample(root: &Path, cpus: &[usize]) -> Sample {
     let mut s = Sample {
         cur_khz: cpus
             .iter()

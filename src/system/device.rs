@@ -12,17 +12,17 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BlockDevice {
     /// Kernel name of the device holding the filesystem, e.g. "vda1", "vda", "loop3".
-    pub name: String,
+    pub(crate) name: String,
     /// Whole disk, e.g. "vda" (equal to `name` when the filesystem is on the whole disk).
     /// Queue settings (`/sys/block/<disk>/queue`) live here, not on the partition.
-    pub disk: String,
-    pub major: u32,
-    pub minor: u32,
+    pub(crate) disk: String,
+    pub(crate) major: u32,
+    pub(crate) minor: u32,
 }
 
 /// The block device holding the filesystem that contains `path`, or `None`
 /// for filesystems without one (tmpfs, proc, overlay, NFS, ...).
-pub fn device_for_path(path: &Path) -> Option<BlockDevice> {
+pub(crate) fn device_for_path(path: &Path) -> Option<BlockDevice> {
     let st = rustix::fs::stat(path).ok()?;
     let (major, minor) = (rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev));
     if let Some(dev) = resolve_majmin(major, minor) {
@@ -66,7 +66,7 @@ fn resolve_majmin(major: u32, minor: u32) -> Option<BlockDevice> {
 
 /// Read `/sys/block/<disk>/queue/<file>`, trimmed. For multiple-choice files
 /// such as `scheduler` the active (bracketed) choice is returned.
-pub fn queue_setting(disk: &str, file: &str) -> Option<String> {
+pub(crate) fn queue_setting(disk: &str, file: &str) -> Option<String> {
     if disk.is_empty() || disk.contains('/') || file.contains('/') {
         return None;
     }
@@ -81,7 +81,7 @@ pub fn queue_setting(disk: &str, file: &str) -> Option<String> {
 
 /// The bracketed entry of a sysfs choice list: "none [mq-deadline] kyber" -> "mq-deadline".
 /// A list with a single unbracketed word (some kernels print just "none") yields that word.
-pub fn active_choice(s: &str) -> Option<String> {
+pub(crate) fn active_choice(s: &str) -> Option<String> {
     if let Some(open) = s.find('[') {
         let rest = &s[open + 1..];
         let close = rest.find(']')?;
@@ -96,7 +96,7 @@ pub fn active_choice(s: &str) -> Option<String> {
 }
 
 /// True if `path` (after following symlinks) is a block device node.
-pub fn is_block_device(path: &Path) -> bool {
+pub(crate) fn is_block_device(path: &Path) -> bool {
     fs::metadata(path)
         .map(|m| m.file_type().is_block_device())
         .unwrap_or(false)

@@ -16,7 +16,7 @@ use super::device::{active_choice, device_for_path, queue_setting};
 use super::mounts::mount_for_path;
 
 /// Flat, ordered key -> value facts.
-pub type Environment = BTreeMap<String, String>;
+pub(crate) type Environment = BTreeMap<String, String>;
 
 /// Queue attributes recorded for the target's disk: key suffix -> sysfs file.
 const QUEUE_FILES: &[(&str, &str)] = &[
@@ -44,7 +44,7 @@ pub(crate) const VM_SYSCTLS: &[&str] = &[
 
 /// Record the environment. `target` is the directory an experiment works in
 /// (its filesystem, mount and disk are recorded); `argv` is the command line.
-pub fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
+pub(crate) fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
     let mut env = Environment::new();
     let mut put = |k: &str, v: Option<String>| {
         if let Some(v) = v {
@@ -159,7 +159,7 @@ const MACHINE_ID_FILES: &[&str] = &[
 /// FNV-1a digest of it, salted with "tunelab", stable across tunelab builds.
 /// None when the machine has none of the sources (host.name is then its
 /// only identity).
-pub fn machine_id(root: &Path) -> Option<(String, String)> {
+pub(crate) fn machine_id(root: &Path) -> Option<(String, String)> {
     let mut sources: Vec<(String, String)> = MACHINE_ID_FILES
         .iter()
         .filter_map(|f| {
@@ -222,7 +222,7 @@ fn first_real_mac(root: &Path) -> Option<(String, String)> {
 /// once and kept as `machine-id` in tunelab's state directory, so every run
 /// of this installation carries the same id. None when the directory cannot
 /// be written (then runs have only their host name).
-pub fn generated_machine_id(state: &Path) -> Option<(String, String)> {
+pub(crate) fn generated_machine_id(state: &Path) -> Option<(String, String)> {
     let path = state.join("machine-id");
     let source = format!("generated once, kept in {}", path.display());
     let read = |p: &Path| -> Option<String> {
@@ -259,7 +259,7 @@ fn digest128(text: &str) -> String {
 
 /// Join argv for display, quoting for a POSIX shell only where needed so the
 /// line can be pasted back to reproduce the run.
-pub fn join_argv(argv: &[String]) -> String {
+pub(crate) fn join_argv(argv: &[String]) -> String {
     argv.iter()
         .map(|a| shell_quote(a))
         .collect::<Vec<_>>()
@@ -268,7 +268,7 @@ pub fn join_argv(argv: &[String]) -> String {
 
 /// Quote one word for a POSIX shell: safe words are left alone, everything
 /// else is single-quoted with embedded `'` written as `'\''`.
-pub fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || "_-+=:,./@%^".contains(c);
     if !s.is_empty() && s.chars().all(safe) {
         s.to_string()

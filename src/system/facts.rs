@@ -8,17 +8,17 @@ use std::path::Path;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Fact {
-    pub section: &'static str,
-    pub key: String,
-    pub value: String,
+pub(crate) struct Fact {
+    pub(crate) section: &'static str,
+    pub(crate) key: String,
+    pub(crate) value: String,
     /// Where the value was read (a file, or how it was derived).
-    pub source: String,
+    pub(crate) source: String,
 }
 
 /// Facts in the order they are shown.
 #[derive(Debug, Default, Clone, Serialize)]
-pub struct Facts(pub Vec<Fact>);
+pub(crate) struct Facts(pub(crate) Vec<Fact>);
 
 impl Facts {
     pub(super) fn add(
@@ -50,7 +50,8 @@ impl Facts {
     }
 
     /// Facts from key/value pairs (section "given"): for tests and replays.
-    pub fn from_pairs(pairs: &[(&str, &str)]) -> Facts {
+    #[cfg(test)]
+    pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Facts {
         let mut f = Facts::default();
         for (k, v) in pairs {
             f.add("given", k, *v, "given");
@@ -58,14 +59,14 @@ impl Facts {
         f
     }
 
-    pub fn get(&self, key: &str) -> Option<&str> {
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
         self.0
             .iter()
             .find(|f| f.key == key)
             .map(|f| f.value.as_str())
     }
 
-    pub fn get_u64(&self, key: &str) -> Option<u64> {
+    pub(crate) fn get_u64(&self, key: &str) -> Option<u64> {
         self.get(key)?.split_whitespace().next()?.parse().ok()
     }
 }

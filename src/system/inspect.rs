@@ -9,10 +9,10 @@ use super::device::{active_choice, device_for_path, BlockDevice};
 use super::mounts::mount_for_path;
 use super::proc::{self, proc_path};
 
-pub use super::facts::Facts;
+pub(crate) use super::facts::Facts;
 
 /// Gather everything, for `target` (a directory) when given.
-pub fn inspect(target: Option<&Path>) -> Facts {
+pub(crate) fn inspect(target: Option<&Path>) -> Facts {
     let mut f = Facts::default();
     if let Some(t) = target {
         filesystem(&mut f, t);
@@ -126,7 +126,7 @@ fn filesystem(f: &mut Facts, target: &Path) {
 
 /// The effective access-time mode from mount options. The kernel lists
 /// `noatime` or `relatime` when set; strict atime shows as neither.
-pub fn atime_mode(options: &[String]) -> &'static str {
+pub(crate) fn atime_mode(options: &[String]) -> &'static str {
     let has = |o: &str| options.iter().any(|x| x == o);
     let lazy = has("lazytime");
     match (has("noatime"), has("relatime"), lazy) {

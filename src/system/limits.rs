@@ -19,28 +19,28 @@ const UNLIMITED: u64 = 1 << 60;
 
 /// Memory set aside for tunelab itself (its binary, results, the store)
 /// before data buffers are sized from what is available.
-pub const RESERVE: u64 = 8 << 20;
+pub(crate) const RESERVE: u64 = 8 << 20;
 
 /// One memory cgroup level with a limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CgroupMemory {
+pub(crate) struct CgroupMemory {
     /// 1 or 2.
-    pub version: u8,
+    pub(crate) version: u8,
     /// The cgroup's directory (under its mount point).
-    pub dir: PathBuf,
-    pub limit: u64,
-    pub usage: u64,
+    pub(crate) dir: PathBuf,
+    pub(crate) limit: u64,
+    pub(crate) usage: u64,
     /// Clean file-backed page cache charged to the cgroup (inactive_file +
     /// active_file less dirty and writeback pages): the kernel reclaims it
     /// before it kills anyone. Dirty pages must be written first, and a
     /// cgroup v1 limit does not throttle the writer, so they count as used.
     /// (tmpfs/shmem pages sit on the anon lists: never in this figure.)
-    pub file_cache: u64,
+    pub(crate) file_cache: u64,
 }
 
 impl CgroupMemory {
     /// limit − (usage − reclaimable file cache).
-    pub fn headroom(&self) -> u64 {
+    pub(crate) fn headroom(&self) -> u64 {
         let used = self.usage.saturating_sub(self.file_cache);
         self.limit.saturating_sub(used)
     }
@@ -48,22 +48,22 @@ impl CgroupMemory {
 
 /// What this process may use, as read at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MemoryLimits {
+pub(crate) struct MemoryLimits {
     /// /proc/meminfo MemAvailable (kernel ≥ 3.14), bytes.
-    pub mem_available: Option<u64>,
+    pub(crate) mem_available: Option<u64>,
     /// The tightest limited memory cgroup among this process's cgroup and
     /// its ancestors (None: no memory cgroup, or no limit).
-    pub cgroup: Option<CgroupMemory>,
+    pub(crate) cgroup: Option<CgroupMemory>,
 }
 
 impl MemoryLimits {
     /// The live system.
-    pub fn read() -> Self {
+    pub(crate) fn read() -> Self {
         Self::read_from(Path::new("/"))
     }
 
     /// The system whose /proc and /sys trees are under `root`.
-    pub fn read_from(root: &Path) -> Self {
+    pub(crate) fn read_from(root: &Path) -> Self {
         let meminfo = fs::read_to_string(root.join("proc/meminfo")).unwrap_or_default();
         MemoryLimits {
             mem_available: meminfo_kb(&meminfo, "MemAvailable").map(|k| k * 1024),
@@ -73,7 +73,7 @@ impl MemoryLimits {
 
     /// Bytes this process can still allocate without swapping or being
     /// killed: the smaller of MemAvailable and the cgroup's headroom.
-    pub fn available(&self) -> Option<u64> {
+    pub(crate) fn available(&self) -> Option<u64> {
         let cg = self.cgroup.as_ref().map(CgroupMemory::headroom);
         match (self.mem_available, cg) {
             (Some(a), Some(c)) => Some(a.min(c)),
@@ -84,14 +84,14 @@ impl MemoryLimits {
     /// Bytes an experiment may give its data buffers: three quarters of
     /// what is available less `RESERVE` for tunelab's own growth (None when
     /// nothing could be read, e.g. no /proc).
-    pub fn budget(&self) -> Option<u64> {
+    pub(crate) fn budget(&self) -> Option<u64> {
         self.available().map(|a| a.saturating_sub(RESERVE) / 4 * 3)
     }
 
     /// Where the figures came from, for notes: "MemAvailable 21 GiB; cgroup
     /// v1 /sys/fs/cgroup/memory/x: limit 64 MiB, usage 20 MiB (file cache
     /// 4 MiB) -> 48 MiB headroom".
-    pub fn explain(&self) -> String {
+    pub(crate) fn explain(&self) -> String {
         let mut parts = vec![match self.mem_available {
             Some(a) => format!("MemAvailable {}", format_size(a)),
             None => "MemAvailable unknown".to_string(),

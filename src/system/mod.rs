@@ -1,29 +1,29 @@
 //! Read-only facts about the machine: environment snapshot, devices, quietness.
 
-pub mod board;
-pub mod cpu;
-pub mod device;
-pub mod env;
-pub mod facts;
-pub mod flash;
-pub mod mounts;
-pub mod proc;
-pub mod quiet;
+pub(crate) mod board;
+pub(crate) mod cpu;
+pub(crate) mod device;
+pub(crate) mod env;
+pub(crate) mod facts;
+pub(crate) mod flash;
+pub(crate) mod mounts;
+pub(crate) mod proc;
+pub(crate) mod quiet;
 mod sysfs;
 #[cfg(test)]
 mod test_support;
 
-pub use device::{device_for_path, BlockDevice};
-pub use env::snapshot;
-pub use mounts::{mount_for_path, MountFact};
-pub use quiet::{check as quietness_check, Quietness};
-pub mod inspect;
-pub mod limits;
+pub(crate) use device::{device_for_path, BlockDevice};
+pub(crate) use env::snapshot;
+pub(crate) use mounts::{mount_for_path, MountFact};
+pub(crate) use quiet::{check as quietness_check, Quietness};
+pub(crate) mod inspect;
+pub(crate) mod limits;
 
 /// tunelab's state directory (the knob journal, the generated machine id):
 /// `TUNELAB_STATE_DIR`, else `/var/lib/tunelab` for root, else
 /// `$XDG_STATE_HOME/tunelab` (`~/.local/state/tunelab`).
-pub fn state_dir() -> std::path::PathBuf {
+pub(crate) fn state_dir() -> std::path::PathBuf {
     use std::path::PathBuf;
     if let Some(d) = std::env::var_os("TUNELAB_STATE_DIR").filter(|v| !v.is_empty()) {
         return PathBuf::from(d);

@@ -8,21 +8,21 @@ use std::path::{Path, PathBuf};
 
 /// The mount that contains a path.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct MountFact {
-    pub mount_point: PathBuf,
-    pub fs_type: String,
+pub(crate) struct MountFact {
+    pub(crate) mount_point: PathBuf,
+    pub(crate) fs_type: String,
     /// Mount source, e.g. "/dev/vda1", "tmpfs", "overlay".
-    pub source: String,
+    pub(crate) source: String,
     /// Per-mount options (sorted) followed by superblock options (sorted) not
     /// already listed. procfs hands them to us as hash maps, so the kernel's
     /// order is lost; sorting keeps snapshots of two runs comparable.
-    pub options: Vec<String>,
+    pub(crate) options: Vec<String>,
 }
 
 /// The mount containing `path`: the longest mount point that is a
 /// (component-wise) prefix of the canonical path. When mounts are stacked on
 /// the same point the last one in mountinfo is the visible one.
-pub fn mount_for_path(path: &Path) -> Option<MountFact> {
+pub(crate) fn mount_for_path(path: &Path) -> Option<MountFact> {
     let canon = fs::canonicalize(path).ok()?;
     let infos = super::proc::process::Process::myself()
         .ok()?
@@ -71,7 +71,7 @@ fn merge_options(mount: &OptMap, sup: &OptMap) -> Vec<String> {
 
 /// Undo the octal escapes the kernel uses in mountinfo (`\040` space, `\011` tab,
 /// `\012` newline, `\134` backslash).
-pub fn unescape_mount(s: &str) -> String {
+pub(crate) fn unescape_mount(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -14,25 +14,25 @@ use super::proc::{self, CurrentSI};
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Quietness {
     /// Actual length of the window.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// CPU % of the whole machine (all CPUs = 100) used by everything except
     /// this process: /proc/stat busy-jiffy delta minus our own utime+stime.
-    pub machine_busy_pct: f64,
+    pub(crate) machine_busy_pct: f64,
     /// iowait % of all CPU time during the window.
-    pub iowait_pct: f64,
+    pub(crate) iowait_pct: f64,
     /// Processes above 2% of one CPU, busiest first, at most 10.
-    pub busy: Vec<BusyProcess>,
+    pub(crate) busy: Vec<BusyProcess>,
     /// %util of the given device during the window (as iostat's %util).
-    pub disk_busy_pct: Option<f64>,
-    pub warnings: Vec<String>,
+    pub(crate) disk_busy_pct: Option<f64>,
+    pub(crate) warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct BusyProcess {
-    pub pid: i32,
-    pub name: String,
+pub(crate) struct BusyProcess {
+    pub(crate) pid: i32,
+    pub(crate) name: String,
     /// % of one CPU (a process spinning on two CPUs shows 200).
-    pub cpu_pct: f64,
+    pub(crate) cpu_pct: f64,
 }
 
 /// Listing threshold for a process, % of one CPU.
@@ -58,7 +58,7 @@ struct CpuTotals {
 /// Sample the machine for `window` and report who else was busy.
 /// `device` is a disk name such as "vda" whose utilisation is checked too.
 /// Never fails: unreadable data gives zeros and a warning.
-pub fn check(window: Duration, device: Option<&str>) -> Quietness {
+pub(crate) fn check(window: Duration, device: Option<&str>) -> Quietness {
     let me = std::process::id() as i32;
     let tps = proc::ticks_per_second().max(1) as f64;
 

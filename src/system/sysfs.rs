@@ -13,7 +13,7 @@ const MAX_CPUS: usize = 1 << 16;
 /// Expand a CPU list in the kernel's format ("0-3", "4 5", "0-1,4\n"): the
 /// one parser for /sys, /proc and the CPU lists users give. None when a
 /// part is not a CPU number or a forward range.
-pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+pub(crate) fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
     let mut out = Vec::new();
     for part in s.split(|c: char| c == ',' || c.is_whitespace()) {
         if part.is_empty() {
@@ -30,13 +30,13 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
 }
 
 /// A list the kernel wrote, expanded; empty where it is not one.
-pub fn cpu_list(s: &str) -> Vec<usize> {
+pub(crate) fn cpu_list(s: &str) -> Vec<usize> {
     parse_cpu_list(s).unwrap_or_default()
 }
 
 /// The names in `dir` that are `prefix` and a number, in numeric order
 /// (policy0, policy4; thermal_zone2 before thermal_zone10).
-pub fn sorted_entries(dir: &Path, prefix: &str) -> Vec<String> {
+pub(crate) fn sorted_entries(dir: &Path, prefix: &str) -> Vec<String> {
     let mut v: Vec<(usize, String)> = fs::read_dir(dir)
         .map(|d| {
             d.filter_map(|e| {

@@ -17,7 +17,7 @@ use crate::{Error, Result};
 
 /// Environment key: the value that was live when the sweep began, measured
 /// as one of its arms (absent in runs made before tune measured it).
-pub const ENV_LIVE: &str = "tune.live";
+pub(crate) const ENV_LIVE: &str = "tune.live";
 
 /// Two-sided family-wise error of a claim: "95%".
 const ALPHA: f64 = 0.05;
@@ -25,38 +25,38 @@ const ALPHA: f64 = 0.05;
 /// One value against the live value.
 #[derive(Debug, Clone, Serialize)]
 pub struct Paired {
-    pub value: String,
+    pub(crate) value: String,
     /// Rounds both arms finished.
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// Rounds the value did better / worse than the live value (ties drop).
-    pub wins: usize,
-    pub losses: usize,
+    pub(crate) wins: usize,
+    pub(crate) losses: usize,
     /// Median over rounds of value / live (the metric's own direction).
     pub ratio: f64,
     /// Order-statistic CI of that median at the level this value was tested.
     pub ci95_low: f64,
-    pub ci95_high: f64,
+    pub(crate) ci95_high: f64,
     /// One-sided sign-test p-value of "better", and the Holm level it faced.
-    pub p: f64,
-    pub level: f64,
+    pub(crate) p: f64,
+    pub(crate) level: f64,
     /// Better than the live value: significant at its level and beyond noise.
     pub better: bool,
     /// The trials of either arm the validity guard flagged (other load
     /// during the sweep): a verdict on them is suspect.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub suspect: Option<String>,
+    pub(crate) suspect: Option<String>,
 }
 
 /// The sweep's conclusion for one metric, against the live value.
 #[derive(Debug, Clone, Serialize)]
 pub struct Decision {
-    pub metric: String,
-    pub live: String,
+    pub(crate) metric: String,
+    pub(crate) live: String,
     /// The best value significantly better than the live one, if any.
     pub best: Option<String>,
     /// The value with the best median ratio (the candidate when none won).
-    pub candidate: String,
-    pub comparisons: Vec<Paired>,
+    pub(crate) candidate: String,
+    pub(crate) comparisons: Vec<Paired>,
     /// Rounds a claim needs with this many values, when fewer were run.
     pub too_few: Option<usize>,
     /// The candidate's comparison rests on flagged trials (what they were).
@@ -81,7 +81,7 @@ pub fn rounds_for_a_claim(m: usize) -> usize {
 
 /// Rounds a default sweep runs at least: enough that one round lost to
 /// noise still allows a claim (P(at least n-1 wins of n) ≤ α/2/m).
-pub fn rounds_to_plan(m: usize) -> usize {
+pub(crate) fn rounds_to_plan(m: usize) -> usize {
     let level = ALPHA / 2.0 / m.max(1) as f64;
     (2..).find(|&n| upper_tail(n, n - 1) <= level).unwrap_or(2)
 }
@@ -90,7 +90,7 @@ pub fn rounds_to_plan(m: usize) -> usize {
 /// against its own live value (`live` lists them as the run stored them,
 /// ", "-separated); a sweep whose live value was not measured is an error
 /// saying so, as apply will refuse it.
-pub fn per_group(
+pub(crate) fn per_group(
     knob: &str,
     results: &[PointResult],
     metric: &str,

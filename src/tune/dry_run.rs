@@ -6,7 +6,7 @@ use super::relevance;
 use crate::Result;
 
 /// The description as text and as one JSON object.
-pub fn describe(p: &Planned) -> Result<(String, serde_json::Value)> {
+pub(crate) fn describe(p: &Planned) -> Result<(String, serde_json::Value)> {
     let target = p.workdir();
     let (exp, plan) = (p.exp.as_ref(), &p.plan);
     let mut j = serde_json::Map::new();

@@ -18,7 +18,7 @@ mod live;
 use live::mount_group;
 
 /// Knob names accepted by `tune`, for help and errors.
-pub const NAMES: &[&str] = &[
+pub(crate) const NAMES: &[&str] = &[
     "read_ahead_kb",
     "scheduler",
     "nr_requests",
@@ -35,7 +35,7 @@ pub const NAMES: &[&str] = &[
 ];
 
 /// Whether `name` is a knob `tune` knows (`irq.N.affinity` for any IRQ number N).
-pub fn is_known(name: &str) -> bool {
+pub(crate) fn is_known(name: &str) -> bool {
     NAMES.contains(&name) || irq_of(name).is_some()
 }
 
@@ -80,8 +80,8 @@ enum Kind {
 }
 
 #[derive(Debug, Clone)]
-pub struct Knob {
-    pub name: String,
+pub(crate) struct Knob {
+    pub(crate) name: String,
     kind: Kind,
     /// Files written by `set`; `state` also includes partners that the kernel
     /// changes as a side effect (dirty_ratio ⇄ dirty_bytes).
@@ -96,7 +96,7 @@ fn vm(name: &str) -> PathBuf {
 impl Knob {
     /// Resolve a knob name for the file system holding `target` (block
     /// knobs act on its disk, or on `device` when given).
-    pub fn resolve(name: &str, target: &Path, device: Option<&str>) -> Result<Knob> {
+    pub(crate) fn resolve(name: &str, target: &Path, device: Option<&str>) -> Result<Knob> {
         let numeric = |files: Vec<PathBuf>, state: Vec<PathBuf>| Knob {
             name: name.to_string(),
             kind: Kind::Files {
@@ -228,12 +228,12 @@ impl Knob {
     }
 
     /// A knob of files (not a mount): its live value is one of its values.
-    pub fn is_file(&self) -> bool {
+    pub(crate) fn is_file(&self) -> bool {
         matches!(self.kind, Kind::Files { .. })
     }
 
     /// Where the knob lives (its first file, or the mount point).
-    pub fn location(&self) -> String {
+    pub(crate) fn location(&self) -> String {
         match &self.kind {
             Kind::Mount { mount_point } => format!("mount options of {}", mount_point.display()),
             Kind::Files { .. } => self
@@ -246,7 +246,7 @@ impl Knob {
     }
 
     /// The live value now (first file; mount options), read only.
-    pub fn current(&self) -> Result<String> {
+    pub(crate) fn current(&self) -> Result<String> {
         match self.snapshot()? {
             Saved::Mount { original, .. } => Ok(remount_options(&original)),
             Saved::Files { files } => Ok(files
@@ -259,7 +259,7 @@ impl Knob {
     }
 
     /// Check a value before anything is changed.
-    pub fn validate(&self, value: &str) -> Result<()> {
+    pub(crate) fn validate(&self, value: &str) -> Result<()> {
         let bad = |why: String| {
             Err(Error::usage(format!(
                 "{}: value '{value}' {why}",
@@ -385,7 +385,7 @@ fn read(p: &Path) -> Result<String> {
 }
 
 /// The original options with `value`'s tokens (e.g. `noatime+sync`) applied.
-pub fn apply_mount_tokens(original: &[String], value: &str) -> Vec<String> {
+pub(crate) fn apply_mount_tokens(original: &[String], value: &str) -> Vec<String> {
     let mut opts: Vec<String> = original.to_vec();
     for t in value.split('+') {
         let group = mount_group(t).0;
@@ -396,15 +396,15 @@ pub fn apply_mount_tokens(original: &[String], value: &str) -> Vec<String> {
 }
 
 /// Holds a knob changed: journalled before the first change, restored on drop.
-pub struct KnobGuard {
+pub(crate) struct KnobGuard {
     knob: Knob,
     entry: Entry,
     /// What happened at restore, for the report.
-    pub restore_message: Option<String>,
+    pub(crate) restore_message: Option<String>,
 }
 
 impl KnobGuard {
-    pub fn new(knob: Knob) -> Result<KnobGuard> {
+    pub(crate) fn new(knob: Knob) -> Result<KnobGuard> {
         crate::safety::require_root(|| {
             format!("changing {} needs root (run with sudo)", knob.name)
         })?;
@@ -420,7 +420,7 @@ impl KnobGuard {
     }
 
     /// The original value (first file) for display.
-    pub fn original(&self) -> String {
+    pub(crate) fn original(&self) -> String {
         match &self.entry.saved {
             Saved::Files { files } => {
                 let own = files
@@ -435,7 +435,7 @@ impl KnobGuard {
 
     /// The value the kernel held after the last `set`, read back (file
     /// knobs; None for mounts and before the first set).
-    pub fn applied(&self) -> Option<String> {
+    pub(crate) fn applied(&self) -> Option<String> {
         match &self.entry.saved {
             Saved::Files { files } => files
                 .iter()
@@ -446,7 +446,7 @@ impl KnobGuard {
     }
 
     /// Set a value, first checking nobody changed the knob since our last write.
-    pub fn set(&mut self, value: &str) -> Result<()> {
+    pub(crate) fn set(&mut self, value: &str) -> Result<()> {
         self.check_untouched()?;
         // Journal the intended value first: a crash right after the write
         // must still recognise it as ours.
@@ -511,7 +511,7 @@ impl KnobGuard {
     }
 
     /// Restore now and report (also done by Drop).
-    pub fn restore(&mut self) -> String {
+    pub(crate) fn restore(&mut self) -> String {
         if let Some(m) = &self.restore_message {
             return m.clone();
         }

@@ -2,12 +2,12 @@
 //! sweeps. The filesystem lab on loop devices and block I/O throttling are
 //! in `crate::lab` (below the experiments, which use it).
 
-pub mod apply;
+pub(crate) mod apply;
 pub mod decide;
-pub mod dry_run;
-pub mod knobs;
+pub(crate) mod dry_run;
+pub(crate) mod knobs;
 pub mod persist;
-pub mod plan;
+pub(crate) mod plan;
 pub mod relevance;
-pub mod run;
+pub(crate) mod run;
 pub mod sweep;

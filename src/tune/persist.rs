@@ -22,41 +22,37 @@ impl Root {
     }
 
     /// True for the real system root (privileges and live mounts matter).
-    pub fn is_real(&self) -> bool {
+    pub(crate) fn is_real(&self) -> bool {
         self.0 == Path::new("/")
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.0
-    }
-
     /// `abs` (an absolute path like /etc/sysctl.d) under this root.
-    pub fn at(&self, abs: &str) -> PathBuf {
+    pub(crate) fn at(&self, abs: &str) -> PathBuf {
         self.0.join(abs.trim_start_matches('/'))
     }
 
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         self.0.display().to_string()
     }
 }
 
 /// `/proc/sys/vm/dirty_ratio` for `vm.dirty_ratio`.
-pub fn sysctl_path(root: &Root, key: &str) -> PathBuf {
+pub(crate) fn sysctl_path(root: &Root, key: &str) -> PathBuf {
     root.at(&crate::system::proc::sysctl_name(key))
 }
 
 /// The drop-in that keeps `key`: sorted before the usual 99-*.conf, so a
 /// user's own file still wins (and `verify` says so).
-pub fn sysctl_dropin(root: &Root, key: &str) -> PathBuf {
+pub(crate) fn sysctl_dropin(root: &Root, key: &str) -> PathBuf {
     root.at(&format!("/etc/sysctl.d/90-tunelab-{key}.conf"))
 }
 
-pub fn udev_rule(root: &Root, disk: &str, attr: &str) -> PathBuf {
+pub(crate) fn udev_rule(root: &Root, disk: &str, attr: &str) -> PathBuf {
     root.at(&format!("/etc/udev/rules.d/90-tunelab-{disk}-{attr}.rules"))
 }
 
 /// The header lines of a file tunelab writes (each line a `#` comment).
-pub fn header(lines: &[String]) -> String {
+pub(crate) fn header(lines: &[String]) -> String {
     let mut s = format!("{HEADER} — 'tunelab unapply' removes it; do not edit.\n");
     for l in lines {
         for part in l.lines() {
@@ -67,14 +63,14 @@ pub fn header(lines: &[String]) -> String {
 }
 
 /// Whether `text` is a file tunelab wrote (its first line is the header).
-pub fn is_ours(text: &str) -> bool {
+pub(crate) fn is_ours(text: &str) -> bool {
     text.starts_with(HEADER)
 }
 
 /// Create `path` with `content`, never replacing an existing file: written
 /// to a temporary name, fsynced, then hard-linked into place (link(2) fails
 /// on an existing name, atomically), then the directory is fsynced.
-pub fn create_new(path: &Path, content: &str) -> Result<()> {
+pub(crate) fn create_new(path: &Path, content: &str) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("/"));
     fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -111,7 +107,7 @@ pub fn create_new(path: &Path, content: &str) -> Result<()> {
 
 /// Remove a file tunelab wrote; anything else is refused.
 /// Never through a symbolic link (crate::safety::nofollow).
-pub fn remove_ours(path: &Path) -> Result<()> {
+pub(crate) fn remove_ours(path: &Path) -> Result<()> {
     use crate::safety::nofollow;
     match nofollow::read(path) {
         Ok(None) => Ok(()),
@@ -128,7 +124,7 @@ pub fn remove_ours(path: &Path) -> Result<()> {
 /// and systemd-sysctl read them: *.conf of the drop-in directories sorted by
 /// file name (a name in an earlier directory hides the same name in a later
 /// one), then /etc/sysctl.conf. Later assignments win.
-pub fn sysctl_files(root: &Root) -> Vec<PathBuf> {
+pub(crate) fn sysctl_files(root: &Root) -> Vec<PathBuf> {
     const DIRS: &[&str] = &[
         "/etc/sysctl.d",
         "/run/sysctl.d",
@@ -158,7 +154,7 @@ pub fn sysctl_files(root: &Root) -> Vec<PathBuf> {
 
 /// `key = value` assignments of one sysctl file (keys with '/' normalised
 /// to '.', a leading '-' ignore-errors marker dropped).
-pub fn sysctl_assignments(text: &str) -> Vec<(String, String)> {
+pub(crate) fn sysctl_assignments(text: &str) -> Vec<(String, String)> {
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))
@@ -170,25 +166,8 @@ pub fn sysctl_assignments(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// What a boot would set `key` to, and from which file (the last
-/// assignment in load order), if any file sets it.
-pub fn boot_value(root: &Root, key: &str) -> Option<(String, PathBuf)> {
-    let mut found = None;
-    for f in sysctl_files(root) {
-        let Ok(text) = fs::read_to_string(&f) else {
-            continue;
-        };
-        for (k, v) in sysctl_assignments(&text) {
-            if k == key {
-                found = Some((v, f.clone()));
-            }
-        }
-    }
-    found
-}
-
 /// Every file that sets `key`, in load order, with its value.
-pub fn sysctl_setters(root: &Root, key: &str) -> Vec<(PathBuf, String)> {
+pub(crate) fn sysctl_setters(root: &Root, key: &str) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     for f in sysctl_files(root) {
         let Ok(text) = fs::read_to_string(&f) else {
@@ -227,7 +206,7 @@ pub fn load_sysctl_files(root: &Root) -> Result<Vec<(String, String)>> {
 /// A udev match on something stable about `disk`, with what it is: the
 /// serial or WWN udev recorded for it, the backing file of a loop device,
 /// else the kernel name (which may change between boots: said so).
-pub fn udev_match(root: &Root, disk: &str) -> (String, String) {
+pub(crate) fn udev_match(root: &Root, disk: &str) -> (String, String) {
     let sys = root.at(&format!("/sys/block/{disk}"));
     let devnum = fs::read_to_string(sys.join("dev")).unwrap_or_default();
     let data = fs::read_to_string(root.at(&format!("/run/udev/data/b{}", devnum.trim())))
@@ -256,6 +235,24 @@ pub fn udev_match(root: &Root, disk: &str) -> (String, String) {
             "the kernel name {disk} (no serial or WWN found: the name may change between boots)"
         ),
     )
+}
+
+/// What a boot would set `key` to, and from which file (the last
+/// assignment in load order), if any file sets it.
+#[cfg(test)]
+pub(crate) fn boot_value(root: &Root, key: &str) -> Option<(String, PathBuf)> {
+    let mut found = None;
+    for f in sysctl_files(root) {
+        let Ok(text) = fs::read_to_string(&f) else {
+            continue;
+        };
+        for (k, v) in sysctl_assignments(&text) {
+            if k == key {
+                found = Some((v, f.clone()));
+            }
+        }
+    }
+    found
 }
 
 #[cfg(test)]

@@ -20,62 +20,62 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 /// What `tune` was asked for, as parsed.
-pub struct Request<'a> {
-    pub knob: &'a str,
+pub(crate) struct Request<'a> {
+    pub(crate) knob: &'a str,
     /// `--values`, comma-separated as typed.
-    pub values: &'a str,
-    pub experiment: &'a str,
+    pub(crate) values: &'a str,
+    pub(crate) experiment: &'a str,
     /// `-p key=value` (one value each: the knob is what sweeps).
-    pub params: &'a [String],
-    pub target: Option<&'a Path>,
+    pub(crate) params: &'a [String],
+    pub(crate) target: Option<&'a Path>,
     /// `--device`: the disk a block knob acts on instead of the target's.
-    pub device: Option<&'a str>,
+    pub(crate) device: Option<&'a str>,
     /// `--metric` (None: the knob's default for the experiment).
-    pub metric: Option<&'a str>,
-    pub noise: f64,
-    pub options: RunOptions,
+    pub(crate) metric: Option<&'a str>,
+    pub(crate) noise: f64,
+    pub(crate) options: RunOptions,
     /// `--fs`, `--fs-size`, `--throttle`.
-    pub fs: Option<&'a str>,
-    pub fs_size: u64,
-    pub throttle: Option<&'a str>,
+    pub(crate) fs: Option<&'a str>,
+    pub(crate) fs_size: u64,
+    pub(crate) throttle: Option<&'a str>,
     /// `--dry-run`: planned and described, nothing changed (no root needed).
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
 }
 
 /// A sweep checked and planned, nothing changed yet.
-pub struct Planned<'a> {
-    pub knob: &'a str,
-    pub values: Vec<String>,
-    pub exp: Box<dyn Experiment>,
+pub(crate) struct Planned<'a> {
+    pub(crate) knob: &'a str,
+    pub(crate) values: Vec<String>,
+    pub(crate) exp: Box<dyn Experiment>,
     /// The one point every value is measured at.
-    pub point: Point,
-    pub metric: String,
+    pub(crate) point: Point,
+    pub(crate) metric: String,
     /// The metric is the knob's default (no `--metric`).
-    pub default_metric: bool,
-    pub plan: Plan,
+    pub(crate) default_metric: bool,
+    pub(crate) plan: Plan,
     /// What planning found worth saying (too few rounds for a claim).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
     /// The knob on the target, resolved (None on the lab: its loop devices
     /// do not exist yet).
-    pub resolved: Option<Knob>,
-    pub device: Option<&'a str>,
-    pub target: Option<&'a Path>,
-    pub noise: f64,
-    pub fs: Option<&'a str>,
-    pub fs_size: u64,
+    pub(crate) resolved: Option<Knob>,
+    pub(crate) device: Option<&'a str>,
+    pub(crate) target: Option<&'a Path>,
+    pub(crate) noise: f64,
+    pub(crate) fs: Option<&'a str>,
+    pub(crate) fs_size: u64,
     lab: Lab,
 }
 
 /// A finished sweep: the run (stored unless told not to) and each lab file
 /// system's decision against its live value (one without `--fs`).
-pub struct Swept {
-    pub finished: Finished,
-    pub decisions: Vec<(Option<String>, Result<Decision>)>,
+pub(crate) struct Swept {
+    pub(crate) finished: Finished,
+    pub(crate) decisions: Vec<(Option<String>, Result<Decision>)>,
 }
 
 /// Check and plan a sweep: each refusal is one error, before anything is
 /// changed or created.
-pub fn plan<'a>(req: &Request<'a>, experiments: &Catalog) -> Result<Planned<'a>> {
+pub(crate) fn plan<'a>(req: &Request<'a>, experiments: &Catalog) -> Result<Planned<'a>> {
     if !is_known(req.knob) {
         return Err(Error::usage(format!(
             "unknown knob '{}' (knobs: {})",
@@ -206,13 +206,13 @@ impl Planned<'_> {
 
     /// The directory the workload runs in (the temp default decided once,
     /// by the session's rule).
-    pub fn workdir(&self) -> std::path::PathBuf {
+    pub(crate) fn workdir(&self) -> std::path::PathBuf {
         crate::engine::session::target_or_temp(self.target)
     }
 
     /// Sweep in one session (watched as `watch` says, labelled `label`),
     /// restore the knob, store the run unless `store` is None, and decide.
-    pub fn measure(
+    pub(crate) fn measure(
         &self,
         watch: &Watch,
         label: &str,

@@ -12,11 +12,11 @@ use crate::engine::{Experiment, Point};
 
 /// Environment key: the warnings of this check, recorded with the run
 /// (`apply` refuses such a run unless forced).
-pub const ENV_RELEVANCE: &str = "tune.relevance";
+pub(crate) const ENV_RELEVANCE: &str = "tune.relevance";
 
 /// How one direction of an experiment's file I/O meets the storage stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Io {
+pub(crate) enum Io {
     /// None in the timed trials.
     No,
     /// Served from (reads) or left in (writes, never synced) the page cache:
@@ -129,7 +129,7 @@ pub struct Setting<'a> {
 
 /// [`check`] for a sweep of `knob` in `target`, a block knob acting on
 /// `device` when given, else on the target's disk.
-pub fn check_at(
+pub(crate) fn check_at(
     knob: &str,
     exp: &dyn Experiment,
     point: &Point,
@@ -157,7 +157,7 @@ pub fn check_at(
 }
 
 /// Whether swap is active here.
-pub fn swap_active() -> bool {
+pub(crate) fn swap_active() -> bool {
     crate::system::proc::read("swaps")
         .is_ok_and(|s| s.lines().skip(1).any(|l| !l.trim().is_empty()))
 }

@@ -20,28 +20,28 @@ use crate::model::run::Run;
 use crate::{Error, Result};
 
 /// What a tune sweeps, with what and where.
-pub struct Request<'a> {
-    pub knob: &'a str,
+pub(crate) struct Request<'a> {
+    pub(crate) knob: &'a str,
     /// The values asked for (the kernel may clamp some: probed first).
-    pub values: &'a [String],
+    pub(crate) values: &'a [String],
     /// The block device a block knob acts on instead of the target's disk.
-    pub device: Option<&'a str>,
-    pub exp: &'a dyn Experiment,
+    pub(crate) device: Option<&'a str>,
+    pub(crate) exp: &'a dyn Experiment,
     /// The one point measured for every value.
-    pub points: &'a [Point],
-    pub target: Option<&'a Path>,
-    pub lab: &'a Lab,
-    pub plan: &'a Plan,
+    pub(crate) points: &'a [Point],
+    pub(crate) target: Option<&'a Path>,
+    pub(crate) lab: &'a Lab,
+    pub(crate) plan: &'a Plan,
     /// The metric that decides the best value, and the noise below which a
     /// difference is no win: recorded for `apply`.
-    pub metric: &'a str,
-    pub noise: f64,
+    pub(crate) metric: &'a str,
+    pub(crate) noise: f64,
 }
 
 /// Sweep the knob into `session` and finish the run; the error that
 /// stopped it, if any, is returned beside it (the caller stores and prints
 /// first).
-pub fn run(req: &Request, mut session: Session, obs: &dyn Observer) -> (Run, Option<Error>) {
+pub(crate) fn run(req: &Request, mut session: Session, obs: &dyn Observer) -> (Run, Option<Error>) {
     let mut restored = Vec::new();
     let mut used: Vec<Used> = Vec::new();
     let error = for_each_target(

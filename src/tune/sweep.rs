@@ -23,7 +23,7 @@ pub struct Sweep<'a> {
 
 /// Run the sweep; results are one point per value, tagged `<knob>=<value>`.
 /// The round order is shuffled with a fresh seed, stated in the notes.
-pub fn sweep(
+pub(crate) fn sweep(
     guard: &mut KnobGuard,
     sw: &Sweep,
     ctx: &Ctx,
@@ -203,7 +203,7 @@ enum Partial {
 /// The metric that judges a knob when none is given: the read throughput
 /// for read-ahead, the write throughput for the dirty-page sysctls, else the
 /// experiment's first metric. `metrics` are (name, unit).
-pub fn default_metric(knob: &str, metrics: &[(String, String)]) -> String {
+pub(crate) fn default_metric(knob: &str, metrics: &[(String, String)]) -> String {
     let want = match knob {
         "read_ahead_kb" => Some("read"),
         k if k.starts_with("vm.dirty") => Some("write"),

@@ -5,11 +5,11 @@ use super::{Evidence, Finding, Outcome, Severity, Workload};
 use crate::experiments::cpu::clock;
 
 /// A core below this share of its cpuinfo_max_freq under load is a finding.
-pub const BELOW_MAX: f64 = 0.95;
+pub(crate) const BELOW_MAX: f64 = 0.95;
 
 /// Cores that stay below their advertised maximum while loaded: a governor
 /// that keeps them low, a scaling_max_freq cap, or a firmware/thermal limit.
-pub fn clock_below_max(ev: &Evidence, _: Workload) -> Outcome {
+pub(crate) fn clock_below_max(ev: &Evidence, _: Workload) -> Outcome {
     let has_cpufreq = ev.facts.get("cpu.driver").is_some();
     let Some((run, r)) = &ev.cpu_clock else {
         return if has_cpufreq {

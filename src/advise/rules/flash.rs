@@ -11,7 +11,7 @@ use crate::model::run::PointResult;
 use crate::units::{format_size, human};
 
 /// Streams a recorder writes at once: the video, its index and a log.
-pub const RECORDER_STREAMS: usize = 3;
+pub(crate) const RECORDER_STREAMS: usize = 3;
 
 fn median(r: &PointResult, metric: &str) -> Option<f64> {
     r.metric(metric).map(|m| m.summary.median)
@@ -149,7 +149,7 @@ pub(super) fn dirty_vs_card_cache(ev: &Evidence, _: Workload) -> Outcome {
 /// cache grows by rate − steady each second, so it is full after
 /// cache / (rate − steady) s; above the burst rate the card falls behind at
 /// once. None: the card keeps up for ever (rate ≤ steady).
-pub fn cache_runs_out_after(rate: f64, cache: f64, burst: f64, steady: f64) -> Option<f64> {
+pub(crate) fn cache_runs_out_after(rate: f64, cache: f64, burst: f64, steady: f64) -> Option<f64> {
     if rate <= steady {
         return None;
     }

@@ -8,7 +8,7 @@ use crate::units::seconds;
 
 /// The spike culprit of the newest `sched.latency` run: the cause with the
 /// most spikes over all its points.
-pub fn spike_culprit(ev: &Evidence, workload: Workload) -> Outcome {
+pub(crate) fn spike_culprit(ev: &Evidence, workload: Workload) -> Outcome {
     let Some((run, results)) = ev.latency.as_ref() else {
         return if workload == Workload::Latency {
             Outcome::Gap(

@@ -4,7 +4,7 @@
 /// Scheduler and system-call entry frames every sleep passes through,
 /// however its stack is read (off-CPU samples, LatencyTOP, /proc stack):
 /// they name no cause.
-pub const SLEEP_FRAMES: [&str; 12] = [
+pub(crate) const SLEEP_FRAMES: [&str; 12] = [
     "__schedule",
     "schedule",
     "schedule_timeout",
@@ -130,7 +130,7 @@ const STORAGE_SYNC: &[&str] = &[
 ];
 
 /// (class, cause) of one wait from its kernel and user frames (leaf first).
-pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
+pub(crate) fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
     let sc = syscall(kernel);
     let futex =
         any_prefix(kernel, &["futex_", "__futex_", "do_futex"]) || sc.as_deref() == Some("futex");
@@ -315,7 +315,7 @@ pub fn classify(kernel: &[&str], user: &[&str]) -> (&'static str, String) {
 
 /// The program's own functions that made the wait, nearest first: user
 /// frames after the C library's wrappers, unresolved addresses left out.
-pub fn caller(user: &[(&str, &str)], program: &str) -> String {
+pub(crate) fn caller(user: &[(&str, &str)], program: &str) -> String {
     let mut out: Vec<&str> = Vec::new();
     let mut in_program = false;
     for (image, sym) in user {
@@ -357,7 +357,7 @@ pub fn caller(user: &[(&str, &str)], program: &str) -> String {
 }
 
 /// The C library's (or the dynamic loader's) own file, by the mapping's name.
-pub fn c_library_image(image: &str) -> bool {
+pub(crate) fn c_library_image(image: &str) -> bool {
     let base = image.rsplit('/').next().unwrap_or(image);
     base.starts_with("libc.")
         || base.starts_with("libc-")
@@ -373,7 +373,7 @@ pub fn c_library_image(image: &str) -> bool {
 /// `__memcpy_avx_unaligned_erms`, `__memcpy_aarch64_simd`, its lock paths
 /// `__lll_lock_wait`, `___pthread_mutex_lock`): a C library function even
 /// where the library is linked into the program (a static binary).
-pub fn c_library_internal(sym: &str) -> bool {
+pub(crate) fn c_library_internal(sym: &str) -> bool {
     if !sym.starts_with("__") {
         return false;
     }

@@ -17,8 +17,8 @@
 mod classify;
 mod rows;
 
-pub use classify::{c_library_image, c_library_internal, caller, classify, SLEEP_FRAMES};
-pub use rows::{from_blocking, from_trace};
+pub(crate) use classify::{c_library_image, c_library_internal, SLEEP_FRAMES};
+pub(crate) use rows::{from_blocking, from_trace};
 
 /// Causes kept.
-pub const TOP: usize = 20;
+pub(crate) const TOP: usize = 20;

@@ -75,7 +75,12 @@ fn heaviest(m: &HashMap<String, f64>) -> Option<&String> {
 /// runs tunelab's code until the exec completes (the handshake, the exec
 /// reading the program), so waits with tunelab's frames are left out,
 /// their time stated in the method.
-pub fn from_trace(t: &OffCpuTrace, program: &str, own_image: &str, method: String) -> OffCpuReport {
+pub(crate) fn from_trace(
+    t: &OffCpuTrace,
+    program: &str,
+    own_image: &str,
+    method: String,
+) -> OffCpuReport {
     let mut rows: HashMap<RowKey, Row> = HashMap::new();
     let mut blocked = 0.0;
     let mut by: HashMap<u32, ProcessWaits> = HashMap::new();
@@ -261,7 +266,7 @@ fn holders(t: &OffCpuTrace) -> (Vec<CpuHolder>, String) {
 
 /// The fallback: the sampled wchan/stack table, classified the same way
 /// (kernel frames only: user callers are not seen by sampling).
-pub fn from_blocking(b: &BlockingReport) -> OffCpuReport {
+pub(crate) fn from_blocking(b: &BlockingReport) -> OffCpuReport {
     let mut rows: HashMap<(String, &'static str, String), OffCpuCause> = HashMap::new();
     let mut blocked = 0.0;
     let mut by: HashMap<String, ProcessWaits> = HashMap::new();

@@ -8,15 +8,15 @@ use crate::model::profile::{CallEdge, CallEntry, FoldedStack, SymbolRow};
 
 /// One resolved frame.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Frame {
+pub(crate) struct Frame {
     /// "[kernel]", a binary's file name, or "[unknown]".
-    pub image: String,
+    pub(crate) image: String,
     /// Demangled name, or the address in hex when unresolved.
-    pub symbol: String,
+    pub(crate) symbol: String,
 }
 
 impl Frame {
-    pub fn new(image: &str, symbol: &str) -> Frame {
+    pub(crate) fn new(image: &str, symbol: &str) -> Frame {
         Frame {
             image: image.to_string(),
             symbol: symbol.to_string(),
@@ -26,27 +26,27 @@ impl Frame {
 
 /// A distinct call stack and how many samples hit it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Stack {
+pub(crate) struct Stack {
     /// Process name, the root of the folded stack.
-    pub comm: String,
+    pub(crate) comm: String,
     /// Leaf (the sampled instruction) first. Empty: nothing known.
-    pub frames: Vec<Frame>,
+    pub(crate) frames: Vec<Frame>,
     /// Samples taken in kernel mode (the rest were user mode).
-    pub kernel_samples: u64,
-    pub samples: u64,
+    pub(crate) kernel_samples: u64,
+    pub(crate) samples: u64,
 }
 
 /// Limits on what is kept, so a stored run stays small.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Rows of the flat profile; the rest are summed into one row.
-    pub rows: usize,
+    pub(crate) rows: usize,
     /// Symbols given a caller/callee entry.
-    pub callgraph_symbols: usize,
+    pub(crate) callgraph_symbols: usize,
     /// Callers and callees kept per entry.
-    pub edges: usize,
+    pub(crate) edges: usize,
     /// Distinct folded stacks; the rest are summed into "[other stacks]".
-    pub folded: usize,
+    pub(crate) folded: usize,
 }
 
 impl Default for Limits {
@@ -61,13 +61,13 @@ impl Default for Limits {
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Aggregated {
-    pub samples: u64,
-    pub user_samples: u64,
-    pub kernel_samples: u64,
-    pub symbols: Vec<SymbolRow>,
-    pub callgraph: Vec<CallEntry>,
-    pub folded: Vec<FoldedStack>,
+pub(crate) struct Aggregated {
+    pub(crate) samples: u64,
+    pub(crate) user_samples: u64,
+    pub(crate) kernel_samples: u64,
+    pub(crate) symbols: Vec<SymbolRow>,
+    pub(crate) callgraph: Vec<CallEntry>,
+    pub(crate) folded: Vec<FoldedStack>,
 }
 
 fn unknown_frame() -> Frame {
@@ -92,7 +92,7 @@ fn sorted_desc<K: Ord + Clone>(map: HashMap<K, u64>) -> Vec<(K, u64)> {
 /// A frame as it appears in folded stacks and caller/callee names:
 /// the symbol, with the image for unresolved addresses (a bare hex
 /// address says nothing without its binary).
-pub fn frame_label(f: &Frame) -> String {
+pub(crate) fn frame_label(f: &Frame) -> String {
     let sym = if f.symbol.starts_with("0x") && !f.image.starts_with('[') {
         format!("{}+{}", f.image, f.symbol)
     } else {
@@ -102,7 +102,7 @@ pub fn frame_label(f: &Frame) -> String {
     sym.replace([';', '\n', '\r'], ":")
 }
 
-pub fn aggregate(stacks: &[Stack], limits: Limits) -> Aggregated {
+pub(crate) fn aggregate(stacks: &[Stack], limits: Limits) -> Aggregated {
     let mut out = Aggregated::default();
     let mut flat: HashMap<(String, String), u64> = HashMap::new();
     for s in stacks {

@@ -27,49 +27,49 @@ pub(super) enum FrameKey {
 pub(super) type StackMap = HashMap<(u32, Vec<FrameKey>), (u64, u64)>;
 
 pub(super) struct Collected {
-    pub stacks: StackMap,
-    pub comms: Vec<String>,
-    pub files: Files,
-    pub lost: u64,
-    pub throttled: u64,
-    pub reader_cpu_ns: u64,
+    pub(crate) stacks: StackMap,
+    pub(crate) comms: Vec<String>,
+    pub(crate) files: Files,
+    pub(crate) lost: u64,
+    pub(crate) throttled: u64,
+    pub(crate) reader_cpu_ns: u64,
     /// Samples of tunelab itself (its reader and samplers, on a whole
     /// machine): left out of the profile, counted here.
-    pub own_samples: u64,
-    pub errors: Vec<String>,
+    pub(crate) own_samples: u64,
+    pub(crate) errors: Vec<String>,
     /// Samples whose stack was cut to its leaf because MAX_STACKS was hit.
-    pub truncated: u64,
+    pub(crate) truncated: u64,
     /// Off-CPU tracing: per stack, its waits' count and extremes; the
     /// stack's weight in `stacks` is µs blocked.
-    pub waits: HashMap<(u32, Vec<FrameKey>), WaitTally>,
+    pub(crate) waits: HashMap<(u32, Vec<FrameKey>), WaitTally>,
     /// Off-CPU tracing: ns preempted (runnable, waiting for a CPU) per comm.
-    pub runqueue_ns: HashMap<u32, u64>,
+    pub(crate) runqueue_ns: HashMap<u32, u64>,
     /// Waits still open when tracing stopped (charged up to the stop).
-    pub open_at_end: u64,
+    pub(crate) open_at_end: u64,
     /// Off-CPU tracing: the threads that waited in each stack.
-    pub wait_tids: HashMap<(u32, Vec<FrameKey>), Vec<u32>>,
+    pub(crate) wait_tids: HashMap<(u32, Vec<FrameKey>), Vec<u32>>,
     /// Off-CPU tracing: each thread's traced lifetime, ns.
-    pub lifetimes_ns: HashMap<u32, u64>,
+    pub(crate) lifetimes_ns: HashMap<u32, u64>,
     /// Off-CPU tracing: ns blocked in each stack per process (pid): same-named
     /// processes (a reader and the writer it forked) are judged apart.
-    pub wait_pid_ns: HashMap<(u32, Vec<FrameKey>), HashMap<u32, u64>>,
+    pub(crate) wait_pid_ns: HashMap<(u32, Vec<FrameKey>), HashMap<u32, u64>>,
     /// Off-CPU tracing: ns preempted per process (pid).
-    pub runqueue_pid_ns: HashMap<u32, u64>,
+    pub(crate) runqueue_pid_ns: HashMap<u32, u64>,
     /// Off-CPU tracing: the process (pid) of each traced thread.
-    pub tid_pid: HashMap<u32, u32>,
+    pub(crate) tid_pid: HashMap<u32, u32>,
     /// Off-CPU tracing: each traced process's comm index.
-    pub pid_comm: HashMap<u32, u32>,
+    pub(crate) pid_comm: HashMap<u32, u32>,
     /// Off-CPU tracing with CPU-wide switch records: ns a process (pid,
     /// first) waited preempted, by the process that ran before it got the
     /// CPU back (pid, second).
-    pub holders_ns: HashMap<(u32, u32), u64>,
+    pub(crate) holders_ns: HashMap<(u32, u32), u64>,
     /// Holders' comm indexes (any process, not only traced ones).
-    pub holder_comm: HashMap<u32, u32>,
+    pub(crate) holder_comm: HashMap<u32, u32>,
     /// CPUs with CPU-wide switch records, or why there are none.
-    pub holders_open: Result<usize, String>,
+    pub(crate) holders_open: Result<usize, String>,
     /// The sampling rates used, in order (the first is the starting rate;
     /// more when the reader fitted its budget), Hz; empty: fixed.
-    pub rates: Vec<u64>,
+    pub(crate) rates: Vec<u64>,
 }
 
 impl Default for Collected {
@@ -107,14 +107,14 @@ impl Default for Collected {
 /// times out (every wait at least the timeout) from one woken by events.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct WaitTally {
-    pub count: u64,
-    pub max_ns: u64,
+    pub(crate) count: u64,
+    pub(crate) max_ns: u64,
     /// 0 when no wait ended.
-    pub min_ns: u64,
+    pub(crate) min_ns: u64,
 }
 
 impl WaitTally {
-    pub fn add(&mut self, ns: u64, ended: bool) {
+    pub(crate) fn add(&mut self, ns: u64, ended: bool) {
         self.count += 1;
         self.max_ns = self.max_ns.max(ns);
         if ended {
@@ -126,7 +126,7 @@ impl WaitTally {
         }
     }
 
-    pub fn merge(&mut self, o: WaitTally) {
+    pub(crate) fn merge(&mut self, o: WaitTally) {
         self.count += o.count;
         self.max_ns = self.max_ns.max(o.max_ns);
         self.min_ns = match (self.min_ns, o.min_ns) {

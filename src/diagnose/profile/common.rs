@@ -9,7 +9,7 @@ use rustix::io::Errno;
 use super::Scope;
 
 /// Online CPUs from /sys ("0-3,6"), else 0..available_parallelism.
-pub fn online_cpus() -> Vec<usize> {
+pub(crate) fn online_cpus() -> Vec<usize> {
     if let Ok(text) = std::fs::read_to_string("/sys/devices/system/cpu/online") {
         let cpus = crate::system::cpu::cpu_list(&text);
         if !cpus.is_empty() {
@@ -21,7 +21,7 @@ pub fn online_cpus() -> Vec<usize> {
 }
 
 /// The threads of a process now (new ones are followed through inherit).
-pub fn threads_of(pid: i32) -> Result<Vec<i32>, String> {
+pub(crate) fn threads_of(pid: i32) -> Result<Vec<i32>, String> {
     let dir = crate::system::proc::name(&format!("{pid}/task"));
     let rd = std::fs::read_dir(&dir).map_err(|e| {
         if e.kind() == io::ErrorKind::NotFound {
@@ -45,13 +45,13 @@ pub fn threads_of(pid: i32) -> Result<Vec<i32>, String> {
     Ok(tids)
 }
 
-pub fn comm_of(pid: i32) -> Option<String> {
+pub(crate) fn comm_of(pid: i32) -> Option<String> {
     crate::system::proc::read_pid(pid, "comm")
         .ok()
         .map(|s| s.trim_end().to_string())
 }
 
-pub fn paranoid() -> Option<i32> {
+pub(crate) fn paranoid() -> Option<i32> {
     crate::system::proc::read("sys/kernel/perf_event_paranoid")
         .ok()?
         .trim()
@@ -59,7 +59,7 @@ pub fn paranoid() -> Option<i32> {
         .ok()
 }
 
-pub fn scope_words(scope: &Scope, cpus: usize) -> String {
+pub(crate) fn scope_words(scope: &Scope, cpus: usize) -> String {
     match scope {
         Scope::Process { pid } => match comm_of(*pid) {
             Some(c) => format!("process {pid} ({c}), its threads and children"),
@@ -70,7 +70,7 @@ pub fn scope_words(scope: &Scope, cpus: usize) -> String {
 }
 
 /// A PMU the kernel exposes to perf ("cpu" on x86, "armv8_pmuv3…" on arm64).
-pub fn pmu_words() -> String {
+pub(crate) fn pmu_words() -> String {
     let names: Vec<String> = std::fs::read_dir("/sys/bus/event_source/devices")
         .map(|rd| {
             rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -86,7 +86,7 @@ pub fn pmu_words() -> String {
 }
 
 /// Why perf_event_open failed, in words, with what to do.
-pub fn explain(err: &io::Error, what: &str, scope: &Scope) -> String {
+pub(crate) fn explain(err: &io::Error, what: &str, scope: &Scope) -> String {
     let errno = Errno::from_raw_os_error(err.raw_os_error().unwrap_or(0));
     let par = paranoid();
     match errno {
@@ -122,7 +122,7 @@ pub fn explain(err: &io::Error, what: &str, scope: &Scope) -> String {
 }
 
 /// CPU time this thread has used so far, in ns.
-pub fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

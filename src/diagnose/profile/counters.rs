@@ -48,7 +48,7 @@ struct Slot {
     unavailable: String,
 }
 
-pub struct LiveCounters {
+pub(crate) struct LiveCounters {
     slots: Vec<Slot>,
     started: Instant,
     scope_words: String,
@@ -91,7 +91,7 @@ fn open(
 }
 
 impl LiveCounters {
-    pub fn start(scope: &Scope) -> Result<LiveCounters, String> {
+    pub(crate) fn start(scope: &Scope) -> Result<LiveCounters, String> {
         let started = Instant::now();
         let tids = match scope {
             Scope::Process { pid } => common::threads_of(*pid)?,
@@ -137,7 +137,7 @@ impl LiveCounters {
         })
     }
 
-    pub fn finish(mut self) -> Counters {
+    pub(crate) fn finish(mut self) -> Counters {
         for s in &mut self.slots {
             for c in &mut s.counters {
                 let _ = c.disable();

@@ -2,7 +2,7 @@
 
 use crate::model::profile::FoldedStack;
 
-pub fn svg(folded: &[FoldedStack], title: &str) -> Result<String, String> {
+pub(crate) fn svg(folded: &[FoldedStack], title: &str) -> Result<String, String> {
     if folded.iter().all(|f| f.samples == 0) {
         return Err("no samples to draw a flame graph from".to_string());
     }

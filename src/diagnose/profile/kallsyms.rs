@@ -16,8 +16,8 @@ use std::rc::Rc;
 /// the module's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct KernelSym {
-    pub name: String,
-    pub module: Option<String>,
+    pub(crate) name: String,
+    pub(crate) module: Option<String>,
 }
 
 /// Only code can be a sampled instruction pointer or a return address:

@@ -7,24 +7,24 @@ use std::collections::HashMap;
 
 /// One executable mapping of a process.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mapping {
-    pub start: u64,
-    pub end: u64,
+pub(crate) struct Mapping {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
     /// File offset of `start`.
-    pub pgoff: u64,
+    pub(crate) pgoff: u64,
     /// Index into `Files`.
-    pub file: u32,
+    pub(crate) file: u32,
 }
 
 /// Interned file names ("/usr/lib/libc.so.6", "[vdso]"…).
 #[derive(Debug, Default)]
-pub struct Files {
-    pub names: Vec<String>,
+pub(crate) struct Files {
+    pub(crate) names: Vec<String>,
     index: HashMap<String, u32>,
 }
 
 impl Files {
-    pub fn intern(&mut self, name: &str) -> u32 {
+    pub(crate) fn intern(&mut self, name: &str) -> u32 {
         if let Some(i) = self.index.get(name) {
             return *i;
         }
@@ -37,16 +37,16 @@ impl Files {
 
 /// The executable mappings of one process, in the order they were learnt.
 #[derive(Debug, Clone, Default)]
-pub struct AddressSpace {
+pub(crate) struct AddressSpace {
     maps: Vec<Mapping>,
     /// /proc/PID/maps was read (or tried) once already.
-    pub proc_read: bool,
+    pub(crate) proc_read: bool,
 }
 
 impl AddressSpace {
     /// Newer mappings shadow older ones over the same addresses (mmap over
     /// an old range, exec), so they are searched first.
-    pub fn add(&mut self, m: Mapping) {
+    pub(crate) fn add(&mut self, m: Mapping) {
         if !self.maps.contains(&m) {
             self.maps.push(m);
         }
@@ -54,7 +54,7 @@ impl AddressSpace {
 
     /// Older mappings (from /proc at first sight) go below the newer ones
     /// already learnt from MMAP2 records.
-    pub fn add_older(&mut self, older: Vec<Mapping>) {
+    pub(crate) fn add_older(&mut self, older: Vec<Mapping>) {
         let mut all = older;
         all.retain(|m| !self.maps.contains(m));
         all.append(&mut self.maps);
@@ -62,12 +62,12 @@ impl AddressSpace {
     }
 
     /// exec replaced the whole address space.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.maps.clear();
     }
 
     /// (file, file offset) of an address.
-    pub fn lookup(&self, addr: u64) -> Option<(u32, u64)> {
+    pub(crate) fn lookup(&self, addr: u64) -> Option<(u32, u64)> {
         self.maps
             .iter()
             .rev()
@@ -75,19 +75,16 @@ impl AddressSpace {
             .map(|m| (m.file, addr - m.start + m.pgoff))
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.maps.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.maps.is_empty()
     }
 }
 
 /// The executable, named mappings of a `/proc/PID/maps` text.
 /// Anonymous executable memory (JIT code) has no file to symbolise from and
 /// is left out: its addresses come out unresolved.
-pub fn parse_proc_maps(text: &str, files: &mut Files) -> Vec<Mapping> {
+pub(crate) fn parse_proc_maps(text: &str, files: &mut Files) -> Vec<Mapping> {
     let mut out = Vec::new();
     for line in text.lines() {
         // 7f12a000-7f12c000 r-xp 00002000 08:01 1234   /usr/lib/x.so
@@ -199,7 +196,7 @@ garbage line
         assert_eq!(a.lookup(0x2000), Some((new, 0x1000)));
         assert_eq!(a.lookup(0x4000), Some((old, 0x3000)));
         a.clear();
-        assert!(a.is_empty());
+        assert_eq!(a.len(), 0);
         assert_eq!(a.lookup(0x2000), None);
     }
 }

@@ -12,8 +12,8 @@
 //! because the same call must work for `--pid` of a process that never
 //! execs again.
 
-pub mod aggregate;
-pub mod maps;
+pub(crate) mod aggregate;
+pub(crate) mod maps;
 
 #[cfg(feature = "profile")]
 mod callsite;
@@ -61,51 +61,51 @@ pub enum Event {
 
 /// One distinct stack a task blocked in, with what it cost.
 #[derive(Debug, Clone, PartialEq)]
-pub struct WaitStack {
-    pub comm: String,
+pub(crate) struct WaitStack {
+    pub(crate) comm: String,
     /// (image, symbol), leaf first: kernel frames, then user frames.
-    pub frames: Vec<(String, String)>,
+    pub(crate) frames: Vec<(String, String)>,
     /// Time blocked in this stack, s (all waits, all tasks).
-    pub total_s: f64,
+    pub(crate) total_s: f64,
     /// Waits (switch out to switch in).
-    pub count: u64,
+    pub(crate) count: u64,
     /// Longest single wait, s.
-    pub max_s: f64,
+    pub(crate) max_s: f64,
     /// Shortest wait that ended before tracing stopped, s (0: none ended,
     /// or not known).
-    pub min_s: f64,
+    pub(crate) min_s: f64,
     /// The threads that waited here.
-    pub tids: Vec<u32>,
+    pub(crate) tids: Vec<u32>,
     /// Time blocked in this stack per process (pid), s.
-    pub by_pid: Vec<(u32, f64)>,
+    pub(crate) by_pid: Vec<(u32, f64)>,
 }
 
 /// What off-CPU tracing collected.
 #[derive(Debug, Clone, PartialEq)]
-pub struct OffCpuTrace {
+pub(crate) struct OffCpuTrace {
     /// Weighted in µs blocked (`samples` are µs): the flame graph's input.
-    pub profile: Profile,
-    pub waits: Vec<WaitStack>,
+    pub(crate) profile: Profile,
+    pub(crate) waits: Vec<WaitStack>,
     /// Time preempted (runnable, waiting for a CPU) per process name, s.
-    pub runqueue: Vec<(String, f64)>,
+    pub(crate) runqueue: Vec<(String, f64)>,
     /// Each traced thread's lifetime in the interval, s.
-    pub lifetimes: std::collections::HashMap<u32, f64>,
+    pub(crate) lifetimes: std::collections::HashMap<u32, f64>,
     /// Time preempted per process (pid), s.
-    pub runqueue_by_pid: std::collections::HashMap<u32, f64>,
+    pub(crate) runqueue_by_pid: std::collections::HashMap<u32, f64>,
     /// The process (pid) of each traced thread.
-    pub tid_pid: std::collections::HashMap<u32, u32>,
+    pub(crate) tid_pid: std::collections::HashMap<u32, u32>,
     /// Each traced process's name.
-    pub pid_comm: std::collections::HashMap<u32, String>,
+    pub(crate) pid_comm: std::collections::HashMap<u32, String>,
     /// Waits still open when tracing stopped.
-    pub open_at_end: u64,
-    pub lost: u64,
+    pub(crate) open_at_end: u64,
+    pub(crate) lost: u64,
     /// Preempted time by who ran before the switch back in: (waiting
     /// process, holder process, holder's name, s); empty when CPU-wide
     /// switch records could not be opened (`holders_open` says why).
-    pub holders: Vec<(u32, u32, String, f64)>,
-    pub holders_open: Result<usize, String>,
+    pub(crate) holders: Vec<(u32, u32, String, f64)>,
+    pub(crate) holders_open: Result<usize, String>,
     /// tunelab's own process id (its threads are the observer).
-    pub observer_pid: u32,
+    pub(crate) observer_pid: u32,
 }
 
 impl Default for OffCpuTrace {
@@ -154,14 +154,14 @@ pub struct Running {
 /// Kernel names for the addresses of several profiles, from one read of
 /// /proc/kallsyms (`kernel_names`).
 #[derive(Default)]
-pub struct KernelNames {
+pub(crate) struct KernelNames {
     #[cfg(feature = "profile")]
     names: live::Names,
 }
 
 /// Read /proc/kallsyms once for the kernel addresses of all these
 /// (stopped) profiles.
-pub fn kernel_names<'a>(runs: impl IntoIterator<Item = &'a Running>) -> KernelNames {
+pub(crate) fn kernel_names<'a>(runs: impl IntoIterator<Item = &'a Running>) -> KernelNames {
     #[cfg(feature = "profile")]
     {
         let mut addrs: Vec<u64> = runs
@@ -208,7 +208,7 @@ pub fn start(req: &Request) -> Result<Running, String> {
 impl Running {
     /// Stop sampling: the reader drains its buffers and exits. Naming and
     /// aggregating come after (`finish…`), once for every profile.
-    pub fn stop(&mut self) -> Result<(), String> {
+    pub(crate) fn stop(&mut self) -> Result<(), String> {
         #[cfg(feature = "profile")]
         {
             self.inner.stop()
@@ -219,13 +219,11 @@ impl Running {
         }
     }
 
-    /// Stop off-CPU tracing (a `Request` with `Event::OffCpu`).
-    pub fn finish_offcpu(self) -> Result<OffCpuTrace, String> {
-        self.finish_offcpu_named(None)
-    }
-
     /// `finish_offcpu` with kernel names read for several profiles.
-    pub fn finish_offcpu_named(self, names: Option<&KernelNames>) -> Result<OffCpuTrace, String> {
+    pub(crate) fn finish_offcpu_named(
+        self,
+        names: Option<&KernelNames>,
+    ) -> Result<OffCpuTrace, String> {
         #[cfg(feature = "profile")]
         {
             self.inner.finish_offcpu(names.map(|k| &k.names))
@@ -243,7 +241,7 @@ impl Running {
     }
 
     /// `finish` with kernel names read for several profiles.
-    pub fn finish_named(self, names: Option<&KernelNames>) -> Result<Profile, String> {
+    pub(crate) fn finish_named(self, names: Option<&KernelNames>) -> Result<Profile, String> {
         #[cfg(feature = "profile")]
         {
             self.inner.finish(names.map(|k| &k.names))

@@ -308,7 +308,7 @@ mod tests {
 
     #[inline(never)]
     #[no_mangle]
-    pub extern "C" fn tunelab_symbol_probe_fn(x: u64) -> u64 {
+    pub(crate) extern "C" fn tunelab_symbol_probe_fn(x: u64) -> u64 {
         std::hint::black_box(x.wrapping_mul(31).rotate_left(7))
     }
 

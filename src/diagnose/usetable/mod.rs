@@ -13,14 +13,14 @@ mod snapshot;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use rows::{build, standouts};
-pub use snapshot::{parse_keyed, parse_loadavg_running, parse_net_dev, NetCounters, Snapshot};
+pub(crate) use rows::build;
+pub(crate) use snapshot::{parse_loadavg_running, Snapshot};
 
 use super::{overhead, read, thread_cpu_s, Sampled, Ticker};
 use crate::model::diagnosis::{Section, UseTable};
 
 /// The run queue sampled: (sum of runnable tasks, samples).
-pub struct RunQueue {
+pub(crate) struct RunQueue {
     root: PathBuf,
     sum: u64,
     n: u64,
@@ -61,7 +61,7 @@ fn own_running_threads(root: &Path) -> u64 {
         .count() as u64
 }
 
-pub struct Collector {
+pub(crate) struct Collector {
     root: PathBuf,
     before: Snapshot,
     ticker: Ticker<RunQueue>,
@@ -69,7 +69,7 @@ pub struct Collector {
 }
 
 impl Collector {
-    pub fn start(root: &Path) -> Collector {
+    pub(crate) fn start(root: &Path) -> Collector {
         let cpu0 = thread_cpu_s();
         let before = Snapshot::read(root);
         Collector {
@@ -91,7 +91,7 @@ impl Collector {
         }
     }
 
-    pub fn finish(self, interval: f64) -> Section<UseTable> {
+    pub(crate) fn finish(self, interval: f64) -> Section<UseTable> {
         let (rq, cpu, n) = self.ticker.stop();
         let cpu0 = thread_cpu_s();
         let after = Snapshot::read(&self.root);

@@ -24,7 +24,7 @@ const MIN_RUN_QUEUE_READINGS: u64 = 5;
 
 /// The table from two snapshots `seconds` apart; `run_queue` is the mean
 /// and largest runnable count over the interval and its readings.
-pub fn build(
+pub(crate) fn build(
     b: &Snapshot,
     a: &Snapshot,
     seconds: f64,
@@ -278,7 +278,7 @@ fn get(row: &UseRow, name: &str) -> f64 {
 }
 
 /// The one or two rows that stand out (score ≥ 0.5), in plain words.
-pub fn standouts(rows: &[UseRow]) -> Vec<String> {
+pub(crate) fn standouts(rows: &[UseRow]) -> Vec<String> {
     let mut sorted: Vec<&UseRow> = rows.iter().filter(|r| r.score >= 0.5).collect();
     sorted.sort_by(|a, b| b.score.total_cmp(&a.score));
     let words: Vec<String> = sorted

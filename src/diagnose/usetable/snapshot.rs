@@ -13,20 +13,20 @@ use crate::observe::vmstat::{self, VmstatCounters};
 
 /// One interface of /proc/net/dev.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct NetCounters {
-    pub name: String,
-    pub rx_bytes: u64,
-    pub rx_errs: u64,
-    pub rx_drop: u64,
-    pub rx_fifo: u64,
-    pub tx_bytes: u64,
-    pub tx_errs: u64,
-    pub tx_drop: u64,
-    pub tx_fifo: u64,
-    pub tx_colls: u64,
+pub(crate) struct NetCounters {
+    pub(crate) name: String,
+    pub(crate) rx_bytes: u64,
+    pub(crate) rx_errs: u64,
+    pub(crate) rx_drop: u64,
+    pub(crate) rx_fifo: u64,
+    pub(crate) tx_bytes: u64,
+    pub(crate) tx_errs: u64,
+    pub(crate) tx_drop: u64,
+    pub(crate) tx_fifo: u64,
+    pub(crate) tx_colls: u64,
 }
 
-pub fn parse_net_dev(text: &str) -> Vec<NetCounters> {
+pub(crate) fn parse_net_dev(text: &str) -> Vec<NetCounters> {
     text.lines()
         .filter_map(|l| {
             let (name, rest) = l.split_once(':')?;
@@ -54,7 +54,7 @@ pub fn parse_net_dev(text: &str) -> Vec<NetCounters> {
 }
 
 /// "key value" lines (/proc/vmstat) or "Key: value kB" (/proc/meminfo).
-pub fn parse_keyed(text: &str) -> BTreeMap<String, u64> {
+pub(crate) fn parse_keyed(text: &str) -> BTreeMap<String, u64> {
     text.lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
@@ -66,7 +66,7 @@ pub fn parse_keyed(text: &str) -> BTreeMap<String, u64> {
 }
 
 /// Runnable tasks from /proc/loadavg's "running/total" field.
-pub fn parse_loadavg_running(text: &str) -> Option<u64> {
+pub(crate) fn parse_loadavg_running(text: &str) -> Option<u64> {
     text.split_whitespace()
         .nth(3)?
         .split('/')
@@ -77,22 +77,22 @@ pub fn parse_loadavg_running(text: &str) -> Option<u64> {
 
 /// Everything read at one end of the interval.
 #[derive(Debug, Clone, Default)]
-pub struct Snapshot {
-    pub vm: Option<VmstatCounters>,
-    pub disks: Vec<DiskCounters>,
-    pub psi: Vec<PsiCounters>,
-    pub net: Vec<NetCounters>,
-    pub vmstat: BTreeMap<String, u64>,
-    pub meminfo: BTreeMap<String, u64>,
+pub(crate) struct Snapshot {
+    pub(crate) vm: Option<VmstatCounters>,
+    pub(crate) disks: Vec<DiskCounters>,
+    pub(crate) psi: Vec<PsiCounters>,
+    pub(crate) net: Vec<NetCounters>,
+    pub(crate) vmstat: BTreeMap<String, u64>,
+    pub(crate) meminfo: BTreeMap<String, u64>,
     /// Link speed of each interface, Mb/s (/sys/class/net/IF/speed).
-    pub speeds: BTreeMap<String, u64>,
+    pub(crate) speeds: BTreeMap<String, u64>,
     /// tunelab's own user and system time, clock ticks (/proc/self/stat):
     /// left out of the CPU figures.
-    pub own_ticks: Option<(u64, u64)>,
+    pub(crate) own_ticks: Option<(u64, u64)>,
 }
 
 impl Snapshot {
-    pub fn read(root: &Path) -> Snapshot {
+    pub(crate) fn read(root: &Path) -> Snapshot {
         Snapshot {
             vm: vmstat::read().ok(),
             disks: iostat::read_all().unwrap_or_default(),

@@ -23,7 +23,7 @@ use crate::stats::{self, summary::relative_half_width};
 use crate::{Error, Result};
 
 mod warmup;
-pub use warmup::{leading_warmup, Discard, AUTO_WARMUP_CAP, AUTO_WARMUP_MIN_REST};
+pub(crate) use warmup::{leading_warmup, Discard};
 
 /// Repetition settings, after the experiment's (or command's) defaults.
 #[derive(Debug, Clone, Copy)]
@@ -42,7 +42,7 @@ pub struct Plan {
 /// The stop rule itself: after `n` measured trials (rounds), stop or go on.
 /// A fixed count ignores precision and budget; otherwise precision counts
 /// only from the minimum, then the maximum, then the budget.
-pub fn stop_after(
+pub(crate) fn stop_after(
     n: usize,
     plan: &Plan,
     precise: bool,
@@ -65,7 +65,7 @@ pub fn stop_after(
 /// not for a fixed count, nor below the minimum. The precision is a
 /// bootstrap CI per metric (2,000 resamples), worth skipping when it cannot
 /// decide anything — after every trial of every point, on a board.
-pub fn wants_precision(n: usize, how: &Loop) -> bool {
+pub(crate) fn wants_precision(n: usize, how: &Loop) -> bool {
     !how.fixed && n >= how.plan.min_trials
 }
 
@@ -157,13 +157,13 @@ pub struct ArmSamples {
     pub reason: Option<StopReason>,
     /// Measured trials run, whether or not they returned values (a skipped
     /// point returns none, and must still reach its trial count).
-    pub measured: usize,
+    pub(crate) measured: usize,
 }
 
 impl ArmSamples {
     /// The arm's metrics, in the order of `specs`, each summarised with the
     /// arm's stop reason (a metric without values is left out).
-    pub fn metric_results(&self, specs: &[super::MetricSpec]) -> Vec<super::MetricResult> {
+    pub(crate) fn metric_results(&self, specs: &[super::MetricSpec]) -> Vec<super::MetricResult> {
         specs
             .iter()
             .filter_map(|spec| {
@@ -183,7 +183,7 @@ impl ArmSamples {
     }
 
     /// Measured trials that count so far.
-    pub fn counted(&self) -> usize {
+    pub(crate) fn counted(&self) -> usize {
         self.measured.saturating_sub(self.discarded)
     }
 
@@ -247,10 +247,10 @@ pub trait Clock {
 }
 
 /// `std::time::Instant` based clock.
-pub struct Monotonic(std::time::Instant);
+pub(crate) struct Monotonic(std::time::Instant);
 
 impl Monotonic {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Monotonic(std::time::Instant::now())
     }
 }
@@ -462,7 +462,7 @@ fn all_rounds(
 
 /// A trial function's undeclared metric is a bug in the experiment; the
 /// loop's callers check names with this before recording.
-pub fn check_declared(exp: &str, declared: &[&str], values: &Values) -> Result<()> {
+pub(crate) fn check_declared(exp: &str, declared: &[&str], values: &Values) -> Result<()> {
     match values.iter().find(|(name, _)| !declared.contains(name)) {
         Some((name, _)) => Err(Error::measurement(format!(
             "internal: {exp} produced undeclared metric {name}"

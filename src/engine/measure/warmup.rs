@@ -8,16 +8,16 @@ use crate::stats;
 
 /// Most measured trials the loop discards as warm-up; beyond that the
 /// point is unstable, not warming up, and every trial is kept.
-pub const AUTO_WARMUP_CAP: usize = 3;
+pub(crate) const AUTO_WARMUP_CAP: usize = 3;
 /// A leading trial is only judged against at least this many later ones:
 /// the MAD of fewer values is too rough to call anything an outlier.
-pub const AUTO_WARMUP_MIN_REST: usize = 4;
+pub(crate) const AUTO_WARMUP_MIN_REST: usize = 4;
 
 /// Leading measured trials judged to be warm-up, and why.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Discard {
-    pub count: usize,
-    pub reason: String,
+pub(crate) struct Discard {
+    pub(crate) count: usize,
+    pub(crate) reason: String,
 }
 
 /// Trial k (k = 0, 1, … up to [`AUTO_WARMUP_CAP`]) is warm-up when, in any
@@ -27,7 +27,10 @@ pub struct Discard {
 /// non-zero MAD, and lies outside the range of those later trials. The
 /// first trial that is not an outlier ends the warm-up.
 /// `so_far` (the previous decision) is kept: the search goes on after it.
-pub fn leading_warmup(samples: &BTreeMap<&'static str, Vec<f64>>, so_far: Discard) -> Discard {
+pub(crate) fn leading_warmup(
+    samples: &BTreeMap<&'static str, Vec<f64>>,
+    so_far: Discard,
+) -> Discard {
     let mut out = so_far;
     let mut reasons: Vec<String> = Vec::new();
     if !out.reason.is_empty() {

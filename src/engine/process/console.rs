@@ -27,13 +27,13 @@ use crate::{Error, Result};
 
 /// A named pattern in the console output.
 #[derive(Debug, Clone)]
-pub struct Marker {
-    pub name: String,
-    pub re: Regex,
+pub(crate) struct Marker {
+    pub(crate) name: String,
+    pub(crate) re: Regex,
 }
 
 impl Marker {
-    pub fn new(name: &str, re: &str) -> Result<Marker> {
+    pub(crate) fn new(name: &str, re: &str) -> Result<Marker> {
         let ok = !name.is_empty()
             && name
                 .chars()
@@ -59,7 +59,7 @@ impl Marker {
 /// kernel handing over to init (`Run /init as init process` needs console
 /// loglevel ≥ 7; "Freeing unused kernel memory" is printed just before it at
 /// the default level).
-pub fn default_markers() -> Vec<Marker> {
+pub(crate) fn default_markers() -> Vec<Marker> {
     [
         (
             "kernel",
@@ -77,7 +77,7 @@ pub fn default_markers() -> Vec<Marker> {
 
 /// The markers to find: the defaults (unless replaced by a marker of the
 /// same name), then the user's, then `ready`. The boot is over at the last.
-pub fn marker_list(user: &[Marker], ready: Option<&Regex>) -> Vec<Marker> {
+pub(crate) fn marker_list(user: &[Marker], ready: Option<&Regex>) -> Vec<Marker> {
     let mut v: Vec<Marker> = default_markers()
         .into_iter()
         .filter(|d| !user.iter().any(|u| u.name == d.name))
@@ -94,7 +94,7 @@ pub fn marker_list(user: &[Marker], ready: Option<&Regex>) -> Vec<Marker> {
 }
 
 /// The kernel's printk timestamp at the start of a console line, seconds.
-pub fn printk_time(line: &str) -> Option<f64> {
+pub(crate) fn printk_time(line: &str) -> Option<f64> {
     let rest = line.trim_start().strip_prefix('[')?;
     let (num, _) = rest.split_once(']')?;
     num.trim().parse::<f64>().ok().filter(|v| v.is_finite())
@@ -102,29 +102,29 @@ pub fn printk_time(line: &str) -> Option<f64> {
 
 /// One marker as found in one boot.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Hit {
-    pub marker: String,
+pub(crate) struct Hit {
+    pub(crate) marker: String,
     /// Host time since time zero, s.
-    pub at_s: f64,
+    pub(crate) at_s: f64,
     /// The kernel's printk clock on that line, s.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub printk_s: Option<f64>,
-    pub line: String,
+    pub(crate) printk_s: Option<f64>,
+    pub(crate) line: String,
 }
 
 /// One timed boot.
 #[derive(Debug, Clone, Serialize)]
-pub struct BootTrial {
-    pub first_output_s: Option<f64>,
-    pub hits: Vec<Hit>,
+pub(crate) struct BootTrial {
+    pub(crate) first_output_s: Option<f64>,
+    pub(crate) hits: Vec<Hit>,
     /// Markers not seen before the last one.
-    pub missed: Vec<String>,
-    pub lines: usize,
-    pub warmup: bool,
+    pub(crate) missed: Vec<String>,
+    pub(crate) lines: usize,
+    pub(crate) warmup: bool,
 }
 
 /// Follows the console of one boot, line by line.
-pub struct Tracker {
+pub(crate) struct Tracker {
     markers: Vec<Marker>,
     hits: Vec<Option<Hit>>,
     first: Option<f64>,
@@ -134,7 +134,7 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    pub fn new(markers: Vec<Marker>) -> Tracker {
+    pub(crate) fn new(markers: Vec<Marker>) -> Tracker {
         let n = markers.len();
         Tracker {
             markers,
@@ -147,7 +147,7 @@ impl Tracker {
 
     /// Feed one line that began arriving `at_s` after time zero. True once
     /// the last marker has been seen (the boot is over).
-    pub fn line(&mut self, at_s: f64, raw: &str) -> bool {
+    pub(crate) fn line(&mut self, at_s: f64, raw: &str) -> bool {
         let text = clean(raw);
         self.first.get_or_insert(at_s);
         self.lines += 1;
@@ -168,11 +168,11 @@ impl Tracker {
         self.done()
     }
 
-    pub fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.hits.last().is_some_and(|h| h.is_some())
     }
 
-    pub fn finish(self, warmup: bool) -> BootTrial {
+    pub(crate) fn finish(self, warmup: bool) -> BootTrial {
         let missed = self
             .markers
             .iter()
@@ -190,7 +190,7 @@ impl Tracker {
     }
 
     /// Why the boot is not over, with the last console lines.
-    pub fn unfinished(&self, why: &str) -> Error {
+    pub(crate) fn unfinished(&self, why: &str) -> Error {
         let last = self.markers.last().map_or("", |m| m.name.as_str());
         let seen: Vec<&str> = self
             .hits
@@ -233,12 +233,12 @@ fn clean(raw: &str) -> String {
 }
 
 /// A console line and when its first byte arrived. `None`: the source ended.
-pub type Line = Option<(Instant, String)>;
+pub(crate) type Line = Option<(Instant, String)>;
 
 /// Read `r` in a thread, sending each line with the time its first byte
 /// arrived; a `None` at the end. Reads are unbuffered chunks so a line's
 /// time is not delayed by a buffer filling up.
-pub fn read_lines<R: Read + Send + 'static>(mut r: R, tx: Sender<Line>) {
+pub(crate) fn read_lines<R: Read + Send + 'static>(mut r: R, tx: Sender<Line>) {
     let _ = std::thread::Builder::new()
         .name("tunelab-console".into())
         .spawn(move || {
@@ -274,7 +274,7 @@ pub fn read_lines<R: Read + Send + 'static>(mut r: R, tx: Sender<Line>) {
 }
 
 /// What ended the wait for the boot.
-pub enum Waited {
+pub(crate) enum Waited {
     /// The last marker was seen.
     Done,
     /// The console ended (the command exited) first.
@@ -286,7 +286,7 @@ pub enum Waited {
 /// received) into `tracker` until the last marker, the end of the console,
 /// the timeout or Ctrl-C. Every line also goes to `log` (grabserial format:
 /// `[seconds since zero] line`).
-pub fn follow(
+pub(crate) fn follow(
     rx: &Receiver<Line>,
     t0: Option<Instant>,
     tracker: &mut Tracker,
@@ -321,7 +321,7 @@ pub fn follow(
 
 /// A serial console opened raw at a baud rate; the device's previous
 /// settings are put back when it is dropped.
-pub struct Serial {
+pub(crate) struct Serial {
     file: std::fs::File,
     saved: rustix::termios::Termios,
 }
@@ -338,7 +338,7 @@ fn baud_const(baud: u32) -> Option<u32> {
 impl Serial {
     /// Open `path` for reading only (tunelab never writes to the board) and
     /// set raw mode at `baud`, 8N1, no flow control.
-    pub fn open(path: &std::path::Path, baud: u32) -> Result<Serial> {
+    pub(crate) fn open(path: &std::path::Path, baud: u32) -> Result<Serial> {
         use rustix::termios::{self as tc, ControlModes, InputModes, SpecialCodeIndex};
         use std::os::unix::fs::OpenOptionsExt;
         let speed = baud_const(baud).ok_or_else(|| {
@@ -387,7 +387,7 @@ impl Serial {
     }
 
     /// A reader of the same device (for [`read_lines`]).
-    pub fn reader(&self) -> Result<std::fs::File> {
+    pub(crate) fn reader(&self) -> Result<std::fs::File> {
         self.file
             .try_clone()
             .map_err(|e| Error::environment(format!("serial device: {e}")))
@@ -406,12 +406,12 @@ impl Drop for Serial {
 }
 
 /// A channel for [`read_lines`].
-pub fn channel() -> (Sender<Line>, Receiver<Line>) {
+pub(crate) fn channel() -> (Sender<Line>, Receiver<Line>) {
     mpsc::channel()
 }
 
 /// The kernel image a qemu-style command line boots (`-kernel FILE`).
-pub fn kernel_in_argv(argv: &[String]) -> Option<&str> {
+pub(crate) fn kernel_in_argv(argv: &[String]) -> Option<&str> {
     argv.windows(2)
         .find(|w| w[0] == "-kernel")
         .map(|w| w[1].as_str())

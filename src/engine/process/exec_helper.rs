@@ -38,17 +38,17 @@
 use std::ffi::c_char;
 
 /// The environment variable that turns a tunelab process into the helper.
-pub const ENV: &str = "TUNELAB_EXEC_HELPER";
+pub(crate) const ENV: &str = "TUNELAB_EXEC_HELPER";
 const ENV_C: &[u8] = b"TUNELAB_EXEC_HELPER\0";
 /// argv[0] of the helper (shows in `ps`).
-pub const ARG0: &str = "tunelab-exec";
+pub(crate) const ARG0: &str = "tunelab-exec";
 
-pub const TAG_PID: i64 = 1;
-pub const TAG_EXEC: i64 = 2;
-pub const TAG_FAIL: i64 = 3;
-pub const TAG_DONE: i64 = 4;
+pub(crate) const TAG_PID: i64 = 1;
+pub(crate) const TAG_EXEC: i64 = 2;
+pub(crate) const TAG_FAIL: i64 = 3;
+pub(crate) const TAG_DONE: i64 = 4;
 /// One record: tag + 6 values, native-endian i64.
-pub const RECORD: usize = 7 * 8;
+pub(crate) const RECORD: usize = 7 * 8;
 
 #[used]
 #[link_section = ".init_array"]
@@ -56,7 +56,7 @@ static CTOR: extern "C" fn() = ctor;
 
 /// Referenced by the spawner so that the constructor's object file is always
 /// linked into a binary that can start the helper.
-pub fn ensure_linked() {
+pub(crate) fn ensure_linked() {
     std::hint::black_box(&CTOR);
 }
 
@@ -104,7 +104,7 @@ fn errno() -> i32 {
 /// CLOCK_MONOTONIC in ns (the clock `Instant` uses on Linux).
 // time_t and c_long are 32-bit on some ARM boards: the casts are not no-ops there.
 #[allow(clippy::unnecessary_cast)]
-pub fn mono_ns() -> i64 {
+pub(crate) fn mono_ns() -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

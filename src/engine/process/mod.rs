@@ -6,9 +6,9 @@
 //!
 //! libc: WIFEXITED, WEXITSTATUS, WIFSIGNALED, WTERMSIG (decode the exec helper's raw wait status: rustix's WaitStatus cannot be built from one)
 
-pub mod console;
-pub mod exec_helper;
-pub mod once;
+pub(crate) mod console;
+pub(crate) mod exec_helper;
+pub(crate) mod once;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -29,7 +29,7 @@ use crate::{Error, Result};
 /// Split a command line into words like a shell would for simple cases:
 /// whitespace separates, '…' and "…" quote, backslash escapes. No
 /// expansion of any kind.
-pub fn split_words(s: &str) -> Result<Vec<String>> {
+pub(crate) fn split_words(s: &str) -> Result<Vec<String>> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut have = false;
@@ -83,7 +83,7 @@ pub fn split_words(s: &str) -> Result<Vec<String>> {
 }
 
 /// The argv to execute: the words themselves, or `sh -c TEXT` with a shell.
-pub fn argv_for(text: &str, shell: bool) -> Result<Vec<String>> {
+pub(crate) fn argv_for(text: &str, shell: bool) -> Result<Vec<String>> {
     if shell {
         if text.trim().is_empty() {
             return Err(Error::usage("empty command"));
@@ -96,21 +96,21 @@ pub fn argv_for(text: &str, shell: bool) -> Result<Vec<String>> {
 
 /// How a program started with `--ready` is asked to leave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Quit {
+pub(crate) enum Quit {
     Signal(i32),
     StdinClose,
 }
 
 /// A started program.
-pub struct Started {
+pub(crate) struct Started {
     /// The exec helper (reaped after it reported the program's exit).
-    pub child: Child,
+    pub(crate) child: Child,
     /// The program itself.
-    pub pid: i32,
+    pub(crate) pid: i32,
     /// Monotonic and wall clock of the helper's fork (just before the program's exec).
-    pub t0: Instant,
-    pub spawn_unix: f64,
-    pub stdin: Option<ChildStdin>,
+    pub(crate) t0: Instant,
+    pub(crate) spawn_unix: f64,
+    pub(crate) stdin: Option<ChildStdin>,
     /// First line matching the ready pattern: (when read, the line).
     ready_rx: Option<Receiver<(Instant, String)>>,
     /// The helper's report pipe.
@@ -121,14 +121,14 @@ pub struct Started {
 
 /// Exit status and resources of a reaped child.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Reaped {
-    pub at: Option<Instant>,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub user_s: f64,
-    pub sys_s: f64,
+pub(crate) struct Reaped {
+    pub(crate) at: Option<Instant>,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) signal: Option<i32>,
+    pub(crate) user_s: f64,
+    pub(crate) sys_s: f64,
     /// ru_maxrss, bytes.
-    pub peak_rss: u64,
+    pub(crate) peak_rss: u64,
 }
 
 fn watch_lines<R: Read + Send + 'static>(r: R, re: Regex, tx: mpsc::Sender<(Instant, String)>) {
@@ -165,7 +165,7 @@ fn watch_lines<R: Read + Send + 'static>(r: R, re: Regex, tx: mpsc::Sender<(Inst
 /// tunelab's. With `ready`, stdout and stderr are read line by line;
 /// otherwise they go to /dev/null, like hyperfine. stdin is a pipe only for
 /// `Quit::StdinClose`. Returns once the program has been exec'd.
-pub fn start(argv: &[String], ready: Option<&Regex>, quit: Option<Quit>) -> Result<Started> {
+pub(crate) fn start(argv: &[String], ready: Option<&Regex>, quit: Option<Quit>) -> Result<Started> {
     let prog = argv.first().ok_or_else(|| Error::usage("empty command"))?;
     exec_helper::ensure_linked();
     // Search PATH here, not in the helper: execvp's search runs in the
@@ -321,20 +321,20 @@ fn instant_of(ns: i64) -> Instant {
 /// turn (see [`exec_helper`]). The death signal follows the *thread*
 /// that forked: start programs from a thread that outlives them, as the
 /// CLI's main thread does.
-pub use crate::safety::child::contain;
+pub(crate) use crate::safety::child::contain;
 
 /// Why a watched child was killed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Killed {
+pub(crate) enum Killed {
     Signal,
     Deadline,
 }
 
 /// SIGKILL `pid`'s process group (the program leads one) and `pid`.
-pub use crate::safety::child::kill_group;
+pub(crate) use crate::safety::child::kill_group;
 
 /// What waiting for the ready line gave.
-pub enum ReadyOutcome {
+pub(crate) enum ReadyOutcome {
     Ready(Instant, String),
     /// The program closed its output (usually: exited) without the line.
     Closed,
@@ -344,7 +344,7 @@ pub enum ReadyOutcome {
 
 impl Started {
     /// Wait for the ready line, polling for Ctrl-C.
-    pub fn wait_ready(&mut self, timeout: Duration) -> ReadyOutcome {
+    pub(crate) fn wait_ready(&mut self, timeout: Duration) -> ReadyOutcome {
         let Some(rx) = &self.ready_rx else {
             return ReadyOutcome::Closed;
         };
@@ -366,7 +366,7 @@ impl Started {
     }
 
     /// Wait at most `d` (not counted from the spawn) for the ready line.
-    pub fn wait_ready_for(&mut self, d: Duration) -> ReadyOutcome {
+    pub(crate) fn wait_ready_for(&mut self, d: Duration) -> ReadyOutcome {
         let Some(rx) = &self.ready_rx else {
             return ReadyOutcome::Closed;
         };
@@ -381,7 +381,7 @@ impl Started {
     }
 
     /// Ask the program to leave.
-    pub fn quit(&mut self, how: Quit) {
+    pub(crate) fn quit(&mut self, how: Quit) {
         match how {
             Quit::Signal(sig) => crate::safety::child::send_signal(self.pid, sig, false),
             Quit::StdinClose => {
@@ -391,7 +391,7 @@ impl Started {
     }
 
     /// SIGKILL the program and its process group (not yet reaped by the helper).
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if self.done.is_none() {
             kill_group(self.pid);
         }
@@ -402,7 +402,10 @@ impl Started {
     /// helper's report (no polling delay enters the measured time); a
     /// watchdog thread does the killing. Returns the reaped program and why
     /// it was killed, if it was.
-    pub fn reap_watched(&mut self, deadline: Option<Instant>) -> Result<(Reaped, Option<Killed>)> {
+    pub(crate) fn reap_watched(
+        &mut self,
+        deadline: Option<Instant>,
+    ) -> Result<(Reaped, Option<Killed>)> {
         let pid = self.pid;
         // Set under the lock once the helper reported the exit, so the
         // watchdog stops signalling before the pid can be recycled (the
@@ -490,7 +493,7 @@ impl Started {
     }
 
     /// Reap the child (blocking) with its resource usage.
-    pub fn reap(&mut self) -> Result<Reaped> {
+    pub(crate) fn reap(&mut self) -> Result<Reaped> {
         match self.done {
             Some(r) => Ok(r),
             None => self.finish(),
@@ -498,7 +501,7 @@ impl Started {
     }
 
     /// Reap if it has exited, without blocking.
-    pub fn try_reap(&mut self) -> Result<Option<Reaped>> {
+    pub(crate) fn try_reap(&mut self) -> Result<Option<Reaped>> {
         if let Some(r) = self.done {
             return Ok(Some(r));
         }
@@ -537,7 +540,7 @@ fn reaped(status: i32, user_us: i64, sys_us: i64, maxrss_kib: i64, t1: i64) -> R
 
 /// Run a helper command (`--prepare`, `--task`) through `sh -c`, output to
 /// stderr, and fail if it fails.
-pub fn run_shell(what: &str, text: &str) -> Result<()> {
+pub(crate) fn run_shell(what: &str, text: &str) -> Result<()> {
     let st = Command::new("sh")
         .arg("-c")
         .arg(text)
@@ -555,14 +558,14 @@ pub fn run_shell(what: &str, text: &str) -> Result<()> {
 }
 
 /// The `--ready` regular expression of time, boot and memory, or a usage error.
-pub fn ready_regex(text: Option<&str>) -> Result<Option<Regex>> {
+pub(crate) fn ready_regex(text: Option<&str>) -> Result<Option<Regex>> {
     text.map(Regex::new)
         .transpose()
         .map_err(|e| Error::usage(format!("--ready is not a valid regular expression: {e}")))
 }
 
 /// Signal number from a name: TERM, SIGINT, 9, ...
-pub fn parse_signal(s: &str) -> std::result::Result<i32, String> {
+pub(crate) fn parse_signal(s: &str) -> std::result::Result<i32, String> {
     if let Ok(n) = s.parse::<i32>() {
         if (1..=64).contains(&n) {
             return Ok(n);

@@ -14,12 +14,12 @@ use crate::{Error, Result};
 
 /// What `tunelab time` asks of each trial besides the command.
 #[derive(Debug, Clone)]
-pub struct TimeSpec {
-    pub ready: Option<Regex>,
-    pub quit: Quit,
-    pub ready_timeout: Duration,
+pub(crate) struct TimeSpec {
+    pub(crate) ready: Option<Regex>,
+    pub(crate) quit: Quit,
+    pub(crate) ready_timeout: Duration,
     /// Kill a run (and its process group) still going after this long.
-    pub max_run: Option<Duration>,
+    pub(crate) max_run: Option<Duration>,
 }
 
 impl Default for TimeSpec {
@@ -35,26 +35,26 @@ impl Default for TimeSpec {
 
 /// One measured start (and stop) of the program.
 #[derive(Debug, Clone, Serialize)]
-pub struct AppTrial {
-    pub command: String,
-    pub wall_s: f64,
-    pub user_s: f64,
-    pub sys_s: f64,
-    pub peak_rss_bytes: u64,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
+pub(crate) struct AppTrial {
+    pub(crate) command: String,
+    pub(crate) wall_s: f64,
+    pub(crate) user_s: f64,
+    pub(crate) sys_s: f64,
+    pub(crate) peak_rss_bytes: u64,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) signal: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ready_s: Option<f64>,
+    pub(crate) ready_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_s: Option<f64>,
+    pub(crate) exit_s: Option<f64>,
     /// CLOCK_REALTIME just before the spawn (to line up with timestamps the
     /// program prints itself).
-    pub spawn_unix_s: f64,
+    pub(crate) spawn_unix_s: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ready_line: Option<String>,
-    pub warmup: bool,
+    pub(crate) ready_line: Option<String>,
+    pub(crate) warmup: bool,
     /// Order of execution across all commands (shows the A B A B interleaving).
-    pub seq: usize,
+    pub(crate) seq: usize,
 }
 
 // The handles of METRICS (checked while compiling, see `metric_in`).
@@ -66,7 +66,7 @@ const READY: Metric = metric_in(&METRICS, "ready_time");
 const EXIT: Metric = metric_in(&METRICS, "exit_time");
 
 impl AppTrial {
-    pub fn values(&self) -> TrialValues {
+    pub(crate) fn values(&self) -> TrialValues {
         let mut v = TrialValues::new()
             .with(WALL, self.wall_s)
             .with(USER, self.user_s)
@@ -83,7 +83,7 @@ impl AppTrial {
 }
 
 /// Start `argv`, optionally wait for the ready line and ask it to quit, reap it.
-pub fn run_once(label: &str, argv: &[String], spec: &TimeSpec) -> Result<AppTrial> {
+pub(crate) fn run_once(label: &str, argv: &[String], spec: &TimeSpec) -> Result<AppTrial> {
     let quit = spec.ready.as_ref().map(|_| spec.quit);
     let mut s = super::start(argv, spec.ready.as_ref(), quit)?;
     let mut ready = None;
@@ -148,7 +148,7 @@ pub fn run_once(label: &str, argv: &[String], spec: &TimeSpec) -> Result<AppTria
     })
 }
 
-pub const METRICS: [MetricSpec; 6] = [
+pub(crate) const METRICS: [MetricSpec; 6] = [
     MetricSpec::lower(
         "wall_time",
         "s",

@@ -21,37 +21,37 @@ use crate::observe::validity::{Guard, Roots, TrialCheck, Validity};
 use crate::system::flash::wa::WriteCount;
 use crate::{Error, Result};
 
-pub use super::measure::{Plan, StopReason, AUTO_WARMUP_CAP, AUTO_WARMUP_MIN_REST};
+pub(crate) use super::measure::{Plan, StopReason};
 
 /// Repetition settings from the command line; `None` means the experiment's
 /// default.
 #[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    pub warmup: Option<usize>,
-    pub min_trials: Option<usize>,
-    pub max_trials: Option<usize>,
+pub(crate) struct RunOptions {
+    pub(crate) warmup: Option<usize>,
+    pub(crate) min_trials: Option<usize>,
+    pub(crate) max_trials: Option<usize>,
     /// Exactly N trials (sets min = max = N).
-    pub trials: Option<usize>,
+    pub(crate) trials: Option<usize>,
     /// Target relative half-width of the 95% CI of the median (0.02 = 2%).
-    pub precision: Option<f64>,
+    pub(crate) precision: Option<f64>,
     /// Seconds for the whole run.
-    pub budget: Option<f64>,
+    pub(crate) budget: Option<f64>,
     /// Seconds one trial should at least take (default
     /// [`super::DEFAULT_TRIAL_TIME`]).
-    pub trial_time: Option<f64>,
+    pub(crate) trial_time: Option<f64>,
 }
 
 /// Most trials (or warm-up trials) a point may be asked for: far above
 /// any real plan, low enough that a typo cannot ask for centuries.
-pub const MAX_TRIALS: usize = 1_000_000;
+pub(crate) const MAX_TRIALS: usize = 1_000_000;
 
 /// Longest budget a run or a profile's issue may have: a week.
-pub const MAX_BUDGET_S: f64 = 7.0 * 86_400.0;
+pub(crate) const MAX_BUDGET_S: f64 = 7.0 * 86_400.0;
 
 /// Trial counts and a budget within the limits above, else what is wrong
 /// with the limit named (`run` flags and study profiles both use it, so a
 /// profile is refused when it is read).
-pub fn check_repetition(
+pub(crate) fn check_repetition(
     counts: &[(&str, Option<usize>)],
     budget: Option<f64>,
 ) -> std::result::Result<(), String> {
@@ -75,18 +75,18 @@ pub fn check_repetition(
 /// budget, which stops the loop and bounds warm-up too (a trial under way
 /// still finishes). None for a fixed count without a budget: its trials
 /// take as long as they take.
-pub fn longest(plan: &Plan, fixed: bool) -> Option<f64> {
+pub(crate) fn longest(plan: &Plan, fixed: bool) -> Option<f64> {
     (!fixed).then_some(plan.budget)
 }
 
 impl RunOptions {
     /// A fixed count of trials (`--trials N`) that ignores the budget —
     /// unless a budget is given too, which then still stops it.
-    pub fn fixed(&self) -> bool {
+    pub(crate) fn fixed(&self) -> bool {
         self.trials.is_some() && self.budget.is_none()
     }
 
-    pub fn plan(&self, d: RunDefaults) -> Result<Plan> {
+    pub(crate) fn plan(&self, d: RunDefaults) -> Result<Plan> {
         if let (Some(lo), Some(hi)) = (self.min_trials, self.max_trials) {
             if lo > hi {
                 return Err(Error::usage(format!(
@@ -144,7 +144,7 @@ impl RunOptions {
 /// A trial time in seconds, checked: 1 ms to 60 s (the message says what
 /// to give). `run --trial-time` and a profile's `trial_time` both use it,
 /// so a profile is refused before anything runs.
-pub fn trial_time(secs: f64) -> std::result::Result<std::time::Duration, String> {
+pub(crate) fn trial_time(secs: f64) -> std::result::Result<std::time::Duration, String> {
     if (0.001..=60.0).contains(&secs) {
         Ok(std::time::Duration::from_secs_f64(secs))
     } else {
@@ -160,14 +160,14 @@ pub fn trial_time(secs: f64) -> std::result::Result<std::time::Duration, String>
 /// stopped the run early, if any (interrupt or failure).
 pub struct Outcome {
     pub results: Vec<PointResult>,
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     pub error: Option<Error>,
 }
 
 /// Run every point of `exp` in turn through the measurement loop
 /// ([`measure`], sequential schedule, automatic warm-up discard), each with
 /// an equal share of what is left of the budget.
-pub fn run_points(
+pub(crate) fn run_points(
     exp: &dyn Experiment,
     points: &[Point],
     ctx: &Ctx,

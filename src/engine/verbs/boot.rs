@@ -52,32 +52,32 @@ impl Console {
 }
 
 /// What `boot` was asked for, as parsed.
-pub struct Request {
-    pub runs: usize,
-    pub warmup: usize,
+pub(crate) struct Request {
+    pub(crate) runs: usize,
+    pub(crate) warmup: usize,
     /// `--ready REGEX`, unparsed.
-    pub ready: Option<String>,
+    pub(crate) ready: Option<String>,
     /// Each `--marker NAME=REGEX`, unsplit.
-    pub markers: Vec<String>,
+    pub(crate) markers: Vec<String>,
     /// `--serial DEV` and its `--baud`, `--reset`.
-    pub serial: Option<PathBuf>,
-    pub baud: u32,
-    pub reset: Option<String>,
+    pub(crate) serial: Option<PathBuf>,
+    pub(crate) baud: u32,
+    pub(crate) reset: Option<String>,
     /// `--kernel FILE` (default: the `-kernel FILE` of the command).
-    pub kernel: Option<PathBuf>,
+    pub(crate) kernel: Option<PathBuf>,
     /// Seconds a boot may take to reach its last marker.
-    pub timeout: f64,
+    pub(crate) timeout: f64,
     /// Signal that stops the command once the boot is over.
-    pub signal: i32,
+    pub(crate) signal: i32,
     /// `--log FILE`: a new file for every console line with its time.
-    pub log: Option<PathBuf>,
+    pub(crate) log: Option<PathBuf>,
     /// The command whose output is the console (after `--`).
-    pub command: Vec<String>,
-    pub label: String,
+    pub(crate) command: Vec<String>,
+    pub(crate) label: String,
 }
 
 /// The boots checked and their console open, none begun.
-pub struct Planned {
+pub(crate) struct Planned {
     console: Console,
     /// The point's label: the program's name, or `serial DEV BAUD baud`.
     console_label: String,
@@ -109,7 +109,7 @@ fn markers(req: &Request) -> Result<Vec<Marker>> {
 /// Check and plan the boots: the count, the markers, the console (a
 /// serial line is opened and read from now on), the kernel image's size
 /// and the new `--log` file, each refusal one error before any boot.
-pub fn plan(req: Request) -> Result<Planned> {
+pub(crate) fn plan(req: Request) -> Result<Planned> {
     if req.runs == 0 {
         return Err(Error::usage("--runs must be at least 1"));
     }
@@ -171,9 +171,9 @@ pub fn plan(req: Request) -> Result<Planned> {
 }
 
 /// The boots measured: the run (closed, stored) and every boot.
-pub struct Booted {
-    pub finished: Finished,
-    pub trials: Vec<BootTrial>,
+pub(crate) struct Booted {
+    pub(crate) finished: Finished,
+    pub(crate) trials: Vec<BootTrial>,
 }
 
 /// The kernel image's size, for `kernel_image_size`.
@@ -395,7 +395,7 @@ fn point(
 impl Planned {
     /// Boot `warmup + runs` times, stop at the first failed boot, store the
     /// run in `store` (when given).
-    pub fn measure(
+    pub(crate) fn measure(
         mut self,
         argv: &[String],
         store: Option<&mut Store>,

@@ -16,23 +16,23 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 /// What `diagnose` was asked for, as parsed.
-pub struct Request {
+pub(crate) struct Request {
     /// `--for`, seconds.
-    pub duration: Option<f64>,
-    pub pid: Option<i32>,
+    pub(crate) duration: Option<f64>,
+    pub(crate) pid: Option<i32>,
     /// The command after `--`.
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
     /// Whether the command line had a `--` (with nothing after it, the
     /// refusal says so).
-    pub dashdash: bool,
+    pub(crate) dashdash: bool,
     /// `--hz`, `--startup-runs`.
-    pub hz: u32,
-    pub startup_runs: u32,
-    pub label: String,
+    pub(crate) hz: u32,
+    pub(crate) startup_runs: u32,
+    pub(crate) label: String,
 }
 
 /// What to diagnose and how, decided; nothing profiled yet.
-pub struct Planned {
+pub(crate) struct Planned {
     opts: Options,
     label: String,
 }
@@ -56,7 +56,7 @@ fn what(req: &Request) -> Result<What> {
 
 /// Decide what is diagnosed (the machine for `--for`, a `--pid` for at
 /// most `--for` (10 s by default), or the command) and the sampling rates.
-pub fn plan(req: Request) -> Result<Planned> {
+pub(crate) fn plan(req: Request) -> Result<Planned> {
     let mut opts = Options::new(what(&req)?);
     opts.hz = req.hz;
     opts.startup_runs = req.startup_runs;
@@ -69,7 +69,7 @@ pub fn plan(req: Request) -> Result<Planned> {
 impl Planned {
     /// Diagnose as planned; the run (closed, stored in `store` when given)
     /// holds the diagnosis. A diagnosis that fails leaves no run.
-    pub fn measure(
+    pub(crate) fn measure(
         &self,
         argv: &[String],
         store: Option<&mut Store>,
@@ -91,7 +91,7 @@ impl Planned {
 
 /// The flame graph of folded stacks, as SVG (the report draws it through
 /// this, never calling the profiler itself).
-pub fn flame(
+pub(crate) fn flame(
     stacks: &[crate::model::profile::FoldedStack],
     title: &str,
 ) -> std::result::Result<String, String> {

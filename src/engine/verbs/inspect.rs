@@ -10,13 +10,13 @@ use crate::system::inspect::Facts;
 use crate::Result;
 
 /// The target checked, nothing read yet.
-pub struct Planned {
+pub(crate) struct Planned {
     target: PathBuf,
 }
 
 /// Check `--target` (else the current directory). Only read, so a
 /// read-only file system is fine.
-pub fn plan(target: Option<&Path>) -> Result<Planned> {
+pub(crate) fn plan(target: Option<&Path>) -> Result<Planned> {
     let target = target.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     check_target(&target, Use::Read)?;
     Ok(Planned { target })
@@ -24,7 +24,7 @@ pub fn plan(target: Option<&Path>) -> Result<Planned> {
 
 impl Planned {
     /// The facts, each with where it was read, about the target.
-    pub fn measure(&self) -> Facts {
+    pub(crate) fn measure(&self) -> Facts {
         crate::system::inspect::inspect(Some(&self.target))
     }
 }

@@ -17,20 +17,20 @@ use crate::units::human;
 use crate::{Error, Result};
 
 // The CLI prints these (plain data, named there).
-pub use crate::observe::procmem::{ProcMem, ProcPeak, SystemMem};
+pub(crate) use crate::observe::procmem::{ProcMem, ProcPeak, SystemMem};
 
 /// What to measure, as the CLI parsed it.
-pub struct Request {
-    pub pid: Option<u32>,
+pub(crate) struct Request {
+    pub(crate) pid: Option<u32>,
     /// With `pid`: seconds to keep sampling for the peak.
-    pub for_s: Option<f64>,
-    pub interval_s: f64,
-    pub shell: bool,
+    pub(crate) for_s: Option<f64>,
+    pub(crate) interval_s: f64,
+    pub(crate) shell: bool,
     /// Sample until a line of the program's output matches this regular expression.
-    pub ready: Option<String>,
-    pub task: Option<String>,
-    pub ready_timeout_s: f64,
-    pub command: Vec<String>,
+    pub(crate) ready: Option<String>,
+    pub(crate) task: Option<String>,
+    pub(crate) ready_timeout_s: f64,
+    pub(crate) command: Vec<String>,
 }
 
 /// What is measured, decided.
@@ -47,14 +47,14 @@ enum Subject {
 }
 
 /// The measurement decided and checked, nothing started.
-pub struct Planned {
+pub(crate) struct Planned {
     subject: Subject,
     interval_s: f64,
 }
 
 /// Decide what `memory` measures: the `--pid`, or the command (through
 /// `sh -c` with `--shell`) with its `--ready` rule checked.
-pub fn plan(req: Request) -> Result<Planned> {
+pub(crate) fn plan(req: Request) -> Result<Planned> {
     let subject = match req.pid {
         Some(pid) => Subject::Pid {
             pid,
@@ -87,13 +87,13 @@ pub fn plan(req: Request) -> Result<Planned> {
 
 /// The process's memory at each moment, its peak, the system's memory at
 /// each moment, and notes on how it went.
-pub struct Memory {
-    pub procs: Vec<(String, ProcMem)>,
+pub(crate) struct Memory {
+    pub(crate) procs: Vec<(String, ProcMem)>,
     /// Seconds after the program's exec of each `procs` entry, where known.
-    pub times: Vec<Option<f64>>,
-    pub peak: ProcPeak,
-    pub systems: Vec<(String, SystemMem)>,
-    pub notes: Vec<String>,
+    pub(crate) times: Vec<Option<f64>>,
+    pub(crate) peak: ProcPeak,
+    pub(crate) systems: Vec<(String, SystemMem)>,
+    pub(crate) notes: Vec<String>,
 }
 
 fn sys() -> Result<SystemMem> {
@@ -103,7 +103,7 @@ fn sys() -> Result<SystemMem> {
 
 impl Planned {
     /// Measure as planned (nothing is stored).
-    pub fn measure(&self) -> Result<Memory> {
+    pub(crate) fn measure(&self) -> Result<Memory> {
         let mut mem = Memory {
             procs: Vec::new(),
             times: Vec::new(),

@@ -9,15 +9,15 @@
 //! results are printed) and return what the CLI renders. Messages go
 //! through the engine's one `Observer` (`engine::observer`).
 
-pub mod boot;
-pub mod diagnose;
-pub mod inspect;
-pub mod memory;
-pub mod monitor;
-pub mod remote;
-pub mod restore;
+pub(crate) mod boot;
+pub(crate) mod diagnose;
+pub(crate) mod inspect;
+pub(crate) mod memory;
+pub(crate) mod monitor;
+pub(crate) mod remote;
+pub(crate) mod restore;
 pub mod run;
-pub mod time;
+pub(crate) mod time;
 
 use std::collections::BTreeMap;
 

@@ -15,32 +15,32 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 // The CLI prints each host's outcome (plain data, named there).
-pub use crate::fleet::remote::HostOutcome;
+pub(crate) use crate::fleet::remote::HostOutcome;
 
 /// What to run where, as the CLI parsed it.
-pub struct Request {
+pub(crate) struct Request {
     /// `[user@]name[:port]`, or inventory groups/hosts with `inventory`.
-    pub hosts: Vec<String>,
-    pub inventory: Option<PathBuf>,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) inventory: Option<PathBuf>,
     /// Static tunelab binaries for the hosts' architectures.
-    pub binaries: Option<PathBuf>,
+    pub(crate) binaries: Option<PathBuf>,
     /// Hosts worked on at once.
-    pub parallel: usize,
+    pub(crate) parallel: usize,
     /// Seconds allowed per host.
-    pub timeout: f64,
+    pub(crate) timeout: f64,
     /// Extra ssh options, each possibly several words.
-    pub ssh_options: Vec<String>,
-    pub allow_dynamic: bool,
+    pub(crate) ssh_options: Vec<String>,
+    pub(crate) allow_dynamic: bool,
     /// The tunelab command line to run on each host.
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
 }
 
 /// Every host's outcome, and the runs stored: (host, run id).
-pub struct Fanned {
-    pub outcomes: Vec<HostOutcome>,
-    pub stored: Vec<(String, String)>,
+pub(crate) struct Fanned {
+    pub(crate) outcomes: Vec<HostOutcome>,
+    pub(crate) stored: Vec<(String, String)>,
     /// The signal that cut the fan-out short (the ssh connections killed).
-    pub interrupted: Option<&'static str>,
+    pub(crate) interrupted: Option<&'static str>,
 }
 
 /// The inventory's text, read no further than the size limit; a file that
@@ -89,7 +89,7 @@ fn hosts(a: &Request) -> Result<Vec<Host>> {
 
 /// The hosts resolved, the command and the binary to copy checked; no
 /// host contacted yet.
-pub struct Planned {
+pub(crate) struct Planned {
     hosts: Vec<Host>,
     /// The ssh program (`ssh`, or `TUNELAB_SSH`).
     ssh: String,
@@ -108,7 +108,7 @@ pub struct Planned {
 /// selection), the command (never `remote` again), the ssh program and
 /// options, and the binary copied when `--bin` is not given (refused when
 /// dynamically linked, unless `--allow-dynamic`), before connecting.
-pub fn plan(a: Request) -> Result<Planned> {
+pub(crate) fn plan(a: Request) -> Result<Planned> {
     let hosts = hosts(&a)?;
     if a.args.first().is_some_and(|c| c == "remote") {
         return Err(Error::usage(
@@ -158,7 +158,7 @@ impl Planned {
     /// Run the command on every host; the runs they send back go to
     /// `store` (when given). A run that cannot be read or stored is the
     /// error at once.
-    pub fn measure(
+    pub(crate) fn measure(
         &self,
         mut store: Option<&mut Store>,
         obs: &(dyn Observer + Sync),

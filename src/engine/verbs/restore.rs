@@ -10,18 +10,18 @@ use crate::store::Store;
 use crate::Result;
 
 /// What `restore` did.
-pub struct Restored {
+pub(crate) struct Restored {
     /// One message per setting (those that failed start with "could not").
-    pub messages: Vec<String>,
+    pub(crate) messages: Vec<String>,
     /// Settings the journal still holds for tunelab processes running now.
-    pub live: usize,
+    pub(crate) live: usize,
     /// Where the journal is.
-    pub journal: PathBuf,
+    pub(crate) journal: PathBuf,
 }
 
 /// Which settings to put back, and the store applies are settled
 /// against; nothing put back yet.
-pub struct Planned {
+pub(crate) struct Planned {
     all: bool,
     /// The verb's `--db`, or the default store.
     db: PathBuf,
@@ -30,7 +30,7 @@ pub struct Planned {
 /// Plan `restore`: what dead tunelab processes left changed (`all`: live
 /// ones too), settling applies against `db` (the verb's `--db`, else the
 /// default store; or the store the entry names when it is a file).
-pub fn plan(all: bool, db: Option<&Path>) -> Planned {
+pub(crate) fn plan(all: bool, db: Option<&Path>) -> Planned {
     Planned {
         all,
         db: db.map_or_else(crate::store::default_path, Path::to_path_buf),
@@ -39,7 +39,7 @@ pub fn plan(all: bool, db: Option<&Path>) -> Planned {
 
 impl Planned {
     /// Put back what the plan says; one message per setting.
-    pub fn put_back(&self) -> Result<Vec<String>> {
+    pub(crate) fn put_back(&self) -> Result<Vec<String>> {
         let decide = |c: &journal::Commit| -> Option<bool> {
             let open = |p: &Path| Store::open_read(p).ok();
             let store = open(&self.db)
@@ -56,7 +56,7 @@ impl Planned {
 
     /// The `restore` verb: [`Planned::put_back`], and what is left in the
     /// journal.
-    pub fn measure(&self) -> Result<Restored> {
+    pub(crate) fn measure(&self) -> Result<Restored> {
         let messages = self.put_back()?;
         Ok(Restored {
             messages,

@@ -19,25 +19,25 @@ use crate::store::Store;
 use crate::Result;
 
 /// What `run` was asked for, as parsed.
-pub struct Request<'a> {
-    pub experiment: &'a str,
+pub(crate) struct Request<'a> {
+    pub(crate) experiment: &'a str,
     /// `-p key=value[,value…]`, unsplit.
-    pub params: &'a [String],
-    pub options: RunOptions,
-    pub target: Option<&'a Path>,
+    pub(crate) params: &'a [String],
+    pub(crate) options: RunOptions,
+    pub(crate) target: Option<&'a Path>,
     /// `--fs`, `--fs-size`, `--throttle`.
-    pub fs: Option<&'a str>,
-    pub fs_size: u64,
-    pub throttle: Option<&'a str>,
+    pub(crate) fs: Option<&'a str>,
+    pub(crate) fs_size: u64,
+    pub(crate) throttle: Option<&'a str>,
 }
 
 /// A run checked and planned, not begun.
-pub struct Planned<'a> {
-    pub exp: Box<dyn Experiment>,
-    pub points: Vec<Point>,
-    pub plan: Plan,
+pub(crate) struct Planned<'a> {
+    pub(crate) exp: Box<dyn Experiment>,
+    pub(crate) points: Vec<Point>,
+    pub(crate) plan: Plan,
     /// A fixed trial count (no budget): the points keep to no budget.
-    pub fixed: bool,
+    pub(crate) fixed: bool,
     lab: Lab,
     target: Option<&'a Path>,
 }
@@ -54,7 +54,7 @@ pub fn points(exp: &dyn Experiment, params: &[String]) -> Result<Vec<Point>> {
 
 /// Check and plan a run: each refusal is one error, before anything is
 /// created (a target that cannot be used, too).
-pub fn plan<'a>(req: &Request<'a>, experiments: &Catalog) -> Result<Planned<'a>> {
+pub(crate) fn plan<'a>(req: &Request<'a>, experiments: &Catalog) -> Result<Planned<'a>> {
     let exp = experiments.find(req.experiment)?;
     let points = points(exp.as_ref(), req.params)?;
     for p in &points {
@@ -81,20 +81,20 @@ pub fn plan<'a>(req: &Request<'a>, experiments: &Catalog) -> Result<Planned<'a>>
 impl Planned<'_> {
     /// File systems the points are measured on, one after another: each
     /// `--fs` of the lab, or the target alone.
-    pub fn targets(&self) -> usize {
+    pub(crate) fn targets(&self) -> usize {
         self.lab.fs.len().max(1)
     }
 
     /// The longest the whole run can take (every target), in seconds; None
     /// for a fixed count of trials without a budget.
-    pub fn longest(&self) -> Option<f64> {
+    pub(crate) fn longest(&self) -> Option<f64> {
         crate::engine::runner::longest(&self.plan, self.fixed).map(|s| s * self.targets() as f64)
     }
 
     /// Measure in one session (watched as `watch` says, labelled `label`),
     /// store the run unless `store` is None, and return it: the warnings
     /// found while measuring are said again through `obs` once it is over.
-    pub fn measure(
+    pub(crate) fn measure(
         &self,
         watch: &Watch,
         label: &str,

@@ -23,33 +23,33 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 /// What `time` was asked for, as parsed.
-pub struct Request {
+pub(crate) struct Request {
     /// The command after `--`, word by word.
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
     /// Each `-c CMD`, unsplit.
-    pub cmds: Vec<String>,
+    pub(crate) cmds: Vec<String>,
     /// Run the commands through `sh -c` (`--shell`).
-    pub shell: bool,
+    pub(crate) shell: bool,
     /// `--warmup`, `--min-runs`, `--max-runs`, `--runs`, `--precision`, `--budget`.
-    pub options: RunOptions,
+    pub(crate) options: RunOptions,
     /// Shell command run before every run, untimed (`--prepare`).
-    pub prepare: Option<String>,
+    pub(crate) prepare: Option<String>,
     /// `--ready REGEX`, unparsed.
-    pub ready: Option<String>,
-    pub quit: Quit,
+    pub(crate) ready: Option<String>,
+    pub(crate) quit: Quit,
     /// Seconds to wait for the ready line.
-    pub ready_timeout: f64,
+    pub(crate) ready_timeout: f64,
     /// Time programs that exit non-zero too (`--ignore-failure`).
-    pub ignore_failure: bool,
-    pub label: String,
+    pub(crate) ignore_failure: bool,
+    pub(crate) label: String,
 }
 
 /// The commands resolved and the plan checked, nothing run yet.
-pub struct Planned {
-    pub commands: Vec<Command>,
-    pub plan: Plan,
+pub(crate) struct Planned {
+    pub(crate) commands: Vec<Command>,
+    pub(crate) plan: Plan,
     /// Exactly `plan.max_trials` runs per command (`--runs`).
-    pub fixed: bool,
+    pub(crate) fixed: bool,
     spec: TimeSpec,
     prepare: Option<String>,
     ignore_failure: bool,
@@ -100,7 +100,7 @@ fn commands(req: &Request) -> Result<Vec<Command>> {
 
 /// Check and plan `time`: the commands, the repetition plan and the ready
 /// rule, each refusal one error before any command runs.
-pub fn plan(req: Request) -> Result<Planned> {
+pub(crate) fn plan(req: Request) -> Result<Planned> {
     let commands = commands(&req)?;
     let plan = req.options.plan(RunDefaults::default())?;
     let spec = TimeSpec {
@@ -124,14 +124,14 @@ pub fn plan(req: Request) -> Result<Planned> {
 
 /// One command timed: its label (as the user wrote it), argv, and every
 /// run of it, warm-up ones included.
-pub struct Command {
-    pub label: String,
-    pub argv: Vec<String>,
-    pub trials: Vec<AppTrial>,
+pub(crate) struct Command {
+    pub(crate) label: String,
+    pub(crate) argv: Vec<String>,
+    pub(crate) trials: Vec<AppTrial>,
 }
 
 impl Command {
-    pub fn new(label: String, argv: Vec<String>) -> Command {
+    pub(crate) fn new(label: String, argv: Vec<String>) -> Command {
         Command {
             label,
             argv,
@@ -150,10 +150,10 @@ impl Command {
 
 /// What `time` measured: the run (closed, stored), the commands with
 /// their runs, and each command's wall time against the first's.
-pub struct Timed {
-    pub finished: Finished,
-    pub commands: Vec<Command>,
-    pub comparisons: Vec<serde_json::Value>,
+pub(crate) struct Timed {
+    pub(crate) finished: Finished,
+    pub(crate) commands: Vec<Command>,
+    pub(crate) comparisons: Vec<serde_json::Value>,
 }
 
 /// How a run failed: a non-zero exit or a signal (a program asked to quit
@@ -266,7 +266,7 @@ impl Trials for CmdTrials<'_> {
 
 impl Planned {
     /// Time the planned commands, store the run in `store` (when given).
-    pub fn measure(
+    pub(crate) fn measure(
         mut self,
         argv: &[String],
         store: Option<&mut Store>,
@@ -341,7 +341,7 @@ impl Planned {
 impl Timed {
     /// The run with every timed trial and the comparisons (`--json`,
     /// `--export-json`).
-    pub fn json(&self) -> Result<String> {
+    pub(crate) fn json(&self) -> Result<String> {
         let mut doc = serde_json::to_value(&self.finished.run)?;
         let mut trials: Vec<&AppTrial> = self.commands.iter().flat_map(|c| &c.trials).collect();
         trials.sort_by_key(|t| t.seq);
@@ -350,7 +350,7 @@ impl Timed {
         Ok(serde_json::to_string_pretty(&doc)? + "\n")
     }
 
-    pub fn run(&self) -> &Run {
+    pub(crate) fn run(&self) -> &Run {
         &self.finished.run
     }
 }

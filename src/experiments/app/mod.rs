@@ -2,10 +2,10 @@
 //! process-control pieces it shares with `tunelab time`, `boot` and
 //! `memory` are in `engine::process`.
 
-pub mod time;
+pub(crate) mod time;
 
 use crate::engine::Experiment;
 
-pub fn all() -> Vec<Box<dyn Experiment>> {
+pub(crate) fn all() -> Vec<Box<dyn Experiment>> {
     vec![Box::new(time::AppTime)]
 }

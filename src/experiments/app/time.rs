@@ -23,7 +23,7 @@ use crate::engine::{
 use crate::engine::{Needs, Spec};
 use crate::{Error, Result};
 
-pub struct AppTime;
+pub(crate) struct AppTime;
 struct State {
     label: String,
     argv: Vec<String>,
@@ -56,7 +56,7 @@ impl Params {
     }
 }
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "app.time",
     summary: "application start-up/exit time: wall, user, sys, peak RSS (see also `tunelab time`)",
     method: "Each trial fork/execs the command without a shell (unless shell=yes: sh -c), stdin and \

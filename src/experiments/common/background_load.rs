@@ -13,7 +13,7 @@ use crate::{Error, Result};
 
 /// Which load runs beside the streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Load {
+pub(crate) enum Load {
     None,
     Cpu,
     Memory,
@@ -49,7 +49,7 @@ pub(crate) const IO_LOAD_SPAN: u64 = 64 << 20;
 
 /// Background load threads, started before a trial and stopped (joined)
 /// after it, or when dropped.
-pub struct BackgroundLoad {
+pub(crate) struct BackgroundLoad {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -59,7 +59,7 @@ impl BackgroundLoad {
     /// thread writing a byte per 64-byte line over a large buffer, again and
     /// again; io = one thread rewriting 1 MiB blocks of `io_file` (cycling
     /// over 64 MiB) with fdatasync every 8 MiB.
-    pub fn start(kind: Load, io_file: Option<&File>) -> Result<BackgroundLoad> {
+    pub(crate) fn start(kind: Load, io_file: Option<&File>) -> Result<BackgroundLoad> {
         let mut load = BackgroundLoad {
             stop: Arc::new(AtomicBool::new(false)),
             threads: Vec::new(),

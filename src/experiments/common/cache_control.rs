@@ -18,7 +18,7 @@ use crate::{Error, Result};
 
 /// How the cache of a file was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DropMethod {
+pub(crate) enum DropMethod {
     /// `sync` + `echo 1 > /proc/sys/vm/drop_caches` (root).
     DropCaches,
     /// `fdatasync` + `posix_fadvise(DONTNEED)` on the file.
@@ -26,7 +26,7 @@ pub enum DropMethod {
 }
 
 impl DropMethod {
-    pub fn note(self) -> &'static str {
+    pub(crate) fn note(self) -> &'static str {
         match self {
             DropMethod::DropCaches => {
                 "page cache dropped before each cold read: sync + echo 1 > /proc/sys/vm/drop_caches (root)"
@@ -42,7 +42,7 @@ impl DropMethod {
 /// Drop the cached pages of `file` (at `path`) so the next read comes from
 /// the device: the whole page cache when `all` (root), counting a failure
 /// in `failed` for the validity guard. Not timed by callers.
-pub fn drop_file_cache(
+pub(crate) fn drop_file_cache(
     file: &File,
     path: &Path,
     all: bool,
@@ -66,20 +66,20 @@ pub fn drop_file_cache(
 }
 
 /// `sync` then write `1` (page cache only) to `/proc/sys/vm/drop_caches`.
-pub fn drop_all_caches() -> std::io::Result<()> {
+pub(crate) fn drop_all_caches() -> std::io::Result<()> {
     rustix::fs::sync();
     crate::system::proc::write_sysctl("vm.drop_caches", "1")
 }
 
 /// `posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)`.
-pub fn fadvise_dontneed(file: &File, path: &Path) -> Result<()> {
+pub(crate) fn fadvise_dontneed(file: &File, path: &Path) -> Result<()> {
     rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed)
         .map_err(|e| Error::io("cannot posix_fadvise(DONTNEED)", path, e.into()))
 }
 
 /// How an experiment opens its data file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IoMode {
+pub(crate) enum IoMode {
     /// Through the page cache.
     Buffered,
     /// O_DIRECT: bypasses the page cache (aligned buffers, block-multiple sizes).
@@ -89,9 +89,9 @@ pub enum IoMode {
 }
 
 impl IoMode {
-    pub const CHOICES: &'static [&'static str] = &["buffered", "direct", "sync"];
+    pub(crate) const CHOICES: &'static [&'static str] = &["buffered", "direct", "sync"];
 
-    pub fn parse(s: &str) -> Result<IoMode> {
+    pub(crate) fn parse(s: &str) -> Result<IoMode> {
         match s {
             "buffered" => Ok(IoMode::Buffered),
             "direct" => Ok(IoMode::Direct),
@@ -102,7 +102,7 @@ impl IoMode {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             IoMode::Buffered => "buffered",
             IoMode::Direct => "direct",
@@ -111,7 +111,7 @@ impl IoMode {
     }
 
     /// Extra open flags for writing.
-    pub fn write_flags(self) -> i32 {
+    pub(crate) fn write_flags(self) -> i32 {
         match self {
             IoMode::Buffered => 0,
             IoMode::Direct => OFlags::DIRECT.bits() as i32,
@@ -120,7 +120,7 @@ impl IoMode {
     }
 
     /// Extra open flags for reading (O_SYNC has no effect on reads).
-    pub fn read_flags(self) -> i32 {
+    pub(crate) fn read_flags(self) -> i32 {
         match self {
             IoMode::Direct => OFlags::DIRECT.bits() as i32,
             _ => 0,
@@ -130,7 +130,7 @@ impl IoMode {
 
 /// Logical block size of the device behind `path` (O_DIRECT granularity),
 /// from sysfs; 512 when unknown.
-pub fn logical_block_size(path: &Path) -> u64 {
+pub(crate) fn logical_block_size(path: &Path) -> u64 {
     crate::system::device_for_path(path)
         .and_then(|d| crate::system::device::queue_setting(&d.disk, "logical_block_size"))
         .and_then(|s| s.parse().ok())
@@ -138,7 +138,7 @@ pub fn logical_block_size(path: &Path) -> u64 {
 }
 
 /// Open an existing scratch file with extra flags (never creates).
-pub fn open_with(path: &Path, write: bool, flags: i32) -> Result<File> {
+pub(crate) fn open_with(path: &Path, write: bool, flags: i32) -> Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .read(!write)

@@ -29,11 +29,11 @@ pub(crate) struct Children {
 }
 
 impl Children {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.pids.len()
     }
 
@@ -41,7 +41,7 @@ impl Children {
     ///
     /// `body` runs in the child after `fork`: only async-signal-safe work (see
     /// the module documentation); it must not allocate or panic.
-    pub fn spawn<F: FnOnce() -> i32>(&mut self, body: F) -> Result<libc::pid_t> {
+    pub(crate) fn spawn<F: FnOnce() -> i32>(&mut self, body: F) -> Result<libc::pid_t> {
         self.pids.reserve(1); // no allocation between fork and push
                               // SAFETY: getpid/fork have no preconditions.
         let parent = unsafe { libc::getpid() };
@@ -76,7 +76,7 @@ impl Children {
     /// Children are reaped in the order they exit; as soon as one fails the
     /// others are killed (a dead sender would otherwise leave its receivers
     /// blocked for ever).
-    pub fn wait_all(&mut self) -> Result<()> {
+    pub(crate) fn wait_all(&mut self) -> Result<()> {
         let mut first: Option<String> = None;
         while !self.pids.is_empty() {
             // Which child exited? Peek without reaping, so that children that
@@ -139,7 +139,7 @@ impl Children {
     }
 
     /// SIGKILL and reap every child still running.
-    pub fn kill_all(&mut self) {
+    pub(crate) fn kill_all(&mut self) {
         use rustix::process::{kill_process, waitpid, Pid, Signal, WaitOptions};
         for pid in std::mem::take(&mut self.pids) {
             let Some(p) = Pid::from_raw(pid) else {
@@ -177,7 +177,7 @@ unsafe impl Send for CpuReports {}
 
 impl CpuReports {
     /// A MAP_SHARED page with `len` slots, all "not reported yet" (-1).
-    pub fn new(len: usize) -> Result<Self> {
+    pub(crate) fn new(len: usize) -> Result<Self> {
         let bytes = Self::bytes(len);
         let p = map_anonymous(bytes, rustix::mm::MapFlags::SHARED).map_err(|e| {
             Error::environment(format!("cannot map a shared page for CPU reports: {e}"))
@@ -205,7 +205,7 @@ impl CpuReports {
 
     /// In a child: record the CPU this process is on now in slot `i`.
     #[inline]
-    pub fn report(&self, i: usize) {
+    pub(crate) fn report(&self, i: usize) {
         // SAFETY: sched_getcpu has no preconditions.
         let cpu = unsafe { libc::sched_getcpu() };
         self.slot(i)
@@ -216,7 +216,7 @@ impl CpuReports {
     /// `every`-th call (`count` is the loop's own counter), so a sample is
     /// at most `every` iterations old.
     #[inline]
-    pub fn report_every(&self, i: usize, count: &mut u32, every: u32) {
+    pub(crate) fn report_every(&self, i: usize, count: &mut u32, every: u32) {
         if count.is_multiple_of(every) {
             self.report(i);
         }
@@ -224,7 +224,7 @@ impl CpuReports {
     }
 
     /// The CPU last reported in slot `i`, if any.
-    pub fn get(&self, i: usize) -> Option<usize> {
+    pub(crate) fn get(&self, i: usize) -> Option<usize> {
         let c = self.slot(i).load(std::sync::atomic::Ordering::Relaxed);
         (c >= 0).then_some(c as usize)
     }
@@ -336,7 +336,7 @@ fn errno() -> i32 {
 pub(crate) struct CpuSet(libc::cpu_set_t);
 
 impl CpuSet {
-    pub fn one(cpu: usize) -> Self {
+    pub(crate) fn one(cpu: usize) -> Self {
         // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write into it.
         unsafe {
             let mut s: libc::cpu_set_t = std::mem::zeroed();
@@ -347,7 +347,7 @@ impl CpuSet {
     }
 
     /// The calling thread's current affinity.
-    pub fn current() -> Result<Self> {
+    pub(crate) fn current() -> Result<Self> {
         // SAFETY: the kernel fills the set we pass.
         unsafe {
             let mut s: libc::cpu_set_t = std::mem::zeroed();
@@ -362,7 +362,7 @@ impl CpuSet {
     }
 
     /// The CPUs in this set.
-    pub fn cpus(&self) -> Vec<usize> {
+    pub(crate) fn cpus(&self) -> Vec<usize> {
         (0..libc::CPU_SETSIZE as usize)
             // SAFETY: reading a plain bit set.
             .filter(|&c| unsafe { libc::CPU_ISSET(c, &self.0) })
@@ -384,7 +384,7 @@ pub(crate) struct PinGuard {
 
 impl PinGuard {
     /// Pin to `cpu`, or do nothing for `None`.
-    pub fn new(cpu: Option<usize>) -> Result<Self> {
+    pub(crate) fn new(cpu: Option<usize>) -> Result<Self> {
         let Some(cpu) = cpu else {
             return Ok(PinGuard { saved: None });
         };

@@ -15,7 +15,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 /// The vocabulary, most frequent first (rank 1 = "the" of our mini-corpus).
-pub const WORDS: &[&str] = &[
+pub(crate) const WORDS: &[&str] = &[
     "news",
     "weather",
     "sport",
@@ -270,12 +270,12 @@ pub const WORDS: &[&str] = &[
 ];
 
 /// Cumulative Zipf-like (1/rank) weights over `n` items.
-pub struct Zipf {
+pub(crate) struct Zipf {
     cdf: Vec<f64>,
 }
 
 impl Zipf {
-    pub fn new(n: usize) -> Zipf {
+    pub(crate) fn new(n: usize) -> Zipf {
         let mut acc = 0.0;
         let cdf = (1..=n.max(1))
             .map(|r| {
@@ -287,7 +287,7 @@ impl Zipf {
     }
 
     /// A rank in `0..n`, rank 0 most likely.
-    pub fn sample(&self, rng: &mut SmallRng) -> usize {
+    pub(crate) fn sample(&self, rng: &mut SmallRng) -> usize {
         let total = *self.cdf.last().unwrap_or(&1.0);
         let u = rng.gen::<f64>() * total;
         self.cdf.partition_point(|&c| c < u).min(self.cdf.len() - 1)
@@ -295,7 +295,7 @@ impl Zipf {
 }
 
 /// A standard normal deviate (Box–Muller).
-pub fn normal(rng: &mut SmallRng) -> f64 {
+pub(crate) fn normal(rng: &mut SmallRng) -> f64 {
     let u1: f64 = rng.gen::<f64>().max(f64::MIN_POSITIVE);
     let u2: f64 = rng.gen();
     (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
@@ -320,18 +320,18 @@ fn capitalise_first(s: &mut String) {
 
 /// One message header of the synthetic mail folder.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Message {
-    pub subject: String,
+pub(crate) struct Message {
+    pub(crate) subject: String,
     /// "Display Name <user@host>".
-    pub sender: String,
+    pub(crate) sender: String,
     /// Seconds since the Unix epoch.
-    pub date: u64,
+    pub(crate) date: u64,
     /// Bytes.
-    pub size: u64,
+    pub(crate) size: u64,
 }
 
 /// Start of the year the dates are spread over (2025-01-01T00:00:00Z).
-pub const YEAR_START: u64 = 1_735_689_600;
+pub(crate) const YEAR_START: u64 = 1_735_689_600;
 const YEAR_SECS: u64 = 365 * 86_400;
 
 const FIRST: &[&str] = &[
@@ -350,7 +350,7 @@ const HOSTS: &[&str] = &[
 ];
 
 /// A folder of `n` messages in arrival order.
-pub fn mail_folder(n: usize, seed: u64) -> Vec<Message> {
+pub(crate) fn mail_folder(n: usize, seed: u64) -> Vec<Message> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let words = Zipf::new(WORDS.len());
     let pool: Vec<String> = (0..300)
@@ -399,22 +399,9 @@ pub fn mail_folder(n: usize, seed: u64) -> Vec<Message> {
         .collect()
 }
 
-/// One programme of the listing.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Programme {
-    pub day: u32,
-    /// Minutes after midnight.
-    pub start: u32,
-    pub minutes: u32,
-    pub channel: u32,
-    pub title: String,
-    pub keywords: String,
-    pub description: String,
-}
-
 /// The calendar date of listing day `day` (0-based), as YYYY-MM-DD, from
 /// 2025-03-01 on (no month of the listing is shorter than 10 days ahead).
-pub fn day_date(day: u32) -> String {
+pub(crate) fn day_date(day: u32) -> String {
     // Days per month from March 2025.
     const MONTHS: [(u32, u32); 10] = [
         (3, 31),
@@ -442,7 +429,7 @@ pub fn day_date(day: u32) -> String {
 /// `date|HH:MM|minutes|channel|title|keywords|description\n`, ordered by
 /// day, channel, start. Each channel's day is `programmes` consecutive
 /// programmes of random lengths that fill exactly 24 hours.
-pub fn listing(days: u32, channels: u32, programmes: u32, seed: u64) -> String {
+pub(crate) fn listing(days: u32, channels: u32, programmes: u32, seed: u64) -> String {
     let mut rng = SmallRng::seed_from_u64(seed);
     let words = Zipf::new(WORDS.len());
     let mut out = String::with_capacity((days * channels * programmes) as usize * 460);
@@ -503,12 +490,12 @@ fn day_starts(rng: &mut SmallRng, n: u32) -> Vec<u32> {
 }
 
 /// "Channel 007" style names.
-pub fn channel_name(ch: u32) -> String {
+pub(crate) fn channel_name(ch: u32) -> String {
     format!("Channel {ch:03}")
 }
 
 /// FNV-1a of a byte string: a short fingerprint of generated data for notes.
-pub fn fingerprint(bytes: impl IntoIterator<Item = u8>) -> u64 {
+pub(crate) fn fingerprint(bytes: impl IntoIterator<Item = u8>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= b as u64;

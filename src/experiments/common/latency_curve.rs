@@ -7,28 +7,28 @@ use crate::units::format_size;
 
 /// A latency plateau of the curve.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plateau {
+pub(crate) struct Plateau {
     /// "L1", "L2", "L3", "DRAM".
-    pub name: String,
+    pub(crate) name: String,
     /// Working-set range used (bytes).
-    pub from: f64,
-    pub to: f64,
+    pub(crate) from: f64,
+    pub(crate) to: f64,
     /// Median latency of the curve points in the range (None: no point in it).
-    pub latency: Option<f64>,
+    pub(crate) latency: Option<f64>,
 }
 
 /// Plateaus, steps and plausibility of a latency curve.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Analysis {
-    pub plateaus: Vec<Plateau>,
+pub(crate) struct Analysis {
+    pub(crate) plateaus: Vec<Plateau>,
     /// For each cache level: (sysfs size, working set where the curve steps up).
-    pub steps: Vec<(f64, Option<f64>)>,
-    pub warnings: Vec<String>,
+    pub(crate) steps: Vec<(f64, Option<f64>)>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Analysis {
     /// Lines for the result's notes.
-    pub fn describe(&self) -> Vec<String> {
+    pub(crate) fn describe(&self) -> Vec<String> {
         let mut out = Vec::new();
         let p: Vec<String> = self
             .plateaus
@@ -98,7 +98,7 @@ fn median(v: &mut [f64]) -> Option<f64> {
 /// level's range where the latency exceeds the geometric mean of the two
 /// plateaus; a step more than 3x away from the sysfs size, or a level not at
 /// least 10% slower than the one before it, is flagged.
-pub fn analyse(curve: &[(f64, f64)], caches: &[u64]) -> Analysis {
+pub(crate) fn analyse(curve: &[(f64, f64)], caches: &[u64]) -> Analysis {
     let mut a = Analysis::default();
     let mut prev = 0.0f64;
     for (i, &c) in caches.iter().enumerate() {

@@ -27,20 +27,20 @@ use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};
 
-pub const KINDS: &[&str] = &["messaging", "storage", "memory"];
+pub(crate) const KINDS: &[&str] = &["messaging", "storage", "memory"];
 const WRITE_BLOCK: usize = 256 << 10;
 const SYNC_EVERY: u64 = 4 << 20;
 
 /// Which loads, parsed from `none` or `a+b+c`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Mix {
-    pub messaging: bool,
-    pub storage: bool,
-    pub memory: bool,
+pub(crate) struct Mix {
+    pub(crate) messaging: bool,
+    pub(crate) storage: bool,
+    pub(crate) memory: bool,
 }
 
 impl Mix {
-    pub fn parse(s: &str) -> Result<Mix> {
+    pub(crate) fn parse(s: &str) -> Result<Mix> {
         let mut m = Mix::default();
         if s == "none" {
             return Ok(m);
@@ -67,23 +67,23 @@ impl Mix {
         Ok(m)
     }
 
-    pub fn is_none(&self) -> bool {
+    pub(crate) fn is_none(&self) -> bool {
         *self == Mix::default()
     }
 }
 
 /// Sizes chosen for the machine (board-sized), set once per point.
-pub struct Sizes {
+pub(crate) struct Sizes {
     /// Scratch file size the storage load wraps at.
-    pub file: u64,
+    pub(crate) file: u64,
     /// Each of the two memory-load buffers.
-    pub mem: usize,
+    pub(crate) mem: usize,
 }
 
 impl Sizes {
     /// 32 MiB file and 2 x 16 MiB buffers, less on a small machine: at
     /// most a quarter of the free space and an eighth of the memory budget.
-    pub fn fit(disk_free: Option<u64>, memory: Option<u64>) -> Sizes {
+    pub(crate) fn fit(disk_free: Option<u64>, memory: Option<u64>) -> Sizes {
         let file = disk_free.map_or(32 << 20, |f| (f / 4).min(32 << 20)) / WRITE_BLOCK as u64
             * WRITE_BLOCK as u64;
         let mem = memory.map_or(16 << 20, |m| (m / 16).min(16 << 20)) as usize / 4096 * 4096;
@@ -95,7 +95,7 @@ impl Sizes {
 }
 
 /// A running load mix; `stop` ends it and says what it did.
-pub struct Running {
+pub(crate) struct Running {
     stop: Arc<AtomicBool>,
     threads: Vec<(&'static str, JoinHandle<Result<u64>>)>,
     messaging: Option<Child>,
@@ -103,7 +103,7 @@ pub struct Running {
 
 impl Running {
     /// Start `mix`; `file` is the scratch file for the storage load.
-    pub fn start(mix: &Mix, sizes: &Sizes, file: Option<&File>) -> Result<Running> {
+    pub(crate) fn start(mix: &Mix, sizes: &Sizes, file: Option<&File>) -> Result<Running> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut r = Running {
             stop: stop.clone(),
@@ -146,7 +146,7 @@ impl Running {
     }
 
     /// Stop every load; a line per load saying what it did in the trial.
-    pub fn stop(mut self) -> Result<Vec<String>> {
+    pub(crate) fn stop(mut self) -> Result<Vec<String>> {
         self.stop.store(true, Ordering::Relaxed);
         let mut done = Vec::new();
         if let Some(mut c) = self.messaging.take() {

@@ -5,16 +5,16 @@
 //! workload data and the CPU kernels. Every file directly under another
 //! folder of `experiments/` is an experiment `tunelab list` lists.
 
-pub mod background_load;
-pub mod cache_control;
+pub(crate) mod background_load;
+pub(crate) mod cache_control;
 pub(crate) mod child;
-pub mod data;
+pub(crate) mod data;
 pub mod flash;
-pub mod kernels;
-pub mod latency_cause;
-pub mod latency_curve;
-pub mod latency_load;
+pub(crate) mod kernels;
+pub(crate) mod latency_cause;
+pub(crate) mod latency_curve;
+pub(crate) mod latency_load;
 pub(crate) mod pingpong;
-pub mod speed;
+pub(crate) mod speed;
 pub mod uring_pacer;
-pub mod util;
+pub(crate) mod util;

@@ -9,7 +9,7 @@
 /// `probe_ops` in `probe_secs`: never more than `asked` (a fast machine
 /// keeps the work asked for), never fewer than `floor` (a rate needs enough
 /// operations to be timed), rounded down to a multiple of `step`.
-pub fn ops_for(
+pub(crate) fn ops_for(
     asked: u64,
     floor: u64,
     step: u64,
@@ -28,7 +28,7 @@ pub fn ops_for(
 }
 
 /// The note a point keeps when its work was cut: what, from what, and why.
-pub fn note(what: &str, used: u64, asked: u64, rate: &str, target: f64) -> String {
+pub(crate) fn note(what: &str, used: u64, asked: u64, rate: &str, target: f64) -> String {
     format!(
         "sized to this machine's speed: {used} {what} a trial instead of {asked} — a probe ran \
          at {rate}, so {asked} would take longer than the trial time of {} (a longer \

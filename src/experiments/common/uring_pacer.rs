@@ -25,31 +25,31 @@ pub fn available() -> std::result::Result<(), String> {
 }
 
 /// One burst's plan.
-pub struct Pacer<'a> {
-    pub file: &'a File,
-    pub frame: usize,
-    pub frames: u64,
-    pub fps: f64,
-    pub t0: Instant,
+pub(crate) struct Pacer<'a> {
+    pub(crate) file: &'a File,
+    pub(crate) frame: usize,
+    pub(crate) frames: u64,
+    pub(crate) fps: f64,
+    pub(crate) t0: Instant,
     /// Frames not started by then are abandoned.
-    pub hard_stop: Instant,
+    pub(crate) hard_stop: Instant,
     /// The lag histogram's buckets (width in ns, count), the caller's choice
     /// so its own and the ring's histograms line up.
-    pub bucket_ns: u64,
-    pub buckets: usize,
+    pub(crate) bucket_ns: u64,
+    pub(crate) buckets: usize,
 }
 
 /// What the writes did: completion lag from each frame's slot.
-pub struct Handoff {
-    pub lag: LatencyRecorder,
+pub(crate) struct Handoff {
+    pub(crate) lag: LatencyRecorder,
     /// (slot start after t0, completion − slot start), by slot.
-    pub series: Vec<(f64, f64)>,
-    pub written: u64,
+    pub(crate) series: Vec<(f64, f64)>,
+    pub(crate) written: u64,
     /// Seconds from t0 to the last completion.
-    pub last: f64,
-    pub dropped: u64,
-    pub max_backlog: u64,
-    pub abandoned: u64,
+    pub(crate) last: f64,
+    pub(crate) dropped: u64,
+    pub(crate) max_backlog: u64,
+    pub(crate) abandoned: u64,
 }
 
 struct Ring {
@@ -138,7 +138,7 @@ impl Ring {
 /// Pace `p.frames` frames through an io_uring with one write in flight per
 /// buffer of `bufs`. `on_frame(slot, latency)` is called after each slot's
 /// submission (or drop) with the time it took from the slot start.
-pub fn pace(
+pub(crate) fn pace(
     p: &Pacer,
     bufs: &[AlignedBuf],
     mut on_frame: impl FnMut(Instant, Duration),

@@ -17,14 +17,14 @@ use crate::{Error, Result};
 /// A size chosen for the room the machine has, and why when it is not the
 /// one asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fit {
-    pub value: u64,
-    pub note: Option<String>,
+pub(crate) struct Fit {
+    pub(crate) value: u64,
+    pub(crate) note: Option<String>,
 }
 
 impl Fit {
     /// The value asked for, unchanged: it fits.
-    pub fn asked(requested: u64) -> Fit {
+    pub(crate) fn asked(requested: u64) -> Fit {
         Fit {
             value: requested,
             note: None,
@@ -33,7 +33,7 @@ impl Fit {
 
     /// What the runner stores for a fitted parameter: the value used, so
     /// the point's params show what was measured (None: nothing changed).
-    pub fn fitted(&self, param: &'static str, why: &str) -> Option<Fitted> {
+    pub(crate) fn fitted(&self, param: &'static str, why: &str) -> Option<Fitted> {
         self.note.as_ref().map(|_| Fitted {
             param,
             used: ParamValue::Int(self.value),
@@ -45,7 +45,7 @@ impl Fit {
 /// Fit `copies` buffers of `requested` bytes into the memory budget: the
 /// largest multiple of `align` (at most `requested`) whose copies fit.
 /// Below `floor` the point cannot run: an environment error saying why.
-pub fn fit_memory(
+pub(crate) fn fit_memory(
     what: &str,
     requested: u64,
     copies: u64,
@@ -70,7 +70,7 @@ pub fn fit_memory(
 
 /// Fit `copies` files of `requested` bytes into half the target's free
 /// space (a board's flash is never filled).
-pub fn fit_disk(
+pub(crate) fn fit_disk(
     what: &str,
     requested: u64,
     copies: u64,
@@ -112,7 +112,7 @@ pub fn fit_disk(
 /// A file read from the page cache: `requested` bytes cut to a multiple of
 /// `align` that both the memory budget (the file stays cached) and half the
 /// free space hold; the notes say why when it was cut.
-pub fn fit_cached_file(
+pub(crate) fn fit_cached_file(
     what: &str,
     requested: u64,
     align: u64,
@@ -175,7 +175,7 @@ fn fit(
 /// A point that cannot run here (a mode the file system lacks): its trials
 /// produce no metric and its notes say why, so the rest of the run and the
 /// study go on.
-pub struct Skipped(pub String);
+pub(crate) struct Skipped(pub(crate) String);
 
 impl PointRun for Skipped {
     fn trial(&mut self, _ctx: &Ctx) -> Result<TrialValues> {
@@ -192,7 +192,7 @@ impl PointRun for Skipped {
 /// What stores the scratch files, for every storage result: a target that
 /// no block device backs (tmpfs, ramfs, a network or FUSE file system) is
 /// labelled, so RAM speed is never read as a device's.
-pub fn backing_note(ctx: &Ctx) -> String {
+pub(crate) fn backing_note(ctx: &Ctx) -> String {
     let dir = ctx.scratch_dir().unwrap_or(ctx.target.as_path());
     let mount = crate::system::mount_for_path(dir);
     let fs = mount
@@ -212,7 +212,7 @@ pub fn backing_note(ctx: &Ctx) -> String {
 }
 
 /// Names what a file system without a block device is backed by.
-pub fn backing_kind(fs_type: &str) -> Option<&'static str> {
+pub(crate) fn backing_kind(fs_type: &str) -> Option<&'static str> {
     match fs_type {
         "tmpfs" | "ramfs" | "shmem" | "devtmpfs" => Some("RAM"),
         "nfs" | "nfs4" | "cifs" | "smb3" | "9p" | "virtiofs" | "fuse" | "ceph" => {
@@ -226,12 +226,12 @@ pub fn backing_kind(fs_type: &str) -> Option<&'static str> {
 
 /// When frame `i` of a stream at `fps` frames per second starting at `t0`
 /// is due.
-pub fn frame_slot(t0: Instant, fps: f64, i: u64) -> Instant {
+pub(crate) fn frame_slot(t0: Instant, fps: f64, i: u64) -> Instant {
     t0 + Duration::from_secs_f64(i as f64 / fps)
 }
 
 /// Sleep until `t` (at once if it has passed).
-pub fn sleep_until(t: Instant) {
+pub(crate) fn sleep_until(t: Instant) {
     let now = Instant::now();
     if t > now {
         std::thread::sleep(t - now);
@@ -241,7 +241,7 @@ pub fn sleep_until(t: Instant) {
 /// Waits for each frame's slot in turn and calls `frame(i, slot)` there,
 /// until every frame is done, `frame` answers false, `hard_stop` passes or
 /// a signal arrives; returns how many frames a stop abandoned.
-pub fn pace_frames<E>(
+pub(crate) fn pace_frames<E>(
     frames: u64,
     t0: Instant,
     fps: f64,
@@ -264,7 +264,7 @@ pub fn pace_frames<E>(
 /// Read the first `size` bytes of `file` front to back in `buf`-sized
 /// `read_at` calls, handing each piece read to `each`; a file shorter than
 /// `size` is a measurement error.
-pub fn read_through(
+pub(crate) fn read_through(
     file: &File,
     path: &Path,
     size: u64,
@@ -291,7 +291,7 @@ pub fn read_through(
 /// A fresh anonymous read-write mapping of `len` bytes; `sharing` is
 /// `MapFlags::SHARED` (seen by forked children) or `MapFlags::PRIVATE`.
 /// The caller owns it and unmaps it.
-pub fn map_anonymous(
+pub(crate) fn map_anonymous(
     len: usize,
     sharing: rustix::mm::MapFlags,
 ) -> std::io::Result<*mut std::ffi::c_void> {
@@ -316,7 +316,7 @@ pub fn map_anonymous(
 /// overwrites (ZFS nopwrite, a host caching a VM's disk) completes without
 /// writing: measured ~3 GB/s vs fio's ~1 GB/s on a host-cached virtio disk.
 /// Blocks under 16 bytes are left as they are.
-pub fn stamp_sectors(block: &mut [u8], off: u64, seq: u64) {
+pub(crate) fn stamp_sectors(block: &mut [u8], off: u64, seq: u64) {
     for (i, sector) in block.chunks_mut(512).enumerate() {
         if sector.len() >= 16 {
             sector[..8].copy_from_slice(&(off + i as u64 * 512).to_le_bytes());
@@ -326,7 +326,7 @@ pub fn stamp_sectors(block: &mut [u8], off: u64, seq: u64) {
 }
 
 /// Sum a buffer as 64-bit words; `black_box` keeps the loads alive.
-pub fn sum_bytes(buf: &[u8]) -> u64 {
+pub(crate) fn sum_bytes(buf: &[u8]) -> u64 {
     let mut acc = 0u64;
     let mut chunks = buf.chunks_exact(8);
     for c in &mut chunks {
@@ -339,14 +339,14 @@ pub fn sum_bytes(buf: &[u8]) -> u64 {
 }
 
 /// Bytes per write() call of `fill_file`.
-pub const FILL_WRITE: usize = 1 << 20;
+pub(crate) const FILL_WRITE: usize = 1 << 20;
 
 /// How `fill_file` laid a file out, for the notes of experiments that read
 /// it from the page cache: how fast cached reads go depends on it (on 6.x
 /// kernels a file written in large pieces can sit in large page-cache
 /// folios and read faster than one written 4 KiB at a time; lmbench's
 /// bw_file_rd measured 1.7x apart for the same file content).
-pub fn layout_note(size: u64) -> String {
+pub(crate) fn layout_note(size: u64) -> String {
     let kernel = crate::system::proc::read("sys/kernel/osrelease").unwrap_or_default();
     format!(
         "file layout: {} written sequentially with {} buffered write() calls, then read once \
@@ -362,7 +362,7 @@ pub fn layout_note(size: u64) -> String {
 
 /// Write `size` bytes of random data to `file` in 1 MiB pieces, checking for
 /// cancellation between pieces.
-pub fn fill_file(file: &mut File, path: &Path, size: u64, seed: u64) -> Result<()> {
+pub(crate) fn fill_file(file: &mut File, path: &Path, size: u64, seed: u64) -> Result<()> {
     let buf = AlignedBuf::random(FILL_WRITE, seed)?;
     let mut left = size;
     while left > 0 {
@@ -377,7 +377,7 @@ pub fn fill_file(file: &mut File, path: &Path, size: u64, seed: u64) -> Result<(
 
 /// How many repetitions of `one` make a trial of at least the run's trial
 /// time (at least 1), measured by running it once.
-pub fn calibrate(ctx: &Ctx, mut one: impl FnMut() -> Result<()>) -> Result<u64> {
+pub(crate) fn calibrate(ctx: &Ctx, mut one: impl FnMut() -> Result<()>) -> Result<u64> {
     let t = Instant::now();
     one()?;
     let dt = t.elapsed().as_secs_f64().max(1e-7);
@@ -389,7 +389,7 @@ pub fn calibrate(ctx: &Ctx, mut one: impl FnMut() -> Result<()>) -> Result<u64> 
 /// default that exceeds the machine's whole memory (MemTotal) was typed by
 /// someone who wants that much, so it is refused (usage error), never cut
 /// silently from a terabyte to what fits.
-pub fn refuse_beyond_ram(
+pub(crate) fn refuse_beyond_ram(
     exp: &dyn Experiment,
     value: u64,
     param: &str,

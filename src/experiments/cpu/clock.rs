@@ -17,26 +17,26 @@ use crate::stats;
 use crate::system::cpu::{clusters, cores, list_text, Core};
 use crate::{Error, Result};
 
-pub const NAME: &str = "cpu.clock";
-pub const METRIC_CLOCK_MAX: &str = "clock_max";
-pub const METRIC_CLOCK_MIN: &str = "clock_min";
-pub const METRIC_VS_MAX: &str = "clock_vs_max";
-pub const METRIC_VS_CPUINFO: &str = "clock_vs_cpuinfo";
+pub(crate) const NAME: &str = "cpu.clock";
+pub(crate) const METRIC_CLOCK_MAX: &str = "clock_max";
+pub(crate) const METRIC_CLOCK_MIN: &str = "clock_min";
+pub(crate) const METRIC_VS_MAX: &str = "clock_vs_max";
+pub(crate) const METRIC_VS_CPUINFO: &str = "clock_vs_cpuinfo";
 
 /// Dependent adds per loop iteration: the loop's own decrement and branch
 /// run beside the chain, so an iteration costs exactly CHAIN cycles.
-pub const CHAIN: u64 = 200;
+pub(crate) const CHAIN: u64 = 200;
 
 /// Whether [`add_chain`] is the hand-written assembly whose latency is known
 /// (x86_64, aarch64) or the portable fallback the compiler may reshape.
-pub const CHAIN_VERIFIED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+pub(crate) const CHAIN_VERIFIED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
 
 /// Run `iters` (≥ 1) iterations of CHAIN dependent register adds: CHAIN ×
 /// `iters` cycles on a core whose integer add has a one-cycle latency
 /// (every x86_64 and Armv8 core). Register-register adds, because some
 /// cores fold add-immediate chains at rename.
 #[inline(never)]
-pub fn add_chain(iters: u64) -> u64 {
+pub(crate) fn add_chain(iters: u64) -> u64 {
     let iters = iters.max(1);
     let mut acc: u64 = 0;
     #[cfg(target_arch = "x86_64")]
@@ -87,7 +87,7 @@ pub fn add_chain(iters: u64) -> u64 {
 /// cycle (fused or eliminated adds), the two would disagree.
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
-pub fn mul_chain(iters: u64) -> u64 {
+pub(crate) fn mul_chain(iters: u64) -> u64 {
     let mut acc: u64 = 1;
     // SAFETY: register-only arithmetic and a local branch; no memory, no stack.
     unsafe {
@@ -108,13 +108,13 @@ pub fn mul_chain(iters: u64) -> u64 {
 }
 
 /// Seconds of CPU time the calling thread has used (preemption excluded).
-pub fn thread_cpu_s() -> f64 {
+pub(crate) fn thread_cpu_s() -> f64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Iterations of [`add_chain`] that last about `secs` on this core.
-pub fn calibrate_chain(secs: f64) -> u64 {
+pub(crate) fn calibrate_chain(secs: f64) -> u64 {
     let mut n = 64u64;
     loop {
         let t = Instant::now();
@@ -132,7 +132,12 @@ pub fn calibrate_chain(secs: f64) -> u64 {
 /// steal landed in only reads lower, never higher; short timings so that
 /// some fall between preemptions on a busy machine). Returns (best Hz,
 /// median Hz).
-pub fn measure_here(chain: fn(u64) -> u64, cycles: u64, iters: u64, samples: usize) -> (f64, f64) {
+pub(crate) fn measure_here(
+    chain: fn(u64) -> u64,
+    cycles: u64,
+    iters: u64,
+    samples: usize,
+) -> (f64, f64) {
     let mut hz: Vec<f64> = (0..samples.max(1))
         .map(|_| {
             let t = Instant::now();
@@ -148,9 +153,9 @@ pub fn measure_here(chain: fn(u64) -> u64, cycles: u64, iters: u64, samples: usi
 /// between two preemptions (time slices are a few ms).
 const SAMPLE_S: f64 = 0.0005;
 
-pub struct Clock;
+pub(crate) struct Clock;
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: NAME,
     summary: "effective clock of each core under load, beside what cpufreq and /proc/cpuinfo claim",
     method: "Pins the measuring thread to each selected core in turn. On each core it first runs \
@@ -465,7 +470,7 @@ fn core_line(cpu: usize, hz: f64, cur_under_load: Option<u64>, claim: Option<&Co
 
 /// Notes for a core below its advertised maximum under load: a governor
 /// or scaling_max_freq cap, or a clock the hardware does not deliver.
-pub fn governor_findings(
+pub(crate) fn governor_findings(
     claims: &[Core],
     per_core: &[(usize, Vec<f64>, Option<u64>)],
 ) -> Vec<String> {

@@ -16,15 +16,15 @@ use crate::experiments::common::kernels::{self, Aes, Lz, Path as KPath};
 use crate::system::cpu::{clusters, cores, list_text};
 use crate::{Error, Result};
 
-pub const NAME: &str = "cpu.compute";
-pub const METRIC_THROUGHPUT: &str = "throughput";
-pub const METRIC_FLOPS: &str = "flops";
+pub(crate) const NAME: &str = "cpu.compute";
+pub(crate) const METRIC_THROUGHPUT: &str = "throughput";
+pub(crate) const METRIC_FLOPS: &str = "flops";
 
-pub const KERNELS: &[&str] = &["lz", "sha256", "aes128", "crc32c", "float"];
+pub(crate) const KERNELS: &[&str] = &["lz", "sha256", "aes128", "crc32c", "float"];
 
-pub struct Compute;
+pub(crate) struct Compute;
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: NAME,
     summary: "single-core and all-core compute throughput per cluster: compression, SHA-256, AES, CRC, float",
     method: "Generates a text corpus of `size` bytes once (English-like words with 1/rank \

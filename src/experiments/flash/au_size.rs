@@ -16,11 +16,11 @@ use crate::system::flash::partitions;
 use crate::units::format_size;
 use crate::{Error, Result};
 
-pub const NAME: &str = "flash.au-size";
-pub const METRIC_UNIT: &str = "unit_bytes";
-pub const METRIC_MISALIGNED: &str = "misaligned";
+pub(crate) const NAME: &str = "flash.au-size";
+pub(crate) const METRIC_UNIT: &str = "unit_bytes";
+pub(crate) const METRIC_MISALIGNED: &str = "misaligned";
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: NAME,
     summary: "allocation-unit and page size from read timing (flashbench -a), and alignment",
     method: "For each candidate size c (8 KiB, 16 KiB, … up to `max`), reads 8 KiB blocks \
@@ -85,7 +85,7 @@ const SNR: Metric = SPEC.emits("snr");
 const UNIT_BYTES: Metric = SPEC.emits(METRIC_UNIT);
 const UNIT_STEP: Metric = SPEC.emits("unit_step");
 
-pub struct AuSize;
+pub(crate) struct AuSize;
 
 /// A point's parameters, read by name once, here.
 struct Params {

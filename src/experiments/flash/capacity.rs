@@ -22,10 +22,10 @@ use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};
 
-pub const NAME: &str = "flash.capacity";
-pub const METRIC_REAL: &str = "real_capacity";
+pub(crate) const NAME: &str = "flash.capacity";
+pub(crate) const METRIC_REAL: &str = "real_capacity";
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: NAME,
     summary: "fake-capacity check: fill files with position-stamped blocks, read them back (f3)",
     method: "Writes `size` bytes as files of `file_size` in the scratch directory, in \
@@ -74,7 +74,7 @@ const READ_RATE: Metric = SPEC.emits("read_rate");
 const REAL_CAPACITY: Metric = SPEC.emits(METRIC_REAL);
 const WRITE_RATE: Metric = SPEC.emits("write_rate");
 
-pub struct Capacity;
+pub(crate) struct Capacity;
 
 /// A point's parameters, read by name once, here.
 #[derive(Default)]
@@ -220,7 +220,7 @@ fn rates(name: &str, points: Vec<(f64, f64)>) -> Series {
 }
 
 /// The verdict in words, as f3read says it.
-pub fn describe(v: &Verdict, direct: bool, asked: u64) -> Vec<String> {
+pub(crate) fn describe(v: &Verdict, direct: bool, asked: u64) -> Vec<String> {
     let mut n = vec![if direct {
         "written and read with O_DIRECT".to_string()
     } else {

@@ -17,10 +17,10 @@ use crate::{Error, Result};
 
 use super::steady_state::{Writes, CHUNK, RANGE, SLOPE, WINDOW, WINDOWS};
 
-pub const NAME: &str = "flash.open-units";
-pub const METRIC_OPEN: &str = "open_units";
+pub(crate) const NAME: &str = "flash.open-units";
+pub(crate) const METRIC_OPEN: &str = "open_units";
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: NAME,
     summary: "open-unit limit: steady write rate against 1..N concurrent sequential streams",
     method: "N streams each write `chunk` blocks sequentially in a region of their own \
@@ -92,7 +92,7 @@ const COLLAPSED_RATE: Metric = SPEC.emits("collapsed_rate");
 const ONE_STREAM_RATE: Metric = SPEC.emits("one_stream_rate");
 const OPEN_UNITS: Metric = SPEC.emits(METRIC_OPEN);
 
-pub struct OpenUnits;
+pub(crate) struct OpenUnits;
 
 /// A point's parameters, read by name once, here.
 struct Params {

@@ -14,39 +14,39 @@ use crate::safety::AlignedBuf;
 use crate::units::format_size;
 use crate::{Error, Result};
 
-pub const NAME: &str = "flash.steady-state";
-pub const METRIC_STEADY: &str = "steady_rate";
-pub const METRIC_CACHE: &str = "cache_bytes";
-pub const METRIC_BURST: &str = "burst_rate";
-pub const METRIC_WA: &str = "write_amplification";
+pub(crate) const NAME: &str = "flash.steady-state";
+pub(crate) const METRIC_STEADY: &str = "steady_rate";
+pub(crate) const METRIC_CACHE: &str = "cache_bytes";
+pub(crate) const METRIC_BURST: &str = "burst_rate";
+pub(crate) const METRIC_WA: &str = "write_amplification";
 
 /// The write size, shared with flash.open-units.
-pub const CHUNK: ParamSpec =
+pub(crate) const CHUNK: ParamSpec =
     ParamSpec::new("chunk", ParamKind::Size, "64K", "bytes per write").range(4096.0, 16777216.0);
 
 /// The rule's parameters, shared with flash.open-units.
-pub const WINDOW: ParamSpec = ParamSpec::new(
+pub(crate) const WINDOW: ParamSpec = ParamSpec::new(
     "window",
     ParamKind::Duration,
     "1s",
     "length of one rate window",
 )
 .range(0.05, 60.0);
-pub const WINDOWS: ParamSpec = ParamSpec::new(
+pub(crate) const WINDOWS: ParamSpec = ParamSpec::new(
     "windows",
     ParamKind::Count,
     "10",
     "windows the steady-state rule looks at",
 )
 .range(3.0, 1000.0);
-pub const RANGE: ParamSpec = ParamSpec::new(
+pub(crate) const RANGE: ParamSpec = ParamSpec::new(
     "range",
     ParamKind::Float,
     "0.25",
     "largest (max-min)/mean of their rates",
 )
 .range(0.001, 2.0);
-pub const SLOPE: ParamSpec = ParamSpec::new(
+pub(crate) const SLOPE: ParamSpec = ParamSpec::new(
     "slope",
     ParamKind::Float,
     "0.1",
@@ -54,7 +54,7 @@ pub const SLOPE: ParamSpec = ParamSpec::new(
 )
 .range(0.001, 2.0);
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: NAME,
     summary: "write cache, burst and steady write rates and stalls, to a steady state (fio ss=)",
     method: "Writes `chunk`-byte blocks sequentially (O_DIRECT, wrapping inside `size`) and \
@@ -144,17 +144,17 @@ const WRITTEN: Metric = SPEC.emits("written");
 
 /// The parameters flash.steady-state and flash.open-units share: where
 /// they write, when they stop, and the steady-state rule.
-pub struct Writes {
+pub(crate) struct Writes {
     /// A block device, or "none" (a file in the scratch directory).
-    pub device: String,
-    pub overwrite: bool,
-    pub min_written: u64,
-    pub max_time: f64,
-    pub rule: Rule,
+    pub(crate) device: String,
+    pub(crate) overwrite: bool,
+    pub(crate) min_written: u64,
+    pub(crate) max_time: f64,
+    pub(crate) rule: Rule,
 }
 
 impl Writes {
-    pub fn parse(p: &Point) -> Result<Writes> {
+    pub(crate) fn parse(p: &Point) -> Result<Writes> {
         Ok(Writes {
             device: p.text("device")?.to_string(),
             overwrite: p.bool("overwrite")?,
@@ -187,7 +187,7 @@ impl Params {
     }
 }
 
-pub struct SteadyState;
+pub(crate) struct SteadyState;
 
 impl Experiment for SteadyState {
     fn spec(&self) -> &'static Spec {
@@ -315,7 +315,7 @@ impl PointRun for Run {
 }
 
 /// The rate of every window against time: the burst, the drop, the stalls.
-pub fn timeline(points: Vec<(f64, f64)>) -> Series {
+pub(crate) fn timeline(points: Vec<(f64, f64)>) -> Series {
     Series {
         name: "write rate per window".into(),
         x_label: "time".into(),
@@ -327,7 +327,7 @@ pub fn timeline(points: Vec<(f64, f64)>) -> Series {
 }
 
 /// How the run decided, for the notes.
-pub fn describe(o: &Outcome, rule: &Rule) -> Vec<String> {
+pub(crate) fn describe(o: &Outcome, rule: &Rule) -> Vec<String> {
     let mut v = vec![format!(
         "steady after {:.1} s and {}: the last {} windows of {} s within {:.0}% range and \
          {:.0}% slope",

@@ -26,14 +26,14 @@ use crate::{Error, Result};
 
 /// Name and the metrics `advise` reads, as constants so a rename cannot
 /// silently drop a finding (advise::evidence checks them against the registry).
-pub const NAME: &str = "io.api";
-pub const METRIC_WRITE_THROUGHPUT: &str = "write_throughput";
+pub(crate) const NAME: &str = "io.api";
+pub(crate) const METRIC_WRITE_THROUGHPUT: &str = "write_throughput";
 
-pub struct Api;
+pub(crate) struct Api;
 
 const APIS: &[&str] = &["fd", "stdio", "stdio-setvbuf", "bufio"];
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: NAME,
     summary: "raw fd vs stdio vs setvbuf vs Rust BufReader/BufWriter at small records, with syscall counts",
     method: "Creates a file of `size` random bytes and keeps it in the page cache: this measures the \

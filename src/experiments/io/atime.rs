@@ -19,7 +19,7 @@ use crate::lab::{LoopFs, LoopFsOptions};
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
-pub struct Atime;
+pub(crate) struct Atime;
 
 /// Smallest loop image: room for ext4's journal and the default 1000 files
 /// (it was 128 MiB; a board's flash rarely has that to spare).
@@ -29,7 +29,7 @@ const MODES: &[&str] = &["current", "strictatime", "relatime", "noatime", "lazyt
 
 /// The atime mode in a list of mount options as /proc/mounts shows them:
 /// `relatime` and `noatime` are listed, strictatime is the absence of both.
-pub fn atime_mode(options: &[String]) -> String {
+pub(crate) fn atime_mode(options: &[String]) -> String {
     let has = |o: &str| options.iter().any(|x| x == o);
     let base = if has("noatime") {
         "noatime"
@@ -45,7 +45,7 @@ pub fn atime_mode(options: &[String]) -> String {
     }
 }
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "io.atime",
     summary: "read back many small files: the cost of atime updates (strictatime/relatime/noatime/lazytime)",
     method: "Creates `files` files of `file_size` random bytes and syncs them (untimed). A trial \

@@ -33,7 +33,7 @@ use params::Params;
 
 /// One value per run (the registry makes one per lookup).
 #[derive(Default)]
-pub struct Burst {
+pub(crate) struct Burst {
     /// Numbers the points of the run, so their files never collide.
     points: AtomicU64,
 }
@@ -80,7 +80,7 @@ impl Mode {
     }
 }
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "io.burst",
     summary: "camera bursts: paced multi-MB writes through the page cache, stalls vs dirty limits",
     method: "One trial writes ceil(duration × fps) frames of `frame` random bytes, appended to a \

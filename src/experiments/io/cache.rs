@@ -24,10 +24,10 @@ use crate::{Error, Result};
 
 /// Name and the metrics `advise` reads, as constants so a rename cannot
 /// silently drop a finding (advise::evidence checks them against the registry).
-pub const NAME: &str = "io.cache";
-pub const METRIC_DIRECT_THROUGHPUT: &str = "direct_throughput";
+pub(crate) const NAME: &str = "io.cache";
+pub(crate) const METRIC_DIRECT_THROUGHPUT: &str = "direct_throughput";
 
-pub struct Cache;
+pub(crate) struct Cache;
 
 const MIB: u64 = 1 << 20;
 
@@ -132,7 +132,7 @@ fn run_sizes(q: &Params) -> Sizes {
     )
 }
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: NAME,
     summary: "page cache vs device: direct writes, short and long buffered runs, inflation factor",
     method: "A trial runs three phases in the scratch directory. (a) device rate: overwrite a \

@@ -23,13 +23,13 @@ use crate::experiments::common::util::fill_file;
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
-pub struct DeviceRead;
+pub(crate) struct DeviceRead;
 
 const CHUNK: usize = 2 << 20;
 /// BLKFLSBUF: flush the buffer cache of a block device (what hdparm does).
 const BLKFLSBUF: rustix::ioctl::Opcode = 0x1261;
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "io.device-read",
     summary: "hdparm -tT style: cache-flushed sequential reads and cached re-reads, 12 times",
     method: "source=device (root only) opens the block device holding the target read-only \

@@ -18,9 +18,9 @@ use crate::experiments::common::util::{
 use crate::safety::AlignedBuf;
 use crate::{Error, Result};
 
-pub struct FileRead;
+pub(crate) struct FileRead;
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "io.file-read",
     summary: "read a cached file in chunks and sum it (lmbench bw_file_rd)",
     method: "Creates a file of `size` random bytes in the scratch directory and reads it once so it is \

@@ -16,11 +16,11 @@ use crate::experiments::common::speed;
 use crate::units::format_size;
 use crate::{Error, Result};
 
-pub struct Metadata;
+pub(crate) struct Metadata;
 
 const LEVELS: &[&str] = &["none", "low", "medium", "high", "osync"];
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "io.metadata",
     summary: "create/delete empty files per second at durability levels none/low/medium/high/osync",
     method:

@@ -1,20 +1,20 @@
 //! Storage experiments.
 
-pub mod api;
-pub mod atime;
-pub mod burst;
-pub mod cache;
-pub mod device_read;
-pub mod file_read;
-pub mod metadata;
-pub mod pregrow;
-pub mod random;
-pub mod record_size;
-pub mod stream;
+pub(crate) mod api;
+pub(crate) mod atime;
+pub(crate) mod burst;
+pub(crate) mod cache;
+pub(crate) mod device_read;
+pub(crate) mod file_read;
+pub(crate) mod metadata;
+pub(crate) mod pregrow;
+pub(crate) mod random;
+pub(crate) mod record_size;
+pub(crate) mod stream;
 
 use crate::engine::Experiment;
 
-pub fn all() -> Vec<Box<dyn Experiment>> {
+pub(crate) fn all() -> Vec<Box<dyn Experiment>> {
     vec![
         Box::new(file_read::FileRead),
         Box::new(record_size::RecordSize),

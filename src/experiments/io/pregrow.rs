@@ -21,14 +21,14 @@ use crate::{Error, Result};
 
 /// Name and the metrics `advise` reads, as constants so a rename cannot
 /// silently drop a finding (advise::evidence checks them against the registry).
-pub const NAME: &str = "io.pregrow";
-pub const METRIC_TOTAL_TIME: &str = "total_time";
+pub(crate) const NAME: &str = "io.pregrow";
+pub(crate) const METRIC_TOTAL_TIME: &str = "total_time";
 
-pub struct Pregrow;
+pub(crate) struct Pregrow;
 
 const METHODS: &[&str] = &["extend", "zero-fill", "ftruncate", "fallocate", "keep-size"];
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: NAME,
     summary: "create a file of known size: extend / zero-fill / ftruncate / fallocate / keep-size",
     method:

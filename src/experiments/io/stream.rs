@@ -31,7 +31,7 @@ use crate::{Error, Result};
 
 /// One value per run (the registry makes one per lookup).
 #[derive(Default)]
-pub struct Stream {
+pub(crate) struct Stream {
     /// Numbers the points of the run, so their files never collide.
     points: AtomicU64,
 }
@@ -44,7 +44,7 @@ const BUCKETS: usize = 11;
 /// `1.5M`, `2G`, `6000000`; decimal multipliers (k = 10^3, M = 10^6,
 /// G = 10^9) and an optional `b`, `bit`, `bps`, `b/s` or `bit/s` suffix.
 /// `B` (bytes) is refused so a byte rate is never mistaken for a bit rate.
-pub fn parse_bitrate(raw: &str) -> Option<f64> {
+pub(crate) fn parse_bitrate(raw: &str) -> Option<f64> {
     let mut s = raw.trim();
     for suffix in ["bit/s", "b/s", "bps", "bit", "b"] {
         if let Some(t) = s.strip_suffix(suffix) {
@@ -116,7 +116,7 @@ fn run_stream(
     Ok(out)
 }
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "io.stream",
     summary: "record and play back a video stream concurrently (PVR): frames/s or deadline misses",
     method: "Frame size = bitrate / 8 / fps bytes (bitrate in bits per second: 6M = 6,000,000 b/s \

@@ -29,13 +29,13 @@ use crate::{Error, Result};
 type Curves = BTreeMap<(String, u64), Vec<(u64, f64)>>;
 
 #[derive(Default)]
-pub struct Ctxsw {
+pub(crate) struct Ctxsw {
     curves: Arc<Mutex<Curves>>,
 }
 
 const TOKEN: [u8; 4] = *b"tok!";
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "ipc.ctxsw",
     summary: "context-switch time vs number of processes and working set (lmbench lat_ctx)",
     method: "lmbench lat_ctx. prepare() creates `procs` pipes and forks procs-1 children; with \

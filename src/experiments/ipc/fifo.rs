@@ -5,7 +5,7 @@ use crate::engine::{MetricSpec, Needs, RunDefaults, Spec};
 
 use crate::experiments::common::pingpong::{CPU_PARAM, RT_MIGRATIONS, RT_SAME_CPU};
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "ipc.fifo",
     summary: "named-FIFO round-trip latency between two processes (lmbench lat_fifo)",
     method: "Creates two FIFOs with mkfifo in the scratch directory and opens them (O_RDWR) before \

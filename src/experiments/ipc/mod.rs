@@ -1,14 +1,14 @@
 //! Inter-process communication experiments (lmbench-class).
 
-pub mod ctxsw;
-pub mod fifo;
-pub mod pipe;
-pub mod unix;
+pub(crate) mod ctxsw;
+pub(crate) mod fifo;
+pub(crate) mod pipe;
+pub(crate) mod unix;
 
 use crate::engine::Experiment;
 use crate::experiments::common::pingpong::{Medium, RoundTrip};
 
-pub fn all() -> Vec<Box<dyn Experiment>> {
+pub(crate) fn all() -> Vec<Box<dyn Experiment>> {
     // One round-trip experiment, with a declaration per channel.
     let round_trip = |spec, medium| -> Box<dyn Experiment> { Box::new(RoundTrip { spec, medium }) };
     vec![

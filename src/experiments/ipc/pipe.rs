@@ -6,7 +6,7 @@
 use crate::engine::Spec;
 use crate::experiments::common::pingpong::{pair_metrics, PAIR_SPEC};
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "ipc.pipe",
     summary: "pipe round-trip latency and bandwidth between two processes (perf bench sched pipe, lmbench lat_pipe/bw_pipe)",
     method: "Latency: tunelab forks a child once per point; the two processes are connected by two \

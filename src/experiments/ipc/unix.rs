@@ -4,7 +4,7 @@
 use crate::engine::Spec;
 use crate::experiments::common::pingpong::{pair_metrics, PAIR_SPEC};
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "ipc.unix",
     summary: "AF_UNIX stream socket round-trip latency and bandwidth (lmbench lat_unix/bw_unix)",
     method: "Like ipc.pipe, over a socketpair(AF_UNIX, SOCK_STREAM) per child instead of two pipes. \

@@ -21,7 +21,7 @@ use crate::{Error, Result};
 
 use super::{cache_levels, sweep_sizes};
 
-pub struct Bandwidth;
+pub(crate) struct Bandwidth;
 
 const KERNELS: &[&str] = &["read", "write", "rmw", "copy", "triad"];
 
@@ -129,7 +129,7 @@ unsafe fn kernel(k: Kernel, a: Arrays, lo: usize, hi: usize) {
     }
 }
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "mem.bandwidth",
     summary: "memory bandwidth: read, write, read-modify-write, memcpy and STREAM triad, 1 and all threads (lmbench bw_mem, mbw, STREAM)",
     method: "prepare() allocates the arrays a kernel needs (`size` bytes each: 1 for read/write/rmw, \

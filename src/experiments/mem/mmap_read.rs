@@ -17,9 +17,9 @@ use crate::experiments::common::util::{
 use crate::units::format_size;
 use crate::{Error, Result};
 
-pub struct MmapRead;
+pub(crate) struct MmapRead;
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "mem.mmap-read",
     summary: "read and sum a cached file through mmap, mapped once or per pass (lmbench bw_mmap_rd)",
     method: "prepare() creates a file of `size` random bytes in the scratch directory, fsyncs it (so \

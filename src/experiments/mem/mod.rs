@@ -1,13 +1,13 @@
 //! Memory hierarchy experiments (lmbench-class).
 
-pub mod bandwidth;
-pub mod latency;
-pub mod mmap_read;
+pub(crate) mod bandwidth;
+pub(crate) mod latency;
+pub(crate) mod mmap_read;
 
 use crate::engine::Experiment;
 use crate::experiments::common::child::PinGuard;
 
-pub fn all() -> Vec<Box<dyn Experiment>> {
+pub(crate) fn all() -> Vec<Box<dyn Experiment>> {
     vec![
         Box::new(latency::Latency),
         Box::new(bandwidth::Bandwidth),
@@ -16,7 +16,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
 }
 
 /// The `pin` parameter of the memory experiments.
-pub const fn pin_param() -> crate::engine::ParamSpec {
+pub(crate) const fn pin_param() -> crate::engine::ParamSpec {
     crate::engine::ParamSpec::new(
         "pin",
         crate::engine::ParamKind::Bool,
@@ -36,7 +36,7 @@ pub(crate) fn pin_here(pin: bool) -> crate::Result<(PinGuard, Option<usize>)> {
 /// The memory note of a point: the arrays it allocated once in prepare()
 /// next to tunelab's RSS now and its peak so far (VmHWM), so a reader sees
 /// that nothing else grows with the measurement.
-pub fn memory_note(what: &str, bytes: u64) -> String {
+pub(crate) fn memory_note(what: &str, bytes: u64) -> String {
     use crate::units::format_size;
     match crate::observe::procmem::read_proc(std::process::id()) {
         Ok(m) => format!(
@@ -54,21 +54,21 @@ pub fn memory_note(what: &str, bytes: u64) -> String {
 
 /// Bytes this process can still allocate: MemAvailable, or the memory
 /// cgroup's headroom when that is smaller (`system::limits`).
-pub fn mem_available() -> Option<u64> {
+pub(crate) fn mem_available() -> Option<u64> {
     crate::system::limits::MemoryLimits::read().available()
 }
 
 /// One data or unified CPU cache level as sysfs describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheLevel {
-    pub level: u32,
+pub(crate) struct CacheLevel {
+    pub(crate) level: u32,
     /// Bytes.
-    pub size: u64,
+    pub(crate) size: u64,
 }
 
 /// Data/unified caches of CPU 0 from
 /// /sys/devices/system/cpu/cpu0/cache/index*/{level,type,size}, by level.
-pub fn cache_levels() -> Vec<CacheLevel> {
+pub(crate) fn cache_levels() -> Vec<CacheLevel> {
     let mut out = Vec::new();
     let Ok(dir) = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache") else {
         return out;
@@ -96,7 +96,7 @@ pub fn cache_levels() -> Vec<CacheLevel> {
 }
 
 /// "32K", "1024K", "32768K", "2M" -> bytes.
-pub fn parse_sysfs_size(s: &str) -> Option<u64> {
+pub(crate) fn parse_sysfs_size(s: &str) -> Option<u64> {
     let (num, mult) = match s.chars().last()? {
         'K' | 'k' => (&s[..s.len() - 1], 1u64 << 10),
         'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
@@ -108,7 +108,7 @@ pub fn parse_sysfs_size(s: &str) -> Option<u64> {
 
 /// Sizes from `min` to `max` (both included), `per_doubling` per factor of
 /// two, geometric, rounded down to 64 B multiples, strictly increasing.
-pub fn sweep_sizes(min: u64, max: u64, per_doubling: u32) -> Vec<u64> {
+pub(crate) fn sweep_sizes(min: u64, max: u64, per_doubling: u32) -> Vec<u64> {
     let mut out: Vec<u64> = Vec::new();
     let per = per_doubling.max(1) as f64;
     let mut k = 0u32;

@@ -17,7 +17,7 @@ use crate::experiments::common::pingpong::pipe;
 use crate::experiments::common::speed;
 use crate::{Error, Result};
 
-pub struct Messaging;
+pub(crate) struct Messaging;
 
 /// Memory one forked worker costs the machine (kernel stack, page tables,
 /// the pages it dirties, its socket buffers): 275 KiB measured on x86_64
@@ -103,7 +103,7 @@ fn fitted_shape(q: &Params, room: &Room) -> Result<(u64, u64, Option<String>)> {
     Ok((g, pr, note))
 }
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "sched.messaging",
     summary: "hackbench-style scheduler stress: groups of senders and receivers exchanging messages (perf bench sched messaging)",
     method: "Same workload and timing as `perf bench sched messaging` (hackbench). A trial forks \

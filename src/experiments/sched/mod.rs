@@ -1,10 +1,10 @@
 //! Scheduler experiments (hackbench-class, wake-up latency).
 
-pub mod latency;
-pub mod messaging;
+pub(crate) mod latency;
+pub(crate) mod messaging;
 
 use crate::engine::Experiment;
 
-pub fn all() -> Vec<Box<dyn Experiment>> {
+pub(crate) fn all() -> Vec<Box<dyn Experiment>> {
     vec![Box::new(messaging::Messaging), Box::new(latency::Latency)]
 }

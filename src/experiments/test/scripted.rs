@@ -15,7 +15,7 @@ use crate::engine::{
 
 /// What `test.scripted` is: plain data, read by the registry, `list`,
 /// `run --help`, parameter parsing and the kinds stored with a result.
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "test.scripted",
     summary: "returns the trial values it is given (a test fixture)",
     method: "Trial n returns the n-th of `values` (warm-up trials included), starting again \
@@ -59,7 +59,7 @@ impl Params {
     }
 }
 
-pub struct Scripted;
+pub(crate) struct Scripted;
 
 impl Experiment for Scripted {
     fn spec(&self) -> &'static Spec {

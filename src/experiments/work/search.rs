@@ -19,11 +19,11 @@ use crate::experiments::common::data::{channel_name, day_date, fingerprint, list
 use crate::experiments::common::util::{fit_memory, Fit};
 use crate::{Error, Result};
 
-pub struct Search;
+pub(crate) struct Search;
 
 /// The three queries, in metric order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Query {
+pub(crate) enum Query {
     /// A whole word (ASCII case-insensitive) in title, keywords or description.
     Word(String),
     /// Programmes on the air at `minute` (after midnight) on `date`.
@@ -42,7 +42,7 @@ impl Query {
     }
 
     /// Does this programme line (without its newline) match?
-    pub fn matches(&self, line: &str) -> bool {
+    pub(crate) fn matches(&self, line: &str) -> bool {
         let mut f = line.splitn(5, '|');
         let (Some(date), Some(time), Some(minutes), Some(channel), Some(rest)) =
             (f.next(), f.next(), f.next(), f.next(), f.next())
@@ -71,7 +71,7 @@ impl Query {
 }
 
 /// "HH:MM" to minutes after midnight.
-pub fn parse_hhmm(s: &str) -> Option<u32> {
+pub(crate) fn parse_hhmm(s: &str) -> Option<u32> {
     let (h, m) = s.split_once(':')?;
     let (h, m): (u32, u32) = (h.trim().parse().ok()?, m.trim().parse().ok()?);
     (h < 24 && m < 60).then_some(h * 60 + m)
@@ -79,7 +79,7 @@ pub fn parse_hhmm(s: &str) -> Option<u32> {
 
 /// Scan the whole database once. With `print`, every match is formatted
 /// like a listing on screen into `out` (cleared first). Returns matches.
-pub fn run_query(db: &str, q: &Query, print: bool, out: &mut String) -> u64 {
+pub(crate) fn run_query(db: &str, q: &Query, print: bool, out: &mut String) -> u64 {
     use std::fmt::Write as _;
     out.clear();
     let mut n = 0;
@@ -101,7 +101,7 @@ pub fn run_query(db: &str, q: &Query, print: bool, out: &mut String) -> u64 {
     n
 }
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "work.search",
     summary: "scan a synthetic TV listing (~10 MB) with three queries, results discarded or printed",
     method: "Generates a programme listing in memory from a SmallRng seeded with `seed` (outside \

@@ -15,13 +15,13 @@ use crate::experiments::common::data::{fingerprint, mail_folder, Message};
 use crate::stats;
 use crate::Result;
 
-pub struct Sort;
+pub(crate) struct Sort;
 
 /// The sort keys, in metric order.
-pub const KEYS: [Key; 4] = [Key::Subject, Key::Date, Key::Sender, Key::Size];
+pub(crate) const KEYS: [Key; 4] = [Key::Subject, Key::Date, Key::Sender, Key::Size];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Key {
+pub(crate) enum Key {
     Subject,
     Date,
     Sender,
@@ -58,7 +58,7 @@ impl Key {
 
 /// The subject without any number of leading "Re:" prefixes (any case,
 /// optional spaces), as mail clients thread and sort replies.
-pub fn strip_re(mut s: &str) -> &str {
+pub(crate) fn strip_re(mut s: &str) -> &str {
     loop {
         let t = s.trim_start();
         match t.get(..3) {
@@ -69,7 +69,7 @@ pub fn strip_re(mut s: &str) -> &str {
 }
 
 /// ASCII case-insensitive ordering, byte by byte.
-pub fn cmp_ignore_case(a: &str, b: &str) -> Ordering {
+pub(crate) fn cmp_ignore_case(a: &str, b: &str) -> Ordering {
     a.bytes()
         .map(|c| c.to_ascii_lowercase())
         .cmp(b.bytes().map(|c| c.to_ascii_lowercase()))
@@ -77,7 +77,7 @@ pub fn cmp_ignore_case(a: &str, b: &str) -> Ordering {
 
 /// Sort `order` (indices into `msgs`) by `key` with a stable merge sort
 /// (`slice::sort_by`); returns the number of comparisons made.
-pub fn sort_by_key(msgs: &[Message], order: &mut [u32], key: Key) -> u64 {
+pub(crate) fn sort_by_key(msgs: &[Message], order: &mut [u32], key: Key) -> u64 {
     let mut n = 0u64;
     order.sort_by(|&a, &b| {
         n += 1;
@@ -86,7 +86,7 @@ pub fn sort_by_key(msgs: &[Message], order: &mut [u32], key: Key) -> u64 {
     n
 }
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "work.sort",
     summary: "sort a synthetic mail folder by subject, date, sender and size (mail client)",
     method: "Generates a folder of `n` synthetic message headers in memory from a SmallRng seeded \

@@ -60,39 +60,39 @@ pub use record::{Flag, TrialCheck, Validity};
 use thermal::{Cooling, Zone};
 
 /// Other processes' CPU above this share of one CPU flag a trial (%).
-pub const OTHER_CPU_PCT: f64 = 10.0;
+pub(crate) const OTHER_CPU_PCT: f64 = 10.0;
 /// ... and only when it is at least this many clock ticks (short trials
 /// would otherwise be flagged by one tick of rounding).
-pub const OTHER_CPU_MIN_TICKS: u64 = 5;
+pub(crate) const OTHER_CPU_MIN_TICKS: u64 = 5;
 /// Other processes' disk I/O above this rate flags a trial (B/s) ...
-pub const OTHER_IO_BPS: f64 = 1048576.0;
+pub(crate) const OTHER_IO_BPS: f64 = 1048576.0;
 /// ... and only when it is at least this many bytes (one journal commit
 /// or an atime update is not worth a flag).
-pub const OTHER_IO_MIN_BYTES: u64 = 1 << 20;
+pub(crate) const OTHER_IO_MIN_BYTES: u64 = 1 << 20;
 /// Steal above this share of all CPU time flags a trial (%).
-pub const STEAL_PCT: f64 = 2.0;
+pub(crate) const STEAL_PCT: f64 = 2.0;
 /// A fixed-frequency governor's clock moving by more than this flags (ratio).
-pub const FREQ_CHANGE: f64 = 0.10;
+pub(crate) const FREQ_CHANGE: f64 = 0.10;
 /// Scratch space below max(this, 1% of the file system) flags a trial.
-pub const SCRATCH_MIN_FREE: u64 = 1 << 20;
+pub(crate) const SCRATCH_MIN_FREE: u64 = 1 << 20;
 
 /// Failed cache drops of one measurement context, counted by the
 /// experiment (when root's drop_caches write did not work as asked) and
 /// read by its guard, which flags the running trial: a value handed down
 /// through `Ctx`, not a process-wide counter.
-pub type CacheDrops = std::sync::Arc<AtomicU64>;
+pub(crate) type CacheDrops = std::sync::Arc<AtomicU64>;
 
 /// Where /proc and /sys are (fixtures in tests).
 #[derive(Debug, Clone)]
-pub struct Roots {
-    pub proc_: PathBuf,
-    pub sys: PathBuf,
-    pub pid: u32,
-    pub ticks_per_second: u64,
+pub(crate) struct Roots {
+    pub(crate) proc_: PathBuf,
+    pub(crate) sys: PathBuf,
+    pub(crate) pid: u32,
+    pub(crate) ticks_per_second: u64,
 }
 
 impl Roots {
-    pub fn system() -> Roots {
+    pub(crate) fn system() -> Roots {
         Roots {
             proc_: crate::system::proc::root().to_path_buf(),
             sys: PathBuf::from("/sys"),
@@ -104,7 +104,7 @@ impl Roots {
 
 /// One reading of every source.
 #[derive(Debug, Clone, Default)]
-pub struct Reading {
+pub(crate) struct Reading {
     /// (user+nice+system, steal, all columns) ticks.
     cpu: Option<(u64, u64, u64)>,
     own: Option<u64>,
@@ -125,7 +125,7 @@ pub struct Reading {
 /// The guard for one point: sources discovered once, then `read` before
 /// and after each trial and `check` the pair.
 #[derive(Debug, Clone)]
-pub struct Guard {
+pub(crate) struct Guard {
     roots: Roots,
     freqs: Vec<CpuFreq>,
     fixed_governor: Option<String>,
@@ -138,7 +138,7 @@ pub struct Guard {
     scratch: Option<PathBuf>,
     /// Failed cache drops so far, in the context this guard watches.
     drops: CacheDrops,
-    pub skipped: Vec<String>,
+    pub(crate) skipped: Vec<String>,
 }
 
 fn read_u64(p: &Path) -> Option<u64> {
@@ -177,7 +177,7 @@ impl Guard {
     /// Discover the sources under `roots`; `scratch` is the directory whose
     /// file system is watched for filling up, `drops` the context's count of
     /// failed cache drops.
-    pub fn new(roots: Roots, scratch: Option<&Path>, drops: CacheDrops) -> Guard {
+    pub(crate) fn new(roots: Roots, scratch: Option<&Path>, drops: CacheDrops) -> Guard {
         let mut skipped = Vec::new();
         let cpu_dir = roots.sys.join("devices/system/cpu");
         let cpus = numbered(&cpu_dir, "cpu");
@@ -203,7 +203,7 @@ impl Guard {
 
     /// Read every source once. Never fails: a source that cannot be read
     /// this time is left out of this reading.
-    pub fn read(&self) -> Reading {
+    pub(crate) fn read(&self) -> Reading {
         let proc_ = &self.roots.proc_;
         Reading {
             cpu: std::fs::read_to_string(proc_.join("stat"))
@@ -248,7 +248,7 @@ impl Guard {
 
     /// Turn the readings around one trial of `seconds` into a check; each
     /// source adds its figures and flags in this order.
-    pub fn check(&self, before: &Reading, after: &Reading, seconds: f64) -> TrialCheck {
+    pub(crate) fn check(&self, before: &Reading, after: &Reading, seconds: f64) -> TrialCheck {
         let mut c = TrialCheck {
             seconds,
             ..Default::default()

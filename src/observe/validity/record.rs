@@ -71,12 +71,12 @@ fn is_zero(n: &usize) -> bool {
 }
 
 impl Validity {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == Validity::default()
     }
 
     /// The summarised trials' checks (discarded warm-up trials excluded).
-    pub fn kept(&self) -> &[TrialCheck] {
+    pub(crate) fn kept(&self) -> &[TrialCheck] {
         self.trials
             .get(self.warmup_discarded.min(self.trials.len())..)
             .unwrap_or(&[])
@@ -84,7 +84,7 @@ impl Validity {
 
     /// "2 of 5 trials flagged: other processes used up to 85% of a CPU; …"
     /// when any summarised trial is flagged.
-    pub fn suspect_summary(&self) -> Option<String> {
+    pub(crate) fn suspect_summary(&self) -> Option<String> {
         let kept = self.kept();
         let flagged = kept.iter().filter(|t| !t.flags.is_empty()).count();
         if flagged == 0 {

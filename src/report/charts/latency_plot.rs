@@ -9,12 +9,12 @@ use crate::stats::HistogramData;
 
 /// Histograms with more buckets than this get the log-count plot instead
 /// of a bar chart.
-pub const MANY_BUCKETS: usize = 40;
+pub(crate) const MANY_BUCKETS: usize = 40;
 
 /// One chart for all `hists` (name, histogram) with many buckets; None
 /// when there is none. Empty bins are left out (a log axis has no zero);
 /// the open last bin is drawn at its lower edge.
-pub fn log_count(title: &str, hists: &[(String, &HistogramData)]) -> Option<Chart> {
+pub(crate) fn log_count(title: &str, hists: &[(String, &HistogramData)]) -> Option<Chart> {
     let lines: Vec<Line> = hists
         .iter()
         .filter(|(_, h)| h.buckets.len() > MANY_BUCKETS && h.count > 0)

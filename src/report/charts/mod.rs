@@ -28,7 +28,7 @@ mod axes;
 mod bars;
 #[cfg(feature = "charts")]
 mod forest;
-pub mod latency_plot;
+pub(crate) mod latency_plot;
 #[cfg(feature = "charts")]
 mod line;
 
@@ -75,21 +75,22 @@ fn colour(i: usize) -> RGBColor {
 
 /// Why a chart is missing from a build without feature "charts".
 #[cfg(not(feature = "charts"))]
-pub const NO_CHARTS: &str = "this tunelab was built without charts (feature \"charts\"; the \
+pub(crate) const NO_CHARTS: &str =
+    "this tunelab was built without charts (feature \"charts\"; the \
     static board build leaves them out): import the run on a host (`tunelab import`) and run \
     `tunelab report` there for the charts";
 
 /// One axis: what it shows, in which base unit, and whether it is logarithmic.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Axis {
-    pub label: String,
+pub(crate) struct Axis {
+    pub(crate) label: String,
     /// Base unit of the values ("B", "s", "B/s", "%", "count", …).
-    pub unit: String,
-    pub log: bool,
+    pub(crate) unit: String,
+    pub(crate) log: bool,
 }
 
 impl Axis {
-    pub fn new(label: impl Into<String>, unit: impl Into<String>) -> Self {
+    pub(crate) fn new(label: impl Into<String>, unit: impl Into<String>) -> Self {
         Axis {
             label: label.into(),
             unit: unit.into(),
@@ -97,7 +98,7 @@ impl Axis {
         }
     }
 
-    pub fn log(mut self, log: bool) -> Self {
+    pub(crate) fn log(mut self, log: bool) -> Self {
         self.log = log;
         self
     }
@@ -106,80 +107,80 @@ impl Axis {
 /// One curve. `ci` is empty or holds a (low, high) y interval per point,
 /// drawn as an error bar.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Line {
-    pub name: String,
-    pub points: Vec<(f64, f64)>,
-    pub ci: Vec<(f64, f64)>,
-    pub dashed: bool,
+pub(crate) struct Line {
+    pub(crate) name: String,
+    pub(crate) points: Vec<(f64, f64)>,
+    pub(crate) ci: Vec<(f64, f64)>,
+    pub(crate) dashed: bool,
 }
 
 /// x/y curves, with optional labelled reference lines.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LineChart {
-    pub title: String,
-    pub x: Axis,
-    pub y: Axis,
-    pub lines: Vec<Line>,
+pub(crate) struct LineChart {
+    pub(crate) title: String,
+    pub(crate) x: Axis,
+    pub(crate) y: Axis,
+    pub(crate) lines: Vec<Line>,
     /// Vertical reference lines (x in base units, label), e.g. cache sizes.
-    pub vlines: Vec<(f64, String)>,
+    pub(crate) vlines: Vec<(f64, String)>,
     /// Horizontal reference lines (y in base units, label), e.g. a threshold.
-    pub hlines: Vec<(f64, String)>,
+    pub(crate) hlines: Vec<(f64, String)>,
 }
 
 /// One bar: value with an optional (low, high) whisker.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bar {
-    pub value: f64,
-    pub ci: Option<(f64, f64)>,
+pub(crate) struct Bar {
+    pub(crate) value: f64,
+    pub(crate) ci: Option<(f64, f64)>,
 }
 
 /// Bars of one colour, one per category (None: no bar there).
 #[derive(Debug, Clone, PartialEq)]
-pub struct BarGroup {
-    pub name: String,
-    pub bars: Vec<Option<Bar>>,
+pub(crate) struct BarGroup {
+    pub(crate) name: String,
+    pub(crate) bars: Vec<Option<Bar>>,
 }
 
 /// Bars per category, grouped side by side when there are several groups.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BarChart {
-    pub title: String,
-    pub x_label: String,
-    pub categories: Vec<String>,
-    pub y: Axis,
-    pub groups: Vec<BarGroup>,
+pub(crate) struct BarChart {
+    pub(crate) title: String,
+    pub(crate) x_label: String,
+    pub(crate) categories: Vec<String>,
+    pub(crate) y: Axis,
+    pub(crate) groups: Vec<BarGroup>,
 }
 
 /// One row of a forest plot: a ratio with its CI.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ForestRow {
-    pub label: String,
-    pub ratio: f64,
-    pub low: f64,
-    pub high: f64,
-    pub verdict: Verdict,
+pub(crate) struct ForestRow {
+    pub(crate) label: String,
+    pub(crate) ratio: f64,
+    pub(crate) low: f64,
+    pub(crate) high: f64,
+    pub(crate) verdict: Verdict,
     /// Which way is better for the metric: drawn as "better →" or
     /// "← better" on the row, so 1.3× on a latency does not read as a gain.
-    pub better: Option<Better>,
+    pub(crate) better: Option<Better>,
 }
 
 /// Ratios new/base with CIs, a line at 1 and dashed lines at 1 ± noise.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ForestPlot {
-    pub title: String,
-    pub rows: Vec<ForestRow>,
-    pub noise: f64,
+pub(crate) struct ForestPlot {
+    pub(crate) title: String,
+    pub(crate) rows: Vec<ForestRow>,
+    pub(crate) noise: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Chart {
+pub(crate) enum Chart {
     Line(LineChart),
     Bar(BarChart),
     Forest(ForestPlot),
 }
 
 impl Chart {
-    pub fn title(&self) -> &str {
+    pub(crate) fn title(&self) -> &str {
         match self {
             Chart::Line(c) => &c.title,
             Chart::Bar(c) => &c.title,
@@ -190,7 +191,7 @@ impl Chart {
     /// Why the chart would say nothing its table does not: one point, or
     /// every value the same (an axis of one value has no scale: all-zero
     /// values drew ticks "1.00e-9, 0, 0"). None for a chart worth drawing.
-    pub fn degenerate(&self) -> Option<&'static str> {
+    pub(crate) fn degenerate(&self) -> Option<&'static str> {
         let (points, ys): (usize, Vec<f64>) = match self {
             Chart::Line(c) => {
                 let mut xs: Vec<f64> = c
@@ -229,7 +230,7 @@ impl Chart {
 
     /// The chart as a standalone SVG document, or why it could not be drawn.
     #[cfg(feature = "charts")]
-    pub fn render(&self) -> Result<String, String> {
+    pub(crate) fn render(&self) -> Result<String, String> {
         match self {
             Chart::Line(c) => render_line(c),
             Chart::Bar(c) => render_bars(c),
@@ -238,7 +239,7 @@ impl Chart {
     }
 
     #[cfg(not(feature = "charts"))]
-    pub fn render(&self) -> Result<String, String> {
+    pub(crate) fn render(&self) -> Result<String, String> {
         Err(NO_CHARTS.to_string())
     }
 }
@@ -330,7 +331,7 @@ fn draw_legend(
 }
 
 /// At most `n` characters, with an ellipsis when cut.
-pub fn shorten(s: &str, n: usize) -> String {
+pub(crate) fn shorten(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {
@@ -437,7 +438,7 @@ fn finite(p: &(f64, f64)) -> bool {
 }
 
 /// Escape text for HTML element content and attribute values.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -6,18 +6,18 @@ use super::super::document::{Block, Cell, Section as DocSection, Table};
 /// A finding as the report shows it (the CLI converts advise's findings:
 /// report does not reach up into advise/).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FindingText {
-    pub severity: String,
-    pub id: String,
-    pub title: String,
-    pub evidence: Vec<String>,
-    pub why: String,
-    pub fix: String,
-    pub verify: String,
+pub(crate) struct FindingText {
+    pub(crate) severity: String,
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) evidence: Vec<String>,
+    pub(crate) why: String,
+    pub(crate) fix: String,
+    pub(crate) verify: String,
 }
 
 /// The findings as a report section (first, before the sections).
-pub fn findings_section(findings: &[FindingText]) -> DocSection {
+pub(crate) fn findings_section(findings: &[FindingText]) -> DocSection {
     let mut blocks = Vec::new();
     if findings.is_empty() {
         blocks.push(Block::Text(

@@ -12,8 +12,8 @@ mod findings;
 mod parts;
 mod workload;
 
-pub use findings::{findings_section, FindingText};
-pub use parts::parts;
+pub(crate) use findings::{findings_section, FindingText};
+pub(crate) use parts::parts;
 
 use super::document::{Block, Cell, Figure as DocFigure, Section as DocSection, Table};
 use crate::model::diagnosis::{Diagnosis, Figure, Overhead, Section};
@@ -21,20 +21,20 @@ use crate::model::profile::FoldedStack;
 use crate::units::{human, seconds, si, sig};
 
 /// Draws folded stacks as an SVG flame graph (title) or says why not.
-pub type Flame<'a> = &'a dyn Fn(&[FoldedStack], &str) -> Result<String, String>;
+pub(crate) type Flame<'a> = &'a dyn Fn(&[FoldedStack], &str) -> Result<String, String>;
 
 /// Rows shown per table.
 const ROWS: usize = 12;
 
 /// One section, format-neutral.
-pub struct Part {
-    pub id: &'static str,
-    pub title: String,
-    pub text: Vec<String>,
-    pub tables: Vec<(Vec<String>, Vec<Vec<String>>)>,
+pub(crate) struct Part {
+    pub(crate) id: &'static str,
+    pub(crate) title: String,
+    pub(crate) text: Vec<String>,
+    pub(crate) tables: Vec<(Vec<String>, Vec<Vec<String>>)>,
     /// Folded stacks for a flame graph, with its title.
-    pub flame: Option<(Vec<FoldedStack>, String)>,
-    pub notes: Vec<String>,
+    pub(crate) flame: Option<(Vec<FoldedStack>, String)>,
+    pub(crate) notes: Vec<String>,
 }
 
 impl Part {
@@ -73,7 +73,7 @@ impl Part {
 }
 
 /// A figure with its unit, for a person.
-pub fn figure(f: &Figure) -> String {
+pub(crate) fn figure(f: &Figure) -> String {
     match f.unit.as_str() {
         "%" => format!("{}%", sig(f.value)),
         "B/s" => human(f.value, "B/s"),
@@ -122,7 +122,7 @@ fn present<'a, T>(p: &mut Part, s: &'a Section<T>) -> Option<&'a T> {
 }
 
 /// The diagnosis as terminal text (`show`, and `diagnose` itself).
-pub fn text(d: &Diagnosis) -> String {
+pub(crate) fn text(d: &Diagnosis) -> String {
     let mut s = String::new();
     for p in parts(d) {
         s.push_str(&format!("\n== {} ==\n", p.title));
@@ -145,7 +145,7 @@ pub fn text(d: &Diagnosis) -> String {
 }
 
 /// Report sections of a diagnosis; flame graphs drawn by `flame`.
-pub fn sections(d: &Diagnosis, flame: Flame) -> Vec<DocSection> {
+pub(crate) fn sections(d: &Diagnosis, flame: Flame) -> Vec<DocSection> {
     parts(d)
         .into_iter()
         .map(|p| {

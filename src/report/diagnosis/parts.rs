@@ -8,7 +8,7 @@ use crate::model::diagnosis::Diagnosis;
 use crate::units::{seconds, si, sig};
 
 /// Every section of a diagnosis, in the order.
-pub fn parts(d: &Diagnosis) -> Vec<Part> {
+pub(crate) fn parts(d: &Diagnosis) -> Vec<Part> {
     let mut out = Vec::new();
 
     let mut head = Part::new("diagnosis", "Diagnosis");

@@ -22,9 +22,9 @@ use system::system_section;
 
 /// A table cell; `class` marks cells to colour ("pass", "fail", "warn").
 #[derive(Debug, Clone, PartialEq)]
-pub struct Cell {
-    pub text: String,
-    pub class: Option<&'static str>,
+pub(crate) struct Cell {
+    pub(crate) text: String,
+    pub(crate) class: Option<&'static str>,
 }
 
 impl From<String> for Cell {
@@ -43,9 +43,9 @@ impl From<&str> for Cell {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Table {
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<Cell>>,
+pub(crate) struct Table {
+    pub(crate) header: Vec<String>,
+    pub(crate) rows: Vec<Vec<Cell>>,
 }
 
 impl Table {
@@ -59,13 +59,13 @@ impl Table {
 
 /// A rendered chart: its title and the SVG, or why it could not be drawn.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Figure {
-    pub title: String,
-    pub svg: Result<String, String>,
+pub(crate) struct Figure {
+    pub(crate) title: String,
+    pub(crate) svg: Result<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Block {
+pub(crate) enum Block {
     Heading(String),
     Text(String),
     Table(Table),
@@ -78,23 +78,23 @@ pub enum Block {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Section {
+pub(crate) struct Section {
     /// Anchor (letters, digits, '-').
-    pub id: String,
-    pub title: String,
-    pub blocks: Vec<Block>,
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) blocks: Vec<Block>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Document {
-    pub title: String,
+pub(crate) struct Document {
+    pub(crate) title: String,
     /// Run facts shown under the title (id, label, status, times…).
-    pub facts: Vec<(String, String)>,
-    pub sections: Vec<Section>,
+    pub(crate) facts: Vec<(String, String)>,
+    pub(crate) sections: Vec<Section>,
 }
 
 impl Document {
-    pub fn figures(&self) -> impl Iterator<Item = &Figure> {
+    pub(crate) fn figures(&self) -> impl Iterator<Item = &Figure> {
         self.sections
             .iter()
             .flat_map(|s| &s.blocks)
@@ -125,7 +125,7 @@ fn figure(chart: Chart) -> Block {
 }
 
 /// An anchor from free text.
-pub fn slug(s: &str) -> String {
+pub(crate) fn slug(s: &str) -> String {
     let mut out = String::new();
     for c in s.chars() {
         if c.is_ascii_alphanumeric() {
@@ -139,14 +139,14 @@ pub fn slug(s: &str) -> String {
 
 /// Text from a run (a label, a host name) on one line: a newline would end a
 /// Markdown heading or table row, other control characters act on terminals.
-pub fn one_line(s: &str) -> String {
+pub(crate) fn one_line(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
 }
 
 /// A comparison of two runs alone (`compare --export-markdown`).
-pub fn comparison_document(c: &RunComparison) -> Document {
+pub(crate) fn comparison_document(c: &RunComparison) -> Document {
     Document {
         title: format!("tunelab comparison: {} → {}", c.base, c.new),
         facts: vec![
@@ -159,7 +159,7 @@ pub fn comparison_document(c: &RunComparison) -> Document {
 
 /// Build the report of `run`; with `base`, a comparison (ratios run/base)
 /// comes first.
-pub fn build(run: &Run, base: Option<&Run>, noise: f64) -> Document {
+pub(crate) fn build(run: &Run, base: Option<&Run>, noise: f64) -> Document {
     let mut facts = vec![("run".to_string(), run.id.clone())];
     if !run.label.is_empty() {
         facts.push(("label".into(), one_line(&run.label)));

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::{Exporter, Subject};
 use crate::Result;
 
-pub struct Bmf;
+pub(crate) struct Bmf;
 
 impl Exporter for Bmf {
     fn name(&self) -> &'static str {
@@ -48,7 +48,7 @@ fn bench(parts: &[&str]) -> String {
         .join(" ")
 }
 
-pub fn document(s: &Subject) -> Value {
+pub(crate) fn document(s: &Subject) -> Value {
     let mut doc = Map::new();
     match *s {
         Subject::Run(r) | Subject::Timed(r, _) => {

@@ -10,7 +10,7 @@ use crate::stats::Verdict;
 use crate::units::human;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Pass,
     /// A verdict against the result: FAIL, regressed.
     Fail,
@@ -19,19 +19,19 @@ pub enum Outcome {
 }
 
 #[derive(Debug, Clone)]
-pub struct Case {
+pub(crate) struct Case {
     /// The group: "study NAME", the experiment, "compare A..B".
-    pub suite: String,
-    pub name: String,
-    pub outcome: Outcome,
+    pub(crate) suite: String,
+    pub(crate) name: String,
+    pub(crate) outcome: Outcome,
     /// The figures behind the outcome, in words.
-    pub message: String,
-    pub seconds: Option<f64>,
+    pub(crate) message: String,
+    pub(crate) seconds: Option<f64>,
     /// A figure a device farm can chart: (value, unit).
-    pub measurement: Option<(f64, String)>,
+    pub(crate) measurement: Option<(f64, String)>,
 }
 
-pub fn cases(s: &Subject) -> Vec<Case> {
+pub(crate) fn cases(s: &Subject) -> Vec<Case> {
     match *s {
         Subject::Run(r) | Subject::Timed(r, _) => run_cases(r),
         Subject::Comparison(c) => comparison_cases(c),

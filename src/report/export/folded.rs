@@ -10,25 +10,25 @@ use crate::model::profile::FoldedStack;
 use crate::{Error, Result};
 
 /// One stored profile of a diagnosis.
-pub struct Stacks<'a> {
+pub(crate) struct Stacks<'a> {
     /// "cpu" or "off-cpu".
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// What one count is: "samples" or "microseconds".
-    pub unit: &'static str,
+    pub(crate) unit: &'static str,
     /// What was sampled, in words ("cycles", "sched switch events").
-    pub event: String,
-    pub stacks: &'a [FoldedStack],
+    pub(crate) event: String,
+    pub(crate) stacks: &'a [FoldedStack],
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Which {
+pub(crate) enum Which {
     Cpu,
     OffCpu,
 }
 
 /// The profiles of the diagnosis in `s` that have stacks; an error naming
 /// why when it has none (not a diagnosis, or each section's skip reason).
-pub fn profiles<'a>(s: &Subject<'a>, format: &str) -> Result<(Vec<Stacks<'a>>, f64)> {
+pub(crate) fn profiles<'a>(s: &Subject<'a>, format: &str) -> Result<(Vec<Stacks<'a>>, f64)> {
     let what = "a diagnosis (tunelab diagnose, or a stored diagnose run)";
     let d = s
         .run()
@@ -72,7 +72,7 @@ fn skip_reason<T>(s: &crate::model::diagnosis::Section<T>) -> String {
     }
 }
 
-pub struct Folded(pub Which);
+pub(crate) struct Folded(pub(crate) Which);
 
 impl Exporter for Folded {
     fn name(&self) -> &'static str {
@@ -103,7 +103,7 @@ impl Exporter for Folded {
     }
 }
 
-pub fn text(stacks: &[FoldedStack]) -> String {
+pub(crate) fn text(stacks: &[FoldedStack]) -> String {
     stacks
         .iter()
         .map(|s| format!("{} {}\n", s.stack, s.samples))

@@ -10,7 +10,7 @@ use super::cases::{cases, Case, Outcome};
 use super::{Exporter, Subject};
 use crate::Result;
 
-pub struct JUnit;
+pub(crate) struct JUnit;
 
 impl Exporter for JUnit {
     fn name(&self) -> &'static str {
@@ -26,7 +26,7 @@ impl Exporter for JUnit {
 
 /// Text in an XML attribute or element: markup escaped, and characters
 /// XML 1.0 cannot carry (controls other than tab/newline) dropped.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -57,7 +57,7 @@ fn seconds(cases: &[&Case]) -> f64 {
         .fold(0.0, |a, b| a + b)
 }
 
-pub fn xml(all: &[Case]) -> String {
+pub(crate) fn xml(all: &[Case]) -> String {
     let mut suites: Vec<&str> = Vec::new();
     for c in all {
         if !suites.contains(&c.suite.as_str()) {

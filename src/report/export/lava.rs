@@ -10,7 +10,7 @@ use super::cases::{cases, Outcome};
 use super::{Exporter, Subject};
 use crate::Result;
 
-pub struct Lava;
+pub(crate) struct Lava;
 
 impl Exporter for Lava {
     fn name(&self) -> &'static str {
@@ -26,7 +26,7 @@ impl Exporter for Lava {
 
 /// `s` with every character outside [A-Za-z0-9._-] (and `keep`) turned
 /// into '_', runs of '_' folded, µ spelled u.
-pub fn word(s: &str, keep: &[char]) -> String {
+pub(crate) fn word(s: &str, keep: &[char]) -> String {
     let mut out = String::new();
     for c in s.replace('µ', "u").chars() {
         let c = if c.is_ascii_alphanumeric() || "._-".contains(c) || keep.contains(&c) {
@@ -46,7 +46,7 @@ pub fn word(s: &str, keep: &[char]) -> String {
     }
 }
 
-pub fn lines(s: &Subject) -> String {
+pub(crate) fn lines(s: &Subject) -> String {
     let mut out = String::new();
     let mut seen: Vec<String> = Vec::new();
     for c in cases(s) {

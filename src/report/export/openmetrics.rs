@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use super::{Exporter, Subject};
 use crate::Result;
 
-pub struct OpenMetrics;
+pub(crate) struct OpenMetrics;
 
 impl Exporter for OpenMetrics {
     fn name(&self) -> &'static str {
@@ -25,7 +25,7 @@ impl Exporter for OpenMetrics {
 }
 
 /// (metric name, labels as `k="v",…`, value).
-pub type Gauge = (String, String, f64);
+pub(crate) type Gauge = (String, String, f64);
 
 /// A sample value as OpenMetrics spells it.
 fn number(v: f64) -> String {
@@ -39,14 +39,14 @@ fn number(v: f64) -> String {
 }
 
 /// A label value with `\`, `"` and newlines escaped.
-pub fn label_value(s: &str) -> String {
+pub(crate) fn label_value(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
 
 /// `k="v",…` from pairs.
-pub fn labels(pairs: &[(&str, &str)]) -> String {
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> String {
     pairs
         .iter()
         .map(|(k, v)| format!("{k}=\"{}\"", label_value(v)))
@@ -57,7 +57,7 @@ pub fn labels(pairs: &[(&str, &str)]) -> String {
 /// The exposition: one `# TYPE … gauge` family per name in first-seen
 /// order (with `# HELP` when `help` knows the name), each sample with the
 /// optional timestamp in seconds.
-pub fn text(
+pub(crate) fn text(
     metrics: &[Gauge],
     timestamp_s: Option<f64>,
     help: &dyn Fn(&str) -> Option<String>,

@@ -11,7 +11,7 @@ use super::folded::profiles;
 use super::{Exporter, Subject};
 use crate::Result;
 
-pub struct Pprof;
+pub(crate) struct Pprof;
 
 impl Exporter for Pprof {
     fn name(&self) -> &'static str {

@@ -9,7 +9,7 @@ use super::folded::profiles;
 use super::{Exporter, Subject};
 use crate::Result;
 
-pub struct Speedscope;
+pub(crate) struct Speedscope;
 
 impl Exporter for Speedscope {
     fn name(&self) -> &'static str {

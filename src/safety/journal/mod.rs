@@ -30,46 +30,46 @@ use super::sysmount::MountMode;
 use crate::{Error, Result};
 use claims::{claim_system, clear_dead_claims, release_system};
 use restore::{is_alive, start_ticks};
-pub use restore::{restore_entry, set_setting, write_setting};
-pub use saved::{knob_path_ok, persist_path_ok, FileState, PersistFile, Saved, FAKE_ROOT_MARKER};
+pub(crate) use restore::{restore_entry, set_setting, write_setting};
+pub(crate) use saved::{knob_path_ok, persist_path_ok, FileState, PersistFile, Saved};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
-    pub knob: String,
-    pub pid: u32,
+pub(crate) struct Entry {
+    pub(crate) knob: String,
+    pub(crate) pid: u32,
     /// The process's start time (clock ticks after boot, /proc/PID/stat),
     /// so a recycled pid is not taken for the tunelab that wrote the entry.
     #[serde(default)]
-    pub pid_start: Option<u64>,
-    pub started: String,
-    pub saved: Saved,
+    pub(crate) pid_start: Option<u64>,
+    pub(crate) started: String,
+    pub(crate) saved: Saved,
     /// For a change that ends with a store write (apply, unapply): the
     /// record that makes it final. After a kill, `restore` keeps the change
     /// when the store holds that record and undoes it otherwise, so the
     /// system and the store always agree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit: Option<Commit>,
+    pub(crate) commit: Option<Commit>,
 }
 
 /// The store record that completes a journalled change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Commit {
+pub(crate) struct Commit {
     /// The store's location as it names itself (a file, a URL without its
     /// password).
-    pub db: String,
+    pub(crate) db: String,
     /// The record's id, the state it is written with and that state's time.
-    pub id: String,
-    pub state: String,
-    pub at: String,
+    pub(crate) id: String,
+    pub(crate) state: String,
+    pub(crate) at: String,
 }
 
 /// Whether a [`Commit`] is in its store: Some(true) written, Some(false)
 /// not, None when the store cannot be asked (the entry is kept).
-pub type Decide<'a> = &'a dyn Fn(&Commit) -> Option<bool>;
+pub(crate) type Decide<'a> = &'a dyn Fn(&Commit) -> Option<bool>;
 
 impl Entry {
     /// An entry of this process for `knob`.
-    pub fn new(knob: &str, saved: Saved) -> Entry {
+    pub(crate) fn new(knob: &str, saved: Saved) -> Entry {
         let me = std::process::id();
         Entry {
             knob: knob.to_string(),
@@ -82,11 +82,11 @@ impl Entry {
     }
 }
 
-pub fn dir() -> PathBuf {
+pub(crate) fn dir() -> PathBuf {
     crate::system::state_dir()
 }
 
-pub fn path() -> PathBuf {
+pub(crate) fn path() -> PathBuf {
     dir().join("journal.json")
 }
 
@@ -184,7 +184,7 @@ fn unreadable(p: &Path, bytes: &[u8], why: &str) -> Error {
 
 /// The journal's entries; an unreadable journal is an error that says what
 /// it holds (never "empty": its originals would be lost).
-pub fn load() -> Result<Vec<Entry>> {
+pub(crate) fn load() -> Result<Vec<Entry>> {
     let p = path();
     if !dir().exists() {
         return Ok(Vec::new());
@@ -234,7 +234,7 @@ fn store(entries: &[Entry]) -> Result<()> {
 /// not yet restored) holds an entry on the same setting: its recorded
 /// original is the true one, ours would be its applied value. Settings are
 /// claimed system-wide too, whatever state directory the other one uses.
-pub fn claim(entry: Entry) -> Result<()> {
+pub(crate) fn claim(entry: Entry) -> Result<()> {
     // Never journal what `restore` would refuse: it could not be put back.
     entry.saved.validate(entry.pid).map_err(|why| {
         Error::environment(format!("tunelab does not change {}: {why}", entry.knob))
@@ -268,7 +268,7 @@ pub fn claim(entry: Entry) -> Result<()> {
 }
 
 /// Replace our entry for `knob` (after `claim`).
-pub fn put(entry: Entry) -> Result<()> {
+pub(crate) fn put(entry: Entry) -> Result<()> {
     let _l = lock(true)?;
     let mut all = load()?;
     all.retain(|e| !(e.knob == entry.knob && e.pid == entry.pid));
@@ -276,7 +276,7 @@ pub fn put(entry: Entry) -> Result<()> {
     store(&all)
 }
 
-pub fn remove(knob: &str, pid: u32) -> Result<()> {
+pub(crate) fn remove(knob: &str, pid: u32) -> Result<()> {
     if !path().exists() {
         return Ok(());
     }
@@ -299,7 +299,7 @@ pub fn remove(knob: &str, pid: u32) -> Result<()> {
 /// cut). With `all`, also those of live processes other than us. Returns one
 /// line per entry; entries that could not be restored stay in the journal.
 /// An unreadable journal is an error (it explains itself).
-pub fn restore_stale(all: bool, decide: Decide) -> Result<Vec<String>> {
+pub(crate) fn restore_stale(all: bool, decide: Decide) -> Result<Vec<String>> {
     let d = dir();
     if !d.exists() {
         return Ok(Vec::new());
@@ -383,7 +383,7 @@ fn refused(e: &Entry, why: &str) -> String {
 
 /// Restore every entry of this process (second-signal emergency path). The
 /// main thread may hold the journal lock: try it for a moment, then go on.
-pub fn restore_mine() {
+pub(crate) fn restore_mine() {
     if !path().exists() {
         return;
     }
@@ -419,7 +419,7 @@ pub fn restore_mine() {
 }
 
 /// The original mount options as `mount -o` would spell them (display).
-pub fn remount_options(original: &[String]) -> String {
+pub(crate) fn remount_options(original: &[String]) -> String {
     MountMode::of(original).options()
 }
 

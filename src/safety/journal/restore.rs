@@ -24,14 +24,14 @@ fn current(files: &[FileState]) -> Vec<Option<String>> {
 
 /// Write a knob file's original back: a kernel setting on procfs/sysfs,
 /// or a plain file of a marked test tree (test builds) reached without links.
-pub fn write_setting(p: &Path, value: &str) -> Result<()> {
+pub(crate) fn write_setting(p: &Path, value: &str) -> Result<()> {
     set_setting(p, value).map_err(|err| Error::io("cannot restore", p, err))
 }
 
 /// Write a kernel setting (see [`nofollow::write_setting`]). In a test
 /// tree the plain file is replaced whole (temporary file, rename), as a
 /// sysctl write is all-or-nothing: a kill never leaves it truncated.
-pub fn set_setting(p: &Path, value: &str) -> std::io::Result<()> {
+pub(crate) fn set_setting(p: &Path, value: &str) -> std::io::Result<()> {
     if super::saved::test_tree(p).is_some() {
         nofollow::replace(p, value)
     } else {
@@ -51,7 +51,7 @@ fn setting_name(p: &Path) -> String {
 }
 
 /// Put one entry back. Returns a line for the user.
-pub fn restore_entry(e: &Entry) -> Result<String> {
+pub(crate) fn restore_entry(e: &Entry) -> Result<String> {
     match &e.saved {
         Saved::Files { files } => {
             let now = current(files);

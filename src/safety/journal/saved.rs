@@ -12,27 +12,27 @@ use crate::safety::sysmount::MountMode;
 
 /// One file-backed setting (a sysctl or a sysfs attribute).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FileState {
-    pub path: PathBuf,
-    pub original: String,
+pub(crate) struct FileState {
+    pub(crate) path: PathBuf,
+    pub(crate) original: String,
     /// What we last wrote (as read back); None until the first change.
-    pub applied: Option<String>,
+    pub(crate) applied: Option<String>,
     /// What we are about to write: journalled before the write, so a crash
     /// between the write and the read-back still recognises our value.
     #[serde(default)]
-    pub pending: Option<String>,
+    pub(crate) pending: Option<String>,
 }
 
 impl FileState {
     /// Whether `now` is a value tunelab put there (or the original).
-    pub fn is_ours(&self, now: Option<&String>) -> bool {
+    pub(crate) fn is_ours(&self, now: Option<&String>) -> bool {
         now == Some(&self.original) || now == self.applied.as_ref() || now == self.pending.as_ref()
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Saved {
+pub(crate) enum Saved {
     /// Files that together form one knob (e.g. vm.dirty_ratio and
     /// vm.dirty_bytes, which reset each other).
     Files { files: Vec<FileState> },
@@ -68,10 +68,10 @@ pub enum Saved {
 
 /// One persistent file in a [`Saved::Persist`] entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PersistFile {
-    pub path: PathBuf,
-    pub before: Option<String>,
-    pub after: Option<String>,
+pub(crate) struct PersistFile {
+    pub(crate) path: PathBuf,
+    pub(crate) before: Option<String>,
+    pub(crate) after: Option<String>,
 }
 
 impl Saved {
@@ -91,7 +91,7 @@ impl Saved {
     /// entry: a journal edited by hand, or by someone else, must not make
     /// `restore` write or delete anything tunelab does not own. `Err` says
     /// why not. New kinds add their own rule here.
-    pub fn validate(&self, pid: u32) -> std::result::Result<(), String> {
+    pub(crate) fn validate(&self, pid: u32) -> std::result::Result<(), String> {
         match self {
             Saved::Files { files } => {
                 if files.is_empty() {
@@ -256,11 +256,11 @@ pub(super) fn plain_absolute(p: &Path) -> std::result::Result<(), String> {
 /// --root DIR`, for tests): settings below its proc/sys and sys are knobs.
 /// Only test builds (debug assertions) honour it: a release binary treats
 /// such a tree as any other directory.
-pub const FAKE_ROOT_MARKER: &str = ".tunelab-fake-root";
+pub(crate) const FAKE_ROOT_MARKER: &str = ".tunelab-fake-root";
 
 /// The marked test tree `p` is in (test builds only), reached without a
 /// symbolic link, with `p` relative to it.
-pub fn test_tree(p: &Path) -> Option<(&Path, &Path)> {
+pub(crate) fn test_tree(p: &Path) -> Option<(&Path, &Path)> {
     if !cfg!(debug_assertions) || crate::safety::nofollow::has_link(p) {
         return None;
     }
@@ -277,7 +277,7 @@ pub fn test_tree(p: &Path) -> Option<(&Path, &Path)> {
 /// The settings the knob table (tune's knobs, diagnose's switches, apply's
 /// sysctls) can name, as a path relative to the root: nothing else is ever
 /// written back from the journal or an applied record.
-pub fn is_knob_file(rel: &Path) -> bool {
+pub(crate) fn is_knob_file(rel: &Path) -> bool {
     let parts: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let disk = |s: &str| {
@@ -311,7 +311,7 @@ pub fn is_knob_file(rel: &Path) -> bool {
 
 /// A knob file is one the knob table names (below `/`, or below a marked
 /// test tree in test builds).
-pub fn knob_path_ok(p: &Path) -> std::result::Result<(), String> {
+pub(crate) fn knob_path_ok(p: &Path) -> std::result::Result<(), String> {
     plain_absolute(p)?;
     let rel = p.strip_prefix("/").unwrap_or(p);
     if is_knob_file(rel) || test_tree(p).is_some_and(|(_, r)| is_knob_file(r)) {
@@ -328,7 +328,7 @@ pub fn knob_path_ok(p: &Path) -> std::result::Result<(), String> {
 /// A persistent file `tunelab apply` writes: /etc/sysctl.d/90-tunelab-*.conf
 /// or /etc/udev/rules.d/90-tunelab-*.rules (below a marked test tree in test
 /// builds), no component a symbolic link.
-pub fn persist_path_ok(p: &Path) -> std::result::Result<(), String> {
+pub(crate) fn persist_path_ok(p: &Path) -> std::result::Result<(), String> {
     plain_absolute(p)?;
     let ours = |rel: &Path| {
         let parts: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
@@ -355,7 +355,7 @@ pub fn persist_path_ok(p: &Path) -> std::result::Result<(), String> {
 }
 
 /// No component of `p` is a symbolic link.
-pub fn no_link(p: &Path) -> std::result::Result<(), String> {
+pub(crate) fn no_link(p: &Path) -> std::result::Result<(), String> {
     if crate::safety::nofollow::has_link(p) {
         return Err(format!(
             "{} has a symbolic link in it: tunelab never follows one from its state",

@@ -19,13 +19,13 @@ use crate::{Error, Result};
 
 use rows::{insert_run, json, json_col, json_text, metric_at, run_head};
 
-pub struct Sqlite {
+pub(crate) struct Sqlite {
     conn: Connection,
     path: std::path::PathBuf,
 }
 
 impl Sqlite {
-    pub fn open(path: &Path) -> Result<Sqlite> {
+    pub(crate) fn open(path: &Path) -> Result<Sqlite> {
         if path.is_dir() {
             return Err(Error::usage(format!(
                 "the result database {} is a directory: give a file path (e.g. {})",

@@ -5,16 +5,16 @@
 //! machine, a fixture tree in tests. Read-only. `wa` counts the write
 //! amplification of a storage point for the runner.
 
-pub mod wa;
+pub(crate) mod wa;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 /// One fact: key, value, the file it came from.
-pub type FlashFact = (String, String, String);
+pub(crate) type FlashFact = (String, String, String);
 
 /// What a device says about its flash, or one "not reported" fact.
-pub fn facts(root: &Path, disk: &str) -> Vec<FlashFact> {
+pub(crate) fn facts(root: &Path, disk: &str) -> Vec<FlashFact> {
     let dev = root.join("sys/block").join(disk).join("device");
     let mut out = Vec::new();
     let read = |name: &str| -> Option<(String, PathBuf)> {
@@ -84,7 +84,7 @@ const WEAR_KEYS: &[&str] = &[
 ];
 
 /// The wear figures `disk` reports (or its "not reported" fact): key, value.
-pub fn wear(root: &Path, disk: &str) -> Vec<(String, String)> {
+pub(crate) fn wear(root: &Path, disk: &str) -> Vec<(String, String)> {
     facts(root, disk)
         .into_iter()
         .filter(|(k, _, _)| WEAR_KEYS.contains(&k.as_str()))
@@ -95,7 +95,10 @@ pub fn wear(root: &Path, disk: &str) -> Vec<(String, String)> {
 /// What a study cost in wear, as environment entries `study.wear.<figure>`:
 /// the figure before and after, or "not reported". eMMC reports life in
 /// 10% steps, so "unchanged" means less than a step (the note says so).
-pub fn wear_cost(before: &[(String, String)], after: &[(String, String)]) -> Vec<(String, String)> {
+pub(crate) fn wear_cost(
+    before: &[(String, String)],
+    after: &[(String, String)],
+) -> Vec<(String, String)> {
     let reported = |v: &str| !v.starts_with("not reported");
     let mut out = Vec::new();
     for (key, was) in before {
@@ -121,14 +124,14 @@ pub fn wear_cost(before: &[(String, String)], after: &[(String, String)]) -> Vec
 }
 
 /// `inspect`'s flash section for the target's disk.
-pub fn inspect(f: &mut super::facts::Facts, root: &Path, disk: &str) {
+pub(crate) fn inspect(f: &mut super::facts::Facts, root: &Path, disk: &str) {
     for (key, value, source) in facts(root, disk) {
         f.add("flash", &key, value, source);
     }
 }
 
 /// The partitions of `disk` and their starts in bytes, in name order.
-pub fn partitions(root: &Path, disk: &str) -> Vec<(String, u64)> {
+pub(crate) fn partitions(root: &Path, disk: &str) -> Vec<(String, u64)> {
     let dir = root.join("sys/class/block").join(disk);
     let mut out: Vec<(String, u64)> = fs::read_dir(&dir)
         .into_iter()

@@ -26,7 +26,7 @@ struct Reading {
 
 /// What one point wrote, preparation included.
 #[derive(Debug)]
-pub struct WriteCount {
+pub(crate) struct WriteCount {
     /// Kernel name of the device counted (the partition or loop device).
     device: String,
     /// The scratch directory, synced before the last reading.
@@ -57,7 +57,7 @@ fn parse_wchar(text: &str) -> Option<u64> {
 impl WriteCount {
     /// The counter for the device holding `dir`; None where `dir` is on no
     /// block device (tmpfs) or diskstats has no line for it.
-    pub fn for_dir(dir: &Path) -> Option<WriteCount> {
+    pub(crate) fn for_dir(dir: &Path) -> Option<WriteCount> {
         let dev = crate::system::device_for_path(dir)?;
         let c = WriteCount {
             device: dev.name,
@@ -79,13 +79,13 @@ impl WriteCount {
     }
 
     /// Before the counted work.
-    pub fn start(&mut self) {
+    pub(crate) fn start(&mut self) {
         self.before = self.read();
     }
 
     /// After it: sync the file system, then add what it wrote (nothing if
     /// a reading failed).
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Ok(d) = fs::File::open(&self.dir) {
             let _ = rustix::fs::syncfs(&d);
         }
@@ -98,14 +98,14 @@ impl WriteCount {
 
     /// The point's note, or None when its trials wrote nothing (a
     /// read-only point: other processes' writes are no amplification).
-    pub fn note(&self) -> Option<String> {
+    pub(crate) fn note(&self) -> Option<String> {
         (self.spans > 0 && self.app > 0)
             .then(|| note_text(&self.device, self.app, self.device_bytes))
     }
 }
 
 /// The prefix every write-amplification note starts with.
-pub const NOTE_PREFIX: &str = "write amplification";
+pub(crate) const NOTE_PREFIX: &str = "write amplification";
 
 fn note_text(device: &str, app: u64, device_bytes: u64) -> String {
     let wa = if app > 0 {

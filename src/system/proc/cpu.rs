@@ -9,10 +9,10 @@ const COLS: usize = 10;
 
 /// One CPU line: the columns the kernel printed, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CpuTimes {
+pub(crate) struct CpuTimes {
     cols: [u64; COLS],
     /// How many columns the line had (old kernels print fewer).
-    pub n: usize,
+    pub(crate) n: usize,
 }
 
 impl CpuTimes {
@@ -32,7 +32,7 @@ impl CpuTimes {
 
     /// Column `i` (0 user, 1 nice, 2 system, 3 idle, 4 iowait, 5 irq,
     /// 6 softirq, 7 steal, 8 guest, 9 guest_nice); 0 when not printed.
-    pub fn col(&self, i: usize) -> u64 {
+    pub(crate) fn col(&self, i: usize) -> u64 {
         if i < self.n {
             self.cols[i]
         } else {
@@ -41,30 +41,30 @@ impl CpuTimes {
     }
 
     /// user + nice + system.
-    pub fn busy_user_system(&self) -> u64 {
+    pub(crate) fn busy_user_system(&self) -> u64 {
         self.col(0) + self.col(1) + self.col(2)
     }
 
     /// The first eight columns: guest and guest_nice are already inside
     /// user and nice, so they are not added again.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         (0..8).map(|i| self.col(i)).sum()
     }
 
     /// Column 7.
-    pub fn steal(&self) -> u64 {
+    pub(crate) fn steal(&self) -> u64 {
         self.col(7)
     }
 }
 
 /// The all-CPU "cpu " line of /proc/stat text.
-pub fn total(stat: &str) -> Option<CpuTimes> {
+pub(crate) fn total(stat: &str) -> Option<CpuTimes> {
     let line = stat.lines().find(|l| l.starts_with("cpu "))?;
     Some(CpuTimes::parse_values(line.split_whitespace().skip(1)))
 }
 
 /// The "cpuN" lines of /proc/stat text, as (N, times).
-pub fn per_cpu(stat: &str) -> impl Iterator<Item = (usize, CpuTimes)> + '_ {
+pub(crate) fn per_cpu(stat: &str) -> impl Iterator<Item = (usize, CpuTimes)> + '_ {
     stat.lines().filter_map(|l| {
         let mut w = l.split_whitespace();
         let cpu = w.next()?.strip_prefix("cpu")?.parse().ok()?;

@@ -4,7 +4,7 @@
 
 /// The value text of the first line whose key (before ':', trimmed) is
 /// `key`, trimmed.
-pub fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+pub(crate) fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.lines().find_map(|l| {
         let (k, v) = l.split_once(':')?;
         (k.trim() == key).then(|| v.trim())
@@ -13,7 +13,7 @@ pub fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 
 /// The first word of `key`'s value as a number ("Tgid:\t42", "syscr: 7",
 /// "VmRSS:  100 kB" gives 100).
-pub fn number(text: &str, key: &str) -> Option<u64> {
+pub(crate) fn number(text: &str, key: &str) -> Option<u64> {
     field(text, key)?
         .split_ascii_whitespace()
         .next()?
@@ -22,7 +22,7 @@ pub fn number(text: &str, key: &str) -> Option<u64> {
 }
 
 /// A "NNN kB" value in bytes.
-pub fn kib_bytes(text: &str, key: &str) -> Option<u64> {
+pub(crate) fn kib_bytes(text: &str, key: &str) -> Option<u64> {
     number(text, key).map(|k| k * 1024)
 }
 

@@ -4,9 +4,9 @@
 //! (`stat`, `keyed`) or come from `procfs` (re-exported below), each with a
 //! from-text entry so tests feed fixtures instead of a live /proc.
 
-pub mod cpu;
-pub mod keyed;
-pub mod stat;
+pub(crate) mod cpu;
+pub(crate) mod keyed;
+pub(crate) mod stat;
 
 use std::ffi::CStr;
 use std::fmt::Display;
@@ -15,12 +15,12 @@ use std::path::{Path, PathBuf};
 
 /// Fixtures parse through procfs's readers of text.
 #[cfg(test)]
-pub use procfs::FromBufRead;
-pub use procfs::{
+pub(crate) use procfs::FromBufRead;
+pub(crate) use procfs::{
     current_system_info, diskstats, page_size, process, ticks_per_second, CpuInfo, Current,
     CurrentSI, DiskStat, FromReadSI, KernelStats, Meminfo, ProcError, VmStat,
 };
-pub use stat::Stat;
+pub(crate) use stat::Stat;
 
 /// A /proc path as a `&'static str` (for constants and labels):
 /// `proc_path!("self/exe")` is `"/proc/self/exe"`.
@@ -32,40 +32,40 @@ macro_rules! proc_path {
 pub(crate) use proc_path;
 
 /// Where procfs is mounted.
-pub const ROOT: &str = "/proc";
+pub(crate) const ROOT: &str = "/proc";
 /// This program's own executable (re-exec'd for helpers and the no-op).
-pub const SELF_EXE: &str = proc_path!("self/exe");
+pub(crate) const SELF_EXE: &str = proc_path!("self/exe");
 /// The exec helper reads its argv here (a C string: it runs after fork).
-pub const SELF_CMDLINE: &CStr = c"/proc/self/cmdline";
+pub(crate) const SELF_CMDLINE: &CStr = c"/proc/self/cmdline";
 
 /// `/proc` as a path.
-pub fn root() -> &'static Path {
+pub(crate) fn root() -> &'static Path {
     Path::new(ROOT)
 }
 
 /// `/proc/<rel>` ("meminfo", "pressure/cpu", "sys/vm/dirty_ratio").
-pub fn path(rel: &str) -> PathBuf {
+pub(crate) fn path(rel: &str) -> PathBuf {
     root().join(rel)
 }
 
 /// `/proc/<rel>` as text, for messages and sources that name the file.
-pub fn name(rel: &str) -> String {
+pub(crate) fn name(rel: &str) -> String {
     format!("{ROOT}/{rel}")
 }
 
 /// The directory of a process: `who` is a pid, "self" or "thread-self".
-pub fn pid_dir(who: impl Display) -> PathBuf {
+pub(crate) fn pid_dir(who: impl Display) -> PathBuf {
     PathBuf::from(format!("{ROOT}/{who}"))
 }
 
 /// `/proc/<who>/<file>`: `who` is a pid, "self" or "thread-self".
-pub fn pid_path(who: impl Display, file: &str) -> PathBuf {
+pub(crate) fn pid_path(who: impl Display, file: &str) -> PathBuf {
     PathBuf::from(format!("{ROOT}/{who}/{file}"))
 }
 
 /// Write `/proc/<pid>/[task/<tid>/]stat` into `buf` (reused: a scan over every
 /// task allocates no path per task).
-pub fn stat_path_into(buf: &mut String, pid: i32, tid: Option<i32>) {
+pub(crate) fn stat_path_into(buf: &mut String, pid: i32, tid: Option<i32>) {
     use std::fmt::Write;
     buf.clear();
     let _ = match tid {
@@ -76,43 +76,43 @@ pub fn stat_path_into(buf: &mut String, pid: i32, tid: Option<i32>) {
 
 /// The file of a sysctl, dotted ("vm.dirty_ratio") or slashed
 /// ("vm/dirty_ratio"), as an absolute path text (`/proc/sys/vm/dirty_ratio`).
-pub fn sysctl_name(key: &str) -> String {
+pub(crate) fn sysctl_name(key: &str) -> String {
     format!("{ROOT}/sys/{}", key.replace('.', "/"))
 }
 
 /// The file of a sysctl (see [`sysctl_name`]).
-pub fn sysctl_path(key: &str) -> PathBuf {
+pub(crate) fn sysctl_path(key: &str) -> PathBuf {
     PathBuf::from(sysctl_name(key))
 }
 
 /// `/proc/<rel>` read whole.
-pub fn read(rel: &str) -> io::Result<String> {
+pub(crate) fn read(rel: &str) -> io::Result<String> {
     std::fs::read_to_string(path(rel))
 }
 
 /// `/proc/<who>/<file>` read whole.
-pub fn read_pid(who: impl Display, file: &str) -> io::Result<String> {
+pub(crate) fn read_pid(who: impl Display, file: &str) -> io::Result<String> {
     std::fs::read_to_string(pid_path(who, file))
 }
 
 /// A sysctl's text, trimmed.
-pub fn read_sysctl(key: &str) -> io::Result<String> {
+pub(crate) fn read_sysctl(key: &str) -> io::Result<String> {
     std::fs::read_to_string(sysctl_path(key)).map(|s| s.trim().to_string())
 }
 
 /// A numeric sysctl; None when missing or not a number.
-pub fn sysctl_u64(key: &str) -> Option<u64> {
+pub(crate) fn sysctl_u64(key: &str) -> Option<u64> {
     read_sysctl(key).ok()?.parse().ok()
 }
 
 /// Write a sysctl (the caller journals and restores it).
-pub fn write_sysctl(key: &str, value: &str) -> io::Result<()> {
+pub(crate) fn write_sysctl(key: &str, value: &str) -> io::Result<()> {
     std::fs::write(sysctl_path(key), value)
 }
 
 /// The numeric entries of a /proc-style directory (pids, tids), in
 /// directory order; empty when it cannot be listed.
-pub fn numeric_entries(dir: &Path) -> Vec<i32> {
+pub(crate) fn numeric_entries(dir: &Path) -> Vec<i32> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -122,13 +122,13 @@ pub fn numeric_entries(dir: &Path) -> Vec<i32> {
 }
 
 /// The pids now.
-pub fn pids() -> Vec<i32> {
+pub(crate) fn pids() -> Vec<i32> {
     numeric_entries(root())
 }
 
 /// The thread ids of `pid` now; Err as the listing failed (NotFound: no
 /// such process).
-pub fn tids(pid: i32) -> io::Result<Vec<i32>> {
+pub(crate) fn tids(pid: i32) -> io::Result<Vec<i32>> {
     Ok(std::fs::read_dir(pid_path(pid, "task"))?
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
@@ -136,7 +136,7 @@ pub fn tids(pid: i32) -> io::Result<Vec<i32>> {
 }
 
 /// A procfs error as an io::Error.
-pub fn to_io(e: ProcError) -> io::Error {
+pub(crate) fn to_io(e: ProcError) -> io::Error {
     io::Error::other(e.to_string())
 }
 

@@ -11,17 +11,17 @@ const MAX: usize = 64;
 /// One stat line, split. Fields are numbered as in proc(5): 1 is the pid,
 /// 2 the command name, 3 the state, 14 utime, 22 starttime, ...
 #[derive(Debug, Clone, Copy)]
-pub struct Stat<'a> {
+pub(crate) struct Stat<'a> {
     /// The command name: between the first '(' and the last ')' (it may
     /// hold spaces and parentheses itself).
-    pub comm: &'a str,
+    pub(crate) comm: &'a str,
     rest: [&'a str; MAX],
     n: usize,
 }
 
 impl<'a> Stat<'a> {
     /// Split a stat line; None without the ')' that closes the name.
-    pub fn parse(text: &'a str) -> Option<Stat<'a>> {
+    pub(crate) fn parse(text: &'a str) -> Option<Stat<'a>> {
         let close = text.rfind(')')?;
         let comm = text[..close]
             .find('(')
@@ -39,74 +39,74 @@ impl<'a> Stat<'a> {
     }
 
     /// Field `n` (proc(5) numbering, from 3) as text.
-    pub fn field(&self, n: usize) -> Option<&'a str> {
+    pub(crate) fn field(&self, n: usize) -> Option<&'a str> {
         let i = n.checked_sub(3)?;
         (i < self.n).then(|| self.rest[i])
     }
 
     /// Field `n` as an unsigned number.
-    pub fn u64(&self, n: usize) -> Option<u64> {
+    pub(crate) fn u64(&self, n: usize) -> Option<u64> {
         self.field(n)?.parse().ok()
     }
 
     /// Field `n` as a signed number (cutime and cstime are signed).
-    pub fn i64(&self, n: usize) -> Option<i64> {
+    pub(crate) fn i64(&self, n: usize) -> Option<i64> {
         self.field(n)?.parse().ok()
     }
 
     /// Field 3: R, S, D, Z, ...
-    pub fn state(&self) -> Option<char> {
+    pub(crate) fn state(&self) -> Option<char> {
         self.field(3)?.chars().next()
     }
 
     /// Field 4.
-    pub fn ppid(&self) -> Option<i32> {
+    pub(crate) fn ppid(&self) -> Option<i32> {
         self.field(4)?.parse().ok()
     }
 
     /// Field 9: PF_* flags.
-    pub fn flags(&self) -> Option<u64> {
+    pub(crate) fn flags(&self) -> Option<u64> {
         self.u64(9)
     }
 
     /// Field 10.
-    pub fn minflt(&self) -> Option<u64> {
+    pub(crate) fn minflt(&self) -> Option<u64> {
         self.u64(10)
     }
 
     /// Field 12.
-    pub fn majflt(&self) -> Option<u64> {
+    pub(crate) fn majflt(&self) -> Option<u64> {
         self.u64(12)
     }
 
     /// Field 14, in clock ticks.
-    pub fn utime(&self) -> Option<u64> {
+    pub(crate) fn utime(&self) -> Option<u64> {
         self.u64(14)
     }
 
     /// Field 15, in clock ticks.
-    pub fn stime(&self) -> Option<u64> {
+    pub(crate) fn stime(&self) -> Option<u64> {
         self.u64(15)
     }
 
     /// Fields 14 to 17: utime + stime + cutime + cstime, clamped at 0.
-    pub fn ticks_with_children(&self) -> Option<u64> {
+    pub(crate) fn ticks_with_children(&self) -> Option<u64> {
         let sum = self.i64(14)? + self.i64(15)? + self.i64(16)? + self.i64(17)?;
         Some(sum.max(0) as u64)
     }
 
     /// Field 22: start time after boot, in clock ticks.
-    pub fn starttime(&self) -> Option<u64> {
+    pub(crate) fn starttime(&self) -> Option<u64> {
         self.u64(22)
     }
 
     /// Field 40.
-    pub fn rt_priority(&self) -> Option<u32> {
+    pub(crate) fn rt_priority(&self) -> Option<u32> {
         self.field(40)?.parse().ok()
     }
 
     /// Field 41: SCHED_* policy number.
-    pub fn policy(&self) -> Option<u32> {
+    pub(crate) fn policy(&self) -> Option<u32> {
         self.field(41)?.parse().ok()
     }
 }

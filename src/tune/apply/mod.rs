@@ -29,13 +29,13 @@ use crate::safety::journal::{self, Entry, FileState, PersistFile, Saved};
 use crate::store::Store;
 use crate::system::device::active_choice;
 use crate::{Error, Result};
-pub use record::{changes_here, this_machine};
-pub use unapply::{plan_unapply, unapply, UnapplyPlan};
-pub use verb::{applied, plan, plan_unapply_all, require_root, verify_all, Planned, Request};
-pub use verdict::{
+pub(crate) use record::{changes_here, this_machine};
+pub(crate) use unapply::{plan_unapply, unapply, UnapplyPlan};
+pub(crate) use verb::{applied, plan, plan_unapply_all, verify_all, Request};
+pub(crate) use verdict::{
     verdict_of, TuneVerdict, ENV_DEVICE, ENV_KNOB, ENV_LAB, ENV_METRIC, ENV_NOISE, ENV_ORIGINAL,
 };
-pub use verify::{verify, Check};
+pub(crate) use verify::{verify, Check};
 
 /// How a knob is kept across boots.
 #[derive(Debug, Clone)]
@@ -82,14 +82,14 @@ fn place(v: &TuneVerdict) -> Result<Place> {
 /// The files and live values one apply changes, worked out before anything
 /// changes (what --dry-run prints).
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Plan {
-    pub change: AppliedChange,
+pub(crate) struct Plan {
+    pub(crate) change: AppliedChange,
     /// Live files with their current value (the restore value).
-    pub live: Vec<(PathBuf, String)>,
+    pub(crate) live: Vec<(PathBuf, String)>,
     /// Partner files the kernel zeroes when the knob is set (dirty_ratio ⇄
     /// dirty_bytes): journalled, restored by unapply.
-    pub partners: Vec<(PathBuf, String)>,
-    pub warnings: Vec<String>,
+    pub(crate) partners: Vec<(PathBuf, String)>,
+    pub(crate) warnings: Vec<String>,
 }
 
 pub(super) fn read_live(p: &std::path::Path) -> Result<String> {
@@ -108,7 +108,7 @@ pub(super) fn change_id(knob: &str, device: Option<&str>) -> String {
 }
 
 /// Plan applying `value` (the verdict's candidate unless overridden).
-pub fn plan_apply(root: &Root, v: &TuneVerdict, store: &Store) -> Result<Plan> {
+pub(crate) fn plan_apply(root: &Root, v: &TuneVerdict, store: &Store) -> Result<Plan> {
     let place = place(v)?;
     let value = v.candidate.clone();
     let (id, device) = match &place {
@@ -388,7 +388,7 @@ pub(super) fn live_entry(
 /// Every journal entry names the store record that makes the change final
 /// (`journal::Commit`): after a kill, `restore` keeps the change if the
 /// store has it and undoes it if not.
-pub fn apply(plan: Plan, store: &mut Store) -> Result<AppliedChange> {
+pub(crate) fn apply(plan: Plan, store: &mut Store) -> Result<AppliedChange> {
     let mut change = plan.change;
     let tag = format!("apply {}", change.id);
     let commit = record::commit_of(store, &change);

@@ -13,7 +13,7 @@ use crate::Result;
 
 /// This machine's id (/etc/machine-id and the like, else the one tunelab
 /// generated once in its state directory), "" when none can be had.
-pub fn this_machine() -> String {
+pub(crate) fn this_machine() -> String {
     crate::system::env::machine_id(Path::new("/"))
         .or_else(|| crate::system::env::generated_machine_id(&crate::system::state_dir()))
         .map(|m| m.0)
@@ -30,7 +30,7 @@ fn value_ok(v: &str) -> bool {
 }
 
 /// Why tunelab must not act on `c`, if it must not.
-pub fn distrust(c: &AppliedChange, here: &str) -> Option<String> {
+pub(crate) fn distrust(c: &AppliedChange, here: &str) -> Option<String> {
     if c.machine_id.is_empty() || c.machine_id != here {
         return Some(format!(
             "recorded on {} (this machine is {here})",
@@ -67,7 +67,7 @@ pub fn distrust(c: &AppliedChange, here: &str) -> Option<String> {
 
 /// The store's applied records that tunelab may act on here, and a note
 /// for each one it ignores.
-pub fn changes_here(store: &Store) -> Result<(Vec<AppliedChange>, Vec<String>)> {
+pub(crate) fn changes_here(store: &Store) -> Result<(Vec<AppliedChange>, Vec<String>)> {
     let here = this_machine();
     let mut ok = Vec::new();
     let mut notes = Vec::new();

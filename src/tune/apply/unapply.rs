@@ -15,20 +15,20 @@ use crate::{Error, Result};
 
 /// What unapply will do for one change (for --dry-run and the real thing).
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct UnapplyPlan {
-    pub change: AppliedChange,
+pub(crate) struct UnapplyPlan {
+    pub(crate) change: AppliedChange,
     /// Live value restored: path, now, to.
-    pub restore: Vec<(PathBuf, String, String)>,
+    pub(crate) restore: Vec<(PathBuf, String, String)>,
     /// Files removed.
-    pub remove: Vec<PathBuf>,
-    pub warnings: Vec<String>,
+    pub(crate) remove: Vec<PathBuf>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Plan undoing `c`: the pre-apply value back where the live value is still
 /// the applied one (a drifted value is someone else's: left, unless
 /// `force`), and tunelab's files removed (a file without tunelab's header
 /// is never touched).
-pub fn plan_unapply(c: &AppliedChange, force: bool) -> Result<UnapplyPlan> {
+pub(crate) fn plan_unapply(c: &AppliedChange, force: bool) -> Result<UnapplyPlan> {
     if let Some(why) = super::record::distrust(c, &super::this_machine()) {
         return Err(Error::environment(format!(
             "refused to unapply {}: {why}; tunelab acts only on its own records of this \
@@ -79,7 +79,7 @@ pub fn plan_unapply(c: &AppliedChange, force: bool) -> Result<UnapplyPlan> {
 }
 
 /// Carry out an unapply plan as one journalled transaction.
-pub fn unapply(plan: UnapplyPlan, store: &mut Store) -> Result<AppliedChange> {
+pub(crate) fn unapply(plan: UnapplyPlan, store: &mut Store) -> Result<AppliedChange> {
     let mut c = plan.change;
     let tag = format!("unapply {}", c.id);
     let me = std::process::id();

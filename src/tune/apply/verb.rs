@@ -12,7 +12,7 @@ use crate::{Error, Result};
 
 /// The one root check of apply, verify and unapply: the real system's
 /// settings and root's state need root; a fake tree (tests) does not.
-pub fn require_root(root: &Root, verb: &str) -> Result<()> {
+pub(crate) fn require_root(root: &Root, verb: &str) -> Result<()> {
     if !root.is_real() {
         return Ok(());
     }
@@ -33,26 +33,26 @@ pub fn require_root(root: &Root, verb: &str) -> Result<()> {
 }
 
 /// What `apply RUN` was asked for.
-pub struct Request<'a> {
-    pub run: &'a str,
-    pub force: bool,
-    pub trust_suspect: bool,
-    pub dry_run: bool,
-    pub root: Root,
+pub(crate) struct Request<'a> {
+    pub(crate) run: &'a str,
+    pub(crate) force: bool,
+    pub(crate) trust_suspect: bool,
+    pub(crate) dry_run: bool,
+    pub(crate) root: Root,
 }
 
 /// An apply checked and planned: nothing changed yet.
-pub struct Planned {
-    pub verdict: TuneVerdict,
-    pub plan: Plan,
+pub(crate) struct Planned {
+    pub(crate) verdict: TuneVerdict,
+    pub(crate) plan: Plan,
     /// Said before anything changes (an interrupted sweep, the plan's own).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Plan `apply`: root (unless a dry run), the tune run's verdict and its
 /// refusals, the files and live values, and the live value checked against
 /// the one the sweep measured.
-pub fn plan(req: &Request, store: &Store) -> Result<Planned> {
+pub(crate) fn plan(req: &Request, store: &Store) -> Result<Planned> {
     if !req.dry_run {
         require_root(&req.root, "apply")?;
     }
@@ -86,14 +86,18 @@ pub fn plan(req: &Request, store: &Store) -> Result<Planned> {
 impl Planned {
     /// Apply the planned change: its files written, the live value set,
     /// the record stored (`super::apply`); the change as the kernel kept it.
-    pub fn measure(&self, store: &mut Store) -> Result<AppliedChange> {
+    pub(crate) fn measure(&self, store: &mut Store) -> Result<AppliedChange> {
         super::apply(self.plan.clone(), store)
     }
 }
 
 /// This machine's applied records on `root` (records of other machines are
 /// left out, each with a note), all or only those in force.
-pub fn applied(store: &Store, root: &Root, all: bool) -> Result<(Vec<AppliedChange>, Vec<String>)> {
+pub(crate) fn applied(
+    store: &Store,
+    root: &Root,
+    all: bool,
+) -> Result<(Vec<AppliedChange>, Vec<String>)> {
     let (ok, notes) = changes_here(store)?;
     let list = ok
         .into_iter()
@@ -104,7 +108,7 @@ pub fn applied(store: &Store, root: &Root, all: bool) -> Result<(Vec<AppliedChan
 
 /// `verify`: root, then each change in force checked against the live
 /// system; with the notes about records left out.
-pub fn verify_all(store: &Store, root: &Root) -> Result<(Vec<Check>, Vec<String>)> {
+pub(crate) fn verify_all(store: &Store, root: &Root) -> Result<(Vec<Check>, Vec<String>)> {
     require_root(root, "verify")?;
     let (active, notes) = applied(store, root, false)?;
     Ok((active.iter().map(|c| verify(root, c)).collect(), notes))
@@ -115,7 +119,7 @@ pub fn verify_all(store: &Store, root: &Root) -> Result<(Vec<Check>, Vec<String>
 /// names (a knob, KNOB@DISK, or `all`), and for each what is removed and
 /// restored. Nothing in force and `all` in a dry run is an empty plan (the
 /// answer), not an error.
-pub fn plan_unapply_all(
+pub(crate) fn plan_unapply_all(
     active: &[AppliedChange],
     root: &Root,
     what: &str,

@@ -12,59 +12,59 @@ use crate::tune::sweep::default_metric;
 use crate::{Error, Result};
 
 /// Environment keys a tune run records for apply (see cli/tune.rs).
-pub const ENV_KNOB: &str = "tune.knob";
-pub const ENV_METRIC: &str = "tune.metric";
-pub const ENV_NOISE: &str = "tune.noise";
-pub const ENV_DEVICE: &str = "tune.device";
-pub const ENV_ORIGINAL: &str = "tune.original";
-pub const ENV_LAB: &str = "tune.lab";
+pub(crate) const ENV_KNOB: &str = "tune.knob";
+pub(crate) const ENV_METRIC: &str = "tune.metric";
+pub(crate) const ENV_NOISE: &str = "tune.noise";
+pub(crate) const ENV_DEVICE: &str = "tune.device";
+pub(crate) const ENV_ORIGINAL: &str = "tune.original";
+pub(crate) const ENV_LAB: &str = "tune.lab";
 
 /// What a tune run concluded, re-derived from its stored samples.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct TuneVerdict {
-    pub run_id: String,
-    pub knob: String,
-    pub metric: String,
-    pub noise: f64,
+pub(crate) struct TuneVerdict {
+    pub(crate) run_id: String,
+    pub(crate) knob: String,
+    pub(crate) metric: String,
+    pub(crate) noise: f64,
     /// The disk block knobs acted on.
-    pub device: Option<String>,
+    pub(crate) device: Option<String>,
     /// The live value before the sweep, when the run recorded it.
-    pub original: Option<String>,
+    pub(crate) original: Option<String>,
     /// The value better than the live one with 95% confidence, if any.
-    pub best: Option<String>,
+    pub(crate) best: Option<String>,
     /// The best median (the candidate when nothing won).
-    pub candidate: String,
+    pub(crate) candidate: String,
     /// What the candidate is compared with: the live value, measured as one
     /// arm of the sweep.
-    pub baseline: String,
+    pub(crate) baseline: String,
     /// Median per-round ratio candidate / live, and its CI.
-    pub ratio: f64,
-    pub ci95_low: f64,
-    pub ci95_high: f64,
+    pub(crate) ratio: f64,
+    pub(crate) ci95_low: f64,
+    pub(crate) ci95_high: f64,
     /// Rounds the candidate did better, of those both arms finished.
-    pub wins: usize,
-    pub rounds: usize,
-    pub explanation: String,
+    pub(crate) wins: usize,
+    pub(crate) rounds: usize,
+    pub(crate) explanation: String,
     /// Why the workload may not exercise the knob (recorded by tune).
-    pub relevance: Option<String>,
+    pub(crate) relevance: Option<String>,
     /// The sweep was cut short by a signal (its finished rounds are kept).
-    pub interrupted: bool,
+    pub(crate) interrupted: bool,
     /// The verdict's two arms (candidate, live) hold trials the validity
     /// guard flagged: what they were.
-    pub suspect: Option<String>,
+    pub(crate) suspect: Option<String>,
     /// The sweep ran on a loop device of the file-system lab.
-    pub lab: bool,
+    pub(crate) lab: bool,
     /// The directory the sweep measured in (for the fstab line).
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
     /// The command that measures the same workload at the applied value.
-    pub remeasure: String,
+    pub(crate) remeasure: String,
     /// The command that tunes the same knob on the same workload again.
-    pub retune: String,
+    pub(crate) retune: String,
 }
 
 impl TuneVerdict {
     /// One line for file headers and the store.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         format!(
             "{}={} vs the live value ({}): {} ×{:.3} per round (95% CI {:.3}–{:.3}), better in {} \
              of {} paired rounds, {}",
@@ -97,7 +97,7 @@ impl TuneVerdict {
     /// that may not exercise the knob, never a verdict against another
     /// baseline (that is [`TuneVerdict::live_changed`]); `trust_suspect`
     /// (--trust-suspect) alone lets flagged trials decide.
-    pub fn refusal(&self, force: bool, trust_suspect: bool) -> Option<String> {
+    pub(crate) fn refusal(&self, force: bool, trust_suspect: bool) -> Option<String> {
         if let Some(s) = self.suspect.as_ref().filter(|_| !trust_suspect) {
             return Some(format!(
                 "run {}'s verdict for {}={} rests on trials the validity guard flagged (other \
@@ -131,7 +131,7 @@ impl TuneVerdict {
     /// Refuse when the value in place now is not the live value the sweep
     /// measured: the verdict compares the candidate with a value that is no
     /// longer the one apply would replace.
-    pub fn live_changed(&self, now: &str) -> Option<String> {
+    pub(crate) fn live_changed(&self, now: &str) -> Option<String> {
         (now != self.baseline).then(|| {
             format!(
                 "{} is {now} now, but run {} measured its values against {} (the live value \
@@ -168,7 +168,7 @@ pub(super) fn knob_of(run: &Run) -> Option<String> {
 /// Read a tune run's verdict back from its samples (the rule `tune`
 /// printed: a value wins only when it beats the live value, round by round,
 /// with 95% confidence and beyond the noise).
-pub fn verdict_of(run: &Run) -> Result<TuneVerdict> {
+pub(crate) fn verdict_of(run: &Run) -> Result<TuneVerdict> {
     let knob = knob_of(run).ok_or_else(|| {
         Error::usage(format!(
             "run {} is not a tune run (no knob recorded): apply takes the run of a \

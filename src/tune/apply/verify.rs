@@ -12,25 +12,25 @@ use crate::tune::persist::{self, Root};
 
 /// The state of one applied change now.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Check {
-    pub id: String,
-    pub knob: String,
-    pub applied: String,
-    pub live: Option<String>,
+pub(crate) struct Check {
+    pub(crate) id: String,
+    pub(crate) knob: String,
+    pub(crate) applied: String,
+    pub(crate) live: Option<String>,
     /// "in place", "drifted", "file missing", "file edited".
-    pub status: String,
+    pub(crate) status: String,
     /// What changed it, when tunelab can tell.
-    pub cause: Option<String>,
+    pub(crate) cause: Option<String>,
 }
 
 impl Check {
-    pub fn ok(&self) -> bool {
+    pub(crate) fn ok(&self) -> bool {
         self.status == "in place"
     }
 }
 
 /// Compare one applied change with the live system.
-pub fn verify(root: &Root, c: &AppliedChange) -> Check {
+pub(crate) fn verify(root: &Root, c: &AppliedChange) -> Check {
     let live = c
         .live
         .first()

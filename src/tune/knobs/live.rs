@@ -11,7 +11,7 @@ impl KnobGuard {
     /// kernel's defaults where none is given: relatime, async, nolazytime).
     /// Err says why it cannot be one (a dirty ratio whose bytes partner is
     /// in use reads 0, and writing 0 would be another setting).
-    pub fn live_arm(&self, values: &[String]) -> std::result::Result<String, String> {
+    pub(crate) fn live_arm(&self, values: &[String]) -> std::result::Result<String, String> {
         match &self.entry.saved {
             Saved::Mount { original, .. } => {
                 let mut tokens: Vec<&str> = Vec::new();

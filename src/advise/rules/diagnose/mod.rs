@@ -24,37 +24,37 @@ pub(crate) use waits::{blocking_cause, memory_pressure, sleep_bound, storage_syn
 // reasons: docs/diagnose-findings.md.
 
 /// CPU-bound: on-CPU time at least this share of the workload's active thread time.
-pub const CPU_BOUND_PCT: f64 = 50.0;
+pub(crate) const CPU_BOUND_PCT: f64 = 50.0;
 /// A hot spot: one user-space function holds at least this share of the samples.
-pub const HOTSPOT_PCT: f64 = 20.0;
+pub(crate) const HOTSPOT_PCT: f64 = 20.0;
 /// User-space code must hold at least this share of the samples for a hot spot.
-pub const USER_SHARE_PCT: f64 = 50.0;
+pub(crate) const USER_SHARE_PCT: f64 = 50.0;
 /// Lock waits worth a finding, share of active thread time.
-pub const LOCK_PCT: f64 = 10.0;
+pub(crate) const LOCK_PCT: f64 = 10.0;
 /// Synchronous storage waits worth a finding, share of active thread time.
-pub const STORAGE_PCT: f64 = 20.0;
+pub(crate) const STORAGE_PCT: f64 = 20.0;
 /// Timer sleeps that set the pace, share of active thread time.
-pub const SLEEP_PCT: f64 = 50.0;
+pub(crate) const SLEEP_PCT: f64 = 50.0;
 /// Minor faults per second that make page-fault churn.
-pub const FAULTS_PER_S: f64 = 10_000.0;
+pub(crate) const FAULTS_PER_S: f64 = 10_000.0;
 /// Profile share in the page-fault path (inclusive) that makes it the cost.
-pub const FAULT_PROFILE_PCT: f64 = 20.0;
+pub(crate) const FAULT_PROFILE_PCT: f64 = 20.0;
 /// Read/write calls per second, and bytes per call below which they are small.
-pub const SMALL_IO_CALLS_PER_S: f64 = 5_000.0;
-pub const SMALL_IO_BYTES: f64 = 4096.0;
+pub(crate) const SMALL_IO_CALLS_PER_S: f64 = 5_000.0;
+pub(crate) const SMALL_IO_BYTES: f64 = 4096.0;
 /// Own system time share of own CPU time that makes a workload kernel-bound.
-pub const OWN_SYSTEM_PCT: f64 = 50.0;
+pub(crate) const OWN_SYSTEM_PCT: f64 = 50.0;
 /// Run-queue wait worth a finding: share of (on-CPU + run-queue) time, and of active time.
-pub const STARVED_PCT: f64 = 25.0;
-pub const STARVED_ACTIVE_PCT: f64 = 10.0;
+pub(crate) const STARVED_PCT: f64 = 25.0;
+pub(crate) const STARVED_ACTIVE_PCT: f64 = 10.0;
 /// Memory-pressure waits (reclaim, major faults), share of active thread time.
-pub const MEMORY_WAIT_PCT: f64 = 10.0;
-pub const MAJOR_FAULTS_PER_S: f64 = 50.0;
+pub(crate) const MEMORY_WAIT_PCT: f64 = 10.0;
+pub(crate) const MAJOR_FAULTS_PER_S: f64 = 50.0;
 /// One other cause of blocking that dominates, share of active thread time.
-pub const DOMINANT_WAIT_PCT: f64 = 50.0;
+pub(crate) const DOMINANT_WAIT_PCT: f64 = 50.0;
 /// One process of several with the same name is judged on its own time
 /// when it holds at least this share of the workload's active time.
-pub const SIGNIFICANT_PROCESS_PCT: f64 = 10.0;
+pub(crate) const SIGNIFICANT_PROCESS_PCT: f64 = 10.0;
 
 #[cfg(test)]
 mod tests {

@@ -14,11 +14,11 @@ use super::open::Opened;
 #[derive(Debug, Clone, Copy)]
 pub(in super::super) struct Adapt {
     /// Fraction of one CPU the reader may use.
-    pub share: f64,
+    pub(crate) share: f64,
     /// The rate now, Hz.
-    pub hz: u64,
+    pub(crate) hz: u64,
     /// The rate asked (never exceeded).
-    pub max_hz: u64,
+    pub(crate) max_hz: u64,
 }
 
 // _IOW('$', 4, u64): a new sample period, or frequency for a freq event;

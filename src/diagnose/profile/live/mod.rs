@@ -120,7 +120,7 @@ impl Meta {
     }
 }
 
-pub struct Live {
+pub(crate) struct Live {
     stop: Arc<AtomicBool>,
     reader: Option<JoinHandle<Collected>>,
     started: Instant,
@@ -130,10 +130,10 @@ pub struct Live {
 }
 
 /// Kernel names of sampled addresses (see `kallsyms`).
-pub type Names = std::collections::HashMap<u64, super::kallsyms::KernelSym>;
+pub(crate) type Names = std::collections::HashMap<u64, super::kallsyms::KernelSym>;
 
 impl Live {
-    pub fn start(req: &Request) -> Result<Live, String> {
+    pub(crate) fn start(req: &Request) -> Result<Live, String> {
         let started = Instant::now();
         if let Scope::Process { pid } = req.scope {
             if pid <= 0 {
@@ -234,7 +234,7 @@ impl Live {
     }
 
     /// Stop sampling (the reader drains and exits); naming comes later.
-    pub fn stop(&mut self) -> Result<(), String> {
+    pub(crate) fn stop(&mut self) -> Result<(), String> {
         if self.stopped.is_none() {
             let what = if self.meta.kind == Kind::OffCpu {
                 "off-CPU"
@@ -248,7 +248,7 @@ impl Live {
     }
 
     /// The kernel addresses sampled (after `stop`).
-    pub fn kernel_addrs(&self) -> Vec<u64> {
+    pub(crate) fn kernel_addrs(&self) -> Vec<u64> {
         self.stopped
             .as_ref()
             .map(|(c, _)| symbols::kernel_addrs(c).collect())
@@ -276,7 +276,10 @@ impl Live {
     /// Off-CPU tracing: the µs-weighted profile (for the flame graph and
     /// the blocked-time tables) and every distinct wait stack with its
     /// count and longest wait.
-    pub fn finish_offcpu(mut self, names: Option<&Names>) -> Result<super::OffCpuTrace, String> {
+    pub(crate) fn finish_offcpu(
+        mut self,
+        names: Option<&Names>,
+    ) -> Result<super::OffCpuTrace, String> {
         let cpu0 = common::thread_cpu_ns();
         let (collected, sampling_ms, names) = self.take(names)?;
         let stacks = symbols::resolve(&collected, &names);
@@ -399,7 +402,7 @@ impl Live {
             .map_err(|_| format!("the {what} reader thread panicked"))
     }
 
-    pub fn finish(mut self, names: Option<&Names>) -> Result<Profile, String> {
+    pub(crate) fn finish(mut self, names: Option<&Names>) -> Result<Profile, String> {
         let cpu0 = common::thread_cpu_ns();
         let (collected, sampling_ms, names) = self.take(names)?;
         let distinct = collected.stacks.len() as u64;

@@ -21,10 +21,10 @@ pub(super) enum OffKind {
 
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct OffEvent {
-    pub time: u64,
-    pub pid: u32,
-    pub tid: u32,
-    pub kind: OffKind,
+    pub(crate) time: u64,
+    pub(crate) pid: u32,
+    pub(crate) tid: u32,
+    pub(crate) kind: OffKind,
 }
 
 #[derive(Default)]

@@ -34,7 +34,7 @@ use vmstat_view::*;
 
 /// What to watch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Vmstat,
     Iostat,
     Hogs,
@@ -48,7 +48,7 @@ pub enum Kind {
 impl Kind {
     /// Every view: its name (the CLI's word, the JSON's "view") and what it
     /// shows (the CLI's help).
-    pub const ALL: [(Kind, &'static str, &'static str); 8] = [
+    pub(crate) const ALL: [(Kind, &'static str, &'static str); 8] = [
         (
             Kind::Vmstat,
             "vmstat",
@@ -92,14 +92,14 @@ impl Kind {
     ];
 
     /// The view called `name` in [`Kind::ALL`].
-    pub fn named(name: &str) -> Option<Kind> {
+    pub(crate) fn named(name: &str) -> Option<Kind> {
         Self::ALL
             .iter()
             .find(|(_, n, _)| *n == name)
             .map(|(k, _, _)| *k)
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         Self::ALL
             .iter()
             .find(|(k, _, _)| *k == self)
@@ -108,29 +108,29 @@ impl Kind {
 }
 
 /// The view and its options, as the CLI parsed them.
-pub struct Options {
-    pub kind: Kind,
+pub(crate) struct Options {
+    pub(crate) kind: Kind,
     /// iostat: only these devices (empty: every disk with I/O since boot).
-    pub devices: Vec<String>,
+    pub(crate) devices: Vec<String>,
     /// hogs/irq/slab: at most this many rows per sample.
-    pub top: usize,
+    pub(crate) top: usize,
     /// hogs: only tasks using at least this % of one CPU.
-    pub min_pct: f64,
+    pub(crate) min_pct: f64,
     /// hogs: threads instead of processes.
-    pub threads: bool,
+    pub(crate) threads: bool,
 }
 
 /// What one view produced for one interval.
 #[derive(Default)]
-pub struct Emitted {
-    pub json: Value,
-    pub table: String,
+pub(crate) struct Emitted {
+    pub(crate) json: Value,
+    pub(crate) table: String,
     /// (metric name, labels, value, help) for OpenMetrics.
-    pub metrics: Vec<(String, String, f64)>,
+    pub(crate) metrics: Vec<(String, String, f64)>,
     /// Printed on stderr (tunelab: warning: …).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// Printed on stderr as hints (suppressed by --quiet).
-    pub hints: Vec<String>,
+    pub(crate) hints: Vec<String>,
 }
 
 impl Emitted {
@@ -146,7 +146,7 @@ impl Emitted {
 }
 
 /// One view's state between samples: the counters read last.
-pub trait ViewState {
+pub(crate) trait ViewState {
     fn sample(&mut self, seconds: f64) -> Result<Emitted>;
     /// Printed once before the first table.
     fn preface(&self) -> Vec<String> {
@@ -168,16 +168,16 @@ fn env_err(what: &str, e: std::io::Error) -> Error {
 }
 
 /// What `monitor` was asked for, as parsed.
-pub struct Request {
-    pub options: Options,
+pub(crate) struct Request {
+    pub(crate) options: Options,
     /// Seconds between samples.
-    pub interval: f64,
+    pub(crate) interval: f64,
     /// Stop after this many samples (None: until a signal).
-    pub count: Option<u64>,
+    pub(crate) count: Option<u64>,
 }
 
 /// The view started (its first counters read) and the loop's bounds.
-pub struct Planned {
+pub(crate) struct Planned {
     view: Box<dyn ViewState>,
     interval: f64,
     count: Option<u64>,
@@ -185,7 +185,7 @@ pub struct Planned {
 
 /// Start the view the request names: its first counters are read now, so
 /// a source that cannot be read is refused before any sample.
-pub fn plan(req: Request) -> Result<Planned> {
+pub(crate) fn plan(req: Request) -> Result<Planned> {
     Ok(Planned {
         view: make_view(&req.options)?,
         interval: req.interval,
@@ -195,18 +195,21 @@ pub fn plan(req: Request) -> Result<Planned> {
 
 impl Planned {
     /// Printed once before the first table.
-    pub fn preface(&self) -> Vec<String> {
+    pub(crate) fn preface(&self) -> Vec<String> {
         self.view.preface()
     }
 
     /// Sample every interval until the count, a signal or `sink` says stop
     /// (see [`watch`]).
-    pub fn measure(&mut self, sink: &mut dyn FnMut(Sample) -> Result<bool>) -> Result<Watched> {
+    pub(crate) fn measure(
+        &mut self,
+        sink: &mut dyn FnMut(Sample) -> Result<bool>,
+    ) -> Result<Watched> {
         watch(self.view.as_mut(), self.interval, self.count, sink)
     }
 
     /// The view's summary when the monitor stops: (table text, JSON).
-    pub fn finish(&self) -> Option<(String, Value)> {
+    pub(crate) fn finish(&self) -> Option<(String, Value)> {
         self.view.finish()
     }
 }
@@ -294,26 +297,26 @@ fn make_view(a: &Options) -> Result<Box<dyn ViewState>> {
 }
 
 /// One interval a view measured.
-pub struct Sample {
+pub(crate) struct Sample {
     /// 1 for the first.
-    pub n: u64,
+    pub(crate) n: u64,
     /// Seconds since the monitor started, at the read.
-    pub t: f64,
+    pub(crate) t: f64,
     /// Seconds since the Unix epoch, at the read.
-    pub unix: f64,
+    pub(crate) unix: f64,
     /// The interval's measured length, in seconds.
-    pub seconds: f64,
-    pub emitted: Emitted,
+    pub(crate) seconds: f64,
+    pub(crate) emitted: Emitted,
 }
 
 /// How watching ended.
-pub struct Watched {
+pub(crate) struct Watched {
     /// Samples taken.
-    pub n: u64,
+    pub(crate) n: u64,
     /// The signal that stopped it (a monitor's normal end).
-    pub stopped_by: Option<&'static str>,
+    pub(crate) stopped_by: Option<&'static str>,
     /// The sink refused more (a closed stdout): nothing more is shown.
-    pub closed: bool,
+    pub(crate) closed: bool,
 }
 
 /// Sample `view` every `interval` seconds (deadlines start + k × interval,

@@ -15,13 +15,13 @@ use crate::Result;
 #[derive(Clone, Debug)]
 pub struct Plan {
     /// Half the block read (S); candidates start at 2·S.
-    pub half: u64,
+    pub(crate) half: u64,
     /// Largest candidate tried.
-    pub max: u64,
+    pub(crate) max: u64,
     /// Boundaries sampled per candidate (spread over the device).
-    pub positions: usize,
+    pub(crate) positions: usize,
     /// Times each pre/on/post triple is read.
-    pub repeats: usize,
+    pub(crate) repeats: usize,
 }
 
 impl Default for Plan {
@@ -38,14 +38,14 @@ impl Default for Plan {
 /// One candidate size and what reading across its multiples cost.
 #[derive(Clone, Debug)]
 pub struct Candidate {
-    pub size: u64,
+    pub(crate) size: u64,
     /// Median extra time of a read that straddles a multiple of `size` (s).
-    pub diff: f64,
+    pub(crate) diff: f64,
     /// Standard error of that median, from the spread of the samples (s).
-    pub noise: f64,
+    pub(crate) noise: f64,
     /// diff(size) − diff(size/2): the step this size adds (s).
-    pub step: f64,
-    pub significant: bool,
+    pub(crate) step: f64,
+    pub(crate) significant: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -56,7 +56,7 @@ pub struct Found {
     /// The page: the smallest significant step, when smaller than the unit.
     pub page: Option<u64>,
     /// The unit's step over its noise (capped at 1000).
-    pub snr: f64,
+    pub(crate) snr: f64,
 }
 
 /// Read every candidate and decide. `buf` must hold 2·S bytes (aligned for
@@ -124,7 +124,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// A step counts when it is above four standard errors of the two diffs it
 /// joins and above a tenth of the largest diff (so a noiseless clock does
 /// not make every rounding a step).
-pub fn decide(mut candidates: Vec<Candidate>) -> Found {
+pub(crate) fn decide(mut candidates: Vec<Candidate>) -> Found {
     let top = candidates.iter().map(|c| c.diff).fold(0.0, f64::max);
     let mut prev = (0.0, 0.0);
     for c in candidates.iter_mut() {
@@ -153,16 +153,16 @@ pub fn decide(mut candidates: Vec<Candidate>) -> Found {
 
 /// Where a partition and its file system's data area sit against the unit.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Alignment {
-    pub partition: String,
-    pub start: u64,
+pub(crate) struct Alignment {
+    pub(crate) partition: String,
+    pub(crate) start: u64,
     /// The data area's offset from the partition start, when known (FAT).
-    pub data: Option<u64>,
-    pub unit: u64,
+    pub(crate) data: Option<u64>,
+    pub(crate) unit: u64,
 }
 
 impl Alignment {
-    pub fn aligned(&self) -> bool {
+    pub(crate) fn aligned(&self) -> bool {
         self.start.is_multiple_of(self.unit)
             && self
                 .data
@@ -170,7 +170,7 @@ impl Alignment {
     }
 
     /// What is off and the command that fixes it.
-    pub fn verdict(&self) -> String {
+    pub(crate) fn verdict(&self) -> String {
         let unit_s = self.unit / 512;
         if !self.start.is_multiple_of(self.unit) {
             let next = self.start.div_ceil(self.unit) * self.unit / 512;
@@ -210,7 +210,7 @@ impl Alignment {
 
 /// Offset of a FAT file system's data area (first cluster) from the start
 /// of its boot sector, or None when the sector is not a FAT boot sector.
-pub fn fat_data_offset(boot: &[u8]) -> Option<u64> {
+pub(crate) fn fat_data_offset(boot: &[u8]) -> Option<u64> {
     if boot.len() < 512 || boot[510] != 0x55 || boot[511] != 0xAA {
         return None;
     }

@@ -15,40 +15,40 @@ const TAG: u64 = 0x7475_6e65_6c61_6233; // "tunelab3"
 
 /// What the read-back found.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Verdict {
-    pub written: u64,
-    pub intact: u64,
+pub(crate) struct Verdict {
+    pub(crate) written: u64,
+    pub(crate) intact: u64,
     /// Blocks holding another position's data (addresses wrap).
-    pub overwritten: u64,
+    pub(crate) overwritten: u64,
     /// Blocks holding neither (lost or damaged data).
-    pub corrupted: u64,
+    pub(crate) corrupted: u64,
     /// Position of the first block that did not read back intact.
-    pub first_bad: Option<u64>,
+    pub(crate) first_bad: Option<u64>,
     /// The least distance between an overwritten block and the position
     /// whose data it holds: the wrap (the real size; others are multiples).
-    pub wrap: Option<u64>,
-    pub write_seconds: f64,
-    pub read_seconds: f64,
+    pub(crate) wrap: Option<u64>,
+    pub(crate) write_seconds: f64,
+    pub(crate) read_seconds: f64,
     /// (bytes done, rate B/s) per progress step of each phase.
-    pub write_rates: Vec<(f64, f64)>,
-    pub read_rates: Vec<(f64, f64)>,
+    pub(crate) write_rates: Vec<(f64, f64)>,
+    pub(crate) read_rates: Vec<(f64, f64)>,
 }
 
 impl Verdict {
     /// The bytes the device really holds: what read back intact.
-    pub fn real_capacity(&self) -> u64 {
+    pub(crate) fn real_capacity(&self) -> u64 {
         self.intact
     }
-    pub fn is_fake(&self) -> bool {
+    pub(crate) fn is_fake(&self) -> bool {
         self.intact < self.written
     }
 }
 
 /// Phase and bytes done, for a progress display.
-pub type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
+pub(crate) type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 
 /// Fill `block` (its len a multiple of 8) with the pattern of `pos`.
-pub fn pattern(block: &mut [u8], pos: u64, seed: u64) {
+pub(crate) fn pattern(block: &mut [u8], pos: u64, seed: u64) {
     block[..8].copy_from_slice(&TAG.to_le_bytes());
     block[8..16].copy_from_slice(&pos.to_le_bytes());
     // xorshift64 keyed by seed and position: every block differs.
@@ -63,7 +63,7 @@ pub fn pattern(block: &mut [u8], pos: u64, seed: u64) {
 
 /// Write `size` bytes (whole blocks) to `io`, flush, read them back.
 /// `scratch` holds one block (aligned for O_DIRECT); `expect` another.
-pub fn fill_and_verify(
+pub(crate) fn fill_and_verify(
     io: &mut dyn FlashIo,
     size: u64,
     scratch: &mut [u8],

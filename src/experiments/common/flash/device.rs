@@ -13,25 +13,25 @@ use std::time::Instant;
 use super::FlashIo;
 use crate::{Error, Result};
 
-pub struct FdIo {
+pub(crate) struct FdIo {
     file: File,
     path: PathBuf,
     len: u64,
     origin: Instant,
     /// False when O_DIRECT was refused and writes are O_DSYNC instead.
-    pub direct: bool,
+    pub(crate) direct: bool,
 }
 
 /// How a block device may be used: read it, or overwrite it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Access {
+pub(crate) enum Access {
     Read,
     Overwrite,
 }
 
 impl FdIo {
     /// Open a scratch file the caller created (`len` bytes, already sized).
-    pub fn scratch_file(path: &Path, len: u64) -> Result<FdIo> {
+    pub(crate) fn scratch_file(path: &Path, len: u64) -> Result<FdIo> {
         Self::open(path, len, true, OFlags::DIRECT.bits() as i32)
             .or_else(|_| Self::open(path, len, false, OFlags::DSYNC.bits() as i32))
     }
@@ -39,7 +39,7 @@ impl FdIo {
     /// Open a block device the user named. Overwriting opens it O_EXCL,
     /// which the kernel refuses (EBUSY) while it or a partition of it is
     /// mounted or otherwise held: a mounted device is never written.
-    pub fn block_device(path: &Path, access: Access) -> Result<FdIo> {
+    pub(crate) fn block_device(path: &Path, access: Access) -> Result<FdIo> {
         let meta = std::fs::metadata(path).map_err(|e| Error::io("looking at", path, e))?;
         if !meta.file_type().is_block_device() {
             return Err(Error::usage(format!(
@@ -126,14 +126,14 @@ impl FlashIo for FdIo {
 }
 
 /// The parameters every writing flash experiment shares.
-pub const DEVICE: crate::engine::ParamSpec = crate::engine::ParamSpec::new(
+pub(crate) const DEVICE: crate::engine::ParamSpec = crate::engine::ParamSpec::new(
     "device",
     crate::engine::ParamKind::Text,
     "none",
     "none = a file in the scratch directory (the default, file-level); a block device \
      such as /dev/mmcblk0 = write it raw, only with overwrite=yes and never when mounted",
 );
-pub const OVERWRITE: crate::engine::ParamSpec = crate::engine::ParamSpec::new(
+pub(crate) const OVERWRITE: crate::engine::ParamSpec = crate::engine::ParamSpec::new(
     "overwrite",
     crate::engine::ParamKind::Bool,
     "no",
@@ -142,7 +142,7 @@ pub const OVERWRITE: crate::engine::ParamSpec = crate::engine::ParamSpec::new(
 
 /// Where a writing experiment writes: a scratch file of `len` bytes, or the
 /// device the user named and handed over. The note says which.
-pub fn for_writes(
+pub(crate) fn for_writes(
     ctx: &crate::engine::Ctx,
     device: &str,
     overwrite: bool,

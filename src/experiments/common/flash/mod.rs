@@ -6,8 +6,8 @@
 //! (`capacity`).
 
 pub mod boundary;
-pub mod capacity;
-pub mod device;
+pub(crate) mod capacity;
+pub(crate) mod device;
 pub mod steady;
 pub mod streams;
 
@@ -30,4 +30,4 @@ pub trait FlashIo {
 }
 
 /// Called between operations so SIGINT stops a long run promptly.
-pub type Cancel<'a> = &'a dyn Fn() -> Result<()>;
+pub(crate) type Cancel<'a> = &'a dyn Fn() -> Result<()>;

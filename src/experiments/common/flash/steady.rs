@@ -14,13 +14,13 @@ use crate::Result;
 #[derive(Clone, Debug)]
 pub struct Rule {
     /// Window length (s).
-    pub window: f64,
+    pub(crate) window: f64,
     /// Windows the rule looks at (fio's ss_dur = windows × window).
-    pub windows: usize,
+    pub(crate) windows: usize,
     /// Largest (max − min) / mean of the windows' rates.
-    pub range: f64,
+    pub(crate) range: f64,
     /// Largest change of the fitted line across the windows, over the mean.
-    pub slope: f64,
+    pub(crate) slope: f64,
 }
 
 impl Default for Rule {
@@ -52,29 +52,29 @@ pub struct Load {
 
 /// One window of the timeline.
 #[derive(Clone, Copy, Debug)]
-pub struct Window {
+pub(crate) struct Window {
     /// End of the window, seconds from the first write.
-    pub end: f64,
+    pub(crate) end: f64,
     /// Bytes written from the first write to the end of the window.
-    pub written: u64,
-    pub rate: f64,
+    pub(crate) written: u64,
+    pub(crate) rate: f64,
 }
 
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
-    pub timeline: Vec<Window>,
+    pub(crate) timeline: Vec<Window>,
     /// Mean rate of the steady windows, when the rule held.
     pub steady: Option<f64>,
     /// Index of the first steady window.
-    pub steady_from: usize,
+    pub(crate) steady_from: usize,
     /// Rate of the first window.
     pub burst_rate: f64,
     /// Whether a window fell below 70% of the first one's rate.
-    pub dropped: bool,
+    pub(crate) dropped: bool,
     /// Write latencies (s) in the steady windows, sorted.
-    pub latencies: Vec<f64>,
-    pub written: u64,
-    pub elapsed: f64,
+    pub(crate) latencies: Vec<f64>,
+    pub(crate) written: u64,
+    pub(crate) elapsed: f64,
 }
 
 impl Outcome {
@@ -90,7 +90,7 @@ impl Outcome {
     }
 
     /// Bytes written at the burst rate before the drop.
-    pub fn burst_bytes(&self) -> f64 {
+    pub(crate) fn burst_bytes(&self) -> f64 {
         match self.steady {
             Some(s) if self.burst_rate > s => {
                 self.cache_bytes() * self.burst_rate / (self.burst_rate - s)
@@ -194,16 +194,16 @@ pub fn run(
 /// A window of values fitted once: what both steady-state rules (this
 /// one, fio's; and io.random's, SNIA's) test.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Fit {
-    pub mean: f64,
-    pub lo: f64,
-    pub hi: f64,
+pub(crate) struct Fit {
+    pub(crate) mean: f64,
+    pub(crate) lo: f64,
+    pub(crate) hi: f64,
     /// |change| of the least-squares line from the first value to the last.
-    pub change: f64,
+    pub(crate) change: f64,
 }
 
 /// Mean, extremes and the fitted line's change across `ys` (x = 0..n-1).
-pub fn fit(ys: &[f64]) -> Fit {
+pub(crate) fn fit(ys: &[f64]) -> Fit {
     let n = ys.len() as f64;
     let mean = ys.iter().sum::<f64>() / n;
     let (lo, hi) = ys
@@ -229,7 +229,7 @@ pub fn fit(ys: &[f64]) -> Fit {
 }
 
 /// The windows' mean rate when they pass the rule.
-pub fn steady(w: &[Window], rule: &Rule) -> Option<f64> {
+pub(crate) fn steady(w: &[Window], rule: &Rule) -> Option<f64> {
     let rates: Vec<f64> = w.iter().map(|w| w.rate).collect();
     let f = fit(&rates);
     (f.mean > 0.0 && f.hi - f.lo <= rule.range * f.mean && f.change <= rule.slope * f.mean)

@@ -3,12 +3,12 @@
 //! for N = 1, 2, …; a card that keeps fewer units open than there are
 //! streams closes one on nearly every write, and the rate collapses.
 
-use super::steady::{self, Load, Outcome, Rule};
+use super::steady::{self, Load, Rule};
 use super::{Cancel, FlashIo};
 use crate::{Error, Result};
 
 /// A rate below this share of one stream's is a collapse.
-pub const COLLAPSE: f64 = 0.5;
+pub(crate) const COLLAPSE: f64 = 0.5;
 
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -22,19 +22,17 @@ pub struct Plan {
 
 #[derive(Clone, Debug)]
 pub struct StreamPoint {
-    pub streams: usize,
+    pub(crate) streams: usize,
     /// The steady rate, or None when the rule did not hold in time.
-    pub rate: Option<f64>,
-    pub elapsed: f64,
+    pub(crate) rate: Option<f64>,
+    pub(crate) elapsed: f64,
 }
 
 #[derive(Clone, Debug)]
 pub struct OpenUnits {
-    /// One stream's run, burst included.
-    pub first: Outcome,
     pub points: Vec<StreamPoint>,
     /// The stream count whose rate first fell below COLLAPSE × one stream's.
-    pub collapse_at: Option<usize>,
+    pub(crate) collapse_at: Option<usize>,
 }
 
 impl OpenUnits {
@@ -90,7 +88,6 @@ pub fn measure(
         }
     }
     Ok(OpenUnits {
-        first,
         points,
         collapse_at,
     })

@@ -29,14 +29,14 @@ fn sbox() -> [u8; 256] {
 }
 
 /// AES-128 with its expanded key.
-pub struct Aes {
+pub(crate) struct Aes {
     rk: [[u8; 16]; 11],
     sbox: [u8; 256],
     path: Path,
 }
 
 impl Aes {
-    pub fn new(key: [u8; 16], path: Path) -> Aes {
+    pub(crate) fn new(key: [u8; 16], path: Path) -> Aes {
         let sbox = sbox();
         let mut rk = [[0u8; 16]; 11];
         rk[0] = key;
@@ -58,7 +58,7 @@ impl Aes {
     }
 
     /// Encrypt one block.
-    pub fn encrypt(&self, block: &mut [u8; 16]) {
+    pub(crate) fn encrypt(&self, block: &mut [u8; 16]) {
         if self.path == Path::Hardware {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: Hardware only when hardware_name found AES-NI.
@@ -102,7 +102,7 @@ impl Aes {
     /// CTR-mode encryption of `data` in place (counter blocks from `nonce`).
     /// The instructions take four blocks at a time, as every real CTR
     /// implementation does (one block alone waits on each round's latency).
-    pub fn ctr(&self, nonce: u64, data: &mut [u8]) {
+    pub(crate) fn ctr(&self, nonce: u64, data: &mut [u8]) {
         let counter = |i: usize| {
             let mut b = [0u8; 16];
             b[..8].copy_from_slice(&nonce.to_le_bytes());

@@ -21,7 +21,7 @@ fn crc_table() -> [u32; 256] {
 }
 
 /// CRC-32C (Castagnoli, iSCSI/ext4/btrfs) of `data`.
-pub fn crc32c(data: &[u8], path: Path) -> u32 {
+pub(crate) fn crc32c(data: &[u8], path: Path) -> u32 {
     if path == Path::Hardware {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: Hardware only when hardware_name found SSE4.2.

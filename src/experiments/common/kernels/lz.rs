@@ -7,7 +7,7 @@ use std::collections::BinaryHeap;
 
 /// A deterministic generated corpus: English-like words with a 1/rank
 /// frequency, punctuation and line breaks (compresses about 3:1 like text).
-pub fn corpus(len: usize, seed: u64) -> Vec<u8> {
+pub(crate) fn corpus(len: usize, seed: u64) -> Vec<u8> {
     const WORDS: &[&str] = &[
         "the",
         "of",
@@ -131,13 +131,13 @@ const SYMBOLS: usize = 257 + LEN_CODES;
 
 /// One LZ77 token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Token {
+pub(crate) enum Token {
     Literal(u8),
     Match { len: u16, dist: u16 },
 }
 
 /// Reusable buffers of the `lz` kernel (one per thread).
-pub struct Lz {
+pub(crate) struct Lz {
     table: Vec<u32>,
     tokens: Vec<Token>,
     out: Vec<u8>,
@@ -179,7 +179,7 @@ pub(super) fn len_code(len: usize) -> (usize, u32, u32) {
 impl Lz {
     /// Tokens of `input`: greedy matching against the last position with
     /// the same 4-byte hash, within a 32 KiB window.
-    pub fn tokenize(&mut self, input: &[u8]) -> &[Token] {
+    pub(crate) fn tokenize(&mut self, input: &[u8]) -> &[Token] {
         self.table.fill(0);
         self.tokens.clear();
         let n = input.len();
@@ -221,7 +221,7 @@ impl Lz {
     /// Compress `input`: tokens, then Huffman code lengths for literals and
     /// length codes, then every token packed into a bit stream (distance as
     /// 15 raw bits). Returns the packed size in bytes.
-    pub fn compress(&mut self, input: &[u8]) -> usize {
+    pub(crate) fn compress(&mut self, input: &[u8]) -> usize {
         self.tokenize(input);
         let mut freq = [0u32; SYMBOLS];
         for t in &self.tokens {
@@ -255,8 +255,9 @@ impl Lz {
     }
 }
 
+#[cfg(test)]
 /// Rebuild the input from tokens (tests: the match finder is lossless).
-pub fn detokenize(tokens: &[Token]) -> Vec<u8> {
+pub(crate) fn detokenize(tokens: &[Token]) -> Vec<u8> {
     let mut out = Vec::new();
     for t in tokens {
         match *t {
@@ -274,7 +275,7 @@ pub fn detokenize(tokens: &[Token]) -> Vec<u8> {
 
 /// Huffman code lengths (0 for unused symbols), at most `limit` bits: when
 /// the tree is deeper, the frequencies are flattened and it is rebuilt.
-pub fn code_lengths(freq: &[u32], limit: u32) -> Vec<u32> {
+pub(crate) fn code_lengths(freq: &[u32], limit: u32) -> Vec<u32> {
     let mut f: Vec<u64> = freq.iter().map(|&x| x as u64).collect();
     loop {
         let mut lens = vec![0u32; f.len()];
@@ -316,7 +317,7 @@ pub fn code_lengths(freq: &[u32], limit: u32) -> Vec<u32> {
 }
 
 /// Canonical codes for `lens`, bit-reversed for LSB-first packing.
-pub fn canonical_codes(lens: &[u32]) -> Vec<u32> {
+pub(crate) fn canonical_codes(lens: &[u32]) -> Vec<u32> {
     let max = lens.iter().copied().max().unwrap_or(0) as usize;
     let mut count = vec![0u32; max + 2];
     for &l in lens.iter().filter(|&&l| l > 0) {

@@ -22,20 +22,20 @@ mod sha256;
 #[cfg(test)]
 mod tests;
 
-pub use aes::Aes;
-pub use crc32c::crc32c;
-pub use lz::{canonical_codes, code_lengths, corpus, detokenize, Lz, Token};
-pub use sha256::sha256;
+pub(crate) use aes::Aes;
+pub(crate) use crc32c::crc32c;
+pub(crate) use lz::{corpus, Lz};
+pub(crate) use sha256::sha256;
 
 /// Which implementation a kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Path {
+pub(crate) enum Path {
     Hardware,
     Software,
 }
 
 /// The CPU instructions `algo` would use here, if the CPU has them.
-pub fn hardware_name(algo: &str) -> Option<&'static str> {
+pub(crate) fn hardware_name(algo: &str) -> Option<&'static str> {
     #[cfg(target_arch = "x86_64")]
     {
         let ok = match algo {
@@ -75,11 +75,11 @@ pub fn hardware_name(algo: &str) -> Option<&'static str> {
 // ---------------------------------------------------------------- float
 
 /// Side of the matrices of the `float` kernel.
-pub const MATRIX: usize = 64;
+pub(crate) const MATRIX: usize = 64;
 
 /// C = A × B for MATRIX×MATRIX row-major matrices (i-k-j order: the inner
 /// loop is a vectorisable axpy). 2·MATRIX³ floating-point operations.
-pub fn matmul(a: &[f64], b: &[f64], c: &mut [f64]) {
+pub(crate) fn matmul(a: &[f64], b: &[f64], c: &mut [f64]) {
     let n = MATRIX;
     c.fill(0.0);
     for i in 0..n {

@@ -19,7 +19,7 @@ const H0: [u32; 8] = [
 ];
 
 /// SHA-256 of `data` through `path` (the caller checked the hardware).
-pub fn sha256(data: &[u8], path: Path) -> [u8; 32] {
+pub(crate) fn sha256(data: &[u8], path: Path) -> [u8; 32] {
     let mut st = H0;
     let full = data.len() / 64 * 64;
     compress(&mut st, &data[..full], path);

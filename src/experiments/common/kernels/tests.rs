@@ -1,7 +1,7 @@
 //! Tests of the compute kernels: standard vectors on every path the CPU
 //! has, and the compressor's round trip.
 
-use super::lz::{len_code, LEN_CODES};
+use super::lz::{code_lengths, detokenize, len_code, LEN_CODES};
 use super::*;
 
 fn hex(b: &[u8]) -> String {

@@ -4,16 +4,16 @@
 
 /// Per-CPU counts of one /proc/interrupts or /proc/softirqs row.
 #[derive(Debug, Clone, PartialEq)]
-pub struct IrqRow {
-    pub name: String,
-    pub device: String,
-    pub counts: Vec<u64>,
+pub(crate) struct IrqRow {
+    pub(crate) name: String,
+    pub(crate) device: String,
+    pub(crate) counts: Vec<u64>,
 }
 
 /// Parse /proc/interrupts or /proc/softirqs with the monitor's parser
 /// (`observe::irq`: a "CPU0 CPU1 …" header, then "NAME: counts… [description]"
 /// rows, short rows padded with zeros).
-pub fn parse_irq_table(text: &str) -> Vec<IrqRow> {
+pub(crate) fn parse_irq_table(text: &str) -> Vec<IrqRow> {
     crate::observe::irq::parse(text)
         .into_iter()
         .map(|r| IrqRow {
@@ -57,7 +57,7 @@ pub(super) struct IrqSnap {
 
 /// Steal ticks per CPU from /proc/stat ("cpuN user nice system idle iowait
 /// irq softirq steal …").
-pub fn parse_steal(stat: &str) -> Vec<u64> {
+pub(crate) fn parse_steal(stat: &str) -> Vec<u64> {
     let mut v = Vec::new();
     for (cpu, t) in crate::system::proc::cpu::per_cpu(stat) {
         let steal = t.steal();

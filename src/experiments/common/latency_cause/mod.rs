@@ -34,22 +34,21 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
 /// Spikes one CPU can hand over per trial; more are counted, not explained.
 use irq::{grown, IrqSnap};
-pub use irq::{parse_irq_table, parse_steal, IrqRow};
-pub use perf::{occupancy, Switch};
+pub(crate) use perf::occupancy;
 use perf::{PerfCpu, IOC_DISABLE, IOC_ENABLE};
 
-pub const SPIKES_PER_TRIAL: usize = 1024;
+pub(crate) const SPIKES_PER_TRIAL: usize = 1024;
 
 /// (due, woken) of late wake-ups, written by one measuring thread without
 /// allocating, read by the trial's main thread.
-pub struct SpikeBoard {
+pub(crate) struct SpikeBoard {
     due: Vec<AtomicU64>,
     woken: Vec<AtomicU64>,
     count: AtomicUsize,
     /// Spikes past the board's capacity.
-    pub dropped: AtomicU64,
+    pub(crate) dropped: AtomicU64,
     /// The measuring thread's tid (0 until it runs).
-    pub tid: AtomicI32,
+    pub(crate) tid: AtomicI32,
 }
 
 impl Default for SpikeBoard {
@@ -67,7 +66,7 @@ impl Default for SpikeBoard {
 impl SpikeBoard {
     /// Called by the measuring thread: no allocation, no lock.
     #[inline]
-    pub fn push(&self, due_ns: u64, woken_ns: u64) {
+    pub(crate) fn push(&self, due_ns: u64, woken_ns: u64) {
         let i = self.count.load(Ordering::Relaxed);
         if i >= SPIKES_PER_TRIAL {
             self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -77,20 +76,17 @@ impl SpikeBoard {
         self.woken[i].store(woken_ns, Ordering::Relaxed);
         self.count.store(i + 1, Ordering::Release);
     }
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.count.load(Ordering::Acquire)
     }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    pub fn get(&self, i: usize) -> (u64, u64) {
+    pub(crate) fn get(&self, i: usize) -> (u64, u64) {
         (
             self.due[i].load(Ordering::Relaxed),
             self.woken[i].load(Ordering::Relaxed),
         )
     }
     /// Start a new trial.
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         self.count.store(0, Ordering::Release);
         self.dropped.store(0, Ordering::Relaxed);
         self.tid.store(0, Ordering::Relaxed);
@@ -99,13 +95,13 @@ impl SpikeBoard {
 
 /// Which method explained the spikes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
+pub(crate) enum Method {
     PerfSwitch,
     IrqDeltas,
 }
 
 impl Method {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Method::PerfSwitch => "perf-switch",
             Method::IrqDeltas => "irq-deltas",
@@ -115,7 +111,7 @@ impl Method {
 
 /// What held a CPU in the way of one wake-up.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Culprit {
+pub(crate) enum Culprit {
     /// Another task ran: its name, pid, tid and scheduling ("FIFO 99").
     Thread {
         comm: String,
@@ -141,7 +137,7 @@ pub enum Culprit {
 
 impl Culprit {
     /// The culprit in words, in the `culprit=` field of a cause note.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Culprit::Thread {
                 comm,
@@ -164,7 +160,7 @@ impl Culprit {
     }
 
     /// The knob that addresses this culprit.
-    pub fn knob(&self) -> String {
+    pub(crate) fn knob(&self) -> String {
         let text = match self {
             Culprit::Thread { sched, .. }
                 if sched.starts_with("FIFO") || sched.starts_with("RR") =>
@@ -207,20 +203,20 @@ impl Culprit {
 
 /// One attributed spike.
 #[derive(Debug, Clone)]
-pub struct Cause {
-    pub cpu: usize,
-    pub due_ns: u64,
-    pub latency_ns: u64,
-    pub culprit: Culprit,
+pub(crate) struct Cause {
+    pub(crate) cpu: usize,
+    pub(crate) due_ns: u64,
+    pub(crate) latency_ns: u64,
+    pub(crate) culprit: Culprit,
     /// Share of the delay the culprit held the CPU (perf-switch), 0..1.
-    pub share: f64,
+    pub(crate) share: f64,
     /// Device IRQs/softirqs seen on the CPU in the poll interval.
-    pub irq_context: String,
+    pub(crate) irq_context: String,
 }
 
 /// Explains the spikes of one trial; lives for the point.
-pub struct Tracer {
-    pub method: Method,
+pub(crate) struct Tracer {
+    pub(crate) method: Method,
     perf: Vec<PerfCpu>,
     cpus: Vec<usize>,
     /// Spikes of each CPU already explained this trial.
@@ -229,13 +225,13 @@ pub struct Tracer {
     prev: IrqSnap,
     names: HashMap<u32, (String, u32, String)>,
     polls: u64,
-    pub causes: Vec<Cause>,
+    pub(crate) causes: Vec<Cause>,
     /// Why the better methods were not used.
-    pub why: Vec<String>,
+    pub(crate) why: Vec<String>,
 }
 
 /// Whether tracefs offers rtla's tracers (named in the notes).
-pub fn tracefs_timerlat() -> Option<String> {
+pub(crate) fn tracefs_timerlat() -> Option<String> {
     for dir in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
         if let Ok(t) = std::fs::read_to_string(format!("{dir}/available_tracers")) {
             let has: Vec<&str> = t
@@ -257,7 +253,7 @@ pub fn tracefs_timerlat() -> Option<String> {
 impl Tracer {
     /// `mode`: "auto" (perf, else irq deltas), "perf" (perf or error),
     /// "irq".
-    pub fn open(cpus: &[usize], mode: &str) -> Result<Tracer, String> {
+    pub(crate) fn open(cpus: &[usize], mode: &str) -> Result<Tracer, String> {
         let mut why = Vec::new();
         let mut perf = Vec::new();
         if mode != "irq" {
@@ -295,7 +291,7 @@ impl Tracer {
         })
     }
 
-    pub fn start_trial(&mut self) {
+    pub(crate) fn start_trial(&mut self) {
         self.seen.iter_mut().for_each(|s| *s = 0);
         for p in &mut self.perf {
             p.drain();
@@ -306,7 +302,7 @@ impl Tracer {
         self.last = IrqSnap::read();
     }
 
-    pub fn stop_trial(&mut self, boards: &[&SpikeBoard]) {
+    pub(crate) fn stop_trial(&mut self, boards: &[&SpikeBoard]) {
         self.poll(boards);
         for p in &mut self.perf {
             p.ioctl(IOC_DISABLE);
@@ -314,13 +310,13 @@ impl Tracer {
     }
 
     /// Records lost by the perf rings (too many switches between polls).
-    pub fn lost(&self) -> u64 {
+    pub(crate) fn lost(&self) -> u64 {
         self.perf.iter().map(|p| p.lost).sum()
     }
 
     /// Drain the rings and explain the spikes handed over since the last
     /// poll. `boards[i]` belongs to `cpus[i]`.
-    pub fn poll(&mut self, boards: &[&SpikeBoard]) {
+    pub(crate) fn poll(&mut self, boards: &[&SpikeBoard]) {
         // Spikes first: their switch records are already in the rings.
         let counts: Vec<usize> = boards.iter().map(|b| b.len()).collect();
         for p in &mut self.perf {

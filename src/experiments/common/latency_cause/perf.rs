@@ -60,11 +60,11 @@ struct PerfAttr {
 /// One context switch on a CPU: at `t`, `prev` gave the CPU to `next`
 /// (tids; 0 is the idle task).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Switch {
-    pub t: u64,
-    pub prev: u32,
-    pub next: u32,
-    pub next_pid: u32,
+pub(crate) struct Switch {
+    pub(crate) t: u64,
+    pub(crate) prev: u32,
+    pub(crate) next: u32,
+    pub(crate) next_pid: u32,
 }
 
 pub(super) struct PerfCpu {
@@ -230,7 +230,7 @@ impl Drop for PerfCpu {
 /// Time each task held the CPU in `[from, to)`, from the switches (sorted):
 /// (tid, pid, ns) longest first. The task running at `from` is the `next`
 /// of the last switch before it; None when the history does not reach back.
-pub fn occupancy(switches: &[Switch], from: u64, to: u64) -> Option<Vec<(u32, u32, u64)>> {
+pub(crate) fn occupancy(switches: &[Switch], from: u64, to: u64) -> Option<Vec<(u32, u32, u64)>> {
     let before = switches.iter().rposition(|s| s.t <= from)?;
     let mut cur = (switches[before].next, switches[before].next_pid);
     let mut since = from;

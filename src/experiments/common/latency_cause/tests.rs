@@ -1,6 +1,8 @@
 //! Tests of the spike explanations: switch histories, IRQ tables and
 //! the causes they name.
 
+use super::irq::{parse_irq_table, parse_steal};
+use super::perf::Switch;
 use super::*;
 
 fn sw(t: u64, prev: u32, next: u32) -> Switch {

@@ -42,21 +42,21 @@ const ROUND_TRIP: Metric = metric_in(&PAIR_METRICS, "round_trip");
 /// One bidirectional channel between tunelab and a child.
 pub(crate) struct Channel {
     /// tunelab writes here, the child reads `child_in`.
-    pub to_child: RawFd,
-    pub child_in: RawFd,
+    pub(crate) to_child: RawFd,
+    pub(crate) child_in: RawFd,
     /// The child writes `child_out`, tunelab reads here.
-    pub child_out: RawFd,
-    pub from_child: RawFd,
+    pub(crate) child_out: RawFd,
+    pub(crate) from_child: RawFd,
     /// Descriptors tunelab keeps (held only to keep them open).
     #[allow(dead_code)]
-    pub keep: Vec<OwnedFd>,
+    pub(crate) keep: Vec<OwnedFd>,
     /// Descriptors only the child needs: closed in tunelab after the fork.
-    pub child_only: Vec<OwnedFd>,
+    pub(crate) child_only: Vec<OwnedFd>,
 }
 
 impl Channel {
     /// Two pipes: parent -> child and child -> parent.
-    pub fn pipes() -> Result<Self> {
+    pub(crate) fn pipes() -> Result<Self> {
         let (a_r, a_w) = pipe()?;
         let (b_r, b_w) = pipe()?;
         Ok(Channel {
@@ -70,7 +70,7 @@ impl Channel {
     }
 
     /// One AF_UNIX stream socket pair, each side reading and writing its end.
-    pub fn unix_stream() -> Result<Self> {
+    pub(crate) fn unix_stream() -> Result<Self> {
         use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
         let (a, b) = socketpair(
             AddressFamily::UNIX,
@@ -159,7 +159,7 @@ const WRITER: usize = 1;
 impl PingPong {
     /// Start the echo child on `lat` and, with `bw`, a writer child sending
     /// `chunk`-byte writes on it; calibrate batch sizes.
-    pub fn start(
+    pub(crate) fn start(
         ctx: &Ctx,
         what: &'static str,
         lat: Channel,
@@ -360,7 +360,12 @@ impl PingPong {
         }
     }
 
-    pub fn trial(&mut self, ctx: &Ctx, latency: bool, bandwidth: bool) -> Result<TrialValues> {
+    pub(crate) fn trial(
+        &mut self,
+        ctx: &Ctx,
+        latency: bool,
+        bandwidth: bool,
+    ) -> Result<TrialValues> {
         let mut v = TrialValues::new();
         self.trial_ms = ctx.trial_time().as_millis();
         if latency {
@@ -394,7 +399,7 @@ impl PingPong {
         Ok(v)
     }
 
-    pub fn extras(&self) -> PointExtras {
+    pub(crate) fn extras(&self) -> PointExtras {
         let mut notes = vec![format!(
             "batches of 256 round trips until a trial lasts {} ms ({} in the last trial; 1 byte each way, blocking read/write, \
              two processes); histogram = every round trip of every trial",
@@ -440,9 +445,9 @@ fn broken(what: &str) -> Error {
 
 /// A [`PointRun`] over [`PingPong`] measuring the selected tests.
 pub(crate) struct PingPongRun {
-    pub pp: PingPong,
-    pub latency: bool,
-    pub bandwidth: bool,
+    pub(crate) pp: PingPong,
+    pub(crate) latency: bool,
+    pub(crate) bandwidth: bool,
 }
 
 impl PointRun for PingPongRun {
@@ -503,7 +508,7 @@ const PAIR_PARAMS: &[ParamSpec] = &[
 
 /// What a round trip travels through.
 #[derive(Debug, Clone, Copy)]
-pub enum Medium {
+pub(crate) enum Medium {
     /// Two pipes, one per direction.
     Pipes,
     /// One AF_UNIX stream socket pair.
@@ -525,9 +530,9 @@ impl Medium {
 /// One round-trip experiment over any [`Medium`]: ipc.pipe, ipc.unix and
 /// ipc.fifo are this with their own Spec. An experiment whose Spec has no
 /// `test` parameter measures round trips only.
-pub struct RoundTrip {
-    pub spec: &'static Spec,
-    pub medium: Medium,
+pub(crate) struct RoundTrip {
+    pub(crate) spec: &'static Spec,
+    pub(crate) medium: Medium,
 }
 
 /// A point's parameters, read by name once, here: `test` and `chunk` when

@@ -42,15 +42,15 @@ pub(crate) fn placement(mode: &str) -> Result<(Option<usize>, Option<usize>)> {
 /// trials; None when the kernel has no CONFIG_SCHED_DEBUG).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Placement {
-    pub samples: u32,
-    pub same: u32,
-    pub mine: std::collections::BTreeSet<usize>,
-    pub theirs: std::collections::BTreeSet<usize>,
-    pub migrations: Option<u64>,
+    pub(crate) samples: u32,
+    pub(crate) same: u32,
+    pub(crate) mine: std::collections::BTreeSet<usize>,
+    pub(crate) theirs: std::collections::BTreeSet<usize>,
+    pub(crate) migrations: Option<u64>,
 }
 
 impl Placement {
-    pub fn same_share(&self) -> f64 {
+    pub(crate) fn same_share(&self) -> f64 {
         if self.samples == 0 {
             0.0
         } else {

@@ -7,18 +7,18 @@ use super::{DROP_BELOW, DROP_ROWS};
 
 /// What the recording shows.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
-    pub start: f64,
-    pub end: f64,
+pub(crate) struct Verdict {
+    pub(crate) start: f64,
+    pub(crate) end: f64,
     /// Seconds from the start of the load to the drop, and its causes.
-    pub drop: Option<(f64, Vec<String>)>,
-    pub temp_at_drop: Option<f64>,
-    pub peak_temp: Option<f64>,
-    pub text: String,
+    pub(crate) drop: Option<(f64, Vec<String>)>,
+    pub(crate) temp_at_drop: Option<f64>,
+    pub(crate) peak_temp: Option<f64>,
+    pub(crate) text: String,
 }
 
 /// Judge a recording (rows in time order). Needs at least 4 rows.
-pub fn analyse(rows: &[Row]) -> Option<Verdict> {
+pub(crate) fn analyse(rows: &[Row]) -> Option<Verdict> {
     if rows.len() < 4 {
         return None;
     }

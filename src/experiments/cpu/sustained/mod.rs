@@ -28,11 +28,11 @@ use crate::experiments::common::child::{usable_cpus, PinGuard};
 use crate::experiments::common::kernels::{self, Lz, Path as KPath};
 use crate::{Error, Result};
 
-pub use analysis::{analyse, Verdict};
+pub(crate) use analysis::analyse;
 use record::median;
-pub use record::{Recorder, Row};
+pub(crate) use record::{Recorder, Row};
 
-pub const NAME: &str = "cpu.sustained";
+pub(crate) const NAME: &str = "cpu.sustained";
 
 /// A reading's values by name: its temperatures or its cooling states.
 type Readings = fn(&Row) -> Vec<(&str, f64)>;
@@ -41,9 +41,9 @@ type Readings = fn(&Row) -> Vec<(&str, f64)>;
 const DROP_BELOW: f64 = 0.9;
 const DROP_ROWS: usize = 3;
 
-pub struct Sustained;
+pub(crate) struct Sustained;
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: NAME,
     summary: "all cores busy for minutes: throughput, clocks, temperatures, cooling and throttling per second, with the cause of a drop",
     method: "Starts one thread per usable CPU, each pinned to its CPU, running `load` passes (see \

@@ -9,26 +9,26 @@ use crate::system::cpu::{sample, Sample};
 
 /// One interval of the recording.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Row {
+pub(crate) struct Row {
     /// Seconds since the load started, at the end of the interval.
-    pub t: f64,
-    pub dt: f64,
+    pub(crate) t: f64,
+    pub(crate) dt: f64,
     /// Passes per second of all threads.
-    pub throughput: f64,
+    pub(crate) throughput: f64,
     /// Probe clock per core (Hz; None: no probe finished this interval).
-    pub clock: Vec<(usize, Option<f64>)>,
+    pub(crate) clock: Vec<(usize, Option<f64>)>,
     /// scaling_cur_freq per CPU, Hz.
-    pub cur_hz: Vec<(usize, Option<f64>)>,
-    pub temps: Vec<(String, f64)>,
-    pub cooling: Vec<(String, u64, u64)>,
+    pub(crate) cur_hz: Vec<(usize, Option<f64>)>,
+    pub(crate) temps: Vec<(String, f64)>,
+    pub(crate) cooling: Vec<(String, u64, u64)>,
     /// Throttle counter increments this interval.
-    pub throttle_events: u64,
+    pub(crate) throttle_events: u64,
     /// Share of the machine's time stolen by the hypervisor / used by other processes.
-    pub steal: f64,
-    pub other: f64,
+    pub(crate) steal: f64,
+    pub(crate) other: f64,
     /// CPUs' worth of quota (None: unlimited or no cgroup), periods throttled this interval.
-    pub quota_cpus: Option<f64>,
-    pub nr_throttled: u64,
+    pub(crate) quota_cpus: Option<f64>,
+    pub(crate) nr_throttled: u64,
 }
 
 impl Row {
@@ -67,7 +67,7 @@ pub(super) fn own_ticks(root: &Path) -> u64 {
 }
 
 /// Builds rows from consecutive sysfs samples and the workers' counters.
-pub struct Recorder {
+pub(crate) struct Recorder {
     root: PathBuf,
     cpus: Vec<usize>,
     prev: Sample,
@@ -75,7 +75,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(root: &Path, cpus: &[usize]) -> Recorder {
+    pub(crate) fn new(root: &Path, cpus: &[usize]) -> Recorder {
         Recorder {
             root: root.to_path_buf(),
             cpus: cpus.to_vec(),
@@ -85,7 +85,7 @@ impl Recorder {
     }
 
     /// Read the machine now and make the row of the interval that just ended.
-    pub fn row(
+    pub(crate) fn row(
         &mut self,
         t: f64,
         dt: f64,

@@ -6,11 +6,11 @@ use crate::engine::Point;
 use crate::Result;
 
 pub(super) struct Params {
-    pub frame: u64,
-    pub fps: f64,
-    pub duration: f64,
-    pub queue: u64,
-    pub mode: Mode,
+    pub(crate) frame: u64,
+    pub(crate) fps: f64,
+    pub(crate) duration: f64,
+    pub(crate) queue: u64,
+    pub(crate) mode: Mode,
 }
 
 impl Params {

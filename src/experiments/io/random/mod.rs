@@ -17,7 +17,7 @@
 mod file;
 mod psync;
 mod run;
-pub mod steady;
+pub(crate) mod steady;
 mod uring;
 
 use file::{open, SharedFile};
@@ -46,16 +46,16 @@ use crate::{Error, Result};
 
 /// Name and the metrics `advise` reads, as constants so a rename cannot
 /// silently drop a finding (advise::evidence checks them against the registry).
-pub const NAME: &str = "io.random";
-pub const METRIC_IOPS: &str = "iops";
-pub const METRIC_LAT_P99: &str = "lat_p99";
-pub const METRIC_READ_P99: &str = "read_p99";
-pub const METRIC_CPU_PER_OP: &str = "cpu_per_op";
+pub(crate) const NAME: &str = "io.random";
+pub(crate) const METRIC_IOPS: &str = "iops";
+pub(crate) const METRIC_LAT_P99: &str = "lat_p99";
+pub(crate) const METRIC_READ_P99: &str = "read_p99";
+pub(crate) const METRIC_CPU_PER_OP: &str = "cpu_per_op";
 
 /// io.random; one value per run (the registry makes one per lookup), so
 /// the file its points share is run-level state, not a global.
 #[derive(Default)]
-pub struct Random {
+pub(crate) struct Random {
     shared: SharedFile,
 }
 
@@ -75,19 +75,19 @@ const MEM_SHARE: u64 = 4;
 
 /// What one workload run does: the file, the block size, the share of reads.
 pub(crate) struct Job<'a> {
-    pub file: &'a File,
-    pub path: &'a Path,
-    pub bs: usize,
+    pub(crate) file: &'a File,
+    pub(crate) path: &'a Path,
+    pub(crate) bs: usize,
     /// Blocks of `bs` in the file; offsets are k × bs, k < blocks.
-    pub blocks: u64,
+    pub(crate) blocks: u64,
     /// Percent of operations that read: 100 randread, 0 randwrite.
-    pub read_pct: u32,
+    pub(crate) read_pct: u32,
 }
 
 impl Job<'_> {
     /// The next operation: (offset, is_read), uniformly random.
     #[inline]
-    pub fn next_op(&self, rng: &mut SmallRng) -> (u64, bool) {
+    pub(crate) fn next_op(&self, rng: &mut SmallRng) -> (u64, bool) {
         let off = rng.gen_range(0..self.blocks) * self.bs as u64;
         let read = match self.read_pct {
             100 => true,
@@ -101,16 +101,16 @@ impl Job<'_> {
 /// What a workload run measured.
 #[derive(Default)]
 pub(crate) struct Tally {
-    pub ops: u64,
-    pub reads: u64,
+    pub(crate) ops: u64,
+    pub(crate) reads: u64,
     /// The first operation's start and the last completion.
-    pub span: Option<(Instant, Instant)>,
-    pub read: LatencyRecorder,
-    pub write: LatencyRecorder,
+    pub(crate) span: Option<(Instant, Instant)>,
+    pub(crate) read: LatencyRecorder,
+    pub(crate) write: LatencyRecorder,
     /// io_uring: whether the file and the buffers were registered.
-    pub registered: Option<(bool, bool)>,
+    pub(crate) registered: Option<(bool, bool)>,
     /// The process's user + system CPU over the trial (getrusage), ns.
-    pub cpu_ns: u64,
+    pub(crate) cpu_ns: u64,
 }
 
 impl Tally {
@@ -229,7 +229,7 @@ fn read_pct(rw: &str, mix: f64) -> u32 {
     }
 }
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: NAME,
     summary: "random reads/writes at a queue depth: IOPS and latency percentiles (fio randread/randwrite)",
     method: "Lays out one scratch file of `size` random bytes (buffered writes + fsync, not timed; \

@@ -71,7 +71,7 @@ struct ThreadOut {
     end: Instant,
 }
 
-pub fn run(job: &Job, dur: Duration, bufs: &mut [AlignedBuf], seed: u64) -> Result<Tally> {
+pub(crate) fn run(job: &Job, dur: Duration, bufs: &mut [AlignedBuf], seed: u64) -> Result<Tally> {
     let shared = Mutex::new(Shared {
         read: LatencyRecorder::new(),
         write: LatencyRecorder::new(),

@@ -8,31 +8,31 @@
 //! holds shows the figure the device sustains.
 
 /// Rounds in the measurement window (SNIA uses 5).
-pub const WINDOW: usize = 5;
+pub(crate) const WINDOW: usize = 5;
 /// Largest allowed distance of a round from the window mean, as a fraction.
-pub const DATA_EXCURSION: f64 = 0.10;
+pub(crate) const DATA_EXCURSION: f64 = 0.10;
 /// Largest allowed change of the fitted line across the window, as a
 /// fraction of the mean (= ±5% about the middle).
-pub const SLOPE_EXCURSION: f64 = 0.10;
+pub(crate) const SLOPE_EXCURSION: f64 = 0.10;
 
 /// How the last `WINDOW` rounds look.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Window {
-    pub mean: f64,
+pub(crate) struct Window {
+    pub(crate) mean: f64,
     /// Largest |round − mean| / mean.
-    pub data: f64,
+    pub(crate) data: f64,
     /// |slope| × (WINDOW − 1) / mean: the fitted line's change across the window.
-    pub slope: f64,
+    pub(crate) slope: f64,
 }
 
 impl Window {
-    pub fn steady(&self) -> bool {
+    pub(crate) fn steady(&self) -> bool {
         self.data <= DATA_EXCURSION && self.slope <= SLOPE_EXCURSION
     }
 }
 
 /// The window of the last `WINDOW` rounds, once there are that many.
-pub fn window(rounds: &[f64]) -> Option<Window> {
+pub(crate) fn window(rounds: &[f64]) -> Option<Window> {
     if rounds.len() < WINDOW {
         return None;
     }

@@ -37,7 +37,7 @@ use crate::{Error, Result};
 const STACK: usize = 256 << 10;
 
 /// Whether this kernel (and its seccomp/sysctl policy) lets us use io_uring.
-pub fn available() -> std::result::Result<(), String> {
+pub(crate) fn available() -> std::result::Result<(), String> {
     IoUring::new(2)
         .map(drop)
         .map_err(|e| match Errno::from_io_error(&e) {
@@ -137,7 +137,12 @@ impl Issuer<'_> {
 /// Keep `bufs.len()` operations in flight for `dur`. When the ring fails
 /// with operations in flight the buffers are leaked (taken out of `bufs`),
 /// never freed under the kernel's feet.
-pub fn run(job: &Job, dur: Duration, bufs: &mut Vec<AlignedBuf>, seed: u64) -> Result<Tally> {
+pub(crate) fn run(
+    job: &Job,
+    dur: Duration,
+    bufs: &mut Vec<AlignedBuf>,
+    seed: u64,
+) -> Result<Tally> {
     let depth = bufs.len();
     let mut ring = ring(depth.next_power_of_two().max(2) as u32)?;
     let (fixed_file, fixed_bufs) = register(&ring, job, bufs);
@@ -246,7 +251,7 @@ pub fn run(job: &Job, dur: Duration, bufs: &mut Vec<AlignedBuf>, seed: u64) -> R
 /// operations over the time from the first start to the last completion.
 /// A ring that fails with operations in flight leaks its share, so `bufs`
 /// comes back shorter and the point ends with the error.
-pub fn run_jobs(
+pub(crate) fn run_jobs(
     job: &Job,
     dur: Duration,
     bufs: &mut Vec<AlignedBuf>,

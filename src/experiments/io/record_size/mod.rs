@@ -21,12 +21,12 @@ use crate::{Error, Result};
 
 /// Name and the metrics `advise` reads, as constants so a rename cannot
 /// silently drop a finding (advise::evidence checks them against the registry).
-pub const NAME: &str = "io.record-size";
-pub const METRIC_WRITE_THROUGHPUT: &str = "write_throughput";
+pub(crate) const NAME: &str = "io.record-size";
+pub(crate) const METRIC_WRITE_THROUGHPUT: &str = "write_throughput";
 
-pub struct RecordSize;
+pub(crate) struct RecordSize;
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "io.record-size",
     summary: "sequential write and cold read of a file vs record size (buffered/direct/sync)",
     method: "Creates one file of `size` random bytes in the scratch directory (outside the timing). \

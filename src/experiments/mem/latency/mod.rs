@@ -31,7 +31,7 @@ use crate::experiments::common::latency_curve::analyse;
 use params::Params;
 use region::{anon_huge, thp_setting, Region};
 
-pub struct Latency;
+pub(crate) struct Latency;
 
 const LINE: usize = 64;
 const HUGE: usize = 2 << 20;
@@ -42,7 +42,7 @@ const RANDOM_WORD: usize = 0;
 /// Page of the page-cycling chase (lmbench uses getpagesize()).
 const PAGE: usize = 4096;
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: "mem.latency",
     summary: "load-to-use latency vs working-set size: random and fixed-stride pointer chase, cache plateaus (lmbench lat_mem_rd)",
     method: "prepare() maps one anonymous buffer of `max` bytes (2 MiB aligned) once, advises it \

@@ -5,16 +5,16 @@ use crate::engine::Point;
 use crate::Result;
 
 pub(super) struct Params {
-    pub min: u64,
-    pub max: u64,
-    pub stride: u64,
-    pub per_doubling: u32,
-    pub curve: bool,
-    pub pin: bool,
+    pub(crate) min: u64,
+    pub(crate) max: u64,
+    pub(crate) stride: u64,
+    pub(crate) per_doubling: u32,
+    pub(crate) curve: bool,
+    pub(crate) pin: bool,
     /// pages=thp: the buffer in transparent huge pages.
-    pub thp: bool,
+    pub(crate) thp: bool,
     /// chase=pages: one load per page.
-    pub pages: bool,
+    pub(crate) pages: bool,
 }
 
 impl Params {

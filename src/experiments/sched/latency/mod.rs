@@ -27,18 +27,17 @@ use crate::units::{format_size, seconds};
 use crate::{Error, Result};
 
 use notes::cause_notes;
-pub use notes::{parse_cause_note, CauseNote};
+pub(crate) use notes::{parse_cause_note, CauseNote};
 use params::Params;
-pub use threads::parse_cpus;
 use threads::{hold_dma_latency, mono_ns, set_fifo, try_fifo};
 
-pub const NAME: &str = "sched.latency";
-pub const METRIC_MEAN: &str = "lat_mean";
-pub const METRIC_P99: &str = "lat_p99";
-pub const METRIC_P999: &str = "lat_p999";
-pub const METRIC_MAX: &str = "lat_max";
+pub(crate) const NAME: &str = "sched.latency";
+pub(crate) const METRIC_MEAN: &str = "lat_mean";
+pub(crate) const METRIC_P99: &str = "lat_p99";
+pub(crate) const METRIC_P999: &str = "lat_p999";
+pub(crate) const METRIC_MAX: &str = "lat_max";
 /// Every cause note starts with this (read back by `advise`).
-pub const CAUSE_PREFIX: &str = "spike cause: ";
+pub(crate) const CAUSE_PREFIX: &str = "spike cause: ";
 
 /// OSADL-style histogram: 2 µs bins up to 1 ms, the last open-ended.
 const BIN_NS: u64 = 2_000;
@@ -46,9 +45,9 @@ const BINS: usize = 501;
 /// Spike points kept per CPU for the timeline series.
 const TIMELINE_MAX: usize = 2000;
 
-pub struct Latency;
+pub(crate) struct Latency;
 
-pub static SPEC: Spec = Spec {
+pub(crate) static SPEC: Spec = Spec {
     name: NAME,
     summary: "wake-up latency of a periodic task per CPU, idle or under load, and what caused each spike (cyclictest / rtla timerlat)",
     method: "As cyclictest -m -a -t --policy: one thread per selected CPU, pinned, SCHED_FIFO at \

@@ -62,16 +62,16 @@ pub(super) fn cause_notes(causes: &[Cause], method: &str) -> Vec<String> {
 /// A cause note read back: (cpu, spikes, max latency text, culprit text,
 /// method, knob).
 #[derive(Debug, Clone, PartialEq)]
-pub struct CauseNote {
-    pub cpu: usize,
-    pub spikes: u64,
-    pub max: String,
-    pub culprit: String,
-    pub method: String,
-    pub knob: String,
+pub(crate) struct CauseNote {
+    pub(crate) cpu: usize,
+    pub(crate) spikes: u64,
+    pub(crate) max: String,
+    pub(crate) culprit: String,
+    pub(crate) method: String,
+    pub(crate) knob: String,
 }
 
-pub fn parse_cause_note(note: &str) -> Option<CauseNote> {
+pub(crate) fn parse_cause_note(note: &str) -> Option<CauseNote> {
     let rest = note.strip_prefix(CAUSE_PREFIX)?.strip_prefix("cpu ")?;
     let (cpu, rest) = rest.split_once(": ")?;
     let (spikes, rest) = rest.split_once(" spike(s), max ")?;

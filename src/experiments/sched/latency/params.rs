@@ -8,17 +8,17 @@ use crate::Result;
 use super::threads::parse_cpus;
 
 pub(super) struct Params {
-    pub cpus: Vec<usize>,
-    pub mix: Mix,
+    pub(crate) cpus: Vec<usize>,
+    pub(crate) mix: Mix,
     /// The SCHED_FIFO priority asked for (policy=fifo), else None.
-    pub fifo: Option<i32>,
+    pub(crate) fifo: Option<i32>,
     /// cpu_dma_latency=0: hold /dev/cpu_dma_latency at 0 µs.
-    pub dma_zero: bool,
+    pub(crate) dma_zero: bool,
     /// "off", or how spike causes are traced.
-    pub causes: String,
-    pub period: f64,
-    pub duration: f64,
-    pub threshold: f64,
+    pub(crate) causes: String,
+    pub(crate) period: f64,
+    pub(crate) duration: f64,
+    pub(crate) threshold: f64,
 }
 
 impl Params {

@@ -1,5 +1,6 @@
 //! Tests of `sched.latency`'s CPU sets and cause notes.
 
+use super::threads::parse_cpus;
 use super::*;
 use crate::experiments::common::child::usable_cpus;
 use crate::experiments::common::latency_cause::{Cause, Culprit};

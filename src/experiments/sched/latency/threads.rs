@@ -9,7 +9,7 @@ use rustix::io::Errno;
 
 /// `all`, `N`, `N-M`, `N+M+…` (combinations too), checked against the CPUs
 /// tunelab may use.
-pub fn parse_cpus(s: &str) -> Result<Vec<usize>> {
+pub(crate) fn parse_cpus(s: &str) -> Result<Vec<usize>> {
     let usable = usable_cpus();
     if s == "all" {
         return Ok(usable);
