@@ -52,13 +52,78 @@ fn steal_per_cpu() {
 #[test]
 fn spike_board_hands_over_without_allocating() {
     let b = SpikeBoard::default();
-    b.push(1, 5);
-    assert_eq!((b.len(), b.get(0)), (1, (1, 5)));
+    b.push(1, 5, true);
+    assert_eq!((b.len(), b.get(0)), (1, (1, 5, true)));
     for _ in 0..SPIKES_PER_TRIAL {
-        b.push(2, 3);
+        b.push(2, 3, false);
     }
     assert_eq!(b.len(), SPIKES_PER_TRIAL);
     assert_eq!(b.dropped.load(Ordering::Relaxed), 1);
     b.reset();
     assert_eq!(b.len(), 0);
+}
+
+#[test]
+fn a_late_wake_up_arms_the_tracer_until_a_hold_of_on_time_ones() {
+    // 1 ms period: armed for 1000 wake-ups after the last late one.
+    let mut r = ArmRule::for_period(1_000_000);
+    assert!(!r.armed());
+    // On time while disarmed: nothing to do, ever.
+    for _ in 0..5000 {
+        assert_eq!(r.step(false), ArmStep::Keep);
+    }
+    assert_eq!(r.step(true), ArmStep::Enable);
+    assert!(r.armed());
+    // Another late one while armed restarts the hold without an ioctl.
+    for _ in 0..999 {
+        assert_eq!(r.step(false), ArmStep::Keep);
+    }
+    assert_eq!(r.step(true), ArmStep::Keep);
+    for _ in 0..999 {
+        assert_eq!(r.step(false), ArmStep::Keep);
+        assert!(r.armed());
+    }
+    assert_eq!(r.step(false), ArmStep::Disable);
+    assert!(!r.armed());
+    assert_eq!(r.step(false), ArmStep::Keep);
+    assert_eq!(r.step(true), ArmStep::Enable);
+}
+
+#[test]
+fn the_hold_is_a_second_of_wake_ups_and_at_least_sixteen() {
+    let count = |period_ns| {
+        let mut r = ArmRule::for_period(period_ns);
+        r.step(true);
+        let mut n = 0;
+        while r.step(false) != ArmStep::Disable {
+            n += 1;
+        }
+        n + 1
+    };
+    assert_eq!(count(1_000_000), 1000);
+    assert_eq!(count(50_000), 20_000);
+    assert_eq!(count(500_000_000), 16);
+}
+
+#[test]
+fn a_spike_before_the_tracer_was_armed_is_not_attributed() {
+    let mut t = Tracer::open(&[0], "irq").unwrap();
+    // Without perf every spike is explained from the IRQ deltas.
+    let b = SpikeBoard::default();
+    b.push(1_000, 2_000_000, false);
+    t.poll(&[&b]);
+    assert_ne!(t.causes[0].culprit, Culprit::Untraced);
+    // With perf, the same spike untraced is counted, not guessed at.
+    t.method = Method::PerfSwitch;
+    b.push(5_000, 3_000_000, false);
+    t.poll(&[&b]);
+    assert_eq!(t.causes.len(), 2);
+    // (Steal time that grew between the two reads of /proc/stat explains
+    // it without tracing.)
+    assert!(
+        matches!(t.causes[1].culprit, Culprit::Untraced | Culprit::Steal),
+        "{:?}",
+        t.causes[1].culprit
+    );
+    assert_eq!(t.causes[1].latency_ns, 2_995_000);
 }
