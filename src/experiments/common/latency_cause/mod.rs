@@ -18,10 +18,11 @@
 //! docs/latency.md).
 //!
 //! The perf event is armed only around late wake-ups (`arm`): a late
-//! wake-up enables it, and it records until a second's worth of wake-ups
-//! in a row were on time, so the kernel's per-switch record is not in the
-//! on-time samples. A spike that came while it was disarmed (the one that
-//! armed it) is reported as not traced, not guessed at.
+//! wake-up enables it for the next 100 ms of wake-ups, then it stays off
+//! for nine times as long, so at most one wake-up in ten pays for the
+//! kernel's per-switch record, and none while nothing is late. A spike
+//! that came while it was disarmed (the one that armed it, those in the
+//! cool-down) is reported as not traced, not guessed at.
 //!
 //! The measuring threads only store (due, woken, traced) in a preallocated
 //! [`SpikeBoard`] and arm their CPU's event through a [`Trigger`];
@@ -40,7 +41,7 @@ mod tests;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
-pub use arm::{ArmRule, ArmStep, Trigger};
+pub use arm::{ArmRule, ArmStep, Trigger, COOL};
 use irq::{grown, IrqSnap};
 pub use irq::{parse_irq_table, parse_steal, IrqRow};
 pub use perf::{occupancy, Switch};
@@ -221,8 +222,8 @@ impl Culprit {
                 "no culprit seen: check IRQ affinity and the preemption model (preempt=full)"
             }
             Culprit::Untraced => {
-                "a longer trial: a culprit that comes back within a second of its first \
-                 spike is named from its next spike on"
+                "a culprit that comes back within 100 ms of a spike that armed the tracer \
+                 is named from its next spike on"
             }
         };
         text.to_string()

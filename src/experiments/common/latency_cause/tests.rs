@@ -64,8 +64,8 @@ fn spike_board_hands_over_without_allocating() {
 }
 
 #[test]
-fn a_late_wake_up_arms_the_tracer_until_a_hold_of_on_time_ones() {
-    // 1 ms period: armed for 1000 wake-ups after the last late one.
+fn a_late_wake_up_arms_the_tracer_for_a_hold_then_it_cools_down() {
+    // 1 ms period: armed for 100 wake-ups, then disarmed for 900.
     let mut r = ArmRule::for_period(1_000_000);
     assert!(!r.armed());
     // On time while disarmed: nothing to do, ever.
@@ -73,36 +73,52 @@ fn a_late_wake_up_arms_the_tracer_until_a_hold_of_on_time_ones() {
         assert_eq!(r.step(false), ArmStep::Keep);
     }
     assert_eq!(r.step(true), ArmStep::Enable);
-    assert!(r.armed());
-    // Another late one while armed restarts the hold without an ioctl.
-    for _ in 0..999 {
-        assert_eq!(r.step(false), ArmStep::Keep);
-    }
-    assert_eq!(r.step(true), ArmStep::Keep);
-    for _ in 0..999 {
-        assert_eq!(r.step(false), ArmStep::Keep);
+    // Late or not, the armed stretch is 100 wake-ups, then off.
+    for k in 0..99 {
         assert!(r.armed());
+        assert_eq!(r.step(k % 2 == 0), ArmStep::Keep);
     }
-    assert_eq!(r.step(false), ArmStep::Disable);
-    assert!(!r.armed());
+    assert_eq!(r.step(true), ArmStep::Disable);
+    // Cool-down: late wake-ups do not arm it for 900 wake-ups.
+    for _ in 0..900 {
+        assert!(!r.armed());
+        assert_eq!(r.step(true), ArmStep::Keep);
+    }
     assert_eq!(r.step(false), ArmStep::Keep);
     assert_eq!(r.step(true), ArmStep::Enable);
 }
 
 #[test]
-fn the_hold_is_a_second_of_wake_ups_and_at_least_sixteen() {
-    let count = |period_ns| {
+fn at_most_one_wake_up_in_ten_is_traced_however_often_spikes_come() {
+    for period_ns in [50_000, 1_000_000, 500_000_000] {
+        let mut r = ArmRule::for_period(period_ns);
+        let n = 200_000;
+        let armed = (0..n)
+            .filter(|_| {
+                let a = r.armed();
+                r.step(true);
+                a
+            })
+            .count();
+        assert!(
+            armed * (COOL as usize + 1) <= n + 1000,
+            "{period_ns}: {armed}"
+        );
+        assert!(armed > 0, "{period_ns}");
+    }
+    // The hold: 100 ms of wake-ups, at least 16.
+    let hold = |period_ns| {
         let mut r = ArmRule::for_period(period_ns);
         r.step(true);
-        let mut n = 0;
+        let mut n = 1;
         while r.step(false) != ArmStep::Disable {
             n += 1;
         }
-        n + 1
+        n
     };
-    assert_eq!(count(1_000_000), 1000);
-    assert_eq!(count(50_000), 20_000);
-    assert_eq!(count(500_000_000), 16);
+    assert_eq!(hold(1_000_000), 100);
+    assert_eq!(hold(50_000), 2000);
+    assert_eq!(hold(500_000_000), 16);
 }
 
 #[test]

@@ -20,7 +20,9 @@ use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, Metric, MetricSpec, Needs, ParamKind, ParamSpec,
     ParamValue, Point, PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
 };
-use crate::experiments::common::latency_cause::{tracefs_timerlat, Method, SpikeBoard, Tracer};
+use crate::experiments::common::latency_cause::{
+    tracefs_timerlat, Method, SpikeBoard, Tracer, COOL,
+};
 use crate::experiments::common::latency_load::{Mix, Running, Sizes};
 use crate::stats::LatencyRecorder;
 use crate::units::{format_size, seconds};
@@ -64,9 +66,10 @@ pub static SPEC: Spec = Spec {
          to 1 ms, OSADL plot) cover all measured trials. The load mix (`load`) starts before and \
          stops after each trial. A wake-up later than `threshold` is explained while the trial \
          runs: which task held the CPU between the due time and the switch to the measuring \
-         thread (perf_event_open context-switch records, CLOCK_MONOTONIC), else which device \
-         IRQ or softirq fired on that CPU around it (/proc/interrupts, /proc/softirqs); the \
-         method used is stated with every cause.",
+         thread (perf_event_open context-switch records, CLOCK_MONOTONIC; armed on a CPU by a late \
+         wake-up for the next 100 ms of wake-ups, then off for nine times as long, so the spike \
+         that arms it and those in the pause are counted, not attributed), else which device IRQ or softirq fired on that CPU around \
+         it (/proc/interrupts, /proc/softirqs); the method used is stated with every cause.",
     params: &[
             ParamSpec::new(
                 "cpus",
@@ -494,10 +497,12 @@ impl PointRun for LatencyRun {
             }
             if t.method == Method::PerfSwitch {
                 x.notes.push(format!(
-                    "spike causes: perf context-switch records, armed on a CPU only by a wake-up \
-                     later than {} and until a second of its wake-ups in a row were on time, so \
-                     on-time wake-ups do not pay for the tracing",
-                    seconds(self.threshold_ns as f64 / 1e9)
+                    "spike causes: perf context-switch records, armed on a CPU by a wake-up \
+                     later than {} for its next 100 ms of wake-ups, then off for {} times as long: \
+                     at most one wake-up in {} pays for the tracing, none while none is late",
+                    seconds(self.threshold_ns as f64 / 1e9),
+                    COOL,
+                    COOL + 1
                 ));
             }
             x.notes.extend(cause_notes(&t.causes, t.method.as_str()));

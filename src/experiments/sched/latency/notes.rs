@@ -67,9 +67,10 @@ pub(super) fn cause_notes(causes: &[Cause], method: &str) -> Vec<String> {
         cpus.sort_unstable();
         cpus.dedup();
         notes.push(format!(
-            "{} spike(s) (max {}, CPU {}) came while the switch tracer was disarmed: each \
-             arms it, and it stays armed until a second of wake-ups in a row were on time, \
-             so a culprit that recurs within it is named from its next spike on [method {method}]",
+            "{} spike(s) (max {}, CPU {}) came while the switch tracer was disarmed: a late \
+             wake-up arms it for the next 100 ms of wake-ups, then it pauses nine times as \
+             long, so a culprit that recurs within 100 ms is named from its next spike on \
+             [method {method}]",
             untraced.len(),
             seconds(max as f64 / 1e9),
             cpus.iter()
