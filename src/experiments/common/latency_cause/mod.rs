@@ -155,7 +155,7 @@ pub enum Culprit {
     /// records were lost.
     Unknown,
     /// The switch tracer was disarmed when the wake-up was due (this late
-    /// wake-up armed it): counted, not attributed.
+    /// wake-up armed it, or it was pausing): counted, not attributed.
     Untraced,
 }
 
