@@ -17,33 +17,46 @@
 //! not driven: tunelab does not mount or switch tracefs (see
 //! docs/latency.md).
 //!
-//! The measuring threads only store (due, woken) pairs in a preallocated
-//! [`SpikeBoard`]; everything here runs in the trial's main thread.
+//! The perf event is armed only around late wake-ups (`arm`): a late
+//! wake-up enables it for the next 100 ms of wake-ups, then it stays off
+//! for nine times as long, so at most one wake-up in ten pays for the
+//! kernel's per-switch record, and none while nothing is late. A spike
+//! that came while it was disarmed (the one that armed it, those in the
+//! cool-down) is reported as not traced, not guessed at.
+//!
+//! The measuring threads only store (due, woken, traced) in a preallocated
+//! [`SpikeBoard`] and arm their CPU's event through a [`Trigger`];
+//! everything else here runs in the trial's main thread.
 //!
 //! Here: the spike board, the causes and the [`Tracer`] that explains a
 //! trial's spikes; each method's source is its own file (`perf`,
 //! `irq`).
 
+mod arm;
 mod irq;
 mod perf;
 #[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+
+pub use arm::{ArmRule, ArmStep, Trigger, COOL};
+use irq::{grown, IrqSnap};
+pub(crate) use irq::{parse_irq_table, parse_steal, IrqRow};
+pub(crate) use perf::{occupancy, Switch};
+use perf::{PerfCpu, IOC_DISABLE};
 
 /// Spikes one CPU can hand over per trial; more are counted, not explained.
-use irq::{grown, IrqSnap};
-pub(crate) use perf::occupancy;
-use perf::{PerfCpu, IOC_DISABLE, IOC_ENABLE};
-
 pub(crate) const SPIKES_PER_TRIAL: usize = 1024;
 
-/// (due, woken) of late wake-ups, written by one measuring thread without
+/// (due, woken, traced) of late wake-ups, written by one measuring thread without
 /// allocating, read by the trial's main thread.
 pub(crate) struct SpikeBoard {
     due: Vec<AtomicU64>,
     woken: Vec<AtomicU64>,
+    /// Whether the switch tracer was armed from before the due time.
+    traced: Vec<AtomicBool>,
     count: AtomicUsize,
     /// Spikes past the board's capacity.
     pub(crate) dropped: AtomicU64,
@@ -56,6 +69,9 @@ impl Default for SpikeBoard {
         SpikeBoard {
             due: (0..SPIKES_PER_TRIAL).map(|_| AtomicU64::new(0)).collect(),
             woken: (0..SPIKES_PER_TRIAL).map(|_| AtomicU64::new(0)).collect(),
+            traced: (0..SPIKES_PER_TRIAL)
+                .map(|_| AtomicBool::new(false))
+                .collect(),
             count: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
             tid: AtomicI32::new(0),
@@ -66,7 +82,7 @@ impl Default for SpikeBoard {
 impl SpikeBoard {
     /// Called by the measuring thread: no allocation, no lock.
     #[inline]
-    pub(crate) fn push(&self, due_ns: u64, woken_ns: u64) {
+    pub(crate) fn push(&self, due_ns: u64, woken_ns: u64, traced: bool) {
         let i = self.count.load(Ordering::Relaxed);
         if i >= SPIKES_PER_TRIAL {
             self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -74,15 +90,20 @@ impl SpikeBoard {
         }
         self.due[i].store(due_ns, Ordering::Relaxed);
         self.woken[i].store(woken_ns, Ordering::Relaxed);
+        self.traced[i].store(traced, Ordering::Relaxed);
         self.count.store(i + 1, Ordering::Release);
     }
     pub(crate) fn len(&self) -> usize {
         self.count.load(Ordering::Acquire)
     }
-    pub(crate) fn get(&self, i: usize) -> (u64, u64) {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub(crate) fn get(&self, i: usize) -> (u64, u64, bool) {
         (
             self.due[i].load(Ordering::Relaxed),
             self.woken[i].load(Ordering::Relaxed),
+            self.traced[i].load(Ordering::Relaxed),
         )
     }
     /// Start a new trial.
@@ -133,6 +154,9 @@ pub(crate) enum Culprit {
     /// the delay came after (IRQ/softirq on return, page fault), or the
     /// records were lost.
     Unknown,
+    /// The switch tracer was disarmed when the wake-up was due (this late
+    /// wake-up armed it, or it was pausing): counted, not attributed.
+    Untraced,
 }
 
 impl Culprit {
@@ -156,6 +180,7 @@ impl Culprit {
             Culprit::Irq { irq, device } => format!("IRQ {irq} ({device})"),
             Culprit::Softirq { name } => format!("softirq {name}"),
             Culprit::Unknown => "unknown (nothing else ran on the CPU)".into(),
+            Culprit::Untraced => "not traced (the switch tracer was disarmed)".into(),
         }
     }
 
@@ -195,6 +220,10 @@ impl Culprit {
             }
             Culprit::Unknown => {
                 "no culprit seen: check IRQ affinity and the preemption model (preempt=full)"
+            }
+            Culprit::Untraced => {
+                "a culprit that comes back within 100 ms of a spike that armed the tracer \
+                 is named from its next spike on"
             }
         };
         text.to_string()
@@ -291,12 +320,21 @@ impl Tracer {
         })
     }
 
+    /// The arming handle of `cpus[i]`'s event for its measuring thread
+    /// (None without perf, or when the descriptor cannot be duplicated:
+    /// then that CPU's spikes are not traced).
+    pub(crate) fn trigger(&self, i: usize, period_ns: u64) -> Option<Trigger> {
+        let fd = self.perf.get(i)?.fd.try_clone().ok()?;
+        Some(Trigger::new(fd, period_ns))
+    }
+
+    /// A new trial: the events stay disarmed until a late wake-up.
     pub(crate) fn start_trial(&mut self) {
         self.seen.iter_mut().for_each(|s| *s = 0);
         for p in &mut self.perf {
+            p.ioctl(IOC_DISABLE);
             p.drain();
             p.history.clear();
-            p.ioctl(IOC_ENABLE);
         }
         self.prev = IrqSnap::read();
         self.last = IrqSnap::read();
@@ -335,15 +373,23 @@ impl Tracer {
             let cpu = self.cpus[i];
             let me = b.tid.load(Ordering::Relaxed).max(0) as u32;
             for k in self.seen[i]..counts[i] {
-                let (due, woken) = b.get(k);
-                let c = self.explain(i, cpu, me, due, woken);
+                let (due, woken, traced) = b.get(k);
+                let c = self.explain(i, cpu, me, due, woken, traced);
                 self.causes.push(c);
             }
             self.seen[i] = counts[i];
         }
     }
 
-    fn explain(&mut self, i: usize, cpu: usize, me: u32, due: u64, woken: u64) -> Cause {
+    fn explain(
+        &mut self,
+        i: usize,
+        cpu: usize,
+        me: u32,
+        due: u64,
+        woken: u64,
+        traced: bool,
+    ) -> Cause {
         let irqs = grown(&self.prev.irqs, &self.last.irqs, cpu);
         let softs = grown(&self.prev.softirqs, &self.last.softirqs, cpu);
         let irq_context = irqs
@@ -354,9 +400,16 @@ impl Tracer {
             .collect::<Vec<_>>()
             .join(", ");
         let latency = woken.saturating_sub(due);
-        let mut culprit = Culprit::Unknown;
+        // Switch records that do not cover the due time would name
+        // whatever ran at the last armed moment: not used.
+        let untraced = self.method == Method::PerfSwitch && !traced;
+        let mut culprit = if untraced {
+            Culprit::Untraced
+        } else {
+            Culprit::Unknown
+        };
         let mut share = 0.0;
-        let top = self.perf.get_mut(i).and_then(|p| {
+        let top = self.perf.get_mut(i).filter(|_| !untraced).and_then(|p| {
             let hist = p.history.make_contiguous();
             // The switch to the measuring thread ends the delay window.
             let to = hist

@@ -144,14 +144,7 @@ impl PerfCpu {
     }
 
     pub(super) fn ioctl(&self, req: Opcode) {
-        // SAFETY: enable/disable ioctls (no argument) on our perf descriptor.
-        let _ = unsafe {
-            if req == IOC_ENABLE {
-                rustix::ioctl::ioctl(&self.fd, NoArg::<IOC_ENABLE>::new())
-            } else {
-                rustix::ioctl::ioctl(&self.fd, NoArg::<IOC_DISABLE>::new())
-            }
-        };
+        ioctl_fd(&self.fd, req);
     }
 
     /// Move every record out of the ring into the history.
@@ -217,6 +210,19 @@ impl PerfCpu {
             _ => {}
         }
     }
+}
+
+/// PERF_EVENT_IOC_ENABLE or _DISABLE on a perf descriptor (or a duplicate
+/// of one: both name the same event).
+pub(super) fn ioctl_fd(fd: &OwnedFd, req: Opcode) {
+    // SAFETY: enable/disable ioctls (no argument) on a perf descriptor.
+    let _ = unsafe {
+        if req == IOC_ENABLE {
+            rustix::ioctl::ioctl(fd, NoArg::<IOC_ENABLE>::new())
+        } else {
+            rustix::ioctl::ioctl(fd, NoArg::<IOC_DISABLE>::new())
+        }
+    };
 }
 
 impl Drop for PerfCpu {

@@ -54,13 +54,94 @@ fn steal_per_cpu() {
 #[test]
 fn spike_board_hands_over_without_allocating() {
     let b = SpikeBoard::default();
-    b.push(1, 5);
-    assert_eq!((b.len(), b.get(0)), (1, (1, 5)));
+    b.push(1, 5, true);
+    assert_eq!((b.len(), b.get(0)), (1, (1, 5, true)));
     for _ in 0..SPIKES_PER_TRIAL {
-        b.push(2, 3);
+        b.push(2, 3, false);
     }
     assert_eq!(b.len(), SPIKES_PER_TRIAL);
     assert_eq!(b.dropped.load(Ordering::Relaxed), 1);
     b.reset();
     assert_eq!(b.len(), 0);
+}
+
+#[test]
+fn a_late_wake_up_arms_the_tracer_for_a_hold_then_it_cools_down() {
+    // 1 ms period: armed for 100 wake-ups, then disarmed for 900.
+    let mut r = ArmRule::for_period(1_000_000);
+    assert!(!r.armed());
+    // On time while disarmed: nothing to do, ever.
+    for _ in 0..5000 {
+        assert_eq!(r.step(false), ArmStep::Keep);
+    }
+    assert_eq!(r.step(true), ArmStep::Enable);
+    // Late or not, the armed stretch is 100 wake-ups, then off.
+    for k in 0..99 {
+        assert!(r.armed());
+        assert_eq!(r.step(k % 2 == 0), ArmStep::Keep);
+    }
+    assert_eq!(r.step(true), ArmStep::Disable);
+    // Cool-down: late wake-ups do not arm it for 900 wake-ups.
+    for _ in 0..900 {
+        assert!(!r.armed());
+        assert_eq!(r.step(true), ArmStep::Keep);
+    }
+    assert_eq!(r.step(false), ArmStep::Keep);
+    assert_eq!(r.step(true), ArmStep::Enable);
+}
+
+#[test]
+fn at_most_one_wake_up_in_ten_is_traced_however_often_spikes_come() {
+    for period_ns in [50_000, 1_000_000, 500_000_000] {
+        let mut r = ArmRule::for_period(period_ns);
+        let n = 200_000;
+        let armed = (0..n)
+            .filter(|_| {
+                let a = r.armed();
+                r.step(true);
+                a
+            })
+            .count();
+        assert!(
+            armed * (COOL as usize + 1) <= n + 1000,
+            "{period_ns}: {armed}"
+        );
+        assert!(armed > 0, "{period_ns}");
+    }
+    // The hold: 100 ms of wake-ups, at least 16.
+    let hold = |period_ns| {
+        let mut r = ArmRule::for_period(period_ns);
+        r.step(true);
+        let mut n = 1;
+        while r.step(false) != ArmStep::Disable {
+            n += 1;
+        }
+        n
+    };
+    assert_eq!(hold(1_000_000), 100);
+    assert_eq!(hold(50_000), 2000);
+    assert_eq!(hold(500_000_000), 16);
+}
+
+#[test]
+fn a_spike_before_the_tracer_was_armed_is_not_attributed() {
+    let mut t = Tracer::open(&[0], "irq").unwrap();
+    // Without perf every spike is explained from the IRQ deltas.
+    let b = SpikeBoard::default();
+    b.push(1_000, 2_000_000, false);
+    t.poll(&[&b]);
+    assert_ne!(t.causes[0].culprit, Culprit::Untraced);
+    // With perf, the same spike untraced is counted, not guessed at.
+    t.method = Method::PerfSwitch;
+    b.push(5_000, 3_000_000, false);
+    t.poll(&[&b]);
+    assert_eq!(t.causes.len(), 2);
+    // (Steal time that grew between the two reads of /proc/stat explains
+    // it without tracing.)
+    assert!(
+        matches!(t.causes[1].culprit, Culprit::Untraced | Culprit::Steal),
+        "{:?}",
+        t.causes[1].culprit
+    );
+    assert_eq!(t.causes[1].latency_ns, 2_995_000);
 }

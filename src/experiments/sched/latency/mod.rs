@@ -20,7 +20,9 @@ use crate::engine::{
     Ctx, Experiment, Fitted, Footprint, Metric, MetricSpec, Needs, ParamKind, ParamSpec,
     ParamValue, Point, PointExtras, PointRun, Room, RunDefaults, Series, TrialValues,
 };
-use crate::experiments::common::latency_cause::{tracefs_timerlat, SpikeBoard, Tracer};
+use crate::experiments::common::latency_cause::{
+    tracefs_timerlat, Method, SpikeBoard, Tracer, COOL,
+};
 use crate::experiments::common::latency_load::{Mix, Running, Sizes};
 use crate::stats::LatencyRecorder;
 use crate::units::{format_size, seconds};
@@ -29,7 +31,8 @@ use crate::{Error, Result};
 use notes::cause_notes;
 pub(crate) use notes::{parse_cause_note, CauseNote};
 use params::Params;
-use threads::{hold_dma_latency, mono_ns, set_fifo, try_fifo};
+pub(crate) use threads::parse_cpus;
+use threads::{hold_dma_latency, measure, mono_ns, try_fifo, ThreadOut};
 
 pub(crate) const NAME: &str = "sched.latency";
 pub(crate) const METRIC_MEAN: &str = "lat_mean";
@@ -63,9 +66,10 @@ pub(crate) static SPEC: Spec = Spec {
          to 1 ms, OSADL plot) cover all measured trials. The load mix (`load`) starts before and \
          stops after each trial. A wake-up later than `threshold` is explained while the trial \
          runs: which task held the CPU between the due time and the switch to the measuring \
-         thread (perf_event_open context-switch records, CLOCK_MONOTONIC), else which device \
-         IRQ or softirq fired on that CPU around it (/proc/interrupts, /proc/softirqs); the \
-         method used is stated with every cause.",
+         thread (perf_event_open context-switch records, CLOCK_MONOTONIC; armed on a CPU by a late \
+         wake-up for the next 100 ms of wake-ups, then off for nine times as long, so the spike \
+         that arms it and those in the pause are counted, not attributed), else which device IRQ or softirq fired on that CPU around \
+         it (/proc/interrupts, /proc/softirqs); the method used is stated with every cause.",
     params: &[
             ParamSpec::new(
                 "cpus",
@@ -286,75 +290,6 @@ fn recorder() -> LatencyRecorder {
     LatencyRecorder::with_buckets(BIN_NS, BINS)
 }
 
-/// What one measuring thread hands back.
-struct ThreadOut {
-    rec: LatencyRecorder,
-    overruns: u64,
-    setup: std::result::Result<(), String>,
-}
-
-/// The measuring loop of one CPU: one wake-up per period from one period
-/// after it starts until `end_ns`. No allocation, no logging, no lock inside the loop.
-#[allow(clippy::too_many_arguments)]
-fn measure(
-    cpu: usize,
-    fifo: Option<i32>,
-    period_ns: u64,
-    end_ns: u64,
-    threshold_ns: u64,
-    board: &SpikeBoard,
-    stop: &AtomicBool,
-    mut rec: LatencyRecorder,
-) -> ThreadOut {
-    // Through rustix (the raw syscall): a static musl build can link libc's
-    // gettid() as a null weak symbol (the x86_64 board binary crashed on it).
-    board.tid.store(
-        rustix::thread::gettid().as_raw_nonzero().get(),
-        Ordering::Relaxed,
-    );
-    let set = crate::experiments::common::child::CpuSet::one(cpu);
-    let mut setup = if crate::experiments::common::child::pin_self(&set) {
-        Ok(())
-    } else {
-        Err(format!(
-            "cannot pin to CPU {cpu}: {}",
-            std::io::Error::last_os_error()
-        ))
-    };
-    if let (Some(prio), Ok(())) = (fifo, &setup) {
-        setup = set_fifo(prio);
-    }
-    let mut overruns = 0u64;
-    let mut next = mono_ns() + period_ns;
-    while setup.is_ok() && next < end_ns && !stop.load(Ordering::Relaxed) {
-        let ts = rustix::time::Timespec {
-            tv_sec: (next / 1_000_000_000) as i64,
-            tv_nsec: (next % 1_000_000_000) as _,
-        };
-        // Absolute sleep on CLOCK_MONOTONIC; EINTR just retries.
-        while rustix::thread::clock_nanosleep_absolute(rustix::thread::ClockId::Monotonic, &ts)
-            == Err(rustix::io::Errno::INTR)
-        {}
-        let now = mono_ns();
-        let lat = now.saturating_sub(next);
-        rec.record_ns(lat);
-        if lat > threshold_ns {
-            board.push(next, now);
-        }
-        next += period_ns;
-        if now >= next {
-            let missed = (now - next) / period_ns + 1;
-            overruns += missed;
-            next += missed * period_ns;
-        }
-    }
-    ThreadOut {
-        rec,
-        overruns,
-        setup,
-    }
-}
-
 struct LatencyRun {
     cpus: Vec<usize>,
     boards: Vec<Arc<SpikeBoard>>,
@@ -412,10 +347,11 @@ impl PointRun for LatencyRun {
             let (board, stop) = (self.boards[i].clone(), stop.clone());
             let (fifo, period, thr) = (self.fifo, self.period_ns, self.threshold_ns);
             let rec = recorder();
+            let trigger = self.tracer.as_ref().and_then(|t| t.trigger(i, period));
             let h = std::thread::Builder::new()
                 .name(format!("tl-lat-cpu{cpu}"))
                 .stack_size(256 << 10)
-                .spawn(move || measure(cpu, fifo, period, end_ns, thr, &board, &stop, rec))
+                .spawn(move || measure(cpu, fifo, period, end_ns, thr, &board, &stop, rec, trigger))
                 .map_err(|e| Error::environment(format!("cannot start a measuring thread: {e}")))?;
             handles.push(h);
         }
@@ -558,6 +494,16 @@ impl PointRun for LatencyRun {
                         points: pts,
                     });
                 }
+            }
+            if t.method == Method::PerfSwitch {
+                x.notes.push(format!(
+                    "spike causes: perf context-switch records, armed on a CPU by a wake-up \
+                     later than {} for its next 100 ms of wake-ups, then off for {} times as long: \
+                     at most one wake-up in {} pays for the tracing, none while none is late",
+                    seconds(self.threshold_ns as f64 / 1e9),
+                    COOL,
+                    COOL + 1
+                ));
             }
             x.notes.extend(cause_notes(&t.causes, t.method.as_str()));
             if t.causes.is_empty() {

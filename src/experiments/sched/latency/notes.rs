@@ -7,10 +7,15 @@ use crate::experiments::common::latency_cause::{Cause, Culprit};
 use crate::units::seconds;
 
 /// One note per (CPU, culprit), most spikes first, in a form `advise` reads
-/// back ([`parse_cause_note`]).
+/// back ([`parse_cause_note`]); spikes the tracer was not armed for get one
+/// plain note (no culprit for `advise` to act on).
 pub(super) fn cause_notes(causes: &[Cause], method: &str) -> Vec<String> {
     let mut groups: Vec<(usize, Culprit, u64, u64, f64, String)> = Vec::new();
-    for c in causes {
+    let untraced: Vec<&Cause> = causes
+        .iter()
+        .filter(|c| c.culprit == Culprit::Untraced)
+        .collect();
+    for c in causes.iter().filter(|c| c.culprit != Culprit::Untraced) {
         match groups.iter_mut().find(|g| g.0 == c.cpu && g.1 == c.culprit) {
             Some(g) => {
                 g.2 += 1;
@@ -31,7 +36,7 @@ pub(super) fn cause_notes(causes: &[Cause], method: &str) -> Vec<String> {
         }
     }
     groups.sort_by(|a, b| b.2.cmp(&a.2).then(b.3.cmp(&a.3)));
-    groups
+    let mut notes: Vec<String> = groups
         .into_iter()
         .take(12)
         .map(|(cpu, culprit, n, max, share, irqs)| {
@@ -56,7 +61,25 @@ pub(super) fn cause_notes(causes: &[Cause], method: &str) -> Vec<String> {
                 culprit.knob()
             )
         })
-        .collect()
+        .collect();
+    if let Some(max) = untraced.iter().map(|c| c.latency_ns).max() {
+        let mut cpus: Vec<usize> = untraced.iter().map(|c| c.cpu).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        notes.push(format!(
+            "{} spike(s) (max {}, CPU {}) came while the switch tracer was disarmed: a late \
+             wake-up arms it for the next 100 ms of wake-ups, then it pauses nine times as \
+             long, so a culprit that recurs within 100 ms is named from its next spike on \
+             [method {method}]",
+            untraced.len(),
+            seconds(max as f64 / 1e9),
+            cpus.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    notes
 }
 
 /// A cause note read back: (cpu, spikes, max latency text, culprit text,

@@ -53,3 +53,37 @@ fn cause_notes_round_trip() {
     assert!(idle.knob.contains("/dev/cpu_dma_latency"));
     assert_eq!(parse_cause_note("something else"), None);
 }
+
+#[test]
+fn untraced_spikes_get_one_note_that_advise_does_not_read_as_a_cause() {
+    let c = |cpu, lat, culprit| Cause {
+        cpu,
+        due_ns: 1,
+        latency_ns: lat,
+        culprit,
+        share: 0.0,
+        irq_context: String::new(),
+    };
+    let notes = cause_notes(
+        &[
+            c(1, 2_000_000, Culprit::Untraced),
+            c(0, 900_000, Culprit::Idle),
+            c(0, 3_000_000, Culprit::Untraced),
+            c(1, 1_000_000, Culprit::Untraced),
+        ],
+        "perf-switch",
+    );
+    assert_eq!(notes.len(), 2, "{notes:#?}");
+    assert_eq!(
+        parse_cause_note(&notes[0]).unwrap().culprit,
+        "idle CPU (C-state exit)"
+    );
+    assert_eq!(parse_cause_note(&notes[1]), None);
+    assert!(
+        notes[1].starts_with(
+            "3 spike(s) (max 3.00 ms, CPU 0 1) came while the switch tracer was disarmed"
+        ),
+        "{}",
+        notes[1]
+    );
+}

@@ -1,9 +1,14 @@
-//! Setting up `sched.latency`'s measuring threads: the CPU set they run
-//! on, SCHED_FIFO, the cpu_dma_latency request and the clock they read.
+//! `sched.latency`'s measuring threads: the CPU set they run on,
+//! SCHED_FIFO, the cpu_dma_latency request, the clock they read and their
+//! loop.
 //!
 //! libc: sched_setscheduler, sched_param, SCHED_FIFO (rustix has no sched_setscheduler)
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::experiments::common::child::usable_cpus;
+use crate::experiments::common::latency_cause::{SpikeBoard, Trigger};
+use crate::stats::LatencyRecorder;
 use crate::{Error, Result};
 use rustix::io::Errno;
 
@@ -52,7 +57,7 @@ pub(super) fn try_fifo(prio: i32) -> std::result::Result<(), String> {
         .unwrap_or_else(|_| Err("probe thread failed".into()))
 }
 
-pub(super) fn set_fifo(prio: i32) -> std::result::Result<(), String> {
+fn set_fifo(prio: i32) -> std::result::Result<(), String> {
     // Zeroed first: musl's sched_param has more fields than glibc's.
     // SAFETY: sched_param is plain data.
     let mut sp: libc::sched_param = unsafe { std::mem::zeroed() };
@@ -88,4 +93,81 @@ pub(super) fn hold_dma_latency() -> Result<std::fs::File> {
 pub(super) fn mono_ns() -> u64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// What one measuring thread hands back.
+pub(super) struct ThreadOut {
+    pub(super) rec: LatencyRecorder,
+    pub(super) overruns: u64,
+    pub(super) setup: std::result::Result<(), String>,
+}
+
+/// The measuring loop of one CPU: one wake-up per period from one period
+/// after it starts until `end_ns`. No allocation, no logging, no lock inside
+/// the loop; the only syscall besides the sleep and the clock arms or
+/// disarms the switch tracer after a late wake-up (`trigger`), once its
+/// latency is taken.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn measure(
+    cpu: usize,
+    fifo: Option<i32>,
+    period_ns: u64,
+    end_ns: u64,
+    threshold_ns: u64,
+    board: &SpikeBoard,
+    stop: &AtomicBool,
+    mut rec: LatencyRecorder,
+    mut trigger: Option<Trigger>,
+) -> ThreadOut {
+    // Through rustix (the raw syscall): a static musl build can link libc's
+    // gettid() as a null weak symbol (the x86_64 board binary crashed on it).
+    board.tid.store(
+        rustix::thread::gettid().as_raw_nonzero().get(),
+        Ordering::Relaxed,
+    );
+    let set = crate::experiments::common::child::CpuSet::one(cpu);
+    let mut setup = if crate::experiments::common::child::pin_self(&set) {
+        Ok(())
+    } else {
+        Err(format!(
+            "cannot pin to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        ))
+    };
+    if let (Some(prio), Ok(())) = (fifo, &setup) {
+        setup = set_fifo(prio);
+    }
+    let mut overruns = 0u64;
+    let mut next = mono_ns() + period_ns;
+    while setup.is_ok() && next < end_ns && !stop.load(Ordering::Relaxed) {
+        let ts = rustix::time::Timespec {
+            tv_sec: (next / 1_000_000_000) as i64,
+            tv_nsec: (next % 1_000_000_000) as _,
+        };
+        // Absolute sleep on CLOCK_MONOTONIC; EINTR just retries.
+        while rustix::thread::clock_nanosleep_absolute(rustix::thread::ClockId::Monotonic, &ts)
+            == Err(rustix::io::Errno::INTR)
+        {}
+        let now = mono_ns();
+        let lat = now.saturating_sub(next);
+        rec.record_ns(lat);
+        let late = lat > threshold_ns;
+        if late {
+            board.push(next, now, trigger.as_ref().is_some_and(|t| t.armed()));
+        }
+        if let Some(t) = &mut trigger {
+            t.after_wake(late);
+        }
+        next += period_ns;
+        if now >= next {
+            let missed = (now - next) / period_ns + 1;
+            overruns += missed;
+            next += missed * period_ns;
+        }
+    }
+    ThreadOut {
+        rec,
+        overruns,
+        setup,
+    }
 }
