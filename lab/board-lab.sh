@@ -395,8 +395,9 @@ if [ -x /wl/check.sh ]; then
   # The spinner keeps >= 95% of the CPU by its own account and tunelab
   # stays <= 5% of one CPU (issue 44's bound); cost.sh prints it beside
   # the spinner alone.
-  step diagnose-spin sh -c 'MIN_CPU=95 MAX_OWN=5 sh /wl/check.sh spin cpu-hotspot "cpu-starvation|kernel-bound" 10'
-  step diagnose-spin-short sh -c 'MIN_CPU=95 MAX_OWN=5 sh /wl/check.sh spin cpu-hotspot "cpu-starvation|kernel-bound" 2'
+  # TUNELAB_DIAGNOSE_COST: each reader's readings and cost on stderr.
+  step diagnose-spin sh -c 'TUNELAB_DIAGNOSE_COST=1 MIN_CPU=95 MAX_OWN=5 sh /wl/check.sh spin cpu-hotspot "cpu-starvation|kernel-bound" 10'
+  step diagnose-spin-short sh -c 'TUNELAB_DIAGNOSE_COST=1 MIN_CPU=95 MAX_OWN=5 sh /wl/check.sh spin cpu-hotspot "cpu-starvation|kernel-bound" 2'
   step diagnose-cost sh -c 'SPIN=/wl/spin TUNELAB=tunelab CHECK=1 sh /wl/cost.sh'
   step diagnose-memcpy sh /wl/check.sh memcpy_loop cpu-hotspot=copy_blocks "cpu-starvation" 4
   step diagnose-fork sh /wl/check.sh fork_loop "" "cpu-starvation|cpu-hotspot" 4

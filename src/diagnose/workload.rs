@@ -211,7 +211,6 @@ impl Sampled for Tracker {
 
 pub struct Collector {
     ticker: Ticker<Tracker>,
-    own0: f64,
 }
 
 impl Collector {
@@ -221,7 +220,6 @@ impl Collector {
         gate: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     ) -> Collector {
         Collector {
-            own0: own_cpu_s(),
             ticker: Ticker::adaptive(
                 "workload",
                 Tracker::new(root, scope, gate),
@@ -232,20 +230,20 @@ impl Collector {
         }
     }
 
-    /// The report; `usage` is a reaped command's rusage.
-    /// The report; `usage` is a reaped command's rusage, `own_end` tunelab's
-    /// CPU time (`own_cpu_s`) when the interval ended: what stopping and
-    /// reading the sections costs after it does not compete with the
-    /// workload and is not in the figure.
+    /// The report; `usage` is a reaped command's rusage, `own` tunelab's
+    /// CPU time (`own_cpu_s`) from the start of the interval to its end
+    /// (starting the sections before it and reading them after it do not
+    /// compete with the workload and are not in the figure), `by_thread`
+    /// the same time per thread in words (`selfcost`).
     pub fn finish(
         self,
         interval: f64,
         usage: Option<Usage>,
-        own_end: f64,
+        own: f64,
+        by_thread: &str,
     ) -> Section<WorkloadReport> {
         let (t, cpu, n) = self.ticker.stop();
         let cpu0 = thread_cpu_s();
-        let own = (own_end - self.own0).max(0.0);
         let mut by: HashMap<String, (TaskFigures, HashSet<i32>)> = HashMap::new();
         for (pid, last) in &t.last {
             let first = t.first.get(pid).cloned().unwrap_or_default();
@@ -298,6 +296,12 @@ impl Collector {
              less than one period are missed); tunelab's own threads are not part of it",
             super::every(interval, n, super::budget::READER_SHARE)
         );
+        if !by_thread.is_empty() {
+            method.push_str(&format!(
+                "; tunelab's own CPU over the interval by thread (/proc/self/task/TID/schedstat): \
+                 {by_thread}"
+            ));
+        }
         if let Some(u) = usage {
             // The kernel's account at exit covers what sampling missed
             // (the last 100 ms, reaped children).
@@ -372,9 +376,8 @@ mod tests {
         t.sample();
         let c = Collector {
             ticker: Ticker::start("t", t, Duration::from_secs(3600)),
-            own0: 0.0,
         };
-        let r = c.finish(1.0, None, 0.0);
+        let r = c.finish(1.0, None, 0.0, "diag-slab 3 ms");
         let w = r.data().unwrap();
         assert_eq!(w.rows.len(), 1);
         let f = &w.total;
