@@ -39,12 +39,12 @@
 #                  tests/workloads (spin, memcpy, fork, mutex, producer/consumer,
 #                  more threads than CPUs), check their findings and diagnose's
 #                  cost (bench/diagnose_cost.sh: the spinner keeps >= 95% of the
-#                  CPU, tunelab <= 5%); ~104 s of steps at 64 MiB. Off by
-#                  default: on one emulated CPU at 64 MiB prodcons, mutex,
-#                  memcpy and threads pass, but tunelab still took 33-90% of
-#                  the CPU from the spinner (every /proc read costs
-#                  milliseconds under TCG) and fork_loop's few samples
-#                  (19 Hz) showed tunelab's pre-exec fork as a hot spot
+#                  CPU, tunelab <= 5%); ~90 s of steps at 128 MiB. Off by
+#                  default: on 2 emulated CPUs the spinner keeps >= 99.9%,
+#                  but tunelab's own CPU still varies 3.7-9.7% of one CPU
+#                  between runs (one /proc reading of the workload costs
+#                  20-76 ms under TCG; docs/diagnose.md "What diagnose
+#                  costs"); the spin steps print each reader's cost
 #   LAB_SSH        1 (default): the remote-guest step; 0 skips it
 #   LAB_FLASHSIM   1: the last guest also gets lab/flashsim's simulated cards over
 #                  NBD (card: 4 MiB units, 2 open; slowcard: 4 MiB cache at
