@@ -41,7 +41,7 @@
 #                  cost (bench/diagnose_cost.sh: the spinner keeps >= 95% of the
 #                  CPU, tunelab <= 5%); ~90 s of steps at 128 MiB. Off by
 #                  default: on 2 emulated CPUs the spinner keeps >= 99.9%,
-#                  but tunelab's own CPU still varies 3.7-9.7% of one CPU
+#                  but tunelab's own CPU still varies 2.2-9.7% of one CPU
 #                  between runs (one /proc reading of the workload costs
 #                  20-76 ms under TCG; docs/diagnose.md "What diagnose
 #                  costs"); the spin steps print each reader's cost

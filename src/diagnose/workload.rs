@@ -386,5 +386,8 @@ mod tests {
         assert_eq!(f.syscw, 10);
         assert!((f.user_s - 100.0 / ticks()).abs() < 1e-9);
         assert!((f.runqueue_s - 0.5).abs() < 1e-9, "{f:?}");
+        // tunelab's own CPU by thread is stated in the method.
+        assert!(w.method.contains("by thread"), "{}", w.method);
+        assert!(w.method.contains("diag-slab 3 ms"), "{}", w.method);
     }
 }
