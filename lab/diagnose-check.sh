@@ -17,6 +17,8 @@ out=/tmp/dx-$n.txt
 tunelab diagnose --no-store --startup-runs 0 -- /wl/$n "$secs" "$@" >$out 2>&1
 s=$?
 grep -E "^\\[|tunelab's own CPU|cpu_pct=|held|who ran|caller|from " $out | head -n 20
+# With TUNELAB_DIAGNOSE_COST set, where tunelab's own CPU went (stderr).
+grep "^tunelab cost:" $out
 ok=1
 [ $s = 0 ] || { echo "diagnose exit $s"; ok=0; }
 word=

@@ -17,6 +17,7 @@ pub(crate) mod locks;
 pub(crate) mod offcpu;
 pub(crate) mod procs;
 pub mod profile;
+pub(crate) mod selfcost;
 pub(crate) mod slab;
 pub(crate) mod startup;
 #[cfg(test)]
@@ -217,7 +218,7 @@ pub(crate) fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let cpu0 = thread_cpu_s();
     // The rate starts lower on one CPU (the reader shares it with the
     // workload) and each reader then fits its share of the budget.
-    let profile_hz = budget::initial_rate(opts.profile_hz, cpus());
+    let profile_hz = budget::initial_rate(opts.profile_hz, cpus(), budget::read_cost_s());
     let command = matches!(opts.what, What::Command(_));
     let prof = profile::start(&profile::Request {
         scope: pscope(),
@@ -288,6 +289,11 @@ pub(crate) fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         pid.map(|_| workload::Collector::start(root, scope.clone(), Some(exec_done.clone())));
     let mut usage = None;
 
+    // Every reader has made its first reading: tunelab's own CPU from here
+    // on is what competed with the workload.
+    let own_start = workload::own_cpu_s();
+    let threads_start = selfcost::snapshot();
+    let setup_main = thread_cpu_s() - cpu0;
     let t0 = Instant::now();
     let mut outcome: Result<()> = Ok(());
     match &opts.what {
@@ -324,6 +330,7 @@ pub(crate) fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     }
     let interval = t0.elapsed().as_secs_f64();
     let own_end = workload::own_cpu_s();
+    let threads_end = selfcost::snapshot();
     // The samplers stop first (nothing more to sample); their kernel
     // addresses are named from one read of /proc/kallsyms, after the
     // interval, for all three.
@@ -355,13 +362,18 @@ pub(crate) fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let slab = slab_t.finish(interval);
     let wakeups = wake_t.finish(interval);
     let workload = match work_t {
-        Some(w) => w.finish(interval, usage, own_end),
+        Some(w) => {
+            let own = (own_end - own_start).max(0.0);
+            let by_thread = selfcost::spent(&threads_start, &threads_end, own);
+            w.finish(interval, usage, own, &selfcost::words(&by_thread, 6))
+        }
         None => Section::skipped(
             "the whole machine was diagnosed: there is no one workload (give --pid or -- CMD)",
         ),
     };
     let cpu1 = thread_cpu_s();
     let names = profile::kernel_names([&prof, &cache, &off].into_iter().flatten());
+    let names_cpu = thread_cpu_s() - cpu1;
     let profile_section = |r: std::result::Result<profile::Running, String>| match r {
         Ok(run) => match run.finish_named(Some(&names)) {
             Ok(p) => Section::Present {
@@ -434,6 +446,21 @@ pub(crate) fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     .into_iter()
     .flatten()
     .collect();
+    if selfcost::debug() {
+        eprintln!(
+            "tunelab cost: main thread: {:.1} ms before the interval (perf events opened in \
+             {:.1} ms, then the readers' first readings), {:.1} ms stopping the samplers, \
+             {:.1} ms naming kernel addresses (kallsyms), {:.1} ms symbolising and aggregating; \
+             tunelab in all {:.1} ms before the interval, {:.1} ms in it",
+            setup_main * 1e3,
+            profile_start_cpu * 1e3,
+            stop_cpu * 1e3,
+            names_cpu * 1e3,
+            (thread_cpu_s() - cpu1 - names_cpu) * 1e3,
+            own_start * 1e3,
+            (own_end - own_start) * 1e3
+        );
+    }
     let share = prof_cpu / served.len().max(1) as f64;
     for o in served {
         *o = overhead(

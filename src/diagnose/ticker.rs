@@ -34,22 +34,35 @@ impl<S: Sampled> Ticker<S> {
     ) -> Ticker<S> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let (ready_tx, ready) = std::sync::mpsc::channel::<()>();
+        let label = name.to_string();
         let handle = std::thread::Builder::new()
             .name(format!("diag-{name}"))
             .spawn(move || {
                 let cpu0 = thread_cpu_s();
                 let mut n = 0u64;
                 let mut cost = budget::Cost::default();
+                let mut first = 0.0;
                 let mut next = Instant::now();
                 loop {
                     let c0 = thread_cpu_s();
                     state.sample();
-                    cost.add(thread_cpu_s() - c0);
+                    let c = thread_cpu_s() - c0;
+                    if n == 0 {
+                        first = c;
+                        let _ = ready_tx.send(());
+                    } else {
+                        cost.add(c);
+                    }
                     n += 1;
                     if flag.load(Ordering::Relaxed) {
                         break;
                     }
-                    next += budget::period_for(cost.mean(), share, base, max);
+                    // The first reading (files opened, code paged in and, on
+                    // an emulated board, translated) says little of the
+                    // next ones: the period follows from those.
+                    let per = if n == 1 { first } else { cost.mean() };
+                    next += budget::period_for(per, share, base, max);
                     let now = Instant::now();
                     if next <= now {
                         // Fell behind (loaded machine): do not burst to catch up.
@@ -65,9 +78,24 @@ impl<S: Sampled> Ticker<S> {
                         std::thread::park_timeout(next - now);
                     }
                 }
-                (state, thread_cpu_s() - cpu0, n)
+                let total = thread_cpu_s() - cpu0;
+                if super::selfcost::debug() {
+                    eprintln!(
+                        "tunelab cost: diag-{label}: {n} readings, first {:.2} ms, then {:.2} ms \
+                         each on average, {:.1} ms in all",
+                        first * 1e3,
+                        cost.mean() * 1e3,
+                        total * 1e3
+                    );
+                }
+                (state, total, n)
             })
             .expect("spawning a sampling thread");
+        // The first reading happens before the caller goes on: started
+        // before a command is released, its fixed cost (opening files,
+        // paging code in) is not in the interval. Bounded: a reader stuck
+        // on a slow file does not hold the diagnosis.
+        let _ = ready.recv_timeout(Duration::from_secs(10));
         Ticker { stop, handle }
     }
 

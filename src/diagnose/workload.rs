@@ -211,7 +211,6 @@ impl Sampled for Tracker {
 
 pub(crate) struct Collector {
     ticker: Ticker<Tracker>,
-    own0: f64,
 }
 
 impl Collector {
@@ -221,7 +220,6 @@ impl Collector {
         gate: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     ) -> Collector {
         Collector {
-            own0: own_cpu_s(),
             ticker: Ticker::adaptive(
                 "workload",
                 Tracker::new(root, scope, gate),
@@ -232,20 +230,20 @@ impl Collector {
         }
     }
 
-    /// The report; `usage` is a reaped command's rusage.
-    /// The report; `usage` is a reaped command's rusage, `own_end` tunelab's
-    /// CPU time (`own_cpu_s`) when the interval ended: what stopping and
-    /// reading the sections costs after it does not compete with the
-    /// workload and is not in the figure.
+    /// The report; `usage` is a reaped command's rusage, `own` tunelab's
+    /// CPU time (`own_cpu_s`) from the start of the interval to its end
+    /// (starting the sections before it and reading them after it do not
+    /// compete with the workload and are not in the figure), `by_thread`
+    /// the same time per thread in words (`selfcost`).
     pub(crate) fn finish(
         self,
         interval: f64,
         usage: Option<Usage>,
-        own_end: f64,
+        own: f64,
+        by_thread: &str,
     ) -> Section<WorkloadReport> {
         let (t, cpu, n) = self.ticker.stop();
         let cpu0 = thread_cpu_s();
-        let own = (own_end - self.own0).max(0.0);
         let mut by: HashMap<String, (TaskFigures, HashSet<i32>)> = HashMap::new();
         for (pid, last) in &t.last {
             let first = t.first.get(pid).cloned().unwrap_or_default();
@@ -298,6 +296,12 @@ impl Collector {
              less than one period are missed); tunelab's own threads are not part of it",
             super::every(interval, n, super::budget::READER_SHARE)
         );
+        if !by_thread.is_empty() {
+            method.push_str(&format!(
+                "; tunelab's own CPU over the interval by thread (/proc/self/task/TID/schedstat): \
+                 {by_thread}"
+            ));
+        }
         if let Some(u) = usage {
             // The kernel's account at exit covers what sampling missed
             // (the last 100 ms, reaped children).
@@ -371,16 +375,9 @@ mod tests {
         write(600, 110, 25, 501_000_000, 11);
         t.sample();
         let c = Collector {
-            ticker: Ticker::adaptive(
-                "t",
-                t,
-                Duration::from_secs(3600),
-                Duration::from_secs(3600),
-                0.0,
-            ),
-            own0: 0.0,
+            ticker: Ticker::start("t", t, Duration::from_secs(3600)),
         };
-        let r = c.finish(1.0, None, 0.0);
+        let r = c.finish(1.0, None, 0.0, "diag-slab 3 ms");
         let w = r.data().unwrap();
         assert_eq!(w.rows.len(), 1);
         let f = &w.total;
@@ -389,5 +386,8 @@ mod tests {
         assert_eq!(f.syscw, 10);
         assert!((f.user_s - 100.0 / ticks()).abs() < 1e-9);
         assert!((f.runqueue_s - 0.5).abs() < 1e-9, "{f:?}");
+        // tunelab's own CPU by thread is stated in the method.
+        assert!(w.method.contains("by thread"), "{}", w.method);
+        assert!(w.method.contains("diag-slab 3 ms"), "{}", w.method);
     }
 }

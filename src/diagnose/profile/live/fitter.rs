@@ -1,5 +1,6 @@
 //! The profiler's rate fitted to its CPU budget while it samples: the
-//! reader measures its own CPU time per record once a second and sets the
+//! reader measures its own CPU time per record when it wakes (a buffer half
+//! full), at most once a second, and sets the
 //! sampling frequency that keeps it within its share of one CPU
 //! (`diagnose::budget::rate_for`), on every event at once.
 

@@ -122,6 +122,9 @@ impl Meta {
 
 pub(crate) struct Live {
     stop: Arc<AtomicBool>,
+    /// Written once to wake the reader at stop (it sleeps until a buffer
+    /// is half full or this: no periodic wake-ups while the workload runs).
+    wake: std::os::fd::OwnedFd,
     reader: Option<JoinHandle<Collected>>,
     started: Instant,
     meta: Meta,
@@ -220,12 +223,25 @@ impl Live {
             hz: freq,
             max_hz: freq,
         });
+        let (ready_tx, ready) = std::sync::mpsc::channel();
+        let (wake_r, wake) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| format!("cannot create the profile reader's pipe: {e}"))?;
         let reader = std::thread::Builder::new()
             .name("tunelab-profile".into())
-            .spawn(move || read_loop(opened, &stop2, scope, own_until_exec, off, adapt))
+            .spawn(move || {
+                let wake = reader::Wake {
+                    fd: wake_r,
+                    ready: ready_tx,
+                };
+                read_loop(opened, &stop2, scope, own_until_exec, off, adapt, wake)
+            })
             .map_err(|e| format!("cannot start the profile reader thread: {e}"))?;
+        // Its set-up (the target's mappings and name) is done before a
+        // command is released: not in the interval. Bounded wait.
+        let _ = ready.recv_timeout(std::time::Duration::from_secs(10));
         Ok(Live {
             stop,
+            wake,
             reader: Some(reader),
             started,
             meta,
@@ -394,12 +410,18 @@ impl Live {
 
     /// Stop the reader thread and take what it collected.
     fn stop_reader(&mut self, what: &str) -> Result<Collected, String> {
-        self.stop.store(true, Ordering::SeqCst);
+        self.wake_reader();
         self.reader
             .take()
             .ok_or_else(|| format!("the {what} reader was already stopped"))?
             .join()
             .map_err(|_| format!("the {what} reader thread panicked"))
+    }
+
+    /// Ask the reader to drain and end, waking it from its poll.
+    fn wake_reader(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = rustix::io::write(&self.wake, b"s");
     }
 
     pub(crate) fn finish(mut self, names: Option<&Names>) -> Result<Profile, String> {
@@ -464,7 +486,7 @@ fn own_names(c: &Collected) -> Names {
 impl Drop for Live {
     fn drop(&mut self) {
         // Dropped without finish (an error path): stop the reader.
-        self.stop.store(true, Ordering::SeqCst);
+        self.wake_reader();
         if let Some(r) = self.reader.take() {
             let _ = r.join();
         }

@@ -5,12 +5,10 @@
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use perf_event::data::Record as Rec;
 use perf_event::Sampler;
 use rustix::event::{PollFd, PollFlags};
-use rustix::time::Timespec;
 
 use super::super::collected::{Collected, FrameKey};
 use super::super::common;
@@ -61,11 +59,12 @@ const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 /// drained one after the other, so events younger than this stay queued
 /// until the next pass.
 const HOLD_BACK_NS: u64 = 300_000_000;
-/// Longest wait for a buffer to reach its watermark: 250 ms.
-const POLL_WAIT: Timespec = Timespec {
-    tv_sec: 0,
-    tv_nsec: 250_000_000,
-};
+/// How the reader is told it may start (`ready`, once its set-up is done)
+/// and woken to stop (a byte on `fd`).
+pub(super) struct Wake {
+    pub fd: std::os::fd::OwnedFd,
+    pub ready: std::sync::mpsc::Sender<()>,
+}
 
 /// The sample_id trailer of a SWITCH record (TID, TIME, CPU asked):
 /// pid, tid, time.
@@ -427,6 +426,7 @@ pub(super) fn read_loop(
     own_until_exec: bool,
     off: bool,
     adapt: Option<Adapt>,
+    wake: Wake,
 ) -> Collected {
     let mut fitter = adapt.map(Fitter::new);
     let mut reader = Reader {
@@ -452,25 +452,27 @@ pub(super) fn read_loop(
         reader.space(pid as u32);
         reader.pid_comm(pid as u32);
     }
+    let _ = wake.ready.send(());
+    drop(wake.ready);
+    let (mut passes, mut total) = (0u64, 0u64);
     // Fds whose task has gone (POLLHUP) are not polled again: poll would
     // return at once for them forever.
     let mut live: Vec<bool> = vec![true; opened.samplers.len()];
     while !stop.load(Ordering::SeqCst) {
         let idx: Vec<usize> = (0..live.len()).filter(|i| live[*i]).collect();
-        if idx.is_empty() {
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
-        }
         let mut fds: Vec<PollFd> = idx
             .iter()
             // SAFETY: the samplers stay open (and in place) while `fds` lives.
             .map(|&i| unsafe { BorrowedFd::borrow_raw(opened.samplers[i].as_raw_fd()) })
             .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
             .collect();
+        fds.push(PollFd::new(&wake.fd, PollFlags::IN));
         // The kernel wakes the reader when a buffer is half full (the
-        // watermark), not per sample; the timeout bounds how late the
-        // stop flag and the off-CPU pairing are seen.
-        if rustix::event::poll(&mut fds, Some(&POLL_WAIT)).is_err() {
+        // watermark), not per sample, and `stop` wakes it through the
+        // pipe: no timed wake-ups, so while the workload runs the reader
+        // costs nothing until a buffer fills (the records wait in the
+        // ring; a short run's are all read after it).
+        if rustix::event::poll(&mut fds, None).is_err() {
             continue; // EINTR
         }
         let mut records = 0;
@@ -480,6 +482,8 @@ pub(super) fn read_loop(
             }
             records += drain(&mut opened.samplers[i], &mut reader);
         }
+        passes += 1;
+        total += records;
         if let Some(f) = fitter.as_mut() {
             f.after_pass(records, &opened, &mut reader.out);
         }
@@ -500,6 +504,13 @@ pub(super) fn read_loop(
     reader.pair(u64::MAX);
     resolve_late(&mut reader.out, &reader.spaces);
     reader.out.reader_cpu_ns = common::thread_cpu_ns();
+    if crate::diagnose::selfcost::debug() {
+        eprintln!(
+            "tunelab cost: {} reader: {passes} wake-ups, {total} records, {:.1} ms CPU in all",
+            if off { "off-CPU" } else { "profile" },
+            reader.out.reader_cpu_ns as f64 / 1e6
+        );
+    }
     reader.out
 }
 
