@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use super::Out;
 use crate::engine::verbs::remote::{self, Fanned, Request};
-use crate::report::table;
 use crate::store::Store;
 use crate::{Error, Result};
 
@@ -115,7 +114,7 @@ pub(crate) fn exec(a: &Args, out: &Out, store: Option<Store>) -> Result<i32> {
                 ]
             })
             .collect();
-        out.data(&table::render(
+        out.data(&out.table(
             &[
                 "host",
                 "arch",
