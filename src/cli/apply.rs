@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::Out;
 use crate::model::applied::AppliedChange;
-use crate::report::{applyview, table};
+use crate::report::applyview;
 use crate::store::Store;
 use crate::tune::apply;
 use crate::tune::persist::Root;
@@ -169,7 +169,7 @@ pub(crate) fn exec_applied(args: &AppliedArgs, out: &Out, store: &Store) -> Resu
         out.info("nothing applied by tunelab (tunelab apply RUN)");
         return Ok(0);
     }
-    out.data(&applyview::applied_table(&list))?;
+    out.data(&applyview::applied_table(&list, out.term))?;
     Ok(0)
 }
 
@@ -195,10 +195,7 @@ pub(crate) fn exec_verify(args: &VerifyArgs, out: &Out, store: &Store) -> Result
                 ]
             })
             .collect();
-        out.data(&table::render(
-            &["knob", "applied", "live", "status", "why"],
-            rows,
-        ))?;
+        out.data(&out.table(&["knob", "applied", "live", "status", "why"], rows))?;
     }
     if bad > 0 {
         return Err(Error::Regression(format!(

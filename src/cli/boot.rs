@@ -12,7 +12,6 @@ use super::{Cli, Out};
 use crate::engine::process::parse_signal;
 use crate::engine::verbs::boot::{self, Request};
 use crate::model::run::{PointResult, Run};
-use crate::report::table::render as table;
 use crate::units::{human, human_range};
 use crate::Result;
 
@@ -91,13 +90,13 @@ pub(crate) fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i3
         doc["trials"] = serde_json::to_value(&booted.trials)?;
         out.json_data(&doc)?;
     } else if let Some(p) = run.results.first() {
-        out.data(&render(run, p))?;
+        out.data(&render(run, p, out.term))?;
     }
     booted.finished.result(out)?;
     Ok(0)
 }
 
-fn render(run: &Run, p: &PointResult) -> String {
+fn render(run: &Run, p: &PointResult, term: crate::report::table::Terminal) -> String {
     let rows = p
         .metrics
         .iter()
@@ -114,7 +113,7 @@ fn render(run: &Run, p: &PointResult) -> String {
         })
         .collect();
     let mut s = format!("run {} app.boot: {}\n", run.id, p.params_label());
-    s.push_str(&table(
+    s.push_str(&term.render(
         &["metric", "median", "95% CI of median", "min", "max", "n"],
         rows,
     ));

@@ -138,7 +138,7 @@ pub(crate) fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     if out.json {
         out.json_data(&c)?;
     } else {
-        out.data(&devices::render(&c))?;
+        out.data(&devices::render(&c, out.term))?;
     }
     args.export.write(&Subject::Devices(&c), out)?;
     if let Some(path) = &args.html {
@@ -165,7 +165,7 @@ fn pair(a: &Run, b: &Run, args: &Args, out: &Out, store: &Store) -> Result<i32> 
     if out.json {
         out.json_data(&c)?;
     } else {
-        out.data(&render(&c))?;
+        out.data(&render(&c, out.term))?;
     }
     args.export.write(&Subject::Comparison(&c), out)?;
     if c.pairs.is_empty() {

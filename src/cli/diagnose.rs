@@ -74,7 +74,7 @@ pub(crate) fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i3
         text.push_str(" (not stored)");
     }
     text.push('\n');
-    text.push_str(&view::text(d));
+    text.push_str(&view::text(d, out.term));
     text.push_str("\n== Findings ==\n");
     if findings.is_empty() {
         text.push_str("no finding: nothing in this diagnosis crosses a rule's threshold\n");

@@ -64,7 +64,7 @@ pub(crate) fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     if out.json {
         out.json_data(&h)?;
     } else {
-        out.data(&render(&h))?;
+        out.data(&render(&h, out.term))?;
     }
     if let Some(path) = &args.html {
         let page = crate::report::html::render(&crate::report::history::document(&h));

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 
 use super::Out;
 use crate::engine::catalog::Catalog;
-use crate::report::table;
 use crate::store::Store;
 use crate::Result;
 
@@ -41,7 +40,7 @@ pub(crate) fn exec(
                 ]
             })
             .collect();
-        out.data(&table::render(&["run", "machine", "import"], rows))?;
+        out.data(&out.table(&["run", "machine", "import"], rows))?;
     }
     out.info(&format!(
         "{fresh} run(s) imported, {} already stored, into {}",

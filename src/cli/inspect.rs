@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use super::Out;
 use crate::engine::verbs::inspect;
-use crate::report::table;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
@@ -33,8 +32,8 @@ pub(crate) fn exec(args: &Args, out: &Out) -> Result<i32> {
         })
         .collect();
     let header = ["section", "fact", "value", "source"];
-    if table::fits(&header, &rows) {
-        out.data(&table::render(&header, rows))?;
+    if out.term.fits(&header, &rows) {
+        out.data(&out.table(&header, rows))?;
         return Ok(0);
     }
     // A narrow screen (a serial console's 80 columns): the sources, mostly
@@ -43,7 +42,7 @@ pub(crate) fn exec(args: &Args, out: &Out) -> Result<i32> {
         r.truncate(3);
         r
     });
-    out.data(&table::render(&header[..3], rows.collect()))?;
+    out.data(&out.table(&header[..3], rows.collect()))?;
     out.info("(sources left out to fit: see tunelab inspect --json, or widen the screen)");
     Ok(0)
 }

@@ -5,7 +5,6 @@ use serde::Serialize;
 use super::Out;
 use crate::engine::catalog::Catalog;
 use crate::engine::{Better, Experiment, Spec};
-use crate::report::table;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
@@ -100,10 +99,7 @@ pub(crate) fn exec(args: &Args, out: &Out, experiments: &Catalog) -> Result<i32>
                 vec![e.name.to_string(), e.summary.to_string(), needs]
             })
             .collect();
-        out.data(&table::render(
-            &["experiment", "what it measures", "needs"],
-            rows,
-        ))?;
+        out.data(&out.table(&["experiment", "what it measures", "needs"], rows))?;
         out.info("Details: tunelab list EXP  or  tunelab run EXP --help");
     }
     Ok(0)

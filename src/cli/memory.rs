@@ -16,7 +16,6 @@ use serde_json::json;
 
 use super::Out;
 use crate::engine::verbs::memory::{self, Memory, ProcMem, Request, SystemMem};
-use crate::report::table::render as table;
 use crate::units::human;
 use crate::Result;
 
@@ -118,7 +117,7 @@ pub(crate) fn exec(a: &Args, out: &Out) -> Result<i32> {
         String::new(),
         String::new(),
     ]);
-    text.push_str(&table(
+    text.push_str(&out.table(
         &[
             "",
             "RSS",
@@ -131,7 +130,7 @@ pub(crate) fn exec(a: &Args, out: &Out) -> Result<i32> {
         rows,
     ));
     text.push_str("\nsystem memory (like free; used = total − free − buff/cache)\n");
-    text.push_str(&table(
+    text.push_str(&out.table(
         &[
             "",
             "total",

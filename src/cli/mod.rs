@@ -33,7 +33,7 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-pub(crate) use output::{output_is_terminal, Out};
+pub(crate) use output::Out;
 
 use crate::engine::catalog::Catalog;
 use crate::engine::start::{start, Start};
@@ -151,17 +151,15 @@ pub fn main(experiments: &Catalog) -> i32 {
     if args.len() == 2 && args[1] == NOOP {
         return 0;
     }
-    crate::report::table::set_terminal(output_is_terminal());
-    let (ascii, escapes) = output::plain_terminal();
-    crate::report::table::set_plain(ascii, escapes);
+    let term = output::terminal();
     crate::model::run::set_legacy_kinds(experiments.param_kind);
-    if let Some(code) = run::help_for_experiment(&args, experiments) {
+    if let Some(code) = run::help_for_experiment(&args, experiments, term) {
         return code;
     }
     let matches = match command().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => {
-            print_clap(&e);
+            print_clap(&e, term);
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
@@ -172,7 +170,7 @@ pub fn main(experiments: &Catalog) -> i32 {
             return 2;
         }
     };
-    let out = Out::new(cli.json, cli.quiet);
+    let out = Out::new(cli.json, cli.quiet, term);
     // Settings a killed tunelab left changed are put back before anything
     // else; the commands that measure or run programs get their limits.
     let started = start(&Start {
@@ -206,15 +204,14 @@ pub fn main(experiments: &Catalog) -> i32 {
 
 /// Help and usage errors: clap's own colours on a terminal that takes them,
 /// else plain text (ASCII in a non-UTF-8 locale).
-fn print_clap(e: &clap::Error) {
-    use crate::report::table::{ascii, escapes, plain};
+fn print_clap(e: &clap::Error, term: crate::report::table::Terminal) {
     use std::io::Write;
-    if escapes() && !ascii() {
+    if term.escapes() && !term.ascii() {
         let _ = e.print();
         return;
     }
     let text = e.render().to_string();
-    let text = plain(&text);
+    let text = term.plain(&text);
     let _ = if e.use_stderr() {
         std::io::stderr().write_all(text.as_bytes())
     } else {

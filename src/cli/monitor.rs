@@ -106,6 +106,7 @@ pub(crate) fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
             top: a.top,
             min_pct: a.min_pct,
             threads: a.threads,
+            term: out.term,
         },
         interval: a.interval,
         count: a.count,
@@ -119,14 +120,17 @@ pub(crate) fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
     let watched = view.measure(&mut |smp| {
         let e = &smp.emitted;
         let text = match format {
-            Format::Table => crate::report::table::plain(&e.table).into_owned(),
+            Format::Table => out.term.plain(&e.table).into_owned(),
             Format::Json => {
                 let mut j = json!({ "view": name, "sample": smp.n, "t": smp.t,
                                     "unix": smp.unix, "interval_s": smp.seconds });
                 if let (Value::Object(dst), Value::Object(src)) = (&mut j, e.json.clone()) {
                     dst.extend(src);
                 }
-                format!("{}\n", super::output::json_text(serde_json::to_string(&j)?))
+                format!(
+                    "{}\n",
+                    super::output::json_text(serde_json::to_string(&j)?, out.term)
+                )
             }
             Format::Openmetrics => openmetrics(&e.metrics, (smp.unix * 1000.0) as i64),
         };
@@ -145,7 +149,7 @@ pub(crate) fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
         if let Some((table, j)) = view.finish() {
             match format {
                 Format::Table => {
-                    emit(&crate::report::table::plain(&table))?;
+                    emit(&out.term.plain(&table))?;
                 }
                 Format::Json => {
                     let mut o = json!({ "view": name, "final": true, "samples": n });
@@ -154,7 +158,7 @@ pub(crate) fn exec(a: &Args, out: &Out, json_flag: bool) -> Result<i32> {
                     }
                     emit(&format!(
                         "{}\n",
-                        super::output::json_text(serde_json::to_string(&o)?)
+                        super::output::json_text(serde_json::to_string(&o)?, out.term)
                     ))?;
                 }
                 // Metrics expositions carry no summary; say it on stderr.

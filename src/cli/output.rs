@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::progress::Progress;
 use crate::engine::observer::{Event, Observer};
-use crate::report::table::{escapes, plain};
+use crate::report::table::Terminal;
 
 use crate::{Error, Result};
 
@@ -22,25 +22,34 @@ pub(crate) struct Out {
     progress: Mutex<Option<Progress>>,
     /// Messages go to a terminal: long lines are broken between words.
     stderr_tty: bool,
+    /// How stdout shows text, decided at start-up: what tables and
+    /// reports are laid out for.
+    pub(crate) term: Terminal,
 }
 
 impl Out {
-    pub(crate) fn new(json: bool, quiet: bool) -> Self {
+    pub(crate) fn new(json: bool, quiet: bool, term: Terminal) -> Self {
         Out {
             json,
             quiet,
-            interactive: std::io::stderr().is_terminal() && escapes() && !quiet,
+            interactive: std::io::stderr().is_terminal() && term.escapes() && !quiet,
             progress: Mutex::new(None),
             stderr_tty: std::io::stderr().is_terminal(),
+            term,
         }
+    }
+
+    /// A table laid out for stdout (see [`Terminal::render`]).
+    pub(crate) fn table(&self, header: &[&str], rows: Vec<Vec<String>>) -> String {
+        self.term.render(header, rows)
     }
 
     /// `msg` as the terminal shows it: ASCII in a non-UTF-8 locale, long
     /// lines broken between words on a terminal.
     fn shown(&self, msg: &str) -> String {
-        let msg = plain(msg);
+        let msg = self.term.plain(msg);
         if self.stderr_tty {
-            crate::report::table::wrap_lines(&msg, 2)
+            self.term.wrap_lines(&msg, 2)
         } else {
             msg.into_owned()
         }
@@ -73,13 +82,13 @@ impl Out {
 
     /// Write data to stdout; a closed pipe (e.g. `| head`) is not an error.
     pub(crate) fn data(&self, text: &str) -> Result<()> {
-        self.raw(&plain(text))
+        self.raw(&self.term.plain(text))
     }
 
     pub(crate) fn json_data<T: Serialize>(&self, value: &T) -> Result<()> {
         let mut s = serde_json::to_string_pretty(value)?;
         s.push('\n');
-        self.raw(&json_text(s))
+        self.raw(&json_text(s, self.term))
     }
 
     /// Write to stdout as is (JSON already made ASCII by [`json_text`]).
@@ -100,12 +109,18 @@ pub(crate) fn output_is_terminal() -> bool {
     std::io::stdout().is_terminal()
 }
 
-/// What the terminal takes, decided once at start-up from the environment:
-/// (ASCII only: the locale is set and not UTF-8 — C, POSIX, a Latin-1
-/// one; cursor movement and colour: stderr is a tty, TERM is not `dumb`
-/// and NO_COLOR is not set). An unset locale is taken as UTF-8, as on
-/// today's terminals; a serial console sets LANG=C to get ASCII.
-pub(crate) fn plain_terminal() -> (bool, bool) {
+/// The terminal, decided once at start-up from the environment: whether
+/// stdout is one (and its width), ASCII only (the locale is set and not
+/// UTF-8 — C, POSIX, a Latin-1 one), cursor movement and colour (stderr is
+/// a tty, TERM is not `dumb` and NO_COLOR is not set). An unset locale is
+/// taken as UTF-8, as on today's terminals; a serial console sets LANG=C
+/// to get ASCII.
+pub(crate) fn terminal() -> Terminal {
+    let (ascii, escapes) = plain_terminal();
+    Terminal::detect(output_is_terminal(), ascii, escapes)
+}
+
+fn plain_terminal() -> (bool, bool) {
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let locale = var("LC_ALL")
         .or_else(|| var("LC_CTYPE"))
@@ -118,8 +133,8 @@ pub(crate) fn plain_terminal() -> (bool, bool) {
 
 /// JSON for stdout: in a non-UTF-8 locale every non-ASCII character is
 /// written as a `\uXXXX` escape, so the data stays exact and the bytes ASCII.
-pub(crate) fn json_text(s: String) -> String {
-    if !crate::report::table::ascii() || s.is_ascii() {
+pub(crate) fn json_text(s: String, term: Terminal) -> String {
+    if !term.ascii() || s.is_ascii() {
         return s;
     }
     let mut o = String::with_capacity(s.len() + 16);

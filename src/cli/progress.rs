@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::Out;
-use crate::report::table::{ascii, plain};
+use crate::report::table::Terminal;
 
 /// Off a terminal, a line at most this often while one item runs.
 const LINE_EVERY: Duration = Duration::from_secs(30);
@@ -204,6 +204,7 @@ pub(crate) struct Progress {
     item_start: Instant,
     last_line: Instant,
     name: String,
+    term: Terminal,
 }
 
 impl Progress {
@@ -218,13 +219,13 @@ impl Progress {
         let total = weights.len();
         let bar = out.interactive.then(|| {
             let b = ProgressBar::new(total as u64);
-            let style = ProgressStyle::with_template(&plain(&format!(
+            let style = ProgressStyle::with_template(&out.term.plain(&format!(
                 "{{spinner}} [{{bar:{BAR}}}] {{pos}}/{{len}} {what} · {{msg}}"
             )))
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");
             // The default spinner is Braille: a non-UTF-8 locale gets ASCII.
-            b.set_style(if ascii() {
+            b.set_style(if out.term.ascii() {
                 style.tick_chars("|/-\\ ")
             } else {
                 style
@@ -242,6 +243,7 @@ impl Progress {
             item_start: now,
             last_line: now,
             name: String::new(),
+            term: out.term,
         }
     }
 
@@ -254,9 +256,9 @@ impl Progress {
     fn info(&self, msg: &str) {
         if !self.quiet {
             // A dumb terminal gets lines, not a bar: they fit its width too.
-            let msg = plain(msg);
+            let msg = self.term.plain(msg);
             if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                eprintln!("{}", crate::report::table::wrap_lines(&msg, 4));
+                eprintln!("{}", self.term.wrap_lines(&msg, 4));
             } else {
                 eprintln!("{msg}");
             }
@@ -269,11 +271,11 @@ impl Progress {
         if let Some(b) = &self.bar {
             let total = self.est.total().to_string().len();
             let fixed = 2 + BAR + 3 + 2 * total + 1 + self.what.chars().count() + 3;
-            let room = crate::report::table::width().saturating_sub(fixed + 1);
-            let msg = plain(&msg).into_owned();
+            let room = self.term.width().saturating_sub(fixed + 1);
+            let msg = self.term.plain(&msg).into_owned();
             b.set_message(if msg.chars().count() > room {
                 let cut: String = msg.chars().take(room.saturating_sub(3)).collect();
-                format!("{}{}", cut.trim_end(), plain("…"))
+                format!("{}{}", cut.trim_end(), self.term.plain("…"))
             } else {
                 msg
             });

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use super::{Cli, Out};
 use crate::engine::verbs::remote::{self, Fanned, Request};
-use crate::report::table;
 use crate::store::Access;
 use crate::{Error, Result};
 
@@ -121,7 +120,7 @@ pub(crate) fn exec(a: &Args, out: &Out, cli: &Cli) -> Result<i32> {
                 ]
             })
             .collect();
-        out.data(&table::render(
+        out.data(&out.table(
             &[
                 "host",
                 "arch",

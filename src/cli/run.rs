@@ -177,7 +177,11 @@ fn parse_fraction(s: &str) -> std::result::Result<f64, String> {
 
 /// `tunelab run EXP --help`: print the experiment's own help instead of the
 /// generic one. Returns the exit code when it handled the call.
-pub(crate) fn help_for_experiment(args: &[String], experiments: &Catalog) -> Option<i32> {
+pub(crate) fn help_for_experiment(
+    args: &[String],
+    experiments: &Catalog,
+    term: crate::report::table::Terminal,
+) -> Option<i32> {
     let run_at = args.iter().position(|a| a == "run")?;
     let rest = &args[run_at + 1..];
     if !rest.iter().any(|a| a == "--help" || a == "-h") {
@@ -185,9 +189,11 @@ pub(crate) fn help_for_experiment(args: &[String], experiments: &Catalog) -> Opt
     }
     let name = rest.iter().find(|a| !a.starts_with('-'))?;
     let exp = experiments.find(name).ok()?;
-    use crate::report::table::plain;
-    print!("{}", plain(&super::list::experiment_help(exp.as_ref())));
-    println!("{}", plain(&format!("\nUsage: tunelab run {} [-p KEY=V[,V…]]… [--target DIR] [--trials N] [--budget DUR] [--label L]", exp.name())));
+    print!(
+        "{}",
+        term.plain(&super::list::experiment_help(exp.as_ref()))
+    );
+    println!("{}", term.plain(&format!("\nUsage: tunelab run {} [-p KEY=V[,V…]]… [--target DIR] [--trials N] [--budget DUR] [--label L]", exp.name())));
     println!("Common options: tunelab run --help");
     Some(0)
 }
@@ -312,9 +318,9 @@ pub(super) fn print_run(run: &Run, out: &Out) -> Result<()> {
         // The label as typed could act on the terminal: shown escaped.
         let mut safe = run.clone();
         safe.label = super::runs::clean(&run.label);
-        out.data(&runview::render(&safe))
+        out.data(&runview::render(&safe, out.term))
     } else {
-        out.data(&runview::render(run))
+        out.data(&runview::render(run, out.term))
     }
 }
 

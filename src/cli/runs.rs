@@ -1,7 +1,6 @@
 //! `tunelab runs`: stored runs, newest first, with the machine each ran on.
 
 use super::Out;
-use crate::report::table;
 use crate::store::Store;
 use crate::Result;
 
@@ -39,7 +38,7 @@ pub(crate) fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
                 ]
             })
             .collect();
-        out.data(&table::render(
+        out.data(&out.table(
             &[
                 "id",
                 "started",

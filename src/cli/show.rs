@@ -18,14 +18,14 @@ pub(crate) fn exec(args: &Args, out: &Out, store: &Store) -> Result<i32> {
     if out.json {
         out.json_data(&run)?;
     } else {
-        out.data(&render(&run))?;
+        out.data(&render(&run, out.term))?;
     }
     Ok(0)
 }
 
 /// The run view, with every text that came from the user or another machine
 /// made safe for the terminal, and the machine's name and id after the first line.
-pub(crate) fn render(run: &Run) -> String {
+pub(crate) fn render(run: &Run, term: crate::report::table::Terminal) -> String {
     let mut safe = run.clone();
     safe.label = clean(&run.label);
     for v in safe.environment.values_mut() {
@@ -40,11 +40,11 @@ pub(crate) fn render(run: &Run) -> String {
             }
         }
     }
-    let mut text = runview::render(&safe);
+    let mut text = runview::render(&safe, term);
     if let Some(d) = &run.diagnosis {
         // Process names and commands come from another machine: cleaned
         // line by line so the layout's newlines stay.
-        let d = crate::report::diagnosis::text(d);
+        let d = crate::report::diagnosis::text(d, term);
         for line in d.lines() {
             text.push_str(&clean(line));
             text.push('\n');

@@ -65,8 +65,8 @@ pub(crate) fn exec(args: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result
     }
     if !out.json {
         if let Some(s) = &finished.run.study {
-            out.data(&study::summary_table(s))?;
-            if let Some(times) = study::step_times(s) {
+            out.data(&study::summary_table(s, out.term))?;
+            if let Some(times) = study::step_times(s, out.term) {
                 out.data(&times)?;
             }
         }

@@ -107,7 +107,12 @@ pub(crate) fn exec(a: &Args, out: &Out, cli: &Cli, argv: &[String]) -> Result<i3
     if out.json {
         out.data(&timed.json()?)?;
     } else if !run.results.is_empty() {
-        out.data(&render(run, &exits(&timed.commands), &timed.comparisons))?;
+        out.data(&render(
+            run,
+            &exits(&timed.commands),
+            &timed.comparisons,
+            out.term,
+        ))?;
     }
     if !run.results.is_empty() {
         let json = || timed.json();

@@ -109,6 +109,7 @@ pub(crate) fn exec(
             &run.results,
             &planned.metric,
             live,
+            out.term,
         ))?;
         for (fs, d) in decisions {
             let fs = fs.map(|f| format!("fs={f}: ")).unwrap_or_default();

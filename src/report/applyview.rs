@@ -62,7 +62,7 @@ pub(crate) fn unapply_plan(restore: &[(PathBuf, String, String)], remove: &[Path
 }
 
 /// The table of applied changes (`tunelab applied`).
-pub(crate) fn applied_table(list: &[AppliedChange]) -> String {
+pub(crate) fn applied_table(list: &[AppliedChange], term: super::table::Terminal) -> String {
     let rows = list
         .iter()
         .map(|c| {
@@ -81,5 +81,5 @@ pub(crate) fn applied_table(list: &[AppliedChange]) -> String {
             ]
         })
         .collect();
-    super::table::render(&["knob", "state", "value", "run", "applied", "files"], rows)
+    term.render(&["knob", "state", "value", "run", "applied", "files"], rows)
 }

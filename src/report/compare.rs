@@ -1,14 +1,14 @@
 //! Two runs compared (`analysis::compare`) as terminal text: the
 //! environment differences first, then per metric the ratio with its CI.
 
-use super::table::{para, render as table};
+use super::table::Terminal;
 use crate::analysis::compare::RunComparison;
 use crate::units::{human, sig};
 
-pub(crate) fn render(c: &RunComparison) -> String {
+pub(crate) fn render(c: &RunComparison, term: Terminal) -> String {
     // Free text is broken between words on a terminal (80 columns on a
     // serial console); tables lay themselves out.
-    let mut s = para(
+    let mut s = term.para(
         "compare",
         &format!(
             "{} (base) → {} (new), noise threshold ±{}%",
@@ -18,7 +18,7 @@ pub(crate) fn render(c: &RunComparison) -> String {
         ),
         2,
     );
-    s.push_str(&para("method:", &c.method, 2));
+    s.push_str(&term.para("method:", &c.method, 2));
     if c.environment_diff.is_empty() {
         s.push_str("\nenvironment: identical\n");
     } else {
@@ -34,7 +34,7 @@ pub(crate) fn render(c: &RunComparison) -> String {
                 ]
             })
             .collect();
-        s.push_str(&table(&["fact", "base", "new"], rows));
+        s.push_str(&term.render(&["fact", "base", "new"], rows));
     }
     let mut rows = Vec::new();
     let mut bases: Vec<String> = Vec::new();
@@ -69,24 +69,24 @@ pub(crate) fn render(c: &RunComparison) -> String {
         }
     }
     s.push('\n');
-    s.push_str(&table(
+    s.push_str(&term.render(
         &[
             "result", "metric", "base", "new", "new/base", "95% CI", "verdict", "rests on",
         ],
         rows,
     ));
     for (k, b) in bases.iter().enumerate() {
-        s.push_str(&para(&format!("[{}]", k + 1), b, 4));
+        s.push_str(&term.para(&format!("[{}]", k + 1), b, 4));
     }
     for p in c.pairs.iter().filter(|p| !p.suspect.is_empty()) {
-        s.push_str(&para(
+        s.push_str(&term.para(
             &format!("suspect: {} {}:", p.experiment, p.params()),
             &p.suspect.join("; "),
             4,
         ));
     }
     for u in &c.unpaired {
-        s.push_str(&para("", u, 2));
+        s.push_str(&term.para("", u, 2));
     }
     let mut last = format!("{} regression(s)", c.regressions);
     if c.suspect_regressions > 0 {
@@ -95,7 +95,7 @@ pub(crate) fn render(c: &RunComparison) -> String {
             c.suspect_regressions
         ));
     }
-    s.push_str(&para("", &last, 2));
+    s.push_str(&term.para("", &last, 2));
     s
 }
 

@@ -3,7 +3,7 @@
 //! the key issues' verdicts per device, and the environment facts that
 //! differ between them.
 
-use super::table::render as table;
+use super::table::Terminal;
 use crate::analysis::devices::DeviceComparison;
 use crate::stats::{Comparison, Verdict};
 use crate::units::{human, sig};
@@ -18,7 +18,7 @@ fn ratio_cell(c: &Comparison) -> String {
     )
 }
 
-pub(crate) fn render(c: &DeviceComparison) -> String {
+pub(crate) fn render(c: &DeviceComparison, term: Terminal) -> String {
     let names: Vec<String> = c
         .devices
         .iter()
@@ -44,7 +44,7 @@ pub(crate) fn render(c: &DeviceComparison) -> String {
     };
     let mut t = |h: Vec<String>, rows: Vec<Vec<String>>| {
         let h: Vec<&str> = h.iter().map(String::as_str).collect();
-        s.push_str(&table(&h, rows));
+        s.push_str(&term.render(&h, rows));
     };
     if !c.environment_diff.is_empty() {
         let rows = c
@@ -247,7 +247,7 @@ mod tests {
     #[test]
     fn devices_show_the_baseline_the_verdicts_and_the_ratio_table() {
         let c = three_devices();
-        let text = render(&c);
+        let text = render(&c, Terminal::PIPE);
         assert!(
             text.contains("stb-a (run-stb-a) — baseline") && text.contains("regressed"),
             "{text}"

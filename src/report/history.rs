@@ -2,11 +2,11 @@
 //! document: per series the stored medians with their CIs, the change
 //! points marked, and what changed in the environment at each.
 
-use super::table::render as table;
+use super::table::Terminal;
 use crate::analysis::history::History;
 use crate::units::{human, human_range, sig};
 
-pub(crate) fn render(h: &History) -> String {
+pub(crate) fn render(h: &History, term: Terminal) -> String {
     let mut s = format!(
         "history of {} over {} run(s)\nmethod: {}\n",
         h.subject, h.runs, h.method
@@ -52,7 +52,7 @@ pub(crate) fn render(h: &History) -> String {
                 ]
             })
             .collect();
-        s.push_str(&table(
+        s.push_str(&term.render(
             &["started", "run", "machine", "median", "95% CI", "change"],
             rows,
         ));
@@ -238,7 +238,7 @@ mod tests {
     #[test]
     fn a_change_is_marked_in_the_text_and_the_trend_chart() {
         let h = step_down();
-        assert!(render(&h).contains("regression"));
+        assert!(render(&h, Terminal::PIPE).contains("regression"));
         let html = crate::report::html::render(&document(&h));
         let doc = document(&h);
         if let crate::report::document::Block::Figure(f) = &doc.sections[0].blocks[0] {

@@ -2,6 +2,7 @@
 //! turned into rates by `engine::verbs::monitor`) as a table and as
 //! OpenMetrics gauges, and the views' notes and summaries. Rendering only.
 
+use crate::report::table::Terminal;
 use std::fmt::Write as _;
 
 use crate::observe::dirty::DirtyLimits;
@@ -206,9 +207,9 @@ pub(crate) fn hogs(rows: &[HogRow], threads: bool) -> Shown {
 /// column per CPU while they fit the width, else the busiest CPU of each
 /// source; the description is cut to the width (whole in the gauges' names
 /// and with --json).
-pub(crate) fn irq(rows: &[IrqRate], top: usize) -> Shown {
+pub(crate) fn irq(rows: &[IrqRate], top: usize, term: Terminal) -> Shown {
     let ncpu = rows.first().map_or(0, |r| r.per_cpu_per_s.len());
-    let width = crate::report::table::width();
+    let width = term.width();
     // kind, source, total/s: 6 + 1 + 10 + 1 + 9; each CPU 1 + 8; a
     // description gets at least 12.
     let per_cpu = 27 + 9 * ncpu + 2 + 12 <= width;
@@ -335,7 +336,7 @@ pub(crate) fn psi(rows: &[PsiRow]) -> Shown {
     e
 }
 
-pub(crate) fn power(rows: &[PowerRow]) -> Shown {
+pub(crate) fn power(rows: &[PowerRow], term: Terminal) -> Shown {
     let mut e = Shown::default();
     for r in rows {
         let idle: Vec<String> = r
@@ -361,11 +362,10 @@ pub(crate) fn power(rows: &[PowerRow]) -> Shown {
         // Idle states wrap under the line, whole, on a narrow screen (the
         // aligned head is kept when the line fits).
         let line = format!("{head} {}", idle.join(" "));
-        if line.chars().count() <= crate::report::table::width() {
+        if line.chars().count() <= term.width() {
             let _ = writeln!(e.table, "{line}");
         } else {
-            e.table
-                .push_str(&crate::report::table::run_on(&head, &idle, 8));
+            e.table.push_str(&term.run_on(&head, &idle, 8));
         }
         if let Some(f) = r.freq_mhz {
             e.gauge("tunelab_cpu_frequency_mhz", format!("cpu=\"{}\"", r.cpu), f);

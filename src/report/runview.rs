@@ -1,15 +1,15 @@
 //! The terminal view of one run: context, one table per experiment, notes,
 //! warnings and a summary of the background monitor.
 
-use super::table::{para, render as table, run_on};
+use super::table::Terminal;
 use crate::model::run::{PointResult, Run};
 use crate::stats::summary::relative_half_width;
 use crate::units::{human, human_range, pct};
 
-pub(crate) fn render_header(run: &Run) -> String {
+pub(crate) fn render_header(run: &Run, term: Terminal) -> String {
     let env = &run.environment;
     let get = |k: &str| env.get(k).map(String::as_str).unwrap_or("?");
-    let mut s = para(
+    let mut s = term.para(
         "run",
         &format!(
             "{}{}  ({}, {} → {})",
@@ -25,7 +25,7 @@ pub(crate) fn render_header(run: &Run) -> String {
         ),
         4,
     );
-    s.push_str(&para(
+    s.push_str(&term.para(
         "machine:",
         &format!(
             "{} · {} CPUs · {} · kernel {}",
@@ -40,7 +40,7 @@ pub(crate) fn render_header(run: &Run) -> String {
         4,
     ));
     if let Some(t) = env.get("target.path") {
-        s.push_str(&para(
+        s.push_str(&term.para(
             "target:",
             &format!(
                 "{t} · {} on {} ({}) · scheduler {} · read_ahead {} KiB",
@@ -95,13 +95,13 @@ fn metric_rows(results: &[&PointResult]) -> Vec<Vec<String>> {
     rows
 }
 
-pub(crate) fn render(run: &Run) -> String {
-    let mut s = render_header(run);
+pub(crate) fn render(run: &Run, term: Terminal) -> String {
+    let mut s = render_header(run, term);
     for exp in run.experiments() {
         let results: Vec<&PointResult> =
             run.results.iter().filter(|r| r.experiment == exp).collect();
         s.push_str(&format!("\n{exp}\n"));
-        s.push_str(&table(METRIC_COLUMNS, metric_rows(&results)));
+        s.push_str(&term.render(METRIC_COLUMNS, metric_rows(&results)));
         // A note every point repeats is said once.
         let mut notes: Vec<&String> = Vec::new();
         for n in results.iter().flat_map(|r| &r.notes) {
@@ -110,11 +110,11 @@ pub(crate) fn render(run: &Run) -> String {
             }
         }
         for n in notes {
-            s.push_str(&para("  note:", n, 8));
+            s.push_str(&term.para("  note:", n, 8));
         }
         for r in &results {
             if let Some(x) = r.suspect_summary() {
-                s.push_str(&para(&format!("  suspect: {}:", r.params_label()), &x, 4));
+                s.push_str(&term.para(&format!("  suspect: {}:", r.params_label()), &x, 4));
             }
         }
         for h in results.iter().flat_map(|r| &r.histograms) {
@@ -123,26 +123,22 @@ pub(crate) fn render(run: &Run) -> String {
                 .iter()
                 .map(|p| format!("p{}={}", p.p, human(p.value, &h.unit)))
                 .collect();
-            s.push_str(&run_on(
-                &format!("  {} ({} samples):", h.name, h.count),
-                &ps,
-                4,
-            ));
+            s.push_str(&term.run_on(&format!("  {} ({} samples):", h.name, h.count), &ps, 4));
         }
     }
-    s.push_str(&guard_summary(run));
-    s.push_str(&monitor_summary(run));
+    s.push_str(&guard_summary(run, term));
+    s.push_str(&monitor_summary(run, term));
     if !run.warnings.is_empty() {
         s.push('\n');
         for w in &run.warnings {
-            s.push_str(&para("warning:", w, 2));
+            s.push_str(&term.para("warning:", w, 2));
         }
     }
     s
 }
 
 /// What the validity guard could not watch on this machine (once per run).
-fn guard_summary(run: &Run) -> String {
+fn guard_summary(run: &Run, term: Terminal) -> String {
     let mut skipped: Vec<&String> = Vec::new();
     for x in run.results.iter().flat_map(|r| &r.validity.skipped) {
         if !skipped.contains(&x) {
@@ -154,7 +150,7 @@ fn guard_summary(run: &Run) -> String {
     }
     let mut s = String::from("\nvalidity guard could not watch:\n");
     for x in skipped {
-        s.push_str(&para("  ", x, 4));
+        s.push_str(&term.para("  ", x, 4));
     }
     s
 }
@@ -163,7 +159,7 @@ fn guard_summary(run: &Run) -> String {
 /// target device's iostat -x columns, dirty page cache), then the classic
 /// warning signs seen (see `observe::hints`) and intervals where Dirty +
 /// Writeback was above the writer-throttling point.
-pub(crate) fn monitor_summary(run: &Run) -> String {
+pub(crate) fn monitor_summary(run: &Run, term: Terminal) -> String {
     use crate::observe::sampler::MonitorSample;
     let n = run.samples.len();
     if n == 0 {
@@ -245,11 +241,11 @@ pub(crate) fn monitor_summary(run: &Run) -> String {
     }
     let mut s = format!(
         "\nmonitor ({n} samples)\n{}",
-        table(&["", "mean", "max"], rows)
+        term.render(&["", "mean", "max"], rows)
     );
     let vm: Vec<crate::observe::VmstatRow> = run.samples.iter().map(|s| s.vmstat.clone()).collect();
     for (sign, count) in crate::observe::hints::count_signs(&vm) {
-        s.push_str(&para(
+        s.push_str(&term.para(
             "  sign:",
             &format!("{} in {count} of {n} intervals", sign.describe()),
             4,
@@ -261,7 +257,7 @@ pub(crate) fn monitor_summary(run: &Run) -> String {
         .filter(|s| s.dirty.dirty_bytes + s.dirty.writeback_bytes > s.dirty.throttle_point())
         .count();
     if throttled > 0 {
-        s.push_str(&para(
+        s.push_str(&term.para(
             "  sign:",
             &format!(
                 "Dirty + Writeback above the writer-throttling point in {throttled} of {n} intervals \

@@ -13,23 +13,29 @@
 //! one `field  value` line per column, wrapped between words.
 //!
 //! How the terminal shows text (its width, whether it takes UTF-8, cursor
-//! movement) is decided once by the CLI at start-up ([`set_terminal`],
-//! [`set_plain`]); a lower layer never reads the environment for it.
+//! movement) is decided once by the CLI at start-up, a [`Terminal`] value
+//! handed down to what lays text out; a lower layer never reads the
+//! environment for it.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use comfy_table::{presets, ColumnConstraint, ContentArrangement, Table, Width};
 
-/// Whether tables go to a terminal (UTF-8 borders) or to a pipe or file
-/// (Markdown). The CLI says so once at start-up; a lower layer never asks.
-static TERMINAL: AtomicBool = AtomicBool::new(false);
-/// The terminal's width in columns (0: unknown), set with [`set_terminal`].
-static WIDTH: AtomicUsize = AtomicUsize::new(0);
-/// The locale is not UTF-8: every glyph is replaced by ASCII ([`plain`]).
-static ASCII: AtomicBool = AtomicBool::new(false);
-/// Cursor movement and colour are allowed (a tty, TERM not dumb, no NO_COLOR).
-static ESCAPES: AtomicBool = AtomicBool::new(true);
+/// How the terminal shows text: whether tables go to a terminal (UTF-8
+/// borders, laid out to its width) or to a pipe or file (Markdown), its
+/// width, whether it takes UTF-8, whether cursor movement and colour may be
+/// sent. The CLI decides it once at start-up ([`Terminal::detect`]) and
+/// hands it to whatever lays text out; a lower layer never asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Terminal {
+    tty: bool,
+    /// Columns (0: unknown).
+    width: usize,
+    /// The locale is not UTF-8: every glyph is replaced by ASCII.
+    ascii: bool,
+    /// A tty, TERM not dumb, no NO_COLOR.
+    escapes: bool,
+}
 
 /// The width assumed on a terminal that does not say (serial consoles).
 pub(crate) const FALLBACK_WIDTH: usize = 80;
@@ -41,46 +47,135 @@ const READABLE: usize = 12;
 const HEADER_RULE_UTF8: &str = "     ──            ";
 const HEADER_RULE_ASCII: &str = "     --            ";
 
-/// Set by the CLI from whether stdout is a terminal, and its width in
-/// columns (0 when the terminal does not report one).
-pub(crate) fn set_terminal(yes: bool) {
-    TERMINAL.store(yes, Ordering::Relaxed);
-    WIDTH.store(if yes { terminal_width() } else { 0 }, Ordering::Relaxed);
-}
+impl Terminal {
+    /// A pipe or a file: Markdown tables at their natural width, UTF-8,
+    /// no escapes.
+    #[cfg(test)]
+    pub(crate) const PIPE: Terminal = Terminal {
+        tty: false,
+        width: 0,
+        ascii: false,
+        escapes: false,
+    };
 
-/// Set by the CLI at start-up: `ascii` when the locale is not UTF-8,
-/// `escapes` when cursor movement and colour may be sent.
-pub(crate) fn set_plain(ascii: bool, escapes: bool) {
-    ASCII.store(ascii, Ordering::Relaxed);
-    ESCAPES.store(escapes, Ordering::Relaxed);
-}
-
-/// Whether output must be ASCII (a locale that is not UTF-8).
-pub(crate) fn ascii() -> bool {
-    ASCII.load(Ordering::Relaxed)
-}
-
-/// Whether cursor movement and colour may be sent.
-pub(crate) fn escapes() -> bool {
-    ESCAPES.load(Ordering::Relaxed)
-}
-
-/// The columns a line may take: the terminal's width, 80 when it reports
-/// none or output is not a terminal (scrolling views such as `monitor`).
-pub(crate) fn width() -> usize {
-    match WIDTH.load(Ordering::Relaxed) {
-        0 => FALLBACK_WIDTH,
-        w => w,
+    /// What the CLI found at start-up: `tty` when stdout is a terminal (its
+    /// width is then read: `COLUMNS`, else the window size), `ascii` when
+    /// the locale is not UTF-8, `escapes` when cursor movement and colour
+    /// may be sent.
+    pub(crate) fn detect(tty: bool, ascii: bool, escapes: bool) -> Terminal {
+        Terminal {
+            tty,
+            width: if tty { terminal_width() } else { 0 },
+            ascii,
+            escapes,
+        }
     }
-}
 
-/// `s` for the terminal: unchanged in a UTF-8 locale, else every non-ASCII
-/// character replaced by its ASCII spelling (µ → u, … → ..., → → ->).
-pub(crate) fn plain(s: &str) -> Cow<'_, str> {
-    if ascii() {
-        Cow::Owned(crate::units::to_ascii(s))
-    } else {
-        Cow::Borrowed(s)
+    /// Whether output must be ASCII (a locale that is not UTF-8).
+    pub(crate) fn ascii(&self) -> bool {
+        self.ascii
+    }
+
+    /// Whether cursor movement and colour may be sent.
+    pub(crate) fn escapes(&self) -> bool {
+        self.escapes
+    }
+
+    /// The columns a line may take: the terminal's width, 80 when it
+    /// reports none or output is not a terminal (scrolling views such as
+    /// `monitor`).
+    pub(crate) fn width(&self) -> usize {
+        match self.width {
+            0 => FALLBACK_WIDTH,
+            w => w,
+        }
+    }
+
+    /// `s` for the terminal: unchanged in a UTF-8 locale, else every
+    /// non-ASCII character replaced by its ASCII spelling (µ → u, … → ...,
+    /// → → ->).
+    pub(crate) fn plain<'a>(&self, s: &'a str) -> Cow<'a, str> {
+        if self.ascii {
+            Cow::Owned(crate::units::to_ascii(s))
+        } else {
+            Cow::Borrowed(s)
+        }
+    }
+
+    /// The table for this output: laid out to the width on a terminal,
+    /// Markdown at its natural width elsewhere.
+    pub(crate) fn render(&self, header: &[&str], rows: Vec<Vec<String>>) -> String {
+        // Markdown (off a terminal) keeps its backticks: they mark code there.
+        let cell = |s: &str| {
+            if self.tty {
+                self.cell(s)
+            } else {
+                self.plain(s).into_owned()
+            }
+        };
+        let header: Vec<String> = header.iter().map(|h| cell(h)).collect();
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        let rows: Vec<Vec<String>> = rows
+            .into_iter()
+            .map(|r| r.iter().map(|c| cell(c)).collect())
+            .collect();
+        if self.tty {
+            self.layout(&header, fold(rows), self.width())
+        } else {
+            natural(&header, rows, presets::ASCII_MARKDOWN, 1)
+        }
+    }
+
+    /// Whether the table fits the terminal at its natural width (always off
+    /// a terminal): a verb can then choose fewer columns for a narrow screen.
+    pub(crate) fn fits(&self, header: &[&str], rows: &[Vec<String>]) -> bool {
+        if !self.tty {
+            return true;
+        }
+        let rows = rows
+            .iter()
+            .map(|r| r.iter().map(|c| self.cell(c)).collect())
+            .collect();
+        widest_line(&natural(header, rows, HEADER_RULE_UTF8, 1)) <= self.width()
+    }
+
+    /// A cell as the terminal shows it: ASCII when the locale wants it, and
+    /// without the backticks that mark commands in Markdown and HTML.
+    fn cell(&self, s: &str) -> String {
+        self.plain(s).replace('`', "")
+    }
+
+    /// `head` then `items`, one line off a terminal; on a terminal the items
+    /// are wrapped whole (an item is never split) onto lines indented by
+    /// `indent` so that no line passes the width (80 when unknown).
+    pub(crate) fn run_on(&self, head: &str, items: &[String], indent: usize) -> String {
+        let width = if self.tty { self.width() } else { usize::MAX };
+        run_on_at(head, items, indent, width)
+    }
+
+    /// Messages for a terminal: each line longer than the width (80 when
+    /// unknown) broken between words, continued `indent` columns in.
+    pub(crate) fn wrap_lines(&self, text: &str, indent: usize) -> String {
+        let w = self.width();
+        let mut s = String::new();
+        for line in text.lines() {
+            if text_width(line) <= w {
+                s.push_str(line);
+                s.push('\n');
+            } else {
+                s.push_str(&run_on_at(line, &[], indent, w));
+            }
+        }
+        s.pop();
+        s
+    }
+
+    /// Free text after `head`, broken between words like
+    /// [`Terminal::run_on`]: notes, signs and warnings stay readable on a
+    /// serial console.
+    pub(crate) fn para(&self, head: &str, text: &str, indent: usize) -> String {
+        let words: Vec<String> = text.split_whitespace().map(String::from).collect();
+        self.run_on(head, &words, indent)
     }
 }
 
@@ -95,48 +190,6 @@ fn terminal_width() -> usize {
         return c;
     }
     rustix::termios::tcgetwinsize(std::io::stdout()).map_or(0, |ws| ws.ws_col as usize)
-}
-
-pub(crate) fn render(header: &[&str], rows: Vec<Vec<String>>) -> String {
-    let terminal = TERMINAL.load(Ordering::Relaxed);
-    // Markdown (off a terminal) keeps its backticks: they mark code there.
-    let cell = |s: &str| {
-        if terminal {
-            cell(s)
-        } else {
-            plain(s).into_owned()
-        }
-    };
-    let header: Vec<String> = header.iter().map(|h| cell(h)).collect();
-    let header: Vec<&str> = header.iter().map(String::as_str).collect();
-    let rows: Vec<Vec<String>> = rows
-        .into_iter()
-        .map(|r| r.iter().map(|c| cell(c)).collect())
-        .collect();
-    if terminal {
-        layout(&header, fold(rows), width())
-    } else {
-        natural(&header, rows, presets::ASCII_MARKDOWN, 1)
-    }
-}
-
-/// Whether the table fits the terminal at its natural width (always off a
-/// terminal): a verb can then choose fewer columns for a narrow screen.
-pub(crate) fn fits(header: &[&str], rows: &[Vec<String>]) -> bool {
-    if !TERMINAL.load(Ordering::Relaxed) {
-        return true;
-    }
-    let rows = rows
-        .iter()
-        .map(|r| r.iter().map(|c| cell(c)).collect())
-        .collect();
-    widest_line(&natural(header, rows, HEADER_RULE_UTF8, 1)) <= width()
-}
-
-/// A cell as the terminal shows it: ASCII when the locale wants it, and
-/// without the backticks that mark commands in Markdown and HTML.
-fn cell(s: &str) -> String {
-    plain(s).replace('`', "")
 }
 
 /// Runs of identical leading cells shown once: a row's cell is blanked when
@@ -157,18 +210,6 @@ fn fold(rows: Vec<Vec<String>>) -> Vec<Vec<String>> {
     }
     out
 }
-/// `head` then `items`, one line off a terminal; on a terminal the items
-/// are wrapped whole (an item is never split) onto lines indented by
-/// `indent` so that no line passes the width (80 when unknown).
-pub(crate) fn run_on(head: &str, items: &[String], indent: usize) -> String {
-    let width = if TERMINAL.load(Ordering::Relaxed) {
-        width()
-    } else {
-        usize::MAX
-    };
-    run_on_at(head, items, indent, width)
-}
-
 fn run_on_at(head: &str, items: &[String], indent: usize, width: usize) -> String {
     // The head's leading spaces are kept; its words wrap like the items.
     let trimmed = head.trim_start();
@@ -193,148 +234,127 @@ fn run_on_at(head: &str, items: &[String], indent: usize, width: usize) -> Strin
     s
 }
 
-/// Messages for a terminal: each line longer than the width (80 when
-/// unknown) broken between words, continued `indent` columns in.
-pub(crate) fn wrap_lines(text: &str, indent: usize) -> String {
-    let w = width();
-    let mut s = String::new();
-    for line in text.lines() {
-        if text_width(line) <= w {
-            s.push_str(line);
-            s.push('\n');
-        } else {
-            s.push_str(&run_on_at(line, &[], indent, w));
-        }
-    }
-    s.pop();
-    s
-}
-
-/// Free text after `head`, broken between words like [`run_on`]: notes,
-/// signs and warnings stay readable on a serial console.
-pub(crate) fn para(head: &str, text: &str, indent: usize) -> String {
-    let words: Vec<String> = text.split_whitespace().map(String::from).collect();
-    run_on(head, &words, indent)
-}
-
 /// A terminal table for `width` columns (see the module comment). What
 /// is tried, in order, until the columns fit at their floors: columns with
 /// one value in every row move to a line above the table; a first column
 /// naming groups of rows moves onto a line above each group; the gap between
 /// columns goes from two spaces to one; long words are split at their
 /// break points, shorter and shorter. Records only when nothing fits.
-pub(crate) fn layout(header: &[&str], rows: Vec<Vec<String>>, width: usize) -> String {
-    let preset = if ascii() {
-        HEADER_RULE_ASCII
-    } else {
-        HEADER_RULE_UTF8
-    };
-    let full = natural(header, rows.clone(), preset, 1);
-    if widest_line(&full) <= width {
-        return full;
+impl Terminal {
+    pub(crate) fn layout(&self, header: &[&str], rows: Vec<Vec<String>>, width: usize) -> String {
+        let preset = if self.ascii {
+            HEADER_RULE_ASCII
+        } else {
+            HEADER_RULE_UTF8
+        };
+        let full = natural(header, rows.clone(), preset, 1);
+        if widest_line(&full) <= width {
+            return full;
+        }
+        let (header, rows, same) = self.constant_columns(header, rows);
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        if let Some(t) = grouped::grouped(&header, &rows, width, preset) {
+            return same + &t;
+        }
+        let ncol = header.len();
+        for piece in [usize::MAX, 32, 24, 18, READABLE] {
+            let rows: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| r.iter().map(|c| split_long(c, piece)).collect())
+                .collect();
+            let natural_w: Vec<usize> = (0..ncol)
+                .map(|c| column_width(&header, &rows, c, text_width))
+                .collect();
+            let floors: Vec<usize> = (0..ncol)
+                .map(|c| {
+                    let word = column_width(&header, &rows, c, longest_word);
+                    word.max(READABLE.min(natural_w[c]))
+                })
+                .collect();
+            for pad in [1, 0] {
+                // Gaps cost what the natural layout spends beyond its cells.
+                let tight = natural(&header, rows.clone(), preset, pad);
+                let overhead = widest_line(&tight).saturating_sub(natural_w.iter().sum::<usize>());
+                if floors.iter().sum::<usize>() + overhead > width {
+                    continue;
+                }
+                if widest_line(&tight) <= width {
+                    return same + &tight;
+                }
+                let mut t = Table::new();
+                t.load_preset(preset)
+                    .set_content_arrangement(ContentArrangement::Dynamic)
+                    .set_width(width.min(u16::MAX as usize) as u16)
+                    .set_header(header.clone());
+                for r in rows {
+                    t.add_row(r);
+                }
+                compact(&mut t, preset, pad);
+                for (c, f) in floors.iter().enumerate() {
+                    if let Some(col) = t.column_mut(c) {
+                        col.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(
+                            // The boundary holds the padding too: without it a
+                            // column got one less than its longest word and
+                            // split it ("bandwidt h").
+                            (*f + pad as usize).min(u16::MAX as usize) as u16,
+                        )));
+                    }
+                }
+                return format!("{same}{t}\n");
+            }
+        }
+        same + &records(&header, &rows, width)
     }
-    let (header, rows, same) = constant_columns(header, rows);
-    let header: Vec<&str> = header.iter().map(String::as_str).collect();
-    if let Some(t) = grouped::grouped(&header, &rows, width, preset) {
-        return same + &t;
-    }
-    let ncol = header.len();
-    for piece in [usize::MAX, 32, 24, 18, READABLE] {
-        let rows: Vec<Vec<String>> = rows
+
+    /// Columns whose every row holds one value (two rows or more), taken out
+    /// of the table and said once on a line: ("n 2 · stopped by fixed").
+    fn constant_columns(
+        &self,
+        header: &[&str],
+        rows: Vec<Vec<String>>,
+    ) -> (Vec<String>, Vec<Vec<String>>, String) {
+        let ncol = header.len();
+        let constant = |c: usize| {
+            rows.len() >= 2
+                && rows
+                    .iter()
+                    .all(|r| r.len() == ncol && r[c] == rows[0][c] && !r[c].contains('\n'))
+        };
+        // The first column names the rows; it stays.
+        let out: Vec<usize> = (1..ncol).filter(|&c| constant(c)).collect();
+        if out.is_empty() || out.len() + 1 >= ncol {
+            return (
+                header.iter().map(|h| h.to_string()).collect(),
+                rows,
+                String::new(),
+            );
+        }
+        let items: Vec<String> = out
             .iter()
-            .map(|r| r.iter().map(|c| split_long(c, piece)).collect())
-            .collect();
-        let natural_w: Vec<usize> = (0..ncol)
-            .map(|c| column_width(&header, &rows, c, text_width))
-            .collect();
-        let floors: Vec<usize> = (0..ncol)
-            .map(|c| {
-                let word = column_width(&header, &rows, c, longest_word);
-                word.max(READABLE.min(natural_w[c]))
+            .map(|&c| {
+                let v = &rows[0][c];
+                format!("{} {}", header[c], if v.is_empty() { "-" } else { v })
             })
             .collect();
-        for pad in [1, 0] {
-            // Gaps cost what the natural layout spends beyond its cells.
-            let tight = natural(&header, rows.clone(), preset, pad);
-            let overhead = widest_line(&tight).saturating_sub(natural_w.iter().sum::<usize>());
-            if floors.iter().sum::<usize>() + overhead > width {
-                continue;
-            }
-            if widest_line(&tight) <= width {
-                return same + &tight;
-            }
-            let mut t = Table::new();
-            t.load_preset(preset)
-                .set_content_arrangement(ContentArrangement::Dynamic)
-                .set_width(width.min(u16::MAX as usize) as u16)
-                .set_header(header.clone());
-            for r in rows {
-                t.add_row(r);
-            }
-            compact(&mut t, preset, pad);
-            for (c, f) in floors.iter().enumerate() {
-                if let Some(col) = t.column_mut(c) {
-                    col.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(
-                        // The boundary holds the padding too: without it a
-                        // column got one less than its longest word and
-                        // split it ("bandwidt h").
-                        (*f + pad as usize).min(u16::MAX as usize) as u16,
-                    )));
-                }
-            }
-            return format!("{same}{t}\n");
-        }
+        let sep = if self.ascii { ", " } else { " · " };
+        let same = self.para("in every row:", &items.join(sep), 2);
+        let keep = |c: &usize| !out.contains(c);
+        let header = (0..ncol)
+            .filter(keep)
+            .map(|c| header[c].to_string())
+            .collect();
+        let rows = rows
+            .into_iter()
+            .map(|r| {
+                r.into_iter()
+                    .enumerate()
+                    .filter(|(c, _)| keep(c))
+                    .map(|(_, v)| v)
+                    .collect()
+            })
+            .collect();
+        (header, rows, same)
     }
-    same + &records(&header, &rows, width)
-}
-
-/// Columns whose every row holds one value (two rows or more), taken out
-/// of the table and said once on a line: ("n 2 · stopped by fixed").
-fn constant_columns(
-    header: &[&str],
-    rows: Vec<Vec<String>>,
-) -> (Vec<String>, Vec<Vec<String>>, String) {
-    let ncol = header.len();
-    let constant = |c: usize| {
-        rows.len() >= 2
-            && rows
-                .iter()
-                .all(|r| r.len() == ncol && r[c] == rows[0][c] && !r[c].contains('\n'))
-    };
-    // The first column names the rows; it stays.
-    let out: Vec<usize> = (1..ncol).filter(|&c| constant(c)).collect();
-    if out.is_empty() || out.len() + 1 >= ncol {
-        return (
-            header.iter().map(|h| h.to_string()).collect(),
-            rows,
-            String::new(),
-        );
-    }
-    let items: Vec<String> = out
-        .iter()
-        .map(|&c| {
-            let v = &rows[0][c];
-            format!("{} {}", header[c], if v.is_empty() { "-" } else { v })
-        })
-        .collect();
-    let sep = if ascii() { ", " } else { " · " };
-    let same = para("in every row:", &items.join(sep), 2);
-    let keep = |c: &usize| !out.contains(c);
-    let header = (0..ncol)
-        .filter(keep)
-        .map(|c| header[c].to_string())
-        .collect();
-    let rows = rows
-        .into_iter()
-        .map(|r| {
-            r.into_iter()
-                .enumerate()
-                .filter(|(c, _)| keep(c))
-                .map(|(_, v)| v)
-                .collect()
-        })
-        .collect();
-    (header, rows, same)
 }
 
 /// `cell` with every word longer than `max` broken onto lines after one of

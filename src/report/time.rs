@@ -4,7 +4,7 @@
 
 use crate::model::run::Run;
 use crate::model::ParamValue;
-use crate::report::table::render as table;
+use crate::report::table::Terminal;
 use crate::stats::summary::relative_half_width;
 use crate::units::{human, human_range, pct};
 
@@ -14,6 +14,7 @@ pub(crate) fn render(
     run: &Run,
     exits: &[(&str, Vec<String>)],
     comparisons: &[serde_json::Value],
+    term: Terminal,
 ) -> String {
     let mut rows = Vec::new();
     for r in &run.results {
@@ -45,7 +46,7 @@ pub(crate) fn render(
             .and_then(|r| r.metrics.first())
             .map_or("", |m| m.summary.stop_reason_str())
     );
-    s.push_str(&table(
+    s.push_str(&term.render(
         &[
             "command",
             "metric",
@@ -81,7 +82,7 @@ pub(crate) fn render(
             })
             .collect();
         s.push_str("\nwall time relative to the first command\n");
-        s.push_str(&table(
+        s.push_str(&term.render(
             &["command", "vs", "ratio of medians", "95% CI", "verdict"],
             rows,
         ));

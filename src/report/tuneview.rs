@@ -12,6 +12,7 @@ pub(crate) fn summary(
     results: &[PointResult],
     metric: &str,
     live: Option<&str>,
+    term: table::Terminal,
 ) -> String {
     let rows = results
         .iter()
@@ -35,6 +36,6 @@ pub(crate) fn summary(
         .collect();
     format!(
         "\n{knob} → {metric}\n{}",
-        table::render(&[knob, "median", "95% CI", "n"], rows)
+        term.render(&[knob, "median", "95% CI", "n"], rows)
     )
 }

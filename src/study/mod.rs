@@ -15,7 +15,7 @@ use crate::model::run::StudySummary;
 use crate::report::table;
 
 /// The closing table: key issue, result, verdict, conclusion.
-pub(crate) fn summary_table(s: &StudySummary) -> String {
+pub(crate) fn summary_table(s: &StudySummary, term: table::Terminal) -> String {
     let rows = s
         .issues
         .iter()
@@ -32,13 +32,13 @@ pub(crate) fn summary_table(s: &StudySummary) -> String {
         "\n{} — {}\n{}",
         s.profile,
         s.title,
-        table::render(&["key issue", "result", "verdict", "conclusion"], rows)
+        term.render(&["key issue", "result", "verdict", "conclusion"], rows)
     )
 }
 
 /// How long each key issue took and the total, one line (None when the run
 /// recorded no times).
-pub(crate) fn step_times(s: &StudySummary) -> Option<String> {
+pub(crate) fn step_times(s: &StudySummary, term: table::Terminal) -> Option<String> {
     let times: Vec<(&str, f64)> = s
         .issues
         .iter()
@@ -54,13 +54,14 @@ pub(crate) fn step_times(s: &StudySummary) -> Option<String> {
         .map(|(n, t)| format!("{n} {t:.1} s ·"))
         .collect();
     items.push(format!("total {total:.1} s"));
-    Some(table::run_on("time per key issue:", &items, 2))
+    Some(term.run_on("time per key issue:", &items, 2))
 }
 
 #[cfg(test)]
 mod step_time_tests {
     use super::*;
     use crate::model::run::IssueVerdict;
+    use crate::report::table::Terminal;
 
     #[test]
     fn step_times_name_each_issue_and_the_total() {
@@ -79,10 +80,10 @@ mod step_time_tests {
             issues: vec![issue("Storage", Some(6.04)), issue("Memory", Some(2.5))],
         };
         assert_eq!(
-            step_times(&s).unwrap(),
+            step_times(&s, Terminal::PIPE).unwrap(),
             "time per key issue: Storage 6.0 s · Memory 2.5 s · total 8.5 s\n"
         );
         s.issues.iter_mut().for_each(|i| i.seconds = None);
-        assert_eq!(step_times(&s), None);
+        assert_eq!(step_times(&s, Terminal::PIPE), None);
     }
 }

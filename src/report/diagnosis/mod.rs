@@ -122,7 +122,7 @@ fn present<'a, T>(p: &mut Part, s: &'a Section<T>) -> Option<&'a T> {
 }
 
 /// The diagnosis as terminal text (`show`, and `diagnose` itself).
-pub(crate) fn text(d: &Diagnosis) -> String {
+pub(crate) fn text(d: &Diagnosis, term: super::table::Terminal) -> String {
     let mut s = String::new();
     for p in parts(d) {
         s.push_str(&format!("\n== {} ==\n", p.title));
@@ -132,7 +132,7 @@ pub(crate) fn text(d: &Diagnosis) -> String {
         }
         for (h, rows) in &p.tables {
             let h: Vec<&str> = h.iter().map(String::as_str).collect();
-            s.push_str(&super::table::render(&h, rows.clone()));
+            s.push_str(&term.render(&h, rows.clone()));
         }
         if p.flame.is_some() {
             s.push_str("(flame graph in `tunelab report RUN -o diagnosis.html`)\n");

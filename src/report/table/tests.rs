@@ -24,14 +24,14 @@ fn widest(s: &str) -> usize {
 #[test]
 fn a_table_that_fits_keeps_its_natural_layout() {
     let (h, r) = sample();
-    let s = layout(&h, r.clone(), 500);
+    let s = Terminal::PIPE.layout(&h, r.clone(), 500);
     assert_eq!(s, natural(&h, r, HEADER_RULE_UTF8, 1));
 }
 
 #[test]
 fn at_80_columns_long_text_wraps_but_ids_stay_whole() {
     let (h, r) = sample();
-    let s = layout(&h, r, 80);
+    let s = Terminal::PIPE.layout(&h, r, 80);
     assert!(widest(&s) <= 80, "{s}");
     assert!(s.contains("20261125T114512-3f9a2c"), "{s}");
     assert!(s.contains("20261125T120001-77aa01"), "{s}");
@@ -44,7 +44,7 @@ fn at_80_columns_long_text_wraps_but_ids_stay_whole() {
 #[test]
 fn too_narrow_for_the_columns_prints_records() {
     let (h, r) = sample();
-    let s = layout(&h, r, 40);
+    let s = Terminal::PIPE.layout(&h, r, 40);
     assert!(widest(&s) <= 40, "{s}");
     assert!(s.contains("id           20261125T114512-3f9a2c"), "{s}");
     assert!(s.contains("machine      (none)"), "{s}");
@@ -54,7 +54,7 @@ fn too_narrow_for_the_columns_prints_records() {
 #[test]
 fn a_word_wider_than_the_screen_splits_only_at_its_slashes() {
     let long = "/very/long/path/".repeat(6);
-    let s = layout(&["path"], vec![vec![long.clone()]], 30);
+    let s = Terminal::PIPE.layout(&["path"], vec![vec![long.clone()]], 30);
     // Pieces end at a '/' and join back into the path.
     let joined: String = s.lines().skip(2).map(str::trim_end).collect();
     assert_eq!(joined, long, "{s}");
@@ -89,7 +89,7 @@ fn run_on_keeps_items_whole_and_the_head_indent() {
 #[test]
 fn one_rule_under_the_header_and_nothing_else() {
     let rows = vec![vec!["a".into(), "1".into()], vec!["b".into(), "2".into()]];
-    let s = layout(&["k", "v"], rows, 80);
+    let s = Terminal::PIPE.layout(&["k", "v"], rows, 80);
     let rules = s.lines().filter(|l| l.contains('─')).count();
     assert_eq!(rules, 1, "{s}");
     assert_eq!(s.lines().count(), 4, "header, rule, two rows:\n{s}");
@@ -135,7 +135,7 @@ fn a_first_column_naming_groups_goes_above_its_rows() {
             "2.1 GiB/s\n(cached)",
         ),
     ]);
-    let s = layout(&["params", "metric", "median"], rows, 50);
+    let s = Terminal::PIPE.layout(&["params", "metric", "median"], rows, 50);
     assert!(widest(&s) <= 50, "{s}");
     let lines: Vec<&str> = s.lines().collect();
     // Header, rule, then each group's name above its rows, one line a row.
@@ -182,7 +182,7 @@ fn grouped_rows_wrap_under_their_header_when_they_must() {
             "improved",
         ),
     ]);
-    let s = layout(&["result", "metric", "95% CI", "verdict"], rows, 40);
+    let s = Terminal::PIPE.layout(&["result", "metric", "95% CI", "verdict"], rows, 40);
     assert!(widest(&s) <= 40, "{s}");
     let lines: Vec<&str> = s.lines().collect();
     assert!(lines[0].starts_with("metric"), "{s}");

@@ -5,13 +5,16 @@ use serde::Serialize;
 
 use super::*;
 
+/// How one interval's rows are shown (a view may close over the terminal).
+type Show<R> = Box<dyn Fn(&[R]) -> text::Shown>;
+
 pub(super) struct DeltaView<C, R> {
     prev: Vec<C>,
     /// What is read, for the error when it cannot be.
     what: &'static str,
     read: fn() -> std::io::Result<Vec<C>>,
     delta: fn(&[C], &[C], f64) -> Vec<R>,
-    show: fn(&[R]) -> text::Shown,
+    show: Show<R>,
     /// The JSON object's key for the rows.
     key: &'static str,
 }
@@ -22,7 +25,7 @@ impl<C, R> DeltaView<C, R> {
         what: &'static str,
         read: fn() -> std::io::Result<Vec<C>>,
         delta: fn(&[C], &[C], f64) -> Vec<R>,
-        show: fn(&[R]) -> text::Shown,
+        show: impl Fn(&[R]) -> text::Shown + 'static,
         key: &'static str,
     ) -> Result<Self> {
         Ok(DeltaView {
@@ -30,7 +33,7 @@ impl<C, R> DeltaView<C, R> {
             what,
             read,
             delta,
-            show,
+            show: Box::new(show),
             key,
         })
     }

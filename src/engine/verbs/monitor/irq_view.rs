@@ -6,6 +6,7 @@ pub(super) struct IrqView {
     pub(super) prev_hard: Vec<irq::IrqCounts>,
     pub(super) prev_soft: Vec<irq::IrqCounts>,
     pub(super) top: usize,
+    pub(super) term: crate::report::table::Terminal,
 }
 
 impl ViewState for IrqView {
@@ -18,7 +19,7 @@ impl ViewState for IrqView {
         rows.sort_by(|a, b| b.total_per_s.total_cmp(&a.total_per_s));
         self.prev_hard = hard;
         self.prev_soft = soft;
-        let shown = text::irq(&rows, self.top);
+        let shown = text::irq(&rows, self.top, self.term);
         Ok(Emitted::shown(shown, json!({ "sources": rows })))
     }
 }

@@ -118,6 +118,8 @@ pub(crate) struct Options {
     pub(crate) min_pct: f64,
     /// hogs: threads instead of processes.
     pub(crate) threads: bool,
+    /// Where the rows are shown (irq and power fit their lines to it).
+    pub(crate) term: crate::report::table::Terminal,
 }
 
 /// What one view produced for one interval.
@@ -216,6 +218,7 @@ impl Planned {
 
 /// Start watching: the first counters are read now.
 fn make_view(a: &Options) -> Result<Box<dyn ViewState>> {
+    let term = a.term;
     Ok(match a.kind {
         Kind::Vmstat => Box::new(VmstatView {
             prev: vmstat::read().map_err(|e| env_err("cannot read /proc", e))?,
@@ -266,6 +269,7 @@ fn make_view(a: &Options) -> Result<Box<dyn ViewState>> {
                 .map_err(|e| env_err("cannot read /proc/interrupts", e))?,
             prev_soft: irq::read_softirqs().unwrap_or_default(),
             top: a.top.max(1),
+            term: a.term,
         }),
         Kind::Slab => Box::new(SlabView {
             prev: pressure::read_slabinfo()
@@ -290,7 +294,7 @@ fn make_view(a: &Options) -> Result<Box<dyn ViewState>> {
             "CPU power information",
             pressure::read_power,
             pressure::power_delta,
-            text::power,
+            move |rows: &[_]| text::power(rows, term),
             "cpus",
         )?),
     })
