@@ -80,7 +80,7 @@ fn tick_safe(hz: u64) -> u64 {
 /// space, a /proc read is three system calls and a file the kernel formats.
 /// An estimate for the start only; the reader measures its real cost
 /// whenever it wakes and refits the rate.
-pub const RECORD_PER_READ: f64 = 0.25;
+pub(crate) const RECORD_PER_READ: f64 = 0.25;
 
 /// The profiler's starting rate: the rate asked, divided by the CPUs the
 /// workload would share with the reader below two (a one-CPU machine
@@ -105,11 +105,11 @@ pub(crate) fn initial_rate(asked_hz: u64, cpus: u32, read_s: f64) -> u64 {
 /// exec and page faults (the lab's cpu-hotspot check failed); 49 Hz gives
 /// ~100 samples, and the ring (half full after ~4 s at 49 Hz) still holds a
 /// short run's samples until the end.
-pub const START_MIN_HZ: u64 = 49;
+pub(crate) const START_MIN_HZ: u64 = 49;
 
 /// CPU time of one small /proc read on this machine, s: the median of a
 /// few reads of /proc/self/stat (the first one pages code in).
-pub fn read_cost_s() -> f64 {
+pub(crate) fn read_cost_s() -> f64 {
     let mut v: Vec<f64> = (0..5)
         .map(|_| {
             let c0 = super::thread_cpu_s();

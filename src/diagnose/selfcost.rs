@@ -11,13 +11,13 @@ use crate::units::seconds;
 
 /// TUNELAB_DIAGNOSE_COST set: each reader prints its readings and their
 /// cost on stderr when it stops (to find where a slow board's CPU goes).
-pub fn debug() -> bool {
+pub(crate) fn debug() -> bool {
     std::env::var_os("TUNELAB_DIAGNOSE_COST").is_some_and(|v| !v.is_empty())
 }
 
 /// Each live thread of tunelab: (name, CPU time s), by thread id.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Threads(pub BTreeMap<i32, (String, f64)>);
+pub(crate) struct Threads(pub BTreeMap<i32, (String, f64)>);
 
 /// The first field of a schedstat line: time on a CPU, ns → s.
 fn schedstat_s(text: &str) -> Option<f64> {
@@ -33,7 +33,7 @@ fn stat_s(text: &str) -> Option<f64> {
 }
 
 /// tunelab's threads now, read below `task` (normally /proc/self/task).
-pub fn snapshot_in(task: &Path) -> Threads {
+pub(crate) fn snapshot_in(task: &Path) -> Threads {
     let mut out = BTreeMap::new();
     for tid in super::procs::numeric_dirs(task) {
         let dir = task.join(tid.to_string());
@@ -53,14 +53,14 @@ pub fn snapshot_in(task: &Path) -> Threads {
 }
 
 /// tunelab's own threads now.
-pub fn snapshot() -> Threads {
+pub(crate) fn snapshot() -> Threads {
     snapshot_in(Path::new("/proc/self/task"))
 }
 
 /// CPU time per thread name between two snapshots, most first; threads
 /// born in between count from zero. `total_s` (the process's own clock)
 /// also holds threads that ended in between: shown as the rest.
-pub fn spent(before: &Threads, after: &Threads, total_s: f64) -> Vec<(String, f64)> {
+pub(crate) fn spent(before: &Threads, after: &Threads, total_s: f64) -> Vec<(String, f64)> {
     let mut by: BTreeMap<String, f64> = BTreeMap::new();
     for (tid, (name, cpu)) in &after.0 {
         let base = before.0.get(tid).map_or(0.0, |b| b.1);
@@ -78,7 +78,7 @@ pub fn spent(before: &Threads, after: &Threads, total_s: f64) -> Vec<(String, f6
 }
 
 /// "diag-workload 12.0 ms, tunelab-profile 3.10 ms, …" (the top `n`).
-pub fn words(spent: &[(String, f64)], n: usize) -> String {
+pub(crate) fn words(spent: &[(String, f64)], n: usize) -> String {
     let mut parts: Vec<String> = spent
         .iter()
         .take(n)

@@ -375,7 +375,13 @@ mod tests {
         write(600, 110, 25, 501_000_000, 11);
         t.sample();
         let c = Collector {
-            ticker: Ticker::start("t", t, Duration::from_secs(3600)),
+            ticker: Ticker::adaptive(
+                "t",
+                t,
+                Duration::from_secs(3600),
+                Duration::from_secs(3600),
+                0.0,
+            ),
         };
         let r = c.finish(1.0, None, 0.0, "diag-slab 3 ms");
         let w = r.data().unwrap();

@@ -62,8 +62,8 @@ const HOLD_BACK_NS: u64 = 300_000_000;
 /// How the reader is told it may start (`ready`, once its set-up is done)
 /// and woken to stop (a byte on `fd`).
 pub(super) struct Wake {
-    pub fd: std::os::fd::OwnedFd,
-    pub ready: std::sync::mpsc::Sender<()>,
+    pub(crate) fd: std::os::fd::OwnedFd,
+    pub(crate) ready: std::sync::mpsc::Sender<()>,
 }
 
 /// The sample_id trailer of a SWITCH record (TID, TIME, CPU asked):

@@ -20,11 +20,11 @@ const HOLD_NS: u64 = 100_000_000;
 /// At least this many wake-ups, for long periods.
 const HOLD_MIN: u32 = 16;
 /// Disarmed wake-ups after each armed stretch, per armed one.
-pub const COOL: u32 = 9;
+pub(crate) const COOL: u32 = 9;
 
 /// The arm/disarm rule of one measuring thread, without the descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ArmRule {
+pub(super) struct ArmRule {
     hold: u32,
     /// Armed wake-ups left; 0 = disarmed.
     armed_left: u32,
@@ -34,7 +34,7 @@ pub struct ArmRule {
 
 /// What the rule asks of the tracer after a wake-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArmStep {
+pub(super) enum ArmStep {
     Enable,
     Disable,
     Keep,
@@ -42,7 +42,7 @@ pub enum ArmStep {
 
 impl ArmRule {
     /// The rule for a wake-up `period_ns`.
-    pub fn for_period(period_ns: u64) -> ArmRule {
+    pub(super) fn for_period(period_ns: u64) -> ArmRule {
         let hold = (HOLD_NS / period_ns.max(1)).clamp(HOLD_MIN as u64, (u32::MAX / 16) as u64);
         ArmRule {
             hold: hold as u32,
@@ -52,13 +52,13 @@ impl ArmRule {
     }
 
     /// Whether the tracer is armed now (before the next wake-up).
-    pub fn armed(&self) -> bool {
+    pub(super) fn armed(&self) -> bool {
         self.armed_left > 0
     }
 
     /// After one wake-up, late or not.
     #[inline]
-    pub fn step(&mut self, late: bool) -> ArmStep {
+    pub(super) fn step(&mut self, late: bool) -> ArmStep {
         if self.armed_left > 0 {
             self.armed_left -= 1;
             if self.armed_left == 0 {
@@ -81,7 +81,7 @@ impl ArmRule {
 
 /// A measuring thread's handle on its CPU's perf event (a duplicate of the
 /// tracer's descriptor) with the rule that arms it.
-pub struct Trigger {
+pub(crate) struct Trigger {
     fd: OwnedFd,
     rule: ArmRule,
 }
@@ -96,13 +96,13 @@ impl Trigger {
 
     /// Whether the switches up to the next wake-up are being recorded.
     #[inline]
-    pub fn armed(&self) -> bool {
+    pub(crate) fn armed(&self) -> bool {
         self.rule.armed()
     }
 
     /// After a wake-up (its latency already taken): arm or disarm.
     #[inline]
-    pub fn after_wake(&mut self, late: bool) {
+    pub(crate) fn after_wake(&mut self, late: bool) {
         match self.rule.step(late) {
             ArmStep::Enable => ioctl_fd(&self.fd, IOC_ENABLE),
             ArmStep::Disable => ioctl_fd(&self.fd, IOC_DISABLE),

@@ -41,10 +41,9 @@ mod tests;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
-pub use arm::{ArmRule, ArmStep, Trigger, COOL};
+pub(crate) use arm::{Trigger, COOL};
 use irq::{grown, IrqSnap};
-pub(crate) use irq::{parse_irq_table, parse_steal, IrqRow};
-pub(crate) use perf::{occupancy, Switch};
+pub(crate) use perf::occupancy;
 use perf::{PerfCpu, IOC_DISABLE};
 
 /// Spikes one CPU can hand over per trial; more are counted, not explained.
@@ -95,9 +94,6 @@ impl SpikeBoard {
     }
     pub(crate) fn len(&self) -> usize {
         self.count.load(Ordering::Acquire)
-    }
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
     }
     pub(crate) fn get(&self, i: usize) -> (u64, u64, bool) {
         (

@@ -1,6 +1,7 @@
 //! Tests of the spike explanations: switch histories, IRQ tables and
 //! the causes they name.
 
+use super::arm::{ArmRule, ArmStep};
 use super::irq::{parse_irq_table, parse_steal};
 use super::perf::Switch;
 use super::*;

@@ -31,7 +31,6 @@ use crate::{Error, Result};
 use notes::cause_notes;
 pub(crate) use notes::{parse_cause_note, CauseNote};
 use params::Params;
-pub(crate) use threads::parse_cpus;
 use threads::{hold_dma_latency, measure, mono_ns, try_fifo, ThreadOut};
 
 pub(crate) const NAME: &str = "sched.latency";
