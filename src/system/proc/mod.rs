@@ -42,11 +42,6 @@ pub const SELF_EXE: &str = proc_path!("self/exe");
 /// The exec helper reads its argv here (a C string: it runs after fork).
 pub const SELF_CMDLINE: &CStr = c"/proc/self/cmdline";
 
-/// `/proc` as a path.
-pub fn root() -> &'static Path {
-    Path::new(ROOT)
-}
-
 /// `/proc/<rel>` ("meminfo", "pressure/cpu", "sys/vm/dirty_ratio").
 pub fn path(rel: &str) -> PathBuf {
     Root::live().file(rel)
