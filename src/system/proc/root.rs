@@ -83,7 +83,7 @@ impl Root {
     pub fn stat_path_into(&self, buf: &mut String, pid: i32, tid: Option<i32>) {
         use std::fmt::Write;
         buf.clear();
-        let dir = self.0.display();
+        let dir = self.dir().display();
         let _ = match tid {
             Some(t) => write!(buf, "{dir}/{pid}/task/{t}/stat"),
             None => write!(buf, "{dir}/{pid}/stat"),
@@ -92,7 +92,7 @@ impl Root {
 
     /// The pids in the tree, in directory order.
     pub fn pids(&self) -> Vec<i32> {
-        super::numeric_entries(&self.0)
+        super::numeric_entries(self.dir())
     }
 
     /// The thread ids of `pid`; Err as the listing failed (NotFound: no
