@@ -1371,4 +1371,157 @@ fn the_verb_shape_rule_sees_violations() {
             "no `pub fn measure` on `Planned`"
         ]
     );
+/// What in `line` (code, not a comment) spells /proc's layout relative to a
+/// root — procfs below a filesystem root (`"proc/…"`, `join("proc")`), a
+/// path joined onto a /proc root (`proc_.join(…)`), a process directory's
+/// layout (`"{pid}/…"`, `"{}/task"`, `"task/{tid}"`) or a file only /proc
+/// has joined onto a path (`join("children")`) — or None. Names that sysfs
+/// shares (stat, status, io, latency) are not matched alone: no false hits.
+fn proc_layout_in(line: &str) -> Option<&'static str> {
+    const PATTERNS: &[(&str, &str)] = &[
+        ("\"proc/", "a /proc path below a root"),
+        (".join(\"proc\")", "a /proc path below a root"),
+        ("{pid}/", "a process directory's layout"),
+        ("{tid}/", "a process directory's layout"),
+        ("{}/task", "a process directory's layout"),
+        ("task/{", "a process directory's layout"),
+    ];
+    const PROC_ONLY: &[&str] = &[
+        "task",
+        "children",
+        "cmdline",
+        "comm",
+        "wchan",
+        "schedstat",
+        "smaps_rollup",
+        "mountinfo",
+    ];
+    if line.trim_start().starts_with("//") {
+        return None;
+    }
+    if let Some((_, why)) = PATTERNS.iter().find(|(p, _)| line.contains(p)) {
+        return Some(why);
+    }
+    let b: Vec<char> = line.chars().collect();
+    let joined_on_root = ["proc.join(", "proc_.join("].iter().any(|p| {
+        let pat: Vec<char> = p.chars().collect();
+        (0..b.len()).any(|i| b[i..].starts_with(&pat) && !prev_is_ident(&b, i))
+    });
+    if joined_on_root {
+        return Some("a path joined onto a /proc root");
+    }
+    PROC_ONLY
+        .iter()
+        .any(|f| line.contains(&format!(".join(\"{f}\")")))
+        .then_some("a file only /proc has")
+}
+
+/// Files outside this branch's reach that still build /proc paths below a
+/// root (diagnose's readers, the sustained-CPU recorder, the journal's
+/// sysctl naming): each must still have a hit, so the list only shrinks.
+const PROC_LAYOUT_PENDING: &[&str] = &[
+    "diagnose/blocking.rs",
+    "diagnose/locks.rs",
+    "diagnose/mod.rs",
+    "diagnose/procs.rs",
+    "diagnose/profile/common.rs",
+    "diagnose/slab.rs",
+    "diagnose/usetable/mod.rs",
+    "diagnose/usetable/snapshot.rs",
+    "diagnose/wakeups.rs",
+    "diagnose/workload.rs",
+    "experiments/cpu/sustained/record.rs",
+    "safety/journal/restore.rs",
+];
+
+/// Non-test lines of `src/` outside the /proc layer that spell /proc's
+/// layout, as "file:line: why: text".
+fn proc_layout_outside_the_layer() -> Vec<(String, String)> {
+    let mut modules = Vec::new();
+    collect(&src_dir(), &mut modules);
+    let tests = test_only_files(&modules);
+    let layer = src_dir().join("system").join("proc");
+    let mut found = Vec::new();
+    for m in &modules {
+        if m.file.starts_with(&layer) || tests.contains(&m.file) {
+            continue;
+        }
+        let src = fs::read_to_string(&m.file).unwrap();
+        let skip = inline_test_modules(&src);
+        for (i, l) in src.lines().enumerate() {
+            let n = i + 1;
+            if skip.iter().any(|&(a, b)| a <= n && n <= b) {
+                continue;
+            }
+            if let Some(why) = proc_layout_in(l) {
+                let at = format!("src/{}:{n}: {why}: {}", rel(&m.file), l.trim());
+                found.push((rel(&m.file), at));
+            }
+        }
+    }
+    found
+}
+
+/// Readers that tests feed fixture trees take a `proc::Root` (or a root
+/// directory they hand to `proc::Root::under`) and ask it for files by
+/// what they are: outside `system/proc/` no code spells /proc's layout
+/// relative to a root either (docs/architecture.md, "The /proc layer").
+#[test]
+fn proc_layout_below_a_root_is_known_only_to_the_proc_layer() {
+    let found = proc_layout_outside_the_layer();
+    let bad: Vec<&String> = found
+        .iter()
+        .filter(|(file, _)| !PROC_LAYOUT_PENDING.contains(&file.as_str()))
+        .map(|(_, at)| at)
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "/proc layout spelled outside src/system/proc/ (ask a proc::Root for the file):\n{}",
+        bad.iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let cleared: Vec<&&str> = PROC_LAYOUT_PENDING
+        .iter()
+        .filter(|p| !found.iter().any(|(file, _)| file == *p))
+        .collect();
+    assert!(
+        cleared.is_empty(),
+        "these files go through the /proc layer now: remove them from PROC_LAYOUT_PENDING: {cleared:?}"
+    );
+}
+
+#[test]
+fn the_proc_layout_rule_hits_layout_and_nothing_else() {
+    let hits = [
+        "let s = fs::read_to_string(root.join(\"proc/meminfo\"));",
+        "for pid in numeric_dirs(&root.join(\"proc\")) {",
+        "let s = std::fs::read_to_string(proc_.join(\"stat\")).ok()?;",
+        "cpu: read(&self.roots.proc_.join(\"stat\")),",
+        "let p = proc.join(\"diskstats\");",
+        "proc_.join(format!(\"{pid}/io\"))",
+        "let base = format!(\"{pid}/task/{tid}\");",
+        ".join(format!(\"{}/task/{}/children\", roots.pid, roots.pid))",
+        "let dir = crate::system::proc::name(&format!(\"{}/task\", pid));",
+        ".filter_map(|t| std::fs::read_to_string(t.path().join(\"children\")).ok())",
+        "match s.split_once(\"proc/sys/\") {",
+    ];
+    for h in hits {
+        assert!(proc_layout_in(h).is_some(), "missed: {h}");
+    }
+    let clean = [
+        "assert_eq!(m.fs_type, \"proc\");",
+        "let lat = fs::read_to_string(d.join(\"latency\")).unwrap_or_default();",
+        "let s = read(root, &format!(\"sys/block/{disk}/stat\"));",
+        "let text = proc_.read_pid(pid, \"io\").ok()?;",
+        "let kids = roots.proc_.children(pid);",
+        "let p = my_proc_.join(\"x\");",
+        "crate::system::proc::path(\"sys/vm\").join(name)",
+        "// was: proc_.join(format!(\"{pid}/stat\"))",
+        "f.add(\"board\", \"board.model\", model, format!(\"{base}/model\"));",
+    ];
+    for c in clean {
+        assert_eq!(proc_layout_in(c), None, "false hit: {c}");
+    }
 }

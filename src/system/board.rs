@@ -9,6 +9,7 @@ use std::fs;
 use std::path::Path;
 
 use super::facts::Facts;
+use super::proc;
 use super::sysfs::{cpu_list, sorted_entries};
 
 /// Add every board fact readable under `root`.
@@ -22,7 +23,13 @@ pub(crate) fn collect(root: &Path, f: &mut Facts) {
 }
 
 fn read(root: &Path, rel: &str) -> Option<String> {
-    let b = fs::read(root.join(rel)).ok()?;
+    read_path(&root.join(rel))
+}
+
+/// A file's text without surrounding blanks and NULs; None when unreadable
+/// or empty.
+fn read_path(path: &Path) -> Option<String> {
+    let b = fs::read(path).ok()?;
     let s = String::from_utf8_lossy(&b)
         .trim_matches(|c: char| c.is_whitespace() || c == '\0')
         .to_string();
@@ -43,19 +50,27 @@ fn sorted_names(dir: &Path) -> Vec<String> {
 
 /// `/proc/device-tree` is a link to `/sys/firmware/devicetree/base`; either may exist.
 fn device_tree(root: &Path, f: &mut Facts) {
-    for base in ["proc/device-tree", "sys/firmware/devicetree/base"] {
-        let Some(model) = read(root, &format!("{base}/model")) else {
+    const SYS_BASE: &str = "sys/firmware/devicetree/base";
+    let bases = [
+        (
+            proc::Root::under(root).file("device-tree"),
+            proc::name("device-tree"),
+        ),
+        (root.join(SYS_BASE), format!("/{SYS_BASE}")),
+    ];
+    for (dir, base) in bases {
+        let Some(model) = read_path(&dir.join("model")) else {
             continue;
         };
-        f.add("board", "board.model", model, format!("/{base}/model"));
-        if let Some(c) = read(root, &format!("{base}/compatible")) {
+        f.add("board", "board.model", model, format!("{base}/model"));
+        if let Some(c) = read_path(&dir.join("compatible")) {
             // NUL-separated, most specific first.
             let list: Vec<&str> = c.split('\0').filter(|s| !s.is_empty()).collect();
             f.add(
                 "board",
                 "board.compatible",
                 list.join(", "),
-                format!("/{base}/compatible"),
+                format!("{base}/compatible"),
             );
         }
         return;
@@ -126,7 +141,7 @@ fn hex(v: &str) -> Option<u32> {
 /// Per core: implementer/part/revision from /proc/cpuinfo (ARM has no
 /// "model name"). Returns core number -> name, for the clusters.
 pub(crate) fn core_names(root: &Path) -> Vec<(usize, String, String)> {
-    let Some(info) = read(root, "proc/cpuinfo") else {
+    let Some(info) = read_path(&proc::Root::under(root).file("cpuinfo")) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -166,7 +181,7 @@ fn cores(root: &Path, f: &mut Facts) {
             "board",
             &format!("cpu{cpu}.core"),
             format!("{name} ({ids})"),
-            super::proc::proc_path!("cpuinfo"),
+            proc::proc_path!("cpuinfo"),
         );
     }
 }

@@ -11,11 +11,18 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::facts::Facts;
+use super::proc;
 use super::sysfs::sorted_entries;
 pub(crate) use super::sysfs::{cpu_list, parse_cpu_list};
 
 fn read(root: &Path, rel: &str) -> Option<String> {
-    let s = fs::read_to_string(root.join(rel)).ok()?;
+    trimmed(fs::read_to_string(root.join(rel)))
+}
+
+/// A file's text without surrounding blanks and NULs; None when unreadable
+/// or empty.
+fn trimmed(text: std::io::Result<String>) -> Option<String> {
+    let s = text.ok()?;
     let s = s.trim_matches(|c: char| c.is_whitespace() || c == '\0');
     (!s.is_empty()).then(|| s.to_string())
 }
@@ -72,7 +79,7 @@ pub(crate) fn online_cpus(root: &Path) -> Vec<usize> {
 /// Per-CPU fields of /proc/cpuinfo: (processor, "cpu MHz", core name).
 fn cpuinfo(root: &Path) -> Vec<(usize, Option<f64>, Option<String>)> {
     let names = super::board::core_names(root);
-    let Some(info) = read(root, "proc/cpuinfo") else {
+    let Some(info) = trimmed(proc::Root::under(root).read("cpuinfo")) else {
         return Vec::new();
     };
     info.split("\n\n")
@@ -356,8 +363,9 @@ impl Quota {
 /// The cgroup directory holding this process's CPU controller, and whether
 /// it is cgroup v2: /proc/self/cgroup names the path, mountinfo the mount.
 pub(crate) fn cpu_cgroup_dir(root: &Path) -> Option<(PathBuf, bool)> {
-    let cg = read(root, "proc/self/cgroup")?;
-    let mounts = read(root, "proc/self/mountinfo")?;
+    let proc_ = proc::Root::under(root);
+    let cg = trimmed(proc_.read_pid("self", "cgroup"))?;
+    let mounts = trimmed(proc_.read_pid("self", "mountinfo"))?;
     // v1 first: "4:cpu,cpuacct:/path"; then v2 "0::/path".
     let v1 = cg.lines().find_map(|l| {
         let mut it = l.splitn(3, ':');
@@ -485,8 +493,8 @@ pub(crate) fn sample(root: &Path, cpus: &[usize]) -> Sample {
             }
         }
     }
-    if let Some(stat) = read(root, "proc/stat") {
-        if let Some(t) = super::proc::cpu::total(&stat) {
+    if let Some(stat) = trimmed(proc::Root::under(root).read("stat")) {
+        if let Some(t) = proc::cpu::total(&stat) {
             // user nice system idle iowait irq softirq steal (guest counted in user)
             s.total_ticks = t.total();
             s.steal_ticks = t.steal();

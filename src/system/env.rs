@@ -146,11 +146,12 @@ pub(crate) fn snapshot(target: Option<&Path>, argv: &[String]) -> Environment {
 /// Files a stable machine identity can come from, most specific first:
 /// systemd/dbus machine ids, then the board's device-tree serial number and
 /// the SoC serial some ARM kernels print in /proc/cpuinfo.
-const MACHINE_ID_FILES: &[&str] = &[
-    "etc/machine-id",
-    "var/lib/dbus/machine-id",
-    "proc/device-tree/serial-number",
-    "sys/firmware/devicetree/base/serial-number",
+/// Each is in the root's /proc (`true`) or relative to the root itself.
+const MACHINE_ID_FILES: &[(bool, &str)] = &[
+    (false, "etc/machine-id"),
+    (false, "var/lib/dbus/machine-id"),
+    (true, "device-tree/serial-number"),
+    (false, "sys/firmware/devicetree/base/serial-number"),
 ];
 
 /// A stable id for this machine under `root` ("/" normally; a fixture tree
@@ -160,17 +161,23 @@ const MACHINE_ID_FILES: &[&str] = &[
 /// None when the machine has none of the sources (host.name is then its
 /// only identity).
 pub(crate) fn machine_id(root: &Path) -> Option<(String, String)> {
+    let proc_ = super::proc::Root::under(root);
     let mut sources: Vec<(String, String)> = MACHINE_ID_FILES
         .iter()
-        .filter_map(|f| {
-            let raw = fs::read(root.join(f)).ok()?;
+        .filter_map(|&(in_proc, f)| {
+            let (path, name) = if in_proc {
+                (proc_.file(f), super::proc::name(f))
+            } else {
+                (root.join(f), format!("/{f}"))
+            };
+            let raw = fs::read(path).ok()?;
             let text = String::from_utf8_lossy(&raw)
                 .trim_matches(|c: char| c.is_whitespace() || c == '\0')
                 .to_string();
-            Some((text, format!("/{f}")))
+            Some((text, name))
         })
         .collect();
-    if let Ok(info) = fs::read_to_string(root.join("proc/cpuinfo")) {
+    if let Ok(info) = proc_.read("cpuinfo") {
         let serial = info.lines().find_map(|l| {
             let (k, v) = l.split_once(':')?;
             (k.trim() == "Serial").then(|| v.trim().to_string())

@@ -4,13 +4,15 @@
 //! /proc/meminfo, so sizing by MemAvailable alone gets a process OOM-killed.
 //!
 //! Everything is read below a root directory (`/` on a live system, a fixture
-//! tree in tests): `proc/meminfo`, `proc/self/cgroup`, `proc/self/mountinfo`
-//! and the cgroup files under the mount points mountinfo names.
+//! tree in tests): meminfo, self/cgroup and self/mountinfo of its /proc
+//! (through [`proc::Root::under`]) and the cgroup files under the mount
+//! points mountinfo names.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::system::mounts::unescape_mount as unescape;
+use crate::system::proc;
 use crate::units::format_size;
 
 /// A limit at or above this is "no limit" (cgroup v1 writes
@@ -64,7 +66,7 @@ impl MemoryLimits {
 
     /// The system whose /proc and /sys trees are under `root`.
     pub(crate) fn read_from(root: &Path) -> Self {
-        let meminfo = fs::read_to_string(root.join("proc/meminfo")).unwrap_or_default();
+        let meminfo = proc::Root::under(root).read("meminfo").unwrap_or_default();
         MemoryLimits {
             mem_available: meminfo_kb(&meminfo, "MemAvailable").map(|k| k * 1024),
             cgroup: tightest_cgroup(root),
@@ -236,8 +238,9 @@ fn read_level(dir: &Path, version: u8) -> Option<CgroupMemory> {
 /// The limited level with the least headroom, from this process's cgroup up
 /// to the mount's root (a parent's limit binds its children too).
 fn tightest_cgroup(root: &Path) -> Option<CgroupMemory> {
-    let cgroups = fs::read_to_string(root.join("proc/self/cgroup")).ok()?;
-    let mountinfo = fs::read_to_string(root.join("proc/self/mountinfo")).unwrap_or_default();
+    let proc_ = proc::Root::under(root);
+    let cgroups = proc_.read_pid("self", "cgroup").ok()?;
+    let mountinfo = proc_.read_pid("self", "mountinfo").unwrap_or_default();
     let (v1, v2) = cgroup_mounts(&mountinfo);
     let mut v1_path = None;
     let mut v2_path = None;

@@ -2,7 +2,7 @@
 //! against our own process tree's ticks (ourselves, reaped children via
 //! cutime/cstime, live descendants via `/proc/PID/task/TID/children`).
 
-use std::path::Path;
+use crate::system::proc::Root;
 
 use super::{
     flag, Guard, Reading, Roots, TrialCheck, OTHER_CPU_MIN_TICKS, OTHER_CPU_PCT, STEAL_PCT,
@@ -12,7 +12,7 @@ use super::{
 pub(super) fn discover(roots: &Roots, skipped: &mut Vec<String>) -> bool {
     let children = roots
         .proc_
-        .join(format!("{}/task/{}/children", roots.pid, roots.pid))
+        .task_file(roots.pid, roots.pid, "children")
         .exists();
     if !children {
         skipped.push(
@@ -82,24 +82,23 @@ pub(super) fn parse_cpu_line(stat: &str) -> Option<(u64, u64, u64)> {
 }
 
 /// utime + stime + cutime + cstime of one process.
-pub(super) fn proc_ticks(proc_: &Path, pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(proc_.join(format!("{pid}/stat"))).ok()?;
-    crate::system::proc::Stat::parse(&s)?.ticks_with_children()
+pub(super) fn proc_ticks(proc_: &Root, pid: u32) -> Option<u64> {
+    proc_.stat(pid, |s| s.ticks_with_children())
 }
 
 /// `read` of `pid`, plus (with `children`) of every live descendant, at
 /// most 4096 of them; None when `pid` itself cannot be read.
 pub(super) fn tree_sum(
-    proc_: &Path,
+    proc_: &Root,
     pid: u32,
     children: bool,
-    read: fn(&Path, u32) -> Option<u64>,
+    read: fn(&Root, u32) -> Option<u64>,
 ) -> Option<u64> {
     let mut total = read(proc_, pid)?;
     if !children {
         return Some(total);
     }
-    let mut todo = children_of(proc_, pid);
+    let mut todo = proc_.children(pid);
     let mut seen = 0;
     while let Some(p) = todo.pop() {
         seen += 1;
@@ -107,23 +106,7 @@ pub(super) fn tree_sum(
             break;
         }
         total += read(proc_, p).unwrap_or(0);
-        todo.extend(children_of(proc_, p));
+        todo.extend(proc_.children(p));
     }
     Some(total)
-}
-
-/// Child pids of every thread of `pid`.
-pub(super) fn children_of(proc_: &Path, pid: u32) -> Vec<u32> {
-    let tasks = proc_.join(format!("{pid}/task"));
-    std::fs::read_dir(tasks)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|s| {
-            s.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
 }

@@ -2,7 +2,7 @@
 //! (/proc/diskstats, disks with a /sys/block/NAME/device) minus our process
 //! tree's own (/proc/PID/io).
 
-use std::path::Path;
+use crate::system::proc::Root;
 
 use super::cpu_time::tree_sum;
 use super::{flag, Guard, Reading, Roots, TrialCheck, OTHER_IO_BPS, OTHER_IO_MIN_BYTES};
@@ -76,7 +76,7 @@ impl Guard {
 /// /sys/block/NAME/device link (partitions are not in /sys/block; loop, dm,
 /// md, ram and zram devices have no device link).
 pub(super) fn hardware_disks(roots: &Roots) -> Vec<String> {
-    let Ok(text) = std::fs::read_to_string(roots.proc_.join("diskstats")) else {
+    let Ok(text) = roots.proc_.read("diskstats") else {
         return Vec::new();
     };
     text.lines()
@@ -104,8 +104,8 @@ pub(super) fn parse_diskstats(text: &str, disks: &[String]) -> u64 {
 
 /// read_bytes + write_bytes − cancelled_write_bytes of one process (its
 /// reaped children included).
-pub(super) fn proc_io(proc_: &Path, pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(proc_.join(format!("{pid}/io"))).ok()?;
+pub(super) fn proc_io(proc_: &Root, pid: u32) -> Option<u64> {
+    let text = proc_.read_pid(pid, "io").ok()?;
     let field = |name: &str| -> Option<u64> {
         text.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?

@@ -33,8 +33,8 @@
 //! - a scratch file system with less than max(1 MiB, 1%) free after the trial.
 //!
 //! Each reading is a handful of small /proc and /sys files (a few tens of
-//! microseconds on a board). Readers take the /proc and /sys roots so tests
-//! run them on fixture trees.
+//! microseconds on a board). Readers take a `proc::Root` and the /sys root
+//! so tests run them on fixture trees.
 //!
 //! The guard itself (discovery, `read`, `check`) and the records it keeps
 //! are here; each source's discovery, parsing and flagging lives in its own
@@ -55,6 +55,7 @@ mod thermal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::system::proc;
 use clock::CpuFreq;
 pub use record::{Flag, TrialCheck, Validity};
 use thermal::{Cooling, Zone};
@@ -85,7 +86,7 @@ pub(crate) type CacheDrops = std::sync::Arc<AtomicU64>;
 /// Where /proc and /sys are (fixtures in tests).
 #[derive(Debug, Clone)]
 pub(crate) struct Roots {
-    pub(crate) proc_: PathBuf,
+    pub(crate) proc_: proc::Root,
     pub(crate) sys: PathBuf,
     pub(crate) pid: u32,
     pub(crate) ticks_per_second: u64,
@@ -94,7 +95,7 @@ pub(crate) struct Roots {
 impl Roots {
     pub(crate) fn system() -> Roots {
         Roots {
-            proc_: crate::system::proc::root().to_path_buf(),
+            proc_: proc::Root::live(),
             sys: PathBuf::from("/sys"),
             pid: std::process::id(),
             ticks_per_second: super::hogs::ticks_per_second().max(1),
@@ -206,20 +207,19 @@ impl Guard {
     pub(crate) fn read(&self) -> Reading {
         let proc_ = &self.roots.proc_;
         Reading {
-            cpu: std::fs::read_to_string(proc_.join("stat"))
+            cpu: proc_
+                .read("stat")
                 .ok()
                 .and_then(|s| cpu_time::parse_cpu_line(&s)),
             own: self.children.then(|| self.own_ticks()).flatten(),
             disk_bytes: (!self.disks.is_empty())
                 .then(|| {
-                    let text = std::fs::read_to_string(proc_.join("diskstats")).ok()?;
+                    let text = proc_.read("diskstats").ok()?;
                     Some(disk::parse_diskstats(&text, &self.disks))
                 })
                 .flatten(),
             own_io: (!self.disks.is_empty()).then(|| self.own_io()).flatten(),
-            swap: std::fs::read_to_string(proc_.join("vmstat"))
-                .ok()
-                .and_then(|s| swap::parse_swap(&s)),
+            swap: proc_.read("vmstat").ok().and_then(|s| swap::parse_swap(&s)),
             freq: self
                 .freqs
                 .iter()

@@ -22,7 +22,7 @@ impl Tree {
     }
     fn roots(&self) -> Roots {
         Roots {
-            proc_: self.0.path().join("proc"),
+            proc_: crate::system::proc::Root::under(self.0.path()),
             sys: self.0.path().join("sys"),
             pid: 100,
             ticks_per_second: 100,
@@ -373,7 +373,10 @@ fn parsers() {
     )
     .unwrap();
     // utime..cstime = fields 14..17 = 11 12 13 14 here.
-    assert_eq!(proc_ticks(d.path(), 7), Some(11 + 12 + 13 + 14));
+    assert_eq!(
+        proc_ticks(&crate::system::proc::Root::at(d.path()), 7),
+        Some(11 + 12 + 13 + 14)
+    );
 }
 
 /// The guard reads twice per trial: on this machine's real /proc and

@@ -2,10 +2,13 @@
 //! what it is (a process's `stat`, a sysctl, `meminfo`) and get a path or
 //! its text; the parsers of the formats tunelab reads sit beside them
 //! (`stat`, `keyed`) or come from `procfs` (re-exported below), each with a
-//! from-text entry so tests feed fixtures instead of a live /proc.
+//! from-text entry so tests feed fixtures instead of a live /proc. Readers
+//! run on fixture trees take a [`Root`], which knows where each file sits;
+//! the free functions below are calls on [`Root::live`].
 
 pub(crate) mod cpu;
 pub(crate) mod keyed;
+mod root;
 pub(crate) mod stat;
 
 use std::ffi::CStr;
@@ -20,6 +23,7 @@ pub(crate) use procfs::{
     current_system_info, diskstats, page_size, process, ticks_per_second, CpuInfo, Current,
     CurrentSI, DiskStat, FromReadSI, KernelStats, Meminfo, ProcError, VmStat,
 };
+pub(crate) use root::Root;
 pub(crate) use stat::Stat;
 
 /// A /proc path as a `&'static str` (for constants and labels):
@@ -38,61 +42,51 @@ pub(crate) const SELF_EXE: &str = proc_path!("self/exe");
 /// The exec helper reads its argv here (a C string: it runs after fork).
 pub(crate) const SELF_CMDLINE: &CStr = c"/proc/self/cmdline";
 
-/// `/proc` as a path.
-pub(crate) fn root() -> &'static Path {
-    Path::new(ROOT)
-}
-
 /// `/proc/<rel>` ("meminfo", "pressure/cpu", "sys/vm/dirty_ratio").
 pub(crate) fn path(rel: &str) -> PathBuf {
-    root().join(rel)
+    Root::live().file(rel)
 }
 
 /// `/proc/<rel>` as text, for messages and sources that name the file.
 pub(crate) fn name(rel: &str) -> String {
-    format!("{ROOT}/{rel}")
+    path(rel).to_string_lossy().into_owned()
 }
 
 /// The directory of a process: `who` is a pid, "self" or "thread-self".
 pub(crate) fn pid_dir(who: impl Display) -> PathBuf {
-    PathBuf::from(format!("{ROOT}/{who}"))
+    Root::live().pid_dir(who)
 }
 
 /// `/proc/<who>/<file>`: `who` is a pid, "self" or "thread-self".
 pub(crate) fn pid_path(who: impl Display, file: &str) -> PathBuf {
-    PathBuf::from(format!("{ROOT}/{who}/{file}"))
+    Root::live().pid_file(who, file)
 }
 
-/// Write `/proc/<pid>/[task/<tid>/]stat` into `buf` (reused: a scan over every
-/// task allocates no path per task).
+/// Write `/proc/<pid>/[task/<tid>/]stat` into `buf` (see
+/// [`Root::stat_path_into`]).
 pub(crate) fn stat_path_into(buf: &mut String, pid: i32, tid: Option<i32>) {
-    use std::fmt::Write;
-    buf.clear();
-    let _ = match tid {
-        Some(t) => write!(buf, "{ROOT}/{pid}/task/{t}/stat"),
-        None => write!(buf, "{ROOT}/{pid}/stat"),
-    };
+    Root::live().stat_path_into(buf, pid, tid)
 }
 
 /// The file of a sysctl, dotted ("vm.dirty_ratio") or slashed
 /// ("vm/dirty_ratio"), as an absolute path text (`/proc/sys/vm/dirty_ratio`).
 pub(crate) fn sysctl_name(key: &str) -> String {
-    format!("{ROOT}/sys/{}", key.replace('.', "/"))
+    sysctl_path(key).to_string_lossy().into_owned()
 }
 
 /// The file of a sysctl (see [`sysctl_name`]).
 pub(crate) fn sysctl_path(key: &str) -> PathBuf {
-    PathBuf::from(sysctl_name(key))
+    Root::live().sysctl_file(key)
 }
 
 /// `/proc/<rel>` read whole.
 pub(crate) fn read(rel: &str) -> io::Result<String> {
-    std::fs::read_to_string(path(rel))
+    Root::live().read(rel)
 }
 
 /// `/proc/<who>/<file>` read whole.
 pub(crate) fn read_pid(who: impl Display, file: &str) -> io::Result<String> {
-    std::fs::read_to_string(pid_path(who, file))
+    Root::live().read_pid(who, file)
 }
 
 /// A sysctl's text, trimmed.
@@ -123,16 +117,13 @@ pub(crate) fn numeric_entries(dir: &Path) -> Vec<i32> {
 
 /// The pids now.
 pub(crate) fn pids() -> Vec<i32> {
-    numeric_entries(root())
+    Root::live().pids()
 }
 
 /// The thread ids of `pid` now; Err as the listing failed (NotFound: no
 /// such process).
 pub(crate) fn tids(pid: i32) -> io::Result<Vec<i32>> {
-    Ok(std::fs::read_dir(pid_path(pid, "task"))?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect())
+    Root::live().tasks(pid)
 }
 
 /// A procfs error as an io::Error.
