@@ -1371,6 +1371,8 @@ fn the_verb_shape_rule_sees_violations() {
             "no `pub fn measure` on `Planned`"
         ]
     );
+}
+
 /// What in `line` (code, not a comment) spells /proc's layout relative to a
 /// root — procfs below a filesystem root (`"proc/…"`, `join("proc")`), a
 /// path joined onto a /proc root (`proc_.join(…)`), a process directory's
@@ -1416,24 +1418,6 @@ fn proc_layout_in(line: &str) -> Option<&'static str> {
         .then_some("a file only /proc has")
 }
 
-/// Files outside this branch's reach that still build /proc paths below a
-/// root (diagnose's readers, the sustained-CPU recorder, the journal's
-/// sysctl naming): each must still have a hit, so the list only shrinks.
-const PROC_LAYOUT_PENDING: &[&str] = &[
-    "diagnose/blocking.rs",
-    "diagnose/locks.rs",
-    "diagnose/mod.rs",
-    "diagnose/procs.rs",
-    "diagnose/profile/common.rs",
-    "diagnose/slab.rs",
-    "diagnose/usetable/mod.rs",
-    "diagnose/usetable/snapshot.rs",
-    "diagnose/wakeups.rs",
-    "diagnose/workload.rs",
-    "experiments/cpu/sustained/record.rs",
-    "safety/journal/restore.rs",
-];
-
 /// Non-test lines of `src/` outside the /proc layer that spell /proc's
 /// layout, as "file:line: why: text".
 fn proc_layout_outside_the_layer() -> Vec<(String, String)> {
@@ -1447,7 +1431,7 @@ fn proc_layout_outside_the_layer() -> Vec<(String, String)> {
             continue;
         }
         let src = fs::read_to_string(&m.file).unwrap();
-        let skip = inline_test_modules(&src);
+        let skip = test_items(&src);
         for (i, l) in src.lines().enumerate() {
             let n = i + 1;
             if skip.iter().any(|&(a, b)| a <= n && n <= b) {
@@ -1468,27 +1452,14 @@ fn proc_layout_outside_the_layer() -> Vec<(String, String)> {
 /// relative to a root either (docs/architecture.md, "The /proc layer").
 #[test]
 fn proc_layout_below_a_root_is_known_only_to_the_proc_layer() {
-    let found = proc_layout_outside_the_layer();
-    let bad: Vec<&String> = found
-        .iter()
-        .filter(|(file, _)| !PROC_LAYOUT_PENDING.contains(&file.as_str()))
+    let bad: Vec<String> = proc_layout_outside_the_layer()
+        .into_iter()
         .map(|(_, at)| at)
         .collect();
     assert!(
         bad.is_empty(),
         "/proc layout spelled outside src/system/proc/ (ask a proc::Root for the file):\n{}",
-        bad.iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    let cleared: Vec<&&str> = PROC_LAYOUT_PENDING
-        .iter()
-        .filter(|p| !found.iter().any(|(file, _)| file == *p))
-        .collect();
-    assert!(
-        cleared.is_empty(),
-        "these files go through the /proc layer now: remove them from PROC_LAYOUT_PENDING: {cleared:?}"
+        bad.join("\n")
     );
 }
 

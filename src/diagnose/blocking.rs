@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use super::knob::Switched;
 use super::offcpu::SLEEP_FRAMES;
 use super::procs::{self, Scope};
-use super::{overhead, read, thread_cpu_s, Sampled, Ticker};
+use super::{overhead, thread_cpu_s, Sampled, Ticker};
 use crate::model::diagnosis::{BlockCause, BlockingReport, SchedTime, Section};
 
 /// Causes kept, by total blocked time.
@@ -69,29 +69,29 @@ struct LatencyReader {
 impl Sampled for LatencyReader {
     fn sample(&mut self) {
         for (pid, comm) in procs::processes(&self.root, &self.scope) {
-            if let Ok(t) = read(&self.root, &format!("proc/{pid}/latency")) {
+            if let Ok(t) = crate::system::proc::Root::under(&self.root).read_pid(pid, "latency") {
                 self.last.insert(pid, (comm, t));
             }
         }
     }
 }
 
-const LATENCY_KNOB: &str = "proc/sys/kernel/latencytop";
-
 impl LatencySession {
     /// Switch LatencyTOP on and clear it; Err is why not (the sampler is
     /// used instead).
     pub(crate) fn begin(root: &Path, scope: &Scope) -> Result<LatencySession, String> {
-        if !root.join(LATENCY_KNOB).exists() {
+        let proc = crate::system::proc::Root::under(root);
+        let knob = proc.sysctl_file("kernel.latencytop");
+        if !knob.exists() {
             return Err(
                 "no /proc/sys/kernel/latencytop: the kernel is built without CONFIG_LATENCYTOP"
                     .into(),
             );
         }
         let cpu0 = thread_cpu_s();
-        let knob = Switched::on("kernel.latencytop", &root.join(LATENCY_KNOB), "1")?;
+        let knob = Switched::on("kernel.latencytop", &knob, "1")?;
         // Any write clears the records.
-        let _ = std::fs::write(root.join("proc/latency_stats"), "0");
+        let _ = std::fs::write(proc.file("latency_stats"), "0");
         let reader = LatencyReader {
             root: root.to_path_buf(),
             scope: scope.clone(),
@@ -409,10 +409,11 @@ impl Sampler {
         let read_sched = self.ticks.is_multiple_of(10);
         self.ticks += 1;
         let procs = std::mem::take(&mut self.procs);
+        let proc = crate::system::proc::Root::under(&self.root);
         for (pid, _, tids) in &procs {
             for &tid in tids {
-                let base = format!("proc/{pid}/task/{tid}");
-                let Ok(stat) = read(&self.root, &format!("{base}/stat")) else {
+                let task = |name: &str| proc.task_file(pid, tid, name);
+                let Ok(stat) = std::fs::read_to_string(task("stat")) else {
                     self.close(tid);
                     continue;
                 };
@@ -426,7 +427,7 @@ impl Sampler {
                     ..Default::default()
                 });
                 if read_sched {
-                    if let Some(v) = read(&self.root, &format!("{base}/schedstat"))
+                    if let Some(v) = std::fs::read_to_string(task("schedstat"))
                         .ok()
                         .and_then(|t| parse_schedstat(&t))
                     {
@@ -443,7 +444,7 @@ impl Sampler {
                 }
                 // Did it run since the last sample? Then this is a new wait,
                 // even in the same place (1 ms sleeps are not one stretch).
-                let slices = read(&self.root, &format!("{base}/schedstat"))
+                let slices = std::fs::read_to_string(task("schedstat"))
                     .ok()
                     .and_then(|t| t.split_whitespace().nth(2)?.parse::<u64>().ok());
                 let track = self.tasks.get_mut(&tid).expect("inserted above");
@@ -452,7 +453,7 @@ impl Sampler {
                 if ran {
                     self.close(tid);
                 }
-                let wchan = read(&self.root, &format!("{base}/wchan"))
+                let wchan = std::fs::read_to_string(task("wchan"))
                     .ok()
                     .and_then(|t| parse_wchan(&t))
                     .unwrap_or_else(|| "(unknown)".into());
@@ -463,7 +464,7 @@ impl Sampler {
                     // stack at most every 10th sample per task.
                     let cached = track.caller.as_ref().filter(|(w, _)| *w == wchan);
                     if cached.is_none() && track.stack_age == 0 {
-                        if let Ok(st) = read(&self.root, &format!("{base}/stack")) {
+                        if let Ok(st) = std::fs::read_to_string(task("stack")) {
                             let frames = parse_stack(&st);
                             let caller = frames.iter().find(|f| **f != wchan).cloned();
                             track.caller = caller.map(|c| (wchan.clone(), c));

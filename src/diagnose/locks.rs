@@ -7,17 +7,23 @@
 use std::path::Path;
 
 use super::knob::Switched;
-use super::{overhead, read, thread_cpu_s};
+use super::{overhead, thread_cpu_s};
 use crate::model::diagnosis::{LockReport, LockRow, Section};
 
-const KNOB: &str = "proc/sys/kernel/lock_stat";
-const STATS: &str = "proc/lock_stat";
+/// The switch and the statistics, below `root` (/proc's layout is the
+/// layer's).
+fn knob(root: &Path) -> std::path::PathBuf {
+    crate::system::proc::Root::under(root).sysctl_file("kernel.lock_stat")
+}
+fn stats(root: &Path) -> std::path::PathBuf {
+    crate::system::proc::Root::under(root).file("lock_stat")
+}
 /// Lock classes kept, most contended first.
 pub(crate) const TOP: usize = 15;
 
 /// Why the section cannot run here.
 pub(crate) fn unavailable(root: &Path) -> String {
-    if !root.join(STATS).exists() {
+    if !stats(root).exists() {
         "no /proc/lock_stat: the kernel is built without CONFIG_LOCK_STAT (a debug option; \
          distribution kernels leave it off because it slows every lock)"
             .into()
@@ -129,13 +135,13 @@ pub(crate) struct Session {
 impl Session {
     /// Switch on and clear; Err is the skip reason.
     pub(crate) fn begin(root: &Path) -> Result<Session, String> {
-        if !root.join(STATS).exists() || !root.join(KNOB).exists() {
+        if !stats(root).exists() || !knob(root).exists() {
             return Err(unavailable(root));
         }
         let cpu0 = thread_cpu_s();
-        let knob = Switched::on("kernel.lock_stat", &root.join(KNOB), "1")?;
+        let knob = Switched::on("kernel.lock_stat", &knob(root), "1")?;
         // Writing 0 clears the statistics gathered so far.
-        std::fs::write(root.join(STATS), "0")
+        std::fs::write(stats(root), "0")
             .map_err(|e| format!("cannot clear /proc/lock_stat: {e}"))?;
         Ok(Session {
             knob,
@@ -147,7 +153,7 @@ impl Session {
     /// Read the statistics and switch lock_stat back.
     pub(crate) fn finish(mut self, interval: f64) -> Section<LockReport> {
         let cpu0 = thread_cpu_s();
-        let text = read(&self.root, STATS);
+        let text = std::fs::read_to_string(stats(&self.root));
         let restored = self.knob.restore();
         let text = match text {
             Ok(t) => t,

@@ -127,14 +127,10 @@ pub(crate) fn cpus() -> u32 {
         .unwrap_or(1)
 }
 
-/// Read a kernel file below `root`.
-pub(crate) fn read(root: &Path, rel: &str) -> std::io::Result<String> {
-    std::fs::read_to_string(root.join(rel.trim_start_matches('/')))
-}
-
 /// The process name of `pid` (from /proc/PID/comm).
 pub(crate) fn comm(root: &Path, pid: i32) -> Option<String> {
-    read(root, &format!("proc/{pid}/comm"))
+    crate::system::proc::Root::under(root)
+        .read_pid(pid, "comm")
         .ok()
         .map(|s| s.trim().to_string())
 }
@@ -142,7 +138,8 @@ pub(crate) fn comm(root: &Path, pid: i32) -> Option<String> {
 /// Whether `pid` is a kernel thread (PF_KTHREAD in /proc/PID/stat's flags,
 /// the ninth field): it has no user memory and no user stack.
 pub(crate) fn kernel_thread(root: &Path, pid: i32) -> bool {
-    read(root, &format!("proc/{pid}/stat"))
+    crate::system::proc::Root::under(root)
+        .read_pid(pid, "stat")
         .ok()
         .and_then(|s| crate::system::proc::Stat::parse(&s)?.flags())
         .is_some_and(|flags| flags & 0x0020_0000 != 0)

@@ -19,7 +19,8 @@ pub(crate) fn parse_stat(text: &str) -> Option<(String, char, i32)> {
 
 /// Whether `pid` exists and is not a zombie.
 pub(crate) fn alive(root: &Path, pid: i32) -> bool {
-    super::read(root, &format!("proc/{pid}/stat"))
+    crate::system::proc::Root::under(root)
+        .read_pid(pid, "stat")
         .ok()
         .and_then(|s| parse_stat(&s))
         .is_some_and(|(_, st, _)| st != 'Z' && st != 'X')
@@ -41,8 +42,9 @@ pub(crate) fn processes(root: &Path, scope: &Scope) -> BTreeMap<i32, String> {
     let me = std::process::id() as i32;
     let mut all = BTreeMap::new();
     let mut children: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
-    for pid in numeric_dirs(&root.join("proc")) {
-        if let Some((comm, _, ppid)) = super::read(root, &format!("proc/{pid}/stat"))
+    for pid in crate::system::proc::Root::under(root).pids() {
+        if let Some((comm, _, ppid)) = crate::system::proc::Root::under(root)
+            .read_pid(pid, "stat")
             .ok()
             .and_then(|s| parse_stat(&s))
         {
@@ -77,7 +79,8 @@ fn tree_by_children(root: &Path, top: i32) -> Option<BTreeMap<i32, String>> {
     let mut out = BTreeMap::new();
     let mut todo = vec![top];
     while let Some(pid) = todo.pop() {
-        let Some((comm, _, _)) = super::read(root, &format!("proc/{pid}/stat"))
+        let Some((comm, _, _)) = crate::system::proc::Root::under(root)
+            .read_pid(pid, "stat")
             .ok()
             .and_then(|s| parse_stat(&s))
         else {
@@ -88,7 +91,9 @@ fn tree_by_children(root: &Path, top: i32) -> Option<BTreeMap<i32, String>> {
         }
         let mut files = 0;
         for tid in tasks(root, pid) {
-            if let Ok(text) = super::read(root, &format!("proc/{pid}/task/{tid}/children")) {
+            if let Ok(text) = std::fs::read_to_string(
+                crate::system::proc::Root::under(root).task_file(pid, tid, "children"),
+            ) {
                 files += 1;
                 todo.extend(
                     text.split_whitespace()
@@ -106,7 +111,9 @@ fn tree_by_children(root: &Path, top: i32) -> Option<BTreeMap<i32, String>> {
 
 /// Thread ids of a process.
 pub(crate) fn tasks(root: &Path, pid: i32) -> Vec<i32> {
-    numeric_dirs(&root.join(format!("proc/{pid}/task")))
+    crate::system::proc::Root::under(root)
+        .tasks(pid)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ pub(crate) fn snapshot_in(task: &Path) -> Threads {
 
 /// tunelab's own threads now.
 pub(crate) fn snapshot() -> Threads {
-    snapshot_in(Path::new("/proc/self/task"))
+    snapshot_in(&crate::system::proc::Root::live().pid_file("self", "task"))
 }
 
 /// CPU time per thread name between two snapshots, most first; threads

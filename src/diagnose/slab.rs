@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{overhead, read, thread_cpu_s, Sampled, Ticker};
+use super::{overhead, thread_cpu_s, Sampled, Ticker};
 use crate::model::diagnosis::{Section, SlabCache, SlabReport};
 use crate::observe::pressure::{parse_slabinfo, SlabCounts};
 
@@ -192,7 +192,7 @@ impl SlabinfoSampler {
 
 impl Sampled for SlabinfoSampler {
     fn sample(&mut self) {
-        match read(&self.root, "proc/slabinfo") {
+        match crate::system::proc::Root::under(&self.root).read("slabinfo") {
             Ok(t) => self.feed(&t),
             Err(e) => {
                 self.error.get_or_insert_with(|| e.to_string());

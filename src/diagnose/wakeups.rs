@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::procs::{self, Scope};
-use super::{overhead, read, thread_cpu_s, Sampled, Ticker};
+use super::{overhead, thread_cpu_s, Sampled, Ticker};
 use crate::model::diagnosis::{CState, Section, Waker, WakeupReport};
 
 /// Processes kept, most wake-ups first.
@@ -135,12 +135,13 @@ impl Sampler {
     }
 
     fn counts(&mut self, pid: i32, tid: i32) -> Option<Counts> {
-        let base = format!("proc/{pid}/task/{tid}");
-        let (vol, invol) = parse_status(&read(&self.root, &format!("{base}/status")).ok()?)?;
+        let proc = crate::system::proc::Root::under(&self.root);
+        let (vol, invol) =
+            parse_status(&std::fs::read_to_string(proc.task_file(pid, tid, "status")).ok()?)?;
         // nr_wakeups stays 0 while kernel.sched_schedstats is off: only
         // trusted once some task shows a non-zero count.
         let wk = if self.schedstats != Some(false) {
-            read(&self.root, &format!("{base}/sched"))
+            std::fs::read_to_string(proc.task_file(pid, tid, "sched"))
                 .ok()
                 .and_then(|t| parse_sched_wakeups(&t))
         } else {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::procs::{self, Scope};
-use super::{overhead, read, thread_cpu_s, Sampled, Ticker};
+use super::{overhead, thread_cpu_s, Sampled, Ticker};
 use crate::model::diagnosis::{Section, TaskFigures, WorkloadReport};
 
 /// The kernel's rusage of a reaped command (wait4).
@@ -51,10 +51,11 @@ fn keyed(text: &str, key: &str) -> u64 {
 
 /// One process's cumulative figures now.
 fn reading(root: &Path, pid: i32, tick: f64) -> Option<TaskFigures> {
-    let stat = read(root, &format!("proc/{pid}/stat")).ok()?;
+    let proc = crate::system::proc::Root::under(root);
+    let stat = proc.read_pid(pid, "stat").ok()?;
     let (minflt, majflt, ut, st) = parse_stat_figures(&stat)?;
-    let status = read(root, &format!("proc/{pid}/status")).unwrap_or_default();
-    let io = read(root, &format!("proc/{pid}/io")).unwrap_or_default();
+    let status = proc.read_pid(pid, "status").unwrap_or_default();
+    let io = proc.read_pid(pid, "io").unwrap_or_default();
     Some(TaskFigures {
         pid,
         user_s: ut as f64 / tick,
@@ -176,18 +177,18 @@ impl Sampled for Tracker {
             self.last.insert(*pid, now);
             for tid in procs::tasks(&self.root, *pid) {
                 seen_threads.push(tid);
-                let Some((_, wait, _)) =
-                    read(&self.root, &format!("proc/{pid}/task/{tid}/schedstat"))
-                        .ok()
-                        .and_then(|t| {
-                            let mut w = t.split_whitespace();
-                            Some((
-                                w.next()?.parse::<u64>().ok()?,
-                                w.next()?.parse::<u64>().ok()?,
-                                (),
-                            ))
-                        })
-                else {
+                let Some((_, wait, _)) = std::fs::read_to_string(
+                    crate::system::proc::Root::under(&self.root).task_file(pid, tid, "schedstat"),
+                )
+                .ok()
+                .and_then(|t| {
+                    let mut w = t.split_whitespace();
+                    Some((
+                        w.next()?.parse::<u64>().ok()?,
+                        w.next()?.parse::<u64>().ok()?,
+                        (),
+                    ))
+                }) else {
                     continue;
                 };
                 let born_here = !first_time

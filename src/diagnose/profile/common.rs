@@ -22,8 +22,9 @@ pub(crate) fn online_cpus() -> Vec<usize> {
 
 /// The threads of a process now (new ones are followed through inherit).
 pub(crate) fn threads_of(pid: i32) -> Result<Vec<i32>, String> {
-    let dir = crate::system::proc::name(&format!("{pid}/task"));
+    let dir = crate::system::proc::Root::live().pid_file(pid, "task");
     let rd = std::fs::read_dir(&dir).map_err(|e| {
+        let dir = dir.display();
         if e.kind() == io::ErrorKind::NotFound {
             format!("process {pid} not found (no {dir})")
         } else {

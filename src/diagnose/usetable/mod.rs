@@ -16,7 +16,7 @@ use std::time::Duration;
 pub(crate) use rows::build;
 pub(crate) use snapshot::{parse_loadavg_running, Snapshot};
 
-use super::{overhead, read, thread_cpu_s, Sampled, Ticker};
+use super::{overhead, thread_cpu_s, Sampled, Ticker};
 use crate::model::diagnosis::{Section, UseTable};
 
 /// The run queue sampled: (sum of runnable tasks, samples).
@@ -29,7 +29,8 @@ pub(crate) struct RunQueue {
 
 impl Sampled for RunQueue {
     fn sample(&mut self) {
-        if let Some(r) = read(&self.root, "proc/loadavg")
+        if let Some(r) = crate::system::proc::Root::under(&self.root)
+            .read("loadavg")
             .ok()
             .and_then(|t| parse_loadavg_running(&t))
         {
@@ -51,7 +52,9 @@ fn own_running_threads(root: &Path) -> u64 {
     // Through rustix (the raw syscall): a static musl build can link libc's
     // gettid() as a null weak symbol (the x86_64 board binary crashed here).
     let me = rustix::thread::gettid().as_raw_nonzero().get().to_string();
-    let Ok(dir) = std::fs::read_dir(root.join("proc/self/task")) else {
+    let Ok(dir) =
+        std::fs::read_dir(crate::system::proc::Root::under(root).pid_file("self", "task"))
+    else {
         return 0;
     };
     dir.flatten()

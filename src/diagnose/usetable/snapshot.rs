@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::super::read;
 use super::super::workload::parse_stat_figures;
 use crate::observe::iostat::{self, DiskCounters};
 use crate::observe::pressure::{self, PsiCounters};
@@ -97,13 +96,16 @@ impl Snapshot {
             vm: vmstat::read().ok(),
             disks: iostat::read_all().unwrap_or_default(),
             psi: pressure::read_psi().unwrap_or_default(),
-            net: read(root, "proc/net/dev")
+            net: crate::system::proc::Root::under(root)
+                .read("net/dev")
                 .map(|t| parse_net_dev(&t))
                 .unwrap_or_default(),
-            vmstat: read(root, "proc/vmstat")
+            vmstat: crate::system::proc::Root::under(root)
+                .read("vmstat")
                 .map(|t| parse_keyed(&t))
                 .unwrap_or_default(),
-            meminfo: read(root, "proc/meminfo")
+            meminfo: crate::system::proc::Root::under(root)
+                .read("meminfo")
                 .map(|t| parse_keyed(&t))
                 .unwrap_or_default(),
             speeds: link_speeds(root),

@@ -41,13 +41,12 @@ pub(crate) fn set_setting(p: &Path, value: &str) -> std::io::Result<()> {
 
 /// A knob file as sysctl names it (vm.dirty_ratio), else its file name.
 fn setting_name(p: &Path) -> String {
-    let s = p.to_string_lossy();
-    match s.split_once("proc/sys/") {
-        Some((_, rest)) => rest.replace('/', "."),
-        None => p
-            .file_name()
-            .map_or_else(|| s.to_string(), |n| n.to_string_lossy().into_owned()),
-    }
+    crate::system::proc::sysctl_key(p).unwrap_or_else(|| {
+        p.file_name().map_or_else(
+            || p.to_string_lossy().into_owned(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    })
 }
 
 /// Put one entry back. Returns a line for the user.

@@ -74,6 +74,14 @@ pub(crate) fn sysctl_name(key: &str) -> String {
     sysctl_path(key).to_string_lossy().into_owned()
 }
 
+/// The dotted key of a sysctl file below any /proc ("/proc/sys/vm/dirty_ratio"
+/// → "vm.dirty_ratio"), or None when the path is not a sysctl's.
+pub(crate) fn sysctl_key(path: &Path) -> Option<String> {
+    let s = path.to_string_lossy();
+    s.split_once("proc/sys/")
+        .map(|(_, rest)| rest.replace('/', "."))
+}
+
 /// The file of a sysctl (see [`sysctl_name`]).
 pub(crate) fn sysctl_path(key: &str) -> PathBuf {
     Root::live().sysctl_file(key)

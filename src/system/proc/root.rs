@@ -12,59 +12,59 @@ use super::{Stat, ROOT};
 /// A /proc tree. Readers that tests feed fixtures take one of these instead
 /// of a directory, so no reader builds a /proc path itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Root(Cow<'static, Path>);
+pub(crate) struct Root(Cow<'static, Path>);
 
 impl Root {
     /// The live /proc (allocates nothing: the hot scans build one per task).
-    pub fn live() -> Root {
+    pub(crate) fn live() -> Root {
         Root(Cow::Borrowed(Path::new(ROOT)))
     }
 
     /// A directory laid out like /proc (a fixture).
-    pub fn at(dir: impl Into<PathBuf>) -> Root {
+    pub(crate) fn at(dir: impl Into<PathBuf>) -> Root {
         Root(Cow::Owned(dir.into()))
     }
 
     /// The /proc of the system whose `/` is `fs_root` (readers that also
     /// read /sys and cgroup mounts below one fixture root).
-    pub fn under(fs_root: &Path) -> Root {
+    pub(crate) fn under(fs_root: &Path) -> Root {
         Root::at(fs_root.join(ROOT.trim_start_matches('/')))
     }
 
     /// The tree's directory.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.0
     }
 
     /// `<root>/<rel>` ("meminfo", "pressure/cpu", "device-tree").
-    pub fn file(&self, rel: &str) -> PathBuf {
+    pub(crate) fn file(&self, rel: &str) -> PathBuf {
         self.0.join(rel)
     }
 
     /// `<root>/<rel>` read whole.
-    pub fn read(&self, rel: &str) -> io::Result<String> {
+    pub(crate) fn read(&self, rel: &str) -> io::Result<String> {
         std::fs::read_to_string(self.file(rel))
     }
 
     /// The directory of a process: `who` is a pid, "self" or "thread-self".
-    pub fn pid_dir(&self, who: impl Display) -> PathBuf {
+    pub(crate) fn pid_dir(&self, who: impl Display) -> PathBuf {
         self.0.join(who.to_string())
     }
 
     /// `<root>/<who>/<name>`.
-    pub fn pid_file(&self, who: impl Display, name: &str) -> PathBuf {
+    pub(crate) fn pid_file(&self, who: impl Display, name: &str) -> PathBuf {
         let mut p = self.pid_dir(who);
         p.push(name);
         p
     }
 
     /// `<root>/<who>/<name>` read whole.
-    pub fn read_pid(&self, who: impl Display, name: &str) -> io::Result<String> {
+    pub(crate) fn read_pid(&self, who: impl Display, name: &str) -> io::Result<String> {
         std::fs::read_to_string(self.pid_file(who, name))
     }
 
     /// `<root>/<pid>/task/<tid>/<name>`.
-    pub fn task_file(&self, pid: impl Display, tid: impl Display, name: &str) -> PathBuf {
+    pub(crate) fn task_file(&self, pid: impl Display, tid: impl Display, name: &str) -> PathBuf {
         let mut p = self.pid_file(pid, "task");
         p.push(tid.to_string());
         p.push(name);
@@ -73,14 +73,18 @@ impl Root {
 
     /// `f` of `who`'s stat line, parsed by the layer's [`Stat`] (which
     /// borrows the text, hence the closure); None when unreadable or garbled.
-    pub fn stat<T>(&self, who: impl Display, f: impl FnOnce(Stat<'_>) -> Option<T>) -> Option<T> {
+    pub(crate) fn stat<T>(
+        &self,
+        who: impl Display,
+        f: impl FnOnce(Stat<'_>) -> Option<T>,
+    ) -> Option<T> {
         let text = self.read_pid(who, "stat").ok()?;
         f(Stat::parse(&text)?)
     }
 
     /// Write `<root>/<pid>/[task/<tid>/]stat` into `buf` (reused: a scan over
     /// every task allocates no path per task).
-    pub fn stat_path_into(&self, buf: &mut String, pid: i32, tid: Option<i32>) {
+    pub(crate) fn stat_path_into(&self, buf: &mut String, pid: i32, tid: Option<i32>) {
         use std::fmt::Write;
         buf.clear();
         let dir = self.dir().display();
@@ -91,13 +95,13 @@ impl Root {
     }
 
     /// The pids in the tree, in directory order.
-    pub fn pids(&self) -> Vec<i32> {
+    pub(crate) fn pids(&self) -> Vec<i32> {
         super::numeric_entries(self.dir())
     }
 
     /// The thread ids of `pid`; Err as the listing failed (NotFound: no
     /// such process).
-    pub fn tasks(&self, pid: impl Display) -> io::Result<Vec<i32>> {
+    pub(crate) fn tasks(&self, pid: impl Display) -> io::Result<Vec<i32>> {
         Ok(std::fs::read_dir(self.pid_file(pid, "task"))?
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse().ok())
@@ -106,7 +110,7 @@ impl Root {
 
     /// The child pids of every thread of `pid` (`task/TID/children`, which
     /// needs CONFIG_PROC_CHILDREN); empty when none can be read.
-    pub fn children(&self, pid: impl Display) -> Vec<u32> {
+    pub(crate) fn children(&self, pid: impl Display) -> Vec<u32> {
         let pid = pid.to_string();
         let tids = self.tasks(&pid).unwrap_or_default();
         tids.into_iter()
@@ -121,7 +125,7 @@ impl Root {
 
     /// The file of a sysctl, dotted ("vm.dirty_ratio") or slashed
     /// ("vm/dirty_ratio").
-    pub fn sysctl_file(&self, key: &str) -> PathBuf {
+    pub(crate) fn sysctl_file(&self, key: &str) -> PathBuf {
         let mut p = self.0.join("sys");
         p.push(key.replace('.', "/"));
         p

@@ -61,7 +61,9 @@ pub(super) fn median(mut v: Vec<f64>) -> Option<f64> {
 
 /// Ticks of CPU time this process has used (utime + stime of /proc/<root>/self/stat).
 pub(super) fn own_ticks(root: &Path) -> u64 {
-    let s = std::fs::read_to_string(root.join("proc/self/stat")).unwrap_or_default();
+    let s = crate::system::proc::Root::under(root)
+        .read_pid("self", "stat")
+        .unwrap_or_default();
     crate::system::proc::Stat::parse(&s)
         .map_or(0, |st| st.utime().unwrap_or(0) + st.stime().unwrap_or(0))
 }
