@@ -620,6 +620,8 @@ const CLI_STORE_CALLS: &[&str] = &[
     "list",
     "runs_about",
     "location",
+    // Handing the store this build's parameter kinds as it is opened.
+    "learning_kinds",
     // The Option<Store> a verb holds (--no-store), not a question to it.
     "as_ref",
     "as_mut",

@@ -16,7 +16,12 @@ pub(crate) struct Args {
     pub(crate) workload: Workload,
 }
 
-pub(crate) fn exec(args: &Args, out: &Out, cli: &Cli) -> Result<i32> {
+pub(crate) fn exec(
+    args: &Args,
+    out: &Out,
+    cli: &Cli,
+    experiments: &crate::engine::catalog::Catalog,
+) -> Result<i32> {
     let target = args.target.clone().unwrap_or_else(|| PathBuf::from("."));
     if !target.exists() {
         return Err(Error::usage(format!(
@@ -24,7 +29,7 @@ pub(crate) fn exec(args: &Args, out: &Out, cli: &Cli) -> Result<i32> {
             target.display()
         )));
     }
-    let store = match super::open_store(cli, crate::store::Access::Read) {
+    let store = match super::open_store(cli, crate::store::Access::Read, Some(experiments)) {
         Ok(s) => Some(s),
         Err(e) => {
             out.warn(&format!("{e}: advising from configuration facts only"));

@@ -152,7 +152,6 @@ pub fn main(experiments: &Catalog) -> i32 {
         return 0;
     }
     let term = output::terminal();
-    crate::model::run::set_legacy_kinds(experiments.param_kind);
     if let Some(code) = run::help_for_experiment(&args, experiments, term) {
         return code;
     }
@@ -223,37 +222,62 @@ fn dispatch(cli: &Cli, out: &Out, argv: &[String], experiments: &Catalog) -> Res
     match &cli.command {
         Command::List(a) => list::exec(a, out, experiments),
         Command::Run(a) => run::exec(a, out, cli, argv, experiments),
-        Command::Runs(a) => runs::exec(a, out, &open_store(cli, Read)?),
-        Command::Show(a) => show::exec(a, out, &open_store(cli, Read)?),
-        Command::Compare(a) => compare::exec(a, out, &open_store(cli, Read)?),
-        Command::Export(a) => export::exec(a, out, &open_store(cli, Read)?),
-        Command::Import(a) => import::exec(a, out, &mut open_store(cli, Write)?, experiments),
+        Command::Runs(a) => runs::exec(a, out, &open_store(cli, Read, Some(experiments))?),
+        Command::Show(a) => show::exec(a, out, &open_store(cli, Read, Some(experiments))?),
+        Command::Compare(a) => compare::exec(a, out, &open_store(cli, Read, Some(experiments))?),
+        Command::Export(a) => export::exec(a, out, &open_store(cli, Read, Some(experiments))?),
+        Command::Import(a) => import::exec(
+            a,
+            out,
+            &mut open_store(cli, Write, Some(experiments))?,
+            experiments,
+        ),
         Command::Inspect(a) => inspect::exec(a, out),
-        Command::Advise(a) => advise::exec(a, out, cli),
+        Command::Advise(a) => advise::exec(a, out, cli, experiments),
         Command::Study(a) => study::exec(a, out, cli, argv),
         Command::Tune(a) => tune::exec(a, out, cli, argv, experiments),
         Command::Restore(a) => restore::exec(a, out, cli.db.as_deref()),
-        Command::Completions(a) => {
-            completions::exec(a, out, experiments, &|| open_store(cli, Read))
-        }
+        Command::Completions(a) => completions::exec(a, out, experiments, &|| {
+            open_store(cli, Read, Some(experiments))
+        }),
         Command::Monitor(a) => monitor::exec(a, out, cli.json),
         Command::Time(a) => time::exec(a, out, cli, argv),
         Command::Memory(a) => memory::exec(a, out),
-        Command::Report(a) => report::exec(a, out, &open_store(cli, Read)?),
-        Command::History(a) => history::exec(a, out, &open_store(cli, Read)?),
+        Command::Report(a) => report::exec(a, out, &open_store(cli, Read, Some(experiments))?),
+        Command::History(a) => history::exec(a, out, &open_store(cli, Read, Some(experiments))?),
         Command::Remote(a) => remote::exec(a, out, cli),
 
         Command::Boot(a) => boot::exec(a, out, cli, argv),
         Command::Diagnose(a) => diagnose::exec(a, out, cli, argv),
-        Command::Apply(a) => apply::exec_apply(a, out, &mut open_store(cli, Write)?),
-        Command::Applied(a) => apply::exec_applied(a, out, &open_store(cli, Write)?),
-        Command::Verify(a) => apply::exec_verify(a, out, &open_store(cli, Write)?),
-        Command::Unapply(a) => apply::exec_unapply(a, out, &mut open_store(cli, Write)?),
+        Command::Apply(a) => {
+            apply::exec_apply(a, out, &mut open_store(cli, Write, Some(experiments))?)
+        }
+        Command::Applied(a) => {
+            apply::exec_applied(a, out, &open_store(cli, Write, Some(experiments))?)
+        }
+        Command::Verify(a) => {
+            apply::exec_verify(a, out, &open_store(cli, Write, Some(experiments))?)
+        }
+        Command::Unapply(a) => {
+            apply::exec_unapply(a, out, &mut open_store(cli, Write, Some(experiments))?)
+        }
     }
 }
 
 /// The results database for a verb that reads it (never created) or
 /// writes it: the verb says which where it is dispatched.
-pub(crate) fn open_store(cli: &Cli, access: Access) -> Result<Store> {
-    crate::store::open(cli.db.as_deref(), access)
+/// Results read from it learn the kinds of parameters stored before kinds
+/// travelled with them from `experiments` (this build's registry); a
+/// measuring verb that only adds its own runs, stamped with their kinds,
+/// passes None.
+pub(crate) fn open_store(
+    cli: &Cli,
+    access: Access,
+    experiments: Option<&Catalog>,
+) -> Result<Store> {
+    let store = crate::store::open(cli.db.as_deref(), access)?;
+    Ok(match experiments {
+        Some(e) => store.learning_kinds(e.param_kind),
+        None => store,
+    })
 }

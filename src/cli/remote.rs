@@ -61,7 +61,7 @@ pub(crate) fn exec(a: &Args, out: &Out, cli: &Cli) -> Result<i32> {
     let mut store = if a.no_store {
         None
     } else {
-        Some(super::open_store(cli, Access::Write)?)
+        Some(super::open_store(cli, Access::Write, None)?)
     };
     let Fanned {
         outcomes,

@@ -136,7 +136,7 @@ fn store_unless(no_store: bool, cli: &Cli) -> Result<Option<Store>> {
     Ok(if no_store {
         None
     } else {
-        Some(super::open_store(cli, crate::store::Access::Write)?)
+        Some(super::open_store(cli, crate::store::Access::Write, None)?)
     })
 }
 

@@ -36,8 +36,8 @@ pub fn find(name: &str) -> Result<Box<dyn Experiment>> {
 }
 
 /// The stored kind name of an experiment's parameter, for results stored
-/// before kinds travelled with them (the CLI hands this to
-/// `model::run::set_legacy_kinds` at start-up).
+/// before kinds travelled with them (the CLI hands this to the store it
+/// opens: `Store::learning_kinds`).
 pub fn param_kind(experiment: &str, param: &str) -> Option<&'static str> {
     let exp = find(experiment).ok()?;
     Some(exp.spec().param(param)?.kind.stored_name())
@@ -109,8 +109,8 @@ mod tests {
     }
 
     #[test]
-    fn legacy_results_learn_kinds_from_the_installed_lookup() {
-        use crate::model::run::{set_legacy_kinds, PointResult};
+    fn legacy_results_learn_kinds_from_the_registry() {
+        use crate::model::run::PointResult;
         use crate::model::ParamValue;
         let mut r: PointResult = serde_json::from_str(
             r#"{"experiment":"io.file-read","params":{"chunk":65536},
@@ -118,10 +118,16 @@ mod tests {
         )
         .unwrap();
         assert!(r.param_kinds.is_empty());
-        set_legacy_kinds(param_kind);
+        let stored_as_count = {
+            let mut r = r.clone();
+            r.param_kinds.insert("chunk".into(), "count".into());
+            r
+        };
+        r.learn_kinds(param_kind);
         assert_eq!(r.params_label(), "chunk=64 KiB");
         // A stored kind wins over the lookup.
-        r.param_kinds.insert("chunk".into(), "count".into());
+        let mut r = stored_as_count;
+        r.learn_kinds(param_kind);
         assert_eq!(r.params.get("chunk"), Some(&ParamValue::Int(65536)));
         assert_eq!(r.params_label(), "chunk=65536");
     }

@@ -5,8 +5,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use std::sync::OnceLock;
-
 use super::{Better, ParamValue};
 use crate::observe::sampler::MonitorSample;
 pub use crate::observe::validity::{Flag, TrialCheck, Validity};
@@ -120,14 +118,22 @@ impl PointResult {
     }
 
     /// The stored kind of a parameter ("size", "duration", …). Results stored
-    /// before kinds were recorded ask the legacy lookup the CLI installed at
-    /// start-up (`set_legacy_kinds`); the model itself knows no registry.
+    /// before kinds were recorded learn theirs when the store reads them
+    /// ([`PointResult::learn_kinds`]); the model itself knows no registry.
     pub(crate) fn param_kind(&self, name: &str) -> Option<String> {
-        if let Some(k) = self.param_kinds.get(name) {
-            return Some(k.clone());
+        self.param_kinds.get(name).cloned()
+    }
+
+    /// Give every parameter stored without its kind the kind `lookup` (this
+    /// build's registry) names; a stored kind is kept.
+    pub(crate) fn learn_kinds(&mut self, lookup: LegacyKinds) {
+        for name in self.params.keys() {
+            if !self.param_kinds.contains_key(name) {
+                if let Some(kind) = lookup(&self.experiment, name) {
+                    self.param_kinds.insert(name.clone(), kind.to_string());
+                }
+            }
         }
-        let lookup = LEGACY_KINDS.get()?;
-        lookup(&self.experiment, name).map(str::to_string)
     }
 
     /// "2 of 5 trials flagged: …" when the guard flagged a summarised trial.
@@ -139,14 +145,6 @@ impl PointResult {
 /// How a result stored without `param_kinds` learns a parameter's kind:
 /// (experiment, parameter) -> kind name, from this build's registry.
 pub(crate) type LegacyKinds = fn(&str, &str) -> Option<&'static str>;
-
-static LEGACY_KINDS: OnceLock<LegacyKinds> = OnceLock::new();
-
-/// Installed once by the CLI at start-up (a lower layer never asks a higher
-/// one; the answer is handed down). Later calls are ignored.
-pub(crate) fn set_legacy_kinds(lookup: LegacyKinds) {
-    let _ = LEGACY_KINDS.set(lookup);
-}
 
 /// Whether the run finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::model::applied::AppliedChange;
-use crate::model::run::{PointResult, Run};
+use crate::model::run::{LegacyKinds, PointResult, Run};
 use crate::observe::sampler::MonitorSample;
 use crate::{Error, Result};
 
@@ -26,6 +26,10 @@ pub struct Store {
     backend: Box<dyn Backend>,
     /// Where the runs are, for messages (a PostgreSQL password is hidden).
     location: String,
+    /// The kinds of parameters stored before kinds travelled with results,
+    /// from this build's registry (handed down by the CLI when it opens the
+    /// store: the store knows no registry).
+    kinds: Option<LegacyKinds>,
 }
 
 /// What a database must do for [`Store`]; runs are addressed by exact id
@@ -202,6 +206,7 @@ impl Store {
             return Ok(Store {
                 backend: Box::new(postgres::Postgres::open(&s)?),
                 location: postgres::redact(&s),
+                kinds: None,
             });
             #[cfg(not(feature = "fleet"))]
             return Err(Error::usage(
@@ -212,6 +217,7 @@ impl Store {
         Ok(Store {
             backend: Box::new(sqlite::Sqlite::open(path)?),
             location: path.display().to_string(),
+            kinds: None,
         })
     }
 
@@ -224,6 +230,7 @@ impl Store {
         Ok(Store {
             backend: Box::new(sqlite::Sqlite::open(Path::new(":memory:"))?),
             location: format!("{} (does not exist yet)", path.display()),
+            kinds: None,
         })
     }
 
@@ -378,11 +385,31 @@ impl Store {
         }
     }
 
+    /// Results read from this store learn the kinds of parameters stored
+    /// before kinds were recorded from `lookup`.
+    pub(crate) fn learning_kinds(mut self, lookup: LegacyKinds) -> Store {
+        self.kinds = Some(lookup);
+        self
+    }
+
+    fn learned(&self, mut results: Vec<PointResult>) -> Vec<PointResult> {
+        if let Some(lookup) = self.kinds {
+            results.iter_mut().for_each(|r| r.learn_kinds(lookup));
+        }
+        results
+    }
+
+    fn learned_run(&self, mut run: Run) -> Run {
+        run.results = self.learned(std::mem::take(&mut run.results));
+        run
+    }
+
     /// A whole run (results and monitor samples included) by reference.
     pub(crate) fn load(&self, reference: &str) -> Result<Run> {
         let id = self.resolve(reference)?;
         let run = self.backend.load(&id).map_err(|e| self.named(e))?;
-        run.ok_or_else(|| Error::usage(format!("no run '{id}'")))
+        run.map(|r| self.learned_run(r))
+            .ok_or_else(|| Error::usage(format!("no run '{id}'")))
     }
 
     /// Id and environment of the newest `limit` runs, newest first, without
@@ -396,14 +423,15 @@ impl Store {
 
     /// A run's results of the given experiments only.
     pub(crate) fn results_in(&self, id: &str, experiments: &[&str]) -> Result<Vec<PointResult>> {
-        self.backend.results_in(id, experiments)
+        Ok(self.learned(self.backend.results_in(id, experiments)?))
     }
 
     /// A run by its exact id (as `list` gives it), without resolving a
     /// reference: walking every run of a large store stays O(n), not O(n²).
     pub(crate) fn load_id(&self, id: &str) -> Result<Run> {
         let run = self.backend.load(id)?;
-        run.ok_or_else(|| Error::usage(format!("no run '{id}'")))
+        run.map(|r| self.learned_run(r))
+            .ok_or_else(|| Error::usage(format!("no run '{id}'")))
     }
 
     /// The runs a history of `subject` reads: those that measured the
@@ -413,7 +441,8 @@ impl Store {
     /// parameters, notes and validity checks but without time series or
     /// histograms; no monitor samples or diagnosis.
     pub(crate) fn runs_about(&self, subject: &str) -> Result<Vec<Run>> {
-        self.backend.runs_about(subject)
+        let runs = self.backend.runs_about(subject)?;
+        Ok(runs.into_iter().map(|r| self.learned_run(r)).collect())
     }
 
     /// The monitor sample of a run with the most Dirty + Writeback (None: the
