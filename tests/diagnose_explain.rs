@@ -296,9 +296,16 @@ fn one_ms_sleeps_are_sleeps_of_about_one_ms() {
         .cloned()
         .expect("a sleep row");
     // A "longest wait" is one real wait: 1 ms asked, a few ms at worst on
-    // a loaded machine, never the 234 ms of merged samples.
+    // a loaded machine, never the 234 ms of merged samples. With more
+    // runnable tasks than CPUs one real wake-up can itself wait 100 ms for
+    // a CPU, so the bound says nothing then (the USE table tells).
     let max = sleep["max_s"].as_f64().unwrap();
-    assert!(max < 0.1, "longest sleep {max} s");
+    let rq = runnable_per_cpu(&d);
+    if rq >= 1.0 {
+        eprintln!("machine run queue {rq:.1} per CPU: longest sleep {max} s not judged");
+    } else {
+        assert!(max < 0.1, "longest sleep {max} s");
+    }
 }
 
 #[test]

@@ -168,6 +168,10 @@ fn gauges(s: &Subject) -> (Vec<Gauge>, Help) {
                     "Upper bound of the ratio's 95% confidence interval",
                 ),
                 ("tunelab_comparison_regressions", "Metrics that regressed"),
+                (
+                    "tunelab_comparison_suspect_regressions",
+                    "Metrics that regressed on trials the validity guard flagged",
+                ),
             ];
             for p in &c.pairs {
                 let params = p.params();
@@ -187,7 +191,16 @@ fn gauges(s: &Subject) -> (Vec<Gauge>, Help) {
                 }
             }
             let l = labels(&[("base", &c.base), ("new", &c.new)]);
-            push("tunelab_comparison_regressions", l, c.regressions as f64);
+            push(
+                "tunelab_comparison_regressions",
+                l.clone(),
+                c.regressions as f64,
+            );
+            push(
+                "tunelab_comparison_suspect_regressions",
+                l,
+                c.suspect_regressions as f64,
+            );
         }
         Subject::Devices(c) => {
             help = vec![
