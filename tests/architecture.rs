@@ -1036,27 +1036,14 @@ fn test_items(src: &str) -> Vec<(usize, usize)> {
 /// through the layer.
 #[test]
 fn proc_paths_are_named_only_in_the_proc_layer() {
-    let mut modules = Vec::new();
-    collect(&src_dir(), &mut modules);
-    let tests = test_only_files(&modules);
-    let layer = src_dir().join("system").join("proc");
-    let mut found = Vec::new();
-    for m in &modules {
-        if m.file.starts_with(&layer) || tests.contains(&m.file) {
-            continue;
-        }
-        let src = fs::read_to_string(&m.file).unwrap();
-        let skip = test_items(&src);
-        for (i, l) in src.lines().enumerate() {
-            let n = i + 1;
+    let found: Vec<String> = code_lines_outside_the_proc_layer()
+        .into_iter()
+        .filter(|(_, _, l)| {
             let comment = l.trim_start().starts_with("//");
-            let hit = l.contains("\"/proc/") || l.contains("procfs::");
-            if hit && !comment && !skip.iter().any(|&(a, b)| a <= n && n <= b) {
-                let rel = m.file.strip_prefix(src_dir()).unwrap();
-                found.push(format!("src/{}:{n}: {}", rel.display(), l.trim()));
-            }
-        }
-    }
+            !comment && (l.contains("\"/proc/") || l.contains("procfs::"))
+        })
+        .map(|(file, n, l)| format!("src/{file}:{n}: {}", l.trim()))
+        .collect();
     assert!(
         found.is_empty(),
         "/proc paths or procfs outside src/system/proc/ (go through the layer):\n{}",
@@ -1420,14 +1407,14 @@ fn proc_layout_in(line: &str) -> Option<&'static str> {
         .then_some("a file only /proc has")
 }
 
-/// Non-test lines of `src/` outside the /proc layer that spell /proc's
-/// layout, as "file:line: why: text".
-fn proc_layout_outside_the_layer() -> Vec<(String, String)> {
+/// Every line of `src/` outside the /proc layer and outside test code
+/// (test-only files, `#[cfg(test)]` items): (file below src/, line, text).
+fn code_lines_outside_the_proc_layer() -> Vec<(String, usize, String)> {
     let mut modules = Vec::new();
     collect(&src_dir(), &mut modules);
     let tests = test_only_files(&modules);
     let layer = src_dir().join("system").join("proc");
-    let mut found = Vec::new();
+    let mut out = Vec::new();
     for m in &modules {
         if m.file.starts_with(&layer) || tests.contains(&m.file) {
             continue;
@@ -1436,16 +1423,24 @@ fn proc_layout_outside_the_layer() -> Vec<(String, String)> {
         let skip = test_items(&src);
         for (i, l) in src.lines().enumerate() {
             let n = i + 1;
-            if skip.iter().any(|&(a, b)| a <= n && n <= b) {
-                continue;
-            }
-            if let Some(why) = proc_layout_in(l) {
-                let at = format!("src/{}:{n}: {why}: {}", rel(&m.file), l.trim());
-                found.push((rel(&m.file), at));
+            if !skip.iter().any(|&(a, b)| a <= n && n <= b) {
+                out.push((rel(&m.file), n, l.to_string()));
             }
         }
     }
-    found
+    out
+}
+
+/// Non-test lines of `src/` outside the /proc layer that spell /proc's
+/// layout, as (file, "file:line: why: text").
+fn proc_layout_outside_the_layer() -> Vec<(String, String)> {
+    code_lines_outside_the_proc_layer()
+        .into_iter()
+        .filter_map(|(file, n, l)| {
+            let why = proc_layout_in(&l)?;
+            Some((file.clone(), format!("src/{file}:{n}: {why}: {}", l.trim())))
+        })
+        .collect()
 }
 
 /// Readers that tests feed fixture trees take a `proc::Root` (or a root
