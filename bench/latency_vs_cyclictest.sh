@@ -34,6 +34,16 @@
 # still share the same minute. Each round's 1-minute load average is
 # printed beside it; on a busy machine say so, do not judge.
 #
+# Even 20 s runs do not settle the mean on such a VM: the host's stalls
+# (~100 ms, counted as steal in /proc/stat) come a few per run, each adds
+# 2.5 µs to a 40,000-wake-up mean, and their count is a Poisson variable
+# of the host (6 +- 2.5 a run here), so two runs of the same tool differ
+# by 20-40% in mean. The script therefore prints, per run, the wake-ups of
+# 1 ms or more and the steal the kernel counted, and a mean outside 10%
+# passes only "apart from host stalls": the tool's own path (m<1ms) within
+# 10% and its stalls no more frequent than cyclictest's (exact test of two
+# Poisson rates over all rounds, p >= 0.05). That is said as such.
+#
 # Usage: bench/latency_vs_cyclictest.sh [ROUNDS]   (default 3, at least 3)
 # Needs: root, cyclictest (apt-get install -y rt-tests), python3.
 # Env: DUR (seconds per side and round, default 20), PRIO (95), TUNELAB (use
@@ -69,6 +79,15 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 mkdir "$OUT/target"
 
+# Host steal (ms, all CPUs) while a run lasts: the host's stalls of the
+# virtual CPUs, which both tools see as wake-ups of ~100 ms.
+steal() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{printf "%d\n", $9 * 1000 / hz}' /proc/stat; }
+stolen() { # file command...
+    local f=$1 s0; shift
+    s0=$(steal)
+    "$@"
+    echo $(($(steal) - s0)) >"$f"
+}
 ct() { # round
     cyclictest -S -d 0 -m -N -p "$PRIO" -i 1000 -D "$DUR" --policy=fifo -q -h "$HIST_NS" \
         --json="$OUT/ct$1.json" >/dev/null 2>"$OUT/ct$1.err" \
@@ -84,9 +103,9 @@ tl() { # round causes
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq 1 "$ROUNDS"); do
     case $((r % 3)) in
-    1) ct "$r"; tl "$r" auto; tl "$r" off ;;
-    2) tl "$r" auto; tl "$r" off; ct "$r" ;;
-    0) tl "$r" off; ct "$r"; tl "$r" auto ;;
+    1) stolen "$OUT/steal-ct-$r" ct "$r"; stolen "$OUT/steal-auto-$r" tl "$r" auto; stolen "$OUT/steal-off-$r" tl "$r" off ;;
+    2) stolen "$OUT/steal-auto-$r" tl "$r" auto; stolen "$OUT/steal-off-$r" tl "$r" off; stolen "$OUT/steal-ct-$r" ct "$r" ;;
+    0) stolen "$OUT/steal-off-$r" tl "$r" off; stolen "$OUT/steal-ct-$r" ct "$r"; stolen "$OUT/steal-auto-$r" tl "$r" auto ;;
     esac
     cut -d' ' -f1 /proc/loadavg >"$OUT/load$r"
     echo "round $r done" >&2
@@ -96,8 +115,9 @@ META="$(date -u '+%Y-%m-%d %H:%M UTC'), $("$TL" --version 2>/dev/null || echo tu
 echo "$META"
 status=0
 python3 - "$OUT" "$ROUNDS" "${DOC:+$OUT/doc}" "$META" <<'PY' || status=$?
-import json, statistics, sys
+import json, math, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
+stalls = {}  # path -> (wake-ups of 1 ms or more, all wake-ups)
 
 def cyclictest(path):
     d = json.load(open(path))
@@ -123,6 +143,7 @@ def cyclictest(path):
     for ns, n in hist.items():
         if ns < 1000000:
             bins[ns // 2000] = bins.get(ns // 2000, 0) + n
+    stalls[path] = (cycles - sum(bins.values()), cycles)
     return (wsum / cycles * 1e-9, pct(0.99) * 1e-9, mx * 1e-9, mn * 1e-9, pct(0.5) * 1e-9,
             bulk_mean(bins))
 
@@ -135,12 +156,14 @@ def bulk_mean(bins):
 def tunelab(path):
     d = json.load(open(path))
     m = {x["name"]: x["samples"][0] for x in d["results"][0]["metrics"]}
-    bins = {}
+    bins, n = {}, 0
     for h in d["results"][0]["histograms"]:
         for b in h["buckets"]:
+            n += b["count"]
             if b["high"] is not None and b["high"] <= 1e-3 + 1e-12:
                 i = round(b["low"] / 2e-6)
                 bins[i] = bins.get(i, 0) + b["count"]
+    stalls[path] = (n - sum(bins.values()), n)
     return (m["lat_mean"], m["lat_p99"], m["lat_max"], m["lat_min"], m["lat_p50"],
             bulk_mean(bins))
 
@@ -168,6 +191,39 @@ for r in range(1, rounds + 1):
         rr.append(" ".join(f"{x:.3f}" for x in rs[:3]))
     print(line + " | " + ", ".join(rr))
     per_round.append(line + " | " + ", ".join(rr))
+# Host stalls: wake-ups of 1 ms or more, and the steal the kernel counted
+# while each run lasted. A stall of ~100 ms is one sample of ~100 ms for
+# either tool, so over 40,000 wake-ups each one adds 2.5 µs to the mean:
+# the count, a Poisson variable of the host, decides a run's mean.
+line = f"{'round':>5} | stalls >= 1 ms (count of wake-ups) ct/auto/off | host steal (ms) ct/auto/off"
+print(line)
+per_round += ["", line]
+pooled = {c: [0, 0] for c in ("ct", "auto", "off")}
+for r in range(1, rounds + 1):
+    ks, st = [], []
+    for c in ("ct", "auto", "off"):
+        k, n = stalls[f"{out}/ct{r}.json" if c == "ct" else f"{out}/tl-{c}-{r}.json"]
+        pooled[c][0] += k
+        pooled[c][1] += n
+        ks.append(str(k))
+        st.append(open(f"{out}/steal-{c}-{r}").read().strip())
+    line = f"{r:>5} | {'/'.join(ks):>47} | {'/'.join(st)}"
+    print(line)
+    per_round.append(line)
+
+def same_stall_rate(c):
+    # Exact conditional test of two Poisson rates: given both tools'
+    # stalls together, tunelab's count is binomial with its share of the
+    # wake-ups. Two-sided p-value (sum of the outcomes no likelier).
+    (k1, n1), (k2, n2) = pooled[c], pooled["ct"]
+    m, q = k1 + k2, n1 / (n1 + n2)
+    if m == 0:
+        return 1.0
+    pmf = [math.exp(math.lgamma(m + 1) - math.lgamma(i + 1) - math.lgamma(m - i + 1)
+                    + (i * math.log(q) if i else 0) + ((m - i) * math.log(1 - q) if m - i else 0))
+           for i in range(m + 1)]
+    return min(1.0, sum(x for x in pmf if x <= pmf[k1] * (1 + 1e-7)))
+
 ok = True
 summary = []
 for causes in ("auto", "off"):
@@ -175,17 +231,35 @@ for causes in ("auto", "off"):
         med = statistics.median(ratios[(causes, n)])
         lo, hi = min(ratios[(causes, n)]), max(ratios[(causes, n)])
         passed = abs(med - 1) <= 0.10
+        verdict = ("PASS" if passed else "FAIL") if n in judged else "(not judged)"
+        if n == "mean" and not passed:
+            # The mean apart from the host: the tool's own wake-up path
+            # (m<1ms) agrees and it saw stalls no more often than
+            # cyclictest did (p >= 0.05): the host's stall count made the
+            # difference, not the tool. Said as such, never as a plain PASS.
+            bulk = statistics.median(ratios[(causes, "m<1ms")])
+            p = same_stall_rate(causes)
+            (k1, n1), (k2, n2) = pooled[causes], pooled["ct"]
+            if abs(bulk - 1) <= 0.10 and p >= 0.05:
+                passed = True
+                verdict = (f"PASS apart from host stalls (m<1ms ratio {bulk:.3f}; stalls {k1} of {n1} "
+                           f"vs {k2} of {n2} wake-ups, rates indistinguishable, p={p:.2f})")
+            else:
+                verdict += f" (m<1ms ratio {bulk:.3f}; stalls {k1} of {n1} vs {k2} of {n2}, p={p:.3f})"
         if n in judged:
             ok &= passed
-        verdict = ("PASS" if passed else "FAIL") if n in judged else "(not judged)"
         i = names.index(n)
         line = (f"causes={causes:<4} {n:<5}: tunelab {statistics.median(x[i] for x in cts[causes])*1e6:7.1f} µs, "
                 f"cyclictest {statistics.median(x[i] for x in cts['ct'])*1e6:7.1f} µs (medians); "
                 f"ratio median {med:.3f} (rounds {lo:.3f}..{hi:.3f})  {verdict}")
         print(line)
         summary.append(line)
-print("criterion: median per-round ratio within 10% of 1 for mean, p99 and max, causes on and off;"
-      " m<1ms = mean of the wake-ups under 1 ms (both from 2 µs bins), the bulk without stalls")
+crit = ("criterion: median per-round ratio within 10% of 1 for mean, p99 and max, causes on and off;"
+        " m<1ms = mean of the wake-ups under 1 ms (both from 2 µs bins), the bulk without stalls;"
+        " a mean outside 10% passes only 'apart from host stalls': m<1ms within 10% and stalls >= 1 ms"
+        " no more frequent than cyclictest's (exact Poisson rate test over all rounds, p >= 0.05)")
+print(crit)
+summary.append(crit)
 if sys.argv[3]:
     # DOC=page: the block for bench/lib/docblock.sh.
     open(sys.argv[3], "w").write(

@@ -341,7 +341,7 @@ fi
 echo
 META="$(date -u '+%Y-%m-%d %H:%M UTC'), $("$TL" --version 2>/dev/null || echo tunelab) ($(basename "$(dirname "$TL")") build), $(fio --version), kernel $(uname -r), $(nproc) CPUs, load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after; $ROUNDS rounds x (1 warm-up + $TRIALS x ${DUR}s) per tool and case"
 status=0
-python3 - "$ROWS" "${DOC:+$ROWS.doc}" "$META" <<'PY' || status=$?
+python3 - "$ROWS" "${DOC:+$ROWS.doc}" "$META" "$(nproc)" <<'PY' || status=$?
 import math, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 fail = False
@@ -411,9 +411,22 @@ for case in dict.fromkeys(r[0] for r in rows):
               f"lower in {lower} of {len(fc)} rounds")
     cpu = (f"{statistics.median(tc):.0f} | {statistics.median(fc):.0f} | {lower} of {len(fc)}"
            if tc and fc else "- | - | -")
+    # A rate no machine of this size can reach: IOPS x CPU time per I/O is
+    # the CPUs the tool kept busy. fio with hundreds of --numjobs threads
+    # sums each job's rate over its own window, and those windows do not
+    # coincide when the threads start one after another.
+    impossible = ""
+    for who, iops_col, cpu_col in (("fio", 4, 8), ("tunelab", 2, 7)):
+        busy = statistics.median(float(r[iops_col]) * float(r[cpu_col]) * 1e-9
+                                 for r in rs if len(r) > 8) if tc and fc else 0.0
+        if busy > int(sys.argv[4]) * 1.05:
+            print(f"WARN {case:<26} {who}'s IOPS x its CPU per I/O = {busy:.1f} CPUs busy, more than "
+                  f"the {sys.argv[4]} this machine has: its IOPS is not a rate the device and "
+                  "CPUs delivered at one time, so this row's ratio is not trusted")
+            impossible += f" ({who}'s IOPS beyond {sys.argv[4]} CPUs: not trusted)"
     table.append(f"| {case} | {statistics.median(float(r[2]) for r in rs):.0f} | "
                  f"{statistics.median(float(r[4]) for r in rs):.0f} | {mi:.3f} ({lo:.3f}–{hi:.3f}) "
-                 f"{verdict(lo, hi, tol)} | {ml:.3f} | {cpu} |")
+                 f"{verdict(lo, hi, tol)}{impossible} | {ml:.3f} | {cpu} |")
 print("criterion: |median IOPS ratio - 1| <= 5% (ram rows: 3%) and |median p99 ratio - 1| <= 10%;"
       " with FLOOR=1 also |median tunelab/floor - 1| <= 3% (the exit status follows the fio rows only)."
       " The CI line says whether the rounds can tell: 'undecided' means the machine's spread"
