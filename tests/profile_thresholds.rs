@@ -57,8 +57,8 @@ fn judged_issues_run_enough_trials_for_an_interval() {
                 .find_map(|l| l.trim().strip_prefix("trials = "))
                 .map(|v| v.trim().parse::<usize>().unwrap());
             // None: the experiment's default (at least 5 trials, adaptive).
-            // 1: one long recording judged on its value (the verdict says
-            // it has no interval).
+            // 1: one long recording, judged on the binomial interval of
+            // its misses (`events`) or on its value ("no interval").
             if let Some(n) = trials {
                 assert!(
                     n == 1 || n >= 5,

@@ -22,6 +22,11 @@ fn broken_profiles_give_line_numbered_errors_and_run_nothing() {
             "name = \"x\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nexperiment = \"io.file-read\"\n[[issue.criteria]]\nmetric = \"speed\"\nop = \">=\"\nvalue = 1\n",
             "line 6: criterion: io.file-read has no metric 'speed'",
         ),
+        (
+            "events.toml",
+            "name = \"x\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nexperiment = \"io.stream\"\n[[issue.criteria]]\nmetric = \"miss_ratio\"\nop = \"<=\"\nvalue = \"1%\"\nevents = \"frames\"\n",
+            "line 6: criterion: events: io.stream has no metric 'frames'",
+        ),
         ("syntax.toml", "name = \"x\"\ntitle = \"t\"\n[[issue]\nname = \"a\"\n", "line 3"),
         ("param.toml", "name = \"x\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nexperiment = \"io.file-read\"\nparams = { size = \"huge\" }\n", "line 6"),
     ];

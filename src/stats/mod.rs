@@ -4,6 +4,7 @@ pub(crate) mod calibrate;
 pub(crate) mod changepoint;
 pub(crate) mod compare;
 pub(crate) mod histogram;
+pub(crate) mod proportion;
 pub(crate) mod summary;
 
 pub(crate) use compare::{compare, Comparison, Verdict};

@@ -2,6 +2,7 @@
 //! criteria) run in one go, with a verdict per key issue.
 
 pub(crate) mod advice;
+pub(crate) mod criterion;
 pub(crate) mod fit;
 pub(crate) mod footprint;
 pub(crate) mod plan;

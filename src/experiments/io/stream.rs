@@ -197,6 +197,7 @@ pub(crate) static SPEC: Spec = Spec {
                 "fraction",
                 "paced: missed frames / frames due (both streams)",
             ),
+            MetricSpec::higher("frames_due", "count", "paced: frames due (both streams), miss_ratio's chances"),
             MetricSpec::lower("record_missed", "count", "paced: recorded frames missed"),
             MetricSpec::lower("playback_missed", "count", "paced: played frames missed"),
             MetricSpec::lower(
@@ -216,6 +217,7 @@ pub(crate) static SPEC: Spec = Spec {
 };
 
 // The metrics a trial emits, checked against the Spec while compiling.
+const FRAMES_DUE: Metric = SPEC.emits("frames_due");
 const MISSED_FRAMES: Metric = SPEC.emits("missed_frames");
 const MISS_RATIO: Metric = SPEC.emits("miss_ratio");
 const PLAYBACK_FPS: Metric = SPEC.emits("playback_fps");
@@ -466,6 +468,7 @@ impl PointRun for StreamRun {
             let (rm, pm) = (frames - rec.on_time, frames - play.on_time);
             v.set(MISSED_FRAMES, (rm + pm) as f64);
             v.set(MISS_RATIO, (rm + pm) as f64 / (2 * frames) as f64);
+            v.set(FRAMES_DUE, (2 * frames) as f64);
             v.set(RECORD_MISSED, rm as f64);
             v.set(PLAYBACK_MISSED, pm as f64);
         }

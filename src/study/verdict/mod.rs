@@ -59,10 +59,42 @@ struct Estimate {
     low: f64,
     high: f64,
     n: usize,
+    /// A proportion's events and chances pooled over the trials, when the
+    /// criterion names its chances (then `low`/`high` are binomial).
+    events: Option<(u64, u64)>,
 }
 
-fn estimate(r: &PointResult, metric: &str) -> Option<Estimate> {
-    let s = &r.metric(metric)?.summary;
+/// A proportion pooled over the trials: Σ ratio × chances of Σ chances,
+/// with its exact binomial interval. None when a trial lacks either
+/// metric or nothing was due.
+fn pooled(r: &PointResult, metric: &str, chances: &str) -> Option<Estimate> {
+    let (m, c) = (r.metric(metric)?, r.metric(chances)?);
+    if m.samples.len() != c.samples.len() || m.samples.is_empty() {
+        return None;
+    }
+    let (mut k, mut n) = (0u64, 0u64);
+    for (ratio, due) in m.samples.iter().zip(&c.samples) {
+        if !(ratio.is_finite() && due.is_finite() && *due >= 0.0) {
+            return None;
+        }
+        k += (ratio * due).round() as u64;
+        n += due.round() as u64;
+    }
+    let (low, high) = crate::stats::proportion::clopper_pearson(k, n, 0.95)?;
+    Some(Estimate {
+        median: k as f64 / n as f64,
+        low,
+        high,
+        n: m.samples.len(),
+        events: Some((k, n)),
+    })
+}
+
+fn estimate(r: &PointResult, c: &Criterion) -> Option<Estimate> {
+    if let Some(chances) = &c.events {
+        return pooled(r, &c.metric, chances);
+    }
+    let s = &r.metric(&c.metric)?.summary;
     if !s.median.is_finite() {
         return None;
     }
@@ -73,6 +105,7 @@ fn estimate(r: &PointResult, metric: &str) -> Option<Estimate> {
         low: a.min(b).min(s.median),
         high: a.max(b).max(s.median),
         n: s.n,
+        events: None,
     })
 }
 
@@ -90,7 +123,7 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult]) -> Judged 
     let est: Vec<Estimate> = results
         .iter()
         .filter(|r| matches(r, c))
-        .filter_map(|r| estimate(r, &c.metric))
+        .filter_map(|r| estimate(r, c))
         .collect();
     if est.is_empty() {
         return Judged {
@@ -134,11 +167,24 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult]) -> Judged 
         Over::Best => "best ",
         Over::Median => "median ",
     };
-    let single = est.iter().all(|e| e.n < 2);
-    let interval = if single {
-        "1 trial, no interval".to_string()
-    } else {
-        format!("95% CI {} … {}", human(low, &c.unit), human(high, &c.unit))
+    let single = est.iter().all(|e| e.n < 2 && e.events.is_none());
+    let interval = match (single, est.as_slice()) {
+        (true, _) => "1 trial, no interval".to_string(),
+        (
+            false,
+            [Estimate {
+                events: Some((k, n)),
+                n: trials,
+                ..
+            }],
+        ) => format!(
+            "{k} of {n} {} over {trials} trial{}, binomial 95% CI {} … {}",
+            c.events.as_deref().unwrap_or("chances").replace('_', " "),
+            if *trials == 1 { "" } else { "s" },
+            human(low, &c.unit),
+            human(high, &c.unit)
+        ),
+        _ => format!("95% CI {} … {}", human(low, &c.unit), human(high, &c.unit)),
     };
     let text = format!(
         "{how}{} {} ({interval}; needs {} {})",
@@ -343,247 +389,4 @@ pub(crate) fn judge(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::params::ParamValue;
-    use crate::engine::Better;
-    use crate::model::run::MetricResult;
-    use crate::study::profile::Op;
-    use std::collections::BTreeMap;
-
-    /// A point of ipc.pipe whose round_trip summary has the given median
-    /// and CI (seconds).
-    fn point(test: &str, median: f64, low: f64, high: f64) -> PointResult {
-        let mut summary = crate::stats::summarize(&[median; 5]);
-        summary.ci95_low = low;
-        summary.ci95_high = high;
-        let mut params = BTreeMap::new();
-        params.insert("test".to_string(), ParamValue::Text(test.into()));
-        PointResult {
-            experiment: "ipc.pipe".into(),
-            params,
-            metrics: vec![MetricResult {
-                name: "round_trip".into(),
-                unit: "s".into(),
-                better: Better::Lower,
-                samples: vec![median; 5],
-                warmup: vec![],
-                summary,
-            }],
-            series: vec![],
-            histograms: vec![],
-            notes: vec![],
-            elapsed_s: 1.0,
-            ..Default::default()
-        }
-    }
-
-    fn le_50us(over: Over) -> Criterion {
-        Criterion {
-            metric: "round_trip".into(),
-            unit: "s".into(),
-            higher_is_better: false,
-            op: Op::Le,
-            value: 50e-6,
-            filter: BTreeMap::new(),
-            over,
-        }
-    }
-
-    fn outcome(c: &Criterion, r: &[PointResult]) -> Outcome {
-        judge_criterion(c, r).outcome
-    }
-
-    #[test]
-    fn the_whole_interval_decides() {
-        let c = le_50us(Over::All);
-        // The issue's case: medians of 47.9 and 51.8 µs with intervals
-        // straddling 50 µs are neither PASS nor FAIL.
-        for (median, low, high, want) in [
-            (47.9e-6, 45e-6, 52e-6, Outcome::Marginal),
-            (51.8e-6, 48e-6, 53e-6, Outcome::Marginal),
-            (40e-6, 38e-6, 42e-6, Outcome::Pass),
-            (60e-6, 55e-6, 66e-6, Outcome::Fail),
-        ] {
-            let got = outcome(&c, &[point("latency", median, low, high)]);
-            assert_eq!(got, want, "median {median}, CI {low} … {high}");
-        }
-        // The old rule judged the median alone: 47.9 µs passed although
-        // its interval reaches 52 µs.
-        let j = judge_criterion(&c, &[point("latency", 47.9e-6, 45e-6, 52e-6)]);
-        assert!(j.text.contains("95% CI 45.0 µs … 52.0 µs"), "{}", j.text);
-    }
-
-    #[test]
-    fn a_bound_on_the_threshold_meets_it() {
-        let c = le_50us(Over::All);
-        assert_eq!(
-            outcome(&c, &[point("latency", 45e-6, 40e-6, 50e-6)]),
-            Outcome::Pass
-        );
-        let mut lt = le_50us(Over::All);
-        lt.op = Op::Lt;
-        assert_eq!(
-            outcome(&lt, &[point("latency", 45e-6, 40e-6, 50e-6)]),
-            Outcome::Marginal
-        );
-    }
-
-    #[test]
-    fn higher_is_better_thresholds() {
-        let c = Criterion {
-            higher_is_better: true,
-            op: Op::Ge,
-            value: 10.0,
-            ..le_50us(Over::All)
-        };
-        assert_eq!(outcome(&c, &[point("x", 12.0, 11.0, 13.0)]), Outcome::Pass);
-        assert_eq!(
-            outcome(&c, &[point("x", 10.5, 9.0, 12.0)]),
-            Outcome::Marginal
-        );
-        assert_eq!(outcome(&c, &[point("x", 8.0, 7.0, 9.9)]), Outcome::Fail);
-    }
-
-    #[test]
-    fn over_combines_intervals() {
-        let pts = [
-            point("a", 40e-6, 38e-6, 42e-6), // clear pass
-            point("b", 49e-6, 47e-6, 52e-6), // straddles
-            point("c", 70e-6, 65e-6, 75e-6), // clear fail
-        ];
-        // all/worst: one point misses with its whole interval → FAIL.
-        assert_eq!(outcome(&le_50us(Over::All), &pts), Outcome::Fail);
-        assert_eq!(outcome(&le_50us(Over::Worst), &pts), Outcome::Fail);
-        assert_eq!(outcome(&le_50us(Over::All), &pts[..2]), Outcome::Marginal);
-        assert_eq!(outcome(&le_50us(Over::All), &pts[..1]), Outcome::Pass);
-        // best: one point meets with its whole interval → PASS.
-        assert_eq!(outcome(&le_50us(Over::Best), &pts), Outcome::Pass);
-        assert_eq!(outcome(&le_50us(Over::Best), &pts[1..]), Outcome::Marginal);
-        assert_eq!(outcome(&le_50us(Over::Best), &pts[2..]), Outcome::Fail);
-        // median of three: b's interval decides.
-        assert_eq!(outcome(&le_50us(Over::Median), &pts), Outcome::Marginal);
-        let j = judge_criterion(&le_50us(Over::Median), &pts);
-        assert!(
-            j.text.starts_with("median round_trip 49.0 µs"),
-            "{}",
-            j.text
-        );
-    }
-
-    #[test]
-    fn where_filters_points() {
-        let mut c = le_50us(Over::All);
-        c.filter.insert("test".into(), "a".into());
-        let pts = [
-            point("a", 40e-6, 38e-6, 42e-6),
-            point("b", 70e-6, 65e-6, 75e-6),
-        ];
-        assert_eq!(outcome(&c, &pts), Outcome::Pass);
-        c.filter.insert("test".into(), "zzz".into());
-        assert_eq!(outcome(&c, &pts), Outcome::Unknown);
-    }
-
-    #[test]
-    fn a_single_trial_is_judged_on_its_value_and_says_so() {
-        let mut p = point("a", 40e-6, 40e-6, 40e-6);
-        p.metrics[0].summary = crate::stats::summarize(&[40e-6]);
-        let j = judge_criterion(&le_50us(Over::All), &[p]);
-        assert_eq!(j.outcome, Outcome::Pass);
-        assert!(j.text.contains("1 trial, no interval"), "{}", j.text);
-    }
-
-    #[test]
-    fn nan_interval_falls_back_to_the_median() {
-        let p = point("a", 40e-6, f64::NAN, f64::NAN);
-        assert_eq!(outcome(&le_50us(Over::All), &[p]), Outcome::Pass);
-    }
-
-    fn issue(criteria: Vec<Criterion>) -> KeyIssue {
-        KeyIssue {
-            name: "Pipe round trip".into(),
-            question: "fast?".into(),
-            experiment: crate::experiments::registry::find("ipc.pipe").unwrap(),
-            points: vec![],
-            trials: None,
-            warmup: None,
-            budget: None,
-            trial_time: None,
-            criteria,
-        }
-    }
-
-    fn flagged(kind: &str) -> crate::model::run::TrialCheck {
-        crate::model::run::TrialCheck {
-            flags: vec![crate::model::run::Flag {
-                kind: kind.into(),
-                detail: "cpu-thermal at 85.0 °C".into(),
-            }],
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn issue_verdicts_and_suspect_data() {
-        let ki = issue(vec![le_50us(Over::All)]);
-        let v = judge(&ki, &[point("latency", 47.9e-6, 45e-6, 52e-6)], None);
-        assert_eq!(v.verdict, "marginal");
-        assert!(
-            v.conclusion.contains("95% CI of round_trip straddles"),
-            "{}",
-            v.conclusion
-        );
-        assert!(v.suspect.is_empty());
-        assert_eq!(v.label(), "MARGINAL");
-        // A thermal flag on a summarised trial: the verdict says so.
-        let mut p = point("latency", 40e-6, 38e-6, 42e-6);
-        p.validity.trials = vec![Default::default(), flagged("thermal")];
-        let v = judge(&ki, &[p.clone()], None);
-        assert_eq!(v.verdict, "pass");
-        assert_eq!(v.label(), "PASS (suspect)");
-        assert!(
-            v.conclusion
-                .contains("on suspect data (thermal trip or cooling"),
-            "{}",
-            v.conclusion
-        );
-        assert!(
-            v.suspect[0].contains("1 of 2 trials flagged"),
-            "{:?}",
-            v.suspect
-        );
-        // The same flag on a trial discarded as warm-up does not count.
-        p.validity.trials = vec![flagged("thermal"), Default::default()];
-        p.validity.warmup_discarded = 1;
-        assert!(judge(&ki, &[p], None).suspect.is_empty());
-        // Fail beats marginal.
-        let ki = issue(vec![le_50us(Over::All), {
-            let mut c = le_50us(Over::All);
-            c.value = 10e-6;
-            c
-        }]);
-        let v = judge(&ki, &[point("latency", 47.9e-6, 45e-6, 52e-6)], None);
-        assert_eq!(v.verdict, "fail");
-    }
-
-    #[test]
-    fn a_ram_backed_target_is_marked_in_the_verdict() {
-        let ki = issue(vec![le_50us(Over::All)]);
-        let mut p = point("latency", 40e-6, 38e-6, 42e-6);
-        p.notes.push(
-            "backing: tmpfs (RAM), not a block device: the figures are RAM speed, not a device's"
-                .into(),
-        );
-        let v = judge(&ki, &[p.clone()], None);
-        assert_eq!(v.verdict, "pass");
-        assert!(
-            v.conclusion
-                .ends_with("— RAM (tmpfs), not a device's figure"),
-            "{}",
-            v.conclusion
-        );
-        // A block device's result is not marked.
-        p.notes = vec!["backing: block device vda (ext4)".into()];
-        assert!(!judge(&ki, &[p], None).conclusion.contains("not a device"));
-    }
-}
+mod tests;
