@@ -31,6 +31,8 @@
 # processes: the user's store is not touched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib/docblock.sh
+[ -z "${DOC:-}" ] || docblock_check "$DOC" aa_compare
 N=${N:-6}
 TRIALS=${TRIALS:-10}
 ORDER=${ORDER:-both}
@@ -218,11 +220,6 @@ for order in ("backtoback", "interleaved"):
 text = "\n".join(lines) + "\n"
 print(text, end="")
 if doc:
-    page = open(doc).read()
-    begin, end = "<!-- aa_compare:begin -->", "<!-- aa_compare:end -->"
-    if begin not in page or end not in page:
-        sys.exit(f"{doc} has no {begin} … {end} block to replace")
-    head, rest = page.split(begin, 1)
-    open(doc, "w").write(head + begin + "\n" + text + end + rest.split(end, 1)[1])
-    print(f"updated {doc}", file=sys.stderr)
+    open(f"{work}/doc", "w").write(text)
 PY
+[ -z "${DOC:-}" ] || docblock "$DOC" aa_compare "$work/doc"

@@ -21,6 +21,8 @@
 # touched. The knob is restored by tune itself after every sweep.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib/docblock.sh
+[ -z "${DOC:-}" ] || docblock_check "$DOC" aa_tune
 SWEEPS=${SWEEPS:-20}
 BIN=${TUNELAB:-${CARGO_TARGET_DIR:-target}/release/tunelab}
 KNOB=${KNOB:-vm.dirty_expire_centisecs}
@@ -98,16 +100,6 @@ PY
 } | tee "$work/report.txt"
 
 if [ -n "${DOC:-}" ]; then
-  python3 - "$DOC" "$work/report.txt" <<'PY'
-import sys
-doc, rep = sys.argv[1], open(sys.argv[2]).read()
-text = open(doc).read()
-b, e = "<!-- aa_tune:begin -->", "<!-- aa_tune:end -->"
-if b not in text or e not in text:
-    sys.exit(f"{doc} has no {b} … {e} block")
-head, rest = text.split(b, 1)
-_, tail = rest.split(e, 1)
-open(doc, "w").write(f"{head}{b}\n```text\n{rep}```\n{e}{tail}")
-PY
-  echo "wrote the block in $DOC"
+  { echo '```text'; cat "$work/report.txt"; echo '```'; } >"$work/doc"
+  docblock "$DOC" aa_tune "$work/doc"
 fi

@@ -30,7 +30,7 @@ if [ "${1:-}" = --verbs ]; then
     D=$(mktemp -d) || exit 4
     trap 'rm -rf "$D"' EXIT
     export TUNELAB_DB=$D/results.db
-    echo "tunelab $("$TL" --version 2>/dev/null); kernel $(uname -r); $(grep -c ^processor /proc/cpuinfo) CPUs;" \
+    echo "$("$TL" --version 2>/dev/null || echo tunelab); kernel $(uname -r); $(grep -c ^processor /proc/cpuinfo) CPUs;" \
         "MemTotal $(awk '/MemTotal/ {printf "%.0f MiB", $2/1024}' /proc/meminfo);" \
         "MemAvailable $(awk '/MemAvailable/ {printf "%.0f MiB", $2/1024}' /proc/meminfo); target $TARGET"
     printf "%-10s %12s %5s %10s  %s\n" verb "peak RSS MiB" exit "wall" command
@@ -83,7 +83,7 @@ if [ -z "$TL" ]; then
 fi
 [ -n "$TL" ] && [ -x "$TL" ] || { echo "tunelab binary not found (set TUNELAB=)" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "GNU time (/usr/bin/time) is needed" >&2; exit 4; }
-echo "tunelab $("$TL" --version 2>/dev/null); kernel $(uname -r); $(nproc) CPUs;" \
+echo "$("$TL" --version 2>/dev/null || echo tunelab); kernel $(uname -r); $(nproc) CPUs;" \
     "MemAvailable $(awk '/MemAvailable/ {printf "%.0f MiB", $2/1024}' /proc/meminfo); target $TARGET"
 OUT=$(mktemp)
 trap 'rm -f "$OUT" "$OUT.err"' EXIT

@@ -18,6 +18,8 @@
 # database made here (removed at the end): the user's store is not touched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib/docblock.sh
+[ -z "${DOC:-}" ] || docblock_check "$DOC" study_quick_time
 RUNS=${RUNS:-3}
 NEW=${TUNELAB:-${CARGO_TARGET_DIR:-target}/debug/tunelab}
 BASE=${BASELINE:-}
@@ -179,13 +181,6 @@ for key in judged:
 text = "\n".join(lines)
 print(text)
 if doc:
-    page = open(doc).read()
-    begin, end = "<!-- study_quick_time:begin -->", "<!-- study_quick_time:end -->"
-    if begin not in page or end not in page:
-        sys.exit(f"{doc} has no {begin} … {end} lines to fill")
-    head, rest = page.split(begin, 1)
-    tail = rest.split(end, 1)[1]
-    page = f"{head}{begin}\nOutput of `bench/study_quick_time.sh` ({bins}):\n\n{text}\n{end}{tail}"
-    open(doc, "w").write(page)
-    print(f"(written into {doc})")
+    open(f"{work}/doc", "w").write(f"Output of `bench/study_quick_time.sh` ({bins}):\n\n{text}\n")
 PY
+[ -z "${DOC:-}" ] || docblock "$DOC" study_quick_time "$work/doc"
