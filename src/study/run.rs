@@ -106,6 +106,7 @@ pub(crate) fn run(
             issue,
             &session.run.results[before..],
             error.as_ref().map(|e| e.to_string()).as_deref(),
+            super::verdict::BETWEEN_RUNS,
         );
         verdict.seconds = Some(began.elapsed().as_secs_f64());
         verdicts.push(verdict);

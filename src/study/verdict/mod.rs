@@ -18,6 +18,12 @@
 //! interval meets the need, FAIL when some point's whole interval misses".
 //! The intervals are per point (95% each), not simultaneous.
 //!
+//! The interval of a point's trials is widened by the drift between runs
+//! ([`BETWEEN_RUNS`]) before it is judged: trials seconds apart share one
+//! minute's speed, and a verdict is a claim about the machine, which the
+//! next run of the same study must not contradict. A proportion with its
+//! chances counted is judged on its exact binomial interval instead.
+//!
 //! A verdict resting on trials the validity guard flagged (throttling,
 //! steal, competing load, swap, a failed cache drop, a full scratch file
 //! system) keeps its PASS/FAIL/MARGINAL but says that it is on suspect data.
@@ -25,6 +31,11 @@
 use super::profile::{Criterion, KeyIssue, Over};
 use crate::model::run::{IssueVerdict, PointResult};
 use crate::units::human;
+
+/// How far another run of the same study may drift from this one: the
+/// comparison's default between-run floor (±10%, from A/A runs), which a
+/// study's interval of trials is widened by before it is judged.
+pub(crate) const BETWEEN_RUNS: f64 = crate::stats::calibrate::DEFAULT_FLOOR;
 
 /// The outcome of one criterion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +69,10 @@ struct Estimate {
     median: f64,
     low: f64,
     high: f64,
+    /// The interval the verdict is judged on: [low, high] widened by the
+    /// between-run drift for an interval of trials, else [low, high].
+    judged_low: f64,
+    judged_high: f64,
     n: usize,
     /// A proportion's events and chances pooled over the trials, when the
     /// criterion names its chances (then `low`/`high` are binomial).
@@ -85,12 +100,14 @@ fn pooled(r: &PointResult, metric: &str, chances: &str) -> Option<Estimate> {
         median: k as f64 / n as f64,
         low,
         high,
+        judged_low: low,
+        judged_high: high,
         n: m.samples.len(),
         events: Some((k, n)),
     })
 }
 
-fn estimate(r: &PointResult, c: &Criterion) -> Option<Estimate> {
+fn estimate(r: &PointResult, c: &Criterion, drift: f64) -> Option<Estimate> {
     if let Some(chances) = &c.events {
         return pooled(r, &c.metric, chances);
     }
@@ -100,10 +117,18 @@ fn estimate(r: &PointResult, c: &Criterion) -> Option<Estimate> {
     }
     let or_median = |v: f64| if v.is_finite() { v } else { s.median };
     let (a, b) = (or_median(s.ci95_low), or_median(s.ci95_high));
+    let (low, high) = (a.min(b).min(s.median), a.max(b).max(s.median));
+    // Trials taken seconds apart share the minute's speed; another run of
+    // the same study, minutes later, drifts by more than their spread
+    // (the A/A runs behind stats::calibrate). A single value has no
+    // interval to widen and says so.
+    let drift = if s.n >= 2 { drift } else { 0.0 };
     Some(Estimate {
         median: s.median,
-        low: a.min(b).min(s.median),
-        high: a.max(b).max(s.median),
+        low,
+        high,
+        judged_low: low - low.abs() * drift,
+        judged_high: high + high.abs() * drift,
         n: s.n,
         events: None,
     })
@@ -118,12 +143,13 @@ pub(crate) fn judge_interval(c: &Criterion, low: f64, high: f64) -> Outcome {
     }
 }
 
-/// Judge one criterion against the results of its key issue.
-pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult]) -> Judged {
+/// Judge one criterion against the results of its key issue; an interval
+/// of trials is widened by `drift` (relative, 0.10 = ±10%) between runs.
+pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult], drift: f64) -> Judged {
     let est: Vec<Estimate> = results
         .iter()
         .filter(|r| matches(r, c))
-        .filter_map(|r| estimate(r, c))
+        .filter_map(|r| estimate(r, c, drift))
         .collect();
     if est.is_empty() {
         return Judged {
@@ -160,6 +186,8 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult]) -> Judged 
         combine(&|e| e.low),
         combine(&|e| e.high),
     );
+    let (judged_low, judged_high) = (combine(&|e| e.judged_low), combine(&|e| e.judged_high));
+    let widened = judged_low != low || judged_high != high;
     let how = match c.over {
         Over::All if est.len() > 1 => "worst ",
         Over::All => "",
@@ -184,6 +212,14 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult]) -> Judged 
             human(low, &c.unit),
             human(high, &c.unit)
         ),
+        _ if widened => format!(
+            "95% CI {} … {}, ±{:.0}% between runs: {} … {}",
+            human(low, &c.unit),
+            human(high, &c.unit),
+            drift * 100.0,
+            human(judged_low, &c.unit),
+            human(judged_high, &c.unit)
+        ),
         _ => format!("95% CI {} … {}", human(low, &c.unit), human(high, &c.unit)),
     };
     let text = format!(
@@ -194,7 +230,7 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult]) -> Judged 
         human(c.value, &c.unit)
     );
     Judged {
-        outcome: judge_interval(c, low, high),
+        outcome: judge_interval(c, judged_low, judged_high),
         text,
         metric: c.metric.clone(),
         single,
@@ -267,6 +303,7 @@ pub(crate) fn judge(
     issue: &KeyIssue,
     results: &[PointResult],
     error: Option<&str>,
+    drift: f64,
 ) -> IssueVerdict {
     let suspect = suspect_notes(results);
     let kinds = suspect_kinds(results);
@@ -323,7 +360,7 @@ pub(crate) fn judge(
     let judged: Vec<Judged> = issue
         .criteria
         .iter()
-        .map(|c| judge_criterion(c, results))
+        .map(|c| judge_criterion(c, results, drift))
         .collect();
     let result = judged
         .iter()
@@ -354,7 +391,7 @@ pub(crate) fn judge(
                 )
             } else {
                 format!(
-                    "does not meet the need: the whole 95% CI of {} misses it",
+                    "does not meet the need: the whole interval of {} misses it",
                     failed.join(", ")
                 )
             },
@@ -364,7 +401,7 @@ pub(crate) fn judge(
             "marginal",
             result,
             format!(
-                "cannot tell: the 95% CI of {} straddles the need; more trials (--trials) or a \
+                "cannot tell: the interval of {} straddles the need; more trials (--trials) or a \
                  quieter machine narrow it",
                 marginal.join(", ")
             ),
@@ -382,7 +419,7 @@ pub(crate) fn judge(
             if single {
                 "meets the need (one trial, no interval)".into()
             } else {
-                "meets the need: the whole 95% CI is on the right side".into()
+                "meets the need: the whole interval is on the right side".into()
             },
         )
     }
