@@ -27,7 +27,7 @@ secs=$(( $(date +%s) - start ))
 
 echo "<!-- scripts/readme-figures.sh: What a study looks like -->"
 echo "Real output from this repository's ${cpus}-CPU machine (\`tunelab study quick --target /tmp/q\`,"
-echo "${build} of this tree, ${secs} s, exit ${code}; verdicts are judged on the 95% CI):"
+echo "${build} of this tree, ${secs} s, exit ${code}; verdicts are judged on the 95% CI widened by the drift between runs):"
 echo "the run's header, then the summary:"
 echo
 echo '```text'

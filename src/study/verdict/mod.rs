@@ -187,7 +187,10 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult], drift: f64
         combine(&|e| e.high),
     );
     let (judged_low, judged_high) = (combine(&|e| e.judged_low), combine(&|e| e.judged_high));
-    let widened = judged_low != low || judged_high != high;
+    // The widened interval is shown where it decides: where the trials'
+    // own interval would have said otherwise.
+    let outcome = judge_interval(c, judged_low, judged_high);
+    let widened = outcome != judge_interval(c, low, high);
     let how = match c.over {
         Over::All if est.len() > 1 => "worst ",
         Over::All => "",
@@ -230,7 +233,7 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult], drift: f64
         human(c.value, &c.unit)
     );
     Judged {
-        outcome: judge_interval(c, judged_low, judged_high),
+        outcome,
         text,
         metric: c.metric.clone(),
         single,
