@@ -404,12 +404,12 @@ if [ -x /wl/check.sh ]; then
   # TUNELAB_DIAGNOSE_COST: each reader's readings and cost on stderr.
   step diagnose-spin sh -c 'TUNELAB_DIAGNOSE_COST=1 MIN_CPU=95 MAX_OWN=5 sh /wl/check.sh spin cpu-hotspot "cpu-starvation|kernel-bound" 10'
   step diagnose-spin-short sh -c 'TUNELAB_DIAGNOSE_COST=1 MIN_CPU=95 MAX_OWN=5 sh /wl/check.sh spin cpu-hotspot "cpu-starvation|kernel-bound" 2'
-  step diagnose-cost sh -c 'SPIN=/wl/spin TUNELAB=tunelab CHECK=1 sh /wl/cost.sh'
-  step diagnose-memcpy sh /wl/check.sh memcpy_loop cpu-hotspot=copy_blocks "cpu-starvation" 4
-  step diagnose-fork sh /wl/check.sh fork_loop "" "cpu-starvation|cpu-hotspot" 4
-  step diagnose-mutex sh /wl/check.sh mutex user-lock=contended_update "" 4
-  step diagnose-prodcons sh /wl/check.sh prodcons cpu-hotspot "cpu-starvation" 4
-  step diagnose-threads sh /wl/check.sh threads_cpu cpu-starvation "observer-cost" 4 4
+  step diagnose-cost sh -c 'TUNELAB_DIAGNOSE_COST=1 SPIN=/wl/spin TUNELAB=tunelab CHECK=1 sh /wl/cost.sh'
+  step diagnose-memcpy sh -c 'TUNELAB_DIAGNOSE_COST=1 sh /wl/check.sh memcpy_loop cpu-hotspot=copy_blocks "cpu-starvation" 4'
+  step diagnose-fork sh -c 'TUNELAB_DIAGNOSE_COST=1 sh /wl/check.sh fork_loop "" "cpu-starvation|cpu-hotspot" 4'
+  step diagnose-mutex sh -c 'TUNELAB_DIAGNOSE_COST=1 sh /wl/check.sh mutex user-lock=contended_update "" 4'
+  step diagnose-prodcons sh -c 'TUNELAB_DIAGNOSE_COST=1 sh /wl/check.sh prodcons cpu-hotspot "cpu-starvation" 4'
+  step diagnose-threads sh -c 'TUNELAB_DIAGNOSE_COST=1 sh /wl/check.sh threads_cpu cpu-starvation "observer-cost" 4 4'
 fi
 # ---- lab/flashsim's cards (LAB_FLASHSIM): raw on the honest one, handed
 # over with overwrite=yes; file level on the fake one's vfat.

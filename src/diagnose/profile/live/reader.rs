@@ -19,6 +19,10 @@ use super::holders::Holders;
 use super::leaf;
 use super::open::Opened;
 use super::pairing::{OffEvent, OffKind, OffState};
+use super::stacks::{add_stack, resolve_late, splice_scanned};
+use super::windows::{switch_all, Turn, Windows};
+use crate::diagnose::budget::Pace;
+use std::sync::Arc;
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
@@ -49,6 +53,20 @@ struct Reader {
     /// processes seen to exec: until then its samples are tunelab's own.
     own_exe: Option<String>,
     execed: HashSet<u32>,
+    /// Samples that looked like tunelab's own fork before its exec: the
+    /// exec's COMM record may sit in another CPU's buffer not read yet (the
+    /// board's programs and tunelab are both linked at 0x400000, so the
+    /// program's addresses resolve in tunelab's old mappings). Decided
+    /// after the last drain, when every exec has been read.
+    pending: Vec<Pending>,
+}
+
+/// A sample held until the end (see `Reader::pending`).
+struct Pending {
+    pid: u32,
+    raw: Vec<(u64, bool)>,
+    return_address: Option<u64>,
+    leaf_kernel: bool,
 }
 
 const PERF_RECORD_SWITCH: u32 = 14;
@@ -254,7 +272,6 @@ impl Reader {
             return;
         }
         let leaf_kernel = misc & MISC_CPUMODE_MASK == MISC_KERNEL;
-        let mut frames: Vec<FrameKey> = Vec::new();
         let mut raw: Vec<(u64, bool)> = Vec::new();
         match s.callchain() {
             Some(chain) if !chain.is_empty() => {
@@ -278,30 +295,27 @@ impl Reader {
                 }
             }
         }
-        for (i, (ip, kernel)) in raw.into_iter().enumerate() {
-            // Callers' entries are return addresses: step back into the
-            // call instruction so a call at a function's very end resolves.
-            let addr = if i > 0 { ip.saturating_sub(1) } else { ip };
-            if kernel {
-                frames.push(FrameKey::Kernel(addr));
-            } else {
-                let key = match self.space(pid).lookup(addr) {
-                    Some((file, off)) => FrameKey::User(file, off),
-                    None => FrameKey::Unmapped(pid, addr),
-                };
-                frames.push(key);
-            }
-        }
+        let mut frames = self.frames(pid, &raw);
+        let return_address = if self.off.is_none() {
+            leaf::return_address(s).filter(|&a| a >= 4096)
+        } else {
+            None
+        };
         if self.before_exec(pid, &frames) {
-            self.out.own_samples += 1;
+            if self.off.is_none() {
+                self.pending.push(Pending {
+                    pid,
+                    raw,
+                    return_address,
+                    leaf_kernel,
+                });
+            } else {
+                self.out.own_samples += 1;
+            }
             return;
         }
         if self.off.is_none() {
-            if let Some(ra) = leaf::return_address(s).filter(|&a| a >= 4096) {
-                if let Some((file, off)) = self.space(pid).lookup(ra - 1) {
-                    leaf::splice(&mut frames, FrameKey::Caller(file, off));
-                }
-            }
+            self.splice_caller(pid, &mut frames, return_address);
         } else if let Some(stack) = s.stack_user() {
             let found = self.scan_stack(pid, stack, &frames);
             splice_scanned(&mut frames, found);
@@ -317,6 +331,53 @@ impl Reader {
         }
         let comm = self.pid_comm(pid);
         add_stack(&mut self.out, comm, frames, leaf_kernel, MAX_STACKS);
+    }
+
+    /// The frames of a raw call chain, user addresses looked up in `pid`'s
+    /// address space as read so far.
+    fn frames(&mut self, pid: u32, raw: &[(u64, bool)]) -> Vec<FrameKey> {
+        let mut frames = Vec::with_capacity(raw.len());
+        for (i, &(ip, kernel)) in raw.iter().enumerate() {
+            // Callers' entries are return addresses: step back into the
+            // call instruction so a call at a function's very end resolves.
+            let addr = if i > 0 { ip.saturating_sub(1) } else { ip };
+            if kernel {
+                frames.push(FrameKey::Kernel(addr));
+            } else {
+                let key = match self.space(pid).lookup(addr) {
+                    Some((file, off)) => FrameKey::User(file, off),
+                    None => FrameKey::Unmapped(pid, addr),
+                };
+                frames.push(key);
+            }
+        }
+        frames
+    }
+
+    /// The leaf's caller from its return address, when it resolves.
+    fn splice_caller(&mut self, pid: u32, frames: &mut Vec<FrameKey>, ra: Option<u64>) {
+        if let Some(ra) = ra {
+            if let Some((file, off)) = self.space(pid).lookup(ra - 1) {
+                leaf::splice(frames, FrameKey::Caller(file, off));
+            }
+        }
+    }
+
+    /// The held samples, once every record is read: a process that exec'd
+    /// had them after its exec (before it, tunelab's fork only waits on a
+    /// pipe), so they are the program's, looked up in its final mappings;
+    /// the others are tunelab's own.
+    fn settle_pending(&mut self) {
+        for p in std::mem::take(&mut self.pending) {
+            if !self.execed.contains(&p.pid) {
+                self.out.own_samples += 1;
+                continue;
+            }
+            let mut frames = self.frames(p.pid, &p.raw);
+            self.splice_caller(p.pid, &mut frames, p.return_address);
+            let comm = self.pid_comm(p.pid);
+            add_stack(&mut self.out, comm, frames, p.leaf_kernel, MAX_STACKS);
+        }
     }
 
     /// A sample of a process that has not exec'd yet, in tunelab's own
@@ -365,6 +426,19 @@ impl Reader {
         out
     }
 
+    /// Tracing pauses now (`now`, monotonic ns): pair everything, charge
+    /// the open waits up to now.
+    fn cut(&mut self, now: u64) {
+        let Some(mut off) = self.off.take() else {
+            return;
+        };
+        let mut out = std::mem::take(&mut self.out);
+        off.cut(now, &mut out, &mut |pid| self.pid_comm(pid));
+        self.out = out;
+        self.off = Some(off);
+        self.holders.clear();
+    }
+
     /// Pair the off-CPU events older than `upto`.
     fn pair(&mut self, upto: u64) {
         let Some(mut off) = self.off.take() else {
@@ -377,36 +451,6 @@ impl Reader {
         }
         self.out = out;
         self.off = Some(off);
-    }
-}
-
-/// Put the scanned callers right after the leaf user frame.
-fn splice_scanned(frames: &mut Vec<FrameKey>, found: Vec<FrameKey>) {
-    if found.is_empty() {
-        return;
-    }
-    let at = frames
-        .iter()
-        .position(|f| !matches!(f, FrameKey::Kernel(_)))
-        .map_or(frames.len(), |i| i + 1);
-    frames.splice(at..at, found);
-}
-
-/// Count one sample. Memory stays bounded on a long system-wide run: past
-/// `cap` distinct stacks, new ones keep only their leaf frame (the flat
-/// profile stays exact, the call graph loses those callers).
-fn add_stack(out: &mut Collected, comm: u32, mut frames: Vec<FrameKey>, kernel: bool, cap: usize) {
-    if out.stacks.len() >= cap
-        && frames.len() > 1
-        && !out.stacks.contains_key(&(comm, frames.clone()))
-    {
-        frames.truncate(1);
-        out.truncated += 1;
-    }
-    let e = out.stacks.entry((comm, frames)).or_default();
-    e.0 += 1;
-    if kernel {
-        e.1 += 1;
     }
 }
 
@@ -427,8 +471,11 @@ pub(super) fn read_loop(
     off: bool,
     adapt: Option<Adapt>,
     wake: Wake,
+    pace: Option<Arc<Pace>>,
 ) -> Collected {
     let mut fitter = adapt.map(Fitter::new);
+    // Only the off-CPU tracer pauses; the samplers lower their rate.
+    let mut windows = Windows::new(if off { pace.clone() } else { None });
     let mut reader = Reader {
         out: Collected {
             holders_open: opened.holders.clone(),
@@ -446,6 +493,7 @@ pub(super) fn read_loop(
             .flatten()
             .map(|p| p.to_string_lossy().into_owned()),
         execed: HashSet::new(),
+        pending: Vec::new(),
     };
     if let Scope::Process { pid } = scope {
         // The target's current mappings and name, while it surely exists.
@@ -471,16 +519,27 @@ pub(super) fn read_loop(
         // watermark), not per sample, and `stop` wakes it through the
         // pipe: no timed wake-ups, so while the workload runs the reader
         // costs nothing until a buffer fills (the records wait in the
-        // ring; a short run's are all read after it).
-        if rustix::event::poll(&mut fds, None).is_err() {
+        // ring; a short run's are all read after it). A paused tracer
+        // wakes at the end of its pause.
+        let timeout = windows.timeout().map(|d| rustix::event::Timespec {
+            tv_sec: d.as_secs() as i64,
+            tv_nsec: d.subsec_nanos() as i64,
+        });
+        if rustix::event::poll(&mut fds, timeout.as_ref()).is_err() {
             continue; // EINTR
         }
+        let c0 = common::thread_cpu_ns();
         let mut records = 0;
         for (k, &i) in idx.iter().enumerate() {
-            if fds[k].revents().contains(PollFlags::HUP) {
+            let ev = fds[k].revents();
+            if ev.contains(PollFlags::HUP) {
+                // The workload has ended: its records are read at the stop,
+                // after the interval, not now while tunelab's own CPU
+                // still counts.
                 live[i] = false;
+            } else if ev.contains(PollFlags::IN) {
+                records += drain(&mut opened.samplers[i], &mut reader);
             }
-            records += drain(&mut opened.samplers[i], &mut reader);
         }
         passes += 1;
         total += records;
@@ -491,17 +550,30 @@ pub(super) fn read_loop(
             let upto = o.newest.saturating_sub(HOLD_BACK_NS);
             reader.pair(upto);
         }
+        let pass_s = common::thread_cpu_ns().saturating_sub(c0) as f64 * 1e-9;
+        if let Some(p) = &pace {
+            p.charge(pass_s);
+        }
+        match windows.after_pass(pass_s) {
+            Turn::Go => {}
+            Turn::Pause => {
+                switch_all(&mut opened, false);
+                for i in 0..opened.samplers.len() {
+                    drain(&mut opened.samplers[i], &mut reader);
+                }
+                reader.cut(monotonic_ns());
+            }
+            Turn::Resume => switch_all(&mut opened, true),
+        }
     }
-    for s in &mut opened.samplers {
-        let _ = s.disable();
-    }
-    for c in &mut opened.redirected {
-        let _ = c.disable();
-    }
+    switch_all(&mut opened, false);
     for i in 0..opened.samplers.len() {
         drain(&mut opened.samplers[i], &mut reader);
     }
     reader.pair(u64::MAX);
+    (reader.out.traced_ns, reader.out.span_ns) = windows.traced_ns();
+    reader.out.pauses = windows.pauses;
+    reader.settle_pending();
     resolve_late(&mut reader.out, &reader.spaces);
     reader.out.reader_cpu_ns = common::thread_cpu_ns();
     if crate::diagnose::selfcost::debug() {
@@ -512,49 +584,6 @@ pub(super) fn read_loop(
         );
     }
     reader.out
-}
-
-/// Look unmapped user addresses up again in the final address spaces: a
-/// process that moved to another CPU right after an mmap or exec has samples
-/// in one ring buffer and the MMAP2 record in another, and the buffers are
-/// drained one after the other.
-fn resolve_late(out: &mut Collected, spaces: &HashMap<u32, AddressSpace>) {
-    let has_unmapped =
-        |k: &(u32, Vec<FrameKey>)| k.1.iter().any(|f| matches!(f, FrameKey::Unmapped(..)));
-    if !out.stacks.keys().any(has_unmapped) {
-        return;
-    }
-    let remap = |frames: Vec<FrameKey>| -> Vec<FrameKey> {
-        frames
-            .into_iter()
-            .map(|f| match f {
-                FrameKey::Unmapped(pid, addr) => spaces
-                    .get(&pid)
-                    .and_then(|sp| sp.lookup(addr))
-                    .map_or(f, |(file, off)| FrameKey::User(file, off)),
-                other => other,
-            })
-            .collect()
-    };
-    let old = std::mem::take(&mut out.stacks);
-    for ((comm, frames), (n, k)) in old {
-        let e = out.stacks.entry((comm, remap(frames))).or_default();
-        e.0 += n;
-        e.1 += k;
-    }
-    let old = std::mem::take(&mut out.waits);
-    for ((comm, frames), w) in old {
-        out.waits.entry((comm, remap(frames))).or_default().merge(w);
-    }
-    let old = std::mem::take(&mut out.wait_tids);
-    for ((comm, frames), tids) in old {
-        let e = out.wait_tids.entry((comm, remap(frames))).or_default();
-        for t in tids {
-            if !e.contains(&t) {
-                e.push(t);
-            }
-        }
-    }
 }
 
 #[cfg(test)]
