@@ -151,6 +151,11 @@ impl Pace {
         }
     }
 
+    /// When the interval began (None: not yet).
+    pub(crate) fn started(&self) -> Option<Instant> {
+        self.start.get().copied()
+    }
+
     /// CPU time the readers may still spend now, s (negative: over the
     /// budget by that much); None before the interval began.
     pub(crate) fn headroom_s(&self) -> Option<f64> {

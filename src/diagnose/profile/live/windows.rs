@@ -76,10 +76,17 @@ impl Windows {
         Turn::Pause
     }
 
-    /// (traced, span) so far, ns.
+    /// (traced, span) so far, ns; the span starts with the interval (the
+    /// pace's start) when there is one: before it the command is held
+    /// before its exec, and that time traced would dilute the windows.
     pub(super) fn traced_ns(&self) -> (u64, u64) {
         let now = Instant::now();
-        let span = now - self.started;
+        let from = self
+            .pace
+            .as_ref()
+            .and_then(|p| p.started())
+            .unwrap_or(self.started);
+        let span = now.saturating_duration_since(from);
         let paused = self.paused_total + self.paused.map_or(Duration::ZERO, |(from, _)| now - from);
         (
             span.saturating_sub(paused).as_nanos() as u64,
