@@ -64,15 +64,14 @@ pub(crate) fn section(
 
 /// The trace's coverage when it was held to the budget, in words.
 fn windows(t: &profile::OffCpuTrace) -> String {
-    if t.pauses == 0 || t.span_s <= 0.0 {
+    if !t.ended_early || t.span_s <= 0.0 {
         return String::new();
     }
     format!(
-        "; SAMPLED, not every switch: tracing was switched off {} times while tunelab's \
-         readers were over {}% of one CPU, so {} of the {} span was traced ({}%) and the \
-         blocked and run-queue times are the traced ones scaled by {} (wait counts and \
-         longest waits are those seen)",
-        t.pauses,
+        "; PARTIAL, not every switch: tracing stopped early when tunelab's readers went \
+         over {}% of one CPU, so the first {} of the {} interval was traced ({}%) and the \
+         blocked and run-queue times and thread lifetimes are the traced ones scaled by {} \
+         (wait counts and longest waits are those seen)",
         sig(budget::BUDGET_PERCENT),
         seconds(t.traced_s),
         seconds(t.span_s),
@@ -105,12 +104,12 @@ mod tests {
     fn a_trace_held_to_the_budget_says_how_much_it_covered() {
         let mut t = profile::OffCpuTrace::default();
         assert_eq!(windows(&t), "");
-        t.pauses = 3;
+        t.ended_early = true;
         t.traced_s = 1.0;
         t.span_s = 4.0;
         let w = windows(&t);
-        assert!(w.contains("SAMPLED"), "{w}");
-        assert!(w.contains("switched off 3 times"), "{w}");
+        assert!(w.contains("PARTIAL"), "{w}");
+        assert!(w.contains("the first 1"), "{w}");
         assert!(w.contains("(25%)"), "{w}");
         assert!(w.contains("scaled by 4"), "{w}");
     }

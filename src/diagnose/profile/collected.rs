@@ -70,12 +70,11 @@ pub(super) struct Collected {
     /// The sampling rates used, in order (the first is the starting rate;
     /// more when the reader fitted its budget), Hz; empty: fixed.
     pub(crate) rates: Vec<u64>,
-    /// Off-CPU tracing held to the budget: the time traced and the time
-    /// from the start of tracing to its stop, ns, and the pauses (0: traced
-    /// throughout).
+    /// Off-CPU tracing held to the budget: the time traced and the span of
+    /// the interval, ns, and whether it ended early (else traced throughout).
     pub(crate) traced_ns: u64,
     pub(crate) span_ns: u64,
-    pub(crate) pauses: u32,
+    pub(crate) ended_early: bool,
 }
 
 impl Default for Collected {
@@ -105,7 +104,7 @@ impl Default for Collected {
             rates: Vec::new(),
             traced_ns: 0,
             span_ns: 0,
-            pauses: 0,
+            ended_early: false,
         }
     }
 }

@@ -106,12 +106,12 @@ pub(crate) struct OffCpuTrace {
     pub(crate) holders_open: Result<usize, String>,
     /// tunelab's own process id (its threads are the observer).
     pub(crate) observer_pid: u32,
-    /// Traced time and the span from start to stop, s, and the pauses
-    /// that held the tracer to the budget (0: traced throughout; else the
-    /// times above are scaled by span / traced).
+    /// Traced time and the span of the interval, s, and whether tracing
+    /// ended early to keep to the budget (then the times above, lifetimes
+    /// included, are scaled by span / traced).
     pub(crate) traced_s: f64,
     pub(crate) span_s: f64,
-    pub(crate) pauses: u32,
+    pub(crate) ended_early: bool,
 }
 
 impl Default for OffCpuTrace {
@@ -131,7 +131,7 @@ impl Default for OffCpuTrace {
             observer_pid: 0,
             traced_s: 0.0,
             span_s: 0.0,
-            pauses: 0,
+            ended_early: false,
         }
     }
 }
@@ -207,7 +207,7 @@ pub fn start(req: &Request) -> Result<Running, String> {
 }
 
 /// `start`, with the reader's CPU charged to diagnose's `pace` (the
-/// off-CPU tracer pauses while the readers are over the budget).
+/// off-CPU tracer ends early when the readers are over the budget).
 pub(crate) fn start_paced(
     req: &Request,
     pace: &std::sync::Arc<crate::diagnose::budget::Pace>,

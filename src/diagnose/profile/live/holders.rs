@@ -26,12 +26,6 @@ impl Holders {
         self.preempted.insert(tid, time);
     }
 
-    /// Tracing pauses: waits open now end unseen.
-    pub(super) fn clear(&mut self) {
-        self.cpus.clear();
-        self.preempted.clear();
-    }
-
     /// A workload thread switched out asleep: no wait for a CPU.
     pub(super) fn blocked(&mut self, tid: u32) {
         self.preempted.remove(&tid);

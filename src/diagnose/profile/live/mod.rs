@@ -319,7 +319,7 @@ impl Live {
         let cpu0 = common::thread_cpu_ns();
         let (collected, sampling_ms, names) = self.take(names)?;
         let stacks = symbols::resolve(&collected, &names);
-        // Traced in windows (held to the budget): times scaled to the span.
+        // Ended early (held to the budget): times scaled to the span.
         let scale = windows::scale(collected.traced_ns, collected.span_ns);
         // resolve keeps the map's iteration order.
         let waits: Vec<super::WaitStack> = collected
@@ -392,10 +392,11 @@ impl Live {
             profile: m.profile(0, agg, &collected, overhead),
             waits,
             runqueue,
+            // Scaled too: a thread's waits are judged against its lifetime.
             lifetimes: collected
                 .lifetimes_ns
                 .iter()
-                .map(|(t, ns)| (*t, *ns as f64 * 1e-9))
+                .map(|(t, ns)| (*t, *ns as f64 * 1e-9 * scale))
                 .collect(),
             runqueue_by_pid: collected
                 .runqueue_pid_ns
@@ -433,7 +434,7 @@ impl Live {
             observer_pid: std::process::id(),
             traced_s: collected.traced_ns as f64 * 1e-9,
             span_s: collected.span_ns as f64 * 1e-9,
-            pauses: collected.pauses,
+            ended_early: collected.ended_early,
         })
     }
 

@@ -115,34 +115,6 @@ impl OffState {
         }
     }
 
-    /// Tracing pauses at `now` (monotonic ns; every event before it has
-    /// been queued): everything is paired, and waits still open are
-    /// charged up to `now`, their traced part (the switch back in falls in
-    /// the pause). Lifetimes go on.
-    pub(super) fn cut(&mut self, now: u64, out: &mut Collected, comm: &mut dyn FnMut(u32) -> u32) {
-        self.pair(u64::MAX, out, comm);
-        for (tid, t) in self.tids.iter_mut() {
-            let Some((t0, preempt)) = t.out.take() else {
-                continue;
-            };
-            let ns = now.saturating_sub(t0);
-            let c = comm(t.pid);
-            if preempt {
-                *out.runqueue_ns.entry(c).or_default() += ns;
-                *out.runqueue_pid_ns.entry(t.pid).or_default() += ns;
-            } else {
-                charge(
-                    out,
-                    c,
-                    (t.pid, *tid),
-                    std::mem::take(&mut t.stack),
-                    ns,
-                    false,
-                );
-            }
-        }
-    }
-
     /// Waits still open at `now` (monotonic ns) are charged up to it.
     pub(super) fn close_open(
         &mut self,

@@ -20,7 +20,7 @@ use super::leaf;
 use super::open::Opened;
 use super::pairing::{OffEvent, OffKind, OffState};
 use super::stacks::{add_stack, resolve_late, splice_scanned};
-use super::windows::{switch_all, Turn, Windows};
+use super::windows::{switch_all, Held, Turn};
 use crate::diagnose::budget::Pace;
 use std::sync::Arc;
 
@@ -426,28 +426,18 @@ impl Reader {
         out
     }
 
-    /// Tracing pauses now (`now`, monotonic ns): pair everything, charge
-    /// the open waits up to now.
-    fn cut(&mut self, now: u64) {
-        let Some(mut off) = self.off.take() else {
-            return;
-        };
-        let mut out = std::mem::take(&mut self.out);
-        off.cut(now, &mut out, &mut |pid| self.pid_comm(pid));
-        self.out = out;
-        self.off = Some(off);
-        self.holders.clear();
-    }
-
-    /// Pair the off-CPU events older than `upto`.
-    fn pair(&mut self, upto: u64) {
+    /// Pair the off-CPU events older than `upto`; with u64::MAX (the end)
+    /// waits still open are charged up to `end` (the tracer's early end)
+    /// or now.
+    fn pair(&mut self, upto: u64, end: Option<u64>) {
         let Some(mut off) = self.off.take() else {
             return;
         };
         let mut out = std::mem::take(&mut self.out);
         off.pair(upto, &mut out, &mut |pid| self.pid_comm(pid));
         if upto == u64::MAX {
-            off.close_open(monotonic_ns(), &mut out, &mut |pid| self.pid_comm(pid));
+            let end = end.unwrap_or_else(monotonic_ns);
+            off.close_open(end, &mut out, &mut |pid| self.pid_comm(pid));
         }
         self.out = out;
         self.off = Some(off);
@@ -474,8 +464,7 @@ pub(super) fn read_loop(
     pace: Option<Arc<Pace>>,
 ) -> Collected {
     let mut fitter = adapt.map(Fitter::new);
-    // Only the off-CPU tracer pauses; the samplers lower their rate.
-    let mut windows = Windows::new(if off { pace.clone() } else { None });
+    let mut held = Held::new(pace);
     let mut reader = Reader {
         out: Collected {
             holders_open: opened.holders.clone(),
@@ -507,7 +496,10 @@ pub(super) fn read_loop(
     // return at once for them forever.
     let mut live: Vec<bool> = vec![true; opened.samplers.len()];
     while !stop.load(Ordering::SeqCst) {
-        let idx: Vec<usize> = (0..live.len()).filter(|i| live[*i]).collect();
+        // An off-CPU tracer that ended waits for the stop alone.
+        let idx: Vec<usize> = (0..live.len())
+            .filter(|i| live[*i] && held.ended.is_none())
+            .collect();
         let mut fds: Vec<PollFd> = idx
             .iter()
             // SAFETY: the samplers stay open (and in place) while `fds` lives.
@@ -519,17 +511,16 @@ pub(super) fn read_loop(
         // watermark), not per sample, and `stop` wakes it through the
         // pipe: no timed wake-ups, so while the workload runs the reader
         // costs nothing until a buffer fills (the records wait in the
-        // ring; a short run's are all read after it). A paused tracer
-        // wakes at the end of its pause.
-        let timeout = windows.timeout().map(|d| rustix::event::Timespec {
+        // ring; a short run's are all read after it). A held pass is
+        // tried again when the budget has room.
+        let timeout = held.timeout().map(|d| rustix::event::Timespec {
             tv_sec: d.as_secs() as i64,
             tv_nsec: d.subsec_nanos() as i64,
         });
         if rustix::event::poll(&mut fds, timeout.as_ref()).is_err() {
             continue; // EINTR
         }
-        let c0 = common::thread_cpu_ns();
-        let mut records = 0;
+        let mut wanted = held.due();
         for (k, &i) in idx.iter().enumerate() {
             let ev = fds[k].revents();
             if ev.contains(PollFlags::HUP) {
@@ -538,6 +529,27 @@ pub(super) fn read_loop(
                 // still counts.
                 live[i] = false;
             } else if ev.contains(PollFlags::IN) {
+                wanted = true;
+            }
+        }
+        if !wanted || stop.load(Ordering::SeqCst) {
+            continue;
+        }
+        match held.turn(off) {
+            Turn::Hold => continue,
+            Turn::End => {
+                // Off for good; what the buffers hold is read after the
+                // interval, paired up to this moment.
+                switch_all(&mut opened, false);
+                held.end(monotonic_ns());
+                continue;
+            }
+            Turn::Read => {}
+        }
+        let c0 = common::thread_cpu_ns();
+        let mut records = 0;
+        for &i in &idx {
+            if live[i] {
                 records += drain(&mut opened.samplers[i], &mut reader);
             }
         }
@@ -548,31 +560,17 @@ pub(super) fn read_loop(
         }
         if let Some(o) = &reader.off {
             let upto = o.newest.saturating_sub(HOLD_BACK_NS);
-            reader.pair(upto);
+            reader.pair(upto, None);
         }
-        let pass_s = common::thread_cpu_ns().saturating_sub(c0) as f64 * 1e-9;
-        if let Some(p) = &pace {
-            p.charge(pass_s);
-        }
-        match windows.after_pass(pass_s) {
-            Turn::Go => {}
-            Turn::Pause => {
-                switch_all(&mut opened, false);
-                for i in 0..opened.samplers.len() {
-                    drain(&mut opened.samplers[i], &mut reader);
-                }
-                reader.cut(monotonic_ns());
-            }
-            Turn::Resume => switch_all(&mut opened, true),
-        }
+        held.read(common::thread_cpu_ns().saturating_sub(c0) as f64 * 1e-9);
     }
     switch_all(&mut opened, false);
     for i in 0..opened.samplers.len() {
-        drain(&mut opened.samplers[i], &mut reader);
+        total += drain(&mut opened.samplers[i], &mut reader);
     }
-    reader.pair(u64::MAX);
-    (reader.out.traced_ns, reader.out.span_ns) = windows.traced_ns();
-    reader.out.pauses = windows.pauses;
+    reader.pair(u64::MAX, held.ended.map(|(_, ns)| ns));
+    (reader.out.traced_ns, reader.out.span_ns) = held.traced_ns();
+    reader.out.ended_early = held.ended.is_some();
     reader.settle_pending();
     resolve_late(&mut reader.out, &reader.spaces);
     reader.out.reader_cpu_ns = common::thread_cpu_ns();

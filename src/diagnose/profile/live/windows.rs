@@ -1,11 +1,14 @@
-//! Off-CPU tracing held to diagnose's budget: a program that switches
-//! often gives the tracer a record (with its call chain and a copy of the
-//! user stack) per switch, and on an emulated board each costs the reader
-//! ~50 µs, so following every switch of a producer/consumer pair took 40%
-//! of a CPU. While the readers together are over the budget
-//! (`budget::Pace`) the events are switched off, and back on once there is
-//! room: the trace is then a set of windows, and its totals are scaled to
-//! the whole span (the report says so, with the share traced).
+//! The profiler's readers held to diagnose's budget. A reader drains its
+//! ring buffers only while tunelab's readers together are within the
+//! budget (`budget::Pace`); over it, a pass is held and the records wait
+//! in the ring. For the on-CPU samplers a full ring only loses samples
+//! (counted, and each sample stands alone). The off-CPU tracer pairs each
+//! switch out with its switch back in, so a gap would make false waits:
+//! instead, the first time it is over the budget it stops for good (its
+//! events off, its records read after the interval) and its totals are
+//! scaled from the traced part of the interval to the whole — stated in
+//! the report. On an emulated board one record cost the reader ~50 µs, so
+//! following every switch of a producer/consumer pair took 40% of a CPU.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,72 +16,94 @@ use std::time::{Duration, Instant};
 use super::open::Opened;
 use crate::diagnose::budget::{self, Pace};
 
-/// Shortest pause: a pause costs two passes over every event (off, on).
-const MIN_PAUSE: Duration = Duration::from_millis(100);
+/// Shortest wait before a held pass is tried again.
+const MIN_HOLD: Duration = Duration::from_millis(100);
 
-pub(super) struct Windows {
+pub(super) struct Held {
     pace: Option<Arc<Pace>>,
     started: Instant,
-    /// Paused since, and until when.
-    paused: Option<(Instant, Instant)>,
-    paused_total: Duration,
-    pub(super) pauses: u32,
+    /// The last pass's CPU, s: what the next one is expected to cost.
+    last_pass_s: f64,
+    /// A pass is owed (the kernel's wake-up was taken), tried at this time.
+    owed: Option<Instant>,
+    /// The off-CPU tracer stopped early: when (and monotonic ns).
+    pub(super) ended: Option<(Instant, u64)>,
+    pub(super) held: u64,
 }
 
-/// What the reader does after a pass.
+/// What the reader does now.
 #[derive(Debug, PartialEq)]
 pub(super) enum Turn {
-    Go,
-    Pause,
-    Resume,
+    /// Read the buffers.
+    Read,
+    /// Wait (the budget has no room yet).
+    Hold,
+    /// Stop tracing for good (off-CPU).
+    End,
 }
 
-impl Windows {
-    pub(super) fn new(pace: Option<Arc<Pace>>) -> Windows {
-        Windows {
+impl Held {
+    pub(super) fn new(pace: Option<Arc<Pace>>) -> Held {
+        Held {
             pace,
             started: Instant::now(),
-            paused: None,
-            paused_total: Duration::ZERO,
-            pauses: 0,
+            last_pass_s: 0.0,
+            owed: None,
+            ended: None,
+            held: 0,
         }
     }
 
-    /// How long the reader may sleep: until the end of a pause, or until
+    /// How long the reader may sleep: until an owed pass is due, or until
     /// a buffer fills (None).
     pub(super) fn timeout(&self) -> Option<Duration> {
-        self.paused
-            .map(|(_, until)| until.saturating_duration_since(Instant::now()))
+        self.owed
+            .map(|at| at.saturating_duration_since(Instant::now()))
     }
 
-    /// After a pass that cost `pass_s` of CPU: pause when the readers are
-    /// over the budget, resume when a pause is over.
-    pub(super) fn after_pass(&mut self, pass_s: f64) -> Turn {
-        let now = Instant::now();
-        if let Some((from, until)) = self.paused {
-            if now < until {
-                return Turn::Go;
+    /// A pass is wanted (a buffer filled, or an owed pass is due): read,
+    /// hold it (`off` false), or end tracing (`off` true).
+    pub(super) fn turn(&mut self, off: bool) -> Turn {
+        let room = self.pace.as_ref().and_then(|p| p.headroom_s());
+        match room {
+            Some(h) if h < self.last_pass_s.max(0.0) => {
+                if off {
+                    self.owed = None;
+                    return Turn::End;
+                }
+                self.held += 1;
+                self.owed =
+                    Some(Instant::now() + budget::wait_for_room(h, self.last_pass_s, MIN_HOLD));
+                Turn::Hold
             }
-            self.paused_total += now - from;
-            self.paused = None;
-            return Turn::Resume;
+            _ => {
+                self.owed = None;
+                Turn::Read
+            }
         }
-        let Some(h) = self.pace.as_ref().and_then(|p| p.headroom_s()) else {
-            return Turn::Go;
-        };
-        if h >= 0.0 {
-            return Turn::Go;
-        }
-        // Off until the budget has room for another pass like this one.
-        let wait = budget::wait_for_room(h, pass_s, MIN_PAUSE);
-        self.paused = Some((now, now + wait));
-        self.pauses += 1;
-        Turn::Pause
     }
 
-    /// (traced, span) so far, ns; the span starts with the interval (the
-    /// pace's start) when there is one: before it the command is held
-    /// before its exec, and that time traced would dilute the windows.
+    /// Whether an owed pass is due now.
+    pub(super) fn due(&self) -> bool {
+        self.owed.is_some_and(|at| at <= Instant::now())
+    }
+
+    /// A pass cost `pass_s` of CPU: charged to the pace.
+    pub(super) fn read(&mut self, pass_s: f64) {
+        self.last_pass_s = pass_s;
+        if let Some(p) = &self.pace {
+            p.charge(pass_s);
+        }
+    }
+
+    /// The tracer stops now (`mono_ns`: the monotonic clock of its records).
+    pub(super) fn end(&mut self, mono_ns: u64) {
+        self.ended = Some((Instant::now(), mono_ns));
+    }
+
+    /// (traced, span) ns: from the start of the interval (the pace's; the
+    /// reader's own start without one: before it the command is held before
+    /// its exec) to the early end or now, and to now.
     pub(super) fn traced_ns(&self) -> (u64, u64) {
         let now = Instant::now();
         let from = self
@@ -86,11 +111,10 @@ impl Windows {
             .as_ref()
             .and_then(|p| p.started())
             .unwrap_or(self.started);
-        let span = now.saturating_duration_since(from);
-        let paused = self.paused_total + self.paused.map_or(Duration::ZERO, |(from, _)| now - from);
+        let end = self.ended.map_or(now, |(at, _)| at);
         (
-            span.saturating_sub(paused).as_nanos() as u64,
-            span.as_nanos() as u64,
+            end.saturating_duration_since(from).as_nanos() as u64,
+            now.saturating_duration_since(from).as_nanos() as u64,
         )
     }
 }
@@ -120,39 +144,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn without_a_pace_or_within_the_budget_tracing_goes_on() {
-        let mut w = Windows::new(None);
-        assert_eq!(w.after_pass(1.0), Turn::Go);
-        assert_eq!(w.timeout(), None);
+    fn without_a_pace_or_before_the_interval_every_pass_reads() {
+        let mut h = Held::new(None);
+        assert_eq!(h.turn(true), Turn::Read);
         let p = Arc::new(Pace::default());
-        let mut w = Windows::new(Some(p.clone()));
-        // Before the interval nothing is held.
+        let mut h = Held::new(Some(p.clone()));
         p.charge(1.0);
-        assert_eq!(w.after_pass(1.0), Turn::Go);
-        p.begin();
-        assert_eq!(w.after_pass(0.0), Turn::Go);
+        h.read(1.0);
+        assert_eq!(h.turn(false), Turn::Read);
+        assert_eq!(h.timeout(), None);
     }
 
     #[test]
-    fn over_the_budget_it_pauses_then_resumes_and_counts_the_gap() {
+    fn over_the_budget_a_sampler_holds_and_the_tracer_ends() {
         let p = Arc::new(Pace::default());
         p.begin();
-        let mut w = Windows::new(Some(p.clone()));
-        // 1 ms over at 1% of one CPU: 100 ms (the shortest pause) plus
-        // the next pass's room.
-        p.charge(0.001);
-        assert_eq!(w.after_pass(0.0), Turn::Pause);
-        assert_eq!(w.pauses, 1);
-        let t = w.timeout().unwrap();
-        assert!(t <= Duration::from_millis(100), "{t:?}");
-        // Still paused: nothing changes.
-        assert_eq!(w.after_pass(0.0), Turn::Go);
-        std::thread::sleep(Duration::from_millis(110));
-        assert_eq!(w.after_pass(0.0), Turn::Resume);
-        assert_eq!(w.timeout(), None);
-        let (traced, span) = w.traced_ns();
+        let mut h = Held::new(Some(p.clone()));
+        h.read(0.002);
+        // 2 ms spent at once: over 1% of one CPU for the next 200 ms.
+        assert_eq!(h.turn(false), Turn::Hold);
+        assert_eq!(h.held, 1);
+        let t = h.timeout().unwrap();
         assert!(
-            span >= 110_000_000 && traced + 100_000_000 <= span,
+            t > Duration::from_millis(300) && t <= Duration::from_millis(400),
+            "{t:?}"
+        );
+        assert!(!h.due());
+        assert_eq!(h.turn(true), Turn::End);
+        assert_eq!(h.timeout(), None);
+        h.end(7);
+        std::thread::sleep(Duration::from_millis(20));
+        let (traced, span) = h.traced_ns();
+        assert!(
+            traced < span && span - traced >= 20_000_000,
             "{traced} {span}"
         );
     }
