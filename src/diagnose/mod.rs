@@ -306,6 +306,23 @@ pub(crate) fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
 
     // Every reader has made its first reading: tunelab's own CPU from here
     // on is what competed with the workload.
+    // Said before the interval: a line on a board's serial console costs
+    // milliseconds of CPU.
+    say(&match &opts.what {
+        What::System(d) => format!(
+            "diagnosing the whole machine for {}…",
+            seconds(d.as_secs_f64())
+        ),
+        What::Pid(p, d) => format!(
+            "diagnosing pid {p} ({}) for {} or until it exits…",
+            target.name,
+            seconds(d.as_secs_f64())
+        ),
+        What::Command(_) => format!(
+            "diagnosing `{}` from exec to exit…",
+            target.command.join(" ")
+        ),
+    });
     // Its threads' clocks are read first: reading them (two /proc files a
     // thread, milliseconds on an emulated board) is not in the interval.
     let threads_start = selfcost::snapshot();
@@ -316,26 +333,13 @@ pub(crate) fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let mut outcome: Result<()> = Ok(());
     match &opts.what {
         What::System(d) => {
-            say(&format!(
-                "diagnosing the whole machine for {}…",
-                seconds(d.as_secs_f64())
-            ));
             outcome = wait_for(*d, None);
         }
         What::Pid(p, d) => {
-            say(&format!(
-                "diagnosing pid {p} ({}) for {} or until it exits…",
-                target.name,
-                seconds(d.as_secs_f64())
-            ));
             outcome = wait_for(*d, Some((root, *p)));
         }
         What::Command(_) => {
             let c = pending.take().expect("the command was forked");
-            say(&format!(
-                "diagnosing `{}` from exec to exit…",
-                target.command.join(" ")
-            ));
             match c.release_and_wait(&exec_done) {
                 Ok(st) => {
                     target.exit = Some(st.words());

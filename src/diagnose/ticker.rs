@@ -141,3 +141,42 @@ pub(crate) fn every(interval_s: f64, readings: u64, share: f64) -> String {
         sig(budget::BUDGET_PERCENT)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Count(u64);
+
+    impl Sampled for Count {
+        fn sample(&mut self) {
+            self.0 += 1;
+        }
+    }
+
+    #[test]
+    fn over_the_budget_only_the_first_and_last_readings_are_made() {
+        let pace = Arc::new(budget::Pace::default());
+        pace.begin();
+        // 10 s of CPU spent at once: 1000 s before there is room again.
+        pace.charge(10.0);
+        let ms = Duration::from_millis(1);
+        let t = Ticker::adaptive("t", Count(0), ms, ms, 1.0, Some(pace));
+        std::thread::sleep(Duration::from_millis(50));
+        let (c, _, n) = t.stop();
+        assert_eq!((c.0, n), (2, 2));
+    }
+
+    #[test]
+    fn within_the_budget_it_keeps_reading() {
+        let pace = Arc::new(budget::Pace::default());
+        pace.begin();
+        let ms = Duration::from_millis(1);
+        let t = Ticker::adaptive("t", Count(0), ms, ms, 1.0, Some(pace));
+        // Readings that cost nothing measurable always fit.
+        std::thread::sleep(Duration::from_millis(50));
+        let (c, _, n) = t.stop();
+        assert_eq!(c.0, n);
+        assert!(n > 2, "{n}");
+    }
+}

@@ -18,7 +18,10 @@ use super::fitter::{Adapt, Fitter};
 use super::holders::Holders;
 use super::leaf;
 use super::open::Opened;
-use super::pairing::{OffEvent, OffKind, OffState};
+use super::pairing::{
+    monotonic_ns, switch_ids, OffEvent, OffKind, OffState, MISC_SWITCH_OUT,
+    MISC_SWITCH_OUT_PREEMPT, PERF_RECORD_SWITCH, PERF_RECORD_SWITCH_CPU_WIDE,
+};
 use super::stacks::{add_stack, resolve_late, splice_scanned};
 use super::windows::{switch_all, Held, Turn};
 use crate::diagnose::budget::Pace;
@@ -69,10 +72,6 @@ struct Pending {
     leaf_kernel: bool,
 }
 
-const PERF_RECORD_SWITCH: u32 = 14;
-const PERF_RECORD_SWITCH_CPU_WIDE: u32 = 15;
-const MISC_SWITCH_OUT: u16 = 1 << 13;
-const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 /// Events are paired in time order; the ring buffers of different CPUs are
 /// drained one after the other, so events younger than this stay queued
 /// until the next pass.
@@ -82,19 +81,6 @@ const HOLD_BACK_NS: u64 = 300_000_000;
 pub(super) struct Wake {
     pub(crate) fd: std::os::fd::OwnedFd,
     pub(crate) ready: std::sync::mpsc::Sender<()>,
-}
-
-/// The sample_id trailer of a SWITCH record (TID, TIME, CPU asked):
-/// pid, tid, time.
-fn switch_ids(body: &[u8]) -> Option<(u32, u32, u64)> {
-    let u32_at = |i: usize| Some(u32::from_ne_bytes(body.get(i..i + 4)?.try_into().ok()?));
-    let time = u64::from_ne_bytes(body.get(8..16)?.try_into().ok()?);
-    Some((u32_at(0)?, u32_at(4)?, time))
-}
-
-fn monotonic_ns() -> u64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl Reader {
@@ -445,12 +431,23 @@ impl Reader {
 }
 
 fn drain(sampler: &mut Sampler, reader: &mut Reader) -> u64 {
+    drain_until(sampler, reader, u64::MAX).0
+}
+
+/// Drain until the thread's CPU clock passes `deadline_ns` (checked every
+/// few records): (records read, whether records were left in the ring).
+/// One pass over a fork loop's records cost 0.7 s on the emulated board
+/// (a process name and mappings read per new child): a pass is bounded.
+fn drain_until(sampler: &mut Sampler, reader: &mut Reader, deadline_ns: u64) -> (u64, bool) {
     let mut n = 0;
     while let Some(rec) = sampler.next_record() {
         reader.record(&rec);
         n += 1;
+        if n % 16 == 0 && deadline_ns != u64::MAX && common::thread_cpu_ns() >= deadline_ns {
+            return (n, true);
+        }
     }
-    n
+    (n, false)
 }
 
 pub(super) fn read_loop(
@@ -547,10 +544,13 @@ pub(super) fn read_loop(
             Turn::Read => {}
         }
         let c0 = common::thread_cpu_ns();
-        let mut records = 0;
+        let deadline = held.pass_deadline_ns(c0);
+        let (mut records, mut left) = (0, false);
         for &i in &idx {
-            if live[i] {
-                records += drain(&mut opened.samplers[i], &mut reader);
+            if live[i] && !left {
+                let (n, l) = drain_until(&mut opened.samplers[i], &mut reader, deadline);
+                records += n;
+                left = l;
             }
         }
         passes += 1;
@@ -563,6 +563,17 @@ pub(super) fn read_loop(
             reader.pair(upto, None);
         }
         held.read(common::thread_cpu_ns().saturating_sub(c0) as f64 * 1e-9);
+        if left {
+            // Cut short: the samplers' rest waits in the ring (the next
+            // pass, or losses counted); the tracer ends here, its rest is
+            // read after the interval.
+            if off {
+                switch_all(&mut opened, false);
+                held.end(monotonic_ns());
+            } else {
+                held.owe();
+            }
+        }
     }
     switch_all(&mut opened, false);
     for i in 0..opened.samplers.len() {

@@ -18,6 +18,8 @@ use crate::diagnose::budget::{self, Pace};
 
 /// Shortest wait before a held pass is tried again.
 const MIN_HOLD: Duration = Duration::from_millis(100);
+/// CPU a pass may always take, s: a few records' worth on the board.
+const MIN_PASS_S: f64 = 0.002;
 
 pub(super) struct Held {
     pace: Option<Arc<Pace>>,
@@ -86,6 +88,27 @@ impl Held {
     /// Whether an owed pass is due now.
     pub(super) fn due(&self) -> bool {
         self.owed.is_some_and(|at| at <= Instant::now())
+    }
+
+    /// The thread CPU clock (ns) at which a pass starting at `now_ns`
+    /// stops: the budget's room now, at least `MIN_PASS`; none outside the
+    /// interval (before it, or without a pace).
+    pub(super) fn pass_deadline_ns(&self, now_ns: u64) -> u64 {
+        match self.pace.as_ref().and_then(|p| p.headroom_s()) {
+            Some(h) => now_ns.saturating_add((h.max(MIN_PASS_S) * 1e9) as u64),
+            None => u64::MAX,
+        }
+    }
+
+    /// A pass was cut short: another is owed once the budget has room.
+    pub(super) fn owe(&mut self) {
+        self.held += 1;
+        let h = self
+            .pace
+            .as_ref()
+            .and_then(|p| p.headroom_s())
+            .unwrap_or(0.0);
+        self.owed = Some(Instant::now() + budget::wait_for_room(h, self.last_pass_s, MIN_HOLD));
     }
 
     /// A pass cost `pass_s` of CPU: charged to the pace.
@@ -179,6 +202,22 @@ mod tests {
             traced < span && span - traced >= 20_000_000,
             "{traced} {span}"
         );
+    }
+
+    #[test]
+    fn a_pass_is_bounded_by_the_room_in_the_budget() {
+        let mut h = Held::new(None);
+        assert_eq!(h.pass_deadline_ns(5), u64::MAX);
+        let p = Arc::new(Pace::default());
+        h = Held::new(Some(p.clone()));
+        assert_eq!(h.pass_deadline_ns(5), u64::MAX);
+        p.begin();
+        // No room yet: the least a pass may take.
+        p.charge(1.0);
+        assert_eq!(h.pass_deadline_ns(1_000), 1_000 + 2_000_000);
+        h.owe();
+        assert_eq!(h.held, 1);
+        assert!(h.timeout().unwrap() > Duration::from_secs(60));
     }
 
     #[test]
