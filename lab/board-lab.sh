@@ -41,12 +41,13 @@
 #                  tests/workloads (spin, memcpy, fork, mutex, producer/consumer,
 #                  more threads than CPUs), check their findings and diagnose's
 #                  cost (bench/diagnose_cost.sh: the spinner keeps >= 95% of the
-#                  CPU, tunelab <= 5%); ~90 s of steps at 128 MiB. Off by
-#                  default: on 2 emulated CPUs the spinner keeps >= 99.9%,
-#                  but tunelab's own CPU still varies 2.2-9.7% of one CPU
-#                  between runs (one /proc reading of the workload costs
-#                  20-76 ms under TCG; docs/diagnose.md "What diagnose
-#                  costs"); the spin steps print each reader's cost
+#                  CPU, tunelab <= 5%), each printing its readers' cost; ~70 s
+#                  of steps a guest. Default: 1 with LAB_SMP >= 2 (on 2
+#                  emulated CPUs every step passed in every run, tunelab
+#                  1.9-2.7% of one CPU on the spinner), 0 with one CPU (there
+#                  the producer/consumer program's threads wait behind each
+#                  other and once drew a cpu-starvation finding the step
+#                  forbids); docs/diagnose.md "What diagnose costs"
 #   LAB_SSH        1 (default): the remote-guest step; 0 skips it
 #   LAB_FLASHSIM   1: the last guest also gets lab/flashsim's simulated cards over
 #                  NBD (card: 4 MiB units, 2 open; slowcard: 4 MiB cache at
@@ -78,6 +79,7 @@ LAB_MEMS=${LAB_MEMS:-128 64}
 LAB_BOOT_RUNS=${LAB_BOOT_RUNS:-3}
 LAB_TIMEOUT=${LAB_TIMEOUT:-900}
 LAB_SMP=${LAB_SMP:-1}
+if [ "$LAB_SMP" -ge 2 ] 2>/dev/null; then LAB_DIAGNOSE=${LAB_DIAGNOSE:-1}; else LAB_DIAGNOSE=${LAB_DIAGNOSE:-0}; fi
 LAB_FS=${LAB_FS-vfat exfat f2fs}
 LAB_SSH=${LAB_SSH:-1}
 LAB_ONLY=${LAB_ONLY:-}

@@ -109,8 +109,8 @@ mod tests {
         t.span_s = 4.0;
         let w = windows(&t);
         assert!(w.contains("PARTIAL"), "{w}");
-        assert!(w.contains("the first 1"), "{w}");
-        assert!(w.contains("(25%)"), "{w}");
-        assert!(w.contains("scaled by 4"), "{w}");
+        assert!(w.contains("the first 1.00 s of the 4.00 s interval"), "{w}");
+        assert!(w.contains("(25.0%)"), "{w}");
+        assert!(w.contains("scaled by 4.00"), "{w}");
     }
 }
