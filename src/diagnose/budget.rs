@@ -320,12 +320,12 @@ mod tests {
         p.charge(1.0);
         p.begin();
         let h = p.headroom_s().unwrap();
-        assert!(h >= 0.0 && h < 0.01, "{h}");
+        assert!((0.0..0.01).contains(&h), "{h}");
         p.charge(0.5);
         p.charge(f64::NAN);
         p.charge(-1.0);
         let h = p.headroom_s().unwrap();
-        assert!(h < -0.49 && h > -0.5, "{h}");
+        assert!((-0.5..-0.49).contains(&h), "{h}");
     }
 
     #[test]

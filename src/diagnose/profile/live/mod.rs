@@ -243,17 +243,9 @@ impl Live {
                 let wake = reader::Wake {
                     fd: wake_r,
                     ready: ready_tx,
-                };
-                read_loop(
-                    opened,
-                    &stop2,
-                    scope,
-                    own_until_exec,
-                    off,
-                    adapt,
-                    wake,
                     pace,
-                )
+                };
+                read_loop(opened, &stop2, scope, own_until_exec, off, adapt, wake)
             })
             .map_err(|e| format!("cannot start the profile reader thread: {e}"))?;
         // Its set-up (the target's mappings and name) is done before a

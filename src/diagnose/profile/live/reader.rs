@@ -76,11 +76,12 @@ struct Pending {
 /// drained one after the other, so events younger than this stay queued
 /// until the next pass.
 const HOLD_BACK_NS: u64 = 300_000_000;
-/// How the reader is told it may start (`ready`, once its set-up is done)
-/// and woken to stop (a byte on `fd`).
+/// How the reader is told it may start (`ready`, once its set-up is done),
+/// woken to stop (a byte on `fd`), and held to diagnose's budget (`pace`).
 pub(super) struct Wake {
     pub(crate) fd: std::os::fd::OwnedFd,
     pub(crate) ready: std::sync::mpsc::Sender<()>,
+    pub(crate) pace: Option<Arc<Pace>>,
 }
 
 impl Reader {
@@ -458,10 +459,9 @@ pub(super) fn read_loop(
     off: bool,
     adapt: Option<Adapt>,
     wake: Wake,
-    pace: Option<Arc<Pace>>,
 ) -> Collected {
     let mut fitter = adapt.map(Fitter::new);
-    let mut held = Held::new(pace);
+    let mut held = Held::new(wake.pace.clone());
     let mut reader = Reader {
         out: Collected {
             holders_open: opened.holders.clone(),
