@@ -166,11 +166,17 @@ impl Pace {
 }
 
 /// What the readers may still spend after `elapsed_s` of the interval
-/// having spent `spent_s`: the budget's share of the time so far, less
-/// what they spent (negative when over).
+/// having spent `spent_s`: the budget's share of the time so far plus
+/// `ALLOWANCE_S`, less what they spent (negative when over).
 pub(crate) fn headroom(elapsed_s: f64, spent_s: f64) -> f64 {
-    BUDGET_PERCENT / 100.0 * elapsed_s.max(0.0) - spent_s
+    BUDGET_PERCENT / 100.0 * elapsed_s.max(0.0) + ALLOWANCE_S - spent_s
 }
+
+/// CPU the readers may spend ahead of the budget, s (its first second's
+/// worth): 36 ms into a run the budget is 0.36 ms, and on the VM the
+/// off-CPU tracer's first pass over a producer/consumer program's switches
+/// (1,049 records, 1.1 ms) ended its trace after 0.9% of the interval.
+pub(crate) const ALLOWANCE_S: f64 = 0.010;
 
 /// How long a reader over the budget by `-headroom_s` (s of CPU) waits
 /// before the budget has room for `cost_s` more: the budget grows by
@@ -298,10 +304,11 @@ mod tests {
 
     #[test]
     fn the_pace_holds_the_readers_to_the_budget_over_the_interval() {
-        // 1% of one CPU: 10 ms of reading per second of interval.
-        assert!((headroom(2.0, 0.005) - 0.015).abs() < 1e-12);
-        assert!((headroom(1.0, 0.030) + 0.020).abs() < 1e-12);
-        assert_eq!(headroom(-1.0, 0.0), 0.0);
+        // 1% of one CPU: 10 ms of reading per second of interval, and
+        // 10 ms ahead.
+        assert!((headroom(2.0, 0.005) - 0.025).abs() < 1e-12);
+        assert!((headroom(1.0, 0.030) + 0.010).abs() < 1e-12);
+        assert_eq!(headroom(-1.0, 0.0), ALLOWANCE_S);
         // 20 ms over, a 5 ms reading to come: 2.5 s until there is room.
         assert_eq!(
             wait_for_room(-0.020, 0.005, MS(100)),
@@ -320,12 +327,12 @@ mod tests {
         p.charge(1.0);
         p.begin();
         let h = p.headroom_s().unwrap();
-        assert!((0.0..0.01).contains(&h), "{h}");
+        assert!((ALLOWANCE_S..ALLOWANCE_S + 0.01).contains(&h), "{h}");
         p.charge(0.5);
         p.charge(f64::NAN);
         p.charge(-1.0);
         let h = p.headroom_s().unwrap();
-        assert!((-0.5..-0.49).contains(&h), "{h}");
+        assert!((-0.5 + ALLOWANCE_S..-0.48).contains(&h), "{h}");
     }
 
     #[test]

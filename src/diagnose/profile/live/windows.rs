@@ -183,13 +183,14 @@ mod tests {
         let p = Arc::new(Pace::default());
         p.begin();
         let mut h = Held::new(Some(p.clone()));
-        h.read(0.002);
-        // 2 ms spent at once: over 1% of one CPU for the next 200 ms.
+        h.read(0.020);
+        // 20 ms spent at once, 10 ms over the allowance: room for another
+        // such pass after 3 s at 1% of one CPU.
         assert_eq!(h.turn(false), Turn::Hold);
         assert_eq!(h.held, 1);
         let t = h.timeout().unwrap();
         assert!(
-            t > Duration::from_millis(300) && t <= Duration::from_millis(400),
+            t > Duration::from_millis(2900) && t <= Duration::from_secs(3),
             "{t:?}"
         );
         assert!(!h.due());
