@@ -32,7 +32,7 @@ if [ -z "$SPIN" ]; then
   "${CC:-cc}" -O2 -o "$SPIN" "$here/tests/workloads/spin.c" ||
     { echo "cannot build tests/workloads/spin.c (set CC or SPIN)" >&2; exit 4; }
 fi
-cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo "?")
+cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc 2>/dev/null || echo "?")
 echo "diagnose's cost on $(uname -m), $cpus CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $BIN"
 printf '%-6s %-16s %-18s %-16s %s\n' run "spinner alone" "spinner diagnosed" "tunelab's own" "budget"
 bad=0
@@ -46,6 +46,12 @@ for s in $SECS; do
   budget=$(echo "$line" | sed -n 's/.*budget \([0-9.]*\)% of one CPU.*/\1/p')
   printf '%-6s %-16s %-18s %-16s %s\n' "${s} s" "${alone:-?}% of a CPU" \
     "${under:-?}% of a CPU" "${own:-?}% of one CPU" "${budget:-?}%"
+  # TUNELAB_DIAGNOSE_COST set: where tunelab's own CPU went, by thread and
+  # by reader.
+  if [ -n "${TUNELAB_DIAGNOSE_COST:-}" ]; then
+    sed -n "s/.*tunelab's own CPU over the interval by thread[^:]*: \([^;]*\);.*/  by thread: \1/p" "$scratch/out" | head -n 1
+    grep "^tunelab cost:" "$scratch/out" | sed 's/^/  /'
+  fi
   if [ "${CHECK:-0}" = 1 ]; then
     ok=$(awk -v u="${under:-0}" -v o="${own:-999}" -v m="$MIN_CPU" -v x="$MAX_OWN" \
       'BEGIN { print (u >= m && o <= x) ? 1 : 0 }')

@@ -41,12 +41,13 @@
 #                  tests/workloads (spin, memcpy, fork, mutex, producer/consumer,
 #                  more threads than CPUs), check their findings and diagnose's
 #                  cost (bench/diagnose_cost.sh: the spinner keeps >= 95% of the
-#                  CPU, tunelab <= 5%); ~90 s of steps at 128 MiB. Off by
-#                  default: on 2 emulated CPUs the spinner keeps >= 99.9%,
-#                  but tunelab's own CPU still varies 2.2-9.7% of one CPU
-#                  between runs (one /proc reading of the workload costs
-#                  20-76 ms under TCG; docs/diagnose.md "What diagnose
-#                  costs"); the spin steps print each reader's cost
+#                  CPU, tunelab <= 5%), each printing its readers' cost; ~70 s
+#                  of steps a guest. Default: 1 with LAB_SMP >= 2 (on 2
+#                  emulated CPUs every step passed in every run, tunelab
+#                  1.9-2.7% of one CPU on the spinner), 0 with one CPU (there
+#                  the producer/consumer program's threads wait behind each
+#                  other and once drew a cpu-starvation finding the step
+#                  forbids); docs/diagnose.md "What diagnose costs"
 #   LAB_SSH        1 (default): the remote-guest step; 0 skips it
 #   LAB_FLASHSIM   1: the last guest also gets lab/flashsim's simulated cards over
 #                  NBD (card: 4 MiB units, 2 open; slowcard: 4 MiB cache at
@@ -78,6 +79,7 @@ LAB_MEMS=${LAB_MEMS:-128 64}
 LAB_BOOT_RUNS=${LAB_BOOT_RUNS:-3}
 LAB_TIMEOUT=${LAB_TIMEOUT:-900}
 LAB_SMP=${LAB_SMP:-1}
+if [ "$LAB_SMP" -ge 2 ] 2>/dev/null; then LAB_DIAGNOSE=${LAB_DIAGNOSE:-1}; else LAB_DIAGNOSE=${LAB_DIAGNOSE:-0}; fi
 LAB_FS=${LAB_FS-vfat exfat f2fs}
 LAB_SSH=${LAB_SSH:-1}
 LAB_ONLY=${LAB_ONLY:-}
@@ -404,12 +406,12 @@ if [ -x /wl/check.sh ]; then
   # TUNELAB_DIAGNOSE_COST: each reader's readings and cost on stderr.
   step diagnose-spin sh -c 'TUNELAB_DIAGNOSE_COST=1 MIN_CPU=95 MAX_OWN=5 sh /wl/check.sh spin cpu-hotspot "cpu-starvation|kernel-bound" 10'
   step diagnose-spin-short sh -c 'TUNELAB_DIAGNOSE_COST=1 MIN_CPU=95 MAX_OWN=5 sh /wl/check.sh spin cpu-hotspot "cpu-starvation|kernel-bound" 2'
-  step diagnose-cost sh -c 'SPIN=/wl/spin TUNELAB=tunelab CHECK=1 sh /wl/cost.sh'
-  step diagnose-memcpy sh /wl/check.sh memcpy_loop cpu-hotspot=copy_blocks "cpu-starvation" 4
-  step diagnose-fork sh /wl/check.sh fork_loop "" "cpu-starvation|cpu-hotspot" 4
-  step diagnose-mutex sh /wl/check.sh mutex user-lock=contended_update "" 4
-  step diagnose-prodcons sh /wl/check.sh prodcons cpu-hotspot "cpu-starvation" 4
-  step diagnose-threads sh /wl/check.sh threads_cpu cpu-starvation "observer-cost" 4 4
+  step diagnose-cost sh -c 'TUNELAB_DIAGNOSE_COST=1 SPIN=/wl/spin TUNELAB=tunelab CHECK=1 sh /wl/cost.sh'
+  step diagnose-memcpy sh -c 'TUNELAB_DIAGNOSE_COST=1 sh /wl/check.sh memcpy_loop cpu-hotspot=copy_blocks "cpu-starvation" 4'
+  step diagnose-fork sh -c 'TUNELAB_DIAGNOSE_COST=1 sh /wl/check.sh fork_loop "" "cpu-starvation|cpu-hotspot" 4'
+  step diagnose-mutex sh -c 'TUNELAB_DIAGNOSE_COST=1 sh /wl/check.sh mutex user-lock=contended_update "" 4'
+  step diagnose-prodcons sh -c 'TUNELAB_DIAGNOSE_COST=1 sh /wl/check.sh prodcons cpu-hotspot "cpu-starvation" 4'
+  step diagnose-threads sh -c 'TUNELAB_DIAGNOSE_COST=1 sh /wl/check.sh threads_cpu cpu-starvation "observer-cost" 4 4'
 fi
 # ---- lab/flashsim's cards (LAB_FLASHSIM): raw on the honest one, handed
 # over with overwrite=yes; file level on the fake one's vfat.

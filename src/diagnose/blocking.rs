@@ -79,7 +79,11 @@ impl Sampled for LatencyReader {
 impl LatencySession {
     /// Switch LatencyTOP on and clear it; Err is why not (the sampler is
     /// used instead).
-    pub(crate) fn begin(root: &Path, scope: &Scope) -> Result<LatencySession, String> {
+    pub(crate) fn begin(
+        root: &Path,
+        scope: &Scope,
+        pace: Option<std::sync::Arc<super::budget::Pace>>,
+    ) -> Result<LatencySession, String> {
         let proc = crate::system::proc::Root::under(root);
         let knob = proc.sysctl_file("kernel.latencytop");
         if !knob.exists() {
@@ -105,6 +109,7 @@ impl LatencySession {
                 std::time::Duration::from_millis(500),
                 std::time::Duration::from_secs(2),
                 super::budget::READER_SHARE,
+                pace,
             )),
             cpu_s: thread_cpu_s() - cpu0,
         })

@@ -208,44 +208,55 @@ pub(crate) fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         None => profile::Scope::System,
     };
 
+    // The readers' CPU over the interval, held to the budget as a whole.
+    let pace = Arc::new(budget::Pace::default());
     // Kernel facilities switched on through the journal for the interval.
     let lock_session = locks::Session::begin(root);
-    let latency_session = blocking::LatencySession::begin(root, &scope);
+    let latency_session = blocking::LatencySession::begin(root, &scope, Some(pace.clone()));
 
     let cpu0 = thread_cpu_s();
     // The rate starts lower on one CPU (the reader shares it with the
     // workload) and each reader then fits its share of the budget.
     let profile_hz = budget::initial_rate(opts.profile_hz, cpus(), budget::read_cost_s());
     let command = matches!(opts.what, What::Command(_));
-    let prof = profile::start(&profile::Request {
-        scope: pscope(),
-        event: profile::Event::Auto,
-        frequency_hz: profile_hz,
-        call_graph: true,
-        budget_share: budget::PROFILE_SHARE,
-        own_until_exec: command,
-    });
+    let prof = profile::start_paced(
+        &profile::Request {
+            scope: pscope(),
+            event: profile::Event::Auto,
+            frequency_hz: profile_hz,
+            call_graph: true,
+            budget_share: budget::PROFILE_SHARE,
+            own_until_exec: command,
+        },
+        &pace,
+    );
     // Where cache misses come from needs fewer samples than where time
     // goes: a quarter of the rate halves what the two samplers cost a
     // busy workload (each sample is a call chain the reader walks).
-    let cache = profile::start(&profile::Request {
-        scope: pscope(),
-        event: profile::Event::CacheMisses,
-        frequency_hz: (profile_hz / 4).max(budget::MIN_PROFILE_HZ),
-        call_graph: true,
-        budget_share: budget::CACHE_SHARE,
-        own_until_exec: command,
-    });
+    let cache = profile::start_paced(
+        &profile::Request {
+            scope: pscope(),
+            event: profile::Event::CacheMisses,
+            frequency_hz: (profile_hz / 4).max(budget::MIN_PROFILE_HZ),
+            call_graph: true,
+            budget_share: budget::CACHE_SHARE,
+            own_until_exec: command,
+        },
+        &pace,
+    );
     let counters = profile::start_counters(&pscope());
     // Off-CPU time by call chain: scheduler switch events of the tree.
-    let off = profile::start(&profile::Request {
-        scope: pscope(),
-        event: profile::Event::OffCpu,
-        frequency_hz: 0,
-        call_graph: true,
-        budget_share: 0.0,
-        own_until_exec: command,
-    });
+    let off = profile::start_paced(
+        &profile::Request {
+            scope: pscope(),
+            event: profile::Event::OffCpu,
+            frequency_hz: 0,
+            call_graph: true,
+            budget_share: 0.0,
+            own_until_exec: command,
+        },
+        &pace,
+    );
     let profile_start_cpu = thread_cpu_s() - cpu0;
     // Set once a command exec'd: samplers leave out tunelab's pre-exec
     // handshake (the fork blocked reading its release pipe).
@@ -265,7 +276,7 @@ pub(crate) fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
         // the overhead small on a busy system.
         opts.hz.clamp(1, 20)
     };
-    let use_t = usetable::Collector::start(root);
+    let use_t = usetable::Collector::start(root, Some(pace.clone()));
     let block_t = latency_session
         .is_err()
         .then(|| blocking::Sampler::new(root, scope.clone(), hz).gated(exec_done.clone()))
@@ -278,43 +289,57 @@ pub(crate) fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
                 // A cross-check of the switch events: up to 5 s apart.
                 Duration::from_secs(5),
                 budget::READER_SHARE,
+                Some(pace.clone()),
             )
         });
-    let slab_t = slab::Collector::start(root);
-    let wake_t = wakeups::Collector::start(root, scope.clone());
-    let work_t =
-        pid.map(|_| workload::Collector::start(root, scope.clone(), Some(exec_done.clone())));
+    let slab_t = slab::Collector::start(root, Some(pace.clone()));
+    let wake_t = wakeups::Collector::start(root, scope.clone(), Some(pace.clone()));
+    let work_t = pid.map(|_| {
+        workload::Collector::start(
+            root,
+            scope.clone(),
+            Some(exec_done.clone()),
+            Some(pace.clone()),
+        )
+    });
     let mut usage = None;
 
     // Every reader has made its first reading: tunelab's own CPU from here
     // on is what competed with the workload.
-    let own_start = workload::own_cpu_s();
+    // Said before the interval: a line on a board's serial console costs
+    // milliseconds of CPU.
+    say(&match &opts.what {
+        What::System(d) => format!(
+            "diagnosing the whole machine for {}…",
+            seconds(d.as_secs_f64())
+        ),
+        What::Pid(p, d) => format!(
+            "diagnosing pid {p} ({}) for {} or until it exits…",
+            target.name,
+            seconds(d.as_secs_f64())
+        ),
+        What::Command(_) => format!(
+            "diagnosing `{}` from exec to exit…",
+            target.command.join(" ")
+        ),
+    });
+    // Its threads' clocks are read first: reading them (two /proc files a
+    // thread, milliseconds on an emulated board) is not in the interval.
     let threads_start = selfcost::snapshot();
+    let own_start = workload::own_cpu_s();
     let setup_main = thread_cpu_s() - cpu0;
     let t0 = Instant::now();
+    pace.begin();
     let mut outcome: Result<()> = Ok(());
     match &opts.what {
         What::System(d) => {
-            say(&format!(
-                "diagnosing the whole machine for {}…",
-                seconds(d.as_secs_f64())
-            ));
             outcome = wait_for(*d, None);
         }
         What::Pid(p, d) => {
-            say(&format!(
-                "diagnosing pid {p} ({}) for {} or until it exits…",
-                target.name,
-                seconds(d.as_secs_f64())
-            ));
             outcome = wait_for(*d, Some((root, *p)));
         }
         What::Command(_) => {
             let c = pending.take().expect("the command was forked");
-            say(&format!(
-                "diagnosing `{}` from exec to exit…",
-                target.command.join(" ")
-            ));
             match c.release_and_wait(&exec_done) {
                 Ok(st) => {
                     target.exit = Some(st.words());
@@ -384,46 +409,7 @@ pub(crate) fn diagnose(opts: &Options, say: Say) -> Result<Diagnosis> {
     let mut profile = profile_section(prof);
     let mut cache_profile = profile_section(cache);
     let program = program_name(&opts.what, &target);
-    let offcpu = match off {
-        Ok(run) => match run.finish_offcpu_named(Some(&names)) {
-            Ok(t) => {
-                let own_image = match &opts.what {
-                    What::Command(_) => std::env::current_exe()
-                        .ok()
-                        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-                        .unwrap_or_default(),
-                    _ => String::new(),
-                };
-                let o = offcpu::from_trace(
-                    &t,
-                    &program,
-                    &own_image,
-                    format!(
-                        "every switch of the workload's tasks off a CPU with its user and kernel \
-                         call chain (perf_event_open: the context-switches software event, fired \
-                         where the sched:sched_switch tracepoint is, like `perf record -e \
-                         context-switches -g`), paired with its switch back in (SWITCH records): \
-                         each wait's real length, summed by cause; preemptions (still runnable) \
-                         are run-queue time, not blocking; {} waits still open at the end charged \
-                         up to it. {}",
-                        t.open_at_end, t.profile.overhead.summary
-                    ),
-                );
-                Section::Present {
-                    data: o,
-                    overhead: overhead(
-                        t.profile.overhead.reader_cpu_ms * 1e-3
-                            + t.profile.overhead.symbolise_cpu_ms * 1e-3,
-                        interval,
-                        0,
-                        "the off-CPU reader thread and symbolising",
-                    ),
-                }
-            }
-            Err(e) => fallback_offcpu(&blocking, e),
-        },
-        Err(e) => fallback_offcpu(&blocking, e),
-    };
+    let offcpu = offcpu::section(off, &names, &blocking, &program, command, interval);
     let mut counters = match counters {
         Ok(c) => Section::Present {
             data: c.finish(),
@@ -551,25 +537,6 @@ fn rename_root(p: &mut Section<crate::model::profile::Profile>, from: &str, to: 
         if let Some(rest) = f.stack.strip_prefix(&prefix) {
             f.stack = format!("{to};{rest}");
         }
-    }
-}
-
-/// The off-CPU section from the sampled blocking table when switch events
-/// are not available.
-fn fallback_offcpu(
-    blocking: &Section<crate::model::diagnosis::BlockingReport>,
-    why: String,
-) -> Section<crate::model::diagnosis::OffCpuReport> {
-    match blocking.data() {
-        Some(b) if b.source != "latencytop" || !b.causes.is_empty() => {
-            let mut o = offcpu::from_blocking(b);
-            o.method = format!("no scheduler switch events ({why}); {}", o.method);
-            Section::Present {
-                data: o,
-                overhead: Overhead::default(),
-            }
-        }
-        _ => Section::skipped(format!("no scheduler switch events: {why}")),
     }
 }
 

@@ -213,7 +213,10 @@ pub(crate) enum Collector {
 const PERIOD_MS: u64 = 100;
 
 impl Collector {
-    pub(crate) fn start(root: &Path) -> Collector {
+    pub(crate) fn start(
+        root: &Path,
+        pace: Option<std::sync::Arc<super::budget::Pace>>,
+    ) -> Collector {
         let cpu0 = thread_cpu_s();
         let before = read_slub_stats(root);
         if !before.is_empty() {
@@ -232,6 +235,7 @@ impl Collector {
             // change: the lower bound the method states anyway).
             Duration::from_secs(3600),
             super::budget::READER_SHARE,
+            pace,
         ))
     }
 

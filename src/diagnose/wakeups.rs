@@ -232,7 +232,11 @@ pub(crate) struct Collector {
 const PERIOD_MS: u64 = 500;
 
 impl Collector {
-    pub(crate) fn start(root: &Path, scope: Scope) -> Collector {
+    pub(crate) fn start(
+        root: &Path,
+        scope: Scope,
+        pace: Option<std::sync::Arc<super::budget::Pace>>,
+    ) -> Collector {
         let cpu0 = thread_cpu_s();
         let cstates = read_cstates(root);
         Collector {
@@ -245,6 +249,7 @@ impl Collector {
                 Duration::from_millis(PERIOD_MS),
                 Duration::from_secs(10),
                 super::budget::READER_SHARE,
+                pace,
             ),
         }
     }

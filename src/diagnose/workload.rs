@@ -219,6 +219,7 @@ impl Collector {
         root: &Path,
         scope: Scope,
         gate: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+        pace: Option<std::sync::Arc<super::budget::Pace>>,
     ) -> Collector {
         Collector {
             ticker: Ticker::adaptive(
@@ -227,6 +228,7 @@ impl Collector {
                 Duration::from_millis(100),
                 Duration::from_secs(2),
                 super::budget::READER_SHARE,
+                pace,
             ),
         }
     }
@@ -382,6 +384,7 @@ mod tests {
                 Duration::from_secs(3600),
                 Duration::from_secs(3600),
                 0.0,
+                None,
             ),
         };
         let r = c.finish(1.0, None, 0.0, "diag-slab 3 ms");

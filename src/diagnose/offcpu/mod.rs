@@ -16,9 +16,11 @@
 
 mod classify;
 mod rows;
+mod section;
 
 pub(crate) use classify::{c_library_image, c_library_internal, SLEEP_FRAMES};
 pub(crate) use rows::{from_blocking, from_trace};
+pub(crate) use section::section;
 
 /// Causes kept.
 pub(crate) const TOP: usize = 20;

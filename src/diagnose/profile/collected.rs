@@ -70,6 +70,11 @@ pub(super) struct Collected {
     /// The sampling rates used, in order (the first is the starting rate;
     /// more when the reader fitted its budget), Hz; empty: fixed.
     pub(crate) rates: Vec<u64>,
+    /// Off-CPU tracing held to the budget: the time traced and the span of
+    /// the interval, ns, and whether it ended early (else traced throughout).
+    pub(crate) traced_ns: u64,
+    pub(crate) span_ns: u64,
+    pub(crate) ended_early: bool,
 }
 
 impl Default for Collected {
@@ -97,6 +102,9 @@ impl Default for Collected {
             holder_comm: HashMap::new(),
             holders_open: Err("not traced".into()),
             rates: Vec::new(),
+            traced_ns: 0,
+            span_ns: 0,
+            ended_early: false,
         }
     }
 }

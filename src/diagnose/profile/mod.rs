@@ -106,6 +106,12 @@ pub(crate) struct OffCpuTrace {
     pub(crate) holders_open: Result<usize, String>,
     /// tunelab's own process id (its threads are the observer).
     pub(crate) observer_pid: u32,
+    /// Traced time and the span of the interval, s, and whether tracing
+    /// ended early to keep to the budget (then the times above, lifetimes
+    /// included, are scaled by span / traced).
+    pub(crate) traced_s: f64,
+    pub(crate) span_s: f64,
+    pub(crate) ended_early: bool,
 }
 
 impl Default for OffCpuTrace {
@@ -123,6 +129,9 @@ impl Default for OffCpuTrace {
             holders: Vec::new(),
             holders_open: Err("not traced".into()),
             observer_pid: 0,
+            traced_s: 0.0,
+            span_s: 0.0,
+            ended_early: false,
         }
     }
 }
@@ -194,13 +203,29 @@ const NO_FEATURE: &str = "built without the profile feature";
 /// (perf_event_paranoid, EACCES, no perf events in the kernel, no PMU for
 /// cache misses, no such process…).
 pub fn start(req: &Request) -> Result<Running, String> {
+    start_inner(req, None)
+}
+
+/// `start`, with the reader's CPU charged to diagnose's `pace` (the
+/// off-CPU tracer ends early when the readers are over the budget).
+pub(crate) fn start_paced(
+    req: &Request,
+    pace: &std::sync::Arc<crate::diagnose::budget::Pace>,
+) -> Result<Running, String> {
+    start_inner(req, Some(pace.clone()))
+}
+
+fn start_inner(
+    req: &Request,
+    pace: Option<std::sync::Arc<crate::diagnose::budget::Pace>>,
+) -> Result<Running, String> {
     #[cfg(feature = "profile")]
     {
-        live::Live::start(req).map(|inner| Running { inner })
+        live::Live::start(req, pace).map(|inner| Running { inner })
     }
     #[cfg(not(feature = "profile"))]
     {
-        let _ = req;
+        let _ = (req, pace);
         Err(NO_FEATURE.to_string())
     }
 }

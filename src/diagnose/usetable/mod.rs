@@ -72,7 +72,10 @@ pub(crate) struct Collector {
 }
 
 impl Collector {
-    pub(crate) fn start(root: &Path) -> Collector {
+    pub(crate) fn start(
+        root: &Path,
+        pace: Option<std::sync::Arc<super::budget::Pace>>,
+    ) -> Collector {
         let cpu0 = thread_cpu_s();
         let before = Snapshot::read(root);
         Collector {
@@ -90,6 +93,7 @@ impl Collector {
                 Duration::from_millis(100),
                 Duration::from_secs(5),
                 super::budget::READER_SHARE,
+                pace,
             ),
         }
     }

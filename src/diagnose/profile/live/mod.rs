@@ -9,6 +9,8 @@ mod leaf;
 mod open;
 mod pairing;
 mod reader;
+mod stacks;
+mod windows;
 
 use std::borrow::Cow;
 
@@ -136,7 +138,10 @@ pub(crate) struct Live {
 pub(crate) type Names = std::collections::HashMap<u64, super::kallsyms::KernelSym>;
 
 impl Live {
-    pub(crate) fn start(req: &Request) -> Result<Live, String> {
+    pub(crate) fn start(
+        req: &Request,
+        pace: Option<Arc<crate::diagnose::budget::Pace>>,
+    ) -> Result<Live, String> {
         let started = Instant::now();
         if let Scope::Process { pid } = req.scope {
             if pid <= 0 {
@@ -226,12 +231,19 @@ impl Live {
         let (ready_tx, ready) = std::sync::mpsc::channel();
         let (wake_r, wake) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| format!("cannot create the profile reader's pipe: {e}"))?;
+        // One name per reader, so tunelab's own CPU by thread tells them apart.
+        let name = match kind {
+            Kind::OffCpu => "tunelab-offcpu",
+            Kind::CacheMisses => "tunelab-cache",
+            Kind::Cycles | Kind::CpuClock => "tunelab-profile",
+        };
         let reader = std::thread::Builder::new()
-            .name("tunelab-profile".into())
+            .name(name.into())
             .spawn(move || {
                 let wake = reader::Wake {
                     fd: wake_r,
                     ready: ready_tx,
+                    pace,
                 };
                 read_loop(opened, &stop2, scope, own_until_exec, off, adapt, wake)
             })
@@ -299,6 +311,8 @@ impl Live {
         let cpu0 = common::thread_cpu_ns();
         let (collected, sampling_ms, names) = self.take(names)?;
         let stacks = symbols::resolve(&collected, &names);
+        // Ended early (held to the budget): times scaled to the span.
+        let scale = windows::scale(collected.traced_ns, collected.span_ns);
         // resolve keeps the map's iteration order.
         let waits: Vec<super::WaitStack> = collected
             .stacks
@@ -313,7 +327,7 @@ impl Live {
                         .iter()
                         .map(|f| (f.image.clone(), f.symbol.clone()))
                         .collect(),
-                    total_s: st.samples as f64 * 1e-6,
+                    total_s: st.samples as f64 * 1e-6 * scale,
                     count: w.count,
                     max_s: w.max_ns as f64 * 1e-9,
                     min_s: w.min_ns as f64 * 1e-9,
@@ -321,7 +335,11 @@ impl Live {
                     by_pid: collected
                         .wait_pid_ns
                         .get(k)
-                        .map(|m| m.iter().map(|(p, ns)| (*p, *ns as f64 * 1e-9)).collect())
+                        .map(|m| {
+                            m.iter()
+                                .map(|(p, ns)| (*p, *ns as f64 * 1e-9 * scale))
+                                .collect()
+                        })
                         .unwrap_or_default(),
                 }
             })
@@ -358,7 +376,7 @@ impl Live {
                         .get(*c as usize)
                         .cloned()
                         .unwrap_or_default(),
-                    *ns as f64 * 1e-9,
+                    *ns as f64 * 1e-9 * scale,
                 )
             })
             .collect();
@@ -366,15 +384,16 @@ impl Live {
             profile: m.profile(0, agg, &collected, overhead),
             waits,
             runqueue,
+            // Scaled too: a thread's waits are judged against its lifetime.
             lifetimes: collected
                 .lifetimes_ns
                 .iter()
-                .map(|(t, ns)| (*t, *ns as f64 * 1e-9))
+                .map(|(t, ns)| (*t, *ns as f64 * 1e-9 * scale))
                 .collect(),
             runqueue_by_pid: collected
                 .runqueue_pid_ns
                 .iter()
-                .map(|(p, ns)| (*p, *ns as f64 * 1e-9))
+                .map(|(p, ns)| (*p, *ns as f64 * 1e-9 * scale))
                 .collect(),
             tid_pid: collected.tid_pid.clone(),
             pid_comm: collected
@@ -399,12 +418,15 @@ impl Live {
                         *w,
                         *h,
                         name.cloned().unwrap_or_else(|| format!("[pid {h}]")),
-                        *ns as f64 * 1e-9,
+                        *ns as f64 * 1e-9 * scale,
                     )
                 })
                 .collect(),
             holders_open: collected.holders_open.clone(),
             observer_pid: std::process::id(),
+            traced_s: collected.traced_ns as f64 * 1e-9,
+            span_s: collected.span_ns as f64 * 1e-9,
+            ended_early: collected.ended_early,
         })
     }
 

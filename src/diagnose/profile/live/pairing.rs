@@ -6,6 +6,25 @@ use std::collections::{HashMap, HashSet};
 
 use super::super::collected::{Collected, FrameKey};
 
+/// Switch records (PERF_RECORD_SWITCH, _CPU_WIDE) and their misc bits.
+pub(super) const PERF_RECORD_SWITCH: u32 = 14;
+pub(super) const PERF_RECORD_SWITCH_CPU_WIDE: u32 = 15;
+pub(super) const MISC_SWITCH_OUT: u16 = 1 << 13;
+pub(super) const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
+
+/// The sample_id trailer of a SWITCH record (TID, TIME, CPU asked):
+/// pid, tid, time.
+pub(super) fn switch_ids(body: &[u8]) -> Option<(u32, u32, u64)> {
+    let u32_at = |i: usize| Some(u32::from_ne_bytes(body.get(i..i + 4)?.try_into().ok()?));
+    let time = u64::from_ne_bytes(body.get(8..16)?.try_into().ok()?);
+    Some((u32_at(0)?, u32_at(4)?, time))
+}
+
+pub(super) fn monotonic_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum OffKind {
     /// The call chain at a switch out (the context-switches sample).

@@ -18,7 +18,14 @@ use super::fitter::{Adapt, Fitter};
 use super::holders::Holders;
 use super::leaf;
 use super::open::Opened;
-use super::pairing::{OffEvent, OffKind, OffState};
+use super::pairing::{
+    monotonic_ns, switch_ids, OffEvent, OffKind, OffState, MISC_SWITCH_OUT,
+    MISC_SWITCH_OUT_PREEMPT, PERF_RECORD_SWITCH, PERF_RECORD_SWITCH_CPU_WIDE,
+};
+use super::stacks::{add_stack, resolve_late, splice_scanned};
+use super::windows::{switch_all, Held, Turn};
+use crate::diagnose::budget::Pace;
+use std::sync::Arc;
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
@@ -49,34 +56,32 @@ struct Reader {
     /// processes seen to exec: until then its samples are tunelab's own.
     own_exe: Option<String>,
     execed: HashSet<u32>,
+    /// Samples that looked like tunelab's own fork before its exec: the
+    /// exec's COMM record may sit in another CPU's buffer not read yet (the
+    /// board's programs and tunelab are both linked at 0x400000, so the
+    /// program's addresses resolve in tunelab's old mappings). Decided
+    /// after the last drain, when every exec has been read.
+    pending: Vec<Pending>,
 }
 
-const PERF_RECORD_SWITCH: u32 = 14;
-const PERF_RECORD_SWITCH_CPU_WIDE: u32 = 15;
-const MISC_SWITCH_OUT: u16 = 1 << 13;
-const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
+/// A sample held until the end (see `Reader::pending`).
+struct Pending {
+    pid: u32,
+    raw: Vec<(u64, bool)>,
+    return_address: Option<u64>,
+    leaf_kernel: bool,
+}
+
 /// Events are paired in time order; the ring buffers of different CPUs are
 /// drained one after the other, so events younger than this stay queued
 /// until the next pass.
 const HOLD_BACK_NS: u64 = 300_000_000;
-/// How the reader is told it may start (`ready`, once its set-up is done)
-/// and woken to stop (a byte on `fd`).
+/// How the reader is told it may start (`ready`, once its set-up is done),
+/// woken to stop (a byte on `fd`), and held to diagnose's budget (`pace`).
 pub(super) struct Wake {
     pub(crate) fd: std::os::fd::OwnedFd,
     pub(crate) ready: std::sync::mpsc::Sender<()>,
-}
-
-/// The sample_id trailer of a SWITCH record (TID, TIME, CPU asked):
-/// pid, tid, time.
-fn switch_ids(body: &[u8]) -> Option<(u32, u32, u64)> {
-    let u32_at = |i: usize| Some(u32::from_ne_bytes(body.get(i..i + 4)?.try_into().ok()?));
-    let time = u64::from_ne_bytes(body.get(8..16)?.try_into().ok()?);
-    Some((u32_at(0)?, u32_at(4)?, time))
-}
-
-fn monotonic_ns() -> u64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    pub(crate) pace: Option<Arc<Pace>>,
 }
 
 impl Reader {
@@ -254,7 +259,6 @@ impl Reader {
             return;
         }
         let leaf_kernel = misc & MISC_CPUMODE_MASK == MISC_KERNEL;
-        let mut frames: Vec<FrameKey> = Vec::new();
         let mut raw: Vec<(u64, bool)> = Vec::new();
         match s.callchain() {
             Some(chain) if !chain.is_empty() => {
@@ -278,30 +282,27 @@ impl Reader {
                 }
             }
         }
-        for (i, (ip, kernel)) in raw.into_iter().enumerate() {
-            // Callers' entries are return addresses: step back into the
-            // call instruction so a call at a function's very end resolves.
-            let addr = if i > 0 { ip.saturating_sub(1) } else { ip };
-            if kernel {
-                frames.push(FrameKey::Kernel(addr));
-            } else {
-                let key = match self.space(pid).lookup(addr) {
-                    Some((file, off)) => FrameKey::User(file, off),
-                    None => FrameKey::Unmapped(pid, addr),
-                };
-                frames.push(key);
-            }
-        }
+        let mut frames = self.frames(pid, &raw);
+        let return_address = if self.off.is_none() {
+            leaf::return_address(s).filter(|&a| a >= 4096)
+        } else {
+            None
+        };
         if self.before_exec(pid, &frames) {
-            self.out.own_samples += 1;
+            if self.off.is_none() {
+                self.pending.push(Pending {
+                    pid,
+                    raw,
+                    return_address,
+                    leaf_kernel,
+                });
+            } else {
+                self.out.own_samples += 1;
+            }
             return;
         }
         if self.off.is_none() {
-            if let Some(ra) = leaf::return_address(s).filter(|&a| a >= 4096) {
-                if let Some((file, off)) = self.space(pid).lookup(ra - 1) {
-                    leaf::splice(&mut frames, FrameKey::Caller(file, off));
-                }
-            }
+            self.splice_caller(pid, &mut frames, return_address);
         } else if let Some(stack) = s.stack_user() {
             let found = self.scan_stack(pid, stack, &frames);
             splice_scanned(&mut frames, found);
@@ -317,6 +318,53 @@ impl Reader {
         }
         let comm = self.pid_comm(pid);
         add_stack(&mut self.out, comm, frames, leaf_kernel, MAX_STACKS);
+    }
+
+    /// The frames of a raw call chain, user addresses looked up in `pid`'s
+    /// address space as read so far.
+    fn frames(&mut self, pid: u32, raw: &[(u64, bool)]) -> Vec<FrameKey> {
+        let mut frames = Vec::with_capacity(raw.len());
+        for (i, &(ip, kernel)) in raw.iter().enumerate() {
+            // Callers' entries are return addresses: step back into the
+            // call instruction so a call at a function's very end resolves.
+            let addr = if i > 0 { ip.saturating_sub(1) } else { ip };
+            if kernel {
+                frames.push(FrameKey::Kernel(addr));
+            } else {
+                let key = match self.space(pid).lookup(addr) {
+                    Some((file, off)) => FrameKey::User(file, off),
+                    None => FrameKey::Unmapped(pid, addr),
+                };
+                frames.push(key);
+            }
+        }
+        frames
+    }
+
+    /// The leaf's caller from its return address, when it resolves.
+    fn splice_caller(&mut self, pid: u32, frames: &mut Vec<FrameKey>, ra: Option<u64>) {
+        if let Some(ra) = ra {
+            if let Some((file, off)) = self.space(pid).lookup(ra - 1) {
+                leaf::splice(frames, FrameKey::Caller(file, off));
+            }
+        }
+    }
+
+    /// The held samples, once every record is read: a process that exec'd
+    /// had them after its exec (before it, tunelab's fork only waits on a
+    /// pipe), so they are the program's, looked up in its final mappings;
+    /// the others are tunelab's own.
+    fn settle_pending(&mut self) {
+        for p in std::mem::take(&mut self.pending) {
+            if !self.execed.contains(&p.pid) {
+                self.out.own_samples += 1;
+                continue;
+            }
+            let mut frames = self.frames(p.pid, &p.raw);
+            self.splice_caller(p.pid, &mut frames, p.return_address);
+            let comm = self.pid_comm(p.pid);
+            add_stack(&mut self.out, comm, frames, p.leaf_kernel, MAX_STACKS);
+        }
     }
 
     /// A sample of a process that has not exec'd yet, in tunelab's own
@@ -365,58 +413,42 @@ impl Reader {
         out
     }
 
-    /// Pair the off-CPU events older than `upto`.
-    fn pair(&mut self, upto: u64) {
+    /// Pair the off-CPU events older than `upto`; with u64::MAX (the end)
+    /// waits still open are charged up to `end` (the tracer's early end)
+    /// or now.
+    fn pair(&mut self, upto: u64, end: Option<u64>) {
         let Some(mut off) = self.off.take() else {
             return;
         };
         let mut out = std::mem::take(&mut self.out);
         off.pair(upto, &mut out, &mut |pid| self.pid_comm(pid));
         if upto == u64::MAX {
-            off.close_open(monotonic_ns(), &mut out, &mut |pid| self.pid_comm(pid));
+            let end = end.unwrap_or_else(monotonic_ns);
+            off.close_open(end, &mut out, &mut |pid| self.pid_comm(pid));
         }
         self.out = out;
         self.off = Some(off);
     }
 }
 
-/// Put the scanned callers right after the leaf user frame.
-fn splice_scanned(frames: &mut Vec<FrameKey>, found: Vec<FrameKey>) {
-    if found.is_empty() {
-        return;
-    }
-    let at = frames
-        .iter()
-        .position(|f| !matches!(f, FrameKey::Kernel(_)))
-        .map_or(frames.len(), |i| i + 1);
-    frames.splice(at..at, found);
-}
-
-/// Count one sample. Memory stays bounded on a long system-wide run: past
-/// `cap` distinct stacks, new ones keep only their leaf frame (the flat
-/// profile stays exact, the call graph loses those callers).
-fn add_stack(out: &mut Collected, comm: u32, mut frames: Vec<FrameKey>, kernel: bool, cap: usize) {
-    if out.stacks.len() >= cap
-        && frames.len() > 1
-        && !out.stacks.contains_key(&(comm, frames.clone()))
-    {
-        frames.truncate(1);
-        out.truncated += 1;
-    }
-    let e = out.stacks.entry((comm, frames)).or_default();
-    e.0 += 1;
-    if kernel {
-        e.1 += 1;
-    }
-}
-
 fn drain(sampler: &mut Sampler, reader: &mut Reader) -> u64 {
+    drain_until(sampler, reader, u64::MAX).0
+}
+
+/// Drain until the thread's CPU clock passes `deadline_ns` (checked every
+/// few records): (records read, whether records were left in the ring).
+/// One pass over a fork loop's records cost 0.7 s on the emulated board
+/// (a process name and mappings read per new child): a pass is bounded.
+fn drain_until(sampler: &mut Sampler, reader: &mut Reader, deadline_ns: u64) -> (u64, bool) {
     let mut n = 0;
     while let Some(rec) = sampler.next_record() {
         reader.record(&rec);
         n += 1;
+        if n % 16 == 0 && deadline_ns != u64::MAX && common::thread_cpu_ns() >= deadline_ns {
+            return (n, true);
+        }
     }
-    n
+    (n, false)
 }
 
 pub(super) fn read_loop(
@@ -429,6 +461,7 @@ pub(super) fn read_loop(
     wake: Wake,
 ) -> Collected {
     let mut fitter = adapt.map(Fitter::new);
+    let mut held = Held::new(wake.pace.clone());
     let mut reader = Reader {
         out: Collected {
             holders_open: opened.holders.clone(),
@@ -446,6 +479,7 @@ pub(super) fn read_loop(
             .flatten()
             .map(|p| p.to_string_lossy().into_owned()),
         execed: HashSet::new(),
+        pending: Vec::new(),
     };
     if let Scope::Process { pid } = scope {
         // The target's current mappings and name, while it surely exists.
@@ -459,7 +493,10 @@ pub(super) fn read_loop(
     // return at once for them forever.
     let mut live: Vec<bool> = vec![true; opened.samplers.len()];
     while !stop.load(Ordering::SeqCst) {
-        let idx: Vec<usize> = (0..live.len()).filter(|i| live[*i]).collect();
+        // An off-CPU tracer that ended waits for the stop alone.
+        let idx: Vec<usize> = (0..live.len())
+            .filter(|i| live[*i] && held.ended.is_none())
+            .collect();
         let mut fds: Vec<PollFd> = idx
             .iter()
             // SAFETY: the samplers stay open (and in place) while `fds` lives.
@@ -471,16 +508,50 @@ pub(super) fn read_loop(
         // watermark), not per sample, and `stop` wakes it through the
         // pipe: no timed wake-ups, so while the workload runs the reader
         // costs nothing until a buffer fills (the records wait in the
-        // ring; a short run's are all read after it).
-        if rustix::event::poll(&mut fds, None).is_err() {
+        // ring; a short run's are all read after it). A held pass is
+        // tried again when the budget has room.
+        let timeout = held.timeout().map(|d| rustix::event::Timespec {
+            tv_sec: d.as_secs() as i64,
+            tv_nsec: d.subsec_nanos() as i64,
+        });
+        if rustix::event::poll(&mut fds, timeout.as_ref()).is_err() {
             continue; // EINTR
         }
-        let mut records = 0;
+        let mut wanted = held.due();
         for (k, &i) in idx.iter().enumerate() {
-            if fds[k].revents().contains(PollFlags::HUP) {
+            let ev = fds[k].revents();
+            if ev.contains(PollFlags::HUP) {
+                // The workload has ended: its records are read at the stop,
+                // after the interval, not now while tunelab's own CPU
+                // still counts.
                 live[i] = false;
+            } else if ev.contains(PollFlags::IN) {
+                wanted = true;
             }
-            records += drain(&mut opened.samplers[i], &mut reader);
+        }
+        if !wanted || stop.load(Ordering::SeqCst) {
+            continue;
+        }
+        match held.turn(off) {
+            Turn::Hold => continue,
+            Turn::End => {
+                // Off for good; what the buffers hold is read after the
+                // interval, paired up to this moment.
+                switch_all(&mut opened, false);
+                held.end(monotonic_ns());
+                continue;
+            }
+            Turn::Read => {}
+        }
+        let c0 = common::thread_cpu_ns();
+        let deadline = held.pass_deadline_ns(c0);
+        let (mut records, mut left) = (0, false);
+        for &i in &idx {
+            if live[i] && !left {
+                let (n, l) = drain_until(&mut opened.samplers[i], &mut reader, deadline);
+                records += n;
+                left = l;
+            }
         }
         passes += 1;
         total += records;
@@ -489,19 +560,29 @@ pub(super) fn read_loop(
         }
         if let Some(o) = &reader.off {
             let upto = o.newest.saturating_sub(HOLD_BACK_NS);
-            reader.pair(upto);
+            reader.pair(upto, None);
+        }
+        held.read(common::thread_cpu_ns().saturating_sub(c0) as f64 * 1e-9);
+        if left {
+            // Cut short: the samplers' rest waits in the ring (the next
+            // pass, or losses counted); the tracer ends here, its rest is
+            // read after the interval.
+            if off {
+                switch_all(&mut opened, false);
+                held.end(monotonic_ns());
+            } else {
+                held.owe();
+            }
         }
     }
-    for s in &mut opened.samplers {
-        let _ = s.disable();
-    }
-    for c in &mut opened.redirected {
-        let _ = c.disable();
-    }
+    switch_all(&mut opened, false);
     for i in 0..opened.samplers.len() {
-        drain(&mut opened.samplers[i], &mut reader);
+        total += drain(&mut opened.samplers[i], &mut reader);
     }
-    reader.pair(u64::MAX);
+    reader.pair(u64::MAX, held.ended.map(|(_, ns)| ns));
+    (reader.out.traced_ns, reader.out.span_ns) = held.traced_ns();
+    reader.out.ended_early = held.ended.is_some();
+    reader.settle_pending();
     resolve_late(&mut reader.out, &reader.spaces);
     reader.out.reader_cpu_ns = common::thread_cpu_ns();
     if crate::diagnose::selfcost::debug() {
@@ -512,49 +593,6 @@ pub(super) fn read_loop(
         );
     }
     reader.out
-}
-
-/// Look unmapped user addresses up again in the final address spaces: a
-/// process that moved to another CPU right after an mmap or exec has samples
-/// in one ring buffer and the MMAP2 record in another, and the buffers are
-/// drained one after the other.
-fn resolve_late(out: &mut Collected, spaces: &HashMap<u32, AddressSpace>) {
-    let has_unmapped =
-        |k: &(u32, Vec<FrameKey>)| k.1.iter().any(|f| matches!(f, FrameKey::Unmapped(..)));
-    if !out.stacks.keys().any(has_unmapped) {
-        return;
-    }
-    let remap = |frames: Vec<FrameKey>| -> Vec<FrameKey> {
-        frames
-            .into_iter()
-            .map(|f| match f {
-                FrameKey::Unmapped(pid, addr) => spaces
-                    .get(&pid)
-                    .and_then(|sp| sp.lookup(addr))
-                    .map_or(f, |(file, off)| FrameKey::User(file, off)),
-                other => other,
-            })
-            .collect()
-    };
-    let old = std::mem::take(&mut out.stacks);
-    for ((comm, frames), (n, k)) in old {
-        let e = out.stacks.entry((comm, remap(frames))).or_default();
-        e.0 += n;
-        e.1 += k;
-    }
-    let old = std::mem::take(&mut out.waits);
-    for ((comm, frames), w) in old {
-        out.waits.entry((comm, remap(frames))).or_default().merge(w);
-    }
-    let old = std::mem::take(&mut out.wait_tids);
-    for ((comm, frames), tids) in old {
-        let e = out.wait_tids.entry((comm, remap(frames))).or_default();
-        for t in tids {
-            if !e.contains(&t) {
-                e.push(t);
-            }
-        }
-    }
 }
 
 #[cfg(test)]
