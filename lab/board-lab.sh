@@ -301,6 +301,8 @@ step() {
 mnt() { mount -t "$1" "$2" "$3" || { rc=$?; dmesg | tail -n 5; return $rc; }; }
 mounted() { grep -q " $1 " /proc/mounts; }
 step mount-ext4 mnt ext4 $ext4_dev /mnt/ext4
+# The diagnose workloads (LAB_DIAGNOSE) travel on the ext4 disk.
+[ -d /mnt/ext4/wl ] && ln -sfn /mnt/ext4/wl /wl
 step mount-vfat mnt vfat $vfat_dev /mnt/vfat
 for fs in exfat f2fs; do
   eval "dev=\${${fs}_dev:-}"
@@ -461,14 +463,17 @@ chmod +x "$root/init"
 # Static aarch64 builds of tests/workloads/{spin,memcpy_loop,fork_loop,
 # mutex,prodcons,threads_cpu}.c in /wl, with check.sh: a finding expected,
 # findings forbidden, and the spinner's own share of a CPU (getrusage).
+# They go on each guest's ext4 disk, not in the initramfs: unpacked in RAM
+# they made the 64 MiB guest panic at boot ("deadlocked on memory").
+rm -rf "$LAB_DIR/wl"
 if [ "${LAB_DIAGNOSE:-0}" = 1 ] && command -v aarch64-linux-gnu-gcc >/dev/null; then
-  mkdir -p "$root/wl"
+  mkdir -p "$LAB_DIR/wl"
   for w in spin memcpy_loop fork_loop mutex prodcons threads_cpu; do
-    aarch64-linux-gnu-gcc -static -O2 -g -pthread -o "$root/wl/$w" "tests/workloads/$w.c" ||
+    aarch64-linux-gnu-gcc -static -O2 -g -pthread -o "$LAB_DIR/wl/$w" "tests/workloads/$w.c" ||
       die "cannot build tests/workloads/$w.c for aarch64"
   done
-  cp lab/diagnose-check.sh "$root/wl/check.sh"
-  cp bench/diagnose_cost.sh "$root/wl/cost.sh"
+  cp lab/diagnose-check.sh "$LAB_DIR/wl/check.sh"
+  cp bench/diagnose_cost.sh "$LAB_DIR/wl/cost.sh"
 elif [ "${LAB_DIAGNOSE:-0}" = 1 ]; then
   note "aarch64-linux-gnu-gcc not found: the diagnose workload steps are skipped"
 fi
@@ -657,6 +662,7 @@ for mem in $LAB_MEMS; do
   # Disks built without root: mkfs on image files.
   mkdir -p "$d/ext4root/bin" && cp "$TUNELAB_AARCH64" "$d/ext4root/bin/tunelab"
   cp bench/footprint.sh "$d/ext4root/bin/footprint.sh"
+  [ -d "$LAB_DIR/wl" ] && cp -r "$LAB_DIR/wl" "$d/ext4root/wl"
   # The long study: the quick profile with its work fixed and 10 trials
   # (the one-trial video stream too: 10 recordings, their misses pooled).
   sed -e 's/, work = "sized"//' -e 's/^trials = [1-9]$/trials = 10/' \
