@@ -54,6 +54,9 @@ pub(crate) struct Judged {
     pub(crate) metric: String,
     /// Judged on single-trial values (no interval).
     pub(crate) single: bool,
+    /// The drift between runs decided the outcome (the trials' own
+    /// interval alone would have said otherwise).
+    pub(crate) drifted: bool,
 }
 
 fn matches(r: &PointResult, c: &Criterion) -> bool {
@@ -69,10 +72,9 @@ struct Estimate {
     median: f64,
     low: f64,
     high: f64,
-    /// The interval the verdict is judged on: [low, high] widened by the
-    /// between-run drift for an interval of trials, else [low, high].
-    judged_low: f64,
-    judged_high: f64,
+    /// The between-run drift the interval is widened by before it is
+    /// judged: the criterion's for an interval of trials, else 0.
+    drift: f64,
     n: usize,
     /// A proportion's events and chances pooled over the trials, when the
     /// criterion names its chances (then `low`/`high` are binomial).
@@ -100,8 +102,7 @@ fn pooled(r: &PointResult, metric: &str, chances: &str) -> Option<Estimate> {
         median: k as f64 / n as f64,
         low,
         high,
-        judged_low: low,
-        judged_high: high,
+        drift: 0.0,
         n: m.samples.len(),
         events: Some((k, n)),
     })
@@ -127,8 +128,7 @@ fn estimate(r: &PointResult, c: &Criterion, drift: f64) -> Option<Estimate> {
         median: s.median,
         low,
         high,
-        judged_low: low - low.abs() * drift,
-        judged_high: high + high.abs() * drift,
+        drift,
         n: s.n,
         events: None,
     })
@@ -157,6 +157,7 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult], drift: f64
             text: format!("{} not measured", c.metric),
             metric: c.metric.clone(),
             single: false,
+            drifted: false,
         };
     }
     let worse = |a: f64, b: f64| {
@@ -186,7 +187,10 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult], drift: f64
         combine(&|e| e.low),
         combine(&|e| e.high),
     );
-    let (judged_low, judged_high) = (combine(&|e| e.judged_low), combine(&|e| e.judged_high));
+    let (judged_low, judged_high) = (
+        combine(&|e| e.low - e.low.abs() * e.drift),
+        combine(&|e| e.high + e.high.abs() * e.drift),
+    );
     // The widened interval is shown where it decides: where the trials'
     // own interval would have said otherwise.
     let outcome = judge_interval(c, judged_low, judged_high);
@@ -237,6 +241,7 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult], drift: f64
         text,
         metric: c.metric.clone(),
         single,
+        drifted: widened,
     }
 }
 
@@ -400,13 +405,24 @@ pub(crate) fn judge(
             },
         )
     } else if !marginal.is_empty() {
+        // Where the drift between runs alone makes it straddle, more trials
+        // cannot help: the need is within that drift of the measurement.
+        let drifted = judged
+            .iter()
+            .filter(|j| j.outcome == Outcome::Marginal)
+            .all(|j| j.drifted);
         verdict(
             "marginal",
             result,
             format!(
-                "cannot tell: the interval of {} straddles the need; more trials (--trials) or a \
-                 quieter machine narrow it",
-                marginal.join(", ")
+                "cannot tell: the interval of {} straddles the need; {}",
+                marginal.join(", "),
+                if drifted {
+                    "the need lies within the drift between runs of the measurement, which more \
+                     trials do not narrow"
+                } else {
+                    "more trials (--trials) or a quieter machine narrow it"
+                }
             ),
         )
     } else if !unknown.is_empty() {

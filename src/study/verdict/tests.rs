@@ -367,3 +367,32 @@ fn an_interval_of_trials_is_judged_with_the_drift_between_runs() {
     assert_eq!(j.outcome, Outcome::Fail);
     assert!(j.text.contains("1 trial, no interval"), "{}", j.text);
 }
+
+#[test]
+fn a_verdict_the_drift_decides_does_not_ask_for_more_trials() {
+    let ki = issue(vec![le_50us(Over::All)]);
+    let v = judge(
+        &ki,
+        &[point("latency", 60e-6, 55e-6, 66e-6)],
+        None,
+        BETWEEN_RUNS,
+    );
+    assert_eq!(v.verdict, "marginal");
+    assert!(
+        v.conclusion.contains("within the drift between runs"),
+        "{}",
+        v.conclusion
+    );
+    // Straddling on the trials' own interval: more trials may settle it.
+    let v = judge(
+        &ki,
+        &[point("latency", 47.9e-6, 45e-6, 52e-6)],
+        None,
+        BETWEEN_RUNS,
+    );
+    assert!(
+        v.conclusion.contains("more trials (--trials)"),
+        "{}",
+        v.conclusion
+    );
+}
