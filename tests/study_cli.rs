@@ -27,6 +27,11 @@ fn broken_profiles_give_line_numbered_errors_and_run_nothing() {
             "name = \"x\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nexperiment = \"io.stream\"\n[[issue.criteria]]\nmetric = \"miss_ratio\"\nop = \"<=\"\nvalue = \"1%\"\nevents = \"frames\"\n",
             "line 6: criterion: events: io.stream has no metric 'frames'",
         ),
+        (
+            "events-fps.toml",
+            "name = \"x\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nexperiment = \"io.stream\"\n[[issue.criteria]]\nmetric = \"record_fps\"\nop = \">=\"\nvalue = 30\nevents = \"frames_due\"\n",
+            "line 6: criterion: events: record_fps is in ops/s, not a proportion",
+        ),
         ("syntax.toml", "name = \"x\"\ntitle = \"t\"\n[[issue]\nname = \"a\"\n", "line 3"),
         ("param.toml", "name = \"x\"\ntitle = \"t\"\n[[issue]]\nname = \"a\"\nexperiment = \"io.file-read\"\nparams = { size = \"huge\" }\n", "line 6"),
     ];

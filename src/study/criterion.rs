@@ -159,6 +159,15 @@ pub(super) fn criterion(
             exp.name()
         ));
     }
+    // Chances count the events of a proportion only: on another metric the
+    // pooled "events" would be the metric times the chances, a made-up count.
+    if c.events.is_some() && spec.unit != "fraction" {
+        return Err(format!(
+            "criterion: events: {} is in {}, not a proportion (a fraction of the chances): \
+             drop `events` or judge a fraction metric",
+            c.metric, spec.unit
+        ));
+    }
     Ok(Criterion {
         metric: c.metric.clone(),
         unit: spec.unit.to_string(),
