@@ -163,6 +163,14 @@ impl Pace {
         let spent = self.spent_ns.load(Ordering::Relaxed) as f64 * 1e-9;
         Some(headroom(t0.elapsed().as_secs_f64(), spent))
     }
+
+    /// How long a reader about to spend `cost_s` must hold off (at least
+    /// `min`); None when the budget has room now or the interval has not
+    /// begun.
+    pub(crate) fn hold_for(&self, cost_s: f64, min: Duration) -> Option<Duration> {
+        let h = self.headroom_s()?;
+        (h < cost_s.max(0.0)).then(|| wait_for_room(h, cost_s, min))
+    }
 }
 
 /// What the readers may still spend after `elapsed_s` of the interval

@@ -66,19 +66,21 @@ impl Held {
     /// A pass is wanted (a buffer filled, or an owed pass is due): read,
     /// hold it (`off` false), or end tracing (`off` true).
     pub(super) fn turn(&mut self, off: bool) -> Turn {
-        let room = self.pace.as_ref().and_then(|p| p.headroom_s());
-        match room {
-            Some(h) if h < self.last_pass_s.max(0.0) => {
-                if off {
-                    self.owed = None;
-                    return Turn::End;
-                }
+        let hold = self
+            .pace
+            .as_ref()
+            .and_then(|p| p.hold_for(self.last_pass_s, MIN_HOLD));
+        match hold {
+            Some(_) if off => {
+                self.owed = None;
+                Turn::End
+            }
+            Some(wait) => {
                 self.held += 1;
-                self.owed =
-                    Some(Instant::now() + budget::wait_for_room(h, self.last_pass_s, MIN_HOLD));
+                self.owed = Some(Instant::now() + wait);
                 Turn::Hold
             }
-            _ => {
+            None => {
                 self.owed = None;
                 Turn::Read
             }
