@@ -568,6 +568,8 @@ diagnose_table() {
     [ -n "$prog" ] || prog=$(awk '/^[0-9]+ s +[0-9.]+% of a CPU/ {printf "%s s: %s ", $1, $7}' "$f")
     table+="| ${n#diagnose-} | ${rc:-?} | ${own:--} | ${prog:--} |"$'\n'
   done
+  # Only diagnose-idle ran (one guest CPU): no table; the block keeps its last.
+  [ -n "$table" ] || return 0
   echo "diagnose on the ${mem} MiB guest: step | result | tunelab's own CPU, % of one CPU | the program's own share of a CPU"
   printf '%s' "$table" | sed 's/^/  /'
   {
