@@ -225,3 +225,52 @@ value = "1MB/s"
     let text = String::from_utf8_lossy(&env.run(&["show", "last"]).stdout).to_string();
     assert_eq!(text.contains("suspect:"), flagged, "{text}");
 }
+
+/// The drift a verdict's interval is widened by is learned from this
+/// machine's stored runs of the point once 4 are stored: planted trials of
+/// 0.99–1.01 against a need of ≤ 1.05 are MARGINAL under the default ±10%
+/// (1.01 could be 1.11 in another run), and PASS once four stored runs of
+/// the point agree exactly.
+#[test]
+fn the_drift_between_runs_is_learned_from_the_stored_runs() {
+    let env = Env::new();
+    let p = profile(
+        &env,
+        "planted.toml",
+        r#"
+name = "planted"
+title = "A planted value near its need"
+
+[[issue]]
+name = "Near the need"
+question = "Is the value at most 1.05?"
+experiment = "test.scripted"
+params = { values = "1:1.01:0.99:1:1.01:0.99" }
+trials = 6
+[[issue.criteria]]
+metric = "value"
+op = "<="
+value = 1.05
+"#,
+    );
+    let study = || {
+        let out = env.run(&["study", &p, "--quiet-check", "0", "--warmup", "0"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let run = json(&env.run(&["show", "last", "--json"]));
+        run["study"]["issues"][0].clone()
+    };
+    for _ in 0..4 {
+        let v = study();
+        assert_eq!(v["verdict"], "marginal", "{v}");
+        assert!(
+            v["result"].as_str().unwrap().contains("±10% between runs:"),
+            "{v}"
+        );
+    }
+    let v = study();
+    assert_eq!(v["verdict"], "pass", "{v}");
+    assert!(
+        !v["result"].as_str().unwrap().contains("between runs"),
+        "{v}"
+    );
+}

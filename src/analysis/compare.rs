@@ -174,33 +174,39 @@ fn machine_key(r: &Run) -> Option<&String> {
 }
 
 impl History<'_> {
-    /// Medians of `metric` at the point of `p` in every other run of the
-    /// machine of `judged` (the run being judged is left out).
     fn floor(&self, judged: &Run, p: &PointResult, metric: &str) -> NoiseFloor {
-        let machine = machine_key(judged);
-        let mut seen: Vec<&str> = Vec::new();
-        let mut medians = Vec::new();
-        for r in self.runs {
-            if r.id == judged.id || machine_key(r) != machine || seen.contains(&r.id.as_str()) {
-                continue;
-            }
-            let hit = r
-                .results
-                .iter()
-                .filter(|x| x.experiment == p.experiment && x.params == p.params)
-                .find_map(|x| x.metric(metric))
-                .filter(|m| !m.samples.is_empty());
-            if let Some(m) = hit {
-                seen.push(r.id.as_str());
-                medians.push((r.started.as_str(), m.summary.median));
-            }
-        }
-        // The newest runs: an old change of the machine ages out.
-        medians.sort_by(|a, b| b.0.cmp(a.0));
-        medians.truncate(MAX_HISTORY);
-        let medians: Vec<f64> = medians.into_iter().map(|(_, m)| m).collect();
-        NoiseFloor::learn(&medians)
+        noise_floor(self.runs, judged, p, metric)
     }
+}
+
+/// The between-run noise of `metric` at the point of `p`, learned from the
+/// medians of that point in `runs` of the machine of `judged` (the run
+/// being judged is left out): what a run comparison, and a study's
+/// verdict, widen their interval by.
+pub(crate) fn noise_floor(runs: &[Run], judged: &Run, p: &PointResult, metric: &str) -> NoiseFloor {
+    let machine = machine_key(judged);
+    let mut seen: Vec<&str> = Vec::new();
+    let mut medians = Vec::new();
+    for r in runs {
+        if r.id == judged.id || machine_key(r) != machine || seen.contains(&r.id.as_str()) {
+            continue;
+        }
+        let hit = r
+            .results
+            .iter()
+            .filter(|x| x.experiment == p.experiment && x.params == p.params)
+            .find_map(|x| x.metric(metric))
+            .filter(|m| !m.samples.is_empty());
+        if let Some(m) = hit {
+            seen.push(r.id.as_str());
+            medians.push((r.started.as_str(), m.summary.median));
+        }
+    }
+    // The newest runs: an old change of the machine ages out.
+    medians.sort_by(|a, b| b.0.cmp(a.0));
+    medians.truncate(MAX_HISTORY);
+    let medians: Vec<f64> = medians.into_iter().map(|(_, m)| m).collect();
+    NoiseFloor::learn(&medians)
 }
 
 /// [`compare_runs_with`] without stored history: the default noise floor.

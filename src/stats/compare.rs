@@ -209,7 +209,7 @@ fn inconclusive(ratio: f64, reason: String) -> Comparison {
 }
 
 /// A fraction as a short percentage: 0.02 → "2", 0.125 → "12.5".
-pub(super) fn fmt_pct(frac: f64) -> String {
+pub(crate) fn fmt_pct(frac: f64) -> String {
     let s = format!("{:.1}", frac * 100.0);
     s.strip_suffix(".0").map(str::to_owned).unwrap_or(s)
 }

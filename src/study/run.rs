@@ -7,12 +7,14 @@
 use std::path::Path;
 
 use super::profile::{KeyIssue, Profile};
-use super::verdict::judge;
+use super::verdict::{judge, Drift, BETWEEN_RUNS};
+use crate::analysis::compare::noise_floor;
 use crate::engine::observer::{Event, Observer, TrialsOnly};
 use crate::engine::pipeline::{for_each_target, Lab};
 use crate::engine::runner::{run_points, RunOptions};
 use crate::engine::session::Session;
-use crate::model::run::{now_rfc3339, IssueVerdict, Run, RunStatus, StudySummary};
+use crate::model::run::{now_rfc3339, IssueVerdict, PointResult, Run, RunStatus, StudySummary};
+use crate::stats::calibrate::NoiseFloor;
 use crate::store::Store;
 use crate::Error;
 
@@ -39,6 +41,42 @@ pub(crate) fn weights(req: &Request) -> Vec<f64> {
                 .unwrap_or(0.0)
         })
         .collect()
+}
+
+/// The drift between runs of a point, learned from the stored runs of its
+/// experiment on this machine as a run comparison learns it
+/// (`analysis::compare::noise_floor`); [`BETWEEN_RUNS`] where fewer are
+/// stored.
+struct Learned<'a> {
+    runs: Vec<Run>,
+    judged: &'a Run,
+}
+
+impl Drift for Learned<'_> {
+    fn of(&self, r: &PointResult, metric: &str) -> NoiseFloor {
+        let f = noise_floor(&self.runs, self.judged, r, metric);
+        if f.runs == 0 {
+            BETWEEN_RUNS.of(r, metric)
+        } else {
+            f
+        }
+    }
+}
+
+/// The stored runs about `experiment` (none without a store); a store that
+/// cannot be read costs the learned drift, not the study.
+fn stored_runs(store: Option<&Store>, experiment: &str, obs: &dyn Observer) -> Vec<Run> {
+    match store.map(|st| st.runs_about(experiment)) {
+        Some(Ok(runs)) => runs,
+        Some(Err(e)) => {
+            obs.warn(&format!(
+                "{e} (the verdict assumes ±{:.0}% between runs)",
+                BETWEEN_RUNS * 100.0
+            ));
+            Vec::new()
+        }
+        None => Vec::new(),
+    }
 }
 
 /// Run every key issue into `session`, storing the growing run after each.
@@ -102,11 +140,15 @@ pub(crate) fn run(
                 Err(e) => Some(e),
             }
         };
+        let drift = Learned {
+            runs: stored_runs(store.as_deref(), exp.name(), obs),
+            judged: &session.run,
+        };
         let mut verdict = judge(
             issue,
             &session.run.results[before..],
             error.as_ref().map(|e| e.to_string()).as_deref(),
-            super::verdict::BETWEEN_RUNS,
+            &drift,
         );
         verdict.seconds = Some(began.elapsed().as_secs_f64());
         verdicts.push(verdict);
@@ -201,5 +243,61 @@ pub(crate) fn issue_options(issue: &KeyIssue, base: &RunOptions) -> RunOptions {
         budget: issue.budget.or(base.budget),
         trial_time: issue.trial_time.or(base.trial_time),
         ..base.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::testing::run;
+
+    fn on(machine: &str, i: usize, median: f64) -> Run {
+        run(
+            format!("r{i}"),
+            format!("2026-11-0{i}T00:00:00Z"),
+            &[("machine.id", machine)],
+            vec![median; 6],
+        )
+    }
+
+    #[test]
+    fn the_drift_is_learned_from_this_machines_stored_runs_of_the_point() {
+        let judged = on("a", 9, 100.0);
+        let p = &judged.results[0];
+        // Five quiet runs of the point on this machine: a narrow band,
+        // learned from them; another machine's wild runs do not count.
+        let mut runs: Vec<Run> = [100.0, 101.0, 99.0, 100.5, 99.5]
+            .iter()
+            .enumerate()
+            .map(|(i, m)| on("a", i + 1, *m))
+            .collect();
+        runs.extend([10.0, 500.0].iter().map(|m| on("b", 8, *m)));
+        let quiet = Learned {
+            runs,
+            judged: &judged,
+        }
+        .of(p, "write_throughput");
+        assert_eq!(quiet.runs, 5);
+        assert!(quiet.band > 0.0 && quiet.band < BETWEEN_RUNS, "{quiet:?}");
+        // Runs that drift by half: a band wider than the default.
+        let loud = Learned {
+            runs: [100.0, 150.0, 70.0, 130.0]
+                .iter()
+                .enumerate()
+                .map(|(i, m)| on("a", i + 1, *m))
+                .collect(),
+            judged: &judged,
+        }
+        .of(p, "write_throughput");
+        assert_eq!(loud.runs, 4);
+        assert!(loud.band > BETWEEN_RUNS, "{loud:?}");
+        // Too few stored runs (or another metric): the default.
+        let few = Learned {
+            runs: vec![on("a", 1, 100.0), on("a", 2, 300.0)],
+            judged: &judged,
+        };
+        assert_eq!(few.of(p, "write_throughput").band, BETWEEN_RUNS);
+        assert_eq!(few.of(p, "write_throughput").runs, 0);
+        assert_eq!(few.of(p, "no_such_metric").band, BETWEEN_RUNS);
     }
 }

@@ -19,9 +19,11 @@
 //! The intervals are per point (95% each), not simultaneous.
 //!
 //! The interval of a point's trials is widened by the drift between runs
-//! ([`BETWEEN_RUNS`]) before it is judged: trials seconds apart share one
+//! ([`Drift`]) before it is judged: trials seconds apart share one
 //! minute's speed, and a verdict is a claim about the machine, which the
-//! next run of the same study must not contradict. A proportion with its
+//! next run of the same study must not contradict. The drift is learned
+//! per point from the stored runs of the machine where there are enough
+//! (as a run comparison learns it), else [`BETWEEN_RUNS`]. A proportion with its
 //! chances counted is judged on its exact binomial interval instead.
 //!
 //! A verdict resting on trials the validity guard flagged (throttling,
@@ -30,12 +32,29 @@
 
 use super::profile::{Criterion, KeyIssue, Over};
 use crate::model::run::{IssueVerdict, PointResult};
+use crate::stats::calibrate::NoiseFloor;
+use crate::stats::compare::fmt_pct;
 use crate::units::human;
 
 /// How far another run of the same study may drift from this one: the
 /// comparison's default between-run floor (±10%, from A/A runs), which a
 /// study's interval of trials is widened by before it is judged.
 pub(crate) const BETWEEN_RUNS: f64 = crate::stats::calibrate::DEFAULT_FLOOR;
+
+/// The drift between runs of `metric` at a point: a fixed band (`f64`,
+/// relative) or one learned from stored runs.
+pub(crate) trait Drift {
+    fn of(&self, r: &PointResult, metric: &str) -> NoiseFloor;
+}
+
+impl Drift for f64 {
+    fn of(&self, _: &PointResult, _: &str) -> NoiseFloor {
+        NoiseFloor {
+            band: *self,
+            runs: 0,
+        }
+    }
+}
 
 /// The outcome of one criterion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +94,8 @@ struct Estimate {
     /// The between-run drift the interval is widened by before it is
     /// judged: the criterion's for an interval of trials, else 0.
     drift: f64,
+    /// Stored runs the drift was learned from (0: the default).
+    learned: usize,
     n: usize,
     /// A proportion's events and chances pooled over the trials, when the
     /// criterion names its chances (then `low`/`high` are binomial).
@@ -103,12 +124,13 @@ fn pooled(r: &PointResult, metric: &str, chances: &str) -> Option<Estimate> {
         low,
         high,
         drift: 0.0,
+        learned: 0,
         n: m.samples.len(),
         events: Some((k, n)),
     })
 }
 
-fn estimate(r: &PointResult, c: &Criterion, drift: f64) -> Option<Estimate> {
+fn estimate(r: &PointResult, c: &Criterion, drift: &dyn Drift) -> Option<Estimate> {
     if let Some(chances) = &c.events {
         return pooled(r, &c.metric, chances);
     }
@@ -123,12 +145,17 @@ fn estimate(r: &PointResult, c: &Criterion, drift: f64) -> Option<Estimate> {
     // the same study, minutes later, drifts by more than their spread
     // (the A/A runs behind stats::calibrate). A single value has no
     // interval to widen and says so.
-    let drift = if s.n >= 2 { drift } else { 0.0 };
+    let floor = if s.n >= 2 {
+        drift.of(r, &c.metric)
+    } else {
+        NoiseFloor { band: 0.0, runs: 0 }
+    };
     Some(Estimate {
         median: s.median,
         low,
         high,
-        drift,
+        drift: floor.band,
+        learned: floor.runs,
         n: s.n,
         events: None,
     })
@@ -144,8 +171,9 @@ pub(crate) fn judge_interval(c: &Criterion, low: f64, high: f64) -> Outcome {
 }
 
 /// Judge one criterion against the results of its key issue; an interval
-/// of trials is widened by `drift` (relative, 0.10 = ±10%) between runs.
-pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult], drift: f64) -> Judged {
+/// of trials is widened by its point's `drift` between runs (a relative
+/// band such as 0.10 = ±10%, or one learned from stored runs).
+pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult], drift: &dyn Drift) -> Judged {
     let est: Vec<Estimate> = results
         .iter()
         .filter(|r| matches(r, c))
@@ -220,10 +248,14 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult], drift: f64
             human(high, &c.unit)
         ),
         _ if widened => format!(
-            "95% CI {} … {}, ±{:.0}% between runs: {} … {}",
+            "95% CI {} … {}, ±{}% between runs{}: {} … {}",
             human(low, &c.unit),
             human(high, &c.unit),
-            drift * 100.0,
+            fmt_pct(est.iter().map(|e| e.drift).fold(0.0, f64::max)),
+            match est.iter().map(|e| e.learned).max().unwrap_or(0) {
+                0 => String::new(),
+                n => format!(" (learned from {n} stored runs)"),
+            },
             human(judged_low, &c.unit),
             human(judged_high, &c.unit)
         ),
@@ -311,7 +343,7 @@ pub(crate) fn judge(
     issue: &KeyIssue,
     results: &[PointResult],
     error: Option<&str>,
-    drift: f64,
+    drift: &dyn Drift,
 ) -> IssueVerdict {
     let suspect = suspect_notes(results);
     let kinds = suspect_kinds(results);

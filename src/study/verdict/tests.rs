@@ -46,7 +46,7 @@ fn le_50us(over: Over) -> Criterion {
 }
 
 fn outcome(c: &Criterion, r: &[PointResult]) -> Outcome {
-    judge_criterion(c, r, 0.0).outcome
+    judge_criterion(c, r, &0.0).outcome
 }
 
 #[test]
@@ -65,7 +65,7 @@ fn the_whole_interval_decides() {
     }
     // The old rule judged the median alone: 47.9 µs passed although
     // its interval reaches 52 µs.
-    let j = judge_criterion(&c, &[point("latency", 47.9e-6, 45e-6, 52e-6)], 0.0);
+    let j = judge_criterion(&c, &[point("latency", 47.9e-6, 45e-6, 52e-6)], &0.0);
     assert!(j.text.contains("95% CI 45.0 µs … 52.0 µs"), "{}", j.text);
 }
 
@@ -118,7 +118,7 @@ fn over_combines_intervals() {
     assert_eq!(outcome(&le_50us(Over::Best), &pts[2..]), Outcome::Fail);
     // median of three: b's interval decides.
     assert_eq!(outcome(&le_50us(Over::Median), &pts), Outcome::Marginal);
-    let j = judge_criterion(&le_50us(Over::Median), &pts, 0.0);
+    let j = judge_criterion(&le_50us(Over::Median), &pts, &0.0);
     assert!(
         j.text.starts_with("median round_trip 49.0 µs"),
         "{}",
@@ -143,7 +143,7 @@ fn where_filters_points() {
 fn a_single_trial_is_judged_on_its_value_and_says_so() {
     let mut p = point("a", 40e-6, 40e-6, 40e-6);
     p.metrics[0].summary = crate::stats::summarize(&[40e-6]);
-    let j = judge_criterion(&le_50us(Over::All), &[p], 0.0);
+    let j = judge_criterion(&le_50us(Over::All), &[p], &0.0);
     assert_eq!(j.outcome, Outcome::Pass);
     assert!(j.text.contains("1 trial, no interval"), "{}", j.text);
 }
@@ -181,7 +181,7 @@ fn flagged(kind: &str) -> crate::model::run::TrialCheck {
 #[test]
 fn issue_verdicts_and_suspect_data() {
     let ki = issue(vec![le_50us(Over::All)]);
-    let v = judge(&ki, &[point("latency", 47.9e-6, 45e-6, 52e-6)], None, 0.0);
+    let v = judge(&ki, &[point("latency", 47.9e-6, 45e-6, 52e-6)], None, &0.0);
     assert_eq!(v.verdict, "marginal");
     assert!(
         v.conclusion.contains("interval of round_trip straddles"),
@@ -193,7 +193,7 @@ fn issue_verdicts_and_suspect_data() {
     // A thermal flag on a summarised trial: the verdict says so.
     let mut p = point("latency", 40e-6, 38e-6, 42e-6);
     p.validity.trials = vec![Default::default(), flagged("thermal")];
-    let v = judge(&ki, &[p.clone()], None, 0.0);
+    let v = judge(&ki, &[p.clone()], None, &0.0);
     assert_eq!(v.verdict, "pass");
     assert_eq!(v.label(), "PASS (suspect)");
     assert!(
@@ -210,14 +210,14 @@ fn issue_verdicts_and_suspect_data() {
     // The same flag on a trial discarded as warm-up does not count.
     p.validity.trials = vec![flagged("thermal"), Default::default()];
     p.validity.warmup_discarded = 1;
-    assert!(judge(&ki, &[p], None, 0.0).suspect.is_empty());
+    assert!(judge(&ki, &[p], None, &0.0).suspect.is_empty());
     // Fail beats marginal.
     let ki = issue(vec![le_50us(Over::All), {
         let mut c = le_50us(Over::All);
         c.value = 10e-6;
         c
     }]);
-    let v = judge(&ki, &[point("latency", 47.9e-6, 45e-6, 52e-6)], None, 0.0);
+    let v = judge(&ki, &[point("latency", 47.9e-6, 45e-6, 52e-6)], None, &0.0);
     assert_eq!(v.verdict, "fail");
 }
 
@@ -229,7 +229,7 @@ fn a_ram_backed_target_is_marked_in_the_verdict() {
         "backing: tmpfs (RAM), not a block device: the figures are RAM speed, not a device's"
             .into(),
     );
-    let v = judge(&ki, &[p.clone()], None, 0.0);
+    let v = judge(&ki, &[p.clone()], None, &0.0);
     assert_eq!(v.verdict, "pass");
     assert!(
         v.conclusion
@@ -239,7 +239,7 @@ fn a_ram_backed_target_is_marked_in_the_verdict() {
     );
     // A block device's result is not marked.
     p.notes = vec!["backing: block device vda (ext4)".into()];
-    assert!(!judge(&ki, &[p], None, 0.0)
+    assert!(!judge(&ki, &[p], None, &0.0)
         .conclusion
         .contains("not a device"));
 }
@@ -283,7 +283,7 @@ fn misses_le_1pct(events: Option<&str>) -> Criterion {
 fn one_trial_of_a_proportion_is_judged_on_its_binomial_interval() {
     let c = misses_le_1pct(Some("frames_due"));
     // Without chances named, one trial is a bare value: 4 of 300 fails.
-    let bare = judge_criterion(&misses_le_1pct(None), &[stream(&[(4, 300)])], 0.0);
+    let bare = judge_criterion(&misses_le_1pct(None), &[stream(&[(4, 300)])], &0.0);
     assert_eq!(bare.outcome, Outcome::Fail);
     assert!(
         bare.single && bare.text.contains("no interval"),
@@ -297,7 +297,7 @@ fn one_trial_of_a_proportion_is_judged_on_its_binomial_interval() {
         (0, 420, Outcome::Pass),
         (15, 300, Outcome::Fail),
     ] {
-        let j = judge_criterion(&c, &[stream(&[(k, n)])], BETWEEN_RUNS);
+        let j = judge_criterion(&c, &[stream(&[(k, n)])], &BETWEEN_RUNS);
         assert_eq!(j.outcome, want, "{k} of {n}: {}", j.text);
         assert!(!j.single, "{}", j.text);
         assert!(
@@ -319,7 +319,7 @@ fn a_proportion_pools_its_trials() {
     let j = judge_criterion(
         &misses_le_1pct(Some("frames_due")),
         &[stream(&trials)],
-        BETWEEN_RUNS,
+        &BETWEEN_RUNS,
     );
     assert_eq!(j.outcome, Outcome::Pass, "{}", j.text);
     assert!(
@@ -331,7 +331,7 @@ fn a_proportion_pools_its_trials() {
     let mut p = stream(&[(1, 300)]);
     p.metrics.pop();
     assert_eq!(
-        judge_criterion(&misses_le_1pct(Some("frames_due")), &[p], BETWEEN_RUNS).outcome,
+        judge_criterion(&misses_le_1pct(Some("frames_due")), &[p], &BETWEEN_RUNS).outcome,
         Outcome::Unknown
     );
 }
@@ -343,10 +343,10 @@ fn an_interval_of_trials_is_judged_with_the_drift_between_runs() {
     // come 10% lower: 49.5 µs. It cannot be told apart from the need.
     let p = point("latency", 60e-6, 55e-6, 66e-6);
     assert_eq!(
-        judge_criterion(&c, std::slice::from_ref(&p), 0.0).outcome,
+        judge_criterion(&c, std::slice::from_ref(&p), &0.0).outcome,
         Outcome::Fail
     );
-    let j = judge_criterion(&c, &[p], BETWEEN_RUNS);
+    let j = judge_criterion(&c, &[p], &BETWEEN_RUNS);
     assert_eq!(j.outcome, Outcome::Marginal, "{}", j.text);
     assert!(
         j.text
@@ -357,13 +357,13 @@ fn an_interval_of_trials_is_judged_with_the_drift_between_runs() {
     // Far from the need, the drift changes nothing.
     let far = point("latency", 80e-6, 75e-6, 85e-6);
     assert_eq!(
-        judge_criterion(&c, &[far], BETWEEN_RUNS).outcome,
+        judge_criterion(&c, &[far], &BETWEEN_RUNS).outcome,
         Outcome::Fail
     );
     // One value has no interval to widen: it is judged as it is.
     let mut one = point("latency", 60e-6, f64::NAN, f64::NAN);
     one.metrics[0].summary = crate::stats::summarize(&[60e-6]);
-    let j = judge_criterion(&c, &[one], BETWEEN_RUNS);
+    let j = judge_criterion(&c, &[one], &BETWEEN_RUNS);
     assert_eq!(j.outcome, Outcome::Fail);
     assert!(j.text.contains("1 trial, no interval"), "{}", j.text);
 }
@@ -375,7 +375,7 @@ fn a_verdict_the_drift_decides_does_not_ask_for_more_trials() {
         &ki,
         &[point("latency", 60e-6, 55e-6, 66e-6)],
         None,
-        BETWEEN_RUNS,
+        &BETWEEN_RUNS,
     );
     assert_eq!(v.verdict, "marginal");
     assert!(
@@ -388,11 +388,56 @@ fn a_verdict_the_drift_decides_does_not_ask_for_more_trials() {
         &ki,
         &[point("latency", 47.9e-6, 45e-6, 52e-6)],
         None,
-        BETWEEN_RUNS,
+        &BETWEEN_RUNS,
     );
     assert!(
         v.conclusion.contains("more trials (--trials)"),
         "{}",
         v.conclusion
+    );
+}
+
+/// A drift learned from `runs` stored runs: `band` for every point.
+struct Stored {
+    band: f64,
+    runs: usize,
+}
+
+impl Drift for Stored {
+    fn of(&self, _: &PointResult, _: &str) -> NoiseFloor {
+        NoiseFloor {
+            band: self.band,
+            runs: self.runs,
+        }
+    }
+}
+
+#[test]
+fn a_drift_learned_from_stored_runs_is_used_and_named() {
+    let c = le_50us(Over::All);
+    let p = point("latency", 60e-6, 55e-6, 66e-6);
+    // A machine whose stored runs of the point agree within 3%: 55 µs
+    // cannot drift to 50, so the miss stands.
+    let quiet = Stored {
+        band: 0.03,
+        runs: 7,
+    };
+    assert_eq!(
+        judge_criterion(&c, std::slice::from_ref(&p), &quiet).outcome,
+        Outcome::Fail
+    );
+    // One whose runs spread by ±40%: the same trials no longer decide,
+    // and the text says where the band came from.
+    let loud = Stored {
+        band: 0.40,
+        runs: 7,
+    };
+    let j = judge_criterion(&c, &[p], &loud);
+    assert_eq!(j.outcome, Outcome::Marginal, "{}", j.text);
+    assert!(
+        j.text
+            .contains("±40% between runs (learned from 7 stored runs): 33.0 µs … 92.4 µs"),
+        "{}",
+        j.text
     );
 }
