@@ -280,8 +280,10 @@ step() {
   esac
   rc=$?
   t1=$(now)
-  # Killed (137) or timed out (143/124): the kernel's account of it.
-  if [ $rc -ge 124 ]; then
+  # Failed, killed (137) or timed out (143/124): the kernel's account of
+  # any OOM kill (a step such as the footprint's reports a child's kill as
+  # its own exit 1; the console's log level hides the kernel's lines).
+  if [ $rc -ne 0 ]; then
     dmesg | grep -iE -A2 "out of memory|killed process|oom-kill|hung" | tail -n 12 >>/results/$name.out
   fi
   echo "===== LAB-GUEST step $name: $*"
@@ -455,6 +457,7 @@ cp /tmp/results.db /results/results.db 2>/dev/null
 sync
 umount /mnt/f2fs /mnt/exfat /mnt/vfat /mnt/flashext4 /mnt/flashvfat /mnt/ext4 2>/dev/null
 # The results disk is raw: a tar archive the host reads without mounting.
+dmesg >/results/dmesg.out 2>&1
 tar cf $results_dev -C /results . && sync && echo "LAB-GUEST results written"
 poweroff -f
 INIT
