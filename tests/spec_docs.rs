@@ -33,8 +33,8 @@ fn the_worked_example_is_the_scripted_experiments_code() {
 //   table) or a digit.
 // - `console`: commands only: every line starts with `$ ` or `# `, or
 //   continues the line before it (which ends in `\`).
-// - `rust`, `toml`, `c`: source a reader writes (the rust example is checked
-//   against the code above).
+// - `rust`, `toml`, `c`, `yaml`, `ini`: source or configuration a reader
+//   writes (the rust example is checked against the code above).
 // - anything else (`text`, untagged): output or a diagram. It passes when it
 //   is inside a generated block (`<!-- NAME:begin -->` … `<!-- NAME:end -->`,
 //   written by bench/lib/docblock.sh or the script that names NAME), or when
@@ -44,6 +44,9 @@ fn the_worked_example_is_the_scripted_experiments_code() {
 //   exists. Otherwise it must hold no figure at all: no number that stands
 //   alone (a digit not glued to a letter, digit, `_`, `-`, `.` or `/`), so a
 //   diagram or a directory tree passes and a pasted run does not.
+//
+// An indented code block (4 spaces after a blank line, outside a list
+// item) is refused: fence it, so the rule above can read its kind.
 //
 // Generated blocks: every `<!-- NAME:begin -->` is closed by its own
 // `<!-- NAME:end -->` before another block begins, no end stands alone, a
@@ -68,6 +71,18 @@ fn pages(root: &Path) -> Vec<(String, String)> {
             (n, text)
         })
         .collect()
+}
+
+/// A fence opens or closes a block (inside a list item it is indented).
+fn is_fence(line: &str) -> bool {
+    line.trim_start().starts_with("```")
+}
+
+/// `- x`, `* x`, `+ x`, `12. x`.
+fn is_list_item(line: &str) -> bool {
+    let digits = line.trim_start_matches(|c: char| c.is_ascii_digit());
+    ["- ", "* ", "+ "].iter().any(|m| line.starts_with(m))
+        || (digits.len() < line.len() && digits.starts_with(". "))
 }
 
 /// `<!-- NAME:begin -->` → (NAME, true); `<!-- NAME:end -->` → (NAME, false).
@@ -115,18 +130,19 @@ fn has_figure(line: &str) -> bool {
 /// What is wrong with the fenced block that opens at `lines[open]` (whose
 /// body is `body`), or None.
 fn block_problem(root: &Path, lines: &[&str], open: usize, body: &[&str]) -> Option<String> {
-    let info = lines[open].trim_start_matches('`').trim();
+    let info = lines[open].trim_start().trim_start_matches('`').trim();
     let lang = info.split_whitespace().next().unwrap_or("");
     match lang {
         "sh" | "bash" | "shell" => body
             .iter()
+            .map(|l| l.trim_start())
             .find(|l| {
                 l.starts_with("$ ") || l.starts_with('|') || l.starts_with(|c: char| c.is_ascii_digit())
             })
             .map(|l| format!("a line of a command block looks like output: {l:?}")),
         "console" => {
             let mut continued = false;
-            for l in body {
+            for l in body.iter().map(|l| l.trim_start()) {
                 if !continued && !l.is_empty() && !l.starts_with("$ ") && !l.starts_with("# ") {
                     return Some(format!("a console block holds output, not only commands: {l:?}"));
                 }
@@ -134,7 +150,7 @@ fn block_problem(root: &Path, lines: &[&str], open: usize, body: &[&str]) -> Opt
             }
             None
         }
-        "rust" | "toml" | "c" => None,
+        "rust" | "toml" | "c" | "yaml" | "ini" => None,
         _ => {
             let above = &lines[open.saturating_sub(3)..open];
             let mut intro: Vec<&str> = Vec::new();
@@ -142,7 +158,7 @@ fn block_problem(root: &Path, lines: &[&str], open: usize, body: &[&str]) -> Opt
             while i > 0 && lines[i - 1].trim().is_empty() {
                 i -= 1;
             }
-            while i > 0 && !lines[i - 1].trim().is_empty() && !lines[i - 1].starts_with("```") {
+            while i > 0 && !lines[i - 1].trim().is_empty() && !is_fence(lines[i - 1]) {
                 intro.push(lines[i - 1]);
                 i -= 1;
             }
@@ -170,9 +186,20 @@ fn page_problems(root: &Path, page: &str, text: &str, scripts: &str) -> Vec<Stri
     let mut problems = Vec::new();
     let mut open_block: Option<(&str, usize)> = None;
     let mut seen: Vec<&str> = Vec::new();
+    // An indented code block: 4 spaces after a blank line, outside a list.
+    let mut in_list = false;
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i];
+        if !line.trim().is_empty() && !line.starts_with(' ') {
+            in_list = is_list_item(line);
+        }
+        if line.starts_with("    ") && i > 0 && lines[i - 1].trim().is_empty() && !in_list {
+            problems.push(format!(
+                "{page}:{}: an indented code block: fence it (```sh for commands) so this rule can check it",
+                i + 1
+            ));
+        }
         if let Some((name, begin)) = marker(line) {
             match (begin, open_block) {
                 (true, Some((other, at))) => problems.push(format!(
@@ -196,10 +223,10 @@ fn page_problems(root: &Path, page: &str, text: &str, scripts: &str) -> Vec<Stri
                 (false, Some((other, _))) if other == name => open_block = None,
                 (false, _) => problems.push(format!("{page}:{}: {name}:end without its begin", i + 1)),
             }
-        } else if line.starts_with("```") {
+        } else if is_fence(line) {
             let open = i;
             i += 1;
-            while i < lines.len() && !lines[i].starts_with("```") {
+            while i < lines.len() && !is_fence(lines[i]) {
                 i += 1;
             }
             if i == lines.len() {
@@ -272,6 +299,8 @@ fn the_rule_catches_a_pasted_run_and_unpaired_markers() {
     assert_eq!(check("```sh\n$ tunelab list\n| a | b |\n```\n").len(), 1);
     assert!(check("```console\n$ tunelab run x \\\n    -p a=1\n```\n").is_empty());
     assert_eq!(check("```console\n$ tunelab run x\n12 ms\n```\n").len(), 1);
+    assert_eq!(check("Output:\n\n    5.39 µs\n").len(), 1, "an indented block");
+    assert!(check("- item\n\n    more of the item\n").is_empty());
     // Markers pair up, are written by a script, and stand once per page.
     assert_eq!(check("<!-- tbl:begin -->\ntext\n").len(), 1);
     assert_eq!(check("<!-- tbl:end -->\n").len(), 1);
