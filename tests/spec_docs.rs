@@ -105,7 +105,11 @@ fn marker(line: &str) -> Option<(&str, bool)> {
 fn named_scripts(root: &Path, line: &str) -> Vec<String> {
     line.split(|c: char| c.is_whitespace() || "`'\"()[],;:=".contains(c))
         .map(|w| w.trim_end_matches('.'))
-        .filter(|w| ["scripts/", "bench/", "lab/"].iter().any(|d| w.starts_with(d)))
+        .filter(|w| {
+            ["scripts/", "bench/", "lab/"]
+                .iter()
+                .any(|d| w.starts_with(d))
+        })
         .filter(|w| root.join(w).is_file())
         .map(String::from)
         .collect()
@@ -137,14 +141,18 @@ fn block_problem(root: &Path, lines: &[&str], open: usize, body: &[&str]) -> Opt
             .iter()
             .map(|l| l.trim_start())
             .find(|l| {
-                l.starts_with("$ ") || l.starts_with('|') || l.starts_with(|c: char| c.is_ascii_digit())
+                l.starts_with("$ ")
+                    || l.starts_with('|')
+                    || l.starts_with(|c: char| c.is_ascii_digit())
             })
             .map(|l| format!("a line of a command block looks like output: {l:?}")),
         "console" => {
             let mut continued = false;
             for l in body.iter().map(|l| l.trim_start()) {
                 if !continued && !l.is_empty() && !l.starts_with("$ ") && !l.starts_with("# ") {
-                    return Some(format!("a console block holds output, not only commands: {l:?}"));
+                    return Some(format!(
+                        "a console block holds output, not only commands: {l:?}"
+                    ));
                 }
                 continued = l.ends_with('\\');
             }
@@ -221,7 +229,9 @@ fn page_problems(root: &Path, page: &str, text: &str, scripts: &str) -> Vec<Stri
                     open_block = Some((name, i));
                 }
                 (false, Some((other, _))) if other == name => open_block = None,
-                (false, _) => problems.push(format!("{page}:{}: {name}:end without its begin", i + 1)),
+                (false, _) => {
+                    problems.push(format!("{page}:{}: {name}:end without its begin", i + 1))
+                }
             }
         } else if is_fence(line) {
             let open = i;
@@ -230,7 +240,10 @@ fn page_problems(root: &Path, page: &str, text: &str, scripts: &str) -> Vec<Stri
                 i += 1;
             }
             if i == lines.len() {
-                problems.push(format!("{page}:{}: a fenced block that is never closed", open + 1));
+                problems.push(format!(
+                    "{page}:{}: a fenced block that is never closed",
+                    open + 1
+                ));
             } else if open_block.is_none() {
                 if let Some(p) = block_problem(root, &lines, open, &lines[open + 1..i]) {
                     problems.push(format!("{page}:{}: {p}", open + 1));
@@ -249,7 +262,9 @@ fn page_problems(root: &Path, page: &str, text: &str, scripts: &str) -> Vec<Stri
 /// blocks' writers live).
 fn script_text(root: &Path) -> String {
     fn walk(dir: &Path, out: &mut String) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         for e in entries.flatten() {
             let p = e.path();
             if p.is_dir() {
@@ -276,7 +291,11 @@ fn every_output_block_in_the_docs_comes_from_a_script() {
         .iter()
         .flat_map(|(page, text)| page_problems(root, page, text, &scripts))
         .collect();
-    assert!(problems.is_empty(), "figures in the docs must come from a script:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "figures in the docs must come from a script:\n{}",
+        problems.join("\n")
+    );
 }
 
 #[test]
@@ -290,7 +309,11 @@ fn the_rule_catches_a_pasted_run_and_unpaired_markers() {
     let named = "Printed by `bench/random_vs_fio.sh`:\n\n```text\nround trip 5.39 µs\n```\n";
     assert!(check(named).is_empty(), "{:?}", check(named));
     let gone = "Printed by `bench/no_such_script.sh`:\n\n```text\n5.39 µs\n```\n";
-    assert_eq!(check(gone).len(), 1, "a script that does not exist names nothing");
+    assert_eq!(
+        check(gone).len(),
+        1,
+        "a script that does not exist names nothing"
+    );
     let generated = "<!-- tbl:begin -->\n```text\n5.39 µs\n```\n<!-- tbl:end -->\n";
     assert!(check(generated).is_empty(), "{:?}", check(generated));
     // A diagram or tree without figures passes; commands pass, output in them does not.
@@ -299,11 +322,18 @@ fn the_rule_catches_a_pasted_run_and_unpaired_markers() {
     assert_eq!(check("```sh\n$ tunelab list\n| a | b |\n```\n").len(), 1);
     assert!(check("```console\n$ tunelab run x \\\n    -p a=1\n```\n").is_empty());
     assert_eq!(check("```console\n$ tunelab run x\n12 ms\n```\n").len(), 1);
-    assert_eq!(check("Output:\n\n    5.39 µs\n").len(), 1, "an indented block");
+    assert_eq!(
+        check("Output:\n\n    5.39 µs\n").len(),
+        1,
+        "an indented block"
+    );
     assert!(check("- item\n\n    more of the item\n").is_empty());
     // Markers pair up, are written by a script, and stand once per page.
     assert_eq!(check("<!-- tbl:begin -->\ntext\n").len(), 1);
     assert_eq!(check("<!-- tbl:end -->\n").len(), 1);
     assert_eq!(check("<!-- other:begin -->\n<!-- other:end -->\n").len(), 1);
-    assert_eq!(check("<!-- tbl:begin -->\n<!-- tbl:end -->\n<!-- tbl:begin -->\n<!-- tbl:end -->\n").len(), 1);
+    assert_eq!(
+        check("<!-- tbl:begin -->\n<!-- tbl:end -->\n<!-- tbl:begin -->\n<!-- tbl:end -->\n").len(),
+        1
+    );
 }
