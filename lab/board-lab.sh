@@ -617,6 +617,23 @@ study_checks() {
     contra=$(jq -r --slurpfile l "$long" '[.study.issues[] as $q
       | ($l[0].study.issues[] | select(.name == $q.name)) as $o
       | select([$q.verdict, $o.verdict] | sort == ["fail", "pass"]) | $q.name] | join(", ")' "$f")
+    # With LAB_DOC=1: the time and the verdicts side by side into
+    # docs/study.md's block for this guest's memory.
+    {
+      echo "\`study quick\`: ${s:-?} s (goal ≤ ${limit} s); the long run: the same profile with fixed work and 10 trials."
+      echo
+      echo "| key issue | quick, s | quick | long |"
+      echo "|---|---|---|---|"
+      jq -r --slurpfile l "$long" '.study.issues[] as $q
+        | ($l[0].study.issues[] | select(.name == $q.name)) as $o
+        | "| \($q.name) | \($q.seconds // 0 | . * 10 | round / 10) | \($q.verdict | ascii_upcase) | \($o.verdict | ascii_upcase) |"' "$f"
+      echo
+      echo "Where they differ: ${differ:-nowhere}."
+    } >"$d/study.md"
+    case $mem in
+      64) lab_doc docs/study.md study_board_64 "$mem" "$d/study.md" ;;
+      128) lab_doc docs/study.md study_board_128 "$mem" "$d/study.md" ;;
+    esac
     if [ -z "$differ" ]; then
       record "  ${mem}M study-verdicts" ok 0 "quick and long agree on every key issue"
     elif [ -z "$contra" ]; then
