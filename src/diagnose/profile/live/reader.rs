@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use perf_event::data::Record as Rec;
 use perf_event::Sampler;
@@ -25,7 +26,6 @@ use super::pairing::{
 use super::stacks::{add_stack, resolve_late, splice_scanned};
 use super::windows::{switch_all, Held, Turn};
 use crate::diagnose::budget::Pace;
-use std::sync::Arc;
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
@@ -431,10 +431,6 @@ impl Reader {
     }
 }
 
-fn drain(sampler: &mut Sampler, reader: &mut Reader) -> u64 {
-    drain_until(sampler, reader, u64::MAX).0
-}
-
 /// Drain until the thread's CPU clock passes `deadline_ns` (checked every
 /// few records): (records read, whether records were left in the ring).
 /// One pass over a fork loop's records cost 0.7 s on the emulated board
@@ -497,28 +493,29 @@ pub(super) fn read_loop(
         let idx: Vec<usize> = (0..live.len())
             .filter(|i| live[*i] && held.ended.is_none())
             .collect();
+        // Not polled once kicks outrun poll's returns (`Held::returned`).
         let mut fds: Vec<PollFd> = idx
             .iter()
+            .filter(|_| held.watch())
             // SAFETY: the samplers stay open (and in place) while `fds` lives.
             .map(|&i| unsafe { BorrowedFd::borrow_raw(opened.samplers[i].as_raw_fd()) })
             .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
             .collect();
         fds.push(PollFd::new(&wake.fd, PollFlags::IN));
         // The kernel wakes the reader when a buffer is half full (the
-        // watermark), not per sample, and `stop` wakes it through the
-        // pipe: no timed wake-ups, so while the workload runs the reader
-        // costs nothing until a buffer fills (the records wait in the
-        // ring; a short run's are all read after it). A held pass is
-        // tried again when the budget has room.
-        let timeout = held.timeout().map(|d| rustix::event::Timespec {
+        // watermark), not per sample, and `stop` through the pipe (a short
+        // run's records are all read after it); a held pass is tried again
+        // when the budget has room, kicks are judged once a second.
+        let d = held.poll_timeout();
+        let timeout = rustix::event::Timespec {
             tv_sec: d.as_secs() as i64,
             tv_nsec: d.subsec_nanos() as i64,
-        });
-        if rustix::event::poll(&mut fds, timeout.as_ref()).is_err() {
+        };
+        if rustix::event::poll(&mut fds, Some(&timeout)).is_err() {
             continue; // EINTR
         }
-        let mut wanted = held.due();
-        for (k, &i) in idx.iter().enumerate() {
+        let mut wanted = held.returned();
+        for (k, &i) in idx.iter().enumerate().filter(|_| held.watch()) {
             let ev = fds[k].revents();
             if ev.contains(PollFlags::HUP) {
                 // The workload has ended: its records are read at the stop,
@@ -577,7 +574,7 @@ pub(super) fn read_loop(
     }
     switch_all(&mut opened, false);
     for i in 0..opened.samplers.len() {
-        total += drain(&mut opened.samplers[i], &mut reader);
+        total += drain_until(&mut opened.samplers[i], &mut reader, u64::MAX).0;
     }
     reader.pair(u64::MAX, held.ended.map(|(_, ns)| ns));
     (reader.out.traced_ns, reader.out.span_ns) = held.traced_ns();
@@ -587,9 +584,10 @@ pub(super) fn read_loop(
     reader.out.reader_cpu_ns = common::thread_cpu_ns();
     if crate::diagnose::selfcost::debug() {
         eprintln!(
-            "tunelab cost: {} reader: {passes} wake-ups, {total} records, {:.1} ms CPU in all",
+            "tunelab cost: {} reader: {passes} passes, {total} records, {:.1} ms CPU in all{}",
             if off { "off-CPU" } else { "profile" },
-            reader.out.reader_cpu_ns as f64 / 1e6
+            reader.out.reader_cpu_ns as f64 / 1e6,
+            ["; read on a timer (kicks)", ""][held.watch() as usize]
         );
     }
     reader.out
