@@ -174,7 +174,8 @@ impl Held {
             self.timed = beyond as f64 > KICKS_PER_S as f64 * secs;
             self.mark = (Instant::now(), now, 0);
         }
-        self.timed || self.due()
+        // An off-CPU tracer that ended waits for the stop alone.
+        self.ended.is_none() && (self.timed || self.due())
     }
 
     /// A pass cost `pass_s` of CPU: charged to the pace.
@@ -305,6 +306,11 @@ mod tests {
         assert!(h.returned());
         assert!(!h.watch());
         assert!(h.poll_timeout() <= TIMED);
+        // A tracer that ended is not read again before the stop (its end
+        // time stands).
+        h.end(7);
+        assert!(!h.returned());
+        assert_eq!(h.ended.map(|e| e.1), Some(7));
     }
 
     #[test]
