@@ -195,6 +195,9 @@ pub(crate) fn noise_floor(runs: &[Run], judged: &Run, p: &PointResult, metric: &
             .results
             .iter()
             .filter(|x| x.experiment == p.experiment && x.params == p.params)
+            // The same point on another device or file system is another
+            // point (a study on tmpfs beside one on the card).
+            .filter(|x| same_storage(x, p))
             .find_map(|x| x.metric(metric))
             .filter(|m| !m.samples.is_empty());
         if let Some(m) = hit {
@@ -207,6 +210,15 @@ pub(crate) fn noise_floor(runs: &[Run], judged: &Run, p: &PointResult, metric: &
     medians.truncate(MAX_HISTORY);
     let medians: Vec<f64> = medians.into_iter().map(|(_, m)| m).collect();
     NoiseFloor::learn(&medians)
+}
+
+/// Whether two results were measured on the same device and file system
+/// (either without storage facts: yes).
+fn same_storage(a: &PointResult, b: &PointResult) -> bool {
+    match (&a.storage, &b.storage) {
+        (Some(x), Some(y)) => x.device == y.device && x.fs == y.fs,
+        _ => true,
+    }
 }
 
 /// [`compare_runs_with`] without stored history: the default noise floor.

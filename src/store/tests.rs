@@ -306,7 +306,13 @@ fn runs_about_reads_the_subjects_runs_and_results_only() {
     each_backend(|mut store| {
         // a: the experiment; b: another experiment only; c: both, with two
         // metrics; d: a study of profile "quick" measuring something else.
-        let a = sample_run("a");
+        let mut a = sample_run("a");
+        // The device it ran on comes along (a point's history is of one device).
+        a.results[0].storage = Some(crate::model::run::StorageFact {
+            device: "mmcblk0p2".into(),
+            fs: "ext4".into(),
+            ..Default::default()
+        });
         let mut b = sample_run("b");
         b.id = format!("{}-b", a.id);
         b.results[0].experiment = "io.api".into();
@@ -347,6 +353,7 @@ fn runs_about_reads_the_subjects_runs_and_results_only() {
             serde_json::to_value(&c.results[1].validity).unwrap()
         );
         assert!(r.series.is_empty());
+        assert_eq!(got[0].results[0].storage, a.results[0].storage);
         // A study of the profile brings every result of the run.
         let study = store.runs_about("quick").unwrap();
         assert_eq!(study.len(), 1);

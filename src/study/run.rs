@@ -300,4 +300,33 @@ mod tests {
         assert_eq!(few.of(p, "write_throughput").runs, 0);
         assert_eq!(few.of(p, "no_such_metric").band, BETWEEN_RUNS);
     }
+
+    #[test]
+    fn runs_of_the_point_on_another_device_are_not_its_drift() {
+        use crate::model::run::StorageFact;
+        let on_dev = |i: usize, median: f64, device: &str| {
+            let mut r = on("a", i, median);
+            r.results[0].storage = Some(StorageFact {
+                device: device.into(),
+                fs: "ext4".into(),
+                ..Default::default()
+            });
+            r
+        };
+        let judged = on_dev(9, 100.0, "mmcblk0p2");
+        // Four quiet runs on the card, four wild ones on a USB stick.
+        let mut runs: Vec<Run> = (1..=4).map(|i| on_dev(i, 100.0, "mmcblk0p2")).collect();
+        runs.extend(
+            [10.0, 500.0, 40.0, 300.0]
+                .iter()
+                .enumerate()
+                .map(|(k, m)| on_dev(5 + k, *m, "sda1")),
+        );
+        let f = Learned {
+            runs,
+            judged: &judged,
+        }
+        .of(&judged.results[0], "write_throughput");
+        assert_eq!((f.runs, f.band), (4, 0.0), "{f:?}");
+    }
 }

@@ -468,7 +468,7 @@ impl Backend for Sqlite {
                  (SELECT id FROM runs WHERE json_extract(study, '$.profile') = ?1))";
         let mut results = self.conn.prepare(&format!(
             "SELECT r.run_id, r.idx, r.experiment, r.params, r.notes, r.elapsed_s, r.param_kinds,
-                    r.validity
+                    r.validity, r.storage
              FROM results r WHERE {WHICH} ORDER BY r.run_id, r.idx"
         ))?;
         let mut by_key: std::collections::HashMap<(String, i64), (usize, usize)> =
@@ -491,6 +491,11 @@ impl Backend for Sqlite {
                     validity: match row.get::<_, Option<String>>(7)? {
                         Some(text) => json_text(&text, 7)?,
                         None => Default::default(),
+                    },
+                    // A point's history is of the same device (noise floors).
+                    storage: match row.get::<_, Option<String>>(8)? {
+                        Some(text) => Some(json_text(&text, 8)?),
+                        None => None,
                     },
                     ..Default::default()
                 },
