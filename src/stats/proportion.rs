@@ -7,7 +7,11 @@
 //! two binomial tails, so the interval holds at least its level for every
 //! true proportion (never too narrow by construction, unlike Wald's).
 //! Misses that come in bursts are not independent: the interval is then
-//! narrower than the truth, which the verdict text says ("binomial").
+//! narrower than the truth. Where several trials count the same thing,
+//! [`dispersion`] measures how much more their proportions vary than
+//! chance would make them, and the counts are shrunk by it before the
+//! interval is taken (the quasi-binomial effective sample size); one trial
+//! cannot show it, which the verdict text says ("binomial").
 
 /// P(X ≤ k) for X ~ Binomial(n, p), in log space (no underflow).
 fn cdf(n: u64, k: u64, p: f64) -> f64 {
@@ -65,6 +69,29 @@ pub(crate) fn clopper_pearson(k: u64, n: u64, level: f64) -> Option<(f64, f64)> 
     Some((low, high))
 }
 
+/// How much more the trials' proportions (k_i of n_i each) vary than
+/// binomial chance: Pearson's χ² over k − 1 degrees of freedom, at least 1.
+/// 1 with fewer than two trials, or with no event or no non-event at all
+/// (nothing to spread).
+pub(crate) fn dispersion(trials: &[(u64, u64)]) -> f64 {
+    let (k, n) = trials
+        .iter()
+        .fold((0u64, 0u64), |(k, n), t| (k + t.0, n + t.1));
+    let used: Vec<&(u64, u64)> = trials.iter().filter(|t| t.1 > 0).collect();
+    if used.len() < 2 || k == 0 || k >= n {
+        return 1.0;
+    }
+    let p = k as f64 / n as f64;
+    let chi2: f64 = used
+        .iter()
+        .map(|&&(ki, ni)| {
+            let e = ni as f64 * p;
+            (ki as f64 - e).powi(2) / (e * (1.0 - p))
+        })
+        .sum();
+    (chi2 / (used.len() - 1) as f64).max(1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +129,20 @@ mod tests {
     fn nothing_to_count_gives_no_interval() {
         assert_eq!(clopper_pearson(0, 0, 0.95), None);
         assert_eq!(clopper_pearson(3, 2, 0.95), None);
+    }
+
+    #[test]
+    fn trials_that_vary_more_than_chance_are_over_dispersed() {
+        // 4 misses in each of ten 420-frame recordings: as even as chance
+        // makes them (χ² 0), so no widening.
+        assert_eq!(dispersion(&[(4, 420); 10]), 1.0);
+        // The same 40 misses all in one recording: a burst.
+        let mut burst = vec![(0, 420); 9];
+        burst.push((40, 420));
+        let phi = dispersion(&burst);
+        assert!(phi > 30.0, "{phi}");
+        // Nothing to spread: no event, one trial.
+        assert_eq!(dispersion(&[(0, 420); 10]), 1.0);
+        assert_eq!(dispersion(&[(40, 420)]), 1.0);
     }
 }

@@ -100,25 +100,33 @@ struct Estimate {
     /// A proportion's events and chances pooled over the trials, when the
     /// criterion names its chances (then `low`/`high` are binomial).
     events: Option<(u64, u64)>,
+    /// How much more the trials' proportions varied than chance (1: no
+    /// more); the interval is of the counts shrunk by it.
+    dispersion: f64,
 }
 
 /// A proportion pooled over the trials: Σ ratio × chances of Σ chances,
-/// with its exact binomial interval. None when a trial lacks either
-/// metric or nothing was due.
+/// with its exact binomial interval, of the counts divided by the trials'
+/// over-dispersion (misses in bursts are fewer independent chances than
+/// frames). None when a trial lacks either metric or nothing was due.
 fn pooled(r: &PointResult, metric: &str, chances: &str) -> Option<Estimate> {
     let (m, c) = (r.metric(metric)?, r.metric(chances)?);
     if m.samples.len() != c.samples.len() || m.samples.is_empty() {
         return None;
     }
-    let (mut k, mut n) = (0u64, 0u64);
+    let mut trials = Vec::with_capacity(m.samples.len());
     for (ratio, due) in m.samples.iter().zip(&c.samples) {
         if !(ratio.is_finite() && due.is_finite() && *due >= 0.0) {
             return None;
         }
-        k += (ratio * due).round() as u64;
-        n += due.round() as u64;
+        trials.push(((ratio * due).round() as u64, due.round() as u64));
     }
-    let (low, high) = crate::stats::proportion::clopper_pearson(k, n, 0.95)?;
+    let (k, n) = trials
+        .iter()
+        .fold((0u64, 0u64), |(k, n), t| (k + t.0, n + t.1));
+    let phi = crate::stats::proportion::dispersion(&trials);
+    let shrunk = |x: u64| (x as f64 / phi).round() as u64;
+    let (low, high) = crate::stats::proportion::clopper_pearson(shrunk(k), shrunk(n).max(1), 0.95)?;
     Some(Estimate {
         median: k as f64 / n as f64,
         low,
@@ -127,6 +135,7 @@ fn pooled(r: &PointResult, metric: &str, chances: &str) -> Option<Estimate> {
         learned: 0,
         n: m.samples.len(),
         events: Some((k, n)),
+        dispersion: phi,
     })
 }
 
@@ -158,6 +167,7 @@ fn estimate(r: &PointResult, c: &Criterion, drift: &dyn Drift) -> Option<Estimat
         learned: floor.runs,
         n: s.n,
         events: None,
+        dispersion: 1.0,
     })
 }
 
@@ -238,12 +248,21 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult], drift: &dy
             [Estimate {
                 events: Some((k, n)),
                 n: trials,
+                dispersion,
                 ..
             }],
         ) => format!(
-            "{k} of {n} {} over {trials} trial{}, binomial 95% CI {} … {}",
+            "{k} of {n} {} over {trials} trial{}, {}binomial 95% CI {} … {}",
             c.events.as_deref().unwrap_or("chances").replace('_', " "),
             if *trials == 1 { "" } else { "s" },
+            if *dispersion > 1.0 {
+                format!(
+                    "varying {dispersion:.1}× more between trials than chance, so counted as \
+                     {dispersion:.1}× fewer; "
+                )
+            } else {
+                String::new()
+            },
             human(low, &c.unit),
             human(high, &c.unit)
         ),

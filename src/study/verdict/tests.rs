@@ -441,3 +441,25 @@ fn a_drift_learned_from_stored_runs_is_used_and_named() {
         j.text
     );
 }
+
+#[test]
+fn misses_in_one_burst_are_not_counted_as_independent_frames() {
+    let c = misses_le_1pct(Some("frames_due"));
+    // 80 misses spread evenly over ten 420-frame recordings: 1.9%, a FAIL
+    // the binomial interval (1.5–2.4%) carries.
+    let even = judge_criterion(&c, &[stream(&[(8, 420); 10])], &BETWEEN_RUNS);
+    assert_eq!(even.outcome, Outcome::Fail, "{}", even.text);
+    assert!(!even.text.contains("varying"), "{}", even.text);
+    // The same 80 in one recording, nine clean ones: the frames are not
+    // independent chances, the interval widens and cannot tell.
+    let mut burst = vec![(0, 420); 9];
+    burst.push((80, 420));
+    let j = judge_criterion(&c, &[stream(&burst)], &BETWEEN_RUNS);
+    assert_eq!(j.outcome, Outcome::Marginal, "{}", j.text);
+    assert!(
+        j.text
+            .contains("80 of 4200 frames due over 10 trials, varying"),
+        "{}",
+        j.text
+    );
+}
