@@ -141,7 +141,12 @@ pub(crate) fn run(
             }
         };
         let drift = Learned {
-            runs: stored_runs(store.as_deref(), exp.name(), obs),
+            // Read only where a criterion will be judged on what was measured.
+            runs: if issue.criteria.is_empty() || session.run.results.len() == before {
+                Vec::new()
+            } else {
+                stored_runs(store.as_deref(), exp.name(), obs)
+            },
             judged: &session.run,
         };
         let mut verdict = judge(
