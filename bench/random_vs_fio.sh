@@ -17,6 +17,26 @@
 #            psync QD 32 = --numjobs=32 --thread --group_reporting, io_uring QD 32 =
 #            --iodepth=32. IOPS = read.iops; p99 = read.lat_ns percentile 99 (fio's total
 #            latency, submission included, which is what tunelab times).
+#   fio with several jobs (psync QD > 1, or J > 1): read.iops sums each job's rate over
+#            that job's own window, and with hundreds of threads on few CPUs those windows
+#            do not overlap (jobs start seconds apart), so it need not be a rate the device
+#            ever delivered; tunelab's jobs share one trial window. So fio also writes each
+#            job's IOPS log (--write_iops_log --log_avg_msec=100 --log_unix_epoch=1: 100 ms
+#            samples, absolute time; none during a job's ramp, none for a 100 ms in which
+#            the job completed nothing, so a starved thread's gaps count as zero), and fio
+#            IOPS is its concurrent rate: the I/Os all jobs logged inside the window in
+#            which every job was in its measured phase (latest first sample's 100 ms to
+#            earliest last sample; a sample cut by the window counts pro rata), over that
+#            window's length. All jobs, not 90% of them: outside that window some job is
+#            ramping (its I/O not logged), not started or done, so the sum is neither all
+#            that fio did nor at the row's concurrency. Under a third of the runtime (at
+#            least a second at the defaults: ten samples per job; jobs that start together
+#            overlap for nearly all of it) or empty, the round is "staggered": no fio rate,
+#            ratio and verdict "not comparable" (N/C, not a FAIL). fio's JSON read.iops is
+#            printed beside it on every row, and for staggered rows the busiest 100 ms of
+#            the jobs' logged I/Os. fio's CPU per I/O stays its jobs' CPU over the I/Os of
+#            the same per-job windows: a valid cost per I/O even when staggered, though
+#            spent at whatever concurrency each job then had.
 # Two comparisons:
 #   host  the target directory's own disk. On a shared VM whose disk the host caches,
 #         rates swing by 2x between minutes (and with other load on the CPUs), so the
@@ -78,14 +98,16 @@ if [ -z "$TL" ]; then
     done
     [ -z "$TL" ] && TL=$(command -v tunelab || true)
 fi
-[ -n "$TL" ] && [ -x "$TL" ] || { echo "tunelab binary not found (set TUNELAB=)" >&2; exit 2; }
+if [ -z "$TL" ] || [ ! -x "$TL" ]; then echo "tunelab binary not found (set TUNELAB=)" >&2; exit 2; fi
 command -v fio >/dev/null || { echo "fio is not installed (apt-get install -y fio)" >&2; exit 4; }
 command -v python3 >/dev/null || { echo "python3 is needed to read the JSON" >&2; exit 4; }
+# shellcheck source-path=SCRIPTDIR source=lib/docblock.sh disable=SC1091
 . "$(dirname "$0")/lib/docblock.sh"
 [ -z "${DOC:-}" ] || docblock_check "$DOC" random_vs_fio
 
 WORK=$(mktemp -d "$TARGET/.random-vs-fio.XXXXXX")
 MNT="" LOOP="" CG="" SHM_DIR="" RMNT="" RLOOP="" RIMG="" ZID=""
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     set +e
     [ -n "$RMNT" ] && mountpoint -q "$RMNT" && umount "$RMNT"
@@ -129,13 +151,26 @@ print(m["iops"], p99, m.get("cpu_per_op", 0) * 1e9)
 PY
 }
 
-# fio_case ENGINE QD DIR SIZE CGROUP -> "iops p99"
+# fio_case ENGINE QD DIR SIZE CGROUP -> "iops p99 cpu json_iops together spread flag peak"
+# (iops: the figure compared, see the header; flag single|together|staggered;
+# peak: the jobs' logged I/Os summed in the busiest 100 ms, per second).
 fio_case() {
     if [ "$1" = psync ]; then
-        par="--numjobs=$(($2 * J)) --thread --group_reporting"
+        nj=$(($2 * J))
+        par="--numjobs=$nj --thread --group_reporting"
     else
+        nj=$J
         par="--iodepth=$2"
         if [ "$J" != 1 ]; then par="$par --numjobs=$J --thread --group_reporting"; fi
+    fi
+    # More than one job: each job's IOPS log, 100 ms samples with absolute
+    # (Unix epoch, ms) time stamps, fio 3.33 writes them as x_iops.N.log.
+    logdir=""
+    if [ "$nj" -gt 1 ]; then
+        logdir="$WORK/fiolog"
+        rm -rf "$logdir"
+        mkdir "$logdir"
+        par="$par --write_iops_log=$logdir/x --log_avg_msec=100 --log_unix_epoch=1"
     fi
     # FIO_BATCH=1: fio at its own lowest cost per I/O, as tunelab runs: the
     # TSC clock (--clocksource=cpu; tunelab reads CLOCK_MONOTONIC through the
@@ -161,8 +196,8 @@ fio_case() {
         --ramp_time="$DUR" --runtime=$((TRIALS * DUR)) $lp \
         --output-format=json --output="$WORK/fio.json" >/dev/null 2>"$WORK/fio.err" \
         || { echo "skip skip 0"; return 0; }
-    python3 - "$WORK/fio.json" <<'PY'
-import json, sys
+    python3 - "$WORK/fio.json" "$logdir" "$nj" "$((TRIALS * DUR))" <<'PY'
+import glob, json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
 r = j["read"]
 p = r.get("lat_ns", {}).get("percentile", {}).get("99.000000")
@@ -170,8 +205,56 @@ p = r.get("lat_ns", {}).get("percentile", {}).get("99.000000")
 # time (after the ramp): usr_cpu and sys_cpu are shares of job_runtime, and
 # with --group_reporting both are summed over the jobs (fio adds usr_time,
 # sys_time and total_run_time of each job), so the product is every job's CPU.
+# With several jobs it is their CPU over their own measured windows against
+# the I/Os of those same windows: a cost per I/O even when the windows differ.
 cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] * 1e6
-print(r["iops"], p / 1e9 if p else 0, cpu / r["total_ios"] if r["total_ios"] else 0)
+cpu = cpu / r["total_ios"] if r["total_ios"] else 0
+p99 = p / 1e9 if p else 0
+if not sys.argv[2]:
+    print(r["iops"], p99, cpu, r["iops"], -1, -1, "single", -1)
+    sys.exit()
+# Several jobs: the concurrent aggregate rate (rule in the header). A sample
+# (t_i, rate_i) is the job's rate over the time since fio's previous sampling
+# of it: (t_{i-1}, t_i] when they follow each other (the sampler may be a few
+# ms late), else the 100 ms before t_i, because fio logs no sample for a
+# period in which the job completed no I/O (a starved thread leaves gaps).
+AVG, nj, runtime = 100, int(sys.argv[3]), float(sys.argv[4])
+jobs = []
+for f in glob.glob(sys.argv[2] + "/x_iops.*.log"):
+    s = []
+    for line in open(f):
+        t, v = line.split(",")[:2]
+        s.append((int(t), int(v)))
+    if s:
+        s.sort()
+        x, prev = [], s[0][0] - AVG
+        for t, v in s:
+            a = prev if t - prev <= 1.5 * AVG else t - AVG
+            x.append((a, t, v * (t - a) / 1000))
+            prev = t
+        jobs.append(x)
+if len(jobs) < nj:
+    # A job with no logged sample was never measured alongside the others.
+    print(0, p99, cpu, r["iops"], 0, -1, "staggered", -1)
+    sys.exit()
+w0 = max(x[0][0] for x in jobs)
+w1 = min(x[-1][1] for x in jobs)
+spread = (w0 - min(x[0][0] for x in jobs)) / 1000
+win = max(0, w1 - w0) / 1000
+ios = sum(n * max(0, min(b, w1) - max(a, w0)) / (b - a) for x in jobs for a, b, n in x if b > a)
+conc = ios / win if win > 0 else 0
+flag = "together" if win >= runtime / 3 else "staggered"
+# And the most the logged I/Os of all jobs summed to in any absolute 100 ms
+# bucket (a lower bound where some job was ramping, unlogged, in it).
+bk = {}
+for x in jobs:
+    for a, b, n in x:
+        for k in range(a // AVG, (b - 1) // AVG + 1):
+            o = min(b, (k + 1) * AVG) - max(a, k * AVG)
+            if o > 0 and b > a:
+                bk[k] = bk.get(k, 0) + n * o / (b - a)
+peak = max(bk.values()) * 1000 / AVG if bk else 0
+print(f"{conc:.1f}", p99, cpu, r["iops"], f"{win:.2f}", f"{spread:.2f}", flag, f"{peak:.0f}")
 PY
 }
 
@@ -183,7 +266,8 @@ floor_case() {
 }
 
 # compare KIND DIR SIZE CGROUP: ROUNDS rounds of the four cases, appending
-# "KIND-case round tl_iops tl_p99 fio_iops fio_p99" to ROWS.
+# "KIND-case round tl_iops tl_p99 fio_iops fio_p99 floor tl_cpu fio_cpu
+# fio_json_iops together_s start_spread_s flag peak" to ROWS.
 compare() {
     kind=$1 dir=$2 size=$3 cg=$4
     fio --name=layout --filename="$dir/fio.dat" --size="$size" --bs=1M --rw=write \
@@ -204,12 +288,19 @@ compare() {
                 fl=$(floor_case "$eng" "$qd" "$dir" "$cg")
                 # shellcheck disable=SC2086
                 set -- $t $f
-                row="$name $i $1 $2 $4 $5 $fl $3 $6"
+                row="$name $i $1 $2 $4 $5 $fl $3 $6 $7 $8 $9 ${10} ${11}"
                 echo "$row" >>"$ROWS"
-                echo "$row" | awk '{
-                    printf "%-26s %5d %11.0f %11.0f %7.3f   %9.3fms %9.3fms %7.3f   %7.0fns %7.0fns",
-                        $1, $2, $3, $5, $3/$5, $4*1e3, $6*1e3, ($6 > 0 ? $4/$6 : 0), $8, $9
+                echo "$row" | awk -v rt=$((TRIALS * DUR)) '{
+                    nc = ($13 == "staggered")
+                    printf "%-26s %5d %11.0f %11s %7s   %9.3fms %9.3fms %7.3f   %7.0fns %7.0fns",
+                        $1, $2, $3, (nc ? "n/c" : sprintf("%.0f", $5)), (nc ? "n/c" : sprintf("%.3f", $3/$5)),
+                        $4*1e3, $6*1e3, ($6 > 0 ? $4/$6 : 0), $8, $9
                     if ($7 > 0) printf "   %11.0f %7.3f", $7, $3/$7
+                    printf "   %11.0f", $10
+                    if ($13 == "together") printf "   together %.2fs of %ds (starts %.2fs apart)", $11, rt, $12
+                    if (nc) printf "   STAGGERED: all jobs measured together %.2fs of %ds (starts %.2fs apart)%s%s",
+                        $11, rt, $12, ($11 > 0 ? sprintf(", %.0f IOPS then", $5) : ""),
+                        ($14 > 0 ? sprintf("; logged I/Os of all jobs at most %.0f IOPS in any 100 ms", $14) : "")
                     printf "\n" }'
               done
             done
@@ -231,7 +322,7 @@ echo "4 KiB randread, O_DIRECT; $ROUNDS rounds x (1 warm-up + $TRIALS x ${DUR}s)
 printf "%-26s %5s %11s %11s %7s   %11s %11s %7s   %9s %9s" case round "tl IOPS" "fio IOPS" ratio \
     "tl p99" "fio p99" ratio "tl CPU/IO" "fio CPU/IO"
 [ -n "$FLOOR_BIN" ] && printf "   %11s %7s" "floor IOPS" "tl/flr"
-echo
+printf "   %11s   %s\n" "fio JSON" "fio jobs (several: fio IOPS = their concurrent rate)"
 if [ "$HOST" = 1 ]; then
     echo "host: target $TARGET ($(df -P "$TARGET" | awk 'NR==2 {print $1}'), $(stat -f -c %T "$TARGET")), file $SIZE"
     compare host "$WORK" "$SIZE" ""
@@ -341,7 +432,7 @@ fi
 echo
 META="$(date -u '+%Y-%m-%d %H:%M UTC'), $("$TL" --version 2>/dev/null || echo tunelab) ($(basename "$(dirname "$TL")") build), $(fio --version), kernel $(uname -r), $(nproc) CPUs, load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after; $ROUNDS rounds x (1 warm-up + $TRIALS x ${DUR}s) per tool and case"
 status=0
-python3 - "$ROWS" "${DOC:+$ROWS.doc}" "$META" "$(nproc)" <<'PY' || status=$?
+python3 - "$ROWS" "${DOC:+$ROWS.doc}" "$META" "$(nproc)" "$((TRIALS * DUR))" <<'PY' || status=$?
 import math, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 fail = False
@@ -365,46 +456,80 @@ def verdict(lo, hi, tol, other="fio"):
     if hi < 1 - tol:
         return f"{other} ahead"
     return "undecided"
+runtime = sys.argv[5]
 for case in dict.fromkeys(r[0] for r in rows):
-    rs = [r for r in rows if r[0] == case]
-    io = [float(r[2]) / float(r[4]) for r in rs]
-    lat = [float(r[3]) / float(r[5]) for r in rs if float(r[5]) > 0]
-    mi = statistics.median(io)
+    rs_all = [r for r in rows if r[0] == case]
+    # fio with several jobs: its IOPS (r[4]) is their concurrent rate (header);
+    # a round in which they were never all measured together for a third of
+    # the runtime ("staggered") has no fio rate to compare: it is left out of
+    # every ratio and verdict, and fio's JSON figure (r[9]) is printed beside.
+    multi = rs_all[0][12] != "single"
+    rs = [r for r in rs_all if r[12] != "staggered"]
+    nstag = len(rs_all) - len(rs)
+    fjson = statistics.median(float(r[9]) for r in rs_all)
+    wins = [float(r[10]) for r in rs_all]
+    tog = f"{min(wins):.2f}..{max(wins):.2f} s of {runtime} s" if multi else "single job"
+    tol = 0.03 if case.startswith("ram-") else 0.05
+    lat = [float(r[3]) / float(r[5]) for r in (rs or rs_all) if float(r[5]) > 0]
     # FIO_BATCH=2: fio kept no latencies, so only IOPS are judged.
     ml = statistics.median(lat) if lat else 1.0
     lat = lat or [float("nan")]
-    tol = 0.03 if case.startswith("ram-") else 0.05
-    ok = abs(mi - 1) <= tol and abs(ml - 1) <= 0.10
-    fail |= not ok
-    print(f"{'PASS' if ok else 'FAIL'} {case:<26} n={len(rs)}  IOPS ratio median {mi:.3f} "
-          f"(range {min(io):.3f}..{max(io):.3f}), tunelab {statistics.median(float(r[2]) for r in rs):.0f} "
-          f"fio {statistics.median(float(r[4]) for r in rs):.0f}  |  p99 ratio median {ml:.3f} "
-          f"(range {min(lat):.3f}..{max(lat):.3f})")
-    lo, hi, cover = median_ci(io)
-    print(f"     {case:<26} IOPS ratio median CI {lo:.3f}..{hi:.3f} ({cover:.0%}): "
-          f"{verdict(lo, hi, tol)} (band ±{tol:.0%})")
-    fl = [float(r[2]) / float(r[6]) for r in rs if len(r) > 6 and float(r[6]) > 0]
+    if rs:
+        io = [float(r[2]) / float(r[4]) for r in rs]
+        mi = statistics.median(io)
+        ok = abs(mi - 1) <= tol and abs(ml - 1) <= 0.10
+        fail |= not ok
+        print(f"{'PASS' if ok else 'FAIL'} {case:<26} n={len(rs)}  IOPS ratio median {mi:.3f} "
+              f"(range {min(io):.3f}..{max(io):.3f}), tunelab {statistics.median(float(r[2]) for r in rs):.0f} "
+              f"fio {statistics.median(float(r[4]) for r in rs):.0f}  |  p99 ratio median {ml:.3f} "
+              f"(range {min(lat):.3f}..{max(lat):.3f})")
+        lo, hi, cover = median_ci(io)
+        print(f"     {case:<26} IOPS ratio median CI {lo:.3f}..{hi:.3f} ({cover:.0%}): "
+              f"{verdict(lo, hi, tol)} (band ±{tol:.0%})")
+        if multi:
+            print(f"     {case:<26} fio's jobs all measured together {tog}; fio IOPS is their concurrent "
+                  f"rate then, fio's JSON (summed per-job rates) {fjson:.0f}"
+                  + (f"; {nstag} of {len(rs_all)} rounds not comparable (fio's jobs staggered), left out"
+                     if nstag else ""))
+        fio_cell = f"{statistics.median(float(r[4]) for r in rs):.0f}"
+        ratio_cell = f"{mi:.3f} ({lo:.3f}–{hi:.3f}) {verdict(lo, hi, tol)}" + (
+            f", {nstag} of {len(rs_all)} rounds not comparable" if nstag else "")
+    else:
+        # Not judged either way, and not a FAIL: there is nothing to compare.
+        print(f"N/C  {case:<26} n={len(rs_all)}  not comparable (fio's jobs staggered): they were all "
+              f"measured together {tog}, less than a third; tunelab "
+              f"{statistics.median(float(r[2]) for r in rs_all):.0f}, fio JSON {fjson:.0f} (per-job rates "
+              f"over different windows, summed), while the I/Os its jobs logged summed to at most "
+              f"{max(float(r[13]) for r in rs_all):.0f} IOPS in any 100 ms  |  p99 ratio median "
+              f"{ml:.3f} (not judged)")
+        fio_cell = "n/c"
+        ratio_cell = "not comparable (fio's jobs staggered)"
+    fl = [float(r[2]) / float(r[6]) for r in rs_all if float(r[6]) > 0]
     if fl:
         okf = abs(statistics.median(fl) - 1) <= 0.03
         print(f"{'PASS' if okf else 'FAIL'} {case:<26} tunelab/floor median {statistics.median(fl):.3f} "
               f"(range {min(fl):.3f}..{max(fl):.3f}), floor "
-              f"{statistics.median(float(r[6]) for r in rs if len(r) > 6):.0f}")
+              f"{statistics.median(float(r[6]) for r in rs_all):.0f}")
         lo, hi, cover = median_ci(fl)
         print(f"     {case:<26} tunelab/floor median CI {lo:.3f}..{hi:.3f} ({cover:.0%}): "
               f"{verdict(lo, hi, 0.03, 'floor')}")
         # A figure above the minimal reader's is not the device: fio with
         # --ramp_time and hundreds of threads on 2 CPUs reported 2x what
         # vmstat showed the device deliver (docs/performance.md).
-        over = statistics.median(float(r[4]) / float(r[6]) for r in rs if len(r) > 6 and float(r[6]) > 0)
-        if over > 1.10:
-            print(f"WARN {case:<26} fio reports {over:.2f} x the minimal reader's IOPS: more than "
-                  "the device can have delivered, so this row's fio figure is not trusted")
-    tc = [float(r[7]) for r in rs if len(r) > 8 and float(r[7]) > 0]
-    fc = [float(r[8]) for r in rs if len(r) > 8 and float(r[8]) > 0]
+        over = [float(r[9]) / float(r[6]) for r in rs_all if float(r[6]) > 0]
+        if statistics.median(over) > 1.10:
+            print(f"WARN {case:<26} fio's JSON reports {statistics.median(over):.2f} x the minimal "
+                  "reader's IOPS: more than the device can have delivered, so fio's JSON figure for "
+                  "this row is not trusted")
+    # CPU per I/O over every round: fio's is its jobs' CPU over the I/Os of
+    # the same per-job windows, a cost per I/O even when they were staggered
+    # (though then at whatever concurrency each job happened to run with).
+    tc = [float(r[7]) for r in rs_all if float(r[7]) > 0]
+    fc = [float(r[8]) for r in rs_all if float(r[8]) > 0]
     if tc and fc:
         # Per round: which tool spent less CPU on one I/O (each from its own
         # getrusage over its measured time).
-        lower = sum(float(r[7]) <= float(r[8]) for r in rs if len(r) > 8 and float(r[8]) > 0)
+        lower = sum(float(r[7]) <= float(r[8]) for r in rs_all if float(r[8]) > 0)
         print(f"     {case:<26} CPU per I/O (user + system), median: tunelab "
               f"{statistics.median(tc):.0f} ns (range {min(tc):.0f}..{max(tc):.0f}), fio "
               f"{statistics.median(fc):.0f} ns (range {min(fc):.0f}..{max(fc):.0f}); tunelab "
@@ -412,31 +537,32 @@ for case in dict.fromkeys(r[0] for r in rows):
     cpu = (f"{statistics.median(tc):.0f} | {statistics.median(fc):.0f} | {lower} of {len(fc)}"
            if tc and fc else "- | - | -")
     # A rate no machine of this size can reach: IOPS x CPU time per I/O is
-    # the CPUs the tool kept busy. fio with hundreds of --numjobs threads
-    # sums each job's rate over its own window, and those windows do not
-    # coincide when the threads start one after another.
+    # the CPUs the tool kept busy. (fio's JSON figure for hundreds of
+    # --numjobs threads did: it sums each job's rate over its own window.)
     impossible = ""
-    for who, iops_col, cpu_col in (("fio", 4, 8), ("tunelab", 2, 7)):
+    for who, iops_col, cpu_col, rr in (("fio", 4, 8, rs), ("tunelab", 2, 7, rs_all)):
         busy = statistics.median(float(r[iops_col]) * float(r[cpu_col]) * 1e-9
-                                 for r in rs if len(r) > 8) if tc and fc else 0.0
+                                 for r in rr) if tc and fc and rr else 0.0
         if busy > int(sys.argv[4]) * 1.05:
             print(f"WARN {case:<26} {who}'s IOPS x its CPU per I/O = {busy:.1f} CPUs busy, more than "
                   f"the {sys.argv[4]} this machine has: its IOPS is not a rate the device and "
                   "CPUs delivered at one time, so this row's ratio is not trusted")
             impossible += f" ({who}'s IOPS beyond {sys.argv[4]} CPUs: not trusted)"
-    table.append(f"| {case} | {statistics.median(float(r[2]) for r in rs):.0f} | "
-                 f"{statistics.median(float(r[4]) for r in rs):.0f} | {mi:.3f} ({lo:.3f}–{hi:.3f}) "
-                 f"{verdict(lo, hi, tol)}{impossible} | {ml:.3f} | {cpu} |")
+    table.append(f"| {case} | {statistics.median(float(r[2]) for r in (rs or rs_all)):.0f} | "
+                 f"{fio_cell} | {ratio_cell}{impossible} | {ml:.3f}{'' if rs else ' (not judged)'} | {cpu} | "
+                 f"{fjson:.0f} | {tog} |")
 print("criterion: |median IOPS ratio - 1| <= 5% (ram rows: 3%) and |median p99 ratio - 1| <= 10%;"
       " with FLOOR=1 also |median tunelab/floor - 1| <= 3% (the exit status follows the fio rows only)."
       " The CI line says whether the rounds can tell: 'undecided' means the machine's spread"
-      " between rounds is wider than the band")
+      " between rounds is wider than the band. N/C: fio's jobs were never all measured together for a"
+      " third of the runtime, so fio has no rate to compare (not judged, not a FAIL)")
 if sys.argv[2]:
     # DOC=page: the table for bench/lib/docblock.sh.
     open(sys.argv[2], "w").write(
         f"Generated by bench/random_vs_fio.sh: {sys.argv[3]}.\n\n"
         "| row | tunelab IOPS | fio IOPS | IOPS ratio median (CI), verdict | p99 ratio | "
-        "tunelab CPU/I/O ns | fio CPU/I/O ns | tunelab lower |\n|---|---|---|---|---|---|---|---|\n"
+        "tunelab CPU/I/O ns | fio CPU/I/O ns | tunelab lower | fio JSON IOPS | fio's jobs all measured together |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(table) + "\n")
 sys.exit(1 if fail else 0)
 PY
