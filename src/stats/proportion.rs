@@ -10,8 +10,9 @@
 //! narrower than the truth. Where several trials count the same thing,
 //! [`dispersion`] measures how much more their proportions vary than
 //! chance would make them, and the counts are shrunk by it before the
-//! interval is taken (the quasi-binomial effective sample size); one trial
-//! cannot show it, which the verdict text says ("binomial").
+//! interval is taken (the quasi-binomial effective sample size). Within
+//! one trial, the same measure over its blocks (io.stream's seconds) shows
+//! a burst; where nothing counts blocks, the verdict says "binomial".
 
 /// P(X ≤ k) for X ~ Binomial(n, p), in log space (no underflow).
 fn cdf(n: u64, k: u64, p: f64) -> f64 {

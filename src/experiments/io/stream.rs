@@ -69,8 +69,42 @@ struct StreamOutcome {
     completed: u64,
     /// Completed within slot start + 1/fps (paced only).
     on_time: u64,
+    /// `on_time` by the second of the frame's slot (frame i / fps): where
+    /// in the trial the misses fell, so that a burst shows.
+    on_time_by_second: Vec<u64>,
     /// Seconds from t0 to the last completion.
     last_done: f64,
+}
+
+/// The second of frame i's slot, counted from t0.
+fn second_of(i: u64, fps: f64) -> usize {
+    (i as f64 / fps) as usize
+}
+
+/// How many seconds (whole or begun) `frames` slots span.
+fn seconds_of(frames: u64, fps: f64) -> usize {
+    frames
+        .checked_sub(1)
+        .map_or(0, |last| second_of(last, fps) + 1)
+}
+
+/// Misses and frames due per second of both streams together: the blocks
+/// whose spread tells a burst (one host stall late for 12 frames) from the
+/// same misses scattered through the trial.
+fn misses_by_second(
+    frames: u64,
+    fps: f64,
+    rec: &StreamOutcome,
+    play: &StreamOutcome,
+) -> Vec<(u64, u64)> {
+    let mut due = vec![0u64; seconds_of(frames, fps)];
+    for i in 0..frames {
+        due[second_of(i, fps)] += 2;
+    }
+    due.iter()
+        .enumerate()
+        .map(|(b, &d)| (d - rec.on_time_by_second[b] - play.on_time_by_second[b], d))
+        .collect()
 }
 
 /// Run one stream: `frames` frames, `op(i)` doing frame i. Paced: frame i
@@ -90,6 +124,7 @@ fn run_stream(
         lat: LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS),
         completed: 0,
         on_time: 0,
+        on_time_by_second: vec![0; seconds_of(frames, fps)],
         last_done: 0.0,
     };
     sleep_until(t0);
@@ -110,6 +145,7 @@ fn run_stream(
         out.completed += 1;
         if lat <= period {
             out.on_time += 1;
+            out.on_time_by_second[second_of(i, fps)] += 1;
         }
         out.last_done = (done - t0).as_secs_f64();
     }
@@ -198,6 +234,12 @@ pub(crate) static SPEC: Spec = Spec {
                 "paced: missed frames / frames due (both streams)",
             ),
             MetricSpec::higher("frames_due", "count", "paced: frames due (both streams), miss_ratio's chances"),
+            MetricSpec::lower(
+                "miss_ratio_dispersion",
+                "ratio",
+                "paced: how much more the misses varied between the trial's seconds than chance \
+                 (Pearson's chi-square over k - 1 of the 1 s blocks, at least 1): bursts",
+            ),
             MetricSpec::lower("record_missed", "count", "paced: recorded frames missed"),
             MetricSpec::lower("playback_missed", "count", "paced: played frames missed"),
             MetricSpec::lower(
@@ -220,6 +262,7 @@ pub(crate) static SPEC: Spec = Spec {
 const FRAMES_DUE: Metric = SPEC.emits("frames_due");
 const MISSED_FRAMES: Metric = SPEC.emits("missed_frames");
 const MISS_RATIO: Metric = SPEC.emits("miss_ratio");
+const MISS_RATIO_DISPERSION: Metric = SPEC.emits("miss_ratio_dispersion");
 const PLAYBACK_FPS: Metric = SPEC.emits("playback_fps");
 const PLAYBACK_MISSED: Metric = SPEC.emits("playback_missed");
 const PLAYBACK_P99: Metric = SPEC.emits("playback_p99");
@@ -469,6 +512,11 @@ impl PointRun for StreamRun {
             v.set(MISSED_FRAMES, (rm + pm) as f64);
             v.set(MISS_RATIO, (rm + pm) as f64 / (2 * frames) as f64);
             v.set(FRAMES_DUE, (2 * frames) as f64);
+            let blocks = misses_by_second(frames, fps, &rec, &play);
+            v.set(
+                MISS_RATIO_DISPERSION,
+                crate::stats::proportion::dispersion(&blocks),
+            );
             v.set(RECORD_MISSED, rm as f64);
             v.set(PLAYBACK_MISSED, pm as f64);
         }
@@ -564,6 +612,27 @@ mod tests {
     }
 
     #[test]
+    fn misses_are_counted_by_the_second_of_their_slot() {
+        let outcome = |by_second: Vec<u64>| StreamOutcome {
+            lat: LatencyRecorder::with_buckets(BUCKET_NS, BUCKETS),
+            completed: by_second.iter().sum(),
+            on_time: by_second.iter().sum(),
+            on_time_by_second: by_second,
+            last_done: 0.0,
+        };
+        // 7 frames at 3 fps: slots in seconds 0, 0, 0, 1, 1, 1, 2.
+        assert_eq!(seconds_of(7, 3.0), 3);
+        assert_eq!(seconds_of(0, 3.0), 0);
+        let (rec, play) = (outcome(vec![3, 1, 1]), outcome(vec![3, 3, 0]));
+        // Both streams: 6, 6 and 2 due; second 1 lost 2 recorded frames,
+        // second 2 the played one.
+        assert_eq!(
+            misses_by_second(7, 3.0, &rec, &play),
+            vec![(0, 6), (2, 6), (1, 2)]
+        );
+    }
+
+    #[test]
     fn paced_stream_counts_late_frames_from_the_slot() {
         let t0 = Instant::now();
         let far = t0 + Duration::from_secs(10);
@@ -577,6 +646,9 @@ mod tests {
         .unwrap();
         assert_eq!(o.completed, 6);
         assert!(o.on_time <= 3, "{}", o.on_time);
+        // All six slots fall in the first second.
+        assert_eq!(o.on_time_by_second.len(), 1);
+        assert_eq!(o.on_time_by_second[0], o.on_time);
         assert!(o.lat.to_data("x").max >= 0.15);
     }
 

@@ -103,6 +103,9 @@ struct Estimate {
     /// How much more the trials' proportions varied than chance (1: no
     /// more); the interval is of the counts shrunk by it.
     dispersion: f64,
+    /// Whether that spread was seen within the trials (between their
+    /// seconds, `{metric}_dispersion`) rather than between them.
+    within: bool,
 }
 
 /// A proportion pooled over the trials: Σ ratio × chances of Σ chances,
@@ -124,7 +127,18 @@ fn pooled(r: &PointResult, metric: &str, chances: &str) -> Option<Estimate> {
     let (k, n) = trials
         .iter()
         .fold((0u64, 0u64), |(k, n), t| (k + t.0, n + t.1));
-    let phi = crate::stats::proportion::dispersion(&trials);
+    // Bursts show between trials and, where the experiment counts its
+    // events per block (io.stream: per second), within each: the median
+    // trial's spread, so that one recording's burst is not as many
+    // independent frames either.
+    let between = crate::stats::proportion::dispersion(&trials);
+    let within = r
+        .metric(&format!("{metric}_dispersion"))
+        .map(|d| d.summary.median)
+        .filter(|d| d.is_finite())
+        .unwrap_or(1.0)
+        .max(1.0);
+    let phi = between.max(within);
     let shrunk = |x: u64| (x as f64 / phi).round() as u64;
     let (low, high) = crate::stats::proportion::clopper_pearson(shrunk(k), shrunk(n).max(1), 0.95)?;
     Some(Estimate {
@@ -136,6 +150,7 @@ fn pooled(r: &PointResult, metric: &str, chances: &str) -> Option<Estimate> {
         n: m.samples.len(),
         events: Some((k, n)),
         dispersion: phi,
+        within: within > between,
     })
 }
 
@@ -168,6 +183,7 @@ fn estimate(r: &PointResult, c: &Criterion, drift: &dyn Drift) -> Option<Estimat
         n: s.n,
         events: None,
         dispersion: 1.0,
+        within: false,
     })
 }
 
@@ -249,6 +265,7 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult], drift: &dy
                 events: Some((k, n)),
                 n: trials,
                 dispersion,
+                within,
                 ..
             }],
         ) => format!(
@@ -257,8 +274,9 @@ pub(crate) fn judge_criterion(c: &Criterion, results: &[PointResult], drift: &dy
             if *trials == 1 { "" } else { "s" },
             if *dispersion > 1.0 {
                 format!(
-                    "varying {dispersion:.1}× more between trials than chance, so counted as \
-                     {dispersion:.1}× fewer; "
+                    "varying {dispersion:.1}× more between {} than chance, so counted as \
+                     {dispersion:.1}× fewer; ",
+                    if *within { "seconds" } else { "trials" }
                 )
             } else {
                 String::new()

@@ -463,3 +463,38 @@ fn misses_in_one_burst_are_not_counted_as_independent_frames() {
         j.text
     );
 }
+
+#[test]
+fn one_recordings_burst_is_not_counted_as_independent_frames() {
+    let c = misses_le_1pct(Some("frames_due"));
+    // 12 misses in one 420-frame recording: 2.9%, CI 1.5–5.0%, a FAIL while
+    // nothing says they came together.
+    let scattered = stream(&[(12, 420)]);
+    let j = judge_criterion(&c, std::slice::from_ref(&scattered), &BETWEEN_RUNS);
+    assert_eq!(j.outcome, Outcome::Fail, "{}", j.text);
+    // The same 12 in one second of the seven (a host stall): the
+    // recording's seconds vary far more than chance, so its frames are
+    // fewer independent chances and the interval cannot tell.
+    let mut seconds = vec![(0, 60); 6];
+    seconds.push((12, 60));
+    let phi = crate::stats::proportion::dispersion(&seconds);
+    assert!(phi > 5.0, "{phi}");
+    let mut burst = scattered;
+    burst.metrics.push(MetricResult {
+        name: "miss_ratio_dispersion".into(),
+        unit: "ratio".into(),
+        better: Better::Lower,
+        summary: crate::stats::summarize(&[phi]),
+        samples: vec![phi],
+        warmup: vec![],
+    });
+    let j = judge_criterion(&c, &[burst], &BETWEEN_RUNS);
+    assert_eq!(j.outcome, Outcome::Marginal, "{}", j.text);
+    assert!(
+        j.text
+            .contains("12 of 420 frames due over 1 trial, varying")
+            && j.text.contains("more between seconds than chance"),
+        "{}",
+        j.text
+    );
+}
