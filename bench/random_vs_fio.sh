@@ -219,13 +219,27 @@ fio_once() {
     sampler=""
     if [ -n "$6" ]; then
         python3 - "$2" >"$WORK/devstat" <<'PY' &
-import os, sys, time
+import os, signal, sys, time
 d = os.stat(sys.argv[1]).st_dev
 path = f"/sys/dev/block/{os.major(d)}:{os.minor(d)}/stat"
-while True:
+
+
+def sample(*_):
     with open(path) as f:
         n = f.read().split()[0]
     print(f"{time.time() * 1000:.1f} {n}", flush=True)
+
+
+def last(*_):
+    # One more reading once fio has ended: its jobs' last log samples are
+    # written as they exit, after the sampler's previous reading.
+    sample()
+    sys.exit(0)
+
+
+signal.signal(signal.SIGTERM, last)
+while True:
+    sample()
     time.sleep(0.05)
 PY
         sampler=$!
