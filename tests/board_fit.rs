@@ -380,6 +380,43 @@ fn work_search_fits_its_listing_in_a_16_mib_cgroup() {
             && fit.contains("days)"),
         "{fit}"
     );
+    // The question is about the 10 days asked: each trial's word_time is
+    // the measured one (listing bytes over the measured throughput) times
+    // days asked over days measured, and the note says so.
+    assert!(fit.contains("are for the 10 days asked"), "{fit}");
+    let r = &run["results"][0];
+    let days = r["params"]["days"].as_f64().unwrap();
+    assert!(days < 10.0, "{}", r["params"]);
+    let listing = n.iter().find(|n| n.starts_with("listing: ")).unwrap();
+    let bytes: f64 = listing
+        .split(", ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let samples = |name: &str| -> Vec<f64> {
+        r["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap()["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    for (t, tp) in samples("word_time").iter().zip(samples("word_throughput")) {
+        let scale = t * tp / bytes;
+        assert!(
+            (scale - 10.0 / days).abs() < 1e-6,
+            "{scale} for {days} days"
+        );
+    }
 }
 
 /// A scratch mount point that is unmounted and removed on drop.

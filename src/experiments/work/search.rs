@@ -115,7 +115,9 @@ pub(crate) static SPEC: Spec = Spec {
          `day`. output=discard counts the matches; output=print also formats each match as a \
          two-line screen listing into a String and writes it to /dev/null with one write() per \
          query run (formatting and the write are inside the timing). A query repeats until it \
-         has run at least the trial time (200 ms by default) per trial; <query>_time = seconds per query, \
+         has run at least the trial time (200 ms by default) per trial; <query>_time = seconds per query \
+         over the listing asked for (where the memory budget fits fewer days, the time over the \
+         days measured × days asked / days measured: each query scans every line), \
          <query>_throughput = database bytes scanned per second (B/s), <query>_matches = \
          matching programmes (deterministic for a seed). In memory only; no files.",
     params: &[
@@ -279,6 +281,22 @@ impl Experiment for Search {
             });
             day = days;
         }
+        // The question is about the listing asked for: every query scans
+        // every line, so its time grows with the listing's length, and a
+        // listing fitted down is timed for the days asked (the throughput
+        // stays the measured one). Judged on the measured days, a 64 MiB
+        // board "passed" a 10-day search on 4 or 5 days, at half its time.
+        let scale = q.days as f64 / days as f64;
+        if days < q.days {
+            fit_note = fit_note.map(|n| {
+                format!(
+                    "{n}; word_time, slot_time and channel_time are for the {} days asked: \
+                     the time over the {days} measured × {scale:.2} (each query scans every \
+                     line, so its time is linear in the listing's length)",
+                    q.days
+                )
+            });
+        }
         let db = listing(days as u32, q.channels as u32, q.programmes as u32, seed);
         let date = day_date(day as u32 - 1);
         let minute =
@@ -308,6 +326,7 @@ impl Experiment for Search {
             reps: [1; 3],
             fit_note,
             fitted,
+            scale,
         };
         for i in 0..3 {
             let (secs, _) = run.once(i)?;
@@ -327,6 +346,9 @@ struct SearchRun {
     reps: [u64; 3],
     fit_note: Option<String>,
     fitted: Option<Fitted>,
+    /// Days asked over days measured: the factor from a query's measured
+    /// time to its time over the listing asked for (1 when it fitted).
+    scale: f64,
 }
 
 /// Bytes the listing reserves per day (`data::listing` allocates 460 bytes
@@ -393,7 +415,7 @@ impl PointRun for SearchRun {
                 "slot" => (SLOT_TIME, SLOT_THROUGHPUT, SLOT_MATCHES),
                 _ => (CHANNEL_TIME, CHANNEL_THROUGHPUT, CHANNEL_MATCHES),
             };
-            v.set(t, per);
+            v.set(t, per * self.scale);
             v.set(tp, bytes / per);
             v.set(m, matches as f64);
         }
