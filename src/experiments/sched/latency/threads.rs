@@ -2,7 +2,8 @@
 //! SCHED_FIFO, the cpu_dma_latency request, the clock they read and their
 //! loop.
 //!
-//! libc: sched_setscheduler, sched_param, SCHED_FIFO (rustix has no sched_setscheduler)
+//! libc: syscall(SYS_sched_setscheduler), sched_param, SCHED_FIFO (rustix has no
+//! sched_setscheduler, and musl's wrapper is a stub)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -62,8 +63,14 @@ fn set_fifo(prio: i32) -> std::result::Result<(), String> {
     // SAFETY: sched_param is plain data.
     let mut sp: libc::sched_param = unsafe { std::mem::zeroed() };
     sp.sched_priority = prio;
-    // SAFETY: sets the calling thread's policy.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp) } == 0 {
+    // The system call, not libc's wrapper: musl's sched_setscheduler is a
+    // stub returning ENOSYS (POSIX defines it per process, Linux per
+    // thread), so the static board build measured every board as
+    // SCHED_OTHER, 50 µs of timer slack later than cyclictest.
+    // SAFETY: sets the calling thread's policy; the kernel reads the
+    // priority, the first field of either libc's sched_param.
+    let sp: *const libc::sched_param = &sp;
+    if unsafe { libc::syscall(libc::SYS_sched_setscheduler, 0, libc::SCHED_FIFO, sp) } == 0 {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error().to_string())
