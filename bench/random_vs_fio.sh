@@ -199,7 +199,7 @@ fio_case() {
     # Staggered: fio's jobs started further apart than the runtime. Run it
     # once more with the runtime stretched by twice that spread (plus a
     # second), so that every job is measuring for a common window of about
-    # the runtime; the figure is still each job's I/Os in that window only.
+    # the runtime; the figure is still the device's reads in that window.
     # shellcheck disable=SC2086
     set -- $out
     if [ "$7" = staggered ] && [ "$6" != -1 ]; then
@@ -252,7 +252,7 @@ PY
     rc=$?
     [ -z "$sampler" ] || { kill "$sampler"; wait "$sampler" 2>/dev/null || true; }
     [ "$rc" = 0 ] || return 1
-    python3 - "$WORK/fio.json" "$6" "$7" "$8" "$((TRIALS * DUR))" "$WORK/devstat" <<'PY'
+    python3 - "$WORK/fio.json" "$6" "$7" "$((TRIALS * DUR))" "$WORK/devstat" <<'PY'
 import glob, json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
 r = j["read"]
@@ -273,13 +273,13 @@ if not sys.argv[2]:
 # log: its first sample's 100 ms to its last sample (only the time stamps are
 # used: a sample's rate is over fio's own sampling period, which lags after a
 # starved thread's gap, so summing the logged rates mis-counts).
-AVG, nj, asked = 100, int(sys.argv[3]), float(sys.argv[5])
+AVG, nj, asked = 100, int(sys.argv[3]), float(sys.argv[4])
 spans = []
 for f in glob.glob(sys.argv[2] + "/x_iops.*.log"):
     ts = [int(line.split(",")[0]) for line in open(f)]
     if ts:
         spans.append((min(ts) - AVG, max(ts)))
-dev = [tuple(map(float, line.split())) for line in open(sys.argv[6])]
+dev = [tuple(map(float, line.split())) for line in open(sys.argv[5])]
 # The device's peak rate over any 200 ms (four samples): printed for reference.
 peak = max(((b[1] - a[1]) / (b[0] - a[0]) * 1000 for a, b in zip(dev, dev[4:]) if b[0] > a[0]), default=0)
 if len(spans) < nj or len(dev) < 2:

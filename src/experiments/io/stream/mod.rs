@@ -417,7 +417,7 @@ impl PointRun for StreamRun {
             .with(RECORD_FPS, fps_of(&rec))
             .with(PLAYBACK_FPS, fps_of(&play));
         if paced {
-            let (rm, pm) = (frames - rec.on_time, frames - play.on_time);
+            let (rm, pm) = (frames - rec.on_time(), frames - play.on_time());
             v.set(MISSED_FRAMES, (rm + pm) as f64);
             v.set(MISS_RATIO, (rm + pm) as f64 / (2 * frames) as f64);
             v.set(FRAMES_DUE, (2 * frames) as f64);
