@@ -784,6 +784,18 @@ for mem in $LAB_MEMS; do
       record "  ${mem}M cpu.clock cluster" FAIL 0 "no Cortex-A53 cluster in the cpu.clock notes"
     fi
   fi
+  # The guest runs as root, so every sched.latency point must have run as
+  # SCHED_FIFO: the static musl build once fell back to SCHED_OTHER on
+  # every board (musl's sched_setscheduler is an ENOSYS stub), which only
+  # this board build can show.
+  if [ -f "$d/results/sched.latency.out" ]; then
+    if grep -q "not permitted" "$d/results/sched.latency.out" ||
+      ! grep -q "^  note: SCHED_FIFO [0-9]* on CPU" "$d/results/sched.latency.out"; then
+      record "  ${mem}M sched.latency policy" FAIL 0 "a point ran without SCHED_FIFO as root: $(grep -m1 -E 'SCHED_(FIFO|OTHER)' "$d/results/sched.latency.out" | cut -c1-120)"
+    else
+      record "  ${mem}M sched.latency policy" ok 0 "$(grep -c '^  note: SCHED_FIFO [0-9]* on CPU' "$d/results/sched.latency.out") points as $(grep -m1 -o 'SCHED_FIFO [0-9]*' "$d/results/sched.latency.out")"
+    fi
+  fi
   [ $sim = 1 ] && flashsim_check "$d"
   study_checks "$d" "$mem"
   diagnose_table "$d" "$mem"

@@ -2,8 +2,8 @@
 //! SCHED_FIFO, the cpu_dma_latency request, the clock they read and their
 //! loop.
 //!
-//! libc: syscall(SYS_sched_setscheduler), sched_param, SCHED_FIFO (rustix has no
-//! sched_setscheduler, and musl's wrapper is a stub)
+//! libc: syscall, SYS_sched_setscheduler (rustix has no sched_setscheduler; musl's is an ENOSYS stub)
+//! libc: sched_param, SCHED_FIFO (the call's argument and policy)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
