@@ -59,6 +59,10 @@ if [ "${1:-}" = --verbs ]; then
     measure run run io.record-size --target "$TARGET" -p record=1m -p size=4M $q
     if [ -n "$STUDY" ]; then
         measure study study "$STUDY" --target "$TARGET" --quiet-check 0
+        # Where the study's wall time went (one board study once took 95 s
+        # against 32-36 s in every other run, and nothing said where).
+        "$TL" show last 2>/dev/null | awk '/^time per key issue:/ {p = 1; print; next}
+            p && /^  / {print; next} p {exit}' | sed 's/^/    /'
     fi
     measure runs runs
     measure show show last

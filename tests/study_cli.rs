@@ -144,6 +144,22 @@ trials = 2
         .collect();
     assert_eq!(verdicts, ["pass", "fail", "info"]);
     assert_eq!(run["results"].as_array().unwrap().len(), 3);
+    // `show` gives the verdicts and the time per key issue again, as the
+    // study printed them.
+    let shown = env.run(&["show", "last"]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    let row = |name: &str| shown.lines().find(|l| l.contains(name)).unwrap_or("");
+    assert!(
+        row("| Fast enough").contains("PASS")
+            && row("| Impossible").contains("FAIL")
+            && row("| Reference only").contains("INFO"),
+        "{shown}"
+    );
+    let times = &shown[shown.find("time per key issue:").expect(&shown)..];
+    for name in ["Fast enough", "Impossible", "Reference only", "total"] {
+        assert!(times.contains(name), "{times}");
+    }
     assert!(env.leftovers().is_empty());
 }
 

@@ -75,7 +75,7 @@ pub(crate) enum Command {
     Run(run::Args),
     /// List stored runs, newest first.
     Runs(runs::Args),
-    /// Show one stored run.
+    /// Show one stored run (a study with its verdicts and the time per key issue).
     Show(show::Args),
     /// Compare two runs: environment differences, ratios with 95% CIs, verdicts.
     Compare(compare::Args),

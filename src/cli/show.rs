@@ -5,6 +5,7 @@ use super::Out;
 use crate::model::run::Run;
 use crate::report::runview;
 use crate::store::Store;
+use crate::study;
 use crate::Result;
 
 #[derive(clap::Args, Debug)]
@@ -41,6 +42,17 @@ pub(crate) fn render(run: &Run, term: crate::report::table::Terminal) -> String 
         }
     }
     let mut text = runview::render(&safe, term);
+    // A study's verdicts and the time each key issue took, as `study`
+    // printed them when it ran (a board log that kept only the run id can
+    // still say where a slow study's time went).
+    if let Some(s) = &safe.study {
+        text.push_str(&study::summary_table(s, term));
+        text.push('\n');
+        if let Some(times) = study::step_times(s, term) {
+            text.push_str(&times);
+            text.push('\n');
+        }
+    }
     if let Some(d) = &run.diagnosis {
         // Process names and commands come from another machine: cleaned
         // line by line so the layout's newlines stay.
