@@ -589,9 +589,9 @@ for case in dict.fromkeys(r[0] for r in rows):
     # Which tool costs less per I/O, as the rounds can tell: the median of
     # the per-round ratios tunelab / fio and its order-statistic CI. Where
     # the CI straddles 1 the rounds cannot tell the two apart ("tied"): at
-    # QD 1 on a RAM-backed device both spend 14-16 us of kernel time per I/O
-    # (the system call, the block layer, a sleep and a wake-up, and a CPU
-    # migration on half of them), and which is lower flips between runs.
+    # QD 1 on a RAM-backed device nearly all of either tool's CPU per I/O is
+    # kernel time (the system call, the block layer, a sleep and a wake-up,
+    # often a CPU migration), and which is lower flips between runs.
     cr = [float(r[7]) / float(r[8]) for r in rs_all if float(r[7]) > 0 and float(r[8]) > 0]
     cpu_call = "-"
     if cr:
