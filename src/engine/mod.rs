@@ -220,7 +220,7 @@ impl Room {
         let mut memory_why = format!(
             "{}; budget = 3/4 of the smaller less {} for tunelab",
             limits.explain(),
-            crate::units::format_size(crate::system::limits::RESERVE)
+            crate::units::format_size(limits.reserve())
         );
         let disk_free = target
             .and_then(|t| crate::safety::scratch::free_bytes(t).ok())

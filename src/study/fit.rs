@@ -66,7 +66,7 @@ fn merge(a: Need, b: Need) -> Need {
 /// How far a point may pass the budget and still start: experiments fit
 /// their main data to the budget and keep small buffers beside it (a
 /// 64 KiB read chunk, a 1 MiB record), and the budget itself leaves a
-/// quarter of the memory available and 8 MiB for tunelab. Without it the
+/// quarter of the memory available and tunelab's own reserve. Without it the
 /// 64 MiB board skipped "Cached file reads" for 6.3 MiB against 6.3 MiB.
 pub(crate) const SLACK: u64 = 1 << 20;
 

@@ -3,6 +3,15 @@
 //! or a CI job with a 64 MiB cgroup limit sees the host's MemAvailable in
 //! /proc/meminfo, so sizing by MemAvailable alone gets a process OOM-killed.
 //!
+//! MemAvailable also counts most of the reclaimable kernel memory
+//! (KReclaimable: dentry and inode slab) as free for the taking, and the
+//! kernel cannot always take it: on the 64 MiB aarch64 lab guest (Debian's
+//! 6.1 kernel, whose tracefs holds an inode and a dentry for every trace
+//! event file) 9.5 MiB of its 10.4 MiB MemAvailable at boot was such slab,
+//! and `study quick` was OOM-killed with the slab still at 9.6 MiB and
+//! tunelab at 4.8 MiB. So that share is left out here, and what tunelab's
+//! own code keeps resident is reserved from what remains.
+//!
 //! Everything is read below a root directory (`/` on a live system, a fixture
 //! tree in tests): meminfo, self/cgroup and self/mountinfo of its /proc
 //! (through [`proc::Root::under`]) and the cgroup files under the mount
@@ -20,8 +29,14 @@ use crate::units::format_size;
 const UNLIMITED: u64 = 1 << 60;
 
 /// Memory set aside for tunelab itself (its binary, results, the store)
-/// before data buffers are sized from what is available.
+/// before data buffers are sized from what is available, when its own
+/// resident code cannot be read — and at most, when it can (`reserve`).
 pub(crate) const RESERVE: u64 = 8 << 20;
+
+/// What tunelab may still grow by (heap, sample vectors, thread stacks)
+/// beside the code it keeps resident: its anonymous memory is 0.4-1.4 MiB
+/// through a study (the static build on the VM, /proc/self/status).
+const GROWTH: u64 = 1 << 20;
 
 /// One memory cgroup level with a limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +68,14 @@ impl CgroupMemory {
 pub(crate) struct MemoryLimits {
     /// /proc/meminfo MemAvailable (kernel ≥ 3.14), bytes.
     pub(crate) mem_available: Option<u64>,
+    /// The part of MemAvailable that is reclaimable kernel memory: as the
+    /// kernel computes it, KReclaimable less the smaller of its half and
+    /// the zones' low watermarks (all of KReclaimable when the watermarks
+    /// cannot be read). Not counted as available.
+    pub(crate) kernel_reclaimable: u64,
+    /// This process's resident file pages (RssFile: mostly its own code,
+    /// which must stay in memory for it to run without faulting it back).
+    pub(crate) own_code: Option<u64>,
     /// The tightest limited memory cgroup among this process's cgroup and
     /// its ancestors (None: no memory cgroup, or no limit).
     pub(crate) cgroup: Option<CgroupMemory>,
@@ -66,28 +89,45 @@ impl MemoryLimits {
 
     /// The system whose /proc and /sys trees are under `root`.
     pub(crate) fn read_from(root: &Path) -> Self {
-        let meminfo = proc::Root::under(root).read("meminfo").unwrap_or_default();
+        let procs = proc::Root::under(root);
+        let meminfo = procs.read("meminfo").unwrap_or_default();
+        let status = procs.read("self/status").unwrap_or_default();
+        let mem_available = meminfo_kb(&meminfo, "MemAvailable").map(|k| k * 1024);
+        let low = procs.read("zoneinfo").ok().and_then(|z| low_watermarks(&z));
         MemoryLimits {
-            mem_available: meminfo_kb(&meminfo, "MemAvailable").map(|k| k * 1024),
+            kernel_reclaimable: counted_reclaimable(&meminfo, low).min(mem_available.unwrap_or(0)),
+            mem_available,
+            own_code: meminfo_kb(&status, "RssFile").map(|k| k * 1024),
             cgroup: tightest_cgroup(root),
         }
     }
 
     /// Bytes this process can still allocate without swapping or being
-    /// killed: the smaller of MemAvailable and the cgroup's headroom.
+    /// killed: the smaller of MemAvailable (less the reclaimable kernel
+    /// memory it counts) and the cgroup's headroom.
     pub(crate) fn available(&self) -> Option<u64> {
         let cg = self.cgroup.as_ref().map(CgroupMemory::headroom);
-        match (self.mem_available, cg) {
+        let mem = self
+            .mem_available
+            .map(|a| a.saturating_sub(self.kernel_reclaimable));
+        match (mem, cg) {
             (Some(a), Some(c)) => Some(a.min(c)),
             (a, c) => a.or(c),
         }
     }
 
+    /// What tunelab keeps for itself: its resident code and `GROWTH`, at
+    /// most `RESERVE` (the figure when the code cannot be read).
+    pub(crate) fn reserve(&self) -> u64 {
+        self.own_code.map_or(RESERVE, |c| (c + GROWTH).min(RESERVE))
+    }
+
     /// Bytes an experiment may give its data buffers: three quarters of
-    /// what is available less `RESERVE` for tunelab's own growth (None when
-    /// nothing could be read, e.g. no /proc).
+    /// what is available less the `reserve` for tunelab (None when nothing
+    /// could be read, e.g. no /proc).
     pub(crate) fn budget(&self) -> Option<u64> {
-        self.available().map(|a| a.saturating_sub(RESERVE) / 4 * 3)
+        self.available()
+            .map(|a| a.saturating_sub(self.reserve()) / 4 * 3)
     }
 
     /// Where the figures came from, for notes: "MemAvailable 21 GiB; cgroup
@@ -95,6 +135,11 @@ impl MemoryLimits {
     /// 4 MiB) -> 48 MiB headroom".
     pub(crate) fn explain(&self) -> String {
         let mut parts = vec![match self.mem_available {
+            Some(a) if self.kernel_reclaimable >= 1 << 20 => format!(
+                "MemAvailable {}, {} of it reclaimable kernel memory (slab) not counted",
+                format_size(a),
+                format_size(self.kernel_reclaimable)
+            ),
             Some(a) => format!("MemAvailable {}", format_size(a)),
             None => "MemAvailable unknown".to_string(),
         }];
@@ -123,6 +168,30 @@ fn meminfo_kb(text: &str, key: &str) -> Option<u64> {
         .next()?
         .parse()
         .ok()
+}
+
+/// The reclaimable kernel memory MemAvailable counts (the kernel's
+/// si_mem_available: KReclaimable − min(KReclaimable / 2, low watermarks)),
+/// in bytes; all of KReclaimable when `low` is unknown. Kernels before 4.20
+/// have no KReclaimable line: SReclaimable then.
+fn counted_reclaimable(meminfo: &str, low: Option<u64>) -> u64 {
+    let Some(kr) = meminfo_kb(meminfo, "KReclaimable")
+        .or_else(|| meminfo_kb(meminfo, "SReclaimable"))
+        .map(|k| k * 1024)
+    else {
+        return 0;
+    };
+    kr - low.map_or(0, |l| l.min(kr / 2))
+}
+
+/// The sum of every zone's low watermark in /proc/zoneinfo, in bytes.
+fn low_watermarks(zoneinfo: &str) -> Option<u64> {
+    let pages: u64 = zoneinfo
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("low "))
+        .filter_map(|v| v.trim().parse::<u64>().ok())
+        .sum();
+    (pages > 0).then(|| pages * proc::page_size())
 }
 
 /// A `key value` field of a cgroup memory.stat.
@@ -455,6 +524,56 @@ mod tests {
         let l = MemoryLimits::read_from(t.path());
         assert_eq!(l.available(), Some(64 << 20));
         assert_eq!(l.budget(), Some((56 << 20) / 4 * 3));
+    }
+
+    /// The 64 MiB aarch64 lab guest at boot (its /proc/meminfo, and the low
+    /// watermark of its one zone from the OOM report: 717 pages).
+    #[test]
+    fn reclaimable_slab_is_not_counted_and_tunelabs_code_is_reserved() {
+        let t = tempfile::tempdir().unwrap();
+        put(
+            t.path(),
+            "proc/meminfo",
+            "MemTotal:          35620 kB\nMemFree:            3040 kB\n\
+             MemAvailable:      10768 kB\nKReclaimable:       9548 kB\n\
+             SReclaimable:       9548 kB\n",
+        );
+        put(t.path(), "proc/self/cgroup", "0::/\n");
+        put(
+            t.path(),
+            "proc/zoneinfo",
+            "Node 0, zone      DMA\n  pages free     760\n        boost    0\n\
+             \x20       min      676\n        low      717\n        high     758\n",
+        );
+        put(
+            t.path(),
+            "proc/self/status",
+            "VmRSS:\t    4788 kB\nRssAnon:\t     352 kB\nRssFile:\t    3072 kB\n",
+        );
+        let l = MemoryLimits::read_from(t.path());
+        let low = 717 * proc::page_size();
+        let slab = (9548u64 << 10) - low.min((9548u64 << 10) / 2);
+        assert_eq!(l.kernel_reclaimable, slab);
+        assert_eq!(l.available(), Some((10768u64 << 10) - slab));
+        // Its code (3 MiB resident) and 1 MiB to grow, not the flat 8 MiB.
+        assert_eq!(l.reserve(), 4 << 20);
+        assert_eq!(
+            l.budget(),
+            Some(((10768u64 << 10) - slab).saturating_sub(4 << 20) / 4 * 3)
+        );
+        let e = l.explain();
+        assert!(
+            e.contains("MemAvailable 10.5 MiB")
+                && e.contains("reclaimable kernel memory (slab) not counted"),
+            "{e}"
+        );
+        // Without the watermarks all of it is left out; a build whose code
+        // is larger than the flat reserve keeps the flat reserve.
+        fs::remove_file(t.path().join("proc/zoneinfo")).unwrap();
+        put(t.path(), "proc/self/status", "RssFile:\t   20480 kB\n");
+        let l = MemoryLimits::read_from(t.path());
+        assert_eq!(l.kernel_reclaimable, 9548 << 10);
+        assert_eq!(l.reserve(), RESERVE);
     }
 
     #[test]
