@@ -166,15 +166,14 @@ fio_case() {
         par="--iodepth=$2"
         if [ "$J" != 1 ]; then par="$par --numjobs=$J --thread --group_reporting"; fi
     fi
-    # More than one job: each job's IOPS log, 100 ms samples with absolute
-    # (Unix epoch, ms) time stamps, fio 3.33 writes them as x_iops.N.log.
-    logdir=""
-    if [ "$nj" -gt 1 ]; then
-        logdir="$WORK/fiolog"
-        rm -rf "$logdir"
-        mkdir "$logdir"
-        par="$par --write_iops_log=$logdir/x --log_avg_msec=100 --log_unix_epoch=1"
-    fi
+    # Each job's IOPS log, 100 ms samples with absolute (Unix epoch, ms) time
+    # stamps, fio 3.33 writes them as x_iops.N.log: when each job measured
+    # (several jobs: their common window; one job: the window its CPU is
+    # taken over).
+    logdir="$WORK/fiolog"
+    rm -rf "$logdir"
+    mkdir "$logdir"
+    par="$par --write_iops_log=$logdir/x --log_avg_msec=100 --log_unix_epoch=1"
     # FIO_BATCH=1: fio at its own lowest cost per I/O, as tunelab runs: the
     # TSC clock (--clocksource=cpu; tunelab reads CLOCK_MONOTONIC through the
     # vDSO) and, for io_uring, submitting and reaping up to the queue depth
@@ -222,12 +221,42 @@ fio_once() {
 import os, signal, sys, time
 d = os.stat(sys.argv[1]).st_dev
 path = f"/sys/dev/block/{os.major(d)}:{os.minor(d)}/stat"
+fio = None
+
+
+def cpu_of(pid):
+    # Every thread's nanoseconds on a CPU so far (/proc/PID/task/*/schedstat).
+    return sum(int(open(f"/proc/{pid}/task/{t}/schedstat").read().split()[0])
+               for t in os.listdir(f"/proc/{pid}/task"))
+
+
+def fio_cpu_ns():
+    # fio's CPU so far, as the scheduler counts it, and how many processes
+    # it is of: the fio process (its jobs' threads with --thread, its main
+    # thread) and its children (a single job runs as a forked process).
+    # "-1 0" before fio is found and after it has gone.
+    global fio
+    if fio is None:
+        for p in os.listdir("/proc"):
+            try:
+                if p.isdigit() and open(f"/proc/{p}/comm").read().strip() == "fio":
+                    fio = p
+                    break
+            except OSError:
+                pass
+        if fio is None:
+            return "-1 0"
+    try:
+        kids = open(f"/proc/{fio}/task/{fio}/children").read().split()
+        return f"{cpu_of(fio) + sum(cpu_of(k) for k in kids)} {1 + len(kids)}"
+    except OSError:
+        return "-1 0"
 
 
 def sample(*_):
     with open(path) as f:
         n = f.read().split()[0]
-    print(f"{time.time() * 1000:.1f} {n}", flush=True)
+    print(f"{time.time() * 1000:.1f} {n} {fio_cpu_ns()}", flush=True)
 
 
 def last(*_):
@@ -261,14 +290,16 @@ p = r.get("lat_ns", {}).get("percentile", {}).get("99.000000")
 # time (after the ramp): usr_cpu and sys_cpu are shares of job_runtime, and
 # with --group_reporting both are summed over the jobs (fio adds usr_time,
 # sys_time and total_run_time of each job), so the product is every job's CPU.
-# With several jobs it is their CPU over their own measured windows against
-# the I/Os of those same windows: a cost per I/O even when the windows differ.
+# That is the figure of one job (a forked process, RUSAGE_SELF) and of
+# staggered jobs; where several jobs measured together it is replaced below
+# by fio's whole process's CPU over their common window.
 cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] * 1e6
 cpu = cpu / r["total_ios"] if r["total_ios"] else 0
 p99 = p / 1e9 if p else 0
 if not sys.argv[2]:
     print(r["iops"], p99, cpu, r["iops"], -1, -1, "single", -1)
     sys.exit()
+single = int(sys.argv[3]) == 1
 # Several jobs (rule in the header). Each job's measured span from its IOPS
 # log: its first sample's 100 ms to its last sample (only the time stamps are
 # used: a sample's rate is over fio's own sampling period, which lags after a
@@ -283,7 +314,11 @@ dev = [tuple(map(float, line.split())) for line in open(sys.argv[5])]
 # The device's peak rate over any 200 ms (four samples): printed for reference.
 peak = max(((b[1] - a[1]) / (b[0] - a[0]) * 1000 for a, b in zip(dev, dev[4:]) if b[0] > a[0]), default=0)
 if len(spans) < nj or len(dev) < 2:
-    # A job with no logged sample was never measured alongside the others.
+    # A job with no logged sample was never measured alongside the others
+    # (one job: no window to take its CPU over; fio's own figure then).
+    if single:
+        print(r["iops"], p99, cpu, r["iops"], -1, -1, "single", -1)
+        sys.exit()
     print(0, p99, cpu, r["iops"], 0, -1, "staggered", f"{peak:.0f}")
     sys.exit()
 w0 = max(a for a, _ in spans)
@@ -292,16 +327,37 @@ spread = (w0 - min(a for a, _ in spans)) / 1000
 win = max(0, w1 - w0) / 1000
 
 
-def reads_at(t):
-    # The device's completed reads at time t, interpolated between samples.
-    for (ta, na), (tb, nb) in zip(dev, dev[1:]):
-        if ta <= t <= tb:
-            return na + (nb - na) * (t - ta) / (tb - ta) if tb > ta else na
+def at(t, col, rows):
+    # Column col (1: the device's completed reads, 2: fio's CPU ns) at time
+    # t, interpolated between the samples `rows`.
+    for a, b in zip(rows, rows[1:]):
+        if a[0] <= t <= b[0]:
+            return a[col] + (b[col] - a[col]) * (t - a[0]) / (b[0] - a[0]) if b[0] > a[0] else a[col]
     return None
 
 
-ra, rb = reads_at(w0), reads_at(w1)
+ra, rb = at(w0, 1, dev), at(w1, 1, dev)
 conc = (rb - ra) / win if win > 0 and ra is not None and rb is not None else 0
+# fio's CPU per I/O over the same window: its whole process's CPU (every job
+# thread and its main thread, as tunelab's figure is its whole process's)
+# over the reads the device completed. Not fio's JSON usr_cpu/sys_cpu here:
+# with --thread each job's share comes from its own thread's getrusage, and
+# threads that wait on a throttled device most of the time came out at 0 to
+# 5 ms for 1,500 reads in identical runs, where the same jobs as processes
+# gave 23-25 ms. Only samples that counted all of fio's processes (a forked
+# job that has exited takes its CPU with it), so the window may end early.
+full = max((row[3] for row in dev), default=0)
+ok = [row for row in dev if row[2] >= 0 and row[3] == full and full > 0]
+if ok:
+    c0, c1 = max(w0, ok[0][0]), min(w1, ok[-1][0])
+    ca, cb = at(c0, 2, ok), at(c1, 2, ok)
+    na, nb = at(c0, 1, ok), at(c1, 1, ok)
+    if c1 - c0 >= (w1 - w0) / 2 and None not in (ca, cb, na, nb) and nb > na and cb >= ca:
+        cpu = (cb - ca) / (nb - na)
+if single:
+    # One job: fio's own rate (JSON), its whole family's CPU over its window.
+    print(r["iops"], p99, cpu, r["iops"], -1, -1, "single", -1)
+    sys.exit()
 # A third of the runtime asked for (the rerun's stretched runtime does not
 # raise the bar).
 flag = "together" if win >= asked / 3 and conc > 0 else "staggered"
