@@ -203,7 +203,8 @@ fio_case() {
     set -- $out
     if [ "$7" = staggered ] && [ "$6" != -1 ]; then
         extra=$(python3 -c "import math; print(math.ceil(2 * float('$6')) + 1)")
-        [ -z "$logdir" ] || { rm -rf "$logdir"; mkdir "$logdir"; }
+        rm -rf "$logdir"
+        mkdir "$logdir"
         again=$(fio_once "$eng" "$dir" "$size" "$cg" "$par $lp" "$logdir" "$nj" $((TRIALS * DUR + extra))) &&
             out="$again"
     fi
@@ -212,12 +213,10 @@ fio_case() {
 
 # fio_once ENGINE DIR SIZE CGROUP "FIO OPTIONS" LOGDIR NJOBS RUNTIME_S -> fio_case's line
 fio_once() {
-    # Several jobs: the device's completed reads, sampled every 50 ms with
+    # The device's completed reads and fio's CPU, sampled every 50 ms with
     # absolute time stamps while fio runs (the rate fio's jobs got, counted
-    # where the I/O ends; see the header).
-    sampler=""
-    if [ -n "$6" ]; then
-        python3 - "$2" >"$WORK/devstat" <<'PY' &
+    # where the I/O ends, and what fio spent on it; see the header).
+    python3 - "$2" >"$WORK/devstat" <<'PY' &
 import os, signal, sys, time
 d = os.stat(sys.argv[1]).st_dev
 path = f"/sys/dev/block/{os.major(d)}:{os.minor(d)}/stat"
@@ -271,15 +270,15 @@ while True:
     sample()
     time.sleep(0.05)
 PY
-        sampler=$!
-    fi
+    sampler=$!
     # shellcheck disable=SC2086
     in_cg "$4" fio --name=cmp --filename="$2/fio.dat" --size="$3" --bs=4k --rw=randread --direct=1 \
         --ioengine="$1" $5 --norandommap --randrepeat=0 --time_based \
         --ramp_time="$DUR" --runtime="$8" \
         --output-format=json --output="$WORK/fio.json" >/dev/null 2>"$WORK/fio.err"
     rc=$?
-    [ -z "$sampler" ] || { kill "$sampler"; wait "$sampler" 2>/dev/null || true; }
+    kill "$sampler"
+    wait "$sampler" 2>/dev/null || true
     [ "$rc" = 0 ] || return 1
     python3 - "$WORK/fio.json" "$6" "$7" "$((TRIALS * DUR))" "$WORK/devstat" <<'PY'
 import glob, json, sys
@@ -290,15 +289,11 @@ p = r.get("lat_ns", {}).get("percentile", {}).get("99.000000")
 # time (after the ramp): usr_cpu and sys_cpu are shares of job_runtime, and
 # with --group_reporting both are summed over the jobs (fio adds usr_time,
 # sys_time and total_run_time of each job), so the product is every job's CPU.
-# That is the figure of one job (a forked process, RUSAGE_SELF) and of
-# staggered jobs; where several jobs measured together it is replaced below
-# by fio's whole process's CPU over their common window.
+# It stays only where no window could be read from the logs; elsewhere it is
+# replaced below by fio's whole process's CPU over the jobs' window.
 cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] * 1e6
 cpu = cpu / r["total_ios"] if r["total_ios"] else 0
 p99 = p / 1e9 if p else 0
-if not sys.argv[2]:
-    print(r["iops"], p99, cpu, r["iops"], -1, -1, "single", -1)
-    sys.exit()
 single = int(sys.argv[3]) == 1
 # Several jobs (rule in the header). Each job's measured span from its IOPS
 # log: its first sample's 100 ms to its last sample (only the time stamps are

@@ -92,12 +92,12 @@ impl MemoryLimits {
         let procs = proc::Root::under(root);
         let meminfo = procs.read("meminfo").unwrap_or_default();
         let status = procs.read("self/status").unwrap_or_default();
-        let mem_available = meminfo_kb(&meminfo, "MemAvailable").map(|k| k * 1024);
+        let mem_available = kb_field(&meminfo, "MemAvailable").map(|k| k * 1024);
         let low = procs.read("zoneinfo").ok().and_then(|z| low_watermarks(&z));
         MemoryLimits {
             kernel_reclaimable: counted_reclaimable(&meminfo, low).min(mem_available.unwrap_or(0)),
             mem_available,
-            own_code: meminfo_kb(&status, "RssFile").map(|k| k * 1024),
+            own_code: kb_field(&status, "RssFile").map(|k| k * 1024),
             cgroup: tightest_cgroup(root),
         }
     }
@@ -160,8 +160,8 @@ impl MemoryLimits {
     }
 }
 
-/// A `Key:   123 kB` field of /proc/meminfo, in kB.
-fn meminfo_kb(text: &str, key: &str) -> Option<u64> {
+/// A `Key:   123 kB` field of /proc/meminfo or /proc/PID/status, in kB.
+fn kb_field(text: &str, key: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))?
         .split_whitespace()
@@ -175,8 +175,8 @@ fn meminfo_kb(text: &str, key: &str) -> Option<u64> {
 /// in bytes; all of KReclaimable when `low` is unknown. Kernels before 4.20
 /// have no KReclaimable line: SReclaimable then.
 fn counted_reclaimable(meminfo: &str, low: Option<u64>) -> u64 {
-    let Some(kr) = meminfo_kb(meminfo, "KReclaimable")
-        .or_else(|| meminfo_kb(meminfo, "SReclaimable"))
+    let Some(kr) = kb_field(meminfo, "KReclaimable")
+        .or_else(|| kb_field(meminfo, "SReclaimable"))
         .map(|k| k * 1024)
     else {
         return 0;
